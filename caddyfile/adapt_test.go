@@ -1,0 +1,90 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridcaddyfile_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/hybridllm/caddy-hybrid-llm"
+)
+
+// TestAdaptFixtures runs testdata/*.caddyfiletest: a Caddyfile, a line of
+// dashes, then the JSON it must adapt to, or "error: <substring>".
+func TestAdaptFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.caddyfiletest")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			input, expected, ok := strings.Cut(string(data), "----------")
+			if !ok {
+				t.Fatal("fixture has no ---------- separator")
+			}
+			expected = strings.TrimSpace(expected)
+			if want, isErr := strings.CutPrefix(expected, "error:"); isErr {
+				_, _, err := adapt(input)
+				if err == nil {
+					t.Fatalf("adapted without error, want one containing %q", strings.TrimSpace(want))
+				}
+				if !strings.Contains(err.Error(), strings.TrimSpace(want)) {
+					t.Fatalf("error %q does not contain %q", err, strings.TrimSpace(want))
+				}
+				return
+			}
+			if !caddytest.CompareAdapt(t, f, input, "caddyfile", expected) {
+				t.Fail()
+			}
+		})
+	}
+}
+
+// TestExamplesAdaptAndProvision adapts every example Caddyfile and
+// provisions the result, as `caddy adapt --validate` does.
+func TestExamplesAdaptAndProvision(t *testing.T) {
+	files, err := filepath.Glob("../examples/*Caddyfile*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfgJSON, warnings, err := adapt(string(data))
+			if err != nil {
+				t.Fatalf("adapt: %v", err)
+			}
+			for _, w := range warnings {
+				t.Errorf("warning: %s", w.String())
+			}
+			var cfg caddy.Config
+			if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if err := caddy.Validate(&cfg); err != nil {
+				t.Fatalf("validate: %v", err)
+			}
+		})
+	}
+}
+
+func adapt(input string) ([]byte, []caddyconfig.Warning, error) {
+	return caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), map[string]any{"filename": "Caddyfile"})
+}

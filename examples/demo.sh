@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The caddy-hybrid-llm demo: builds Caddy with the module, starts a
+# simulated self-hosted vLLM (127.0.0.1:8001) and a simulated cloud API
+# (127.0.0.1:8002), and runs Caddy with examples/Caddyfile on :8080.
+#
+#   bash examples/demo.sh           run until Ctrl-C
+#   bash examples/demo.sh --check   scripted tour (normal, stream, fallback), then exit
+#
+# Everything listens on loopback only.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+mode=${1:-run}
+state=$root/.demo
+mkdir -p "$state" bin
+
+export HYBRID_LISTEN=${HYBRID_LISTEN:-127.0.0.1:8080}
+export HYBRID_ADMIN=${HYBRID_ADMIN:-localhost:2019}
+export SELF_UPSTREAMS=${SELF_UPSTREAMS:-127.0.0.1:8001}
+export SELF_MODEL=${SELF_MODEL:-qwen2.5-7b-instruct}
+export CLOUD_UPSTREAM=${CLOUD_UPSTREAM:-http://127.0.0.1:8002}
+export CLOUD_MODEL=${CLOUD_MODEL:-gpt-4o-mini}
+export CLOUD_API_KEY=${CLOUD_API_KEY:-sk-demo-0123456789}
+self_addr=${SELF_UPSTREAMS%% *}
+gw=http://$HYBRID_LISTEN
+
+echo "building bin/caddy and bin/llmsim ..."
+go build -o bin/caddy ./xcaddy/cmd/caddy
+go build -o bin/llmsim ./cmd/llmsim
+
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+bin/llmsim vllm --listen "$self_addr" --served-model-name "$SELF_MODEL" \
+	--max-num-seqs 4 --ttft 40ms --itl 15ms >"$state/self.log" 2>&1 &
+pids+=($!)
+echo $! >"$state/self.pid"
+bin/llmsim cloud --listen "${CLOUD_UPSTREAM#http://}" --model "$CLOUD_MODEL" \
+	--api-key "$CLOUD_API_KEY" --ttft 80ms --itl 10ms >"$state/cloud.log" 2>&1 &
+pids+=($!)
+echo $! >"$state/cloud.pid"
+bin/caddy run --config examples/Caddyfile --adapter caddyfile >"$state/caddy.log" 2>&1 &
+pids+=($!)
+echo $! >"$state/caddy.pid"
+
+# wait (bounded) until the gateway answers
+for _ in $(seq 1 100); do
+	if curl -fsS "$gw/v1/models" >/dev/null 2>&1; then break; fi
+	sleep 0.1
+done
+curl -fsS "$gw/v1/models" >/dev/null || { echo "gateway did not start; see $state/caddy.log"; tail -20 "$state/caddy.log"; exit 1; }
+
+chat='{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":8}'
+
+if [ "$mode" = "--check" ]; then
+	show() { grep -iE '^(HTTP|x-hybrid|x-request-id)' || true; }
+	echo; echo "# 1. chat-main is served by the self-hosted vLLM"
+	curl -sS -D - -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
+	grep -q '"model":"'"$SELF_MODEL"'"' "$state/out.json" || { echo "unexpected: $(cat "$state/out.json")"; exit 1; }
+	cat "$state/out.json"; echo
+
+	echo; echo "# 2. streaming passes through chunk by chunk"
+	curl -sS -N "$gw/v1/chat/completions" -H 'Content-Type: application/json' \
+		-d '{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"Say hello"}],"max_tokens":3}' | tee "$state/stream.txt"
+	tail -2 "$state/stream.txt" | grep -q 'data: \[DONE\]' || { echo "stream did not end with [DONE]"; exit 1; }
+
+	echo; echo "# 3. the self-hosted simulator stops: the same alias falls back to the cloud, with the cloud's model name"
+	kill "$(cat "$state/self.pid")"
+	wait "$(cat "$state/self.pid")" 2>/dev/null || true
+	curl -sS -D - -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
+	grep -q '"model":"'"$CLOUD_MODEL"'"' "$state/out.json" || { echo "unexpected: $(cat "$state/out.json")"; exit 1; }
+	cat "$state/out.json"; echo
+
+	echo; echo "# 4. the access log records where each request went"
+	grep -o '"llm_[a-z_]*":[^,}]*' "$state/caddy.log" | sort | uniq -c | sort -rn | head -20
+	echo; echo "demo check passed"
+	exit 0
+fi
+
+cat <<TXT
+
+caddy-hybrid-llm demo is running (Ctrl-C stops everything).
+
+  gateway         $gw   (Caddy admin on $HYBRID_ADMIN)
+  self-hosted     http://$self_addr   simulated vLLM serving $SELF_MODEL (4 slots)
+  cloud           $CLOUD_UPSTREAM   simulated cloud serving $CLOUD_MODEL
+  logs            $state/{caddy,self,cloud}.log
+
+Send a request with the business alias only:
+
+  curl -i $gw/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '$chat'
+
+Stream it:
+
+  curl -N $gw/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+
+Watch the fallback: stop the self-hosted simulator, then send the request again.
+X-Hybrid-Target turns to "cloud" and the answer's model to $CLOUD_MODEL:
+
+  kill \$(cat $state/self.pid)
+
+Or keep it running but make its /health fail (Caddy's active health check
+takes it out within 2s):
+
+  curl -X POST http://$self_addr/_sim/health -d '{"healthy":false}'
+
+TXT
+wait

@@ -1,0 +1,133 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestSetModelKeepsEverythingElse(t *testing.T) {
+	for _, tc := range []struct {
+		name, model, in, want string
+	}{
+		{
+			name:  "first key, order and spacing kept",
+			model: "gpt-4o-mini",
+			in:    `{"model": "chat-main", "zeta": 1, "messages": [{"role":"user","content":"hi"}], "x_unknown": {"a": [1, 2]}}`,
+			want:  `{"model": "gpt-4o-mini", "zeta": 1, "messages": [{"role":"user","content":"hi"}], "x_unknown": {"a": [1, 2]}}`,
+		},
+		{
+			name:  "model last, nested model fields untouched",
+			model: "qwen2.5-7b-instruct",
+			in:    `{"metadata":{"model":"keep"},"stream":true,"model":"chat-main"}`,
+			want:  `{"metadata":{"model":"keep"},"stream":true,"model":"qwen2.5-7b-instruct"}`,
+		},
+		{
+			name:  "names needing JSON escapes",
+			model: `org/model "v2"`,
+			in:    `{"model":"chat-main"}`,
+			want:  `{"model":"org/model \"v2\""}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tg := &Target{Model: tc.model}
+			tg.modelJSON = []byte(jsonString(tc.model))
+			in := []byte(tc.in)
+			got, err := tg.setModel(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if string(in) != tc.in {
+				t.Errorf("input modified: %s", in)
+			}
+		})
+	}
+}
+
+func jsonString(s string) string {
+	return `"` + strings.NewReplacer(`"`, `\"`, `\`, `\\`).Replace(s) + `"`
+}
+
+func TestReadBodyLimit(t *testing.T) {
+	const limit = 16
+	for _, tc := range []struct {
+		name    string
+		body    string
+		chunked bool
+		wantErr error
+	}{
+		{name: "under", body: "0123456789"},
+		{name: "exactly the limit", body: strings.Repeat("a", limit)},
+		{name: "declared over", body: strings.Repeat("a", limit+1), wantErr: errBodyTooLarge},
+		{name: "chunked under", body: "0123456789", chunked: true},
+		{name: "chunked exactly", body: strings.Repeat("a", limit), chunked: true},
+		{name: "chunked over", body: strings.Repeat("a", limit+1), chunked: true, wantErr: errBodyTooLarge},
+		{name: "chunked far over", body: strings.Repeat("a", 10*limit), chunked: true, wantErr: errBodyTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(tc.body))
+			if tc.chunked {
+				r.ContentLength = -1
+			}
+			got, err := readBody(r, limit)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if err == nil && string(got) != tc.body {
+				t.Errorf("got %q, want %q", got, tc.body)
+			}
+		})
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Set("X-Request-Id", "abc-123")
+	if got := requestID(r); got != "abc-123" {
+		t.Errorf("incoming id not honoured: %q", got)
+	}
+
+	for _, bad := range []string{"", "has space", strings.Repeat("x", 129), "new\x7fline"} {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		if bad != "" {
+			r.Header.Set("X-Request-Id", bad)
+		}
+		got := requestID(r)
+		if got == bad || got == "" {
+			t.Errorf("bad id %q kept: %q", bad, got)
+		}
+		if r.Header.Get("X-Request-Id") != got {
+			t.Errorf("generated id %q not set on the request (got %q)", got, r.Header.Get("X-Request-Id"))
+		}
+	}
+	r1 := httptest.NewRequest(http.MethodPost, "/", nil)
+	r2 := httptest.NewRequest(http.MethodPost, "/", nil)
+	if requestID(r1) == requestID(r2) {
+		t.Error("generated ids repeat")
+	}
+}
+
+func TestErrorShape(t *testing.T) {
+	got := string(errorJSON(errTypeInvalidRequest, "model_not_found", "model", "The model `x` does not exist."))
+	want := `{"error":{"message":"The model ` + "`x`" + ` does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	got = string(errorJSON(errTypeServer, "", "", "boom"))
+	want = `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	ev := string(sseErrorEvent("stream_interrupted", "cut"))
+	if !strings.HasPrefix(ev, `data: {"error":{"message":"cut"`) || !strings.HasSuffix(ev, "}}\n\n") {
+		t.Errorf("bad SSE error event %q", ev)
+	}
+}

@@ -1,0 +1,285 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/dustin/go-humanize"
+)
+
+// ParseCaddyfile sets up the handler from Caddyfile tokens. It is the
+// setup function of the `hybrid_llm` directive.
+func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	g := new(Gateway)
+	if err := g.unmarshal(h.Dispenser, &h); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	hybrid_llm {
+//		max_body_size <size>
+//		deadline      <duration>
+//		route_headers on|off
+//
+//		group <name> {
+//			kind    vllm|openai
+//			api_key <key>
+//			proxy   [<upstreams...>] {
+//				# any reverse_proxy subdirective
+//			}
+//		}
+//
+//		alias <name> {
+//			target <group> <model> [{
+//				timeout <duration>
+//			}]
+//		}
+//	}
+//
+// Groups and aliases may repeat; every alias needs at least one target.
+// `proxy` takes the whole grammar of the `reverse_proxy` directive.
+func (g *Gateway) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return g.unmarshal(d, nil)
+}
+
+func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) error {
+	d.Next() // consume directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	var sawHeaders bool
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "max_body_size":
+			if g.MaxBodySize != 0 {
+				return d.Err("max_body_size already specified")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			size, err := humanize.ParseBytes(d.Val())
+			if err != nil || size == 0 || size > 1<<40 {
+				return d.Errf("invalid max_body_size '%s': want a positive size such as 8MiB", d.Val())
+			}
+			g.MaxBodySize = int64(size)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
+		case "deadline":
+			if g.Deadline != 0 {
+				return d.Err("deadline already specified")
+			}
+			dur, err := parseDuration(d)
+			if err != nil {
+				return err
+			}
+			g.Deadline = dur
+
+		case "route_headers":
+			if sawHeaders {
+				return d.Err("route_headers already specified")
+			}
+			sawHeaders = true
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			switch d.Val() {
+			case "on":
+			case "off":
+				g.DisableRouteHeaders = true
+			default:
+				return d.Errf("route_headers must be 'on' or 'off', got '%s'", d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
+		case "group":
+			if !d.NextArg() {
+				return d.Err("group needs a name")
+			}
+			name := d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if _, dup := g.Groups[name]; dup {
+				return d.Errf("group '%s' already defined", name)
+			}
+			grp, err := unmarshalGroup(d, helper)
+			if err != nil {
+				return err
+			}
+			if g.Groups == nil {
+				g.Groups = make(map[string]*Group)
+			}
+			g.Groups[name] = grp
+
+		case "alias":
+			if !d.NextArg() {
+				return d.Err("alias needs a name")
+			}
+			name := d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if _, dup := g.Aliases[name]; dup {
+				return d.Errf("alias '%s' already defined", name)
+			}
+			al, err := unmarshalAlias(d)
+			if err != nil {
+				return err
+			}
+			if len(al.Targets) == 0 {
+				return d.Errf("alias '%s' has no targets", name)
+			}
+			if g.Aliases == nil {
+				g.Aliases = make(map[string]*Alias)
+			}
+			g.Aliases[name] = al
+
+		default:
+			return d.Errf("unrecognized hybrid_llm subdirective '%s'", d.Val())
+		}
+	}
+	if len(g.Groups) == 0 {
+		return d.Err("hybrid_llm needs at least one group")
+	}
+	if len(g.Aliases) == 0 {
+		return d.Err("hybrid_llm needs at least one alias")
+	}
+	for name, al := range g.Aliases {
+		for _, t := range al.Targets {
+			if _, ok := g.Groups[t.Group]; !ok {
+				return d.Errf("alias '%s': target refers to unknown group '%s'", name, t.Group)
+			}
+		}
+	}
+	return nil
+}
+
+func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Group, error) {
+	grp := new(Group)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "kind":
+			if grp.Kind != "" {
+				return nil, d.Err("kind already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			switch d.Val() {
+			case KindVLLM, KindOpenAI:
+				grp.Kind = d.Val()
+			default:
+				return nil, d.Errf("unknown group kind '%s' (want %s or %s)", d.Val(), KindVLLM, KindOpenAI)
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+
+		case "api_key":
+			if grp.APIKey != "" {
+				return nil, d.Err("api_key already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			grp.APIKey = d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+
+		case "proxy":
+			if grp.ProxyRaw != nil {
+				return nil, d.Err("proxy already specified")
+			}
+			rp := new(reverseproxy.Handler)
+			// the segment starts with "proxy", which the reverse_proxy
+			// parser consumes as its directive name
+			if err := rp.UnmarshalCaddyfile(d.NewFromNextSegment()); err != nil {
+				return nil, err
+			}
+			if helper != nil {
+				if err := rp.FinalizeUnmarshalCaddyfile(*helper); err != nil {
+					return nil, err
+				}
+			}
+			grp.ProxyRaw = caddyconfig.JSON(rp, nil)
+
+		default:
+			return nil, d.Errf("unrecognized group subdirective '%s'", d.Val())
+		}
+	}
+	if grp.Kind == "" {
+		return nil, d.Errf("group needs a kind (%s or %s)", KindVLLM, KindOpenAI)
+	}
+	if grp.ProxyRaw == nil {
+		return nil, d.Err("group needs a proxy")
+	}
+	return grp, nil
+}
+
+func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
+	al := new(Alias)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "target":
+			t := new(Target)
+			if !d.Args(&t.Group, &t.Model) {
+				return nil, d.Err("target needs a group and a model name: target <group> <model>")
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			for tn := d.Nesting(); d.NextBlock(tn); {
+				switch d.Val() {
+				case "timeout":
+					if t.Timeout != 0 {
+						return nil, d.Err("timeout already specified")
+					}
+					dur, err := parseDuration(d)
+					if err != nil {
+						return nil, err
+					}
+					t.Timeout = dur
+				default:
+					return nil, d.Errf("unrecognized target subdirective '%s'", d.Val())
+				}
+			}
+			al.Targets = append(al.Targets, t)
+		default:
+			return nil, d.Errf("unrecognized alias subdirective '%s'", d.Val())
+		}
+	}
+	return al, nil
+}
+
+// parseDuration reads exactly one positive duration argument.
+func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(d.Val())
+	if err != nil || dur <= 0 {
+		return 0, d.Errf("invalid %s '%s': want a positive duration such as 30s", name, d.Val())
+	}
+	if d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	return caddy.Duration(dur), nil
+}
+
+// Interface guards
+var _ caddyfile.Unmarshaler = (*Gateway)(nil)

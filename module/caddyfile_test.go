@@ -1,0 +1,126 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/tidwall/gjson"
+)
+
+func TestUnmarshalCaddyfile(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`hybrid_llm {
+		max_body_size 1MiB
+		deadline 90s
+		route_headers off
+		group self {
+			kind vllm
+			proxy 127.0.0.1:8001 127.0.0.1:8003 {
+				lb_policy least_conn
+				health_uri /health
+			}
+		}
+		group cloud {
+			kind openai
+			api_key {env.CLOUD_API_KEY}
+			proxy https://api.cloud.example {
+				header_up X-Extra yes
+			}
+		}
+		alias chat-main {
+			target self qwen2.5-7b-instruct {
+				timeout 20s
+			}
+			target cloud gpt-4o-mini
+		}
+		alias embed {
+			target cloud text-embedding-3-small
+		}
+	}`)
+	var g Gateway
+	if err := g.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	if g.MaxBodySize != 1<<20 || g.Deadline != caddy.Duration(90*time.Second) || !g.DisableRouteHeaders {
+		t.Errorf("globals: max_body_size=%d deadline=%v disable_route_headers=%v", g.MaxBodySize, g.Deadline, g.DisableRouteHeaders)
+	}
+	self, cloud := g.Groups["self"], g.Groups["cloud"]
+	if self == nil || cloud == nil {
+		t.Fatalf("groups: %v", g.Groups)
+	}
+	if self.Kind != KindVLLM || cloud.Kind != KindOpenAI || cloud.APIKey != "{env.CLOUD_API_KEY}" {
+		t.Errorf("group fields: self=%+v cloud=%+v", self, cloud)
+	}
+	if n := gjson.GetBytes(self.ProxyRaw, "upstreams.#").Int(); n != 2 {
+		t.Errorf("self upstreams: %d in %s", n, self.ProxyRaw)
+	}
+	if p := gjson.GetBytes(self.ProxyRaw, "load_balancing.selection_policy.policy").String(); p != "least_conn" {
+		t.Errorf("self lb_policy: %q", p)
+	}
+	if !gjson.GetBytes(cloud.ProxyRaw, "transport.tls").Exists() || gjson.GetBytes(cloud.ProxyRaw, "headers.request.set.X-Extra.0").String() != "yes" {
+		t.Errorf("an https upstream should get TLS and keep its header_up, proxy: %s", cloud.ProxyRaw)
+	}
+	al := g.Aliases["chat-main"]
+	if al == nil || len(al.Targets) != 2 {
+		t.Fatalf("alias: %+v", al)
+	}
+	if tg := al.Targets[0]; tg.Group != "self" || tg.Model != "qwen2.5-7b-instruct" || tg.Timeout != caddy.Duration(20*time.Second) {
+		t.Errorf("target 0: %+v", tg)
+	}
+	if tg := al.Targets[1]; tg.Group != "cloud" || tg.Model != "gpt-4o-mini" || tg.Timeout != 0 {
+		t.Errorf("target 1: %+v", tg)
+	}
+}
+
+func TestUnmarshalCaddyfileErrors(t *testing.T) {
+	const self = `
+	group self {
+		kind vllm
+		proxy 127.0.0.1:8001
+	}
+`
+	const alias = `
+	alias a {
+		target self m
+	}
+`
+	for _, tc := range []struct {
+		name, input, want string
+	}{
+		{"argument on directive", "hybrid_llm foo {" + self + alias + "}", "wrong argument count"},
+		{"unknown subdirective", "hybrid_llm {" + self + alias + "\tfrobnicate 1\n}", "unrecognized hybrid_llm subdirective 'frobnicate'"},
+		{"no groups", "hybrid_llm {" + alias + "}", "needs at least one group"},
+		{"no alias", "hybrid_llm {" + self + "}", "needs at least one alias"},
+		{"unknown group", "hybrid_llm {" + self + "alias a {\ntarget cloud m\n}\n}", "unknown group 'cloud'"},
+		{"target without model", "hybrid_llm {" + self + "alias a {\ntarget self\n}\n}", "target needs a group and a model name"},
+		{"alias without targets", "hybrid_llm {" + self + "alias a {\n}\n}", "alias 'a' has no targets"},
+		{"duplicate alias", "hybrid_llm {" + self + alias + alias + "}", "alias 'a' already defined"},
+		{"duplicate group", "hybrid_llm {" + self + self + alias + "}", "group 'self' already defined"},
+		{"bad kind", "hybrid_llm {\ngroup self {\nkind triton\nproxy 127.0.0.1:1\n}" + alias + "}", "unknown group kind 'triton'"},
+		{"missing kind", "hybrid_llm {\ngroup self {\nproxy 127.0.0.1:1\n}" + alias + "}", "group needs a kind"},
+		{"missing proxy", "hybrid_llm {\ngroup self {\nkind vllm\n}" + alias + "}", "group needs a proxy"},
+		{"bad proxy option", "hybrid_llm {\ngroup self {\nkind vllm\nproxy 127.0.0.1:1 {\nlb_nonsense\n}\n}" + alias + "}", "lb_nonsense"},
+		{"bad size", "hybrid_llm {\nmax_body_size lots" + self + alias + "}", "invalid max_body_size 'lots'"},
+		{"bad deadline", "hybrid_llm {\ndeadline -3s" + self + alias + "}", "invalid deadline '-3s'"},
+		{"bad timeout", "hybrid_llm {" + self + "alias a {\ntarget self m {\ntimeout soon\n}\n}\n}", "invalid timeout 'soon'"},
+		{"bad route_headers", "hybrid_llm {\nroute_headers maybe" + self + alias + "}", "route_headers must be 'on' or 'off'"},
+		{"unknown target option", "hybrid_llm {" + self + "alias a {\ntarget self m {\nweight 3\n}\n}\n}", "unrecognized target subdirective 'weight'"},
+		{"api_key twice", "hybrid_llm {\ngroup self {\nkind vllm\napi_key a\napi_key b\nproxy 127.0.0.1:1\n}" + alias + "}", "api_key already specified"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g Gateway
+			err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+			if err == nil {
+				t.Fatalf("no error, want one containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}

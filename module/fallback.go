@@ -1,0 +1,433 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Reasons an attempt failed. They are a fixed vocabulary: they appear in
+// error messages, logs and headers, and never carry addresses.
+const (
+	reasonConnRefused = "connection_refused"
+	reasonConnReset   = "connection_reset"
+	reasonDial        = "dial_error"
+	reasonTimeout     = "timeout"
+	reasonDeadline    = "deadline"
+	reasonNoEndpoint  = "no_endpoint"
+	reasonUpstream    = "upstream_error"
+)
+
+// credentialHeaders are the client's credentials, never sent upstream.
+var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
+
+// fallbackStatus reports whether an upstream answer with this status
+// moves the request to the next target.
+func fallbackStatus(status int) bool {
+	return status == http.StatusTooManyRequests || status >= 500
+}
+
+// attempt is the record of one try of one target.
+type attempt struct {
+	target *Target
+	reason string // empty when it answered
+	status int    // upstream status, when it answered with a fallback status
+}
+
+// serveInference handles a JSON POST whose model is an alias.
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string, extra *caddyhttp.ExtraLogFields) error {
+	start := time.Now()
+	body, err := readBody(r, g.MaxBodySize)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			return writeError(w, http.StatusRequestEntityTooLarge, errTypeInvalidRequest, "request_too_large", "",
+				"request body exceeds the limit of "+strconv.FormatInt(g.MaxBodySize, 10)+" bytes")
+		}
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "",
+			"could not read the request body")
+	}
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
+			"the request body is not a valid JSON object")
+	}
+	fields := gjson.GetManyBytes(body, "model", "stream")
+	model, stream := fields[0], fields[1].Bool()
+	if !model.Exists() {
+		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
+			"you must provide a model parameter")
+	}
+	if model.Type != gjson.String {
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", "model",
+			"model must be a string")
+	}
+	al, ok := g.aliases[model.Str]
+	if !ok {
+		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
+			"The model `"+model.Str+"` does not exist.")
+	}
+	if extra != nil {
+		extra.Set(zap.String("llm_alias", al.name))
+		extra.Set(zap.Bool("llm_stream", stream))
+	}
+
+	for _, h := range credentialHeaders {
+		r.Header.Del(h)
+	}
+	r.Header.Set("X-Request-Id", id)
+
+	ctx := r.Context()
+	if g.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(g.Deadline))
+		defer cancel()
+	}
+
+	rt := &route{
+		g:        g,
+		w:        w,
+		r:        r,
+		id:       id,
+		start:    start,
+		stream:   stream,
+		attempts: make([]attempt, 0, len(al.Targets)),
+	}
+	return rt.run(ctx, al, body, extra)
+}
+
+// route carries one request through its alias's targets.
+type route struct {
+	g        *Gateway
+	w        http.ResponseWriter
+	r        *http.Request
+	id       string
+	start    time.Time
+	stream   bool
+	attempts []attempt
+	ttfb     time.Duration
+}
+
+func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyhttp.ExtraLogFields) error {
+	for _, t := range al.Targets {
+		if err := ctx.Err(); err != nil {
+			if rt.r.Context().Err() != nil {
+				break // the client left
+			}
+			rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonDeadline})
+			break
+		}
+		b, err := t.setModel(body)
+		if err != nil {
+			return writeError(rt.w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
+				"the request's model field could not be rewritten")
+		}
+		done, err := rt.try(ctx, t, b)
+		if done {
+			rt.log(extra, al)
+			return err
+		}
+	}
+	rt.log(extra, al)
+	if err := rt.r.Context().Err(); err != nil {
+		// the client is gone; nobody reads an answer
+		return caddyhttp.Error(499, err)
+	}
+	return rt.fail(al)
+}
+
+// try makes one attempt on a target. It reports done when the response
+// has started (the client got bytes, successful or not), so that no
+// other target may be tried.
+func (rt *route) try(ctx context.Context, t *Target, b []byte) (done bool, err error) {
+	actx := ctx
+	if t.Timeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, time.Duration(t.Timeout))
+		defer cancel()
+	}
+	pr := rt.r.WithContext(actx)
+	pr.Body = io.NopCloser(bytes.NewReader(b))
+	pr.ContentLength = int64(len(b))
+	pr.Header.Set("Content-Length", strconv.Itoa(len(b)))
+
+	aw := &attemptWriter{w: rt.w, rt: rt, target: t}
+	aborted, err := proxy(t.group.proxy, aw, pr)
+
+	if aw.committed {
+		if aborted {
+			rt.midStreamFailure(actx, aw)
+		}
+		return true, err
+	}
+
+	// the attempt failed before its first byte: record why, discard
+	// whatever it buffered, and let the next target have the request
+	a := attempt{target: t, status: aw.status}
+	switch {
+	case aw.status != 0:
+		a.reason = "http_" + strconv.Itoa(aw.status)
+	case ctx.Err() != nil:
+		a.reason = reasonDeadline
+	case actx.Err() != nil:
+		a.reason = reasonTimeout
+	default:
+		a.reason = classify(err)
+	}
+	rt.attempts = append(rt.attempts, a)
+	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
+		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),
+			zap.String("model", t.Model), zap.String("reason", a.reason), zap.Error(err))
+	}
+	return false, nil
+}
+
+// proxy runs the group's reverse proxy, turning its abort of a started
+// response (a panic with http.ErrAbortHandler) into a flag.
+func proxy(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (aborted bool, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			if rec != http.ErrAbortHandler { //nolint:errorlint // sentinel compared as the stdlib does
+				panic(rec)
+			}
+			aborted = true
+		}
+	}()
+	err = h.ServeHTTP(w, r, nopHandler)
+	return aborted, err
+}
+
+var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// midStreamFailure ends a response whose upstream failed after the first
+// byte. An SSE stream gets an error event, so the client never mistakes
+// the cut for a clean end; anything else is aborted.
+func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter) {
+	if rt.r.Context().Err() != nil || !aw.sse {
+		panic(http.ErrAbortHandler)
+	}
+	msg := "the upstream connection failed mid-stream"
+	if ctx.Err() != nil {
+		msg = "the upstream did not finish in time"
+	}
+	_, _ = rt.w.Write(sseErrorEvent("stream_interrupted", msg))
+	_ = http.NewResponseController(rt.w).Flush()
+	rt.g.logger.Warn("stream interrupted after the first byte",
+		zap.String("request_id", rt.id),
+		zap.String("group", aw.target.Group),
+		zap.String("model", aw.target.Model))
+}
+
+// classify names why a proxy attempt failed without a response.
+func classify(err error) string {
+	if err == nil {
+		return reasonUpstream
+	}
+	var he caddyhttp.HandlerError
+	if errors.As(err, &he) && he.StatusCode == http.StatusServiceUnavailable &&
+		he.Err != nil && he.Err.Error() == "no upstreams available" {
+		return reasonNoEndpoint
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return reasonConnRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return reasonConnReset
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return reasonTimeout
+	}
+	var de reverseproxy.DialError
+	if errors.As(err, &de) {
+		// DialError does not unwrap, so its cause is only in its text
+		if strings.Contains(de.Error(), "connection refused") {
+			return reasonConnRefused
+		}
+		return reasonDial
+	}
+	return reasonUpstream
+}
+
+// fail answers a request none of whose targets answered.
+func (rt *route) fail(al *Alias) error {
+	status := http.StatusServiceUnavailable
+	code := "no_target_available"
+	timedOut := false
+	for _, a := range rt.attempts {
+		switch a.reason {
+		case reasonNoEndpoint:
+		case reasonDeadline:
+			timedOut = true
+		default:
+			status, code = http.StatusBadGateway, "all_targets_failed"
+		}
+	}
+	if timedOut && status == http.StatusServiceUnavailable {
+		status, code = http.StatusGatewayTimeout, "deadline_exceeded"
+	}
+	var sb strings.Builder
+	sb.WriteString("no target could serve model `")
+	sb.WriteString(al.name)
+	sb.WriteString("`; tried: ")
+	for i, a := range rt.attempts {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(a.target.Group)
+		sb.WriteString(" (")
+		sb.WriteString(a.reason)
+		sb.WriteString(")")
+	}
+	return writeError(rt.w, status, errTypeServer, code, "", sb.String())
+}
+
+// log adds the routing record to the access log entry.
+func (rt *route) log(extra *caddyhttp.ExtraLogFields, al *Alias) {
+	if extra == nil {
+		return
+	}
+	tried := make([]string, len(rt.attempts))
+	for i, a := range rt.attempts {
+		tried[i] = a.target.Group + ":" + a.reason
+	}
+	n := len(rt.attempts)
+	extra.Set(zap.Strings("llm_tried", tried))
+	if rt.ttfb > 0 {
+		n++
+		extra.Set(zap.Duration("llm_ttfb", rt.ttfb))
+	}
+	extra.Set(zap.Int("llm_attempts", n))
+	extra.Set(zap.Bool("llm_fallback", len(rt.attempts) > 0 && rt.ttfb > 0))
+	if len(rt.attempts) > 0 {
+		extra.Set(zap.String("llm_fallback_reason", rt.attempts[len(rt.attempts)-1].reason))
+	}
+}
+
+// fallbackReasons renders the failed attempts for a response header.
+func (rt *route) fallbackReasons() string {
+	var sb strings.Builder
+	for i, a := range rt.attempts {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(a.target.Group)
+		sb.WriteByte(':')
+		sb.WriteString(a.reason)
+	}
+	return sb.String()
+}
+
+// attemptWriter stands between one attempt's reverse proxy and the
+// client. Each attempt gets its own header map, so nothing a failed
+// attempt set reaches the client. A fallback status (429, 5xx) is held
+// back and its body discarded; anything else commits the response: the
+// headers go to the client and every write after that passes straight
+// through, flushed whenever the proxy flushes.
+type attemptWriter struct {
+	w         http.ResponseWriter
+	rt        *route
+	target    *Target
+	header    http.Header
+	status    int
+	committed bool
+	sse       bool
+}
+
+func (aw *attemptWriter) Header() http.Header {
+	if aw.header == nil {
+		aw.header = make(http.Header)
+	}
+	return aw.header
+}
+
+func (aw *attemptWriter) WriteHeader(status int) {
+	if aw.status != 0 || aw.committed {
+		return
+	}
+	if status < 200 {
+		return // informational responses are not passed on
+	}
+	if fallbackStatus(status) {
+		aw.status = status
+		return
+	}
+	aw.commit(status)
+}
+
+func (aw *attemptWriter) commit(status int) {
+	aw.committed = true
+	rt := aw.rt
+	rt.ttfb = time.Since(rt.start)
+	h := aw.w.Header()
+	for k, v := range aw.header {
+		h[k] = v
+	}
+	aw.sse = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+	t := aw.target
+	if !rt.g.DisableRouteHeaders {
+		h.Set("X-Hybrid-Target", t.Group)
+		h.Set("X-Hybrid-Model", t.Model)
+		if len(rt.attempts) > 0 {
+			h.Set("X-Hybrid-Fallback", "true")
+			h.Set("X-Hybrid-Fallback-Reason", rt.fallbackReasons())
+		} else {
+			h.Set("X-Hybrid-Fallback", "false")
+		}
+	}
+	if extra := logFields(rt.r); extra != nil {
+		extra.Set(zap.String("llm_group", t.Group))
+		extra.Set(zap.String("llm_model", t.Model))
+		if repl, ok := rt.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+			if ep, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok {
+				extra.Set(zap.String("llm_endpoint", ep))
+			}
+		}
+	}
+	aw.w.WriteHeader(status)
+}
+
+func (aw *attemptWriter) Write(p []byte) (int, error) {
+	if !aw.committed {
+		if aw.status != 0 {
+			return len(p), nil // a failed attempt's body: discarded
+		}
+		aw.commit(http.StatusOK)
+	}
+	return aw.w.Write(p)
+}
+
+// FlushError flushes a committed response to the client.
+func (aw *attemptWriter) FlushError() error {
+	if !aw.committed {
+		return nil
+	}
+	return http.NewResponseController(aw.w).Flush()
+}
+
+// Flush implements http.Flusher.
+func (aw *attemptWriter) Flush() { _ = aw.FlushError() }
+
+// Unwrap lets http.ResponseController reach the client's writer.
+func (aw *attemptWriter) Unwrap() http.ResponseWriter { return aw.w }
+
+// Interface guards
+var (
+	_ http.ResponseWriter = (*attemptWriter)(nil)
+	_ http.Flusher        = (*attemptWriter)(nil)
+)

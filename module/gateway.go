@@ -1,0 +1,325 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package hybridllm holds the Caddy modules of caddy-hybrid-llm: the
+// hybrid_llm gateway handler and its helpers.
+package hybridllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/tidwall/sjson"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(Gateway{})
+}
+
+// Group kinds.
+const (
+	// KindVLLM is a self-hosted vLLM group.
+	KindVLLM = "vllm"
+	// KindOpenAI is a cloud or any other OpenAI-compatible API.
+	KindOpenAI = "openai"
+)
+
+// DefaultMaxBodySize is the request body cap when none is configured.
+const DefaultMaxBodySize = 8 << 20
+
+// Gateway is the hybrid_llm handler: an OpenAI-compatible LLM gateway that
+// routes a business alias (the `model` a client sends) to an ordered list
+// of targets, each a group of upstream endpoints plus the model name that
+// group serves. It rewrites `model` for every attempt, falls back to the
+// next target when an attempt fails before its first response byte, and
+// streams responses through unbuffered.
+//
+// It is a terminal handler: it answers every request it sees. Put it
+// under a `handle /v1/*` block. It answers:
+//
+//   - `GET /v1/models` and `GET /v1/models/{alias}`: the aliases, in the
+//     OpenAI list shape (upstream model names are never listed);
+//   - any `POST` with a JSON body whose `model` is an alias
+//     (`/v1/chat/completions`, `/v1/completions`, `/v1/embeddings`, ...),
+//     proxied to the same path on the target's group.
+//
+// Errors are answered in the OpenAI error shape
+// `{"error":{"message","type","param","code"}}`.
+//
+// The client's credentials (`Authorization`, `Api-Key`, `X-Api-Key`) are
+// never forwarded upstream; each group sends only its own `api_key`.
+//
+// Each request gets an id (an incoming `X-Request-Id` is honoured, else
+// one is generated), echoed in the response and sent upstream. Unless
+// disabled, the response also carries `X-Hybrid-Target` (the group that
+// answered), `X-Hybrid-Model` (the model name it was sent),
+// `X-Hybrid-Fallback` (`true` or `false`) and, after a fallback,
+// `X-Hybrid-Fallback-Reason`. The access log entry of each request gets
+// the fields `request_id`, `llm_alias`, `llm_group`, `llm_model`,
+// `llm_endpoint`, `llm_attempts`, `llm_tried`, `llm_fallback`,
+// `llm_fallback_reason`, `llm_stream` and `llm_ttfb`.
+type Gateway struct {
+	// Groups of interchangeable upstream endpoints, by name. Each group
+	// is one embedded `reverse_proxy`.
+	Groups map[string]*Group `json:"groups,omitempty"`
+
+	// Aliases, by the business model name clients send.
+	Aliases map[string]*Alias `json:"aliases,omitempty"`
+
+	// The largest request body accepted, in bytes; larger bodies are
+	// refused with 413 before anything is forwarded. Default: 8 MiB.
+	MaxBodySize int64 `json:"max_body_size,omitempty"`
+
+	// The longest a whole request may take, all attempts included, from
+	// its arrival to the end of the response. When it passes before the
+	// response has started, the request fails with 504; after that, a
+	// stream ends with an error event. Default: no deadline.
+	Deadline caddy.Duration `json:"deadline,omitempty"`
+
+	// Turns off the X-Hybrid-* response headers. The X-Request-Id
+	// header is always sent.
+	DisableRouteHeaders bool `json:"disable_route_headers,omitempty"`
+
+	aliases    map[string]*Alias
+	modelsList []byte
+	created    int64
+	logger     *zap.Logger
+}
+
+// Group is a named set of interchangeable endpoints that serve the same
+// model names, proxied through one embedded `reverse_proxy`.
+type Group struct {
+	// The kind of API behind the group: `vllm` (self-hosted vLLM) or
+	// `openai` (a cloud or other OpenAI-compatible API). Required.
+	Kind string `json:"kind,omitempty"`
+
+	// The API key this group sends upstream as `Authorization: Bearer
+	// <key>`. Placeholders are resolved once at provisioning; use
+	// `{env.NAME}` so the key stays out of the config. The client's
+	// own credentials are never forwarded.
+	APIKey string `json:"api_key,omitempty"`
+
+	// The group's `reverse_proxy` handler config (the JSON of
+	// `http.handlers.reverse_proxy`, without the `handler` key): its
+	// upstreams, transport (TLS), load balancing, health checks,
+	// header operations and request buffering all work as in a plain
+	// `reverse_proxy`. Selecting no upstream (none healthy or
+	// available) counts as a failure of this target.
+	ProxyRaw json.RawMessage `json:"proxy,omitempty"`
+
+	name  string
+	proxy *reverseproxy.Handler
+}
+
+// Alias maps a business model name to the targets that can serve it.
+type Alias struct {
+	// The targets, in order of preference. A request goes to the first
+	// one; a failure before the first response byte (dial error,
+	// connection reset, timeout, HTTP 429 or 5xx, no endpoint
+	// available) moves it to the next.
+	Targets []*Target `json:"targets,omitempty"`
+
+	name string
+}
+
+// Target is one entry of an alias: a group plus the model name that
+// group serves.
+type Target struct {
+	// The name of the group.
+	Group string `json:"group,omitempty"`
+
+	// The model name the group serves for this alias; the request's
+	// `model` is rewritten to it for this target only.
+	Model string `json:"model,omitempty"`
+
+	// The longest one attempt on this target may take, from sending the
+	// request to the end of the response. Passing it before the first
+	// response byte moves the request to the next target; after that, a
+	// stream ends with an error event. Default: no limit.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	group     *Group
+	modelJSON []byte
+	sameName  bool
+}
+
+// CaddyModule returns the Caddy module information.
+func (Gateway) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.hybrid_llm",
+		New: func() caddy.Module { return new(Gateway) },
+	}
+}
+
+// Provision sets up the gateway and loads each group's reverse proxy.
+func (g *Gateway) Provision(ctx caddy.Context) error {
+	g.logger = ctx.Logger()
+	if g.MaxBodySize == 0 {
+		g.MaxBodySize = DefaultMaxBodySize
+	}
+	if g.MaxBodySize < 0 {
+		return fmt.Errorf("max_body_size must be positive, got %d", g.MaxBodySize)
+	}
+	if g.Deadline < 0 {
+		return fmt.Errorf("deadline must not be negative")
+	}
+	if len(g.Groups) == 0 {
+		return fmt.Errorf("no groups configured")
+	}
+	if len(g.Aliases) == 0 {
+		return fmt.Errorf("no aliases configured")
+	}
+
+	// groups first, so that targets can refer to them
+	used := make(map[string]bool, len(g.Groups))
+	for _, name := range sortedKeys(g.Groups) {
+		grp := g.Groups[name]
+		if grp == nil {
+			return fmt.Errorf("group %q: empty", name)
+		}
+		if err := grp.provision(ctx, name); err != nil {
+			return fmt.Errorf("group %q: %v", name, err)
+		}
+	}
+
+	g.aliases = make(map[string]*Alias, len(g.Aliases))
+	for _, name := range sortedKeys(g.Aliases) {
+		al := g.Aliases[name]
+		if name == "" {
+			return fmt.Errorf("alias with an empty name")
+		}
+		if al == nil || len(al.Targets) == 0 {
+			return fmt.Errorf("alias %q: no targets", name)
+		}
+		al.name = name
+		for i, t := range al.Targets {
+			if t == nil {
+				return fmt.Errorf("alias %q: target %d: empty", name, i)
+			}
+			grp, ok := g.Groups[t.Group]
+			if !ok {
+				return fmt.Errorf("alias %q: target %d: unknown group %q", name, i, t.Group)
+			}
+			if t.Model == "" {
+				return fmt.Errorf("alias %q: target %d (group %q): a model name is required", name, i, t.Group)
+			}
+			if t.Timeout < 0 {
+				return fmt.Errorf("alias %q: target %d (group %q): timeout must not be negative", name, i, t.Group)
+			}
+			t.group = grp
+			t.modelJSON, _ = json.Marshal(t.Model)
+			t.sameName = t.Model == name
+			used[t.Group] = true
+		}
+		g.aliases[name] = al
+	}
+	for _, name := range sortedKeys(g.Groups) {
+		if !used[name] {
+			g.logger.Warn("group is not used by any alias", zap.String("group", name))
+		}
+	}
+
+	g.created = time.Now().Unix()
+	g.modelsList = g.buildModelsList()
+	return nil
+}
+
+// provision checks the group and loads its reverse proxy.
+func (grp *Group) provision(ctx caddy.Context, name string) error {
+	grp.name = name
+	switch grp.Kind {
+	case KindVLLM, KindOpenAI:
+	case "":
+		return fmt.Errorf("kind is required (%s or %s)", KindVLLM, KindOpenAI)
+	default:
+		return fmt.Errorf("unknown kind %q (want %s or %s)", grp.Kind, KindVLLM, KindOpenAI)
+	}
+	if len(grp.ProxyRaw) == 0 {
+		return fmt.Errorf("no proxy configured")
+	}
+	raw := grp.ProxyRaw
+	if grp.APIKey != "" {
+		key := caddy.NewReplacer().ReplaceAll(grp.APIKey, "")
+		if key == "" {
+			ctx.Logger().Warn("api_key of group resolves to an empty value; requests go out without credentials",
+				zap.String("group", name))
+		} else {
+			// the key goes into the proxy's own header operations, which
+			// act on its copy of the request: it never touches the
+			// request the access log sees
+			var err error
+			raw, err = sjson.SetBytes(slices.Clone(raw), "headers.request.set.Authorization", []string{"Bearer " + key})
+			if err != nil {
+				return fmt.Errorf("setting api_key: %v", err)
+			}
+		}
+	}
+	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+	if err != nil {
+		return fmt.Errorf("loading proxy: %v", err)
+	}
+	grp.proxy = mod.(*reverseproxy.Handler)
+	return nil
+}
+
+// Validate checks the gateway's configuration.
+func (g *Gateway) Validate() error {
+	for name := range g.aliases {
+		if strings.TrimSpace(name) != name {
+			return fmt.Errorf("alias %q: leading or trailing spaces", name)
+		}
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
+// terminal: next is never called.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	id := requestID(r)
+	w.Header().Set("X-Request-Id", id)
+	extra := logFields(r)
+	if extra != nil {
+		extra.Set(zap.String("request_id", id))
+	}
+
+	switch r.Method {
+	case http.MethodPost:
+		return g.serveInference(w, r, id, extra)
+	case http.MethodGet, http.MethodHead:
+		return g.serveModels(w, r)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, POST")
+		return writeError(w, http.StatusMethodNotAllowed, errTypeInvalidRequest, "method_not_allowed", "",
+			"method "+r.Method+" is not allowed; use POST for inference or GET for models")
+	}
+}
+
+// logFields returns the access log's extra fields of the request, if any.
+func logFields(r *http.Request) *caddyhttp.ExtraLogFields {
+	extra, _ := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	return extra
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Gateway)(nil)
+	_ caddy.Validator             = (*Gateway)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
+)

@@ -1,0 +1,68 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// modelCard is one entry of the OpenAI model list.
+type modelCard struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+type modelList struct {
+	Object string      `json:"object"`
+	Data   []modelCard `json:"data"`
+}
+
+const modelOwner = "hybrid_llm"
+
+// buildModelsList renders the alias list once; it changes only with the
+// config.
+func (g *Gateway) buildModelsList() []byte {
+	list := modelList{Object: "list", Data: make([]modelCard, 0, len(g.aliases))}
+	for _, name := range sortedKeys(g.aliases) {
+		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: g.created, OwnedBy: modelOwner})
+	}
+	b, _ := json.Marshal(list)
+	return b
+}
+
+// serveModels answers GET .../models with the aliases and GET
+// .../models/{alias} with one of them. Upstream model names are never
+// listed: clients only ever see aliases.
+func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) error {
+	path := r.URL.Path
+	var body []byte
+	switch i := strings.LastIndex(path, "/models/"); {
+	case strings.HasSuffix(path, "/models"):
+		body = g.modelsList
+	case i >= 0:
+		id := path[i+len("/models/"):]
+		if _, ok := g.aliases[id]; !ok {
+			return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
+				"The model `"+id+"` does not exist.")
+		}
+		body, _ = json.Marshal(modelCard{ID: id, Object: "model", Created: g.created, OwnedBy: modelOwner})
+	default:
+		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "not_found", "",
+			"unknown endpoint "+r.Method+" "+path+"; GET serves only /v1/models")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return nil
+	}
+	_, err := w.Write(body)
+	return err
+}

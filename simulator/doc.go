@@ -1,0 +1,18 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package simulator provides in-process stand-ins for the upstreams the
+// gateway talks to: a self-hosted vLLM OpenAI-compatible server (VLLM) and a
+// cloud OpenAI-compatible API (Cloud). Both speak the real wire formats
+// (response bodies, SSE streaming, error bodies, and for vLLM the Prometheus
+// metrics on /metrics) closely enough for routing, failover, accounting and
+// load tests.
+//
+// Latency is modelled with TTFT (time to first token) and ITL (inter-token
+// latency). With both set to zero the simulators never sleep or create
+// timers, which makes them suitable for high-rate load tests.
+//
+// Server runs a handler on a real loopback listener and can refuse and
+// accept connections on demand; WithControl adds the /_sim/ runtime control
+// endpoints used by the llmsim command.
+package simulator

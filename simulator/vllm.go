@@ -1,0 +1,412 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package simulator
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// VLLMVersion is what GET /version reports.
+const VLLMVersion = "0.12.0"
+
+// VLLMConfig configures a VLLM. Zero fields take the documented defaults.
+type VLLMConfig struct {
+	// ServedModelNames is like vllm serve --served-model-name (default
+	// {"qwen2.5-7b-instruct"}). Requests may name any of them; responses
+	// and the model_name metric label always use the first.
+	ServedModelNames []string
+	// MaxModelLen is the context window (default 32768), reported in
+	// /v1/models. Estimated prompt tokens plus max_tokens above it is
+	// answered with vLLM's 400 context-length error.
+	MaxModelLen int
+	// MaxNumSeqs is the number of requests an engine runs at once
+	// (default 256); further requests wait in a FIFO queue.
+	MaxNumSeqs int
+	// MaxQueued caps waiting+running over all engines; requests beyond it
+	// get 503, like vLLM's --max-num-queued-reqs. 0 means unbounded.
+	MaxQueued int
+	// TTFT is the time from getting a slot to the first token.
+	TTFT time.Duration
+	// ITL is the time between consecutive tokens.
+	ITL time.Duration
+	// OutputTokens is how many tokens a request without max_tokens (or
+	// max_completion_tokens) generates (default 16). A request with
+	// max_tokens generates exactly that many, capped at MaxGeneratedTokens.
+	OutputTokens int
+	// APIKey, if set, is required as "Authorization: Bearer <key>" on every
+	// path under /v1; otherwise the answer is 401 {"error":"Unauthorized"}.
+	APIKey string
+	// Engines is the number of engine-label series in /metrics (default
+	// 1), like data-parallel ranks: each engine has MaxNumSeqs slots and
+	// its own queue.
+	Engines int
+	// DisableRecording turns off request recording (Requests stays empty),
+	// for long or high-rate runs.
+	DisableRecording bool
+}
+
+// VLLM simulates a vLLM OpenAI-compatible API server (V1 engine).
+//
+// Endpoints: GET /health, /ping, /version, /metrics and /v1/models; POST
+// /v1/chat/completions, /v1/completions and /v1/embeddings.
+//
+// Metrics: vllm:num_requests_running and vllm:num_requests_waiting follow
+// the scheduler live; vllm:kv_cache_usage_perc is running/MaxNumSeqs per
+// engine (each running request is taken to hold one full context of KV
+// blocks); vllm:time_to_first_token_seconds is measured from arrival, so it
+// includes Stall and queue time.
+type VLLM struct {
+	cfg     VLLMConfig
+	names   map[string]struct{}
+	model   string
+	created int64
+
+	sched    *scheduler
+	metrics  *vllmMetrics
+	metricsH http.Handler
+	healthy  atomic.Bool
+	fail     injector
+	rec      recorder
+}
+
+// NewVLLM returns a VLLM for cfg.
+func NewVLLM(cfg VLLMConfig) *VLLM {
+	if len(cfg.ServedModelNames) == 0 {
+		cfg.ServedModelNames = []string{"qwen2.5-7b-instruct"}
+	}
+	cfg.ServedModelNames = append([]string(nil), cfg.ServedModelNames...)
+	if cfg.MaxModelLen <= 0 {
+		cfg.MaxModelLen = 32768
+	}
+	if cfg.MaxNumSeqs <= 0 {
+		cfg.MaxNumSeqs = 256
+	}
+	if cfg.OutputTokens <= 0 {
+		cfg.OutputTokens = 16
+	}
+	if cfg.Engines <= 0 {
+		cfg.Engines = 1
+	}
+	v := &VLLM{
+		cfg:     cfg,
+		names:   make(map[string]struct{}, len(cfg.ServedModelNames)),
+		model:   cfg.ServedModelNames[0],
+		created: time.Now().Unix(),
+		rec:     recorder{disabled: cfg.DisableRecording},
+	}
+	for _, n := range cfg.ServedModelNames {
+		v.names[n] = struct{}{}
+	}
+	v.metrics = newVLLMMetrics(v.model, cfg.Engines, cfg.MaxNumSeqs, cfg.MaxModelLen)
+	v.metricsH = promhttp.HandlerFor(v.metrics.reg, promhttp.HandlerOpts{})
+	slots := float64(cfg.MaxNumSeqs)
+	v.sched = newScheduler(cfg.Engines, cfg.MaxNumSeqs, cfg.MaxQueued, func(e, running, waiting int) {
+		em := &v.metrics.engines[e]
+		em.running.Set(float64(running))
+		em.waiting.Set(float64(waiting))
+		em.kvUsage.Set(float64(running) / slots)
+	})
+	v.healthy.Store(true)
+	v.fail.set(Failures{})
+	return v
+}
+
+// Config returns the effective configuration, defaults applied.
+func (v *VLLM) Config() VLLMConfig { return v.cfg }
+
+// SetHealthy switches GET /health between 200 and 503 (empty body), the
+// latter being vLLM's answer once its engine is dead. Other endpoints are
+// unaffected.
+func (v *VLLM) SetHealthy(ok bool) { v.healthy.Store(ok) }
+
+// SetFailures replaces the failure injection and restarts its ErrorRate
+// count.
+func (v *VLLM) SetFailures(f Failures) { v.fail.set(f) }
+
+// Failures returns the current failure injection.
+func (v *VLLM) Failures() Failures { return v.fail.get() }
+
+// Requests returns every request received under /v1 so far, in order.
+func (v *VLLM) Requests() []RecordedRequest { return v.rec.list() }
+
+// ResetRequests forgets the recorded requests.
+func (v *VLLM) ResetRequests() { v.rec.reset() }
+
+// Load returns the number of running and waiting requests right now.
+func (v *VLLM) Load() (running, waiting int) { return v.sched.load() }
+
+// ServeHTTP implements http.Handler.
+func (v *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	arrival := time.Now()
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		w.Header().Set("X-Request-Id", id)
+	}
+	path := r.URL.Path
+	if !strings.HasPrefix(path, "/v1") {
+		switch path {
+		case "/health":
+			if !allowMethod(w, r, http.MethodGet) {
+				return
+			}
+			if v.healthy.Load() {
+				w.WriteHeader(http.StatusOK)
+			} else {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+		case "/ping":
+			if allowMethod(w, r, http.MethodGet, http.MethodPost) {
+				w.WriteHeader(http.StatusOK)
+			}
+		case "/version":
+			if allowMethod(w, r, http.MethodGet) {
+				writeJSON(w, http.StatusOK, map[string]string{"version": VLLMVersion})
+			}
+		case "/metrics":
+			v.metricsH.ServeHTTP(w, r)
+		default:
+			writeBody(w, http.StatusNotFound, []byte(`{"detail":"Not Found"}`))
+		}
+		return
+	}
+
+	body, err := readBody(r)
+	v.rec.add(r, body)
+	if err != nil {
+		v.writeError(w, http.StatusBadRequest, "BadRequestError", "could not read request body", nil)
+		return
+	}
+	ep, isInference := inferencePaths[path]
+	fs := v.fail.state()
+	if isInference && !fs.stall(r.Context()) {
+		return
+	}
+	if v.cfg.APIKey != "" && !bearerMatches(r, v.cfg.APIKey) {
+		writeBody(w, http.StatusUnauthorized, []byte(`{"error":"Unauthorized"}`))
+		return
+	}
+	switch {
+	case path == "/v1/models":
+		if allowMethod(w, r, http.MethodGet) {
+			v.serveModels(w)
+		}
+	case isInference:
+		if allowMethod(w, r, http.MethodPost) {
+			v.serveInference(w, r, ep, body, fs, arrival)
+		}
+	default:
+		writeBody(w, http.StatusNotFound, []byte(`{"detail":"Not Found"}`))
+	}
+}
+
+var inferencePaths = map[string]endpoint{
+	"/v1/chat/completions": epChat,
+	"/v1/completions":      epCompletion,
+	"/v1/embeddings":       epEmbedding,
+}
+
+// allowMethod answers 405 the way FastAPI does unless r uses one of methods.
+func allowMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	w.Header().Set("Allow", strings.Join(methods, ", "))
+	writeBody(w, http.StatusMethodNotAllowed, []byte(`{"detail":"Method Not Allowed"}`))
+	return false
+}
+
+// bearerMatches reports whether r carries "Authorization: Bearer <key>".
+func bearerMatches(r *http.Request, key string) bool {
+	got := r.Header.Get("Authorization")
+	want := "Bearer " + key
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+type modelPermission struct {
+	ID                 string  `json:"id"`
+	Object             string  `json:"object"`
+	Created            int64   `json:"created"`
+	AllowCreateEngine  bool    `json:"allow_create_engine"`
+	AllowSampling      bool    `json:"allow_sampling"`
+	AllowLogprobs      bool    `json:"allow_logprobs"`
+	AllowSearchIndices bool    `json:"allow_search_indices"`
+	AllowView          bool    `json:"allow_view"`
+	AllowFineTuning    bool    `json:"allow_fine_tuning"`
+	Organization       string  `json:"organization"`
+	Group              *string `json:"group"`
+	IsBlocking         bool    `json:"is_blocking"`
+}
+
+type vllmModelCard struct {
+	ID          string            `json:"id"`
+	Object      string            `json:"object"`
+	Created     int64             `json:"created"`
+	OwnedBy     string            `json:"owned_by"`
+	Root        string            `json:"root"`
+	Parent      *string           `json:"parent"`
+	MaxModelLen int               `json:"max_model_len"`
+	Permission  []modelPermission `json:"permission"`
+}
+
+type modelList[T any] struct {
+	Object string `json:"object"`
+	Data   []T    `json:"data"`
+}
+
+func (v *VLLM) serveModels(w http.ResponseWriter) {
+	list := modelList[vllmModelCard]{Object: "list"}
+	for _, name := range v.cfg.ServedModelNames {
+		list.Data = append(list.Data, vllmModelCard{
+			ID: name, Object: "model", Created: v.created, OwnedBy: "vllm",
+			Root: "/models/" + v.model, MaxModelLen: v.cfg.MaxModelLen,
+			Permission: []modelPermission{{
+				ID: newID("modelperm-"), Object: "model_permission", Created: v.created,
+				AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
+			}},
+		})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// errorBody is the {"error":{…}} shape shared by vLLM (≥0.10) and OpenAI.
+type errorBody struct {
+	Error errorInfo `json:"error"`
+}
+
+type errorInfo struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    any     `json:"code"`
+}
+
+func ptr(s string) *string { return &s }
+
+// writeError writes vLLM's ErrorResponse; code is the HTTP status.
+func (v *VLLM) writeError(w http.ResponseWriter, status int, typ, msg string, param *string) {
+	writeJSON(w, status, errorBody{Error: errorInfo{Message: msg, Type: typ, Param: param, Code: status}})
+}
+
+// vllmErrorType derives vLLM's error type from a status: 503 ->
+// "ServiceUnavailableError", 500 -> "InternalServerError".
+func vllmErrorType(status int) string {
+	t := strings.ReplaceAll(http.StatusText(status), " ", "")
+	t = strings.ReplaceAll(t, "-", "")
+	switch {
+	case t == "":
+		return "UnknownError"
+	case strings.HasSuffix(t, "Error"):
+		return t
+	}
+	return t + "Error"
+}
+
+func (v *VLLM) writeRequestError(w http.ResponseWriter, e requestError) {
+	switch e.kind {
+	case errJSON:
+		v.writeError(w, http.StatusBadRequest, "BadRequestError", "JSON decode error", nil)
+	case errMissing:
+		v.writeError(w, http.StatusBadRequest, "BadRequestError", "Field required: body."+e.field, nil)
+	case errMaxTokens:
+		v.writeError(w, http.StatusBadRequest, "BadRequestError",
+			fmt.Sprintf("max_tokens must be at least 1, got %d.", e.value), nil)
+	}
+}
+
+// ContextLengthMessage is the text of vLLM's context-length error.
+func ContextLengthMessage(maxModelLen, outputTokens, promptTokens int) string {
+	return fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d output tokens "+
+		"and your prompt contains at least %d input tokens, for a total of at least %d tokens. Please reduce the "+
+		"length of the input prompt or the number of requested output tokens. (parameter=input_tokens, value=%d)",
+		maxModelLen, outputTokens, promptTokens, promptTokens+outputTokens, promptTokens)
+}
+
+func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoint, body []byte, fs *failureState, arrival time.Time) {
+	req, rerr := parseRequest(body, ep)
+	if rerr.kind != errNone {
+		v.writeRequestError(w, rerr)
+		return
+	}
+	if req.hasModel {
+		if _, ok := v.names[req.model]; !ok {
+			v.writeError(w, http.StatusNotFound, "NotFoundError",
+				"The model `"+req.model+"` does not exist.", nil)
+			return
+		}
+	}
+	prompt := EstimateTokens(body)
+	requested := 0
+	if req.hasMaxTokens {
+		requested = int(req.maxTokens)
+	}
+	if prompt+requested > v.cfg.MaxModelLen {
+		v.writeError(w, http.StatusBadRequest, "BadRequestError",
+			ContextLengthMessage(v.cfg.MaxModelLen, requested, prompt), ptr("input_tokens"))
+		return
+	}
+	if fs.shouldFail() {
+		status := fs.ErrorStatus
+		msg := http.StatusText(status)
+		if status == http.StatusInternalServerError {
+			msg = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+		}
+		v.writeError(w, status, vllmErrorType(status), msg, nil)
+		return
+	}
+
+	ctx := r.Context()
+	engine, err := v.sched.acquire(ctx)
+	if errors.Is(err, errQueueFull) {
+		v.writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableError",
+			fmt.Sprintf("The server is at capacity: %d requests are queued or running (--max-num-queued-reqs). Please retry later.", v.cfg.MaxQueued), nil)
+		return
+	}
+	if err != nil {
+		return
+	}
+	defer v.sched.release(engine)
+	em := &v.metrics.engines[engine]
+	em.queue.Observe(time.Since(arrival).Seconds())
+
+	tokens, finish := 0, "stop"
+	if ep != epEmbedding {
+		tokens, finish = outputTokens(&req, v.cfg.OutputTokens, prompt, v.cfg.MaxModelLen)
+	}
+	sent, ok := v.generate(ctx, w, &completion{
+		d: dialectVLLM, ep: ep, id: newID(vllmIDPrefix[ep]), created: time.Now().Unix(), model: v.model,
+		promptTokens: prompt, tokens: tokens, finish: finish,
+		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body,
+	}, fs, arrival, em)
+	em.genTokens.Add(float64(sent))
+	if !ok {
+		finish = "abort"
+	}
+	em.finished(finish)
+	em.e2e.Observe(time.Since(arrival).Seconds())
+}
+
+var vllmIDPrefix = [...]string{epChat: "chatcmpl-", epCompletion: "cmpl-", epEmbedding: "embd-"}
+
+// generate waits for the first token and writes the response.
+func (v *VLLM) generate(ctx context.Context, w http.ResponseWriter, c *completion, fs *failureState, arrival time.Time, em *engineMetrics) (int, bool) {
+	var timer *time.Timer
+	ok := pause(ctx, v.cfg.TTFT, &timer)
+	stopTimer(timer)
+	if !ok {
+		return 0, false
+	}
+	em.ttft.Observe(time.Since(arrival).Seconds())
+	em.promptTokens.Add(float64(c.promptTokens))
+	return c.respond(ctx, w, v.cfg.ITL, fs.cutAfter())
+}

@@ -1,0 +1,288 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package tests holds the integration tests: a real Caddy, run in-process
+// by caddytest, in front of the project's simulators on loopback. They
+// share one Caddy, so they run one at a time.
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/hybridllm/caddy-hybrid-llm"
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+const (
+	gateway    = "http://127.0.0.1:9080"
+	selfModel  = "qwen2.5-7b-instruct"
+	cloudModel = "gpt-4o-mini"
+	cloudKey   = "sk-cloud-secret-0123456789"
+	chatBody   = `{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":4,"temperature":0.2,"x_custom":{"keep":[1,2,3]}}`
+)
+
+// env is one test's upstreams: a simulated vLLM ("self") and a simulated
+// cloud ("cloud"), each on its own loopback port.
+type env struct {
+	t        *testing.T
+	self     *simulator.VLLM
+	selfSrv  *simulator.Server
+	cloud    *simulator.Cloud
+	cloudSrv *simulator.Server
+	logPath  string
+	tester   *caddytest.Tester
+}
+
+func newEnv(t *testing.T, selfCfg simulator.VLLMConfig, cloudCfg simulator.CloudConfig) *env {
+	t.Helper()
+	if len(selfCfg.ServedModelNames) == 0 {
+		selfCfg.ServedModelNames = []string{selfModel}
+	}
+	if len(cloudCfg.Models) == 0 {
+		cloudCfg.Models = []string{cloudModel}
+	}
+	if cloudCfg.APIKey == "" {
+		cloudCfg.APIKey = cloudKey
+	}
+	e := &env{
+		t:       t,
+		self:    simulator.NewVLLM(selfCfg),
+		cloud:   simulator.NewCloud(cloudCfg),
+		logPath: filepath.Join(t.TempDir(), "access.log"),
+	}
+	var err error
+	if e.selfSrv, err = simulator.Start("127.0.0.1:0", e.self); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.selfSrv.Close() })
+	if e.cloudSrv, err = simulator.Start("127.0.0.1:0", e.cloud); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.cloudSrv.Close() })
+	return e
+}
+
+// defaultGateway is the hybrid_llm block most tests use: chat-main goes
+// to self first and cloud second; cloud-first the other way round.
+const defaultGateway = `
+group self {
+	kind vllm
+	proxy {SELF}
+}
+group cloud {
+	kind openai
+	api_key ` + cloudKey + `
+	proxy {CLOUD}
+}
+alias chat-main {
+	target self ` + selfModel + `
+	target cloud ` + cloudModel + `
+}
+alias cloud-first {
+	target cloud ` + cloudModel + `
+	target self ` + selfModel + `
+}
+`
+
+// load runs Caddy with the given hybrid_llm block ({SELF}, {CLOUD} and
+// {LOG} are replaced with the simulators' addresses and the log path).
+func (e *env) load(block string) {
+	e.t.Helper()
+	cfg := `{
+	admin localhost:2999
+	skip_install_trust
+	http_port 9080
+	https_port 9443
+	grace_period 2s
+}
+http://127.0.0.1:9080 {
+	log {
+		output file {LOG}
+		format json
+	}
+	handle /v1/* {
+		hybrid_llm {
+` + block + `
+		}
+	}
+	handle {
+		respond "not here" 404
+	}
+}
+`
+	cfg = strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL(), "{LOG}", e.logPath).Replace(cfg)
+	e.tester = caddytest.NewTester(e.t)
+	e.tester.InitServer(cfg, "caddyfile")
+}
+
+// post sends a JSON body to the gateway.
+func post(t *testing.T, path, body string, header ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, gateway+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	return do(t, req)
+}
+
+func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	return resp, b
+}
+
+var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+
+// apiErr is the OpenAI error shape.
+type apiErr struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// wantError asserts an OpenAI-shaped error with the status and code.
+func wantError(t *testing.T, resp *http.Response, body []byte, status int, code string) apiErr {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d; body %s", resp.StatusCode, status, body)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q", ct)
+	}
+	var e apiErr
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		t.Fatalf("not the OpenAI error shape: %v: %s", err, body)
+	}
+	if e.Error.Message == "" || e.Error.Type == "" {
+		t.Errorf("empty message or type: %s", body)
+	}
+	if code != "" && (e.Error.Code == nil || *e.Error.Code != code) {
+		t.Errorf("code %v, want %q; body %s", e.Error.Code, code, body)
+	}
+	// keys are present even when null
+	for _, k := range []string{`"message"`, `"type"`, `"param"`, `"code"`} {
+		if !bytes.Contains(body, []byte(k)) {
+			t.Errorf("error body lacks %s: %s", k, body)
+		}
+	}
+	return e
+}
+
+// models returns the model field of each request an upstream received.
+func models(reqs []simulator.RecordedRequest) []string {
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		var m struct {
+			Model string `json:"model"`
+		}
+		_ = json.Unmarshal(r.Body, &m)
+		out[i] = m.Model
+	}
+	return out
+}
+
+// waitFor polls cond until it holds, failing the test after a bound.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// accessLog returns the access log entries written so far that carry
+// the given request id, waiting (bounded) for the first one: Caddy
+// writes the entry after the response.
+func (e *env) accessLog(requestID string) map[string]any {
+	e.t.Helper()
+	var entry map[string]any
+	waitFor(e.t, "access log entry of "+requestID, func() bool {
+		f, err := os.Open(e.logPath)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["request_id"] == requestID {
+				entry = m
+				return true
+			}
+		}
+		return false
+	})
+	return entry
+}
+
+// resettingServer accepts connections, reads the request head and closes
+// the connection without answering: a connection reset before the first
+// response byte.
+func resettingServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(c)
+			_, _ = http.ReadRequest(br)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // RST, not FIN
+			}
+			_ = c.Close()
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+// sseEvents reads an SSE body into its data payloads.
+func sseEvents(body []byte) []string {
+	var out []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if p, ok := strings.CutPrefix(line, "data: "); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}

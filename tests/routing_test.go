@@ -1,0 +1,366 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+func TestAliasGoesToFirstTargetWithItsModelName(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+
+	resp, body := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Target"); got != "self" {
+		t.Errorf("X-Hybrid-Target %q, want self", got)
+	}
+	if got := resp.Header.Get("X-Hybrid-Model"); got != selfModel {
+		t.Errorf("X-Hybrid-Model %q", got)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback"); got != "false" {
+		t.Errorf("X-Hybrid-Fallback %q, want false", got)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Error("no X-Request-Id")
+	}
+	var out struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || out.Model != selfModel || len(out.Choices) != 1 {
+		t.Fatalf("answer %s (%v)", body, err)
+	}
+
+	reqs := e.self.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("self got %d requests", len(reqs))
+	}
+	// exactly the client's bytes, with only the model swapped
+	want := strings.Replace(chatBody, `"model":"chat-main"`, `"model":"`+selfModel+`"`, 1)
+	if string(reqs[0].Body) != want {
+		t.Errorf("self received\n%s\nwant\n%s", reqs[0].Body, want)
+	}
+	if reqs[0].Path != "/v1/chat/completions" {
+		t.Errorf("path %q", reqs[0].Path)
+	}
+	if n := len(e.cloud.Requests()); n != 0 {
+		t.Errorf("cloud got %d requests", n)
+	}
+}
+
+func TestFallbackSwapsModelName(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		break_ func(e *env)
+		block  string
+		reason string
+	}{
+		{
+			name:   "connection refused",
+			break_: func(e *env) { _ = e.selfSrv.Refuse() },
+			reason: "self:connection_refused",
+		},
+		{
+			name:   "503",
+			break_: func(e *env) { e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503}) },
+			reason: "self:http_503",
+		},
+		{
+			name:   "500",
+			break_: func(e *env) { e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 500}) },
+			reason: "self:http_500",
+		},
+		{
+			name:   "429",
+			break_: func(e *env) { e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 429}) },
+			reason: "self:http_429",
+		},
+		{
+			name:   "target timeout",
+			break_: func(e *env) { e.self.SetFailures(simulator.Failures{Stall: 20 * time.Second}) },
+			block: strings.Replace(defaultGateway, "target self "+selfModel+"\n",
+				"target self "+selfModel+" {\ntimeout 300ms\n}\n", 1),
+			reason: "self:timeout",
+		},
+		{
+			name:   "connection reset",
+			block:  strings.Replace(defaultGateway, "proxy {SELF}", "proxy {RESET}", 1),
+			reason: "self:connection_reset",
+		},
+		{
+			name: "no endpoint available",
+			// one request at a time to self; a stalled one holds it
+			block: strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} {\nunhealthy_request_count 1\n}", 1),
+			break_: func(e *env) {
+				e.self.SetFailures(simulator.Failures{Stall: 20 * time.Second})
+				go func() {
+					req, _ := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(chatBody))
+					req.Header.Set("Content-Type", "application/json")
+					c := &http.Client{Timeout: 3 * time.Second}
+					if resp, err := c.Do(req); err == nil {
+						resp.Body.Close()
+					}
+				}()
+				waitFor(e.t, "the held request to reach self", func() bool { return len(e.self.Requests()) == 1 })
+				e.self.ResetRequests()
+			},
+			reason: "self:no_endpoint",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+			block := tc.block
+			if block == "" {
+				block = defaultGateway
+			}
+			if strings.Contains(block, "{RESET}") {
+				block = strings.Replace(block, "{RESET}", resettingServer(t), 1)
+			}
+			e.load(block)
+			if tc.break_ != nil {
+				tc.break_(e)
+			}
+
+			resp, body := post(t, "/v1/chat/completions", chatBody)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			if got := resp.Header.Get("X-Hybrid-Target"); got != "cloud" {
+				t.Errorf("X-Hybrid-Target %q, want cloud", got)
+			}
+			if got := resp.Header.Get("X-Hybrid-Fallback"); got != "true" {
+				t.Errorf("X-Hybrid-Fallback %q, want true", got)
+			}
+			if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != tc.reason {
+				t.Errorf("X-Hybrid-Fallback-Reason %q, want %q", got, tc.reason)
+			}
+			if !strings.Contains(string(body), `"model":"`+cloudModel+`"`) {
+				t.Errorf("answer not from the cloud model: %s", body)
+			}
+			// the cloud got its own model name, never the self-hosted one
+			want := strings.Replace(chatBody, `"model":"chat-main"`, `"model":"`+cloudModel+`"`, 1)
+			reqs := e.cloud.Requests()
+			if len(reqs) != 1 || string(reqs[0].Body) != want {
+				t.Fatalf("cloud received %d requests: %v", len(reqs), models(reqs))
+			}
+			for _, m := range models(e.self.Requests()) {
+				if m != selfModel {
+					t.Errorf("self received model %q", m)
+				}
+			}
+		})
+	}
+}
+
+// A failed attempt's response headers must not reach the client: the
+// cloud's 429 carries Retry-After, the answer from self must not.
+func TestFallbackDiscardsFailedAttemptHeaders(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{RateLimit: 1, Clock: func() time.Time { return time.Unix(1000, 0) }})
+	e.load(defaultGateway)
+
+	resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("first request: %d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	// same second on the cloud's clock: rate limited
+	resp, body = post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1))
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "cloud:http_429" {
+		t.Errorf("reason %q", got)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" {
+		t.Errorf("the failed attempt's Retry-After leaked: %q", ra)
+	}
+	if n := len(resp.Header.Values("Content-Length")); n > 1 {
+		t.Errorf("%d Content-Length headers", n)
+	}
+	if got := models(e.self.Requests()); len(got) != 1 || got[0] != selfModel {
+		t.Errorf("self received %v", got)
+	}
+}
+
+func TestEveryEndpointKindIsRouted(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	for _, tc := range []struct{ path, body, object string }{
+		{"/v1/completions", `{"model":"chat-main","prompt":"Once upon","max_tokens":3}`, "text_completion"},
+		{"/v1/embeddings", `{"model":"chat-main","input":"hello"}`, "list"},
+	} {
+		resp, body := post(t, tc.path, tc.body)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"object":"`+tc.object+`"`) {
+			t.Errorf("%s: %d %s", tc.path, resp.StatusCode, body)
+		}
+	}
+	reqs := e.self.Requests()
+	if len(reqs) != 2 || reqs[0].Path != "/v1/completions" || reqs[1].Path != "/v1/embeddings" {
+		t.Fatalf("self got %d requests", len(reqs))
+	}
+	for _, m := range models(reqs) {
+		if m != selfModel {
+			t.Errorf("self received model %q", m)
+		}
+	}
+}
+
+func TestCredentialIsolation(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{APIKey: "sk-self-key"}, simulator.CloudConfig{})
+	block := strings.Replace(defaultGateway, "kind vllm\n", "kind vllm\napi_key sk-self-key\n", 1)
+	e.load(block)
+
+	hdrs := []string{"Authorization", "Bearer client-secret-token", "X-Api-Key", "client-x-key", "Api-Key", "client-azure-key"}
+	resp, body := post(t, "/v1/chat/completions", chatBody, hdrs...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	_ = e.selfSrv.Refuse()
+	resp, body = post(t, "/v1/chat/completions", chatBody, hdrs...)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+
+	check := func(who string, reqs []simulator.RecordedRequest, wantAuth string) {
+		if len(reqs) != 1 {
+			t.Fatalf("%s got %d requests", who, len(reqs))
+		}
+		h := reqs[0].Header
+		if got := h.Values("Authorization"); len(got) != 1 || got[0] != wantAuth {
+			t.Errorf("%s received Authorization %q, want %q", who, got, wantAuth)
+		}
+		for _, k := range []string{"X-Api-Key", "Api-Key"} {
+			if v := h.Get(k); v != "" {
+				t.Errorf("%s received the client's %s %q", who, k, v)
+			}
+		}
+	}
+	check("self", e.self.Requests(), "Bearer sk-self-key")
+	check("cloud", e.cloud.Requests(), "Bearer "+cloudKey)
+
+	entry := e.accessLog(resp.Header.Get("X-Request-Id"))
+	raw, _ := json.Marshal(entry)
+	for _, secret := range []string{cloudKey, "sk-self-key", "client-secret-token"} {
+		if strings.Contains(string(raw), secret) {
+			t.Errorf("access log contains a secret %q: %s", secret, raw)
+		}
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+
+	resp, _ := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "trace-abc-123")
+	if got := resp.Header.Get("X-Request-Id"); got != "trace-abc-123" {
+		t.Errorf("echoed %q", got)
+	}
+	resp2, _ := post(t, "/v1/chat/completions", chatBody)
+	gen := resp2.Header.Get("X-Request-Id")
+	if gen == "" || gen == "trace-abc-123" {
+		t.Errorf("generated id %q", gen)
+	}
+	reqs := e.self.Requests()
+	if len(reqs) != 2 || reqs[0].Header.Get("X-Request-Id") != "trace-abc-123" || reqs[1].Header.Get("X-Request-Id") != gen {
+		t.Errorf("upstream did not get the request ids")
+	}
+}
+
+func TestRouteHeadersOff(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load("route_headers off\n" + defaultGateway)
+	resp, _ := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != 200 {
+		t.Fatal(resp.Status)
+	}
+	for k := range resp.Header {
+		if strings.HasPrefix(k, "X-Hybrid-") {
+			t.Errorf("header %s sent with route_headers off", k)
+		}
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Error("X-Request-Id must stay")
+	}
+}
+
+func TestAccessLogRecordsTheRoute(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	_ = e.selfSrv.Refuse()
+
+	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "log-me-1")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	entry := e.accessLog("log-me-1")
+	want := map[string]any{
+		"llm_alias":           "chat-main",
+		"llm_group":           "cloud",
+		"llm_model":           cloudModel,
+		"llm_endpoint":        e.cloudSrv.Addr(),
+		"llm_attempts":        float64(2),
+		"llm_fallback":        true,
+		"llm_fallback_reason": "connection_refused",
+		"llm_stream":          false,
+	}
+	for k, v := range want {
+		if entry[k] != v {
+			t.Errorf("%s = %v, want %v", k, entry[k], v)
+		}
+	}
+	if tried, _ := entry["llm_tried"].([]any); len(tried) != 1 || tried[0] != "self:connection_refused" {
+		t.Errorf("llm_tried = %v", entry["llm_tried"])
+	}
+	if ttfb, _ := entry["llm_ttfb"].(float64); ttfb <= 0 {
+		t.Errorf("llm_ttfb = %v", entry["llm_ttfb"])
+	}
+}
+
+func TestModelsListsAliasesOnly(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+
+	req, _ := http.NewRequest(http.MethodGet, gateway+"/v1/models", nil)
+	resp, body := do(t, req)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	var list struct {
+		Object string `json:"object"`
+		Data   []struct {
+			ID, Object string
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Object != "list" || len(list.Data) != 2 || list.Data[0].ID != "chat-main" || list.Data[1].ID != "cloud-first" || list.Data[0].Object != "model" {
+		t.Errorf("list %s", body)
+	}
+	if strings.Contains(string(body), selfModel) || strings.Contains(string(body), cloudModel) {
+		t.Errorf("upstream model names listed: %s", body)
+	}
+
+	req, _ = http.NewRequest(http.MethodGet, gateway+"/v1/models/chat-main", nil)
+	resp, body = do(t, req)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"id":"chat-main"`) {
+		t.Errorf("retrieve: %d %s", resp.StatusCode, body)
+	}
+	req, _ = http.NewRequest(http.MethodGet, gateway+"/v1/models/"+selfModel, nil)
+	resp, body = do(t, req)
+	wantError(t, resp, body, http.StatusNotFound, "model_not_found")
+	if n := len(e.self.Requests()) + len(e.cloud.Requests()); n != 0 {
+		t.Errorf("upstreams got %d requests", n)
+	}
+}
