@@ -15,7 +15,7 @@ mode=${1:-run}
 state=$root/.demo
 mkdir -p "$state" bin
 
-export HYBRID_LISTEN=${HYBRID_LISTEN:-127.0.0.1:8080}
+export HYBRID_LISTEN=${HYBRID_LISTEN:-:8080}
 export HYBRID_ADMIN=${HYBRID_ADMIN:-localhost:2019}
 export SELF_UPSTREAMS=${SELF_UPSTREAMS:-127.0.0.1:8001}
 export SELF_MODEL=${SELF_MODEL:-qwen2.5-7b-instruct}
@@ -23,7 +23,7 @@ export CLOUD_UPSTREAM=${CLOUD_UPSTREAM:-http://127.0.0.1:8002}
 export CLOUD_MODEL=${CLOUD_MODEL:-gpt-4o-mini}
 export CLOUD_API_KEY=${CLOUD_API_KEY:-sk-demo-0123456789}
 self_addr=${SELF_UPSTREAMS%% *}
-gw=http://$HYBRID_LISTEN
+gw=http://127.0.0.1:${HYBRID_LISTEN##*:}
 
 echo "building bin/caddy and bin/llmsim ..."
 go build -o bin/caddy ./xcaddy/cmd/caddy
@@ -77,7 +77,10 @@ if [ "$mode" = "--check" ]; then
 	cat "$state/out.json"; echo
 
 	echo; echo "# 4. the access log records where each request went"
-	grep -o '"llm_[a-z_]*":[^,}]*' "$state/caddy.log" | sort | uniq -c | sort -rn | head -20
+	grep '"llm_alias"' "$state/caddy.log" | while IFS= read -r line; do
+		printf '%s\n' "$line" | grep -oE '"(status|request_id|llm_[a-z_]+)":("[^"]*"|[^,}]*|\[[^]]*\])' | tr '\n' ' '
+		echo
+	done
 	echo; echo "demo check passed"
 	exit 0
 fi

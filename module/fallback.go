@@ -378,7 +378,15 @@ func (aw *attemptWriter) commit(status int) {
 	for k, v := range aw.header {
 		h[k] = v
 	}
-	aw.sse = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream")
+	// the gateway's request id is the one the client sees; an upstream's
+	// own id (a cloud's, say) is kept under another name
+	if up := aw.header.Get("X-Request-Id"); up != "" && up != rt.id {
+		h.Set("X-Upstream-Request-Id", up)
+	}
+	h.Set("X-Request-Id", rt.id)
+	// an error event can only be appended to a plain (not compressed)
+	// event stream
+	aw.sse = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") && h.Get("Content-Encoding") == ""
 	t := aw.target
 	if !rt.g.DisableRouteHeaders {
 		h.Set("X-Hybrid-Target", t.Group)

@@ -364,3 +364,30 @@ func TestModelsListsAliasesOnly(t *testing.T) {
 		t.Errorf("upstreams got %d requests", n)
 	}
 }
+
+// An upstream's own request id (clouds send theirs) must not replace the
+// gateway's; it is kept as X-Upstream-Request-Id.
+func TestUpstreamRequestIDKeptSeparately(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	own, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "req_cloud_777")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"chat.completion","model":"` + selfModel + `","choices":[]}`))
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	e.load(strings.Replace(defaultGateway, "proxy {SELF}", "proxy "+own.URL(), 1))
+
+	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "mine-1")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "mine-1" {
+		t.Errorf("X-Request-Id %q", got)
+	}
+	if got := resp.Header.Get("X-Upstream-Request-Id"); got != "req_cloud_777" {
+		t.Errorf("X-Upstream-Request-Id %q", got)
+	}
+}
