@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -60,6 +61,21 @@ func (t *Target) setModel(body []byte) ([]byte, error) {
 		return body, nil
 	}
 	return sjson.SetRawBytesOptions(body, "model", t.modelJSON, &sjson.Options{Optimistic: true})
+}
+
+// duplicateKey reports whether the JSON object body holds key more than
+// once at its top level, whatever the spelling (escapes included).
+// Decoders disagree on which one counts: gjson and sjson take the first,
+// Go's and Python's decoders (vLLM's, a cloud's) the last.
+func duplicateKey(body []byte, key string) bool {
+	n := 0
+	gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
+		if k.Str == key {
+			n++
+		}
+		return n < 2
+	})
+	return n > 1
 }
 
 // requestID returns the request's X-Request-Id if it is a sane token (1

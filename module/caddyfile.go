@@ -4,6 +4,9 @@
 package hybridllm
 
 import (
+	"math"
+	"strconv"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -36,6 +39,26 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			proxy   [<upstreams...>] {
 //				# any reverse_proxy subdirective
 //			}
+//
+//			# kind vllm
+//			max_num_seqs <n>
+//			max_queue    <n>
+//			endpoint <address> {
+//				max_num_seqs <n>
+//				weight       <number>
+//			}
+//			probe {
+//				health_interval  <duration>
+//				metrics_interval <duration>
+//				models_interval  <duration>
+//				timeout          <duration>
+//				stale_after      <duration>
+//				unknown_metrics  saturated|ok
+//				ttft_window      <duration>
+//			}
+//
+//			# kind openai
+//			model_check <interval>|off
 //		}
 //
 //		alias <name> {
@@ -200,6 +223,98 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 				return nil, d.ArgErr()
 			}
 
+		case "max_num_seqs":
+			if grp.MaxNumSeqs != 0 {
+				return nil, d.Err("max_num_seqs already specified")
+			}
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.MaxNumSeqs = n
+
+		case "max_queue":
+			if grp.MaxQueue != 0 {
+				return nil, d.Err("max_queue already specified")
+			}
+			n, err := parseNonNegativeInt(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.MaxQueue = n
+
+		case "endpoint":
+			if !d.NextArg() {
+				return nil, d.Err("endpoint needs the upstream's address")
+			}
+			dial := d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			if _, dup := grp.Endpoints[dial]; dup {
+				return nil, d.Errf("endpoint '%s' already specified", dial)
+			}
+			ec := new(EndpointConfig)
+			for en := d.Nesting(); d.NextBlock(en); {
+				switch d.Val() {
+				case "max_num_seqs":
+					n, err := parsePositiveInt(d)
+					if err != nil {
+						return nil, err
+					}
+					ec.MaxNumSeqs = n
+				case "weight":
+					if !d.NextArg() {
+						return nil, d.ArgErr()
+					}
+					w, err := strconv.ParseFloat(d.Val(), 64)
+					if err != nil || w <= 0 || math.IsInf(w, 0) {
+						return nil, d.Errf("invalid weight '%s': want a positive number", d.Val())
+					}
+					ec.Weight = w
+					if d.NextArg() {
+						return nil, d.ArgErr()
+					}
+				default:
+					return nil, d.Errf("unrecognized endpoint subdirective '%s'", d.Val())
+				}
+			}
+			if grp.Endpoints == nil {
+				grp.Endpoints = make(map[string]*EndpointConfig)
+			}
+			grp.Endpoints[dial] = ec
+
+		case "probe":
+			if grp.Probe != nil {
+				return nil, d.Err("probe already specified")
+			}
+			pc, err := unmarshalProbe(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Probe = pc
+
+		case "model_check":
+			if grp.ModelCheckInterval != 0 || grp.DisableModelCheck {
+				return nil, d.Err("model_check already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			if d.Val() == "off" {
+				grp.DisableModelCheck = true
+				if d.NextArg() {
+					return nil, d.ArgErr()
+				}
+				break
+			}
+			d.Prev()
+			dur, err := parseDuration(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.ModelCheckInterval = dur
+
 		case "proxy":
 			if grp.ProxyRaw != nil {
 				return nil, d.Err("proxy already specified")
@@ -223,6 +338,12 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 	}
 	if grp.Kind == "" {
 		return nil, d.Errf("group needs a kind (%s or %s)", KindVLLM, KindOpenAI)
+	}
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil) {
+		return nil, d.Errf("max_num_seqs, max_queue, endpoint and probe apply to groups of kind %s only", KindVLLM)
+	}
+	if grp.Kind != KindOpenAI && (grp.ModelCheckInterval != 0 || grp.DisableModelCheck) {
+		return nil, d.Errf("model_check applies to groups of kind %s only", KindOpenAI)
 	}
 	if grp.ProxyRaw == nil {
 		return nil, d.Err("group needs a proxy")

@@ -35,8 +35,13 @@ const (
 	reasonUpstream    = "upstream_error"
 )
 
-// credentialHeaders are the client's credentials, never sent upstream.
-var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key"}
+// credentialHeaders are the client's credentials and account headers,
+// never sent upstream: each group speaks for itself.
+var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key", "Cookie", "Openai-Organization", "Openai-Project"}
+
+// statusClientClosed is what Caddy's proxy reports when the client left;
+// it is nobody's answer.
+const statusClientClosed = 499
 
 // fallbackStatus reports whether an upstream answer with this status
 // moves the request to the next target.
@@ -76,6 +81,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	if model.Type != gjson.String {
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", "model",
 			"model must be a string")
+	}
+	if duplicateKey(body, "model") {
+		// the alias and the rewrite see the first one, the upstream's
+		// decoder the last: the client would choose the upstream model
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
+			"the request body has more than one model field")
 	}
 	al, ok := g.aliases[model.Str]
 	if !ok {
@@ -124,6 +135,9 @@ type route struct {
 }
 
 func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyhttp.ExtraLogFields) error {
+	// deferred, so that a response aborted after its first byte (a panic
+	// with http.ErrAbortHandler) gets its routing record too
+	defer rt.log(extra, al)
 	for _, t := range al.Targets {
 		if err := ctx.Err(); err != nil {
 			if rt.r.Context().Err() != nil {
@@ -139,11 +153,9 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 		}
 		done, err := rt.try(ctx, t, b)
 		if done {
-			rt.log(extra, al)
 			return err
 		}
 	}
-	rt.log(extra, al)
 	if err := rt.r.Context().Err(); err != nil {
 		// the client is gone; nobody reads an answer
 		return caddyhttp.Error(499, err)
@@ -167,6 +179,16 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte) (done bool, err e
 	pr.Header.Set("Content-Length", strconv.Itoa(len(b)))
 
 	aw := &attemptWriter{w: rt.w, rt: rt, target: t}
+	if vg := t.group.vllm; vg != nil {
+		// the selection policy reads the group and model from here, and
+		// leaves the in-flight slot it reserved
+		aw.slot = attemptSlot{group: vg, model: t.Model}
+		caddyhttp.SetVar(actx, varAttempt, &aw.slot)
+		defer func() {
+			aw.slot.release()
+			caddyhttp.SetVar(actx, varAttempt, nil)
+		}()
+	}
 	aborted, err := proxy(t.group.proxy, aw, pr)
 
 	if aw.committed {
@@ -188,6 +210,9 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte) (done bool, err e
 		a.reason = reasonTimeout
 	default:
 		a.reason = classify(err)
+		if a.reason == reasonNoEndpoint && aw.slot.skip != "" {
+			a.reason = aw.slot.skip // the policy knows better why
+		}
 	}
 	rt.attempts = append(rt.attempts, a)
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
@@ -224,6 +249,15 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter) {
 	msg := "the upstream connection failed mid-stream"
 	if ctx.Err() != nil {
 		msg = "the upstream did not finish in time"
+	}
+	// the cut may have come inside an event: end it first, so that the
+	// error is an event of its own rather than glued onto a partial one
+	switch {
+	case aw.tail == [2]byte{} || aw.tail == [2]byte{'\n', '\n'}:
+	case aw.tail[1] == '\n':
+		_, _ = io.WriteString(rt.w, "\n")
+	default:
+		_, _ = io.WriteString(rt.w, "\n\n")
 	}
 	_, _ = rt.w.Write(sseErrorEvent("stream_interrupted", msg))
 	_ = http.NewResponseController(rt.w).Flush()
@@ -271,7 +305,7 @@ func (rt *route) fail(al *Alias) error {
 	timedOut := false
 	for _, a := range rt.attempts {
 		switch a.reason {
-		case reasonNoEndpoint:
+		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics:
 		case reasonDeadline:
 			timedOut = true
 		default:
@@ -347,6 +381,8 @@ type attemptWriter struct {
 	status    int
 	committed bool
 	sse       bool
+	tail      [2]byte // the last bytes of an event stream written so far
+	slot      attemptSlot
 }
 
 func (aw *attemptWriter) Header() http.Header {
@@ -363,7 +399,7 @@ func (aw *attemptWriter) WriteHeader(status int) {
 	if status < 200 {
 		return // informational responses are not passed on
 	}
-	if fallbackStatus(status) {
+	if fallbackStatus(status) || status == statusClientClosed {
 		aw.status = status
 		return
 	}
@@ -407,6 +443,9 @@ func (aw *attemptWriter) commit(status int) {
 			}
 		}
 	}
+	// from now on the proxy writes straight into the client's header
+	// map, so that trailers it sets after the body reach the client
+	aw.header = h
 	aw.w.WriteHeader(status)
 }
 
@@ -417,7 +456,15 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 		}
 		aw.commit(http.StatusOK)
 	}
-	return aw.w.Write(p)
+	n, err := aw.w.Write(p)
+	if aw.sse && n > 0 {
+		if n == 1 {
+			aw.tail = [2]byte{aw.tail[1], p[0]}
+		} else {
+			aw.tail = [2]byte{p[n-2], p[n-1]}
+		}
+	}
+	return n, err
 }
 
 // FlushError flushes a committed response to the client.

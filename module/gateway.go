@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 )
@@ -115,8 +116,49 @@ type Group struct {
 	// available) counts as a failure of this target.
 	ProxyRaw json.RawMessage `json:"proxy,omitempty"`
 
-	name  string
-	proxy *reverseproxy.Handler
+	// vLLM's --max-num-seqs of each endpoint (kind vllm): the red line,
+	// the most requests the gateway keeps in flight to one endpoint,
+	// even when metrics fail. Default: no red line.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+
+	// Requests allowed to wait in an endpoint's queue beyond
+	// max_num_seqs before its red line is reached (kind vllm).
+	// Default: 0.
+	MaxQueue int `json:"max_queue,omitempty"`
+
+	// Per-endpoint settings (kind vllm), by the upstream's dial address
+	// as written in the proxy's upstreams.
+	Endpoints map[string]*EndpointConfig `json:"endpoints,omitempty"`
+
+	// How the endpoints are probed (kind vllm). Default: on, with the
+	// ProbeConfig defaults.
+	Probe *ProbeConfig `json:"probe,omitempty"`
+
+	// How often the target model names are checked against the group's
+	// GET /v1/models (kind openai), sent through the group's proxy with
+	// its credentials. A name the API does not list is logged as an
+	// error at once; it does not stop the config. Default: 5m.
+	ModelCheckInterval caddy.Duration `json:"model_check_interval,omitempty"`
+
+	// Turns the model name check of an openai group off.
+	DisableModelCheck bool `json:"disable_model_check,omitempty"`
+
+	name   string
+	proxy  *reverseproxy.Handler
+	key    string   // the resolved api_key
+	expect []string // the model names the aliases send to this group
+	vllm   *vllmGroup
+	check  modelCheck
+}
+
+// EndpointConfig holds the settings of one endpoint of a vLLM group.
+type EndpointConfig struct {
+	// This endpoint's --max-num-seqs, overriding the group's.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+
+	// The endpoint's capacity relative to the others (a replica on
+	// twice the GPUs: 2); its load score is divided by it. Default: 1.
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // Alias maps a business model name to the targets that can serve it.
@@ -178,6 +220,20 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("no aliases configured")
 	}
 
+	// the model names each group is asked for, so that its probes can
+	// check them
+	for _, name := range sortedKeys(g.Aliases) {
+		if al := g.Aliases[name]; al != nil {
+			for _, t := range al.Targets {
+				if t != nil {
+					if grp := g.Groups[t.Group]; grp != nil && !slices.Contains(grp.expect, t.Model) && t.Model != "" {
+						grp.expect = append(grp.expect, t.Model)
+					}
+				}
+			}
+		}
+	}
+
 	// groups first, so that targets can refer to them
 	used := make(map[string]bool, len(g.Groups))
 	for _, name := range sortedKeys(g.Groups) {
@@ -185,7 +241,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		if grp == nil {
 			return fmt.Errorf("group %q: empty", name)
 		}
-		if err := grp.provision(ctx, name); err != nil {
+		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
 	}
@@ -233,7 +289,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 }
 
 // provision checks the group and loads its reverse proxy.
-func (grp *Group) provision(ctx caddy.Context, name string) error {
+func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error {
 	grp.name = name
 	switch grp.Kind {
 	case KindVLLM, KindOpenAI:
@@ -245,9 +301,44 @@ func (grp *Group) provision(ctx caddy.Context, name string) error {
 	if len(grp.ProxyRaw) == 0 {
 		return fmt.Errorf("no proxy configured")
 	}
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil) {
+		return fmt.Errorf("max_num_seqs, max_queue, endpoints and probe apply to groups of kind %s only", KindVLLM)
+	}
+	if grp.Kind == KindVLLM && (grp.ModelCheckInterval != 0 || grp.DisableModelCheck) {
+		return fmt.Errorf("model_check applies to groups of kind %s only; vLLM endpoints are checked by their probes", KindOpenAI)
+	}
+	if grp.MaxNumSeqs < 0 || grp.MaxQueue < 0 || grp.ModelCheckInterval < 0 {
+		return fmt.Errorf("max_num_seqs, max_queue and model_check_interval must not be negative")
+	}
 	raw := grp.ProxyRaw
+	if grp.Kind == KindVLLM {
+		// the queue-aware policy is the default of vLLM groups
+		switch policy := gjson.GetBytes(raw, "load_balancing.selection_policy.policy").String(); policy {
+		case "":
+			var err error
+			raw, err = sjson.SetRawBytes(slices.Clone(raw), "load_balancing.selection_policy", []byte(`{"policy":"vllm_least_load"}`))
+			if err != nil {
+				return fmt.Errorf("setting the selection policy: %v", err)
+			}
+		case "vllm_least_load":
+		default:
+			ctx.Logger().Warn("vLLM group with another selection policy: no queue-aware selection and no red line",
+				zap.String("group", name), zap.String("lb_policy", policy))
+		}
+	}
+	// retries inside the group replay the body only when the proxy
+	// buffered it; the gateway holds it whole anyway
+	if (gjson.GetBytes(raw, "load_balancing.retries").Int() > 0 || gjson.GetBytes(raw, "load_balancing.try_duration").Exists()) &&
+		!gjson.GetBytes(raw, "request_buffers").Exists() {
+		var err error
+		raw, err = sjson.SetBytes(slices.Clone(raw), "request_buffers", maxBody)
+		if err != nil {
+			return fmt.Errorf("setting request_buffers: %v", err)
+		}
+	}
 	if grp.APIKey != "" {
 		key := caddy.NewReplacer().ReplaceAll(grp.APIKey, "")
+		grp.key = key
 		if key == "" {
 			ctx.Logger().Warn("api_key of group resolves to an empty value; requests go out without credentials",
 				zap.String("group", name))
@@ -267,7 +358,87 @@ func (grp *Group) provision(ctx caddy.Context, name string) error {
 		return fmt.Errorf("loading proxy: %v", err)
 	}
 	grp.proxy = mod.(*reverseproxy.Handler)
+
+	switch grp.Kind {
+	case KindVLLM:
+		return grp.provisionVLLM(ctx)
+	case KindOpenAI:
+		grp.startModelCheck(ctx)
+	}
 	return nil
+}
+
+// provisionVLLM starts (or joins) the probers of the group's endpoints.
+func (grp *Group) provisionVLLM(ctx caddy.Context) error {
+	settings, staleAfter, unknownOK, err := grp.Probe.provision()
+	if err != nil {
+		return err
+	}
+	settings.apiKey = grp.key
+	settings.expect = grp.expect
+	vg := &vllmGroup{
+		name:       grp.name,
+		maxNumSeqs: grp.MaxNumSeqs,
+		maxQueue:   grp.MaxQueue,
+		staleAfter: staleAfter,
+		unknownOK:  unknownOK,
+		endpoints:  make(map[string]*endpoint),
+		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
+	}
+	grp.vllm = vg
+	scheme := "http"
+	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.TLSEnabled() {
+		scheme = "https"
+	}
+	for _, u := range grp.proxy.Upstreams {
+		if !probeable(u.Dial) {
+			ctx.Logger().Warn("upstream address cannot be probed; it is balanced on in-flight counts only",
+				zap.String("group", grp.name), zap.String("upstream", u.Dial))
+			continue
+		}
+		if ep, dup := vg.endpoints[u.Dial]; dup {
+			vg.byUpstream[u] = ep
+			continue
+		}
+		p, err := acquireProber(scheme+"://"+u.Dial, grp, settings, ctx.Logger())
+		if err != nil {
+			return fmt.Errorf("probing %s: %v", u.Dial, err)
+		}
+		ep := &endpoint{dial: u.Dial, p: p, weight: 1}
+		vg.endpoints[u.Dial] = ep
+		vg.byUpstream[u] = ep
+	}
+	for dial, ec := range grp.Endpoints {
+		ep := vg.endpoints[dial]
+		if ep == nil || ec == nil {
+			return fmt.Errorf("endpoint %q is not an upstream of the group", dial)
+		}
+		if ec.MaxNumSeqs < 0 || ec.Weight < 0 {
+			return fmt.Errorf("endpoint %q: max_num_seqs and weight must not be negative", dial)
+		}
+		ep.maxNumSeqs = ec.MaxNumSeqs
+		if ec.Weight > 0 {
+			ep.weight = ec.Weight
+		}
+	}
+	if len(grp.proxy.Upstreams) == 0 && grp.proxy.DynamicUpstreams != nil {
+		ctx.Logger().Warn("dynamic upstreams are not probed; the group is balanced on in-flight counts only",
+			zap.String("group", grp.name))
+	}
+	return nil
+}
+
+// cleanup releases what the group holds in shared state.
+// The endpoints map stays: requests of an unloaded config may still be
+// in flight, and a released prober's data merely goes stale.
+func (grp *Group) cleanup() {
+	if grp == nil || grp.vllm == nil || grp.vllm.released {
+		return
+	}
+	grp.vllm.released = true
+	for _, ep := range grp.vllm.endpoints {
+		releaseProber(ep.p, grp)
+	}
 }
 
 // Validate checks the gateway's configuration.
@@ -276,6 +447,14 @@ func (g *Gateway) Validate() error {
 		if strings.TrimSpace(name) != name {
 			return fmt.Errorf("alias %q: leading or trailing spaces", name)
 		}
+	}
+	return nil
+}
+
+// Cleanup releases the probers of the gateway's vLLM groups.
+func (g *Gateway) Cleanup() error {
+	for _, grp := range g.Groups {
+		grp.cleanup()
 	}
 	return nil
 }
@@ -321,5 +500,6 @@ func sortedKeys[V any](m map[string]V) []string {
 var (
 	_ caddy.Provisioner           = (*Gateway)(nil)
 	_ caddy.Validator             = (*Gateway)(nil)
+	_ caddy.CleanerUpper          = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
 )

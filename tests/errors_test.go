@@ -50,7 +50,7 @@ func TestBadRequestsAreNotForwarded(t *testing.T) {
 			}
 		})
 	}
-	if n := len(e.self.Requests()) + len(e.cloud.Requests()); n != 0 {
+	if n := len(e.selfPosts()) + len(e.cloudPosts()); n != 0 {
 		t.Errorf("upstreams got %d requests", n)
 	}
 }
@@ -92,7 +92,7 @@ func TestAllTargetsFailed(t *testing.T) {
 // When no target had an endpoint to offer, the answer is 503.
 func TestNoTargetAvailable(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	block := strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} {\nunhealthy_request_count 1\n}", 1) + `
+	block := withPlainSelf(defaultGateway, "{SELF} {\nunhealthy_request_count 1\n}") + `
 alias self-only {
 	target self ` + selfModel + `
 }
@@ -105,7 +105,7 @@ alias self-only {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, "the held request to reach self", func() bool { return len(e.self.Requests()) == 1 })
+	waitFor(t, "the held request to reach self", func() bool { return len(e.selfPosts()) == 1 })
 
 	resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "self-only", 1))
 	got := wantError(t, resp, body, http.StatusServiceUnavailable, "no_target_available")
@@ -140,7 +140,7 @@ func TestMethodsAndPaths(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodGet, gateway+"/v1/chat/completions", nil)
 	resp, body = do(t, req)
 	wantError(t, resp, body, http.StatusNotFound, "not_found")
-	if n := len(e.self.Requests()) + len(e.cloud.Requests()); n != 0 {
+	if n := len(e.selfPosts()) + len(e.cloudPosts()); n != 0 {
 		t.Errorf("upstreams got %d requests", n)
 	}
 }

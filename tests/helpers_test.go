@@ -81,6 +81,10 @@ const defaultGateway = `
 group self {
 	kind vllm
 	proxy {SELF}
+	# one health probe at start: tests break the upstream themselves
+	probe {
+		health_interval 1m
+	}
 }
 group cloud {
 	kind openai
@@ -97,9 +101,24 @@ alias cloud-first {
 }
 `
 
+// withPlainSelf replaces the self group of a block with one of kind
+// openai (no probes, no model check) proxying to the given upstream and
+// options; for tests of the generic proxy path with stand-in upstreams.
+func withPlainSelf(block, proxy string) string {
+	i := strings.Index(block, "group self {")
+	j := i + strings.Index(block[i:], "\n}\n") + 3
+	return block[:i] + "group self {\n\tkind openai\n\tmodel_check off\n\tproxy " + proxy + "\n}\n" + block[j:]
+}
+
 // load runs Caddy with the given hybrid_llm block ({SELF}, {CLOUD} and
 // {LOG} are replaced with the simulators' addresses and the log path).
 func (e *env) load(block string) {
+	e.t.Helper()
+	e.loadWithGlobal(block, "")
+}
+
+// loadWithGlobal is load with extra global options.
+func (e *env) loadWithGlobal(block, global string) {
 	e.t.Helper()
 	cfg := `{
 	admin localhost:2999
@@ -107,6 +126,7 @@ func (e *env) load(block string) {
 	http_port 9080
 	https_port 9443
 	grace_period 2s
+	` + global + `
 }
 http://127.0.0.1:9080 {
 	log {
@@ -124,8 +144,15 @@ http://127.0.0.1:9080 {
 }
 `
 	cfg = strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL(), "{LOG}", e.logPath).Replace(cfg)
-	e.tester = caddytest.NewTester(e.t)
-	e.tester.InitServer(cfg, "caddyfile")
+	e.tester = loadRaw(e.t, cfg)
+}
+
+// loadRaw runs Caddy with a whole Caddyfile.
+func loadRaw(t *testing.T, cfg string) *caddytest.Tester {
+	t.Helper()
+	tc := caddytest.NewTester(t)
+	tc.InitServer(cfg, "caddyfile")
+	return tc
 }
 
 // post sends a JSON body to the gateway.
@@ -196,6 +223,21 @@ func wantError(t *testing.T, resp *http.Response, body []byte, status int, code 
 		}
 	}
 	return e
+}
+
+// selfPosts and cloudPosts return the inference requests (POSTs) an
+// upstream received; the gateway's probes and model checks are GETs.
+func (e *env) selfPosts() []simulator.RecordedRequest  { return posts(e.self.Requests()) }
+func (e *env) cloudPosts() []simulator.RecordedRequest { return posts(e.cloud.Requests()) }
+
+func posts(reqs []simulator.RecordedRequest) []simulator.RecordedRequest {
+	out := reqs[:0:0]
+	for _, r := range reqs {
+		if r.Method == http.MethodPost {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // models returns the model field of each request an upstream received.

@@ -43,7 +43,7 @@ func TestAliasGoesToFirstTargetWithItsModelName(t *testing.T) {
 		t.Fatalf("answer %s (%v)", body, err)
 	}
 
-	reqs := e.self.Requests()
+	reqs := e.selfPosts()
 	if len(reqs) != 1 {
 		t.Fatalf("self got %d requests", len(reqs))
 	}
@@ -55,7 +55,7 @@ func TestAliasGoesToFirstTargetWithItsModelName(t *testing.T) {
 	if reqs[0].Path != "/v1/chat/completions" {
 		t.Errorf("path %q", reqs[0].Path)
 	}
-	if n := len(e.cloud.Requests()); n != 0 {
+	if n := len(e.cloudPosts()); n != 0 {
 		t.Errorf("cloud got %d requests", n)
 	}
 }
@@ -95,14 +95,16 @@ func TestFallbackSwapsModelName(t *testing.T) {
 			reason: "self:timeout",
 		},
 		{
-			name:   "connection reset",
-			block:  strings.Replace(defaultGateway, "proxy {SELF}", "proxy {RESET}", 1),
+			name: "connection reset",
+			// an openai group: a vLLM group's probes would find the
+			// resetting server down before the request does
+			block:  withPlainSelf(defaultGateway, "{RESET}"),
 			reason: "self:connection_reset",
 		},
 		{
 			name: "no endpoint available",
 			// one request at a time to self; a stalled one holds it
-			block: strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} {\nunhealthy_request_count 1\n}", 1),
+			block: withPlainSelf(defaultGateway, "{SELF} {\nunhealthy_request_count 1\n}"),
 			break_: func(e *env) {
 				e.self.SetFailures(simulator.Failures{Stall: 20 * time.Second})
 				go func() {
@@ -113,7 +115,7 @@ func TestFallbackSwapsModelName(t *testing.T) {
 						resp.Body.Close()
 					}
 				}()
-				waitFor(e.t, "the held request to reach self", func() bool { return len(e.self.Requests()) == 1 })
+				waitFor(e.t, "the held request to reach self", func() bool { return len(e.selfPosts()) == 1 })
 				e.self.ResetRequests()
 			},
 			reason: "self:no_endpoint",
@@ -151,11 +153,11 @@ func TestFallbackSwapsModelName(t *testing.T) {
 			}
 			// the cloud got its own model name, never the self-hosted one
 			want := strings.Replace(chatBody, `"model":"chat-main"`, `"model":"`+cloudModel+`"`, 1)
-			reqs := e.cloud.Requests()
+			reqs := e.cloudPosts()
 			if len(reqs) != 1 || string(reqs[0].Body) != want {
 				t.Fatalf("cloud received %d requests: %v", len(reqs), models(reqs))
 			}
-			for _, m := range models(e.self.Requests()) {
+			for _, m := range models(e.selfPosts()) {
 				if m != selfModel {
 					t.Errorf("self received model %q", m)
 				}
@@ -188,7 +190,7 @@ func TestFallbackDiscardsFailedAttemptHeaders(t *testing.T) {
 	if n := len(resp.Header.Values("Content-Length")); n > 1 {
 		t.Errorf("%d Content-Length headers", n)
 	}
-	if got := models(e.self.Requests()); len(got) != 1 || got[0] != selfModel {
+	if got := models(e.selfPosts()); len(got) != 1 || got[0] != selfModel {
 		t.Errorf("self received %v", got)
 	}
 }
@@ -205,7 +207,7 @@ func TestEveryEndpointKindIsRouted(t *testing.T) {
 			t.Errorf("%s: %d %s", tc.path, resp.StatusCode, body)
 		}
 	}
-	reqs := e.self.Requests()
+	reqs := e.selfPosts()
 	if len(reqs) != 2 || reqs[0].Path != "/v1/completions" || reqs[1].Path != "/v1/embeddings" {
 		t.Fatalf("self got %d requests", len(reqs))
 	}
@@ -246,8 +248,8 @@ func TestCredentialIsolation(t *testing.T) {
 			}
 		}
 	}
-	check("self", e.self.Requests(), "Bearer sk-self-key")
-	check("cloud", e.cloud.Requests(), "Bearer "+cloudKey)
+	check("self", e.selfPosts(), "Bearer sk-self-key")
+	check("cloud", e.cloudPosts(), "Bearer "+cloudKey)
 
 	entry := e.accessLog(resp.Header.Get("X-Request-Id"))
 	raw, _ := json.Marshal(entry)
@@ -271,7 +273,7 @@ func TestRequestID(t *testing.T) {
 	if gen == "" || gen == "trace-abc-123" {
 		t.Errorf("generated id %q", gen)
 	}
-	reqs := e.self.Requests()
+	reqs := e.selfPosts()
 	if len(reqs) != 2 || reqs[0].Header.Get("X-Request-Id") != "trace-abc-123" || reqs[1].Header.Get("X-Request-Id") != gen {
 		t.Errorf("upstream did not get the request ids")
 	}
@@ -360,7 +362,7 @@ func TestModelsListsAliasesOnly(t *testing.T) {
 	req, _ = http.NewRequest(http.MethodGet, gateway+"/v1/models/"+selfModel, nil)
 	resp, body = do(t, req)
 	wantError(t, resp, body, http.StatusNotFound, "model_not_found")
-	if n := len(e.self.Requests()) + len(e.cloud.Requests()); n != 0 {
+	if n := len(e.selfPosts()) + len(e.cloudPosts()); n != 0 {
 		t.Errorf("upstreams got %d requests", n)
 	}
 }
@@ -378,7 +380,7 @@ func TestUpstreamRequestIDKeptSeparately(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer own.Close()
-	e.load(strings.Replace(defaultGateway, "proxy {SELF}", "proxy "+own.URL(), 1))
+	e.load(withPlainSelf(defaultGateway, own.URL()))
 
 	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "mine-1")
 	if resp.StatusCode != 200 {

@@ -139,7 +139,7 @@ alias embed {
 		}
 	})
 
-	for _, r := range append(e.self.Requests(), e.cloud.Requests()...) {
+	for _, r := range append(e.selfPosts(), e.cloudPosts()...) {
 		if strings.Contains(r.Header.Get("Authorization"), "client-key") {
 			t.Errorf("the client's key reached %s", r.Path)
 		}

@@ -39,7 +39,7 @@ func TestStreamIsFlushedChunkByChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gated.Close()
-	e.load(strings.Replace(defaultGateway, "proxy {SELF}", "proxy "+gated.URL(), 1))
+	e.load(withPlainSelf(defaultGateway, gated.URL()))
 
 	req, _ := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(streamBody))
 	req.Header.Set("Content-Type", "application/json")
@@ -156,7 +156,7 @@ func TestStreamCutMidWayEndsWithErrorEvent(t *testing.T) {
 	if strings.Contains(string(body), "[DONE]") {
 		t.Error("a cut stream must not end with [DONE]")
 	}
-	if n := len(e.cloud.Requests()); n != 0 {
+	if n := len(e.cloudPosts()); n != 0 {
 		t.Errorf("cloud got %d requests after the first byte", n)
 	}
 }
@@ -177,7 +177,7 @@ func TestBodyCutMidWayIsAborted(t *testing.T) {
 	if _, err := io.ReadAll(resp.Body); err == nil {
 		t.Fatal("the cut body was read without an error")
 	}
-	if n := len(e.cloud.Requests()); n != 0 {
+	if n := len(e.cloudPosts()); n != 0 {
 		t.Errorf("cloud got %d requests after the first byte", n)
 	}
 }

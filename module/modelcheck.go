@@ -1,0 +1,164 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+)
+
+const (
+	defaultModelCheckInterval = 5 * time.Minute
+	modelCheckTimeout         = 15 * time.Second
+)
+
+// modelCheck is the last result of an openai group's model name check.
+type modelCheck struct {
+	mu        sync.Mutex
+	checkedAt time.Time
+	missing   []string // configured names the API does not list
+	err       string   // why the check could not be made
+}
+
+// result returns the last check's time, the missing names and the error.
+func (mc *modelCheck) result() (time.Time, []string, string) {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	return mc.checkedAt, slices.Clone(mc.missing), mc.err
+}
+
+// startModelCheck checks the target model names of an openai group now
+// and then every interval, until the config is unloaded: a wrong cloud
+// model name shows up on an ordinary day, not on the day of the fallback.
+func (grp *Group) startModelCheck(ctx caddy.Context) {
+	if grp.DisableModelCheck || len(grp.expect) == 0 {
+		return
+	}
+	interval := time.Duration(grp.ModelCheckInterval)
+	if interval == 0 {
+		interval = defaultModelCheckInterval
+	}
+	logger := ctx.Logger().With(zap.String("group", grp.name))
+	go func() {
+		defer func() {
+			if err := recover(); err != nil {
+				logger.Error("model check panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
+			}
+		}()
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			grp.checkModels(ctx, logger)
+			t.Reset(interval)
+		}
+	}()
+}
+
+// checkModels asks the group's API for its models, through the group's
+// own proxy (its transport, TLS, headers and api_key), and compares.
+func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, modelCheckTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/v1/models", nil)
+	if err != nil {
+		return
+	}
+	req.RemoteAddr = "127.0.0.1:0"
+	req.Host = "localhost"
+	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+	w := &bufferWriter{header: make(http.Header)}
+	status := func() (status int) {
+		defer func() {
+			if rec := recover(); rec != nil {
+				if rec != http.ErrAbortHandler { //nolint:errorlint // sentinel compared as the stdlib does
+					panic(rec)
+				}
+				status = -1
+			}
+		}()
+		if err := grp.proxy.ServeHTTP(w, req, nopHandler); err != nil {
+			return 0
+		}
+		return w.status
+	}()
+
+	var missing []string
+	reason := ""
+	switch {
+	case status != http.StatusOK:
+		reason = "the model list could not be fetched"
+		if status > 0 {
+			reason += ": status " + strconv.Itoa(status)
+		}
+	case !gjson.ValidBytes(w.buf.Bytes()):
+		reason = "the model list is not JSON"
+	default:
+		listed := make(map[string]bool)
+		gjson.GetBytes(w.buf.Bytes(), "data.#.id").ForEach(func(_, id gjson.Result) bool {
+			listed[id.String()] = true
+			return true
+		})
+		for _, m := range grp.expect {
+			if !listed[m] {
+				missing = append(missing, m)
+			}
+		}
+	}
+
+	grp.check.mu.Lock()
+	hadMissing := len(grp.check.missing) > 0
+	grp.check.checkedAt, grp.check.missing, grp.check.err = now(), missing, reason
+	grp.check.mu.Unlock()
+
+	switch {
+	case reason != "":
+		logger.Warn("could not check the model names of the group", zap.String("reason", reason))
+	case len(missing) > 0:
+		logger.Error("the group's API does not list configured model names: requests sent to it with these names will fail",
+			zap.Strings("missing", missing), zap.Strings("configured", grp.expect))
+	case hadMissing:
+		logger.Info("the group's API lists all configured model names again")
+	}
+}
+
+// bufferWriter collects a small response in memory.
+type bufferWriter struct {
+	header http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (w *bufferWriter) Header() http.Header { return w.header }
+
+func (w *bufferWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *bufferWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.buf.Len()+len(p) > 4<<20 {
+		return 0, http.ErrContentLength
+	}
+	return w.buf.Write(p)
+}

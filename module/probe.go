@@ -1,0 +1,473 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+)
+
+// now is the clock of probes, staleness and windows; tests replace it.
+var now = time.Now
+
+// Probe defaults, sensible for a real vLLM.
+const (
+	defaultHealthInterval  = 2 * time.Second
+	defaultMetricsInterval = 500 * time.Millisecond
+	defaultModelsInterval  = 30 * time.Second
+	defaultProbeTimeout    = time.Second
+	defaultTTFTWindow      = 30 * time.Second
+)
+
+// probers holds one prober per vLLM endpoint address per process, shared
+// by every handler that uses the address and kept across config reloads.
+var probers = caddy.NewUsagePool()
+
+// probeSettings is what one user (a group of one config) asks of a prober.
+type probeSettings struct {
+	healthInterval  time.Duration
+	metricsInterval time.Duration
+	modelsInterval  time.Duration
+	timeout         time.Duration
+	ttftWindow      time.Duration
+	apiKey          string
+	expect          []string // served model names that must be listed
+}
+
+// health states of an endpoint.
+const (
+	healthUnknown int32 = iota
+	healthUp
+	healthDown
+)
+
+// probeSnapshot is an immutable view of what the probes last saw. Readers
+// load it atomically; writers replace it whole.
+type probeSnapshot struct {
+	health    int32
+	healthErr string
+	healthAt  time.Time
+
+	models     map[string]int // served model id -> max_model_len (0: not reported)
+	anyMissing bool           // an expected model name is not served
+	modelsErr  string
+	modelsAt   time.Time
+
+	loads      map[string]*modelLoad // by model_name label
+	single     *modelLoad            // the load when the server has one model
+	metricsErr string
+	metricsAt  time.Time
+	// the gateway's in-flight count when the scrape completed: requests
+	// sent or finished since then are not in vLLM's gauges yet
+	inflightAtScrape int64
+
+	ttftP50, ttftP99 float64 // seconds, over the TTFT window; NaN without data
+}
+
+// prober polls one vLLM endpoint: /health, /v1/models and /metrics.
+type prober struct {
+	base string // scheme://host:port
+
+	// inflight is the gateway's own count of requests in flight to this
+	// endpoint: the instant signal, and the red line's counter
+	inflight atomic.Int64
+
+	snap     atomic.Pointer[probeSnapshot]
+	settings atomic.Pointer[probeSettings]
+	born     time.Time
+
+	mu     sync.Mutex // guards owners, ttftRing and snapshot writes
+	owners map[any]probeSettings
+	ring   []ttftSample
+	missed map[string]bool // expected names found missing, logged once
+
+	client  *http.Client
+	logger  *zap.Logger
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	wake    chan struct{}
+	started atomic.Bool
+}
+
+type ttftSample struct {
+	at time.Time
+	h  *cumHistogram
+}
+
+// acquireProber returns the prober of the endpoint, creating and starting
+// it if no config uses it yet, and registers owner's settings. Call
+// releaseProber with the same owner when done.
+func acquireProber(base string, owner any, s probeSettings, logger *zap.Logger) (*prober, error) {
+	val, _, err := probers.LoadOrNew(base, func() (caddy.Destructor, error) {
+		return newProber(base, logger), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := val.(*prober)
+	p.register(owner, s)
+	return p, nil
+}
+
+// releaseProber drops owner's settings and its reference; the prober stops
+// when nothing uses it.
+func releaseProber(p *prober, owner any) {
+	p.unregister(owner)
+	_, _ = probers.Delete(p.base)
+}
+
+func newProber(base string, logger *zap.Logger) *prober {
+	p := &prober{
+		base:   base,
+		born:   now(),
+		owners: make(map[any]probeSettings),
+		missed: make(map[string]bool),
+		client: &http.Client{
+			Transport: &http.Transport{
+				Proxy:               nil,
+				MaxIdleConnsPerHost: 4,
+				IdleConnTimeout:     time.Minute,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		logger: logger.With(zap.String("endpoint", base)),
+		wake:   make(chan struct{}, 1),
+	}
+	p.snap.Store(&probeSnapshot{ttftP50: math.NaN(), ttftP99: math.NaN()})
+	return p
+}
+
+// register merges the owner's settings into the effective ones: the
+// shortest intervals win and the expected model names are the union.
+func (p *prober) register(owner any, s probeSettings) {
+	p.mu.Lock()
+	p.owners[owner] = s
+	p.applySettingsLocked()
+	p.mu.Unlock()
+	if p.started.CompareAndSwap(false, true) {
+		p.start()
+	}
+}
+
+func (p *prober) unregister(owner any) {
+	p.mu.Lock()
+	delete(p.owners, owner)
+	if len(p.owners) > 0 {
+		p.applySettingsLocked()
+	}
+	p.mu.Unlock()
+}
+
+func (p *prober) applySettingsLocked() {
+	var eff probeSettings
+	expect := make(map[string]bool)
+	first := true
+	for _, s := range p.owners {
+		if first {
+			eff = s
+			first = false
+		} else {
+			eff.healthInterval = min(eff.healthInterval, s.healthInterval)
+			eff.metricsInterval = min(eff.metricsInterval, s.metricsInterval)
+			eff.modelsInterval = min(eff.modelsInterval, s.modelsInterval)
+			eff.timeout = max(eff.timeout, s.timeout)
+			eff.ttftWindow = max(eff.ttftWindow, s.ttftWindow)
+			if eff.apiKey == "" {
+				eff.apiKey = s.apiKey
+			}
+		}
+		for _, m := range s.expect {
+			expect[m] = true
+		}
+	}
+	eff.expect = slices.Sorted(maps.Keys(expect))
+	p.settings.Store(&eff)
+	select {
+	case p.wake <- struct{}{}: // re-check models against the new names
+	default:
+	}
+}
+
+// Destruct stops the probes; the UsagePool calls it when no config uses
+// the endpoint any more.
+func (p *prober) Destruct() error {
+	if p.cancel != nil {
+		p.cancel()
+		p.wg.Wait()
+	}
+	p.client.CloseIdleConnections()
+	return nil
+}
+
+func (p *prober) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	loop := func(name string, interval func(*probeSettings) time.Duration, probe func(context.Context), wake <-chan struct{}) {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			defer func() {
+				if err := recover(); err != nil {
+					p.logger.Error("probe panicked", zap.String("probe", name),
+						zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
+				}
+			}()
+			for {
+				probe(ctx)
+				t := time.NewTimer(interval(p.settings.Load()))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				case <-wake:
+					t.Stop()
+				}
+			}
+		}()
+	}
+	loop("health", func(s *probeSettings) time.Duration { return s.healthInterval }, p.probeHealth, nil)
+	loop("metrics", func(s *probeSettings) time.Duration { return s.metricsInterval }, p.probeMetrics, nil)
+	loop("models", func(s *probeSettings) time.Duration { return s.modelsInterval }, p.probeModels, p.wake)
+}
+
+// update replaces the snapshot with a modified copy.
+func (p *prober) update(f func(*probeSnapshot)) {
+	p.mu.Lock()
+	next := *p.snap.Load()
+	f(&next)
+	p.snap.Store(&next)
+	p.mu.Unlock()
+}
+
+func (p *prober) get(ctx context.Context, path string, auth bool) (*http.Response, error) {
+	s := p.settings.Load()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if auth && s.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// probeHealth: 200 is up; anything else, a refused connection (a booting
+// vLLM) or a timeout is down.
+func (p *prober) probeHealth(ctx context.Context) {
+	state, reason := healthDown, ""
+	resp, err := p.get(ctx, "/health", false)
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return
+		}
+		reason = probeErrReason(err)
+	default:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			state = healthUp
+		} else {
+			reason = "status " + strconv.Itoa(resp.StatusCode)
+		}
+	}
+	prev := p.snap.Load().health
+	p.update(func(s *probeSnapshot) {
+		s.health, s.healthErr, s.healthAt = state, reason, now()
+	})
+	if prev != state {
+		if state == healthUp {
+			p.logger.Info("vLLM endpoint is up")
+		} else {
+			p.logger.Warn("vLLM endpoint is down", zap.String("reason", reason))
+		}
+	}
+}
+
+// probeModels records the served model names with their max_model_len and
+// checks the expected names against them.
+func (p *prober) probeModels(ctx context.Context) {
+	resp, err := p.get(ctx, "/v1/models", true)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.update(func(s *probeSnapshot) { s.modelsErr = probeErrReason(err) })
+		}
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || !gjson.ValidBytes(body) {
+		reason := "status " + strconv.Itoa(resp.StatusCode)
+		if resp.StatusCode == http.StatusOK {
+			reason = "invalid model list"
+		}
+		p.update(func(s *probeSnapshot) { s.modelsErr = reason })
+		return
+	}
+	models := make(map[string]int)
+	gjson.GetBytes(body, "data").ForEach(func(_, card gjson.Result) bool {
+		if id := card.Get("id").String(); id != "" {
+			models[id] = int(card.Get("max_model_len").Int())
+		}
+		return true
+	})
+	anyMissing := false
+	for _, want := range p.settings.Load().expect {
+		if _, ok := models[want]; !ok {
+			anyMissing = true
+		}
+	}
+	p.update(func(s *probeSnapshot) {
+		s.models, s.anyMissing, s.modelsErr, s.modelsAt = models, anyMissing, "", now()
+	})
+
+	served := slices.Sorted(maps.Keys(models))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, want := range p.settings.Load().expect {
+		_, ok := models[want]
+		switch {
+		case !ok && !p.missed[want]:
+			p.missed[want] = true
+			p.logger.Error("vLLM endpoint is misconfigured: it does not serve the configured model name; it gets no requests for it",
+				zap.String("model", want), zap.Strings("served", served))
+		case ok && p.missed[want]:
+			delete(p.missed, want)
+			p.logger.Info("vLLM endpoint serves the configured model name again", zap.String("model", want))
+		}
+	}
+}
+
+// probeMetrics scrapes /metrics and updates the load and the TTFT window.
+func (p *prober) probeMetrics(ctx context.Context) {
+	resp, err := p.get(ctx, "/metrics", false)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.update(func(s *probeSnapshot) { s.metricsErr = probeErrReason(err) })
+		}
+		return
+	}
+	var loads map[string]*modelLoad
+	if resp.StatusCode == http.StatusOK {
+		loads, err = parseVLLMMetrics(resp.Body)
+	} else {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	if err != nil {
+		p.update(func(s *probeSnapshot) { s.metricsErr = err.Error() })
+		return
+	}
+	inflight := p.inflight.Load()
+	t := now()
+	p50, p99 := p.ttftWindow(t, loads)
+	p.update(func(s *probeSnapshot) {
+		s.loads, s.metricsErr, s.metricsAt, s.inflightAtScrape = loads, "", t, inflight
+		s.single = nil
+		if len(loads) == 1 {
+			for _, l := range loads {
+				s.single = l
+			}
+		}
+		s.ttftP50, s.ttftP99 = p50, p99
+	})
+}
+
+// ttftWindow keeps the TTFT histograms of the recent scrapes (all models
+// summed) and returns p50 and p99 of the observations within the window.
+func (p *prober) ttftWindow(t time.Time, loads map[string]*modelLoad) (float64, float64) {
+	var cur *cumHistogram
+	for _, name := range slices.Sorted(maps.Keys(loads)) {
+		h := loads[name].TTFT
+		if h == nil {
+			continue
+		}
+		if cur == nil {
+			cur = &cumHistogram{}
+		}
+		for i := range h.Bounds {
+			cur.addBucket(h.Bounds[i], h.Counts[i])
+		}
+	}
+	window := p.settings.Load().ttftWindow
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur == nil {
+		p.ring = p.ring[:0]
+		return math.NaN(), math.NaN()
+	}
+	p.ring = append(p.ring, ttftSample{at: t, h: cur})
+	// the oldest sample kept is the last one at or before the window start
+	cut := 0
+	for i := range p.ring {
+		if t.Sub(p.ring[i].at) >= window {
+			cut = i
+		}
+	}
+	p.ring = slices.Delete(p.ring, 0, cut)
+	d, ok := cur.delta(p.ring[0].h)
+	if !ok {
+		// a restarted server: start the window again
+		p.ring = append(p.ring[:0], ttftSample{at: t, h: cur})
+		return math.NaN(), math.NaN()
+	}
+	return d.quantile(0.5), d.quantile(0.99)
+}
+
+// probeErrReason names a probe failure without an address.
+func probeErrReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		return "timeout"
+	}
+	return "unreachable"
+}
+
+// Interface guards
+var _ caddy.Destructor = (*prober)(nil)

@@ -1,0 +1,540 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(LeastLoadSelection{})
+}
+
+// Reasons a vLLM group offered no endpoint; they join the fallback
+// reasons.
+const (
+	reasonRedLine      = "red_line"
+	reasonUnhealthy    = "unhealthy"
+	reasonMisconfig    = "misconfigured"
+	reasonStaleMetrics = "stale_metrics"
+)
+
+// defaultAssumedSeqs stands in for max_num_seqs when none is configured
+// (vLLM's default on most GPUs).
+const defaultAssumedSeqs = 256
+
+// kvWeight is how much KV-cache usage (0..1) adds to the load score: a
+// tie-breaker after the waiting queue and the running share.
+const kvWeight = 0.1
+
+// varAttempt is the request variable through which the gateway tells the
+// selection policy which group and model an attempt is for.
+const varAttempt = "hybrid_llm.attempt"
+
+// attemptSlot is one attempt's link between the gateway and the policy.
+type attemptSlot struct {
+	group    *vllmGroup
+	model    string
+	reserved *prober // the endpoint whose in-flight slot this attempt holds
+	skip     string  // why no endpoint was eligible
+}
+
+// release gives back the in-flight slot the attempt holds, if any.
+func (s *attemptSlot) release() {
+	if s.reserved != nil {
+		s.reserved.inflight.Add(-1)
+		s.reserved = nil
+	}
+}
+
+// vllmGroup is the runtime of a vLLM group: its endpoints with their
+// probers and limits.
+type vllmGroup struct {
+	name       string
+	maxNumSeqs int
+	maxQueue   int
+	staleAfter time.Duration
+	unknownOK  bool
+	endpoints  map[string]*endpoint                 // by dial address; read-only once provisioned
+	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
+	poolCache  atomic.Pointer[poolEndpoints]
+	released   bool
+}
+
+// endpoint is one vLLM replica of a group.
+type endpoint struct {
+	dial       string
+	p          *prober
+	maxNumSeqs int
+	weight     float64
+}
+
+// redLine is the most requests the gateway keeps in flight to the
+// endpoint; 0 means no limit.
+func (g *vllmGroup) redLine(ep *endpoint) int64 {
+	n := ep.maxNumSeqs
+	if n == 0 {
+		n = g.maxNumSeqs
+	}
+	if n == 0 {
+		return 0
+	}
+	return int64(n + g.maxQueue)
+}
+
+// endpointView is what the score is computed from.
+type endpointView struct {
+	health      int32
+	modelsKnown bool
+	serves      bool
+	load        *modelLoad // nil: no fresh metrics
+	pending     bool       // no metrics yet, but the prober is young
+	inflight    int64      // the gateway's own count, now
+	atScrape    int64      // the gateway's count when the metrics were taken
+	redLine     int64
+	maxNumSeqs  int
+	weight      float64
+}
+
+// score returns the endpoint's load score (lower is better), or why it
+// must not get the request. The order of importance is the waiting queue,
+// then the running share of max_num_seqs, then KV-cache usage. vLLM's
+// gauges lag; requests the gateway sent or finished since the scrape
+// correct them, and the gateway's own in-flight count is a floor.
+func (v *endpointView) score(unknownOK bool) (float64, string) {
+	switch {
+	case v.health == healthDown:
+		return 0, reasonUnhealthy
+	case v.modelsKnown && !v.serves:
+		return 0, reasonMisconfig
+	case v.redLine > 0 && v.inflight >= v.redLine:
+		return 0, reasonRedLine
+	case v.load == nil && !v.pending && !unknownOK:
+		return 0, reasonStaleMetrics
+	}
+	n := float64(v.maxNumSeqs)
+	if n <= 0 {
+		n = defaultAssumedSeqs
+	}
+	total := float64(v.inflight)
+	running, waiting, kv := 0.0, 0.0, 0.0
+	if v.load != nil {
+		total = max(v.load.Running+v.load.Waiting+float64(v.inflight-v.atScrape), total)
+		if !math.IsNaN(v.load.KVUsage) {
+			kv = v.load.KVUsage
+		}
+		if v.load.Waiting > 0 {
+			// vLLM already queues (full, or out of KV cache): what
+			// arrived since joins the queue
+			running = min(v.load.Running, n)
+			waiting = max(total-running, 0)
+		}
+	}
+	if waiting == 0 {
+		running = min(total, n)
+		waiting = total - running
+	}
+	s := waiting + running/n + kvWeight*kv
+	if v.weight > 0 {
+		s /= v.weight
+	}
+	return s, ""
+}
+
+// view builds the endpoint's view for a model at time t.
+func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
+	snap := ep.p.snap.Load()
+	v := endpointView{
+		health:     snap.health,
+		inflight:   ep.p.inflight.Load(),
+		atScrape:   snap.inflightAtScrape,
+		redLine:    g.redLine(ep),
+		maxNumSeqs: ep.maxNumSeqs,
+		weight:     ep.weight,
+	}
+	if v.maxNumSeqs == 0 {
+		v.maxNumSeqs = g.maxNumSeqs
+	}
+	if snap.models != nil {
+		v.modelsKnown = true
+		// all expected names served is the common case: no lookup
+		v.serves = !snap.anyMissing
+		if !v.serves {
+			_, v.serves = snap.models[model]
+		}
+	}
+	switch {
+	case !snap.metricsAt.IsZero() && t.Sub(snap.metricsAt) <= g.staleAfter:
+		v.load = snap.loadFor(model) // nil: this model's series is missing
+	case snap.metricsAt.IsZero() && t.Sub(ep.p.born) < g.staleAfter:
+		v.pending = true
+	}
+	return v
+}
+
+// loadFor returns the load of a model: the only model of the server, or
+// the series labelled with its name.
+func (s *probeSnapshot) loadFor(model string) *modelLoad {
+	if s.single != nil {
+		return s.single
+	}
+	return s.loads[model]
+}
+
+// skipRank orders the reasons for an empty group, most telling first.
+func skipRank(reason string) int {
+	switch reason {
+	case reasonRedLine:
+		return 4
+	case reasonStaleMetrics:
+		return 3
+	case reasonUnhealthy:
+		return 2
+	case reasonMisconfig:
+		return 1
+	}
+	return 0
+}
+
+// selectEndpoint picks the least-loaded eligible upstream of the pool and
+// reserves an in-flight slot on it, or returns nil with the reason.
+func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *prober, string) {
+	t := now()
+	for range 4 { // a lost race for the last slot re-evaluates
+		var (
+			best      *reverseproxy.Upstream
+			bestEP    *endpoint
+			bestScore = math.Inf(1)
+			skip      string
+		)
+		eps := g.endpointsOf(pool)
+		for i, u := range pool {
+			if !u.Available() {
+				why := reasonUnhealthy
+				if u.Full() {
+					why = reasonRedLine // Caddy's max_requests
+				}
+				if skipRank(why) > skipRank(skip) {
+					skip = why
+				}
+				continue
+			}
+			ep := eps[i]
+			if ep == nil {
+				continue // not probed (a dynamic upstream): Caddy's view only
+			}
+			v := g.view(ep, model, t)
+			s, why := v.score(g.unknownOK)
+			if why != "" {
+				if skipRank(why) > skipRank(skip) {
+					skip = why
+				}
+				continue
+			}
+			if s < bestScore {
+				best, bestEP, bestScore = u, ep, s
+			}
+		}
+		if best == nil {
+			if skip == "" {
+				skip = reasonNoEndpoint
+			}
+			return nil, nil, skip
+		}
+		if bestEP.p.reserve(g.redLine(bestEP)) {
+			return best, bestEP.p, ""
+		}
+	}
+	return nil, nil, reasonRedLine
+}
+
+// poolEndpoints maps one pool slice to the group's endpoints, in order.
+type poolEndpoints struct {
+	first *reverseproxy.Upstream
+	n     int
+	eps   []*endpoint
+}
+
+// endpointsOf returns the endpoint of each upstream of the pool (nil for
+// those not probed). The proxy passes the same static pool every time, so
+// the mapping is kept and reused while the pool is unchanged.
+func (g *vllmGroup) endpointsOf(pool reverseproxy.UpstreamPool) []*endpoint {
+	if len(pool) == 0 {
+		return nil
+	}
+	if c := g.poolCache.Load(); c != nil && c.first == pool[0] && c.n == len(pool) {
+		same := true
+		for i, u := range pool {
+			if c.eps[i] != nil && c.eps[i].dial != u.Dial {
+				same = false
+				break
+			}
+		}
+		if same {
+			return c.eps
+		}
+	}
+	c := &poolEndpoints{first: pool[0], n: len(pool), eps: make([]*endpoint, len(pool))}
+	for i, u := range pool {
+		if ep := g.byUpstream[u]; ep != nil {
+			c.eps[i] = ep
+		} else {
+			c.eps[i] = g.endpoints[u.Dial]
+		}
+	}
+	g.poolCache.Store(c)
+	return c.eps
+}
+
+// reserve takes one in-flight slot unless the red line is reached.
+func (p *prober) reserve(limit int64) bool {
+	for {
+		cur := p.inflight.Load()
+		if limit > 0 && cur >= limit {
+			return false
+		}
+		if p.inflight.CompareAndSwap(cur, cur+1) {
+			return true
+		}
+	}
+}
+
+// LeastLoadSelection is a reverse_proxy selection policy for vLLM
+// replicas: it picks the endpoint with the lowest load score from each
+// replica's own /metrics (waiting queue first, then running relative to
+// max_num_seqs, then KV-cache usage), corrected between scrapes by the
+// gateway's instant in-flight count. Endpoints that are down (/health),
+// do not serve the model (/v1/models), are past their red line
+// (max_num_seqs + max_queue requests in flight) or, by default, have
+// stale metrics are skipped; when none is left it selects nothing, so the
+// proxy answers 503 and a hybrid_llm gateway moves on to the next target.
+//
+// Inside a hybrid_llm group of kind vllm it is the default and takes its
+// settings from the group. In a plain reverse_proxy it is configured
+// here, probes the upstreams it sees (plain HTTP), and counts in-flight
+// requests with Caddy's per-upstream request count (a best-effort red
+// line, since it cannot reserve a slot ahead of the proxy).
+type LeastLoadSelection struct {
+	// The served model name the upstreams must list in /v1/models, and
+	// whose metrics series to read when several models share a server.
+	// Default: any.
+	Model string `json:"model,omitempty"`
+
+	// vLLM's --max-num-seqs of each upstream: the red line, and the
+	// scale of the running share. Default: no red line.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+
+	// Requests allowed to wait in each upstream's queue beyond
+	// max_num_seqs before the red line is reached. Default: 0.
+	MaxQueue int `json:"max_queue,omitempty"`
+
+	// How the upstreams are probed.
+	Probe *ProbeConfig `json:"probe,omitempty"`
+
+	mu       *sync.Mutex // guards group.endpoints
+	group    *vllmGroup
+	settings probeSettings
+	logger   *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (LeastLoadSelection) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.selection_policies.vllm_least_load",
+		New: func() caddy.Module { return new(LeastLoadSelection) },
+	}
+}
+
+// Provision sets up the policy for use in a plain reverse_proxy.
+func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
+	s.logger = ctx.Logger()
+	s.mu = new(sync.Mutex)
+	if s.MaxNumSeqs < 0 || s.MaxQueue < 0 {
+		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
+	}
+	settings, staleAfter, unknownOK, err := s.Probe.provision()
+	if err != nil {
+		return err
+	}
+	if s.Model != "" {
+		settings.expect = []string{s.Model}
+	}
+	s.settings = settings
+	s.group = &vllmGroup{
+		name:       "",
+		maxNumSeqs: s.MaxNumSeqs,
+		maxQueue:   s.MaxQueue,
+		staleAfter: staleAfter,
+		unknownOK:  unknownOK,
+		endpoints:  make(map[string]*endpoint),
+	}
+	return nil
+}
+
+// Cleanup releases the probers the policy started.
+func (s *LeastLoadSelection) Cleanup() error {
+	if s.group == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ep := range s.group.endpoints {
+		releaseProber(ep.p, s)
+	}
+	s.group.endpoints = nil
+	return nil
+}
+
+// Select implements reverseproxy.Selector.
+func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
+	if slot, ok := caddyhttp.GetVar(r.Context(), varAttempt).(*attemptSlot); ok && slot.group != nil {
+		slot.release() // a retry inside the group gives back the previous pick
+		u, p, skip := slot.group.selectEndpoint(pool, slot.model)
+		slot.reserved, slot.skip = p, skip
+		if u == nil || p != nil {
+			return u
+		}
+		// an upstream the group does not probe: fall through
+	}
+	return s.selectStandalone(pool)
+}
+
+// selectStandalone serves a plain reverse_proxy: the policy's own probers,
+// Caddy's request count as the in-flight signal.
+func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *reverseproxy.Upstream {
+	if s.group == nil {
+		return nil
+	}
+	t := now()
+	var best *reverseproxy.Upstream
+	bestScore := math.Inf(1)
+	for _, u := range pool {
+		if !u.Available() {
+			continue
+		}
+		ep := s.endpoint(u.Dial)
+		if ep == nil {
+			if best == nil || float64(u.NumRequests()) < bestScore {
+				best, bestScore = u, float64(u.NumRequests())
+			}
+			continue
+		}
+		v := s.group.view(ep, s.Model, t)
+		v.inflight = int64(u.NumRequests())
+		v.atScrape = v.inflight // Caddy's count is not sampled at scrapes
+		if s.Model == "" {
+			v.modelsKnown = false
+		}
+		sc, why := v.score(s.group.unknownOK)
+		if why == "" && sc < bestScore {
+			best, bestScore = u, sc
+		}
+	}
+	return best
+}
+
+// endpoint returns the policy's prober for a dial address, starting one
+// on first sight.
+func (s *LeastLoadSelection) endpoint(dial string) *endpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.group.endpoints == nil {
+		return nil // cleaned up
+	}
+	if ep, ok := s.group.endpoints[dial]; ok {
+		return ep
+	}
+	var ep *endpoint
+	if probeable(dial) {
+		if p, err := acquireProber("http://"+dial, s, s.settings, s.logger); err == nil {
+			ep = &endpoint{dial: dial, p: p}
+		}
+	}
+	s.group.endpoints[dial] = ep
+	return ep
+}
+
+// probeable reports whether a dial address is a plain host:port.
+func probeable(dial string) bool {
+	return dial != "" && !strings.ContainsAny(dial, "/{}")
+}
+
+// UnmarshalCaddyfile sets up the policy from Caddyfile tokens. Syntax:
+//
+//	lb_policy vllm_least_load [<max_num_seqs>] {
+//		model        <served model name>
+//		max_num_seqs <n>
+//		max_queue    <n>
+//		probe { ... }
+//	}
+func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume policy name
+	if d.NextArg() {
+		n, err := strconv.Atoi(d.Val())
+		if err != nil || n <= 0 {
+			return d.Errf("invalid max_num_seqs '%s'", d.Val())
+		}
+		s.MaxNumSeqs = n
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "model":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			s.Model = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "max_num_seqs":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return err
+			}
+			s.MaxNumSeqs = n
+		case "max_queue":
+			n, err := parseNonNegativeInt(d)
+			if err != nil {
+				return err
+			}
+			s.MaxQueue = n
+		case "probe":
+			if s.Probe != nil {
+				return d.Err("probe already specified")
+			}
+			pc, err := unmarshalProbe(d)
+			if err != nil {
+				return err
+			}
+			s.Probe = pc
+		default:
+			return d.Errf("unrecognized vllm_least_load option '%s'", d.Val())
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ reverseproxy.Selector = (*LeastLoadSelection)(nil)
+	_ caddy.Provisioner     = (*LeastLoadSelection)(nil)
+	_ caddy.CleanerUpper    = (*LeastLoadSelection)(nil)
+	_ caddyfile.Unmarshaler = (*LeastLoadSelection)(nil)
+)

@@ -1,0 +1,398 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+func TestScoreOrder(t *testing.T) {
+	load := func(w, r, kv float64) *modelLoad { return &modelLoad{Waiting: w, Running: r, KVUsage: kv} }
+	view := func(l *modelLoad) endpointView {
+		return endpointView{health: healthUp, load: l, maxNumSeqs: 8, weight: 1}
+	}
+	score := func(v endpointView) float64 {
+		s, why := v.score(false)
+		if why != "" {
+			t.Fatalf("skipped: %s", why)
+		}
+		return s
+	}
+	// waiting first: a full but unqueued replica beats a queueing one
+	if a, b := score(view(load(0, 8, 0.9))), score(view(load(1, 1, 0.1))); a >= b {
+		t.Errorf("no queue %v should beat a queue of one %v", a, b)
+	}
+	// then the running share
+	if a, b := score(view(load(0, 2, 0.9))), score(view(load(0, 3, 0.0))); a >= b {
+		t.Errorf("fewer running %v should win %v", a, b)
+	}
+	// then KV-cache usage
+	if a, b := score(view(load(0, 2, 0.1))), score(view(load(0, 2, 0.5))); a >= b {
+		t.Errorf("less KV %v should win %v", a, b)
+	}
+	// a weight of 2 halves the score
+	v := view(load(0, 4, 0))
+	w := v
+	w.weight = 2
+	if score(w) != score(v)/2 {
+		t.Errorf("weight not applied: %v vs %v", score(w), score(v))
+	}
+	// requests sent since the scrape count: the gauges lag
+	lagged := view(load(0, 2, 0))
+	lagged.inflight, lagged.atScrape = 5, 1
+	if s := score(lagged); math.Abs(s-6.0/8) > 1e-9 {
+		t.Errorf("lag-corrected score %v, want 6/8", s)
+	}
+	// the gateway's own in-flight count is a floor
+	floor := view(load(0, 0, 0))
+	floor.inflight, floor.atScrape = 3, 3
+	if s := score(floor); math.Abs(s-3.0/8) > 1e-9 {
+		t.Errorf("floor score %v, want 3/8", s)
+	}
+	// past max_num_seqs the estimate queues
+	over := view(load(0, 8, 0))
+	over.inflight, over.atScrape = 2, 0
+	if s := score(over); math.Abs(s-(2+1)) > 1e-9 {
+		t.Errorf("queued estimate %v, want 3", s)
+	}
+}
+
+func TestScoreSkips(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		v         endpointView
+		unknownOK bool
+		want      string
+	}{
+		{"down", endpointView{health: healthDown}, false, reasonUnhealthy},
+		{"unknown health is fine", endpointView{health: healthUnknown, pending: true}, false, ""},
+		{"misconfigured", endpointView{health: healthUp, modelsKnown: true, serves: false, pending: true}, false, reasonMisconfig},
+		{"models unknown is fine", endpointView{health: healthUp, pending: true}, false, ""},
+		{"red line", endpointView{health: healthUp, pending: true, inflight: 4, redLine: 4}, false, reasonRedLine},
+		{"below red line", endpointView{health: healthUp, pending: true, inflight: 3, redLine: 4}, false, ""},
+		{"stale means saturated", endpointView{health: healthUp}, false, reasonStaleMetrics},
+		{"stale configured ok", endpointView{health: healthUp}, true, ""},
+		{"young prober without data", endpointView{health: healthUp, pending: true}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, why := tc.v.score(tc.unknownOK); why != tc.want {
+				t.Errorf("reason %q, want %q", why, tc.want)
+			}
+		})
+	}
+}
+
+// fakeClock replaces the package clock for a test.
+func fakeClock(t *testing.T) *time.Time {
+	t.Helper()
+	cur := time.Unix(1_800_000_000, 0)
+	old := now
+	now = func() time.Time { return cur }
+	t.Cleanup(func() { now = old })
+	return &cur
+}
+
+// testGroup builds a vLLM group over real simulators, with probers that
+// are driven by hand (no probe loops).
+func testGroup(t *testing.T, maxNumSeqs, maxQueue int, servers ...*simulator.Server) (*vllmGroup, reverseproxy.UpstreamPool) {
+	t.Helper()
+	g := &vllmGroup{name: "self", maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, staleAfter: 2 * time.Second, endpoints: map[string]*endpoint{}}
+	var pool reverseproxy.UpstreamPool
+	for _, s := range servers {
+		p := newProber(s.URL(), zap.NewNop())
+		p.settings.Store(&probeSettings{timeout: 2 * time.Second, ttftWindow: time.Minute, expect: []string{"qwen"}})
+		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1}
+		pool = append(pool, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: s.Addr()})
+	}
+	return g, pool
+}
+
+func startSim(t *testing.T, cfg simulator.VLLMConfig) (*simulator.VLLM, *simulator.Server) {
+	t.Helper()
+	if cfg.ServedModelNames == nil {
+		cfg.ServedModelNames = []string{"qwen"}
+	}
+	v := simulator.NewVLLM(cfg)
+	s, err := simulator.Start("127.0.0.1:0", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return v, s
+}
+
+func probeAll(g *vllmGroup) {
+	for _, ep := range g.endpoints {
+		ep.p.probeHealth(context.Background())
+		ep.p.probeModels(context.Background())
+		ep.p.probeMetrics(context.Background())
+	}
+}
+
+// A burst goes to the replica that vLLM's own metrics show idle, and the
+// in-flight correction spreads it once they are level.
+func TestBurstGoesToLeastLoadedReplica(t *testing.T) {
+	busySim, busy := startSim(t, simulator.VLLMConfig{ITL: time.Hour})
+	_, idle := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 8, 0, busy, idle)
+
+	// four long requests on the busy replica, not through the gateway
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, busy.URL()+"/v1/chat/completions",
+				strings.NewReader(`{"model":"qwen","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body) // until cancelled
+				resp.Body.Close()
+			}
+		}()
+	}
+	waitUntil(t, "four running on the busy replica", func() bool { r, _ := busySim.Load(); return r == 4 })
+	probeAll(g)
+
+	got := map[string]int{}
+	for range 4 {
+		u, p, why := g.selectEndpoint(pool, "qwen")
+		if u == nil {
+			t.Fatalf("nothing selected: %s", why)
+		}
+		got[u.Dial]++
+		_ = p // reservations stay held: the burst is in flight
+	}
+	if got[idle.Addr()] != 4 {
+		t.Errorf("burst of 4 landed %v, want all on the idle replica %s", got, idle.Addr())
+	}
+	// now level (4 and 4 of 8): the next ones alternate
+	for range 4 {
+		u, _, _ := g.selectEndpoint(pool, "qwen")
+		got[u.Dial]++
+	}
+	if got[busy.Addr()] != 2 || got[idle.Addr()] != 6 {
+		t.Errorf("after levelling: %v, want 2 on busy and 6 on idle", got)
+	}
+}
+
+// The red line holds without any metrics: at max_num_seqs + max_queue in
+// flight nothing more is selected, and a released slot is reused.
+func TestRedLine(t *testing.T) {
+	_, a := startSim(t, simulator.VLLMConfig{})
+	_, b := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 2, 1, a, b)
+	g.unknownOK = true // no metrics scraped at all: the fuse alone
+
+	var held []*prober
+	for range 6 {
+		u, p, why := g.selectEndpoint(pool, "qwen")
+		if u == nil {
+			t.Fatalf("selection %d failed early: %s", len(held), why)
+		}
+		held = append(held, p)
+	}
+	u, _, why := g.selectEndpoint(pool, "qwen")
+	if u != nil || why != reasonRedLine {
+		t.Fatalf("past the red line: selected %v, reason %q", u, why)
+	}
+	for _, ep := range g.endpoints {
+		if n := ep.p.inflight.Load(); n != 3 {
+			t.Errorf("%s holds %d, want 3", ep.dial, n)
+		}
+	}
+	held[0].inflight.Add(-1)
+	if u, _, _ := g.selectEndpoint(pool, "qwen"); u == nil {
+		t.Error("a released slot was not reused")
+	}
+}
+
+// Many goroutines racing for the last slots never exceed the red line.
+func TestRedLineUnderRace(t *testing.T) {
+	_, a := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 5, 0, a)
+	g.unknownOK = true
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := 0
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if u, _, _ := g.selectEndpoint(pool, "qwen"); u != nil {
+				mu.Lock()
+				won++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if won != 5 || g.endpoints[a.Addr()].p.inflight.Load() != 5 {
+		t.Errorf("%d selections won, in flight %d; want 5", won, g.endpoints[a.Addr()].p.inflight.Load())
+	}
+}
+
+func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
+	simA, a := startSim(t, simulator.VLLMConfig{})
+	_, b := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 8, 0, a, b)
+	probeAll(g)
+
+	simA.SetHealthy(false)
+	g.endpoints[a.Addr()].p.probeHealth(context.Background()) // one probe interval
+	for range 5 {
+		u, p, _ := g.selectEndpoint(pool, "qwen")
+		if u == nil || u.Dial != b.Addr() {
+			t.Fatalf("selected %v while %s is down", u, a.Addr())
+		}
+		p.inflight.Add(-1)
+	}
+	_ = a.Refuse() // a booting vLLM refuses connections: down too
+	g.endpoints[a.Addr()].p.probeHealth(context.Background())
+	if snap := g.endpoints[a.Addr()].p.snap.Load(); snap.health != healthDown || snap.healthErr != "connection refused" {
+		t.Errorf("refused: health %d %q", snap.health, snap.healthErr)
+	}
+
+	_ = a.Resume()
+	simA.SetHealthy(true)
+	g.endpoints[a.Addr()].p.probeHealth(context.Background())
+	g.endpoints[b.Addr()].p.inflight.Add(3) // b busier: a must be chosen again
+	u, _, _ := g.selectEndpoint(pool, "qwen")
+	if u == nil || u.Dial != a.Addr() {
+		t.Errorf("recovered replica not selected: %v", u)
+	}
+}
+
+func TestWrongModelNameIsMisconfigured(t *testing.T) {
+	_, wrong := startSim(t, simulator.VLLMConfig{ServedModelNames: []string{"llama-3"}})
+	_, right := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 8, 0, wrong, right)
+	probeAll(g)
+
+	if snap := g.endpoints[wrong.Addr()].p.snap.Load(); snap.health != healthUp {
+		t.Fatal("a misconfigured replica is still healthy: the state is its own")
+	}
+	for range 3 {
+		u, p, _ := g.selectEndpoint(pool, "qwen")
+		if u == nil || u.Dial != right.Addr() {
+			t.Fatalf("selected %v", u)
+		}
+		p.inflight.Add(-1)
+	}
+	g2, pool2 := testGroup(t, 8, 0, wrong)
+	probeAll(g2)
+	if u, _, why := g2.selectEndpoint(pool2, "qwen"); u != nil || why != reasonMisconfig {
+		t.Errorf("only a misconfigured replica: %v %q", u, why)
+	}
+	if ml := g.endpoints[right.Addr()].p.snap.Load().models["qwen"]; ml != 32768 {
+		t.Errorf("max_model_len %d", ml)
+	}
+}
+
+func TestStaleMetrics(t *testing.T) {
+	clock := fakeClock(t)
+	_, a := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 8, 0, a)
+	probeAll(g)
+	if u, p, why := g.selectEndpoint(pool, "qwen"); u == nil {
+		t.Fatalf("fresh metrics: %s", why)
+	} else {
+		p.inflight.Add(-1)
+	}
+
+	*clock = clock.Add(g.staleAfter + time.Millisecond)
+	if u, _, why := g.selectEndpoint(pool, "qwen"); u != nil || why != reasonStaleMetrics {
+		t.Errorf("stale metrics, saturated by default: %v %q", u, why)
+	}
+	g.unknownOK = true
+	if u, _, _ := g.selectEndpoint(pool, "qwen"); u == nil {
+		t.Error("stale metrics configured as ok: nothing selected")
+	}
+}
+
+func TestTTFTWindow(t *testing.T) {
+	clock := fakeClock(t)
+	p := newProber("http://127.0.0.1:1", zap.NewNop())
+	p.settings.Store(&probeSettings{ttftWindow: 10 * time.Second})
+	hist := func(c1, c2 float64) map[string]*modelLoad {
+		return map[string]*modelLoad{"m": {TTFT: &cumHistogram{Bounds: []float64{0.1, 1, math.Inf(1)}, Counts: []float64{c1, c2, c2}}}}
+	}
+	if p50, _ := p.ttftWindow(*clock, hist(0, 0)); !math.IsNaN(p50) {
+		t.Errorf("first scrape: %v", p50)
+	}
+	*clock = clock.Add(5 * time.Second)
+	p50, p99 := p.ttftWindow(*clock, hist(100, 100)) // 100 fast ones
+	if p50 > 0.1 || p99 > 0.1 {
+		t.Errorf("fast window: p50 %v p99 %v", p50, p99)
+	}
+	*clock = clock.Add(6 * time.Second) // the fast ones leave the window... not yet all
+	*clock = clock.Add(5 * time.Second)
+	_, p99 = p.ttftWindow(*clock, hist(100, 200)) // then 100 slow ones
+	if p99 <= 0.1 {
+		t.Errorf("slow spike not seen: p99 %v", p99)
+	}
+	*clock = clock.Add(20 * time.Second)
+	_, _ = p.ttftWindow(*clock, hist(100, 200))
+	*clock = clock.Add(time.Second)
+	if p50, _ := p.ttftWindow(*clock, hist(100, 200)); !math.IsNaN(p50) {
+		t.Errorf("quiet window should have no TTFT, got %v", p50)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func BenchmarkSelect16(b *testing.B) {
+	g := &vllmGroup{maxNumSeqs: 64, maxQueue: 8, staleAfter: time.Hour, endpoints: map[string]*endpoint{}, byUpstream: map[*reverseproxy.Upstream]*endpoint{}}
+	var pool reverseproxy.UpstreamPool
+	for i := range 16 {
+		dial := fmt.Sprintf("10.0.0.%d:8000", i+1)
+		p := newProber("http://"+dial, zap.NewNop())
+		l := &modelLoad{Waiting: float64(i % 3), Running: float64(10 + i), KVUsage: 0.3}
+		p.snap.Store(&probeSnapshot{
+			health:    healthUp,
+			models:    map[string]int{"qwen": 32768},
+			loads:     map[string]*modelLoad{"qwen": l},
+			single:    l,
+			metricsAt: now(),
+		})
+		u := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: dial}
+		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1}
+		g.byUpstream[u] = g.endpoints[dial]
+		pool = append(pool, u)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		u, p, _ := g.selectEndpoint(pool, "qwen")
+		if u == nil {
+			b.Fatal("nothing selected")
+		}
+		p.inflight.Add(-1)
+	}
+}

@@ -1,0 +1,224 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// vLLM metric names the gateway reads (see vLLM's PrometheusStatLogger).
+const (
+	metricWaiting   = "vllm:num_requests_waiting"
+	metricRunning   = "vllm:num_requests_running"
+	metricKVUsage   = "vllm:kv_cache_usage_perc"
+	metricGPUCache  = "vllm:gpu_cache_usage_perc" // the name before vLLM 0.9.2
+	metricTTFT      = "vllm:time_to_first_token_seconds"
+	labelModelName  = "model_name"
+	maxMetricsBytes = 8 << 20
+)
+
+// modelLoad is what one /metrics scrape says about one served model, with
+// the series of all engines (data-parallel ranks) summed.
+type modelLoad struct {
+	Waiting float64
+	Running float64
+	// KVUsage is the mean KV-cache usage of the engines, 0..1; NaN when
+	// the server does not report it.
+	KVUsage float64
+	// TTFT is the cumulative time-to-first-token histogram, engines
+	// summed; nil when not reported.
+	TTFT *cumHistogram
+
+	kvSeries int
+}
+
+// cumHistogram is a cumulative histogram: Counts[i] observations at or
+// below Bounds[i]; the last bound is +Inf.
+type cumHistogram struct {
+	Bounds []float64
+	Counts []float64
+}
+
+// parseVLLMMetrics reads a vLLM /metrics exposition (Prometheus text
+// format) and returns the load per model_name label. Series of several
+// engines are summed (KV usage averaged). vllm:gpu_cache_usage_perc is
+// used where vllm:kv_cache_usage_perc is absent (vLLM 0.9.1 and older).
+func parseVLLMMetrics(r io.Reader) (map[string]*modelLoad, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(r, maxMetricsBytes))
+	if err != nil {
+		return nil, fmt.Errorf("parsing metrics: %w", err)
+	}
+	loads := make(map[string]*modelLoad)
+	get := func(m *dto.Metric) *modelLoad {
+		name := labelValue(m, labelModelName)
+		l := loads[name]
+		if l == nil {
+			l = &modelLoad{KVUsage: math.NaN()}
+			loads[name] = l
+		}
+		return l
+	}
+	found := false
+	if f := families[metricWaiting]; f != nil {
+		found = true
+		for _, m := range f.GetMetric() {
+			get(m).Waiting += gaugeValue(m)
+		}
+	}
+	if f := families[metricRunning]; f != nil {
+		found = true
+		for _, m := range f.GetMetric() {
+			get(m).Running += gaugeValue(m)
+		}
+	}
+	kv := families[metricKVUsage]
+	if kv == nil {
+		kv = families[metricGPUCache]
+	}
+	if kv != nil {
+		for _, m := range kv.GetMetric() {
+			l := get(m)
+			if l.kvSeries == 0 {
+				l.KVUsage = 0
+			}
+			l.KVUsage += gaugeValue(m)
+			l.kvSeries++
+		}
+		for _, l := range loads {
+			if l.kvSeries > 1 {
+				l.KVUsage /= float64(l.kvSeries)
+			}
+		}
+	}
+	if f := families[metricTTFT]; f != nil && f.GetType() == dto.MetricType_HISTOGRAM {
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			if h == nil {
+				continue
+			}
+			l := get(m)
+			if l.TTFT == nil {
+				l.TTFT = new(cumHistogram)
+			}
+			l.TTFT.add(h)
+		}
+	}
+	if !found {
+		return nil, errors.New("no vLLM queue metrics (" + metricWaiting + ", " + metricRunning + ") in the exposition")
+	}
+	return loads, nil
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return lp.GetValue()
+		}
+	}
+	return ""
+}
+
+func gaugeValue(m *dto.Metric) float64 {
+	var v float64
+	switch {
+	case m.GetGauge() != nil:
+		v = m.GetGauge().GetValue()
+	case m.GetUntyped() != nil:
+		v = m.GetUntyped().GetValue()
+	case m.GetCounter() != nil:
+		v = m.GetCounter().GetValue()
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// add sums one series' buckets into h, matching buckets by bound.
+func (h *cumHistogram) add(src *dto.Histogram) {
+	sawInf := false
+	for _, b := range src.GetBucket() {
+		h.addBucket(b.GetUpperBound(), float64(b.GetCumulativeCount()))
+		sawInf = sawInf || math.IsInf(b.GetUpperBound(), 1)
+	}
+	if !sawInf {
+		h.addBucket(math.Inf(1), float64(src.GetSampleCount()))
+	}
+}
+
+func (h *cumHistogram) addBucket(bound, count float64) {
+	i, ok := slices.BinarySearch(h.Bounds, bound)
+	if ok {
+		h.Counts[i] += count
+		return
+	}
+	h.Bounds = slices.Insert(h.Bounds, i, bound)
+	h.Counts = slices.Insert(h.Counts, i, count)
+}
+
+// total is the number of observations.
+func (h *cumHistogram) total() float64 {
+	if h == nil || len(h.Counts) == 0 {
+		return 0
+	}
+	return h.Counts[len(h.Counts)-1]
+}
+
+// delta returns h minus an earlier scrape of the same histogram, and false
+// when the two do not line up (different buckets, or a counter reset such
+// as a vLLM restart).
+func (h *cumHistogram) delta(earlier *cumHistogram) (*cumHistogram, bool) {
+	if earlier == nil || !slices.Equal(h.Bounds, earlier.Bounds) {
+		return nil, false
+	}
+	d := &cumHistogram{Bounds: h.Bounds, Counts: make([]float64, len(h.Counts))}
+	for i := range h.Counts {
+		d.Counts[i] = h.Counts[i] - earlier.Counts[i]
+		if d.Counts[i] < 0 {
+			return nil, false
+		}
+	}
+	return d, true
+}
+
+// quantile estimates the q-quantile like Prometheus' histogram_quantile:
+// linear interpolation inside the bucket that holds the rank. It returns
+// NaN without observations; a rank in the +Inf bucket yields the highest
+// finite bound.
+func (h *cumHistogram) quantile(q float64) float64 {
+	total := h.total()
+	if total <= 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	for i, c := range h.Counts {
+		if c < rank {
+			continue
+		}
+		if math.IsInf(h.Bounds[i], 1) {
+			if i == 0 {
+				return math.NaN()
+			}
+			return h.Bounds[i-1]
+		}
+		lower, prev := 0.0, 0.0
+		if i > 0 {
+			lower, prev = h.Bounds[i-1], h.Counts[i-1]
+		}
+		if c == prev {
+			return h.Bounds[i]
+		}
+		return lower + (h.Bounds[i]-lower)*(rank-prev)/(c-prev)
+	}
+	return h.Bounds[len(h.Bounds)-1]
+}

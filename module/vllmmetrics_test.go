@@ -1,0 +1,125 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseVLLMMetrics(t *testing.T) {
+	type want struct {
+		waiting, running, kv float64
+		ttftTotal            float64
+	}
+	for _, tc := range []struct {
+		file  string
+		wants map[string]want
+	}{
+		{"vllm-0.12.txt", map[string]want{"qwen2.5-7b-instruct": {3, 7, 0.42, 100}}},
+		// 0.9.2-0.10 expose both names: the new one wins
+		{"vllm-0.9-both.txt", map[string]want{"llama": {0, 2, 0.25, 0}}},
+		// 0.9.1 and older: only gpu_cache_usage_perc, no engine label
+		{"vllm-old-gpu-cache.txt", map[string]want{"llama": {1, 5, 0.8, 0}}},
+		// data parallel: counts summed over engines, KV usage averaged
+		{"vllm-dp-engines.txt", map[string]want{"qwen": {3, 10, 0.4, 7}}},
+		// two models on one server: kept apart
+		{"vllm-two-models.txt", map[string]want{"small": {0, 1, 0.1, 0}, "big": {4, 9, 0.9, 0}}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			loads, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, tc.file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(loads) != len(tc.wants) {
+				t.Fatalf("models %v", loads)
+			}
+			for name, w := range tc.wants {
+				l := loads[name]
+				if l == nil {
+					t.Fatalf("no load for %q", name)
+				}
+				if l.Waiting != w.waiting || l.Running != w.running || math.Abs(l.KVUsage-w.kv) > 1e-9 {
+					t.Errorf("%s: waiting %v running %v kv %v, want %+v", name, l.Waiting, l.Running, l.KVUsage, w)
+				}
+				if got := l.TTFT.total(); got != w.ttftTotal {
+					t.Errorf("%s: ttft observations %v, want %v", name, got, w.ttftTotal)
+				}
+			}
+		})
+	}
+}
+
+func TestParseVLLMMetricsRejects(t *testing.T) {
+	for _, file := range []string{"garbage.txt", "no-vllm.txt"} {
+		if _, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, file))); err == nil {
+			t.Errorf("%s: no error", file)
+		}
+	}
+	if _, err := parseVLLMMetrics(strings.NewReader("")); err == nil {
+		t.Error("empty exposition: no error")
+	}
+}
+
+func TestHistogramQuantileOverDeltas(t *testing.T) {
+	earlier := &cumHistogram{Bounds: []float64{0.1, 0.5, 1, math.Inf(1)}, Counts: []float64{10, 20, 20, 20}}
+	later := &cumHistogram{Bounds: []float64{0.1, 0.5, 1, math.Inf(1)}, Counts: []float64{10, 70, 120, 120}}
+	d, ok := later.delta(earlier)
+	if !ok {
+		t.Fatal("delta failed")
+	}
+	// 100 new observations: 50 in (0.1,0.5], 50 in (0.5,1]
+	if p50 := d.quantile(0.5); math.Abs(p50-0.5) > 1e-9 {
+		t.Errorf("p50 %v, want 0.5", p50)
+	}
+	if p99 := d.quantile(0.99); math.Abs(p99-0.99) > 1e-9 {
+		t.Errorf("p99 %v, want 0.99", p99)
+	}
+	if _, ok := earlier.delta(later); ok {
+		t.Error("a counter reset must not yield a delta")
+	}
+	empty, _ := later.delta(later)
+	if !math.IsNaN(empty.quantile(0.5)) {
+		t.Error("no observations must give NaN")
+	}
+	inf := &cumHistogram{Bounds: []float64{0.1, math.Inf(1)}, Counts: []float64{0, 5}}
+	if q := inf.quantile(0.5); q != 0.1 {
+		t.Errorf("rank in +Inf bucket: %v, want the highest finite bound", q)
+	}
+}
+
+func FuzzParseVLLMMetrics(f *testing.F) {
+	files, _ := filepath.Glob("testdata/metrics/*.txt")
+	for _, file := range files {
+		b, _ := os.ReadFile(file)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		loads, err := parseVLLMMetrics(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for _, l := range loads {
+			if l.Waiting < 0 || l.Running < 0 || math.IsInf(l.Waiting, 0) || math.IsInf(l.Running, 0) {
+				t.Fatalf("bad load %+v", l)
+			}
+			if l.TTFT != nil {
+				_ = l.TTFT.quantile(0.99)
+			}
+		}
+	})
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "metrics", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
