@@ -29,6 +29,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	hybrid_llm {
+//		name          <name>
 //		max_body_size <size>
 //		deadline      <duration>
 //		route_headers on|off
@@ -82,6 +83,18 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 	var sawHeaders bool
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
+		case "name":
+			if g.Name != "" {
+				return d.Err("name already specified")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			g.Name = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
 		case "max_body_size":
 			if g.MaxBodySize != 0 {
 				return d.Err("max_body_size already specified")

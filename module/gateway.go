@@ -33,6 +33,9 @@ const (
 	KindOpenAI = "openai"
 )
 
+// defaultGatewayName names a gateway that has no name.
+const defaultGatewayName = "default"
+
 // DefaultMaxBodySize is the request body cap when none is configured.
 const DefaultMaxBodySize = 8 << 20
 
@@ -68,6 +71,10 @@ const DefaultMaxBodySize = 8 << 20
 // `llm_endpoint`, `llm_attempts`, `llm_tried`, `llm_fallback`,
 // `llm_fallback_reason`, `llm_stream` and `llm_ttfb`.
 type Gateway struct {
+	// The gateway's name in the admin API, logs and metrics; names must
+	// be unique within a config. Default: `default`.
+	Name string `json:"name,omitempty"`
+
 	// Groups of interchangeable upstream endpoints, by name. Each group
 	// is one embedded `reverse_proxy`.
 	Groups map[string]*Group `json:"groups,omitempty"`
@@ -90,6 +97,8 @@ type Gateway struct {
 	DisableRouteHeaders bool `json:"disable_route_headers,omitempty"`
 
 	aliases    map[string]*Alias
+	entry      *gatewayEntry
+	cfg        any // the config's context, to tell configs apart
 	modelsList []byte
 	created    int64
 	logger     *zap.Logger
@@ -204,6 +213,10 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the gateway and loads each group's reverse proxy.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	if g.Name == "" {
+		g.Name = defaultGatewayName
+	}
+	registerMetrics(ctx.GetMetricsRegistry(), g.logger)
 	if g.MaxBodySize == 0 {
 		g.MaxBodySize = DefaultMaxBodySize
 	}
@@ -285,7 +298,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 
 	g.created = time.Now().Unix()
 	g.modelsList = g.buildModelsList()
-	return nil
+	return g.register(ctx.Context)
 }
 
 // provision checks the group and loads its reverse proxy.
@@ -453,6 +466,7 @@ func (g *Gateway) Validate() error {
 
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
+	g.unregister()
 	for _, grp := range g.Groups {
 		grp.cleanup()
 	}

@@ -145,6 +145,26 @@ http://127.0.0.1:9080 {
 `
 	cfg = strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL(), "{LOG}", e.logPath).Replace(cfg)
 	e.tester = loadRaw(e.t, cfg)
+	waitProbed(e.t)
+}
+
+// waitProbed waits until every vLLM endpoint has had its first health,
+// models and metrics probe, so that a test that then breaks an upstream
+// sees the failure it caused rather than a probe's view of it.
+func waitProbed(t *testing.T) {
+	t.Helper()
+	waitFor(t, "the first probes", func() bool {
+		for _, g := range getState(t).Gateways {
+			for _, grp := range g.Groups {
+				for _, ep := range grp.Endpoints {
+					if ep.Health == "unknown" || ep.ServedModels == nil || ep.Metrics.AgeSeconds == nil {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
 }
 
 // loadRaw runs Caddy with a whole Caddyfile.

@@ -1,0 +1,138 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"errors"
+	"math"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// The collectors are process-wide singletons, registered into the
+// registry of every config Caddy loads: values survive reloads, and a
+// second registration in one registry is not an error.
+var (
+	metricsOnce sync.Once
+	collectors  []prometheus.Collector
+)
+
+const metricsNS = "caddy_hybrid_llm"
+
+func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
+	metricsOnce.Do(func() {
+		collectors = []prometheus.Collector{newStateCollector()}
+	})
+	if reg == nil {
+		return
+	}
+	for _, c := range collectors {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				logger.Error("registering metrics", zap.Error(err))
+			}
+		}
+	}
+}
+
+// stateCollector exports the live state of the gateways' groups at scrape
+// time: what the probes see per endpoint, the red line, and the cloud
+// model name checks. Labels come from config only.
+type stateCollector struct {
+	up, misconfigured, waiting, running, kv, metricsAge, inflight, redLine, ttft *prometheus.Desc
+	modelListed                                                                  *prometheus.Desc
+}
+
+func newStateCollector() *stateCollector {
+	ep := []string{"gateway", "group", "endpoint"}
+	d := func(name, help string, extra ...string) *prometheus.Desc {
+		return prometheus.NewDesc(metricsNS+"_"+name, help, append(append([]string{}, ep...), extra...), nil)
+	}
+	return &stateCollector{
+		up:            d("endpoint_up", "Whether the endpoint's /health answered 200 at the last probe (absent before the first probe)."),
+		misconfigured: d("endpoint_misconfigured", "1 when the endpoint's /v1/models does not list the model name the gateway sends it; such an endpoint gets no requests for that name.", "model"),
+		waiting:       d("endpoint_requests_waiting", "vllm:num_requests_waiting at the last scrape, engines summed."),
+		running:       d("endpoint_requests_running", "vllm:num_requests_running at the last scrape, engines summed."),
+		kv:            d("endpoint_kv_cache_usage_ratio", "vllm:kv_cache_usage_perc (0..1) at the last scrape."),
+		metricsAge:    d("endpoint_metrics_age_seconds", "Seconds since the last successful /metrics scrape."),
+		inflight:      d("endpoint_inflight_requests", "Requests the gateway has in flight to the endpoint."),
+		redLine:       d("endpoint_red_line_requests", "The most requests the gateway keeps in flight to the endpoint (max_num_seqs + max_queue)."),
+		ttft:          d("endpoint_ttft_seconds", "Time to first token over the TTFT window, from vLLM's histogram.", "quantile"),
+		modelListed: prometheus.NewDesc(metricsNS+"_model_listed",
+			"1 when an openai group's /v1/models lists the model name its targets use, 0 when it does not (absent before the first successful check).",
+			[]string{"gateway", "group", "model"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.up, c.misconfigured, c.waiting, c.running, c.kv, c.metricsAge, c.inflight, c.redLine, c.ttft, c.modelListed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, gs := range state().Gateways {
+		for _, grp := range gs.Groups {
+			for _, es := range grp.Endpoints {
+				l := []string{gs.Name, grp.Name, es.Address}
+				if es.Health != "unknown" {
+					gauge(c.up, b2f(es.Health == "up"), l...)
+				}
+				if es.ServedModels != nil {
+					for _, m := range grp.Models {
+						_, served := es.ServedModels[m]
+						gauge(c.misconfigured, b2f(!served), append(l, m)...)
+					}
+				}
+				gauge(c.inflight, float64(es.InFlight), l...)
+				if es.RedLine > 0 {
+					gauge(c.redLine, float64(es.RedLine), l...)
+				}
+				m := es.Metrics
+				if m.AgeSeconds != nil {
+					gauge(c.metricsAge, *m.AgeSeconds, l...)
+					gauge(c.waiting, m.Waiting, l...)
+					gauge(c.running, m.Running, l...)
+					if m.KVCacheUsage != nil {
+						gauge(c.kv, *m.KVCacheUsage, l...)
+					}
+				}
+				if m.TTFTP50Seconds != nil && !math.IsNaN(*m.TTFTP50Seconds) {
+					gauge(c.ttft, *m.TTFTP50Seconds, append(l, "0.5")...)
+					gauge(c.ttft, *m.TTFTP99Seconds, append(l, "0.99")...)
+				}
+			}
+			if mc := grp.ModelCheck; mc != nil && mc.CheckedAt != nil && mc.Error == "" {
+				for _, m := range grp.Models {
+					gauge(c.modelListed, b2f(!contains(mc.Missing, m)), gs.Name, grp.Name, m)
+				}
+			}
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var _ prometheus.Collector = (*stateCollector)(nil)

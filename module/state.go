@@ -1,0 +1,243 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// gateways holds the live gateway of each name. A reload provisions the
+// new config before it cleans up the old one, so an entry outlives the
+// swap and always points at the newest instance.
+var gateways = caddy.NewUsagePool()
+
+// gatewayEntry is the registry slot of one gateway name.
+type gatewayEntry struct {
+	current atomic.Pointer[Gateway]
+}
+
+func (*gatewayEntry) Destruct() error { return nil }
+
+// register makes g the current gateway of its name. Two gateways of one
+// config may not share a name.
+func (g *Gateway) register(cfg any) error {
+	val, _ := gateways.LoadOrStore(g.Name, new(gatewayEntry))
+	entry := val.(*gatewayEntry)
+	if prev := entry.current.Load(); prev != nil && prev.cfg == cfg {
+		_, _ = gateways.Delete(g.Name)
+		return fmt.Errorf("two hybrid_llm handlers named %q in one config: give each its own name", g.Name)
+	}
+	g.entry, g.cfg = entry, cfg
+	entry.current.Store(g)
+	return nil
+}
+
+// unregister drops g, unless a newer instance took its place.
+func (g *Gateway) unregister() {
+	if g.entry == nil {
+		return
+	}
+	g.entry.current.CompareAndSwap(g, nil)
+	_, _ = gateways.Delete(g.Name)
+	g.entry = nil
+}
+
+// liveGateways returns the current gateways, by name.
+func liveGateways() []*Gateway {
+	var out []*Gateway
+	gateways.Range(func(_, val any) bool {
+		if g := val.(*gatewayEntry).current.Load(); g != nil {
+			out = append(out, g)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b *Gateway) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// The state document served at GET /hybrid_llm/state. Field names are a
+// stable, documented schema (README: "Admin API").
+
+// StateDoc is the whole state.
+type StateDoc struct {
+	Gateways []GatewayState `json:"gateways"`
+}
+
+// GatewayState is one gateway.
+type GatewayState struct {
+	Name    string       `json:"name"`
+	Aliases []AliasState `json:"aliases"`
+	Groups  []GroupState `json:"groups"`
+}
+
+// AliasState is one alias and its targets in order.
+type AliasState struct {
+	Name    string        `json:"name"`
+	Targets []TargetState `json:"targets"`
+}
+
+// TargetState is one target of an alias.
+type TargetState struct {
+	Group          string  `json:"group"`
+	Model          string  `json:"model"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+}
+
+// GroupState is one group.
+type GroupState struct {
+	Name       string           `json:"name"`
+	Kind       string           `json:"kind"`
+	MaxNumSeqs int              `json:"max_num_seqs,omitempty"`
+	MaxQueue   int              `json:"max_queue,omitempty"`
+	Models     []string         `json:"models"`
+	Endpoints  []EndpointState  `json:"endpoints,omitempty"`
+	ModelCheck *ModelCheckState `json:"model_check,omitempty"`
+}
+
+// EndpointState is one endpoint of a vLLM group, as its prober sees it.
+type EndpointState struct {
+	Address string `json:"address"`
+	// "up", "down" or "unknown" (not probed yet)
+	Health      string `json:"health"`
+	HealthError string `json:"health_error,omitempty"`
+	// expected model names this endpoint does not serve: non-empty means
+	// misconfigured (excluded from routing for those names)
+	Misconfigured []string `json:"misconfigured"`
+	// served model names with their max_model_len; null before the
+	// first successful /v1/models
+	ServedModels map[string]int `json:"served_models"`
+	ModelsError  string         `json:"models_error,omitempty"`
+	InFlight     int64          `json:"in_flight"`
+	RedLine      int64          `json:"red_line,omitempty"`
+	Weight       float64        `json:"weight"`
+	Metrics      MetricsState   `json:"metrics"`
+}
+
+// MetricsState is the last /metrics scrape of an endpoint.
+type MetricsState struct {
+	Fresh          bool     `json:"fresh"`
+	AgeSeconds     *float64 `json:"age_seconds"`
+	Waiting        float64  `json:"waiting"`
+	Running        float64  `json:"running"`
+	KVCacheUsage   *float64 `json:"kv_cache_usage"`
+	TTFTP50Seconds *float64 `json:"ttft_p50_seconds"`
+	TTFTP99Seconds *float64 `json:"ttft_p99_seconds"`
+	Error          string   `json:"error,omitempty"`
+}
+
+// ModelCheckState is the last model name check of an openai group.
+type ModelCheckState struct {
+	CheckedAt *time.Time `json:"checked_at"`
+	Missing   []string   `json:"missing"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// state renders the current state of all live gateways.
+func state() StateDoc {
+	doc := StateDoc{Gateways: []GatewayState{}}
+	t := now()
+	for _, g := range liveGateways() {
+		gs := GatewayState{Name: g.Name, Aliases: []AliasState{}, Groups: []GroupState{}}
+		for _, name := range sortedKeys(g.aliases) {
+			as := AliasState{Name: name}
+			for _, tg := range g.aliases[name].Targets {
+				as.Targets = append(as.Targets, TargetState{Group: tg.Group, Model: tg.Model,
+					TimeoutSeconds: time.Duration(tg.Timeout).Seconds()})
+			}
+			gs.Aliases = append(gs.Aliases, as)
+		}
+		for _, name := range sortedKeys(g.Groups) {
+			gs.Groups = append(gs.Groups, g.Groups[name].state(t))
+		}
+		doc.Gateways = append(doc.Gateways, gs)
+	}
+	return doc
+}
+
+func (grp *Group) state(t time.Time) GroupState {
+	gs := GroupState{Name: grp.name, Kind: grp.Kind, MaxNumSeqs: grp.MaxNumSeqs, MaxQueue: grp.MaxQueue,
+		Models: slices.Clone(grp.expect)}
+	if gs.Models == nil {
+		gs.Models = []string{}
+	}
+	if vg := grp.vllm; vg != nil {
+		for _, dial := range sortedKeys(vg.endpoints) {
+			gs.Endpoints = append(gs.Endpoints, vg.endpointState(vg.endpoints[dial], grp.expect, t))
+		}
+	}
+	if grp.Kind == KindOpenAI && !grp.DisableModelCheck && len(grp.expect) > 0 {
+		at, missing, errText := grp.check.result()
+		mc := &ModelCheckState{Missing: missing, Error: errText}
+		if mc.Missing == nil {
+			mc.Missing = []string{}
+		}
+		if !at.IsZero() {
+			mc.CheckedAt = &at
+		}
+		gs.ModelCheck = mc
+	}
+	return gs
+}
+
+func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) EndpointState {
+	snap := ep.p.snap.Load()
+	es := EndpointState{
+		Address:       ep.dial,
+		Health:        [...]string{"unknown", "up", "down"}[snap.health],
+		HealthError:   snap.healthErr,
+		Misconfigured: []string{},
+		ServedModels:  snap.models,
+		ModelsError:   snap.modelsErr,
+		InFlight:      ep.p.inflight.Load(),
+		RedLine:       vg.redLine(ep),
+		Weight:        ep.weight,
+	}
+	if snap.models != nil {
+		for _, m := range expect {
+			if _, ok := snap.models[m]; !ok {
+				es.Misconfigured = append(es.Misconfigured, m)
+			}
+		}
+	}
+	ms := MetricsState{Error: snap.metricsErr}
+	if !snap.metricsAt.IsZero() {
+		age := t.Sub(snap.metricsAt).Seconds()
+		ms.AgeSeconds = &age
+		ms.Fresh = t.Sub(snap.metricsAt) <= vg.staleAfter
+		var waiting, running, kv float64
+		kvSeen := false
+		for _, l := range snap.loads {
+			waiting += l.Waiting
+			running += l.Running
+			if !math.IsNaN(l.KVUsage) {
+				kv = max(kv, l.KVUsage)
+				kvSeen = true
+			}
+		}
+		ms.Waiting, ms.Running = waiting, running
+		if kvSeen {
+			ms.KVCacheUsage = &kv
+		}
+	}
+	if !math.IsNaN(snap.ttftP50) {
+		p50, p99 := snap.ttftP50, snap.ttftP99
+		ms.TTFTP50Seconds, ms.TTFTP99Seconds = &p50, &p99
+	}
+	es.Metrics = ms
+	return es
+}
