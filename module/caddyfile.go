@@ -58,14 +58,38 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				ttft_window      <duration>
 //			}
 //
+//			overflow {
+//				waiting        <trigger> <recover>
+//				ttft_p99       <trigger> <recover>
+//				kv_cache_usage <trigger> <recover>
+//				inflight       <trigger> <recover>
+//				dwell          <duration>
+//			}
+//
 //			# kind openai
 //			model_check <interval>|off
+//
+//			breaker {
+//				allowed_fails <n>
+//				window        <duration>
+//				cooldown      <duration>
+//				load_time     <duration>
+//			}
 //		}
 //
 //		alias <name> {
 //			target <group> <model> [{
-//				timeout <duration>
+//				timeout            <duration>
+//				first_byte_timeout <duration>
+//				retries            <n>
+//				context_window     <tokens>
 //			}]
+//			route <group> {
+//				prompt_tokens_over <n>
+//				max_tokens_over    <n>
+//				header             <name> <value>
+//				field              <name>
+//			}
 //		}
 //	}
 //
@@ -307,6 +331,26 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			}
 			grp.Probe = pc
 
+		case "overflow":
+			if grp.Overflow != nil {
+				return nil, d.Err("overflow already specified")
+			}
+			oc, err := unmarshalOverflow(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Overflow = oc
+
+		case "breaker":
+			if grp.Breaker != nil {
+				return nil, d.Err("breaker already specified")
+			}
+			bc, err := unmarshalBreaker(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Breaker = bc
+
 		case "model_check":
 			if grp.ModelCheckInterval != 0 || grp.DisableModelCheck {
 				return nil, d.Err("model_check already specified")
@@ -387,16 +431,196 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 						return nil, err
 					}
 					t.Timeout = dur
+				case "first_byte_timeout":
+					if t.FirstByteTimeout != 0 {
+						return nil, d.Err("first_byte_timeout already specified")
+					}
+					dur, err := parseDuration(d)
+					if err != nil {
+						return nil, err
+					}
+					t.FirstByteTimeout = dur
+				case "retries":
+					n, err := parsePositiveInt(d)
+					if err != nil {
+						return nil, err
+					}
+					t.Retries = n
+				case "context_window":
+					n, err := parsePositiveInt(d)
+					if err != nil {
+						return nil, err
+					}
+					t.ContextWindow = n
 				default:
 					return nil, d.Errf("unrecognized target subdirective '%s'", d.Val())
 				}
 			}
 			al.Targets = append(al.Targets, t)
+		case "route":
+			r, err := unmarshalRule(d)
+			if err != nil {
+				return nil, err
+			}
+			al.Routes = append(al.Routes, r)
 		default:
 			return nil, d.Errf("unrecognized alias subdirective '%s'", d.Val())
 		}
 	}
 	return al, nil
+}
+
+// unmarshalRule parses a pre-routing rule. Syntax:
+//
+//	route <group> {
+//		prompt_tokens_over <n>
+//		max_tokens_over    <n>
+//		header             <name> <value>
+//		field              <name>
+//	}
+func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
+	r := new(Rule)
+	if !d.Args(&r.Target) {
+		return nil, d.Err("route needs the group of the target to send matching requests to")
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "prompt_tokens_over":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			r.PromptTokensOver = n
+		case "max_tokens_over":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			r.MaxTokensOver = n
+		case "header":
+			var name, value string
+			if !d.AllArgs(&name, &value) {
+				return nil, d.Err("header needs a name and a value")
+			}
+			if r.Header == nil {
+				r.Header = make(map[string]string)
+			}
+			r.Header[name] = value
+		case "field":
+			var name string
+			if !d.AllArgs(&name) {
+				return nil, d.Err("field needs one top-level JSON field name")
+			}
+			r.Fields = append(r.Fields, name)
+		default:
+			return nil, d.Errf("unrecognized route condition '%s'", d.Val())
+		}
+	}
+	if r.PromptTokensOver == 0 && r.MaxTokensOver == 0 && len(r.Header) == 0 && len(r.Fields) == 0 {
+		return nil, d.Errf("route %s has no condition", r.Target)
+	}
+	return r, nil
+}
+
+// unmarshalOverflow parses an overflow block. Syntax:
+//
+//	overflow {
+//		waiting        <trigger> <recover>
+//		ttft_p99       <trigger duration> <recover duration>
+//		kv_cache_usage <trigger 0..1> <recover 0..1>
+//		inflight       <trigger> <recover>
+//		dwell          <duration>
+//	}
+func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	oc := new(OverflowConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		var dst **Threshold
+		switch name {
+		case "waiting":
+			dst = &oc.Waiting
+		case "ttft_p99":
+			dst = &oc.TTFTP99
+		case "kv_cache_usage":
+			dst = &oc.KVCacheUsage
+		case "inflight":
+			dst = &oc.InFlight
+		case "dwell":
+			dur, err := parseDuration(d)
+			if err != nil {
+				return nil, err
+			}
+			oc.Dwell = dur
+			continue
+		default:
+			return nil, d.Errf("unrecognized overflow signal '%s'", name)
+		}
+		var a, b string
+		if !d.AllArgs(&a, &b) {
+			return nil, d.Errf("%s needs a trigger and a recover level", name)
+		}
+		parse := func(v string) (float64, error) {
+			if name == "ttft_p99" {
+				dur, err := caddy.ParseDuration(v)
+				return dur.Seconds(), err
+			}
+			return strconv.ParseFloat(v, 64)
+		}
+		trig, err1 := parse(a)
+		rec, err2 := parse(b)
+		if err1 != nil || err2 != nil {
+			return nil, d.Errf("invalid %s levels '%s %s'", name, a, b)
+		}
+		if rec >= trig || trig <= 0 || rec < 0 {
+			return nil, d.Errf("%s: the recover level (%s) must be below the trigger (%s), leaving a dead band", name, b, a)
+		}
+		*dst = &Threshold{Trigger: trig, Recover: rec}
+	}
+	if err := oc.validate(); err != nil {
+		return nil, d.Err(err.Error())
+	}
+	return oc, nil
+}
+
+// unmarshalBreaker parses a breaker block. Syntax:
+//
+//	breaker {
+//		allowed_fails <n>
+//		window        <duration>
+//		cooldown      <duration>
+//		load_time     <duration>
+//	}
+func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	bc := new(BreakerConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "allowed_fails":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			bc.AllowedFails = n
+		case "window", "cooldown", "load_time":
+			dst := map[string]*caddy.Duration{"window": &bc.Window, "cooldown": &bc.Cooldown, "load_time": &bc.LoadTime}[d.Val()]
+			dur, err := parseDuration(d)
+			if err != nil {
+				return nil, err
+			}
+			*dst = dur
+		default:
+			return nil, d.Errf("unrecognized breaker option '%s'", d.Val())
+		}
+	}
+	return bc, nil
 }
 
 // parseDuration reads exactly one positive duration argument.

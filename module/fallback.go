@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,12 @@ const (
 	reasonDeadline    = "deadline"
 	reasonNoEndpoint  = "no_endpoint"
 	reasonUpstream    = "upstream_error"
+
+	reasonFirstByte     = "first_byte_timeout"
+	reasonContextLength = "context_length"
+	reasonContextWindow = "context_window"
+	reasonOverflow      = "overflow"
+	reasonBreakerOpen   = "breaker_open"
 )
 
 // credentialHeaders are the client's credentials and account headers,
@@ -132,13 +139,21 @@ type route struct {
 	stream   bool
 	attempts []attempt
 	ttfb     time.Duration
+	rule     string // the group a pre-routing rule sent the request to
+	overflow string // group:signal of an overflow skip
 }
 
 func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyhttp.ExtraLogFields) error {
 	// deferred, so that a response aborted after its first byte (a panic
 	// with http.ErrAbortHandler) gets its routing record too
 	defer rt.log(extra, al)
-	for _, t := range al.Targets {
+	f := newFeatures(body, rt.r.Header)
+	plan, rule := al.plan(f)
+	if rule != nil {
+		rt.rule = rule.Target
+	}
+	minWindow := 0 // a context-length error proved the request needs more
+	for i, t := range plan {
 		if err := ctx.Err(); err != nil {
 			if rt.r.Context().Err() != nil {
 				break // the client left
@@ -146,14 +161,53 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonDeadline})
 			break
 		}
+		if reason := rt.skip(t, f, minWindow); reason != "" {
+			rt.attempts = append(rt.attempts, attempt{target: t, reason: reason})
+			continue
+		}
+		groupTrial := false
+		if bc := t.group.Breaker; bc != nil {
+			ok, trial := t.group.shared.breaker.allow(now())
+			if !ok {
+				rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonBreakerOpen})
+				continue
+			}
+			groupTrial = trial
+		}
 		b, err := t.setModel(body)
 		if err != nil {
+			t.group.shared.breaker.release(groupTrial)
 			return writeError(rt.w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
 				"the request's model field could not be rewritten")
 		}
-		done, err := rt.try(ctx, t, b)
-		if done {
-			return err
+		var avoid []*endpoint
+		for n := 0; ; n++ {
+			done, err, ep := rt.try(ctx, t, b, avoid, i < len(plan)-1)
+			reason := ""
+			if !done {
+				reason = rt.attempts[len(rt.attempts)-1].reason
+			}
+			verdict := t.group.verdict(reason, done, rt.r.Context())
+			if bc := t.group.Breaker; bc != nil {
+				rt.judge(&t.group.shared.breaker, bc, verdict, groupTrial, t.Group, "")
+				groupTrial = false
+			}
+			if done {
+				return err
+			}
+			if reason == reasonContextLength {
+				minWindow = max(minWindow, t.contextWindow(), 1)
+				break
+			}
+			if n >= t.Retries || verdict != verdictFailure || ctx.Err() != nil {
+				break
+			}
+			if ep != nil {
+				avoid = append(avoid, ep)
+			}
+		}
+		if groupTrial {
+			t.group.shared.breaker.release(true)
 		}
 	}
 	if err := rt.r.Context().Err(); err != nil {
@@ -163,45 +217,147 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 	return rt.fail(al)
 }
 
+// skip returns why the target must not be tried for this request, if so:
+// its group overflows, or its context window cannot hold the request.
+func (rt *route) skip(t *Target, f *features, minWindow int) string {
+	if w := t.contextWindow(); w > 0 {
+		if (minWindow > 0 && w <= minWindow) || f.prompt()+f.requested() > w {
+			return reasonContextWindow
+		}
+	}
+	grp := t.group
+	if oc := grp.Overflow; oc != nil && grp.vllm != nil {
+		t0 := now()
+		if on, signal := oc.evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
+			if rt.overflow == "" {
+				rt.overflow = grp.name + ":" + signal
+			}
+			return reasonOverflow
+		}
+	}
+	return ""
+}
+
+// Verdicts of an attempt for the breakers.
+const (
+	verdictNone = iota // no evidence either way (client left, skipped)
+	verdictSuccess
+	verdictFailure
+)
+
+// verdict judges an attempt's outcome for the breakers: an answer is a
+// success (a 4xx is the client's business), an upstream failure is a
+// failure, and anything the upstream cannot be blamed for is neither.
+func (grp *Group) verdict(reason string, answered bool, client context.Context) int {
+	if client.Err() != nil {
+		return verdictNone
+	}
+	if answered {
+		return verdictSuccess
+	}
+	switch reason {
+	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
+		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow:
+		return verdictNone
+	}
+	return verdictFailure
+}
+
+// judge feeds a verdict to a breaker and logs it opening.
+func (rt *route) judge(b *breaker, bc *BreakerConfig, verdict int, trial bool, group, endpoint string) {
+	switch verdict {
+	case verdictSuccess:
+		b.success(trial)
+	case verdictFailure:
+		if b.failure(bc, now(), trial) {
+			_, until := b.view()
+			fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", trial)}
+			if endpoint != "" {
+				fields = append(fields, zap.String("endpoint", endpoint))
+			}
+			rt.g.logger.Warn("breaker open", fields...)
+		}
+	default:
+		b.release(trial)
+	}
+}
+
 // try makes one attempt on a target. It reports done when the response
 // has started (the client got bytes, successful or not), so that no
-// other target may be tried.
-func (rt *route) try(ctx context.Context, t *Target, b []byte) (done bool, err error) {
-	actx := ctx
+// other target may be tried, and the vLLM endpoint it went to, if known.
+func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint, more bool) (done bool, err error, ep *endpoint) {
+	actx, cancel := ctx, context.CancelFunc(func() {})
 	if t.Timeout > 0 {
-		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, time.Duration(t.Timeout))
-		defer cancel()
+	} else if t.FirstByteTimeout > 0 && rt.stream {
+		actx, cancel = context.WithCancel(ctx)
 	}
+	defer cancel()
 	pr := rt.r.WithContext(actx)
 	pr.Body = io.NopCloser(bytes.NewReader(b))
 	pr.ContentLength = int64(len(b))
 	pr.Header.Set("Content-Length", strconv.Itoa(len(b)))
 
-	aw := &attemptWriter{w: rt.w, rt: rt, target: t}
+	aw := &attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
 	if vg := t.group.vllm; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
-		aw.slot = attemptSlot{group: vg, model: t.Model}
+		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: avoid}
 		caddyhttp.SetVar(actx, varAttempt, &aw.slot)
 		defer func() {
 			aw.slot.release()
 			caddyhttp.SetVar(actx, varAttempt, nil)
 		}()
 	}
+	if t.FirstByteTimeout > 0 && rt.stream {
+		// a stream that sends nothing in time is abandoned for the next
+		// target, before anything reached the client
+		aw.holdUntilBody = true
+		timer := time.AfterFunc(time.Duration(t.FirstByteTimeout), func() {
+			if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
+				cancel()
+			}
+		})
+		defer timer.Stop()
+	}
 	aborted, err := proxy(t.group.proxy, aw, pr)
+	ep = aw.slot.ep
+	if ep != nil && t.group.Breaker != nil {
+		v := t.group.verdict("", aw.state.Load() == attemptCommitted && !aborted, rt.r.Context())
+		if aw.state.Load() != attemptCommitted || aborted {
+			v = verdictFailure
+			if rt.r.Context().Err() != nil || aw.status == statusClientClosed {
+				v = verdictNone
+			}
+		}
+		rt.judge(ep.br, t.group.Breaker, v, aw.slot.trial, t.Group, ep.dial)
+		aw.slot.trial = false
+	}
 
-	if aw.committed {
+	if aw.state.Load() == attemptPending && aw.held != nil {
+		// a held 400: the next target gets the request only for a
+		// context-length error; any other 400 is the answer
+		if !isContextError(aw.held.Bytes()) {
+			aw.commit(aw.status)
+			_, _ = aw.w.Write(aw.held.Bytes())
+			return true, nil, ep
+		}
+	}
+	if aw.state.Load() == attemptCommitted {
 		if aborted {
 			rt.midStreamFailure(actx, aw)
 		}
-		return true, err
+		return true, err, ep
 	}
 
 	// the attempt failed before its first byte: record why, discard
 	// whatever it buffered, and let the next target have the request
 	a := attempt{target: t, status: aw.status}
 	switch {
+	case aw.held != nil:
+		a.reason = reasonContextLength
+	case aw.state.Load() == attemptAbandoned:
+		a.reason = reasonFirstByte
 	case aw.status != 0:
 		a.reason = "http_" + strconv.Itoa(aw.status)
 	case ctx.Err() != nil:
@@ -219,7 +375,7 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte) (done bool, err e
 		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", a.reason), zap.Error(err))
 	}
-	return false, nil
+	return false, nil, ep
 }
 
 // proxy runs the group's reverse proxy, turning its abort of a started
@@ -305,7 +461,8 @@ func (rt *route) fail(al *Alias) error {
 	timedOut := false
 	for _, a := range rt.attempts {
 		switch a.reason {
-		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics:
+		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
+			reasonOverflow, reasonBreakerOpen, reasonContextWindow:
 		case reasonDeadline:
 			timedOut = true
 		default:
@@ -370,20 +527,36 @@ func (rt *route) fallbackReasons() string {
 // attemptWriter stands between one attempt's reverse proxy and the
 // client. Each attempt gets its own header map, so nothing a failed
 // attempt set reaches the client. A fallback status (429, 5xx) is held
-// back and its body discarded; anything else commits the response: the
-// headers go to the client and every write after that passes straight
-// through, flushed whenever the proxy flushes.
+// back and its body discarded; a 400 is held with its body while a next
+// target could take a context-length error; anything else commits the
+// response: the headers go to the client and every write after that
+// passes straight through, flushed whenever the proxy flushes. With a
+// first-byte timeout a stream commits on its first body byte instead, so
+// that the timer can still abandon it for the next target.
 type attemptWriter struct {
-	w         http.ResponseWriter
-	rt        *route
-	target    *Target
-	header    http.Header
-	status    int
-	committed bool
-	sse       bool
-	tail      [2]byte // the last bytes of an event stream written so far
-	slot      attemptSlot
+	w      http.ResponseWriter
+	rt     *route
+	target *Target
+	header http.Header
+	status int
+	state  atomic.Int32
+	sse    bool
+	tail   [2]byte // the last bytes of an event stream written so far
+	slot   attemptSlot
+
+	holdBadRequest bool          // hold a 400 to look for a context-length error
+	held           *bytes.Buffer // the held 400's body
+	holdUntilBody  bool          // commit on the first body byte, not the header
+	heldStatus     int
 }
+
+// Attempt states; the first-byte timer races the proxy for the change
+// from pending.
+const (
+	attemptPending int32 = iota
+	attemptCommitted
+	attemptAbandoned
+)
 
 func (aw *attemptWriter) Header() http.Header {
 	if aw.header == nil {
@@ -393,21 +566,30 @@ func (aw *attemptWriter) Header() http.Header {
 }
 
 func (aw *attemptWriter) WriteHeader(status int) {
-	if aw.status != 0 || aw.committed {
+	if aw.status != 0 || aw.heldStatus != 0 || aw.state.Load() != attemptPending {
 		return
 	}
-	if status < 200 {
-		return // informational responses are not passed on
-	}
-	if fallbackStatus(status) || status == statusClientClosed {
+	switch {
+	case status < 200:
+		// informational responses are not passed on
+	case fallbackStatus(status) || status == statusClientClosed:
 		aw.status = status
-		return
+	case status == http.StatusBadRequest && aw.holdBadRequest:
+		aw.status = status
+		aw.held = new(bytes.Buffer)
+	case aw.holdUntilBody:
+		aw.heldStatus = status
+	default:
+		aw.commit(status)
 	}
-	aw.commit(status)
 }
 
-func (aw *attemptWriter) commit(status int) {
-	aw.committed = true
+// commit sends the response head to the client. It loses to an abandoned
+// attempt.
+func (aw *attemptWriter) commit(status int) bool {
+	if !aw.state.CompareAndSwap(attemptPending, attemptCommitted) {
+		return false
+	}
 	rt := aw.rt
 	rt.ttfb = time.Since(rt.start)
 	h := aw.w.Header()
@@ -427,11 +609,17 @@ func (aw *attemptWriter) commit(status int) {
 	if !rt.g.DisableRouteHeaders {
 		h.Set("X-Hybrid-Target", t.Group)
 		h.Set("X-Hybrid-Model", t.Model)
-		if len(rt.attempts) > 0 {
+		if reasons := rt.fallbackReasons(); reasons != "" {
 			h.Set("X-Hybrid-Fallback", "true")
-			h.Set("X-Hybrid-Fallback-Reason", rt.fallbackReasons())
+			h.Set("X-Hybrid-Fallback-Reason", reasons)
 		} else {
 			h.Set("X-Hybrid-Fallback", "false")
+		}
+		if rt.overflow != "" {
+			h.Set("X-Hybrid-Overflow", rt.overflow)
+		}
+		if rt.rule != "" {
+			h.Set("X-Hybrid-Route", rt.rule)
 		}
 	}
 	if extra := logFields(rt.r); extra != nil {
@@ -447,14 +635,32 @@ func (aw *attemptWriter) commit(status int) {
 	// map, so that trailers it sets after the body reach the client
 	aw.header = h
 	aw.w.WriteHeader(status)
+	return true
 }
 
 func (aw *attemptWriter) Write(p []byte) (int, error) {
-	if !aw.committed {
-		if aw.status != 0 {
+	switch aw.state.Load() {
+	case attemptAbandoned:
+		return 0, errAbandoned
+	case attemptPending:
+		switch {
+		case aw.held != nil:
+			if aw.held.Len()+len(p) > maxHeldBody {
+				return 0, errAbandoned
+			}
+			return aw.held.Write(p)
+		case aw.status != 0:
 			return len(p), nil // a failed attempt's body: discarded
+		case len(p) == 0:
+			return 0, nil
 		}
-		aw.commit(http.StatusOK)
+		status := aw.heldStatus
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if !aw.commit(status) {
+			return 0, errAbandoned
+		}
 	}
 	n, err := aw.w.Write(p)
 	if aw.sse && n > 0 {
@@ -467,9 +673,15 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// maxHeldBody caps a held 400 body; error bodies are small.
+const maxHeldBody = 64 << 10
+
+// errAbandoned is what an abandoned attempt's proxy gets for its writes.
+var errAbandoned = errors.New("attempt abandoned")
+
 // FlushError flushes a committed response to the client.
 func (aw *attemptWriter) FlushError() error {
-	if !aw.committed {
+	if aw.state.Load() != attemptCommitted {
 		return nil
 	}
 	return http.NewResponseController(aw.w).Flush()

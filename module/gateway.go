@@ -152,12 +152,22 @@ type Group struct {
 	// Turns the model name check of an openai group off.
 	DisableModelCheck bool `json:"disable_model_check,omitempty"`
 
-	name   string
-	proxy  *reverseproxy.Handler
-	key    string   // the resolved api_key
-	expect []string // the model names the aliases send to this group
-	vllm   *vllmGroup
-	check  modelCheck
+	// When the group overflows (kind vllm): new requests skip it while
+	// it is congested.
+	Overflow *OverflowConfig `json:"overflow,omitempty"`
+
+	// A circuit breaker for the group, and for each endpoint of a vllm
+	// group. Default: none.
+	Breaker *BreakerConfig `json:"breaker,omitempty"`
+
+	name      string
+	shared    *groupShared
+	sharedKey string
+	proxy     *reverseproxy.Handler
+	key       string   // the resolved api_key
+	expect    []string // the model names the aliases send to this group
+	vllm      *vllmGroup
+	check     modelCheck
 }
 
 // EndpointConfig holds the settings of one endpoint of a vLLM group.
@@ -178,6 +188,11 @@ type Alias struct {
 	// available) moves it to the next.
 	Targets []*Target `json:"targets,omitempty"`
 
+	// Pre-routing rules, evaluated in order before any upstream is
+	// tried: the first that matches sends the request straight to its
+	// target.
+	Routes []*Rule `json:"routes,omitempty"`
+
 	name string
 }
 
@@ -196,6 +211,22 @@ type Target struct {
 	// response byte moves the request to the next target; after that, a
 	// stream ends with an error event. Default: no limit.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// For streams: the longest an attempt may take to send its first
+	// body byte; then it is abandoned (before anything reached the
+	// client) and the next target is tried. Default: no limit.
+	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+
+	// Further attempts on this target after a failure before the next
+	// target is tried; on a vllm group they avoid the endpoints that
+	// failed. Default: 0.
+	Retries int `json:"retries,omitempty"`
+
+	// The target's context window in tokens; default: for a vllm group,
+	// the smallest max_model_len its endpoints report for the model.
+	// A request whose estimated prompt plus max_tokens does not fit
+	// skips the target.
+	ContextWindow int `json:"context_window,omitempty"`
 
 	group     *Group
 	modelJSON []byte
@@ -254,6 +285,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		if grp == nil {
 			return fmt.Errorf("group %q: empty", name)
 		}
+		grp.acquireShared(g.Name + "/" + name)
 		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
@@ -280,13 +312,21 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			if t.Model == "" {
 				return fmt.Errorf("alias %q: target %d (group %q): a model name is required", name, i, t.Group)
 			}
-			if t.Timeout < 0 {
-				return fmt.Errorf("alias %q: target %d (group %q): timeout must not be negative", name, i, t.Group)
+			if t.Timeout < 0 || t.FirstByteTimeout < 0 || t.Retries < 0 || t.ContextWindow < 0 {
+				return fmt.Errorf("alias %q: target %d (group %q): timeout, first_byte_timeout, retries and context_window must not be negative", name, i, t.Group)
 			}
 			t.group = grp
 			t.modelJSON, _ = json.Marshal(t.Model)
 			t.sameName = t.Model == name
 			used[t.Group] = true
+		}
+		for _, r := range al.Routes {
+			if r == nil {
+				return fmt.Errorf("alias %q: empty route", name)
+			}
+			if err := r.provision(al); err != nil {
+				return fmt.Errorf("alias %q: %v", name, err)
+			}
 		}
 		g.aliases[name] = al
 	}
@@ -322,6 +362,23 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	}
 	if grp.MaxNumSeqs < 0 || grp.MaxQueue < 0 || grp.ModelCheckInterval < 0 {
 		return fmt.Errorf("max_num_seqs, max_queue and model_check_interval must not be negative")
+	}
+	if grp.Overflow != nil {
+		if grp.Kind != KindVLLM {
+			return fmt.Errorf("overflow applies to groups of kind %s only", KindVLLM)
+		}
+		if err := grp.Overflow.validate(); err != nil {
+			return err
+		}
+	}
+	if bc := grp.Breaker; bc != nil {
+		if err := bc.validate(); err != nil {
+			return err
+		}
+		if _, _, cool := bc.params(); bc.LoadTime > 0 && cool < time.Duration(bc.LoadTime) {
+			ctx.Logger().Warn("breaker cooldown is shorter than the model load time: traffic returns before the model is ready and the breaker oscillates",
+				zap.String("group", name), zap.Duration("cooldown", cool), zap.Duration("load_time", time.Duration(bc.LoadTime)))
+		}
 	}
 	raw := grp.ProxyRaw
 	if grp.Kind == KindVLLM {
@@ -395,6 +452,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		maxQueue:   grp.MaxQueue,
 		staleAfter: staleAfter,
 		unknownOK:  unknownOK,
+		breakers:   grp.Breaker != nil,
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
 	}
@@ -417,7 +475,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("probing %s: %v", u.Dial, err)
 		}
-		ep := &endpoint{dial: u.Dial, p: p, weight: 1}
+		ep := &endpoint{dial: u.Dial, p: p, weight: 1, br: grp.shared.endpointBreaker(u.Dial)}
 		vg.endpoints[u.Dial] = ep
 		vg.byUpstream[u] = ep
 	}
@@ -445,7 +503,14 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 // The endpoints map stays: requests of an unloaded config may still be
 // in flight, and a released prober's data merely goes stale.
 func (grp *Group) cleanup() {
-	if grp == nil || grp.vllm == nil || grp.vllm.released {
+	if grp == nil {
+		return
+	}
+	if grp.sharedKey != "" {
+		_, _ = groupStates.Delete(grp.sharedKey)
+		grp.sharedKey = ""
+	}
+	if grp.vllm == nil || grp.vllm.released {
 		return
 	}
 	grp.vllm.released = true

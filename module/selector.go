@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,17 +48,20 @@ const varAttempt = "hybrid_llm.attempt"
 
 // attemptSlot is one attempt's link between the gateway and the policy.
 type attemptSlot struct {
-	group    *vllmGroup
-	model    string
-	reserved *prober // the endpoint whose in-flight slot this attempt holds
-	skip     string  // why no endpoint was eligible
+	group *vllmGroup
+	model string
+	avoid []*endpoint // endpoints that failed this request already
+	ep    *endpoint   // the endpoint picked last, for the breaker's verdict
+	held  *prober     // whose in-flight slot this attempt holds
+	trial bool        // the attempt is its endpoint breaker's half-open trial
+	skip  string      // why no endpoint was eligible
 }
 
 // release gives back the in-flight slot the attempt holds, if any.
 func (s *attemptSlot) release() {
-	if s.reserved != nil {
-		s.reserved.inflight.Add(-1)
-		s.reserved = nil
+	if s.held != nil {
+		s.held.inflight.Add(-1)
+		s.held = nil
 	}
 }
 
@@ -69,6 +73,7 @@ type vllmGroup struct {
 	maxQueue   int
 	staleAfter time.Duration
 	unknownOK  bool
+	breakers   bool                                 // endpoint breakers are on
 	endpoints  map[string]*endpoint                 // by dial address; read-only once provisioned
 	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
 	poolCache  atomic.Pointer[poolEndpoints]
@@ -79,6 +84,7 @@ type vllmGroup struct {
 type endpoint struct {
 	dial       string
 	p          *prober
+	br         *breaker // consulted when the group has a breaker
 	maxNumSeqs int
 	weight     float64
 }
@@ -199,8 +205,12 @@ func (s *probeSnapshot) loadFor(model string) *modelLoad {
 func skipRank(reason string) int {
 	switch reason {
 	case reasonRedLine:
-		return 4
+		return 6
 	case reasonStaleMetrics:
+		return 5
+	case reasonBreakerOpen:
+		return 4
+	case reasonAvoided:
 		return 3
 	case reasonUnhealthy:
 		return 2
@@ -210,11 +220,17 @@ func skipRank(reason string) int {
 	return 0
 }
 
-// selectEndpoint picks the least-loaded eligible upstream of the pool and
-// reserves an in-flight slot on it, or returns nil with the reason.
-func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *prober, string) {
+// reasonAvoided: every endpoint left already failed this request.
+const reasonAvoided = "retries_exhausted"
+
+// selectEndpoint picks the least-loaded eligible upstream of the pool for
+// the slot's model, avoiding endpoints that failed the request already,
+// reserves an in-flight slot on it and, when its breaker is half-open,
+// takes the trial. It records the pick (or why there is none) in the slot.
+func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attemptSlot) *reverseproxy.Upstream {
 	t := now()
-	for range 4 { // a lost race for the last slot re-evaluates
+	var excluded [4]*endpoint
+	for round := range len(excluded) { // a lost race for a slot or a trial re-evaluates
 		var (
 			best      *reverseproxy.Upstream
 			bestEP    *endpoint
@@ -237,8 +253,20 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, model string)
 			if ep == nil {
 				continue // not probed (a dynamic upstream): Caddy's view only
 			}
-			v := g.view(ep, model, t)
-			s, why := v.score(g.unknownOK)
+			why := ""
+			switch {
+			case slices.Contains(excluded[:round], ep):
+				continue
+			case slices.Contains(slot.avoid, ep):
+				why = reasonAvoided
+			case g.breakers && !ep.br.wouldAllow(t):
+				why = reasonBreakerOpen
+			}
+			var s float64
+			if why == "" {
+				v := g.view(ep, slot.model, t)
+				s, why = v.score(g.unknownOK)
+			}
 			if why != "" {
 				if skipRank(why) > skipRank(skip) {
 					skip = why
@@ -253,13 +281,26 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, model string)
 			if skip == "" {
 				skip = reasonNoEndpoint
 			}
-			return nil, nil, skip
+			slot.skip = skip
+			return nil
 		}
-		if bestEP.p.reserve(g.redLine(bestEP)) {
-			return best, bestEP.p, ""
+		excluded[round] = bestEP
+		if !bestEP.p.reserve(g.redLine(bestEP)) {
+			continue
 		}
+		trial := false
+		if g.breakers {
+			var ok bool
+			if ok, trial = bestEP.br.allow(t); !ok {
+				bestEP.p.inflight.Add(-1)
+				continue
+			}
+		}
+		slot.ep, slot.held, slot.trial, slot.skip = bestEP, bestEP.p, trial, ""
+		return best
 	}
-	return nil, nil, reasonRedLine
+	slot.skip = reasonRedLine
+	return nil
 }
 
 // poolEndpoints maps one pool slice to the group's endpoints, in order.
@@ -403,12 +444,10 @@ func (s *LeastLoadSelection) Cleanup() error {
 func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
 	if slot, ok := caddyhttp.GetVar(r.Context(), varAttempt).(*attemptSlot); ok && slot.group != nil {
 		slot.release() // a retry inside the group gives back the previous pick
-		u, p, skip := slot.group.selectEndpoint(pool, slot.model)
-		slot.reserved, slot.skip = p, skip
-		if u == nil || p != nil {
-			return u
+		if len(slot.group.endpoints) > 0 {
+			return slot.group.selectEndpoint(pool, slot)
 		}
-		// an upstream the group does not probe: fall through
+		// a group without probed upstreams (dynamic): fall through
 	}
 	return s.selectStandalone(pool)
 }

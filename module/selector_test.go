@@ -173,7 +173,7 @@ func TestBurstGoesToLeastLoadedReplica(t *testing.T) {
 
 	got := map[string]int{}
 	for range 4 {
-		u, p, why := g.selectEndpoint(pool, "qwen")
+		u, p, why := g.pick(pool, "qwen")
 		if u == nil {
 			t.Fatalf("nothing selected: %s", why)
 		}
@@ -185,7 +185,7 @@ func TestBurstGoesToLeastLoadedReplica(t *testing.T) {
 	}
 	// now level (4 and 4 of 8): the next ones alternate
 	for range 4 {
-		u, _, _ := g.selectEndpoint(pool, "qwen")
+		u, _, _ := g.pick(pool, "qwen")
 		got[u.Dial]++
 	}
 	if got[busy.Addr()] != 2 || got[idle.Addr()] != 6 {
@@ -203,13 +203,13 @@ func TestRedLine(t *testing.T) {
 
 	var held []*prober
 	for range 6 {
-		u, p, why := g.selectEndpoint(pool, "qwen")
+		u, p, why := g.pick(pool, "qwen")
 		if u == nil {
 			t.Fatalf("selection %d failed early: %s", len(held), why)
 		}
 		held = append(held, p)
 	}
-	u, _, why := g.selectEndpoint(pool, "qwen")
+	u, _, why := g.pick(pool, "qwen")
 	if u != nil || why != reasonRedLine {
 		t.Fatalf("past the red line: selected %v, reason %q", u, why)
 	}
@@ -219,7 +219,7 @@ func TestRedLine(t *testing.T) {
 		}
 	}
 	held[0].inflight.Add(-1)
-	if u, _, _ := g.selectEndpoint(pool, "qwen"); u == nil {
+	if u, _, _ := g.pick(pool, "qwen"); u == nil {
 		t.Error("a released slot was not reused")
 	}
 }
@@ -236,7 +236,7 @@ func TestRedLineUnderRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if u, _, _ := g.selectEndpoint(pool, "qwen"); u != nil {
+			if u, _, _ := g.pick(pool, "qwen"); u != nil {
 				mu.Lock()
 				won++
 				mu.Unlock()
@@ -258,7 +258,7 @@ func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
 	simA.SetHealthy(false)
 	g.endpoints[a.Addr()].p.probeHealth(context.Background()) // one probe interval
 	for range 5 {
-		u, p, _ := g.selectEndpoint(pool, "qwen")
+		u, p, _ := g.pick(pool, "qwen")
 		if u == nil || u.Dial != b.Addr() {
 			t.Fatalf("selected %v while %s is down", u, a.Addr())
 		}
@@ -274,7 +274,7 @@ func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
 	simA.SetHealthy(true)
 	g.endpoints[a.Addr()].p.probeHealth(context.Background())
 	g.endpoints[b.Addr()].p.inflight.Add(3) // b busier: a must be chosen again
-	u, _, _ := g.selectEndpoint(pool, "qwen")
+	u, _, _ := g.pick(pool, "qwen")
 	if u == nil || u.Dial != a.Addr() {
 		t.Errorf("recovered replica not selected: %v", u)
 	}
@@ -290,7 +290,7 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 		t.Fatal("a misconfigured replica is still healthy: the state is its own")
 	}
 	for range 3 {
-		u, p, _ := g.selectEndpoint(pool, "qwen")
+		u, p, _ := g.pick(pool, "qwen")
 		if u == nil || u.Dial != right.Addr() {
 			t.Fatalf("selected %v", u)
 		}
@@ -298,7 +298,7 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 	}
 	g2, pool2 := testGroup(t, 8, 0, wrong)
 	probeAll(g2)
-	if u, _, why := g2.selectEndpoint(pool2, "qwen"); u != nil || why != reasonMisconfig {
+	if u, _, why := g2.pick(pool2, "qwen"); u != nil || why != reasonMisconfig {
 		t.Errorf("only a misconfigured replica: %v %q", u, why)
 	}
 	if ml := g.endpoints[right.Addr()].p.snap.Load().models["qwen"]; ml != 32768 {
@@ -311,18 +311,18 @@ func TestStaleMetrics(t *testing.T) {
 	_, a := startSim(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, 8, 0, a)
 	probeAll(g)
-	if u, p, why := g.selectEndpoint(pool, "qwen"); u == nil {
+	if u, p, why := g.pick(pool, "qwen"); u == nil {
 		t.Fatalf("fresh metrics: %s", why)
 	} else {
 		p.inflight.Add(-1)
 	}
 
 	*clock = clock.Add(g.staleAfter + time.Millisecond)
-	if u, _, why := g.selectEndpoint(pool, "qwen"); u != nil || why != reasonStaleMetrics {
+	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonStaleMetrics {
 		t.Errorf("stale metrics, saturated by default: %v %q", u, why)
 	}
 	g.unknownOK = true
-	if u, _, _ := g.selectEndpoint(pool, "qwen"); u == nil {
+	if u, _, _ := g.pick(pool, "qwen"); u == nil {
 		t.Error("stale metrics configured as ok: nothing selected")
 	}
 }
@@ -389,10 +389,18 @@ func BenchmarkSelect16(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		u, p, _ := g.selectEndpoint(pool, "qwen")
+		u, p, _ := g.pick(pool, "qwen")
 		if u == nil {
 			b.Fatal("nothing selected")
 		}
 		p.inflight.Add(-1)
 	}
+}
+
+// pick selects as the gateway's attempt would, returning the upstream,
+// the prober holding the in-flight slot, and why nothing was selected.
+func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *prober, string) {
+	slot := &attemptSlot{group: g, model: model}
+	u := g.selectEndpoint(pool, slot)
+	return u, slot.held, slot.skip
 }

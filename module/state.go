@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,37 @@ func (g *Gateway) unregister() {
 	g.entry.current.CompareAndSwap(g, nil)
 	_, _ = gateways.Delete(g.Name)
 	g.entry = nil
+}
+
+// groupStates holds what a group keeps across reloads: its overflow
+// state and breakers, by gateway and group name.
+var groupStates = caddy.NewUsagePool()
+
+// groupShared is a group's state that outlives config reloads.
+type groupShared struct {
+	overflow  overflowState
+	breaker   breaker
+	mu        sync.Mutex
+	endpoints map[string]*breaker // by endpoint address
+}
+
+func (*groupShared) Destruct() error { return nil }
+
+func (grp *Group) acquireShared(key string) {
+	val, _ := groupStates.LoadOrStore(key, &groupShared{endpoints: make(map[string]*breaker)})
+	grp.shared, grp.sharedKey = val.(*groupShared), key
+}
+
+// endpointBreaker returns the breaker of one endpoint of the group.
+func (gs *groupShared) endpointBreaker(dial string) *breaker {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	b := gs.endpoints[dial]
+	if b == nil {
+		b = new(breaker)
+		gs.endpoints[dial] = b
+	}
+	return b
 }
 
 // liveGateways returns the current gateways, by name.

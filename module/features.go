@@ -1,0 +1,190 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Rule sends a request straight to one of the alias's targets when all of
+// its conditions hold; the targets after it in the list remain as
+// fallbacks. Rules are evaluated in order before any upstream is tried;
+// the first that matches wins.
+type Rule struct {
+	// The group of the target to start at (the first target of the alias
+	// in that group).
+	Target string `json:"target"`
+
+	// Matches when the estimated prompt tokens (characters of the
+	// messages, prompt or input, divided by 4) exceed this.
+	PromptTokensOver int `json:"prompt_tokens_over,omitempty"`
+
+	// Matches when max_tokens (or max_completion_tokens) exceeds this.
+	MaxTokensOver int `json:"max_tokens_over,omitempty"`
+
+	// Matches when each named request header has the given value
+	// (case-insensitive).
+	Header map[string]string `json:"header,omitempty"`
+
+	// Matches when each of these top-level JSON fields is present (and
+	// not null), e.g. "tools" or "response_format".
+	Fields []string `json:"fields,omitempty"`
+
+	start int // index of the target in the alias
+}
+
+// features are what routing needs to know of a request body, read with
+// gjson on demand (never a full decode).
+type features struct {
+	body         []byte
+	header       http.Header
+	promptTokens int // -1: not computed yet
+	maxTokens    int // -1: not computed yet
+}
+
+func newFeatures(body []byte, h http.Header) *features {
+	return &features{body: body, header: h, promptTokens: -1, maxTokens: -1}
+}
+
+// prompt estimates the prompt's tokens: characters of the messages'
+// text, the prompt or the input, divided by 4, rounded up.
+func (f *features) prompt() int {
+	if f.promptTokens >= 0 {
+		return f.promptTokens
+	}
+	chars := 0
+	add := func(r gjson.Result) {
+		switch {
+		case r.Type == gjson.String:
+			chars += len(r.Str)
+		case r.IsArray():
+			r.ForEach(func(_, part gjson.Result) bool {
+				if part.Type == gjson.String {
+					chars += len(part.Str)
+				} else if t := part.Get("text"); t.Type == gjson.String {
+					chars += len(t.Str)
+				}
+				return true
+			})
+		}
+	}
+	fields := gjson.GetManyBytes(f.body, "messages", "prompt", "input")
+	fields[0].ForEach(func(_, m gjson.Result) bool {
+		add(m.Get("content"))
+		return true
+	})
+	add(fields[1])
+	add(fields[2])
+	f.promptTokens = (chars + 3) / 4
+	return f.promptTokens
+}
+
+// requested returns max_tokens or max_completion_tokens, or 0.
+func (f *features) requested() int {
+	if f.maxTokens >= 0 {
+		return f.maxTokens
+	}
+	r := gjson.GetManyBytes(f.body, "max_tokens", "max_completion_tokens")
+	f.maxTokens = int(max(r[0].Int(), r[1].Int(), 0))
+	return f.maxTokens
+}
+
+func (r *Rule) matches(f *features) bool {
+	if r.PromptTokensOver > 0 && f.prompt() <= r.PromptTokensOver {
+		return false
+	}
+	if r.MaxTokensOver > 0 && f.requested() <= r.MaxTokensOver {
+		return false
+	}
+	for name, want := range r.Header {
+		if !strings.EqualFold(f.header.Get(name), want) {
+			return false
+		}
+	}
+	for _, field := range r.Fields {
+		if v := gjson.GetBytes(f.body, escapeKey(field)); !v.Exists() || v.Type == gjson.Null {
+			return false
+		}
+	}
+	return true
+}
+
+// escapeKey makes a top-level key safe as a gjson path.
+func escapeKey(k string) string {
+	if !strings.ContainsAny(k, ".*?|#@\\!=<>%") {
+		return k
+	}
+	var sb strings.Builder
+	for _, c := range k {
+		if strings.ContainsRune(".*?|#@\\!=<>%", c) {
+			sb.WriteByte('\\')
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+func (r *Rule) provision(al *Alias) error {
+	for i, t := range al.Targets {
+		if t.Group == r.Target {
+			r.start = i
+			if r.PromptTokensOver < 0 || r.MaxTokensOver < 0 {
+				return fmt.Errorf("route to %q: thresholds must not be negative", r.Target)
+			}
+			if r.PromptTokensOver == 0 && r.MaxTokensOver == 0 && len(r.Header) == 0 && len(r.Fields) == 0 {
+				return fmt.Errorf("route to %q has no condition", r.Target)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("route to %q: the alias has no target in that group", r.Target)
+}
+
+// plan returns the targets to try, in order: from the first matching
+// rule's target on, or all of them.
+func (al *Alias) plan(f *features) ([]*Target, *Rule) {
+	for _, r := range al.Routes {
+		if r.matches(f) {
+			return al.Targets[r.start:], r
+		}
+	}
+	return al.Targets, nil
+}
+
+// contextWindow returns the target's context window in tokens: its
+// configured one, or the smallest max_model_len its group's endpoints
+// report for the model; 0 when unknown.
+func (t *Target) contextWindow() int {
+	if t.ContextWindow > 0 {
+		return t.ContextWindow
+	}
+	vg := t.group.vllm
+	if vg == nil {
+		return 0
+	}
+	window := 0
+	for _, ep := range vg.endpoints {
+		if n := ep.p.snap.Load().models[t.Model]; n > 0 && (window == 0 || n < window) {
+			window = n
+		}
+	}
+	return window
+}
+
+// contextErrorPrefix starts vLLM's and OpenAI's context-length errors.
+const contextErrorPrefix = "This model's maximum context length is"
+
+// isContextError reports whether an upstream 400 body is a context-length
+// error.
+func isContextError(body []byte) bool {
+	msg := gjson.GetBytes(body, "error.message")
+	if !msg.Exists() {
+		msg = gjson.GetBytes(body, "message") // vLLM <= 0.9's flat shape
+	}
+	return strings.HasPrefix(msg.String(), contextErrorPrefix)
+}

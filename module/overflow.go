@@ -1,0 +1,236 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+// OverflowConfig makes a vLLM group overflow: while any signal is at or
+// above its trigger, new requests skip the group (requests in flight
+// finish); the group takes requests again once every signal is at or
+// below its recover threshold. The gap between the two is the dead band,
+// and each state is held for at least dwell, so that traffic does not
+// flap between self-hosted and cloud.
+type OverflowConfig struct {
+	// Requests waiting in vLLM's queues, summed over the endpoints.
+	Waiting *Threshold `json:"waiting,omitempty"`
+
+	// Time to first token p99 over the probes' TTFT window, in
+	// seconds, the worst endpoint's.
+	TTFTP99 *Threshold `json:"ttft_p99,omitempty"`
+
+	// KV-cache usage (0..1), the fullest endpoint's.
+	KVCacheUsage *Threshold `json:"kv_cache_usage,omitempty"`
+
+	// The gateway's own requests in flight to the group: the instant
+	// signal, while vLLM's gauges lag.
+	InFlight *Threshold `json:"inflight,omitempty"`
+
+	// The shortest time a state is held once entered. Default: 10s.
+	Dwell caddy.Duration `json:"dwell,omitempty"`
+}
+
+// Threshold is a trigger and a lower recover level.
+type Threshold struct {
+	Trigger float64 `json:"trigger"`
+	Recover float64 `json:"recover"`
+}
+
+const defaultDwell = 10 * time.Second
+
+// overflowState is the controller's state; it is shared across reloads
+// through the group's shared state.
+type overflowState struct {
+	mu      sync.Mutex
+	active  atomic.Bool
+	since   time.Time
+	reason  string // the signal that triggered, e.g. "waiting=12 > 8"
+	signal  string // its name, for headers and metrics
+	changes atomic.Int64
+}
+
+// signals are the overflow inputs of a group at one moment; NaN is
+// unknown (no fresh metrics).
+type signals struct {
+	waiting, ttftP99, kv, inflight float64
+}
+
+type signalDef struct {
+	name string
+	th   *Threshold
+	get  func(signals) float64
+	unit string
+}
+
+func (oc *OverflowConfig) defs() []signalDef {
+	return []signalDef{
+		{"waiting", oc.Waiting, func(s signals) float64 { return s.waiting }, ""},
+		{"ttft_p99", oc.TTFTP99, func(s signals) float64 { return s.ttftP99 }, "s"},
+		{"kv_cache_usage", oc.KVCacheUsage, func(s signals) float64 { return s.kv }, ""},
+		{"inflight", oc.InFlight, func(s signals) float64 { return s.inflight }, ""},
+	}
+}
+
+func (oc *OverflowConfig) validate() error {
+	any := false
+	for _, d := range oc.defs() {
+		if d.th == nil {
+			continue
+		}
+		any = true
+		if d.th.Trigger <= 0 || d.th.Recover < 0 || d.th.Recover >= d.th.Trigger ||
+			math.IsNaN(d.th.Trigger) || math.IsNaN(d.th.Recover) {
+			return fmt.Errorf("overflow %s: want a positive trigger above a non-negative recover level, got %v and %v",
+				d.name, d.th.Trigger, d.th.Recover)
+		}
+	}
+	if !any {
+		return fmt.Errorf("overflow needs at least one signal (waiting, ttft_p99, kv_cache_usage, inflight)")
+	}
+	if oc.Dwell < 0 {
+		return fmt.Errorf("overflow dwell must not be negative")
+	}
+	return nil
+}
+
+func (oc *OverflowConfig) dwell() time.Duration {
+	if oc.Dwell == 0 {
+		return defaultDwell
+	}
+	return time.Duration(oc.Dwell)
+}
+
+// evaluate updates the state from the signals at time t and reports
+// whether the group is in overflow, with the triggering signal's name. A
+// transition is logged once, with the values that caused it.
+func (oc *OverflowConfig) evaluate(st *overflowState, s signals, t time.Time, logger *zap.Logger, group string) (bool, string) {
+	active := st.active.Load()
+	// cheap path: does the state want to change at all?
+	want := active
+	var cause string
+	if !active {
+		for _, d := range oc.defs() {
+			if d.th == nil {
+				continue
+			}
+			if v := d.get(s); !math.IsNaN(v) && v >= d.th.Trigger {
+				want, cause = true, d.name
+				break
+			}
+		}
+	} else {
+		want = false
+		for _, d := range oc.defs() {
+			if d.th == nil {
+				continue
+			}
+			if v := d.get(s); math.IsNaN(v) || v > d.th.Recover {
+				// unknown keeps the state: recovery needs evidence
+				want = true
+				break
+			}
+		}
+	}
+	if want == active {
+		return active, st.signalName()
+	}
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.active.Load() != active {
+		return st.active.Load(), st.signal // another request made the change
+	}
+	if !st.since.IsZero() && t.Sub(st.since) < oc.dwell() {
+		return active, st.signal // dwell: hold the state
+	}
+	st.since = t
+	st.changes.Add(1)
+	if want {
+		d := oc.def(cause)
+		st.reason = fmt.Sprintf("%s=%s > %s", cause, fmtSignal(d.get(s), d.unit), fmtSignal(d.th.Trigger, d.unit))
+		st.signal = cause
+		st.active.Store(true)
+		logger.Warn("overflow on: group=" + group + " " + st.reason)
+		return true, cause
+	}
+	var parts []string
+	for _, d := range oc.defs() {
+		if d.th != nil {
+			parts = append(parts, fmt.Sprintf("%s=%s <= %s", d.name, fmtSignal(d.get(s), d.unit), fmtSignal(d.th.Recover, d.unit)))
+		}
+	}
+	st.reason = strings.Join(parts, " ")
+	st.signal = ""
+	st.active.Store(false)
+	logger.Info("overflow off: group=" + group + " " + st.reason)
+	return false, ""
+}
+
+func (st *overflowState) signalName() string {
+	if !st.active.Load() {
+		return ""
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.signal
+}
+
+func (oc *OverflowConfig) def(name string) signalDef {
+	for _, d := range oc.defs() {
+		if d.name == name {
+			return d
+		}
+	}
+	return signalDef{}
+}
+
+func fmtSignal(v float64, unit string) string {
+	return strconv.FormatFloat(v, 'g', 4, 64) + unit
+}
+
+// signals gathers a vLLM group's overflow inputs: fresh metrics only.
+func (g *vllmGroup) signals(t time.Time) signals {
+	s := signals{waiting: math.NaN(), ttftP99: math.NaN(), kv: math.NaN()}
+	for _, ep := range g.endpoints {
+		snap := ep.p.snap.Load()
+		s.inflight += float64(ep.p.inflight.Load())
+		if snap.metricsAt.IsZero() || t.Sub(snap.metricsAt) > g.staleAfter {
+			continue
+		}
+		for _, l := range snap.loads {
+			s.waiting = nanAdd(s.waiting, l.Waiting)
+			if !math.IsNaN(l.KVUsage) {
+				s.kv = nanMax(s.kv, l.KVUsage)
+			}
+		}
+		if !math.IsNaN(snap.ttftP99) {
+			s.ttftP99 = nanMax(s.ttftP99, snap.ttftP99)
+		}
+	}
+	return s
+}
+
+func nanAdd(a, b float64) float64 {
+	if math.IsNaN(a) {
+		return b
+	}
+	return a + b
+}
+
+func nanMax(a, b float64) float64 {
+	if math.IsNaN(a) {
+		return b
+	}
+	return max(a, b)
+}

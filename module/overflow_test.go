@@ -1,0 +1,203 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func nan() float64 { return math.NaN() }
+
+func TestOverflowHysteresis(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	logger := zap.New(core)
+	oc := &OverflowConfig{Waiting: &Threshold{Trigger: 8, Recover: 2}, Dwell: caddy.Duration(10 * time.Second)}
+	st := new(overflowState)
+	t0 := time.Unix(1000, 0)
+	at := func(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+	waiting := func(w float64) signals { return signals{waiting: w, ttftP99: nan(), kv: nan()} }
+
+	// inside the dead band from below: nothing happens
+	for i, w := range []float64{0, 3, 7, 5, 7.9, 2, 6} {
+		if on, _ := oc.evaluate(st, waiting(w), at(float64(i)), logger, "self"); on {
+			t.Fatalf("overflow at waiting=%v", w)
+		}
+	}
+	// the spike: on once
+	if on, sig := oc.evaluate(st, waiting(12), at(10), logger, "self"); !on || sig != "waiting" {
+		t.Fatalf("no overflow at 12: %v %q", on, sig)
+	}
+	// it falls into the dead band and below recover within the dwell:
+	// the state holds
+	for i, w := range []float64{6, 3, 1, 0} {
+		if on, _ := oc.evaluate(st, waiting(w), at(11+float64(i)), logger, "self"); !on {
+			t.Fatalf("left overflow during the dwell at waiting=%v", w)
+		}
+	}
+	// after the dwell, in the dead band: still on (recovery needs <= 2)
+	if on, _ := oc.evaluate(st, waiting(5), at(25), logger, "self"); !on {
+		t.Fatal("left overflow inside the dead band")
+	}
+	// unknown metrics do not count as recovered
+	if on, _ := oc.evaluate(st, waiting(nan()), at(26), logger, "self"); !on {
+		t.Fatal("left overflow on unknown metrics")
+	}
+	// recover: off once
+	if on, _ := oc.evaluate(st, waiting(2), at(27), logger, "self"); on {
+		t.Fatal("no recovery at waiting=2")
+	}
+	// dead band from below again, and a new spike within the dwell
+	for i, w := range []float64{4, 7, 9, 15} {
+		if on, _ := oc.evaluate(st, waiting(w), at(28+float64(i)), logger, "self"); on {
+			t.Fatalf("re-entered overflow during the dwell at waiting=%v", w)
+		}
+	}
+	if on, _ := oc.evaluate(st, waiting(9), at(37.5), logger, "self"); !on {
+		t.Fatal("no overflow after the dwell")
+	}
+
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Message)
+	}
+	want := []string{
+		"overflow on: group=self waiting=12 > 8",
+		"overflow off: group=self waiting=2 <= 2",
+		"overflow on: group=self waiting=9 > 8",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("transitions logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if st.changes.Load() != 3 {
+		t.Errorf("%d transitions counted", st.changes.Load())
+	}
+}
+
+func TestOverflowAnySignalTriggersAllMustRecover(t *testing.T) {
+	oc := &OverflowConfig{
+		Waiting:  &Threshold{Trigger: 8, Recover: 2},
+		TTFTP99:  &Threshold{Trigger: 2, Recover: 0.8},
+		InFlight: &Threshold{Trigger: 60, Recover: 40},
+		Dwell:    caddy.Duration(time.Nanosecond),
+	}
+	st := new(overflowState)
+	t0 := time.Unix(1000, 0)
+	if on, sig := oc.evaluate(st, signals{waiting: 0, ttftP99: 2.5, kv: nan(), inflight: 10}, t0, zap.NewNop(), "self"); !on || sig != "ttft_p99" {
+		t.Fatalf("ttft trigger: %v %q", on, sig)
+	}
+	// waiting recovered, ttft did not
+	if on, _ := oc.evaluate(st, signals{waiting: 0, ttftP99: 1.0, kv: nan(), inflight: 10}, t0.Add(time.Second), zap.NewNop(), "self"); !on {
+		t.Fatal("recovered with ttft_p99 above its recover level")
+	}
+	if on, _ := oc.evaluate(st, signals{waiting: 0, ttftP99: 0.5, kv: nan(), inflight: 10}, t0.Add(2*time.Second), zap.NewNop(), "self"); on {
+		t.Fatal("no recovery with all signals low")
+	}
+	if on, sig := oc.evaluate(st, signals{waiting: nan(), ttftP99: nan(), kv: nan(), inflight: 60}, t0.Add(3*time.Second), zap.NewNop(), "self"); !on || sig != "inflight" {
+		t.Fatalf("in-flight trigger without metrics: %v %q", on, sig)
+	}
+}
+
+func TestOverflowConfigValidate(t *testing.T) {
+	for _, oc := range []*OverflowConfig{
+		{},
+		{Waiting: &Threshold{Trigger: 2, Recover: 2}},
+		{Waiting: &Threshold{Trigger: 0, Recover: 0}},
+		{KVCacheUsage: &Threshold{Trigger: 0.9, Recover: -1}},
+	} {
+		if err := oc.validate(); err == nil {
+			t.Errorf("%+v accepted", oc)
+		}
+	}
+	if err := (&OverflowConfig{KVCacheUsage: &Threshold{Trigger: 0.95, Recover: 0.8}}).validate(); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestBreakerOpenHalfOpenClosed(t *testing.T) {
+	cfg := &BreakerConfig{AllowedFails: 3, Window: caddy.Duration(10 * time.Second), Cooldown: caddy.Duration(30 * time.Second)}
+	b := new(breaker)
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+	// two failures, one outside the window: still closed
+	b.failure(cfg, at(0), false)
+	b.failure(cfg, at(11), false)
+	if ok, _ := b.allow(at(12)); !ok {
+		t.Fatal("opened with failures spread over more than the window")
+	}
+	b.failure(cfg, at(12), false)
+	if opened := b.failure(cfg, at(13), false); !opened {
+		t.Fatal("3 failures within 10s did not open")
+	}
+	if ok, _ := b.allow(at(20)); ok {
+		t.Fatal("open breaker let a request through")
+	}
+	if ok, _ := b.allow(at(42)); ok {
+		t.Fatal("let through before the cooldown ended (opened at 13, cooldown 30)")
+	}
+	ok, trial := b.allow(at(43))
+	if !ok || !trial {
+		t.Fatal("no half-open trial after the cooldown")
+	}
+	if ok, _ := b.allow(at(43)); ok {
+		t.Fatal("a second request during the half-open trial")
+	}
+	b.success(trial)
+	if s, _ := b.view(); s != "closed" {
+		t.Fatalf("trial success left it %s", s)
+	}
+	if ok, trial := b.allow(at(44)); !ok || trial {
+		t.Fatal("closed breaker does not let requests through")
+	}
+}
+
+func TestBreakerReopenExtendsDeadline(t *testing.T) {
+	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(30 * time.Second)}
+	b := new(breaker)
+	t0 := time.Unix(1000, 0)
+	b.failure(cfg, t0, false) // open until t0+30
+	_, until := b.view()
+	if !until.Equal(t0.Add(30 * time.Second)) {
+		t.Fatalf("open until %v", until)
+	}
+	// the trial comes late, at t0+50, and fails
+	ok, trial := b.allow(t0.Add(50 * time.Second))
+	if !ok || !trial {
+		t.Fatal("no trial")
+	}
+	b.failure(cfg, t0.Add(52*time.Second), trial)
+	state, until := b.view()
+	if state != "open" || !until.Equal(t0.Add(82*time.Second)) {
+		t.Fatalf("re-opened %s until %v, want a full cooldown from the failure (t0+82s)", state, until)
+	}
+	if ok, _ := b.allow(t0.Add(81 * time.Second)); ok {
+		t.Fatal("let through before the extended deadline")
+	}
+	if ok, trial := b.allow(t0.Add(82 * time.Second)); !ok || !trial {
+		t.Fatal("no trial after the extended cooldown")
+	}
+	if b.opened.Load() != 2 {
+		t.Errorf("opened %d times", b.opened.Load())
+	}
+}
+
+func TestBreakerTrialReleased(t *testing.T) {
+	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
+	b := new(breaker)
+	t0 := time.Unix(1000, 0)
+	b.failure(cfg, t0, false)
+	_, trial := b.allow(t0.Add(2 * time.Second))
+	b.release(trial) // the client left: no verdict
+	if ok, trial := b.allow(t0.Add(2 * time.Second)); !ok || !trial {
+		t.Fatal("a released trial was not offered again")
+	}
+}
