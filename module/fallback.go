@@ -508,6 +508,13 @@ func (rt *route) log(extra *caddyhttp.ExtraLogFields, al *Alias) {
 	if len(rt.attempts) > 0 {
 		extra.Set(zap.String("llm_fallback_reason", rt.attempts[len(rt.attempts)-1].reason))
 	}
+	extra.Set(zap.Bool("llm_overflow", rt.overflow != ""))
+	if rt.overflow != "" {
+		extra.Set(zap.String("llm_overflow_reason", rt.overflow))
+	}
+	if rt.rule != "" {
+		extra.Set(zap.String("llm_route", rt.rule))
+	}
 }
 
 // fallbackReasons renders the failed attempts for a response header.

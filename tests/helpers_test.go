@@ -117,9 +117,18 @@ func (e *env) load(block string) {
 	e.loadWithGlobal(block, "")
 }
 
+// gatewayName is the name load gives the test's gateway, so that state
+// kept across reloads (breakers, overflow) does not leak between tests.
+func (e *env) gatewayName() string {
+	return strings.NewReplacer("/", "-", " ", "-").Replace(e.t.Name())
+}
+
 // loadWithGlobal is load with extra global options.
 func (e *env) loadWithGlobal(block, global string) {
 	e.t.Helper()
+	if !strings.HasPrefix(block, "name ") {
+		block = "name " + e.gatewayName() + "\n" + block
+	}
 	cfg := `{
 	admin localhost:2999
 	skip_install_trust

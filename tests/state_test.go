@@ -87,7 +87,7 @@ func TestStateAndMetricsShowMisconfiguration(t *testing.T) {
 			self.Endpoints[0].Health == "up" && cloud.ModelCheck != nil && cloud.ModelCheck.CheckedAt != nil
 	})
 	g := doc.Gateways[0]
-	if g.Name != "default" || len(g.Aliases) != 2 || g.Aliases[0].Name != "chat-main" || len(g.Aliases[0].Targets) != 2 {
+	if g.Name != e.gatewayName() || len(g.Aliases) != 2 || g.Aliases[0].Name != "chat-main" || len(g.Aliases[0].Targets) != 2 {
 		t.Errorf("gateway %+v", g)
 	}
 	cloud, self := g.Groups[0], g.Groups[1]
@@ -103,12 +103,13 @@ func TestStateAndMetricsShowMisconfiguration(t *testing.T) {
 	}
 
 	metrics := string(adminGet(t, "/metrics"))
+	gw := `gateway="` + e.gatewayName() + `"`
 	for _, want := range []string{
-		`caddy_hybrid_llm_endpoint_up{endpoint="` + ep.Address + `",gateway="default",group="self"} 1`,
-		`caddy_hybrid_llm_endpoint_misconfigured{endpoint="` + ep.Address + `",gateway="default",group="self",model="` + selfModel + `"} 1`,
-		`caddy_hybrid_llm_endpoint_red_line_requests{endpoint="` + ep.Address + `",gateway="default",group="self"} 10`,
-		`caddy_hybrid_llm_model_listed{gateway="default",group="cloud",model="gpt-4o-typo"} 0`,
-		`caddy_hybrid_llm_model_listed{gateway="default",group="cloud",model="` + cloudModel + `"} 1`,
+		`caddy_hybrid_llm_endpoint_up{endpoint="` + ep.Address + `",` + gw + `,group="self"} 1`,
+		`caddy_hybrid_llm_endpoint_misconfigured{endpoint="` + ep.Address + `",` + gw + `,group="self",model="` + selfModel + `"} 1`,
+		`caddy_hybrid_llm_endpoint_red_line_requests{endpoint="` + ep.Address + `",` + gw + `,group="self"} 10`,
+		`caddy_hybrid_llm_model_listed{` + gw + `,group="cloud",model="gpt-4o-typo"} 0`,
+		`caddy_hybrid_llm_model_listed{` + gw + `,group="cloud",model="` + cloudModel + `"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %s", want)

@@ -1,0 +1,283 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+// A bounded burst against a self-hosted group of 4 slots with a queue
+// allowed: what exceeds the red line or arrives during overflow lands on
+// the cloud with the cloud's model name, nothing fails, and traffic
+// returns to self-hosted after the burst.
+func TestBurstOverflowsToCloudAndReturns(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{MaxNumSeqs: 4, TTFT: 150 * time.Millisecond, ITL: 5 * time.Millisecond},
+		simulator.CloudConfig{TTFT: 10 * time.Millisecond})
+	e.load(vllmBlock(`	max_num_seqs 4
+	max_queue 2
+	overflow {
+		inflight 5 2
+		waiting 3 1
+		dwell 300ms
+	}
+	probe {
+		metrics_interval 50ms
+	}
+`))
+
+	const burst = 24
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	landed := map[string]int{}
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := strings.Replace(chatBody, `"Say hello"`, fmt.Sprintf(`"burst %d"`, i), 1)
+			resp, b := post(t, "/v1/chat/completions", body)
+			if resp.StatusCode != 200 {
+				t.Errorf("request %d failed: %d %s", i, resp.StatusCode, b)
+				return
+			}
+			mu.Lock()
+			landed[resp.Header.Get("X-Hybrid-Target")]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+
+	selfGot, cloudGot := len(e.selfPosts()), len(e.cloudPosts())
+	if landed["self"]+landed["cloud"] != burst || landed["self"] != selfGot || landed["cloud"] != cloudGot {
+		t.Fatalf("landed %v; self received %d, cloud %d", landed, selfGot, cloudGot)
+	}
+	if cloudGot == 0 || selfGot == 0 {
+		t.Errorf("a burst of %d on 4 slots + 2 queued: self %d, cloud %d", burst, selfGot, cloudGot)
+	}
+	for _, m := range models(e.cloudPosts()) {
+		if m != cloudModel {
+			t.Errorf("cloud received model %q", m)
+		}
+	}
+	for _, m := range models(e.selfPosts()) {
+		if m != selfModel {
+			t.Errorf("self received model %q", m)
+		}
+	}
+	// after the burst, once the dwell has passed and the queue drained,
+	// traffic returns to self-hosted
+	waitFor(t, "traffic back on self-hosted", func() bool {
+		group, _ := routeOf(t)
+		return group == "self"
+	})
+}
+
+// An overflowed request says so in its headers and log record.
+func TestOverflowIsMarked(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{TTFT: 400 * time.Millisecond}, simulator.CloudConfig{})
+	e.load(vllmBlock("\toverflow {\n\t\tinflight 1 0\n\t\tdwell 1ms\n\t}\n"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		post(t, "/v1/chat/completions", chatBody)
+	}()
+	waitFor(t, "one request in flight at self", func() bool { return len(e.selfPosts()) == 1 })
+	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "overflowed-1")
+	<-done
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Overflow"); got != "self:inflight" {
+		t.Errorf("X-Hybrid-Overflow %q", got)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:overflow" {
+		t.Errorf("X-Hybrid-Fallback-Reason %q", got)
+	}
+	entry := e.accessLog("overflowed-1")
+	if entry["llm_overflow"] != true || entry["llm_overflow_reason"] != "self:inflight" {
+		t.Errorf("log record: overflow %v reason %v", entry["llm_overflow"], entry["llm_overflow_reason"])
+	}
+}
+
+func TestPreRoutingRules(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(strings.Replace(defaultGateway, "alias cloud-first {", `alias routed {
+	target self `+selfModel+`
+	target cloud `+cloudModel+`
+	route cloud {
+		header X-Workload batch
+	}
+	route cloud {
+		field tools
+	}
+	route cloud {
+		prompt_tokens_over 100
+	}
+	route cloud {
+		max_tokens_over 1000
+	}
+}
+alias cloud-first {`, 1))
+
+	base := `{"model":"routed","messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		name, body string
+		header     []string
+		want       string
+	}{
+		{"plain", base + `}`, nil, "self"},
+		{"batch header", base + `}`, []string{"X-Workload", "batch"}, "cloud"},
+		{"other header value", base + `}`, []string{"X-Workload", "interactive"}, "self"},
+		{"tools", base + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, nil, "cloud"},
+		{"tools null", base + `,"tools":null}`, nil, "self"},
+		{"long prompt", `{"model":"routed","messages":[{"role":"user","content":"` + strings.Repeat("word ", 100) + `"}]}`, nil, "cloud"},
+		{"big max_tokens", base + `,"max_tokens":4000}`, nil, "cloud"},
+		{"small max_tokens", base + `,"max_tokens":40}`, nil, "self"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, body := post(t, "/v1/chat/completions", tc.body, tc.header...)
+			if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != tc.want {
+				t.Fatalf("%d, landed on %q, want %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), tc.want, body)
+			}
+			if tc.want == "cloud" && resp.Header.Get("X-Hybrid-Route") != "cloud" {
+				t.Errorf("X-Hybrid-Route %q", resp.Header.Get("X-Hybrid-Route"))
+			}
+		})
+	}
+}
+
+// A long prompt never reaches the small-window target; a context-length
+// 400 from vLLM is followed by the larger target's answer.
+func TestContextWindow(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{MaxModelLen: 100}, simulator.CloudConfig{MaxModelLen: 128000})
+	e.load(defaultGateway + `
+alias lying-window {
+	target self ` + selfModel + ` {
+		context_window 100000
+	}
+	target cloud ` + cloudModel + `
+}
+`)
+	long := `{"model":"chat-main","messages":[{"role":"user","content":"` + strings.Repeat("word ", 120) + `"}],"max_tokens":10}`
+	resp, body := post(t, "/v1/chat/completions", long)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:context_window" {
+		t.Errorf("reason %q", got)
+	}
+	if n := len(e.selfPosts()); n != 0 {
+		t.Errorf("the small-window target got %d requests", n)
+	}
+	// short requests still go to self
+	if group, _ := routeOf(t); group != "self" {
+		t.Errorf("short request landed on %s", group)
+	}
+
+	// a target whose window is misstated: vLLM's own 400 moves the request
+	resp, body = post(t, "/v1/chat/completions", strings.Replace(long, "chat-main", "lying-window", 1))
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:context_length" {
+		t.Errorf("reason %q", got)
+	}
+	// any other 400 is the answer
+	resp, body = post(t, "/v1/chat/completions", `{"model":"lying-window","messages":"not a list"}`)
+	if resp.StatusCode != 400 || resp.Header.Get("X-Hybrid-Target") != "self" || !strings.Contains(string(body), `"error"`) {
+		t.Errorf("a plain 400: %d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+}
+
+// A stream whose first byte does not come in time is abandoned for the
+// next target before anything reached the client.
+func TestFirstByteTimeout(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	// headers at once, then silence
+	silent, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	block := strings.Replace(withPlainSelf(defaultGateway, silent.URL()), "target self "+selfModel+"\n", "target self "+selfModel+" {\nfirst_byte_timeout 300ms\n}\n", 1)
+	e.load(block)
+
+	resp, body := post(t, "/v1/chat/completions", streamBody)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:first_byte_timeout" {
+		t.Errorf("reason %q", got)
+	}
+	events := sseEvents(body)
+	if len(events) < 2 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[0], cloudModel) {
+		t.Errorf("stream %q", events)
+	}
+}
+
+// allowed_fails failures open the group's breaker: the next requests skip
+// the group without touching it.
+func TestBreakerOpensForGroup(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(vllmBlock("\tbreaker {\n\t\tallowed_fails 2\n\t\twindow 1m\n\t\tcooldown 1h\n\t}\n"))
+	e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 500})
+	for range 2 {
+		if group, reason := routeOf(t); group != "cloud" || reason != "self:http_500" {
+			t.Fatalf("%s %s", group, reason)
+		}
+	}
+	before := len(e.selfPosts())
+	for range 3 {
+		if group, reason := routeOf(t); group != "cloud" || reason != "self:breaker_open" {
+			t.Errorf("with the breaker open: %s %s", group, reason)
+		}
+	}
+	if n := len(e.selfPosts()); n != before {
+		t.Errorf("self got %d requests with its breaker open", n-before)
+	}
+}
+
+// retries on a target go to the group's other endpoints.
+func TestRetriesAvoidTheFailedEndpoint(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	second := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
+	srv, err := simulator.Start("127.0.0.1:0", second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	block := strings.Replace(vllmBlock(""), "proxy {SELF}", "proxy {SELF} "+srv.URL(), 1)
+	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\nretries 1\n}\n", 1)
+	e.load(block)
+	e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503})
+	second.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503})
+
+	// both fail: self tried twice (once per endpoint), then the cloud
+	resp, body := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Fallback-Reason") != "self:http_503, self:http_503" {
+		t.Fatalf("%d %q %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+	}
+	if a, b := len(e.selfPosts()), len(posts(second.Requests())); a != 1 || b != 1 {
+		t.Errorf("endpoints got %d and %d, want one each", a, b)
+	}
+	// one recovers: the retry finds it
+	second.SetFailures(simulator.Failures{})
+	for range 4 {
+		resp, _ := post(t, "/v1/chat/completions", chatBody)
+		if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" {
+			t.Errorf("with one endpoint healthy: %d %s (%s)", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"))
+		}
+	}
+}
