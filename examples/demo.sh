@@ -4,7 +4,8 @@
 # (127.0.0.1:8002), and runs Caddy with examples/Caddyfile on :8080.
 #
 #   bash examples/demo.sh           run until Ctrl-C
-#   bash examples/demo.sh --check   scripted tour (normal, stream, fallback), then exit
+#   bash examples/demo.sh --burst   baseline, peak, baseline: watch the overflow to the cloud and back, then exit
+#   bash examples/demo.sh --check   scripted tour (normal, stream, burst, fallback), then exit
 #
 # Everything listens on loopback only.
 set -euo pipefail
@@ -28,6 +29,7 @@ gw=http://127.0.0.1:${HYBRID_LISTEN##*:}
 echo "building bin/caddy and bin/llmsim ..."
 go build -o bin/caddy ./xcaddy/cmd/caddy
 go build -o bin/llmsim ./cmd/llmsim
+go build -o bin/llmburst ./cmd/llmburst
 
 pids=()
 cleanup() {
@@ -57,6 +59,17 @@ curl -fsS "$gw/v1/models" >/dev/null || { echo "gateway did not start; see $stat
 
 chat='{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":8}'
 
+burst() {
+	echo "# a burst of <clients>x<duration> phases: ${BURST_PROFILE:-3x4s,24x6s,3x6s}"
+	echo "#   self-hosted: 4 slots, 4 queued at most; overflow when vLLM queues 3, back at 0"
+	bin/llmburst -url "$gw" -profile "${BURST_PROFILE:-3x4s,24x6s,3x6s}"
+}
+
+if [ "$mode" = "--burst" ]; then
+	burst
+	exit 0
+fi
+
 if [ "$mode" = "--check" ]; then
 	show() { grep -iE '^(HTTP|x-hybrid|x-request-id)' || true; }
 	echo; echo "# 1. chat-main is served by the self-hosted vLLM"
@@ -69,15 +82,18 @@ if [ "$mode" = "--check" ]; then
 		-d '{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"Say hello"}],"max_tokens":3}' | tee "$state/stream.txt"
 	tail -2 "$state/stream.txt" | grep -q 'data: \[DONE\]' || { echo "stream did not end with [DONE]"; exit 1; }
 
-	echo; echo "# 3. the self-hosted simulator stops: the same alias falls back to the cloud, with the cloud's model name"
+	echo; echo "# 3. the peak goes to the cloud, the baseline stays self-hosted"
+	BURST_PROFILE=3x3s,24x4s,3x4s burst
+
+	echo; echo "# 4. the self-hosted simulator stops: the same alias falls back to the cloud, with the cloud's model name"
 	kill "$(cat "$state/self.pid")"
 	wait "$(cat "$state/self.pid")" 2>/dev/null || true
 	curl -sS -D - -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
 	grep -q '"model":"'"$CLOUD_MODEL"'"' "$state/out.json" || { echo "unexpected: $(cat "$state/out.json")"; exit 1; }
 	cat "$state/out.json"; echo
 
-	echo; echo "# 4. the access log records where each request went"
-	grep '"llm_alias"' "$state/caddy.log" | while IFS= read -r line; do
+	echo; echo "# 5. the access log records where each request went (the last 3)"
+	grep '"llm_alias"' "$state/caddy.log" | tail -3 | while IFS= read -r line; do
 		printf '%s\n' "$line" | grep -oE '"(status|request_id|llm_[a-z_]+)":("[^"]*"|[^,}]*|\[[^]]*\])' | tr '\n' ' '
 		echo
 	done
@@ -103,6 +119,10 @@ Stream it:
 
   curl -N $gw/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+
+Watch the overflow: a scripted burst prints, per second, where requests landed:
+
+  bin/llmburst -url $gw -profile 3x4s,24x6s,3x6s
 
 Watch the fallback: stop the self-hosted simulator, then send the request again.
 X-Hybrid-Target turns to "cloud" and the answer's model to $CLOUD_MODEL:

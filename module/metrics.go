@@ -45,6 +45,7 @@ func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 type stateCollector struct {
 	up, misconfigured, waiting, running, kv, metricsAge, inflight, redLine, ttft *prometheus.Desc
 	modelListed                                                                  *prometheus.Desc
+	overflowActive, overflowTransitions, breakerOpen, breakerOpened              *prometheus.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -62,6 +63,16 @@ func newStateCollector() *stateCollector {
 		inflight:      d("endpoint_inflight_requests", "Requests the gateway has in flight to the endpoint."),
 		redLine:       d("endpoint_red_line_requests", "The most requests the gateway keeps in flight to the endpoint (max_num_seqs + max_queue)."),
 		ttft:          d("endpoint_ttft_seconds", "Time to first token over the TTFT window, from vLLM's histogram.", "quantile"),
+		overflowActive: prometheus.NewDesc(metricsNS+"_overflow_active",
+			"1 while the group overflows (new requests skip it).", []string{"gateway", "group"}, nil),
+		overflowTransitions: prometheus.NewDesc(metricsNS+"_overflow_transitions_total",
+			"Overflow state changes of the group, on and off.", []string{"gateway", "group"}, nil),
+		breakerOpen: prometheus.NewDesc(metricsNS+"_breaker_open",
+			"1 while the breaker is open, 0.5 half-open, 0 closed; endpoint is empty for the group's own breaker.",
+			[]string{"gateway", "group", "endpoint"}, nil),
+		breakerOpened: prometheus.NewDesc(metricsNS+"_breaker_opened_total",
+			"Times the breaker opened; endpoint is empty for the group's own breaker.",
+			[]string{"gateway", "group", "endpoint"}, nil),
 		modelListed: prometheus.NewDesc(metricsNS+"_model_listed",
 			"1 when an openai group's /v1/models lists the model name its targets use, 0 when it does not (absent before the first successful check).",
 			[]string{"gateway", "group", "model"}, nil),
@@ -70,7 +81,8 @@ func newStateCollector() *stateCollector {
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.up, c.misconfigured, c.waiting, c.running, c.kv, c.metricsAge, c.inflight, c.redLine, c.ttft, c.modelListed} {
+	for _, d := range []*prometheus.Desc{c.up, c.misconfigured, c.waiting, c.running, c.kv, c.metricsAge, c.inflight,
+		c.redLine, c.ttft, c.modelListed, c.overflowActive, c.overflowTransitions, c.breakerOpen, c.breakerOpened} {
 		ch <- d
 	}
 }
@@ -86,10 +98,30 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	breaker := func(b *BreakerState, labels ...string) {
+		if b == nil {
+			return
+		}
+		v := 0.0
+		switch b.State {
+		case "open":
+			v = 1
+		case "half_open":
+			v = 0.5
+		}
+		gauge(c.breakerOpen, v, labels...)
+		ch <- prometheus.MustNewConstMetric(c.breakerOpened, prometheus.CounterValue, float64(b.Opened), labels...)
+	}
 	for _, gs := range state().Gateways {
 		for _, grp := range gs.Groups {
+			if o := grp.Overflow; o != nil {
+				gauge(c.overflowActive, b2f(o.Active), gs.Name, grp.Name)
+				ch <- prometheus.MustNewConstMetric(c.overflowTransitions, prometheus.CounterValue, float64(o.Transitions), gs.Name, grp.Name)
+			}
+			breaker(grp.Breaker, gs.Name, grp.Name, "")
 			for _, es := range grp.Endpoints {
 				l := []string{gs.Name, grp.Name, es.Address}
+				breaker(es.Breaker, l...)
 				if es.Health != "unknown" {
 					gauge(c.up, b2f(es.Health == "up"), l...)
 				}

@@ -139,6 +139,44 @@ type GroupState struct {
 	Models     []string         `json:"models"`
 	Endpoints  []EndpointState  `json:"endpoints,omitempty"`
 	ModelCheck *ModelCheckState `json:"model_check,omitempty"`
+	Overflow   *OverflowState   `json:"overflow,omitempty"`
+	Breaker    *BreakerState    `json:"breaker,omitempty"`
+}
+
+// OverflowState is a group's overflow controller and its signals now.
+type OverflowState struct {
+	Active bool       `json:"active"`
+	Since  *time.Time `json:"since"`
+	// the last transition's cause, e.g. "waiting=12 > 8"
+	Reason      string   `json:"reason"`
+	Transitions int64    `json:"transitions"`
+	Waiting     *float64 `json:"waiting"`
+	TTFTP99     *float64 `json:"ttft_p99_seconds"`
+	KVUsage     *float64 `json:"kv_cache_usage"`
+	InFlight    float64  `json:"in_flight"`
+}
+
+// BreakerState is a breaker: "closed", "open" or "half_open".
+type BreakerState struct {
+	State     string     `json:"state"`
+	OpenUntil *time.Time `json:"open_until,omitempty"`
+	Opened    int64      `json:"opened"`
+}
+
+func breakerState(b *breaker) *BreakerState {
+	st, until := b.view()
+	bs := &BreakerState{State: st, Opened: b.opened.Load()}
+	if !until.IsZero() {
+		bs.OpenUntil = &until
+	}
+	return bs
+}
+
+func optional(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
 }
 
 // EndpointState is one endpoint of a vLLM group, as its prober sees it.
@@ -156,6 +194,7 @@ type EndpointState struct {
 	ModelsError  string         `json:"models_error,omitempty"`
 	InFlight     int64          `json:"in_flight"`
 	RedLine      int64          `json:"red_line,omitempty"`
+	Breaker      *BreakerState  `json:"breaker,omitempty"`
 	Weight       float64        `json:"weight"`
 	Metrics      MetricsState   `json:"metrics"`
 }
@@ -212,6 +251,22 @@ func (grp *Group) state(t time.Time) GroupState {
 			gs.Endpoints = append(gs.Endpoints, vg.endpointState(vg.endpoints[dial], grp.expect, t))
 		}
 	}
+	if oc := grp.Overflow; oc != nil && grp.vllm != nil && grp.shared != nil {
+		st := &grp.shared.overflow
+		sig := grp.vllm.signals(t)
+		st.mu.Lock()
+		os := &OverflowState{Active: st.active.Load(), Reason: st.reason, Transitions: st.changes.Load(),
+			Waiting: optional(sig.waiting), TTFTP99: optional(sig.ttftP99), KVUsage: optional(sig.kv), InFlight: sig.inflight}
+		if !st.since.IsZero() {
+			since := st.since
+			os.Since = &since
+		}
+		st.mu.Unlock()
+		gs.Overflow = os
+	}
+	if grp.Breaker != nil && grp.shared != nil {
+		gs.Breaker = breakerState(&grp.shared.breaker)
+	}
 	if grp.Kind == KindOpenAI && !grp.DisableModelCheck && len(grp.expect) > 0 {
 		at, missing, errText := grp.check.result()
 		mc := &ModelCheckState{Missing: missing, Error: errText}
@@ -238,6 +293,9 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 		InFlight:      ep.p.inflight.Load(),
 		RedLine:       vg.redLine(ep),
 		Weight:        ep.weight,
+	}
+	if vg.breakers && ep.br != nil {
+		es.Breaker = breakerState(ep.br)
 	}
 	if snap.models != nil {
 		for _, m := range expect {
