@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
@@ -403,4 +404,43 @@ func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverse
 	slot := &attemptSlot{group: g, model: model}
 	u := g.selectEndpoint(pool, slot)
 	return u, slot.held, slot.skip
+}
+
+// An endpoint whose breaker is open gets nothing; after the cooldown it
+// gets exactly one trial request while the others carry the rest.
+func TestEndpointBreakerInSelection(t *testing.T) {
+	clock := fakeClock(t)
+	_, a := startSim(t, simulator.VLLMConfig{})
+	_, b := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 8, 0, a, b)
+	g.unknownOK, g.breakers = true, true
+	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
+	for _, ep := range g.endpoints {
+		ep.br = new(breaker)
+	}
+	epA := g.endpoints[a.Addr()]
+	epA.br.failure(cfg, *clock, false)
+
+	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
+	for range 3 {
+		u, p, _ := g.pick(pool, "qwen")
+		if u == nil || u.Dial != b.Addr() {
+			t.Fatalf("selected %v with a's breaker open", u)
+		}
+		p.inflight.Add(-1)
+	}
+	*clock = clock.Add(time.Minute)
+	slot := &attemptSlot{group: g, model: "qwen"}
+	if u := g.selectEndpoint(pool, slot); u == nil || u.Dial != a.Addr() || !slot.trial {
+		t.Fatalf("no half-open trial to a: %v trial=%v", u, slot.trial)
+	}
+	// while the trial is in flight, a gets nothing more
+	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != b.Addr() {
+		t.Fatalf("second request during a's trial went to %v", u)
+	}
+	epA.br.success(slot.trial)
+	slot.release()
+	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != a.Addr() {
+		t.Errorf("a's breaker closed, yet %v was chosen", u)
+	}
 }
