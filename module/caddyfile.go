@@ -33,6 +33,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_body_size <size>
 //		deadline      <duration>
 //		route_headers on|off
+//		stream_usage  on|off
 //
 //		group <name> {
 //			kind    vllm|openai
@@ -159,6 +160,21 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 				g.DisableRouteHeaders = true
 			default:
 				return d.Errf("route_headers must be 'on' or 'off', got '%s'", d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
+		case "stream_usage":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			switch d.Val() {
+			case "on":
+			case "off":
+				g.DisableStreamUsage = true
+			default:
+				return d.Errf("stream_usage must be 'on' or 'off', got '%s'", d.Val())
 			}
 			if d.NextArg() {
 				return d.ArgErr()

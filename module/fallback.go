@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -79,8 +80,8 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
 			"the request body is not a valid JSON object")
 	}
-	fields := gjson.GetManyBytes(body, "model", "stream")
-	model, stream := fields[0], fields[1].Bool()
+	fields := gjson.GetManyBytes(body, "model", "stream", "stream_options.include_usage")
+	model, stream, wantsUsage := fields[0], fields[1].Bool(), fields[2].Bool()
 	if !model.Exists() {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"you must provide a model parameter")
@@ -126,7 +127,20 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		stream:   stream,
 		attempts: make([]attempt, 0, len(al.Targets)),
 	}
+	if stream && !wantsUsage && !g.DisableStreamUsage && completionsPath(r.URL.Path) {
+		// ask for the usage chunk, to count the tokens; the client does
+		// not see it
+		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
+			body, rt.injected = b, true
+		}
+	}
 	return rt.run(ctx, al, body, extra)
+}
+
+// completionsPath reports whether a path is a (chat) completions endpoint,
+// where stream_options applies.
+func completionsPath(path string) bool {
+	return strings.HasSuffix(path, "/chat/completions") || strings.HasSuffix(path, "/completions")
 }
 
 // route carries one request through its alias's targets.
@@ -141,6 +155,11 @@ type route struct {
 	ttfb     time.Duration
 	rule     string // the group a pre-routing rule sent the request to
 	overflow string // group:signal of an overflow skip
+	injected bool   // the gateway asked for stream usage on its own
+	usage    usageScanner
+	answered *Target // the target whose response the client got
+	status   int     // the status the client got
+	outcome  string
 }
 
 func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyhttp.ExtraLogFields) error {
@@ -344,7 +363,11 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint
 		}
 	}
 	if aw.state.Load() == attemptCommitted {
+		if aw.scan != nil {
+			aw.scan.finish(forwarder{aw})
+		}
 		if aborted {
+			rt.outcome = outcomeInterrupted
 			rt.midStreamFailure(actx, aw)
 		}
 		return true, err, ep
@@ -472,6 +495,12 @@ func (rt *route) fail(al *Alias) error {
 	if timedOut && status == http.StatusServiceUnavailable {
 		status, code = http.StatusGatewayTimeout, "deadline_exceeded"
 	}
+	rt.status = status
+	if status == http.StatusBadGateway {
+		rt.outcome = outcomeUpstream
+	} else {
+		rt.outcome = outcomeUnavailable
+	}
 	var sb strings.Builder
 	sb.WriteString("no target could serve model `")
 	sb.WriteString(al.name)
@@ -490,6 +519,7 @@ func (rt *route) fail(al *Alias) error {
 
 // log adds the routing record to the access log entry.
 func (rt *route) log(extra *caddyhttp.ExtraLogFields, al *Alias) {
+	rt.finish(al)
 	if extra == nil {
 		return
 	}
@@ -515,6 +545,30 @@ func (rt *route) log(extra *caddyhttp.ExtraLogFields, al *Alias) {
 	if rt.rule != "" {
 		extra.Set(zap.String("llm_route", rt.rule))
 	}
+	if rt.usage.found {
+		extra.Set(zap.Int64("llm_prompt_tokens", rt.usage.prompt))
+		extra.Set(zap.Int64("llm_completion_tokens", rt.usage.completion))
+	}
+}
+
+// finish settles the request's outcome and records its metrics.
+func (rt *route) finish(al *Alias) {
+	group := ""
+	if rt.answered != nil {
+		group = rt.answered.Group
+	}
+	switch {
+	case rt.outcome != "":
+	case rt.r.Context().Err() != nil && rt.answered == nil:
+		rt.outcome = outcomeCanceled
+	case rt.status >= 500:
+		rt.outcome = outcomeUpstream
+	case rt.status >= 400:
+		rt.outcome = outcomeClientError
+	default:
+		rt.outcome = outcomeOK
+	}
+	rt.meter(al, group, rt.status, rt.outcome)
 }
 
 // fallbackReasons renders the failed attempts for a response header.
@@ -550,6 +604,7 @@ type attemptWriter struct {
 	sse    bool
 	tail   [2]byte // the last bytes of an event stream written so far
 	slot   attemptSlot
+	scan   *usageScanner // reads the usage from the response on its way
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 400's body
@@ -611,8 +666,24 @@ func (aw *attemptWriter) commit(status int) bool {
 	h.Set("X-Request-Id", rt.id)
 	// an error event can only be appended to a plain (not compressed)
 	// event stream
-	aw.sse = strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") && h.Get("Content-Encoding") == ""
+	ct := h.Get("Content-Type")
+	plain := h.Get("Content-Encoding") == ""
+	aw.sse = strings.HasPrefix(ct, "text/event-stream") && plain
+	switch {
+	case aw.sse:
+		rt.usage = usageScanner{sse: true, strip: rt.injected}
+		aw.scan = &rt.usage
+		if rt.injected {
+			// events may be shortened
+			h.Del("Content-Length")
+		}
+	case plain && strings.HasPrefix(ct, "application/json"):
+		rt.usage = usageScanner{}
+		aw.scan = &rt.usage
+	}
+	rt.status = status
 	t := aw.target
+	rt.answered = t
 	if !rt.g.DisableRouteHeaders {
 		h.Set("X-Hybrid-Target", t.Group)
 		h.Set("X-Hybrid-Model", t.Model)
@@ -669,6 +740,17 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 			return 0, errAbandoned
 		}
 	}
+	if aw.scan != nil {
+		if _, err := aw.scan.write(forwarder{aw}, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return aw.forward(p)
+}
+
+// forward writes to the client, remembering the tail of an event stream.
+func (aw *attemptWriter) forward(p []byte) (int, error) {
 	n, err := aw.w.Write(p)
 	if aw.sse && n > 0 {
 		if n == 1 {
@@ -679,6 +761,11 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// forwarder is an attemptWriter's way to the client, for the usage scanner.
+type forwarder struct{ aw *attemptWriter }
+
+func (f forwarder) Write(p []byte) (int, error) { return f.aw.forward(p) }
 
 // maxHeldBody caps a held 400 body; error bodies are small.
 const maxHeldBody = 64 << 10

@@ -96,6 +96,13 @@ type Gateway struct {
 	// header is always sent.
 	DisableRouteHeaders bool `json:"disable_route_headers,omitempty"`
 
+	// By default, a streamed (chat) completion whose client did not ask
+	// for usage is sent upstream with stream_options.include_usage, so
+	// that its tokens are counted; the extra usage chunk (and the
+	// "usage":null of the other chunks) is removed before the client
+	// sees it. This turns that off: such streams are then not counted.
+	DisableStreamUsage bool `json:"disable_stream_usage,omitempty"`
+
 	aliases    map[string]*Alias
 	entry      *gatewayEntry
 	cfg        any // the config's context, to tell configs apart

@@ -24,7 +24,8 @@ const metricsNS = "caddy_hybrid_llm"
 
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
-		collectors = []prometheus.Collector{newStateCollector()}
+		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
+			overflowsTotal, tokensTotal, requestDuration, ttftSeconds}
 	})
 	if reg == nil {
 		return

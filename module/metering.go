@@ -1,0 +1,95 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Per-request metrics. Every label value comes from the config (gateway,
+// alias and group names) or from a fixed vocabulary (outcome, reason,
+// status class), never from the client.
+var (
+	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "requests_total",
+		Help: "Requests by alias, the group that answered (empty when none did), outcome and status class.",
+	}, []string{"gateway", "alias", "group", "outcome", "code"})
+
+	fallbacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "fallbacks_total",
+		Help: "Targets left because they failed, by alias, the group left (from), the group that answered (to; empty when none did) and reason.",
+	}, []string{"gateway", "alias", "from", "to", "reason"})
+
+	overflowsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "overflows_total",
+		Help: "Targets passed over because they were congested (overflow, red line), by alias, from, to and reason.",
+	}, []string{"gateway", "alias", "from", "to", "reason"})
+
+	tokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "tokens_total",
+		Help: "Tokens from the upstreams' usage, by alias, group and kind (prompt, completion).",
+	}, []string{"gateway", "alias", "group", "kind"})
+
+	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricsNS, Name: "request_duration_seconds",
+		Help:    "Time from a request's arrival to the end of its response, by alias and the group that answered.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
+	}, []string{"gateway", "alias", "group"})
+
+	ttftSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metricsNS, Name: "ttft_seconds",
+		Help:    "Time from a request's arrival to its first response byte (for streams, the first token's event), by alias and group.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32},
+	}, []string{"gateway", "alias", "group"})
+)
+
+// Request outcomes.
+const (
+	outcomeOK          = "ok"           // answered with 2xx/3xx
+	outcomeClientError = "client_error" // a 4xx, the gateway's or an upstream's
+	outcomeUpstream    = "upstream_error"
+	outcomeUnavailable = "unavailable" // no target could take it (503/504)
+	outcomeInterrupted = "interrupted" // the response broke after its first byte
+	outcomeCanceled    = "canceled"    // the client left
+)
+
+// isOverflowReason tells congestion (overflow) from failure (fallback).
+func isOverflowReason(reason string) bool {
+	return reason == reasonOverflow || reason == reasonRedLine
+}
+
+// codeClass renders a status as 2xx, 4xx, ...
+func codeClass(status int) string {
+	if status < 100 || status > 599 {
+		return "0"
+	}
+	return strconv.Itoa(status/100) + "xx"
+}
+
+// meter records a finished request's metrics.
+func (rt *route) meter(al *Alias, group string, status int, outcome string) {
+	gw := rt.g.Name
+	requestsTotal.WithLabelValues(gw, al.name, group, outcome, codeClass(status)).Inc()
+	for _, a := range rt.attempts {
+		if isOverflowReason(a.reason) {
+			overflowsTotal.WithLabelValues(gw, al.name, a.target.Group, group, a.reason).Inc()
+		} else {
+			fallbacksTotal.WithLabelValues(gw, al.name, a.target.Group, group, a.reason).Inc()
+		}
+	}
+	if group == "" {
+		return
+	}
+	if rt.usage.found {
+		tokensTotal.WithLabelValues(gw, al.name, group, "prompt").Add(float64(rt.usage.prompt))
+		tokensTotal.WithLabelValues(gw, al.name, group, "completion").Add(float64(rt.usage.completion))
+	}
+	requestDuration.WithLabelValues(gw, al.name, group).Observe(time.Since(rt.start).Seconds())
+	if rt.ttfb > 0 {
+		ttftSeconds.WithLabelValues(gw, al.name, group).Observe(rt.ttfb.Seconds())
+	}
+}

@@ -1,0 +1,151 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"io"
+
+	"github.com/tidwall/gjson"
+)
+
+// maxUsageBody is the largest non-streamed response body kept to read its
+// usage; larger bodies pass through uncounted.
+const maxUsageBody = 4 << 20
+
+// usageScanner follows a response body on its way to the client and reads
+// the token usage from it: from a JSON body's usage object, or from the
+// usage chunk at the end of an SSE stream. When the gateway asked the
+// upstream for stream usage on the client's behalf (strip), it removes
+// what the client did not ask for: the usage-only chunk and the
+// "usage":null field of the other chunks.
+type usageScanner struct {
+	sse   bool
+	strip bool
+	buf   []byte // the JSON body so far, or the current partial SSE event
+	full  bool   // a JSON body outgrew maxUsageBody
+
+	prompt, completion int64
+	found              bool
+}
+
+var (
+	sepEvent  = []byte("\n\n")
+	usageKey  = []byte(`"usage":{`)
+	usageNull = []byte(`,"usage":null`)
+	noChoices = []byte(`"choices":[]`)
+)
+
+// write passes p on to w (for a stream whose extra chunk is stripped,
+// whole events at a time) and reports the bytes it wrote to w.
+func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
+	if !u.sse {
+		if !u.full {
+			if len(u.buf)+len(p) > maxUsageBody {
+				u.full, u.buf = true, nil
+			} else {
+				u.buf = append(u.buf, p...)
+			}
+		}
+		return w.Write(p)
+	}
+	if !u.strip {
+		u.scanEvents(p, nil)
+		return w.Write(p)
+	}
+	return u.scanEvents(p, w)
+}
+
+// scanEvents appends p to the partial event and handles each complete
+// event: reads usage from it and, when w is not nil, writes it to w
+// (stripped). Without w the bytes were already passed on. The buffer is
+// reused: the partial event moves to its front.
+func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
+	u.buf = append(u.buf, p...)
+	written, start := 0, 0
+	var err error
+	for err == nil {
+		i := bytes.Index(u.buf[start:], sepEvent)
+		if i < 0 {
+			break
+		}
+		event := u.buf[start : start+i+2]
+		start += i + 2
+		if bytes.Contains(event, usageKey) {
+			u.readUsage(event)
+			if w != nil && bytes.Contains(event, noChoices) {
+				continue // the usage-only chunk the client did not ask for
+			}
+		}
+		if w != nil {
+			var n int
+			n, err = w.Write(stripAll(event, usageNull))
+			written += n
+		}
+	}
+	n := copy(u.buf, u.buf[start:])
+	u.buf = u.buf[:n]
+	if len(u.buf) > maxUsageBody {
+		// no event boundary in sight: not an event stream after all
+		if w != nil {
+			n, err = w.Write(u.buf)
+			written += n
+		}
+		u.buf = u.buf[:0]
+	}
+	return written, err
+}
+
+// finish writes what is left of a stripped stream (an unterminated last
+// event) and, for a JSON body, reads its usage.
+func (u *usageScanner) finish(w io.Writer) {
+	if u.sse {
+		if u.strip && len(u.buf) > 0 {
+			_, _ = w.Write(u.buf)
+		}
+		u.buf = u.buf[:0]
+		return
+	}
+	if !u.full && len(u.buf) > 0 {
+		u.readUsageJSON(u.buf)
+	}
+	u.buf = nil
+}
+
+// readUsage reads the usage of one SSE event ("data: {...}\n\n").
+func (u *usageScanner) readUsage(event []byte) {
+	data, ok := bytes.CutPrefix(event, []byte("data: "))
+	if !ok {
+		data, ok = bytes.CutPrefix(event, []byte("data:"))
+	}
+	if ok {
+		u.readUsageJSON(bytes.TrimSpace(data))
+	}
+}
+
+func (u *usageScanner) readUsageJSON(body []byte) {
+	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens")
+	if r[0].Exists() || r[1].Exists() {
+		// the last usage seen wins (continuous usage stats repeat it)
+		u.prompt, u.completion, u.found = r[0].Int(), r[1].Int(), true
+	}
+}
+
+// stripAll removes every occurrence of sub from b, in place.
+func stripAll(b, sub []byte) []byte {
+	i := bytes.Index(b, sub)
+	if i < 0 {
+		return b
+	}
+	out := b[:i]
+	rest := b[i+len(sub):]
+	for {
+		j := bytes.Index(rest, sub)
+		if j < 0 {
+			return append(out, rest...)
+		}
+		out = append(out, rest[:j]...)
+		rest = rest[j+len(sub):]
+	}
+}

@@ -1,0 +1,167 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+// metricValue reads one series from Caddy's /metrics: the sum of the
+// family's series whose labels include all of want (a counter's value, or
+// a histogram's sample count).
+func metricValue(t *testing.T, name string, want map[string]string) float64 {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(adminGet(t, "/metrics")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := families[name]
+	if f == nil {
+		return 0
+	}
+	total := 0.0
+	for _, m := range f.GetMetric() {
+		if !labelsMatch(m, want) {
+			continue
+		}
+		switch {
+		case m.GetCounter() != nil:
+			total += m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			total += m.GetGauge().GetValue()
+		case m.GetHistogram() != nil:
+			total += float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return total
+}
+
+func labelsMatch(m *dto.Metric, want map[string]string) bool {
+	got := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		got[lp.GetName()] = lp.GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Tokens are counted from usage: in a JSON body, in the usage chunk of a
+// stream that asked for it, and in a stream that did not, whose client
+// then sees no trace of the usage the gateway asked for.
+func TestTokenCounting(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	gw := e.gatewayName()
+	tokens := func(kind string) float64 {
+		return metricValue(t, "caddy_hybrid_llm_tokens_total", map[string]string{"gateway": gw, "alias": "chat-main", "group": "self", "kind": kind})
+	}
+	prompt0, completion0 := tokens("prompt"), tokens("completion")
+
+	// non-streamed: 4 completion tokens (max_tokens)
+	resp, body := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if got := tokens("completion") - completion0; got != 4 {
+		t.Errorf("non-stream: %v completion tokens counted, want 4", got)
+	}
+	if tokens("prompt") <= prompt0 {
+		t.Error("non-stream: no prompt tokens counted")
+	}
+
+	// streamed, usage asked for: the client gets the usage chunk
+	completion0 = tokens("completion")
+	asked := strings.Replace(streamBody, `"stream":true`, `"stream":true,"stream_options":{"include_usage":true}`, 1)
+	resp, body = post(t, "/v1/chat/completions", asked)
+	events := sseEvents(body)
+	if resp.StatusCode != 200 || len(events) < 2 || !strings.Contains(events[len(events)-2], `"usage":{`) {
+		t.Fatalf("asked for usage: %d %q", resp.StatusCode, events)
+	}
+	if got := tokens("completion") - completion0; got != 5 {
+		t.Errorf("stream with usage: %v completion tokens, want 5", got)
+	}
+
+	// streamed, usage not asked for: counted, and invisible to the client
+	completion0 = tokens("completion")
+	resp, body = post(t, "/v1/chat/completions", streamBody)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(string(body), `"usage"`) {
+		t.Errorf("the client sees usage it did not ask for:\n%s", body)
+	}
+	events = sseEvents(body)
+	if events[len(events)-1] != "[DONE]" || len(events) != 5+2 { // role, 5 tokens, [DONE]
+		t.Errorf("stream: %q", events)
+	}
+	if got := tokens("completion") - completion0; got != 5 {
+		t.Errorf("stream without usage: %v completion tokens, want 5", got)
+	}
+	// and the upstream was asked for it
+	reqs := e.selfPosts()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, `"stream_options":{"include_usage":true}`) {
+		t.Errorf("upstream body %s", last)
+	}
+}
+
+// Counters keep counting across config reloads.
+func TestMetricsSurviveReloads(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	labels := map[string]string{"alias": "chat-main", "group": "self", "outcome": "ok"}
+	e.load(defaultGateway)
+	labels["gateway"] = e.gatewayName()
+	var last float64
+	for i := range 4 {
+		if i > 0 {
+			// a changed config each time (the alias list differs)
+			e.load(defaultGateway + "alias extra-" + string(rune('a'+i)) + " {\n\ttarget cloud " + cloudModel + "\n}\n")
+		}
+		for range 2 {
+			if r, _ := post(t, "/v1/chat/completions", chatBody); r.StatusCode != 200 {
+				t.Fatalf("status %d", r.StatusCode)
+			}
+		}
+		got := metricValue(t, "caddy_hybrid_llm_requests_total", labels)
+		if got < last+2 {
+			t.Fatalf("after reload %d: requests_total %v, was %v", i, got, last)
+		}
+		last = got
+		if n := metricValue(t, "caddy_hybrid_llm_request_duration_seconds", map[string]string{"gateway": labels["gateway"], "alias": "chat-main", "group": "self"}); n < float64(2*(i+1)) {
+			t.Errorf("after reload %d: %v durations observed", i, n)
+		}
+	}
+}
+
+func TestFallbackAndOverflowCounters(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	gw := e.gatewayName()
+	_ = e.selfSrv.Refuse()
+	if r, _ := post(t, "/v1/chat/completions", chatBody); r.StatusCode != 200 {
+		t.Fatal(r.Status)
+	}
+	if got := metricValue(t, "caddy_hybrid_llm_fallbacks_total", map[string]string{"gateway": gw, "alias": "chat-main", "from": "self", "to": "cloud", "reason": "connection_refused"}); got != 1 {
+		t.Errorf("fallbacks_total %v", got)
+	}
+	e.cloud.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503})
+	if r, _ := post(t, "/v1/chat/completions", chatBody); r.StatusCode != 502 {
+		t.Fatal(r.Status)
+	}
+	if got := metricValue(t, "caddy_hybrid_llm_requests_total", map[string]string{"gateway": gw, "alias": "chat-main", "group": "", "outcome": "upstream_error", "code": "5xx"}); got != 1 {
+		t.Errorf("failed requests_total %v", got)
+	}
+}
