@@ -70,6 +70,14 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			# kind openai
 //			model_check <interval>|off
 //
+//			cost {
+//				gpus               <n>       # vllm
+//				gpu_cost_per_month <usd>     # vllm
+//				input_per_million  <usd>     # openai
+//				output_per_million <usd>     # openai
+//				per_second         <usd>     # openai, instead of tokens
+//			}
+//
 //			breaker {
 //				allowed_fails <n>
 //				window        <duration>
@@ -356,6 +364,45 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 				return nil, err
 			}
 			grp.Overflow = oc
+
+		case "cost":
+			if grp.Cost != nil {
+				return nil, d.Err("cost already specified")
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			cc := new(CostConfig)
+			for cn := d.Nesting(); d.NextBlock(cn); {
+				var dst *float64
+				switch d.Val() {
+				case "gpus":
+					dst = &cc.GPUs
+				case "gpu_cost_per_month":
+					dst = &cc.GPUCostPerMonth
+				case "input_per_million":
+					dst = &cc.InputPerMillion
+				case "output_per_million":
+					dst = &cc.OutputPerMillion
+				case "per_second":
+					dst = &cc.PerSecond
+				default:
+					return nil, d.Errf("unrecognized cost option '%s'", d.Val())
+				}
+				name := d.Val()
+				if !d.NextArg() {
+					return nil, d.ArgErr()
+				}
+				v, err := strconv.ParseFloat(d.Val(), 64)
+				if err != nil || v < 0 || math.IsInf(v, 0) {
+					return nil, d.Errf("invalid %s '%s': want a non-negative number", name, d.Val())
+				}
+				*dst = v
+				if d.NextArg() {
+					return nil, d.ArgErr()
+				}
+			}
+			grp.Cost = cc
 
 		case "breaker":
 			if grp.Breaker != nil {

@@ -339,7 +339,9 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint
 		})
 		defer timer.Stop()
 	}
+	t.group.inflight.Add(1)
 	aborted, err := proxy(t.group.proxy, aw, pr)
+	t.group.inflight.Add(-1)
 	ep = aw.slot.ep
 	if ep != nil && t.group.Breaker != nil {
 		v := t.group.verdict("", aw.state.Load() == attemptCommitted && !aborted, rt.r.Context())
@@ -569,6 +571,34 @@ func (rt *route) finish(al *Alias) {
 		rt.outcome = outcomeOK
 	}
 	rt.meter(al, group, rt.status, rt.outcome)
+	rt.cost()
+}
+
+// cost prices the request on the side that served it: a cloud's tokens
+// or seconds at its prices, self-hosted tokens at the recent fixed cost
+// per token; it goes into the ledger, the cloud spend and the log.
+func (rt *route) cost() {
+	t := rt.answered
+	if t == nil || rt.g.ledger == nil {
+		return
+	}
+	cc := t.group.Cost
+	usd, cloudUSD := 0.0, 0.0
+	switch {
+	case cc == nil:
+	case t.group.Kind == KindOpenAI:
+		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, time.Since(rt.start))
+		cloudUSD = usd
+		costTotal.WithLabelValues(rt.g.Name, t.Group).Add(usd)
+	default:
+		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
+	}
+	rt.g.ledger.addRequest(now(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
+	if cc != nil {
+		if extra := logFields(rt.r); extra != nil {
+			extra.Set(zap.Float64("llm_cost_usd", usd))
+		}
+	}
 }
 
 // fallbackReasons renders the failed attempts for a response header.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -105,6 +106,7 @@ type Gateway struct {
 
 	aliases    map[string]*Alias
 	entry      *gatewayEntry
+	ledger     *ledger
 	cfg        any // the config's context, to tell configs apart
 	modelsList []byte
 	created    int64
@@ -167,6 +169,10 @@ type Group struct {
 	// group. Default: none.
 	Breaker *BreakerConfig `json:"breaker,omitempty"`
 
+	// The group's cost model, for the cost ledger and the cloud spend.
+	Cost *CostConfig `json:"cost,omitempty"`
+
+	inflight  atomic.Int64 // requests the gateway has in flight to the group
 	name      string
 	shared    *groupShared
 	sharedKey string
@@ -345,7 +351,11 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 
 	g.created = time.Now().Unix()
 	g.modelsList = g.buildModelsList()
-	return g.register(ctx.Context)
+	if err := g.register(ctx.Context); err != nil {
+		return err
+	}
+	g.ledger = acquireLedger(g)
+	return nil
 }
 
 // provision checks the group and loads its reverse proxy.
@@ -369,6 +379,11 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	}
 	if grp.MaxNumSeqs < 0 || grp.MaxQueue < 0 || grp.ModelCheckInterval < 0 {
 		return fmt.Errorf("max_num_seqs, max_queue and model_check_interval must not be negative")
+	}
+	if grp.Cost != nil {
+		if err := grp.Cost.validate(grp.Kind); err != nil {
+			return err
+		}
 	}
 	if grp.Overflow != nil {
 		if grp.Kind != KindVLLM {
@@ -538,6 +553,9 @@ func (g *Gateway) Validate() error {
 
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
+	if g.ledger != nil {
+		releaseLedger(g)
+	}
 	g.unregister()
 	for _, grp := range g.Groups {
 		grp.cleanup()

@@ -40,6 +40,11 @@ var (
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
 	}, []string{"gateway", "alias", "group"})
 
+	costTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "cloud_cost_usd_total",
+		Help: "Cloud spend in USD, by group, from each request's tokens or seconds at the group's prices.",
+	}, []string{"gateway", "group"})
+
 	ttftSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "ttft_seconds",
 		Help:    "Time from a request's arrival to its first response byte (for streams, the first token's event), by alias and group.",

@@ -1,0 +1,433 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+// CostConfig is a group's cost model. A vllm group has a fixed cost: its
+// GPUs at a monthly price. An openai group is priced per million tokens
+// (input and output) or per second of compute.
+type CostConfig struct {
+	// GPUs behind the group (kind vllm), all endpoints together.
+	GPUs float64 `json:"gpus,omitempty"`
+
+	// The monthly cost of one GPU in USD, all in: amortization, hosting,
+	// power, operations (kind vllm).
+	GPUCostPerMonth float64 `json:"gpu_cost_per_month,omitempty"`
+
+	// USD per million input (prompt) tokens (kind openai).
+	InputPerMillion float64 `json:"input_per_million,omitempty"`
+
+	// USD per million output (completion) tokens (kind openai).
+	OutputPerMillion float64 `json:"output_per_million,omitempty"`
+
+	// USD per second of compute (kind openai), instead of token prices:
+	// a request costs its duration times this.
+	PerSecond float64 `json:"per_second,omitempty"`
+}
+
+// secondsPerMonth is a 30-day month, as in the seed's arithmetic.
+const secondsPerMonth = 30 * 24 * 3600
+
+func (cc *CostConfig) validate(kind string) error {
+	for _, v := range []float64{cc.GPUs, cc.GPUCostPerMonth, cc.InputPerMillion, cc.OutputPerMillion, cc.PerSecond} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("cost values must be finite and not negative")
+		}
+	}
+	switch kind {
+	case KindVLLM:
+		if cc.InputPerMillion != 0 || cc.OutputPerMillion != 0 || cc.PerSecond != 0 {
+			return fmt.Errorf("a vllm group's cost is gpus and gpu_cost_per_month")
+		}
+		if cc.GPUs == 0 {
+			return fmt.Errorf("cost needs gpus")
+		}
+	case KindOpenAI:
+		if cc.GPUs != 0 || cc.GPUCostPerMonth != 0 {
+			return fmt.Errorf("an openai group's cost is input_per_million/output_per_million or per_second")
+		}
+		if cc.PerSecond != 0 && (cc.InputPerMillion != 0 || cc.OutputPerMillion != 0) {
+			return fmt.Errorf("price per second or per token, not both")
+		}
+	}
+	return nil
+}
+
+// requestCost is what one cloud request costs.
+func (cc *CostConfig) requestCost(prompt, completion int64, dur time.Duration) float64 {
+	if cc.PerSecond > 0 {
+		return dur.Seconds() * cc.PerSecond
+	}
+	return (float64(prompt)*cc.InputPerMillion + float64(completion)*cc.OutputPerMillion) / 1e6
+}
+
+// demandSample is a stretch of time with the demand it saw, in GPU
+// equivalents (the self-hosted GPUs the load would occupy), split into
+// the share self-hosted carried and the share the cloud carried.
+type demandSample struct {
+	dur         time.Duration
+	self, cloud float64 // GPU equivalents
+}
+
+// Comparison is the seed's three-way comparison over a window.
+type Comparison struct {
+	WindowSeconds  float64        `json:"window_seconds"`
+	DemandGPUSecs  float64        `json:"demand_gpu_seconds"`
+	PeakDemandGPUs float64        `json:"peak_demand_gpus"`
+	AllCloud       ScenarioCost   `json:"all_cloud"`
+	AllSelfHosted  ScenarioCost   `json:"all_self_hosted"`
+	Hybrid         ScenarioCost   `json:"hybrid"`
+	Tokens         map[string]int `json:"tokens,omitempty"`
+	// the self-hosted fixed cost per million tokens it served, at the
+	// window's utilization; null when it served none
+	SelfHostedPerMillionTokens *float64 `json:"self_hosted_usd_per_million_tokens"`
+}
+
+// ScenarioCost is one way of serving the window's demand.
+type ScenarioCost struct {
+	GPUs float64 `json:"gpus"`
+	// busy share of the self-hosted GPUs; null without self-hosted GPUs
+	Utilization *float64 `json:"utilization"`
+	// the fixed self-hosted cost over the window
+	SelfHostedUSD float64 `json:"self_hosted_usd"`
+	CloudUSD      float64 `json:"cloud_usd"`
+	TotalUSD      float64 `json:"total_usd"`
+}
+
+// prices are what the comparison needs to know of the groups.
+type prices struct {
+	selfGPUs        float64 // self-hosted GPUs as run
+	gpuCostPerMonth float64
+	cloudPerGPUSec  float64 // USD per GPU-equivalent second in the cloud
+}
+
+// compare computes the three scenarios from demand samples: all-cloud
+// (every GPU-second at cloud rates), all-self-hosted (enough GPUs for the
+// peak, rounded up), and the hybrid as run (the self-hosted GPUs plus
+// what the cloud carried). cloudUSD, when not negative, is the cloud
+// spend actually recorded, used for the hybrid instead of the estimate.
+func compare(samples []demandSample, p prices, cloudUSD float64) Comparison {
+	var c Comparison
+	var selfSecs, cloudSecs float64
+	for _, s := range samples {
+		secs := s.dur.Seconds()
+		c.WindowSeconds += secs
+		selfSecs += s.self * secs
+		cloudSecs += s.cloud * secs
+		c.PeakDemandGPUs = max(c.PeakDemandGPUs, s.self+s.cloud)
+	}
+	c.DemandGPUSecs = selfSecs + cloudSecs
+	fixed := func(gpus float64) float64 { return gpus * p.gpuCostPerMonth * c.WindowSeconds / secondsPerMonth }
+	util := func(busy, gpus float64) *float64 {
+		if gpus <= 0 || c.WindowSeconds <= 0 {
+			return nil
+		}
+		u := busy / (gpus * c.WindowSeconds)
+		return &u
+	}
+
+	c.AllCloud.CloudUSD = c.DemandGPUSecs * p.cloudPerGPUSec
+	c.AllCloud.TotalUSD = c.AllCloud.CloudUSD
+
+	c.AllSelfHosted.GPUs = math.Ceil(c.PeakDemandGPUs - 1e-9)
+	c.AllSelfHosted.Utilization = util(c.DemandGPUSecs, c.AllSelfHosted.GPUs)
+	c.AllSelfHosted.SelfHostedUSD = fixed(c.AllSelfHosted.GPUs)
+	c.AllSelfHosted.TotalUSD = c.AllSelfHosted.SelfHostedUSD
+
+	c.Hybrid.GPUs = p.selfGPUs
+	c.Hybrid.Utilization = util(selfSecs, p.selfGPUs)
+	c.Hybrid.SelfHostedUSD = fixed(p.selfGPUs)
+	c.Hybrid.CloudUSD = cloudSecs * p.cloudPerGPUSec
+	if cloudUSD >= 0 {
+		c.Hybrid.CloudUSD = cloudUSD
+	}
+	c.Hybrid.TotalUSD = c.Hybrid.SelfHostedUSD + c.Hybrid.CloudUSD
+	return c
+}
+
+// The live ledger: a sampler per gateway that records, every second, the
+// demand in GPU equivalents and how it was split, kept in 10-second
+// buckets for a day, across config reloads.
+const (
+	ledgerTick    = time.Second
+	ledgerBucket  = 10 * time.Second
+	ledgerBuckets = 24 * 360 // a day
+)
+
+// ledgerBucketData is one bucket of the ledger.
+type ledgerBucketData struct {
+	start             time.Time
+	dur               time.Duration
+	selfSecs, cloudGS float64 // GPU-equivalent seconds
+	peak              float64
+	promptTokens      int64
+	completionTokens  int64
+	selfTokens        int64
+	cloudUSD          float64
+}
+
+// ledger is a gateway's record of demand and spend; it lives in shared
+// state (by gateway name) so that it outlives reloads.
+type ledger struct {
+	mu      sync.Mutex
+	buckets []ledgerBucketData // ring, oldest first once full
+	next    int
+	current *Gateway // the gateway whose groups the sampler reads
+	cancel  context.CancelFunc
+
+	perToken   atomic.Uint64 // float64 bits
+	perTokenAt atomic.Int64
+	wg         sync.WaitGroup
+}
+
+var ledgers = caddy.NewUsagePool()
+
+func (l *ledger) Destruct() error {
+	if l.cancel != nil {
+		l.cancel()
+		l.wg.Wait()
+	}
+	return nil
+}
+
+// acquireLedger returns the gateway's ledger, starting its sampler.
+func acquireLedger(g *Gateway) *ledger {
+	val, loaded := ledgers.LoadOrStore(g.Name, &ledger{})
+	l := val.(*ledger)
+	l.mu.Lock()
+	l.current = g
+	l.mu.Unlock()
+	if !loaded {
+		ctx, cancel := context.WithCancel(context.Background())
+		l.cancel = cancel
+		l.wg.Add(1)
+		go l.sample(ctx, g.logger)
+	}
+	return l
+}
+
+func releaseLedger(g *Gateway) {
+	l := g.ledger
+	l.mu.Lock()
+	if l.current == g {
+		l.current = nil
+	}
+	l.mu.Unlock()
+	_, _ = ledgers.Delete(g.Name)
+}
+
+func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
+	defer l.wg.Done()
+	defer func() {
+		if err := recover(); err != nil {
+			logger.Error("ledger sampler panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
+		}
+	}()
+	t := time.NewTicker(ledgerTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			l.mu.Lock()
+			g := l.current
+			l.mu.Unlock()
+			if g != nil {
+				self, cloud := g.demand()
+				l.add(now(), ledgerTick, self, cloud, 0, 0, 0)
+			}
+		}
+	}
+}
+
+// addRequest records a finished request's tokens and cloud cost.
+func (l *ledger) addRequest(t time.Time, selfHosted bool, prompt, completion int64, cloudUSD float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketLocked(t)
+	b.promptTokens += prompt
+	b.completionTokens += completion
+	if selfHosted {
+		b.selfTokens += prompt + completion
+	}
+	b.cloudUSD += cloudUSD
+}
+
+// add records demand (GPU equivalents for dur) and request results.
+func (l *ledger) add(t time.Time, dur time.Duration, self, cloud float64, prompt, completion int64, cloudUSD float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucketLocked(t)
+	secs := dur.Seconds()
+	b.dur += dur
+	b.selfSecs += self * secs
+	b.cloudGS += cloud * secs
+	if dur > 0 {
+		b.peak = max(b.peak, self+cloud)
+	}
+	b.promptTokens += prompt
+	b.completionTokens += completion
+	b.cloudUSD += cloudUSD
+}
+
+func (l *ledger) bucketLocked(t time.Time) *ledgerBucketData {
+	start := t.Truncate(ledgerBucket)
+	if n := len(l.buckets); n > 0 {
+		last := &l.buckets[(l.next-1+n)%n]
+		if last.start.Equal(start) {
+			return last
+		}
+	}
+	if len(l.buckets) < ledgerBuckets {
+		l.buckets = append(l.buckets, ledgerBucketData{start: start})
+		l.next = len(l.buckets) % ledgerBuckets
+		return &l.buckets[len(l.buckets)-1]
+	}
+	b := &l.buckets[l.next]
+	*b = ledgerBucketData{start: start}
+	l.next = (l.next + 1) % ledgerBuckets
+	return b
+}
+
+// ledgerWindow is what the ledger saw in a window.
+type ledgerWindow struct {
+	samples                        []demandSample
+	prompt, completion, selfTokens int64
+	cloudUSD                       float64
+}
+
+// window returns what the ledger saw since t0.
+func (l *ledger) window(t0 time.Time) ledgerWindow {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var w ledgerWindow
+	for _, b := range l.buckets {
+		if b.start.Before(t0.Truncate(ledgerBucket)) {
+			continue
+		}
+		if b.dur > 0 {
+			secs := b.dur.Seconds()
+			// the bucket's average demand, and its peak as an instant
+			w.samples = append(w.samples, demandSample{dur: b.dur, self: b.selfSecs / secs, cloud: b.cloudGS / secs})
+			if b.peak > (b.selfSecs+b.cloudGS)/secs {
+				w.samples = append(w.samples, demandSample{self: b.peak})
+			}
+		}
+		w.prompt += b.promptTokens
+		w.completion += b.completionTokens
+		w.selfTokens += b.selfTokens
+		w.cloudUSD += b.cloudUSD
+	}
+	return w
+}
+
+// demand returns the gateway's current load in GPU equivalents: the busy
+// share of each vllm group's GPUs, and the cloud's in-flight requests
+// counted as sequence slots of those GPUs.
+func (g *Gateway) demand() (self, cloud float64) {
+	var gpus, slots float64
+	for _, grp := range g.Groups {
+		vg := grp.vllm
+		if vg == nil || grp.Cost == nil || grp.Cost.GPUs <= 0 || len(vg.endpoints) == 0 {
+			continue
+		}
+		t := now()
+		perEP := grp.Cost.GPUs / float64(len(vg.endpoints))
+		for _, ep := range vg.endpoints {
+			n := float64(ep.maxNumSeqs)
+			if n == 0 {
+				n = float64(vg.maxNumSeqs)
+			}
+			if n == 0 {
+				n = defaultAssumedSeqs
+			}
+			running := float64(ep.p.inflight.Load())
+			snap := ep.p.snap.Load()
+			if !snap.metricsAt.IsZero() && t.Sub(snap.metricsAt) <= vg.staleAfter {
+				r := 0.0
+				for _, ld := range snap.loads {
+					r += ld.Running
+				}
+				running = r
+			}
+			self += min(running/n, 1) * perEP
+			slots += n
+		}
+		gpus += grp.Cost.GPUs
+	}
+	if slots == 0 {
+		return self, 0
+	}
+	for _, grp := range g.Groups {
+		if grp.Kind == KindOpenAI {
+			cloud += float64(grp.inflight.Load()) * gpus / slots
+		}
+	}
+	return self, cloud
+}
+
+// comparison computes the three-way comparison over the last window.
+func (g *Gateway) comparison(window time.Duration) Comparison {
+	var p prices
+	for _, grp := range g.Groups {
+		if cc := grp.Cost; cc != nil && grp.Kind == KindVLLM {
+			p.selfGPUs += cc.GPUs
+			p.gpuCostPerMonth = max(p.gpuCostPerMonth, cc.GPUCostPerMonth)
+		}
+	}
+	w := g.ledger.window(now().Add(-window))
+	// the cloud's price per GPU-equivalent second when it is priced per
+	// second; with token prices, all-cloud is every token at those prices
+	allCloudTokens := -1.0
+	for _, grp := range g.Groups {
+		if cc := grp.Cost; cc != nil && grp.Kind == KindOpenAI {
+			if cc.PerSecond > 0 {
+				p.cloudPerGPUSec = cc.PerSecond
+			} else if allCloudTokens < 0 {
+				allCloudTokens = cc.requestCost(w.prompt, w.completion, 0)
+			}
+		}
+	}
+	c := compare(w.samples, p, w.cloudUSD)
+	if p.cloudPerGPUSec == 0 && allCloudTokens >= 0 {
+		c.AllCloud.CloudUSD, c.AllCloud.TotalUSD = allCloudTokens, allCloudTokens
+	}
+	c.Tokens = map[string]int{"prompt": int(w.prompt), "completion": int(w.completion), "self_hosted": int(w.selfTokens)}
+	if w.selfTokens > 0 {
+		perMillion := c.Hybrid.SelfHostedUSD / float64(w.selfTokens) * 1e6
+		c.SelfHostedPerMillionTokens = &perMillion
+	}
+	return c
+}
+
+// selfCostPerToken is the self-hosted fixed cost per token over the last
+// five minutes, at the utilization they had; 0 when unknown. It is
+// computed at most once a second.
+func (g *Gateway) selfCostPerToken() float64 {
+	l := g.ledger
+	t := now()
+	if at := l.perTokenAt.Load(); at != 0 && t.UnixNano()-at < int64(time.Second) {
+		return math.Float64frombits(l.perToken.Load())
+	}
+	v := 0.0
+	if c := g.comparison(5 * time.Minute); c.SelfHostedPerMillionTokens != nil {
+		v = *c.SelfHostedPerMillionTokens / 1e6
+	}
+	l.perToken.Store(math.Float64bits(v))
+	l.perTokenAt.Store(t.UnixNano())
+	return v
+}
