@@ -92,7 +92,17 @@ if [ "$mode" = "--check" ]; then
 	grep -q '"model":"'"$CLOUD_MODEL"'"' "$state/out.json" || { echo "unexpected: $(cat "$state/out.json")"; exit 1; }
 	cat "$state/out.json"; echo
 
-	echo; echo "# 5. the access log records where each request went (the last 3)"
+	echo; echo "# 5. the cost ledger: all-cloud, all-self-hosted and the hybrid as run, over the last 5 minutes"
+	curl -fsS "http://$HYBRID_ADMIN/hybrid_llm/ledger?window=5m" | head -60
+
+	if [ -n "${PROMTOOL:-}" ]; then
+		echo; echo "# 6. promtool check metrics on the exposition after this traffic"
+		curl -fsS "http://$HYBRID_ADMIN/metrics" >"$state/metrics.txt"
+		grep -c '^caddy_hybrid_llm_' "$state/metrics.txt"
+		"$PROMTOOL" check metrics <"$state/metrics.txt"
+	fi
+
+	echo; echo "# 7. the access log records where each request went (the last 3)"
 	grep '"llm_alias"' "$state/caddy.log" | tail -3 | while IFS= read -r line; do
 		printf '%s\n' "$line" | grep -oE '"(status|request_id|llm_[a-z_]+)":("[^"]*"|[^,}]*|\[[^]]*\])' | tr '\n' ' '
 		echo

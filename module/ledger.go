@@ -84,7 +84,7 @@ type demandSample struct {
 
 // Comparison is the seed's three-way comparison over a window.
 type Comparison struct {
-	WindowSeconds  float64        `json:"window_seconds"`
+	WindowSeconds  float64        `json:"covered_seconds"` // the part of the window the ledger saw
 	DemandGPUSecs  float64        `json:"demand_gpu_seconds"`
 	PeakDemandGPUs float64        `json:"peak_demand_gpus"`
 	AllCloud       ScenarioCost   `json:"all_cloud"`
@@ -430,4 +430,14 @@ func (g *Gateway) selfCostPerToken() float64 {
 	l.perToken.Store(math.Float64bits(v))
 	l.perTokenAt.Store(t.UnixNano())
 	return v
+}
+
+// hasSelfCost reports whether a vllm group of the gateway has a cost model.
+func (g *Gateway) hasSelfCost() bool {
+	for _, grp := range g.Groups {
+		if grp.Kind == KindVLLM && grp.Cost != nil && grp.Cost.GPUs > 0 {
+			return true
+		}
+	}
+	return false
 }

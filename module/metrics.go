@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -44,9 +45,10 @@ func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 // time: what the probes see per endpoint, the red line, and the cloud
 // model name checks. Labels come from config only.
 type stateCollector struct {
-	up, misconfigured, waiting, running, kv, metricsAge, inflight, redLine, ttft *prometheus.Desc
-	modelListed                                                                  *prometheus.Desc
-	overflowActive, overflowTransitions, breakerOpen, breakerOpened              *prometheus.Desc
+	up, misconfigured, waiting, running, kv, metricsAge, inflight, redLine, ttft, ttftP99 *prometheus.Desc
+	modelListed                                                                           *prometheus.Desc
+	overflowActive, overflowTransitions, breakerOpen, breakerOpened                       *prometheus.Desc
+	utilization, selfPerMillion                                                           *prometheus.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -63,7 +65,8 @@ func newStateCollector() *stateCollector {
 		metricsAge:    d("endpoint_metrics_age_seconds", "Seconds since the last successful /metrics scrape."),
 		inflight:      d("endpoint_inflight_requests", "Requests the gateway has in flight to the endpoint."),
 		redLine:       d("endpoint_red_line_requests", "The most requests the gateway keeps in flight to the endpoint (max_num_seqs + max_queue)."),
-		ttft:          d("endpoint_ttft_seconds", "Time to first token over the TTFT window, from vLLM's histogram.", "quantile"),
+		ttft:          d("endpoint_ttft_p50_seconds", "Time to first token p50 over the TTFT window, from vLLM's histogram."),
+		ttftP99:       d("endpoint_ttft_p99_seconds", "Time to first token p99 over the TTFT window, from vLLM's histogram."),
 		overflowActive: prometheus.NewDesc(metricsNS+"_overflow_active",
 			"1 while the group overflows (new requests skip it).", []string{"gateway", "group"}, nil),
 		overflowTransitions: prometheus.NewDesc(metricsNS+"_overflow_transitions_total",
@@ -74,6 +77,12 @@ func newStateCollector() *stateCollector {
 		breakerOpened: prometheus.NewDesc(metricsNS+"_breaker_opened_total",
 			"Times the breaker opened; endpoint is empty for the group's own breaker.",
 			[]string{"gateway", "group", "endpoint"}, nil),
+		utilization: prometheus.NewDesc(metricsNS+"_self_hosted_utilization_ratio",
+			"Busy share of the self-hosted GPUs (those with a cost model) over the last minute, from running / max_num_seqs.",
+			[]string{"gateway"}, nil),
+		selfPerMillion: prometheus.NewDesc(metricsNS+"_self_hosted_usd_per_million_tokens",
+			"The self-hosted fixed cost per million tokens served over the last 5 minutes, at their utilization.",
+			[]string{"gateway"}, nil),
 		modelListed: prometheus.NewDesc(metricsNS+"_model_listed",
 			"1 when an openai group's /v1/models lists the model name its targets use, 0 when it does not (absent before the first successful check).",
 			[]string{"gateway", "group", "model"}, nil),
@@ -83,7 +92,8 @@ func newStateCollector() *stateCollector {
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.misconfigured, c.waiting, c.running, c.kv, c.metricsAge, c.inflight,
-		c.redLine, c.ttft, c.modelListed, c.overflowActive, c.overflowTransitions, c.breakerOpen, c.breakerOpened} {
+		c.redLine, c.ttft, c.ttftP99, c.modelListed, c.overflowActive, c.overflowTransitions, c.breakerOpen, c.breakerOpened,
+		c.utilization, c.selfPerMillion} {
 		ch <- d
 	}
 }
@@ -112,6 +122,17 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.breakerOpen, v, labels...)
 		ch <- prometheus.MustNewConstMetric(c.breakerOpened, prometheus.CounterValue, float64(b.Opened), labels...)
+	}
+	for _, g := range liveGateways() {
+		if g.ledger == nil || !g.hasSelfCost() {
+			continue
+		}
+		if u := g.comparison(time.Minute).Hybrid.Utilization; u != nil {
+			gauge(c.utilization, *u, g.Name)
+		}
+		if pm := g.comparison(5 * time.Minute).SelfHostedPerMillionTokens; pm != nil {
+			gauge(c.selfPerMillion, *pm, g.Name)
+		}
 	}
 	for _, gs := range state().Gateways {
 		for _, grp := range gs.Groups {
@@ -146,8 +167,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 					}
 				}
 				if m.TTFTP50Seconds != nil && !math.IsNaN(*m.TTFTP50Seconds) {
-					gauge(c.ttft, *m.TTFTP50Seconds, append(l, "0.5")...)
-					gauge(c.ttft, *m.TTFTP99Seconds, append(l, "0.99")...)
+					gauge(c.ttft, *m.TTFTP50Seconds, l...)
+					gauge(c.ttftP99, *m.TTFTP99Seconds, l...)
 				}
 			}
 			if mc := grp.ModelCheck; mc != nil && mc.CheckedAt != nil && mc.Error == "" {
