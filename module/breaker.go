@@ -120,10 +120,11 @@ func (b *breaker) wouldAllow(t time.Time) bool {
 	return true
 }
 
-// success records a successful request; a trial's success closes.
-func (b *breaker) success(trial bool) {
+// success records a successful request; a trial's success closes the
+// breaker, which it reports.
+func (b *breaker) success(trial bool) bool {
 	if !trial && b.state.Load() == breakerClosed {
-		return
+		return false
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -131,7 +132,9 @@ func (b *breaker) success(trial bool) {
 		b.trial = false
 		b.state.Store(breakerClosed)
 		b.fails = b.fails[:0]
+		return true
 	}
+	return false
 }
 
 // failure records a failed request at time t. It reports whether the

@@ -286,7 +286,13 @@ func (grp *Group) verdict(reason string, answered bool, client context.Context) 
 func (rt *route) judge(b *breaker, bc *BreakerConfig, verdict int, trial bool, group, endpoint string) {
 	switch verdict {
 	case verdictSuccess:
-		b.success(trial)
+		if b.success(trial) {
+			fields := []zap.Field{zap.String("group", group)}
+			if endpoint != "" {
+				fields = append(fields, zap.String("endpoint", endpoint))
+			}
+			rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
+		}
 	case verdictFailure:
 		if b.failure(bc, now(), trial) {
 			_, until := b.view()
