@@ -6,10 +6,13 @@ package hybridllm
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 )
 
 func init() {
@@ -36,7 +39,106 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/hybrid_llm/state", Handler: caddy.AdminHandlerFunc(serveState)},
 		{Pattern: "/hybrid_llm/ledger", Handler: caddy.AdminHandlerFunc(serveLedger)},
+		{Pattern: "/hybrid_llm/drain", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			return serveDrain(w, r, true)
+		})},
+		{Pattern: "/hybrid_llm/undrain", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			return serveDrain(w, r, false)
+		})},
+		{Pattern: "/hybrid_llm/drill", Handler: caddy.AdminHandlerFunc(serveDrill)},
 	}
+}
+
+// actionRequest is the body of the mutating routes.
+type actionRequest struct {
+	Gateway  string `json:"gateway,omitempty"` // default: the only gateway
+	Group    string `json:"group,omitempty"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Alias    string `json:"alias,omitempty"`
+}
+
+// readAction checks a mutating request (POST, JSON) and finds its gateway.
+// These routes change live routing: keep the admin listener on loopback.
+func readAction(r *http.Request) (*actionRequest, *Gateway, error) {
+	if r.Method != http.MethodPost {
+		return nil, nil, caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed; use POST", r.Method)}
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		return nil, nil, caddy.APIError{HTTPStatus: http.StatusUnsupportedMediaType, Err: fmt.Errorf("Content-Type must be application/json")}
+	}
+	var req actionRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, nil, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("decoding request: %v", err)}
+	}
+	live := liveGateways()
+	var g *Gateway
+	for _, candidate := range live {
+		if candidate.Name == req.Gateway || (req.Gateway == "" && len(live) == 1) {
+			g = candidate
+		}
+	}
+	if g == nil {
+		msg := fmt.Errorf("no gateway named %q", req.Gateway)
+		if req.Gateway == "" {
+			msg = fmt.Errorf("%d gateways are running: name one with \"gateway\"", len(live))
+		}
+		return nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: msg}
+	}
+	return &req, g, nil
+}
+
+// serveDrain drains (or undrains) a group or one endpoint of a vllm
+// group: new requests skip it at once, requests in flight finish. The
+// flag lives in shared state, so it survives config reloads until undone.
+func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
+	req, g, err := readAction(r)
+	if err != nil {
+		return err
+	}
+	grp := g.Groups[req.Group]
+	if grp == nil || grp.shared == nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no group %q", g.Name, req.Group)}
+	}
+	what := map[string]any{"gateway": g.Name, "group": req.Group, "drained": drain}
+	if req.Endpoint == "" {
+		grp.shared.drained.Store(drain)
+	} else {
+		if grp.vllm == nil {
+			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("endpoints are drained one by one in groups of kind %s; drain group %q as a whole", KindVLLM, req.Group)}
+		}
+		ep := grp.vllm.endpoints[req.Endpoint]
+		if ep == nil {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("group %q has no endpoint %q", req.Group, req.Endpoint)}
+		}
+		ep.drained.Store(drain)
+		what["endpoint"] = req.Endpoint
+	}
+	verb := "undrained"
+	if drain {
+		verb = "drained"
+	}
+	g.logger.Warn(verb+" through the admin API", zap.String("group", req.Group), zap.String("endpoint", req.Endpoint))
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(what)
+}
+
+// serveDrill runs a fallback drill for an alias: each target in turn.
+func serveDrill(w http.ResponseWriter, r *http.Request) error {
+	req, g, err := readAction(r)
+	if err != nil {
+		return err
+	}
+	al := g.aliases[req.Alias]
+	if al == nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q", g.Name, req.Alias)}
+	}
+	results := g.drill(r.Context(), al)
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(map[string]any{"gateway": g.Name, "alias": al.name, "targets": results})
 }
 
 // serveLedger answers GET /hybrid_llm/ledger?gateway=<name>&window=<duration>

@@ -41,6 +41,7 @@ const (
 	reasonContextWindow = "context_window"
 	reasonOverflow      = "overflow"
 	reasonBreakerOpen   = "breaker_open"
+	reasonDrained       = "drained"
 )
 
 // credentialHeaders are the client's credentials and account headers,
@@ -239,6 +240,9 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 // skip returns why the target must not be tried for this request, if so:
 // its group overflows, or its context window cannot hold the request.
 func (rt *route) skip(t *Target, f *features, minWindow int) string {
+	if t.group.shared.drained.Load() {
+		return reasonDrained
+	}
 	if w := t.contextWindow(); w > 0 {
 		if (minWindow > 0 && w <= minWindow) || f.prompt()+f.requested() > w {
 			return reasonContextWindow
@@ -276,7 +280,7 @@ func (grp *Group) verdict(reason string, answered bool, client context.Context) 
 	}
 	switch reason {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
-		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow:
+		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow, reasonDrained:
 		return verdictNone
 	}
 	return verdictFailure
@@ -493,7 +497,7 @@ func (rt *route) fail(al *Alias) error {
 	for _, a := range rt.attempts {
 		switch a.reason {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
-			reasonOverflow, reasonBreakerOpen, reasonContextWindow:
+			reasonOverflow, reasonBreakerOpen, reasonContextWindow, reasonDrained:
 		case reasonDeadline:
 			timedOut = true
 		default:

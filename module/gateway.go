@@ -497,7 +497,8 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("probing %s: %v", u.Dial, err)
 		}
-		ep := &endpoint{dial: u.Dial, p: p, weight: 1, br: grp.shared.endpointBreaker(u.Dial)}
+		es := grp.shared.endpoint(u.Dial)
+		ep := &endpoint{dial: u.Dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}
 		vg.endpoints[u.Dial] = ep
 		vg.byUpstream[u] = ep
 	}

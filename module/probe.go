@@ -198,10 +198,12 @@ func (p *prober) applySettingsLocked() {
 		}
 	}
 	eff.expect = slices.Sorted(maps.Keys(expect))
-	p.settings.Store(&eff)
-	select {
-	case p.wake <- struct{}{}: // re-check models against the new names
-	default:
+	prev := p.settings.Swap(&eff)
+	if prev != nil && !slices.Equal(prev.expect, eff.expect) {
+		select {
+		case p.wake <- struct{}{}: // check the models against the new names now
+		default:
+		}
 	}
 }
 

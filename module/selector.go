@@ -84,7 +84,8 @@ type vllmGroup struct {
 type endpoint struct {
 	dial       string
 	p          *prober
-	br         *breaker // consulted when the group has a breaker
+	br         *breaker     // consulted when the group has a breaker
+	drained    *atomic.Bool // set through the admin API
 	maxNumSeqs int
 	weight     float64
 }
@@ -210,6 +211,8 @@ func skipRank(reason string) int {
 		return 5
 	case reasonBreakerOpen:
 		return 4
+	case reasonDrained:
+		return 4
 	case reasonAvoided:
 		return 3
 	case reasonUnhealthy:
@@ -257,6 +260,8 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			switch {
 			case slices.Contains(excluded[:round], ep):
 				continue
+			case ep.drained != nil && ep.drained.Load():
+				why = reasonDrained
 			case slices.Contains(slot.avoid, ep):
 				why = reasonAvoided
 			case g.breakers && !ep.br.wouldAllow(t):

@@ -54,31 +54,40 @@ func (g *Gateway) unregister() {
 // state and breakers, by gateway and group name.
 var groupStates = caddy.NewUsagePool()
 
-// groupShared is a group's state that outlives config reloads.
+// groupShared is a group's state that outlives config reloads: what
+// operators set through the admin API (drains) and what the gateway
+// learned (overflow, breakers).
 type groupShared struct {
+	drained   atomic.Bool
 	overflow  overflowState
 	breaker   breaker
 	mu        sync.Mutex
-	endpoints map[string]*breaker // by endpoint address
+	endpoints map[string]*endpointShared // by endpoint address
+}
+
+// endpointShared is an endpoint's state that outlives config reloads.
+type endpointShared struct {
+	drained atomic.Bool
+	breaker breaker
 }
 
 func (*groupShared) Destruct() error { return nil }
 
 func (grp *Group) acquireShared(key string) {
-	val, _ := groupStates.LoadOrStore(key, &groupShared{endpoints: make(map[string]*breaker)})
+	val, _ := groupStates.LoadOrStore(key, &groupShared{endpoints: make(map[string]*endpointShared)})
 	grp.shared, grp.sharedKey = val.(*groupShared), key
 }
 
-// endpointBreaker returns the breaker of one endpoint of the group.
-func (gs *groupShared) endpointBreaker(dial string) *breaker {
+// endpoint returns the shared state of one endpoint of the group.
+func (gs *groupShared) endpoint(dial string) *endpointShared {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	b := gs.endpoints[dial]
-	if b == nil {
-		b = new(breaker)
-		gs.endpoints[dial] = b
+	es := gs.endpoints[dial]
+	if es == nil {
+		es = new(endpointShared)
+		gs.endpoints[dial] = es
 	}
-	return b
+	return es
 }
 
 // liveGateways returns the current gateways, by name.
@@ -140,6 +149,7 @@ type GroupState struct {
 	Endpoints  []EndpointState  `json:"endpoints,omitempty"`
 	ModelCheck *ModelCheckState `json:"model_check,omitempty"`
 	Overflow   *OverflowState   `json:"overflow,omitempty"`
+	Drained    bool             `json:"drained"`
 	Breaker    *BreakerState    `json:"breaker,omitempty"`
 }
 
@@ -192,6 +202,7 @@ type EndpointState struct {
 	// first successful /v1/models
 	ServedModels map[string]int `json:"served_models"`
 	ModelsError  string         `json:"models_error,omitempty"`
+	Drained      bool           `json:"drained"`
 	InFlight     int64          `json:"in_flight"`
 	RedLine      int64          `json:"red_line,omitempty"`
 	Breaker      *BreakerState  `json:"breaker,omitempty"`
@@ -242,7 +253,7 @@ func state() StateDoc {
 
 func (grp *Group) state(t time.Time) GroupState {
 	gs := GroupState{Name: grp.name, Kind: grp.Kind, MaxNumSeqs: grp.MaxNumSeqs, MaxQueue: grp.MaxQueue,
-		Models: slices.Clone(grp.expect)}
+		Models: slices.Clone(grp.expect), Drained: grp.shared != nil && grp.shared.drained.Load()}
 	if gs.Models == nil {
 		gs.Models = []string{}
 	}
@@ -297,6 +308,7 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 	if vg.breakers && ep.br != nil {
 		es.Breaker = breakerState(ep.br)
 	}
+	es.Drained = ep.drained != nil && ep.drained.Load()
 	if snap.models != nil {
 		for _, m := range expect {
 			if _, ok := snap.models[m]; !ok {

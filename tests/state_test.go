@@ -24,6 +24,7 @@ type stateDoc struct {
 			Name      string   `json:"name"`
 			Kind      string   `json:"kind"`
 			Models    []string `json:"models"`
+			Drained   bool     `json:"drained"`
 			Endpoints []struct {
 				Address       string         `json:"address"`
 				Health        string         `json:"health"`

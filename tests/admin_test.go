@@ -1,0 +1,336 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+func adminPost(t *testing.T, path, contentType, body string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post("http://localhost:2999"+path, contentType, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// Draining the self-hosted group under steady traffic sends every
+// following request to the cloud with the cloud's model name, without a
+// failure; undraining brings traffic back. The drain survives a reload.
+func TestDrainUnderTraffic(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{ITL: time.Millisecond}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	gw := e.gatewayName()
+
+	var failed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := replayablePost(chatBody)
+				if err != nil {
+					t.Logf("request error: %v", err)
+					failed.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					t.Logf("status %d: %s", resp.StatusCode, b)
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+		if n := failed.Load(); n != 0 {
+			t.Errorf("%d requests failed during the drill", n)
+		}
+	}()
+
+	if code, b := adminPost(t, "/hybrid_llm/drain", "application/json", `{"gateway":"`+gw+`","group":"self"}`); code != 200 {
+		t.Fatalf("drain: %d %s", code, b)
+	}
+	selfBefore := len(e.selfPosts())
+	for range 5 {
+		group, reason := routeOf(t)
+		if group != "cloud" || reason != "self:drained" {
+			t.Errorf("while drained: %s (%s)", group, reason)
+		}
+	}
+	// in-flight requests at the moment of the drain may still finish at
+	// self; nothing new arrives there after them
+	waitFor(t, "self to go quiet", func() bool { return len(e.selfPosts()) <= selfBefore+4 })
+	for _, m := range models(e.cloudPosts()) {
+		if m != cloudModel {
+			t.Errorf("cloud received %q", m)
+		}
+	}
+	st := getState(t)
+	if !drainedIn(st, "self") {
+		t.Error("the state does not show the drain")
+	}
+
+	// a reload keeps the drain
+	e.load(defaultGateway + "alias extra {\n\ttarget cloud " + cloudModel + "\n}\n")
+	if group, _ := routeOf(t); group != "cloud" {
+		t.Errorf("after a reload the drain is gone: %s", group)
+	}
+
+	if code, b := adminPost(t, "/hybrid_llm/undrain", "application/json", `{"gateway":"`+gw+`","group":"self"}`); code != 200 {
+		t.Fatalf("undrain: %d %s", code, b)
+	}
+	if group, _ := routeOf(t); group != "self" {
+		t.Errorf("after undrain: %s", group)
+	}
+}
+
+func drainedIn(st stateDoc, group string) bool {
+	for _, g := range st.Gateways {
+		for _, grp := range g.Groups {
+			if grp.Name == group {
+				return grp.Drained
+			}
+		}
+	}
+	return false
+}
+
+func TestDrainOneEndpoint(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	second := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
+	srv, err := simulator.Start("127.0.0.1:0", second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	e.load(strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+srv.URL(), 1))
+	gw := e.gatewayName()
+	if code, b := adminPost(t, "/hybrid_llm/drain", "application/json", `{"gateway":"`+gw+`","group":"self","endpoint":"`+e.selfSrv.Addr()+`"}`); code != 200 {
+		t.Fatalf("drain: %d %s", code, b)
+	}
+	before := len(e.selfPosts())
+	for range 6 {
+		if group, _ := routeOf(t); group != "self" {
+			t.Errorf("with one endpoint drained the group still serves: %s", group)
+		}
+	}
+	if n := len(e.selfPosts()); n != before {
+		t.Errorf("the drained endpoint got %d requests", n-before)
+	}
+	if n := len(posts(second.Requests())); n != 6 {
+		t.Errorf("the other endpoint got %d of 6", n)
+	}
+	_, _ = adminPost(t, "/hybrid_llm/undrain", "application/json", `{"gateway":"`+gw+`","group":"self","endpoint":"`+e.selfSrv.Addr()+`"}`)
+}
+
+func TestAdminRoutesRefuseBadRequests(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	gw := e.gatewayName()
+	for _, tc := range []struct {
+		path, ct, body string
+		want           int
+	}{
+		{"/hybrid_llm/drain", "text/plain", `{"gateway":"` + gw + `","group":"self"}`, http.StatusUnsupportedMediaType},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","group":"nope"}`, http.StatusNotFound},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"nope","group":"self"}`, http.StatusNotFound},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","group":"cloud","endpoint":"x:1"}`, http.StatusBadRequest},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","grop":"self"}`, http.StatusBadRequest},
+		{"/hybrid_llm/drill", "application/json", `{"gateway":"` + gw + `","alias":"nope"}`, http.StatusNotFound},
+	} {
+		if code, b := adminPost(t, tc.path, tc.ct, tc.body); code != tc.want {
+			t.Errorf("%s %s %s: %d %s, want %d", tc.path, tc.ct, tc.body, code, b, tc.want)
+		}
+	}
+	resp, err := http.Get("http://localhost:2999/hybrid_llm/drain")
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("GET drain: %d", resp.StatusCode)
+		}
+	}
+	if group, _ := routeOf(t); group != "self" {
+		t.Errorf("a refused drain changed routing: %s", group)
+	}
+}
+
+// The drill reports each target; a wrong cloud model name fails with the
+// cloud's own 404 message, on an ordinary day.
+func TestDrillReportsWrongCloudModel(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(strings.Replace(defaultGateway, "target cloud "+cloudModel+"\n}\nalias cloud-first", "target cloud gpt-4o-typo\n}\nalias cloud-first", 1))
+	code, b := adminPost(t, "/hybrid_llm/drill", "application/json", `{"gateway":"`+e.gatewayName()+`","alias":"chat-main"}`)
+	if code != 200 {
+		t.Fatalf("drill: %d %s", code, b)
+	}
+	var out struct {
+		Targets []struct {
+			Group, Model, Error string
+			Reachable, OK       bool
+			Status              int
+			AnsweredModel       string `json:"answered_model"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Targets) != 2 {
+		t.Fatalf("%v %s", err, b)
+	}
+	self, cloud := out.Targets[0], out.Targets[1]
+	if !self.OK || self.Status != 200 || self.AnsweredModel != selfModel {
+		t.Errorf("self: %+v", self)
+	}
+	if cloud.OK || !cloud.Reachable || cloud.Status != 404 || !strings.Contains(cloud.Error, "gpt-4o-typo") || !strings.Contains(cloud.Error, "does not exist") {
+		t.Errorf("cloud: %+v", cloud)
+	}
+	if strings.Contains(string(b), cloudKey) {
+		t.Error("the drill report holds the cloud key")
+	}
+}
+
+// replayablePost posts a chat request the way a production client does:
+// with an Idempotency-Key, so that Go's transport replays it when a reload
+// closes the keep-alive connection it was about to use (the request never
+// reached the gateway then).
+func replayablePost(body string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", strconv.FormatInt(idem.Add(1), 10))
+	return client.Do(req)
+}
+
+var idem atomic.Int64
+
+// Reloading the config five times, each time changed, while 50 streams
+// and steady non-streamed traffic are in flight loses and truncates
+// nothing; the counters keep counting.
+func TestReloadUnderLoad(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{MaxNumSeqs: 64, ITL: 10 * time.Millisecond}, simulator.CloudConfig{ITL: 10 * time.Millisecond})
+	e.load(defaultGateway)
+	labels := map[string]string{"gateway": e.gatewayName(), "alias": "chat-main"}
+	before := metricValue(t, "caddy_hybrid_llm_requests_total", labels)
+
+	streamReq := strings.Replace(streamBody, `"max_tokens":5`, `"max_tokens":100`, 1)
+	var wg sync.WaitGroup
+	var bad, streams, plain atomic.Int64
+	stop := make(chan struct{})
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := replayablePost(streamReq)
+			if err != nil {
+				t.Logf("stream: %v", err)
+				bad.Add(1)
+				return
+			}
+			b, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			ev := sseEvents(b)
+			if err != nil || resp.StatusCode != 200 || len(ev) != 100+2 || ev[len(ev)-1] != "[DONE]" {
+				t.Logf("stream: %d %v, %d events", resp.StatusCode, err, len(ev))
+				bad.Add(1)
+				return
+			}
+			streams.Add(1)
+		}()
+	}
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := replayablePost(chatBody)
+				if err != nil {
+					t.Logf("request: %v", err)
+					bad.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || !strings.Contains(string(b), `"usage"`) {
+					t.Logf("request: %d %s", resp.StatusCode, b)
+					bad.Add(1)
+					continue
+				}
+				plain.Add(1)
+			}
+		}()
+	}
+	// the reloads come while the streams are running
+	waitFor(t, "the streams to run", func() bool { r, _ := e.self.Load(); return r >= 40 })
+	modelProbes := func() int {
+		n := 0
+		for _, r := range e.self.Requests() {
+			if r.Method == http.MethodGet && r.Path == "/v1/models" {
+				n++
+			}
+		}
+		return n
+	}
+	probesBefore := modelProbes()
+	for i := range 5 {
+		waitFor(t, "traffic between reloads", func() bool { return plain.Load() >= int64(5*(i+1)) })
+		e.load(defaultGateway + "alias reload-" + strconv.Itoa(i) + " {\n\ttarget cloud " + cloudModel + "\n}\n")
+	}
+	close(stop)
+	wg.Wait()
+	if n := bad.Load(); n != 0 {
+		t.Errorf("%d responses failed or were truncated across 5 reloads", n)
+	}
+	// the unchanged upstream kept its prober: no model probe per reload
+	if n := modelProbes() - probesBefore; n > 0 {
+		t.Errorf("%d /v1/models probes during 5 reloads of an unchanged upstream", n)
+	}
+	if streams.Load() != 50 {
+		t.Errorf("%d of 50 streams completed", streams.Load())
+	}
+	after := metricValue(t, "caddy_hybrid_llm_requests_total", labels)
+	if after-before != float64(streams.Load()+plain.Load()) {
+		t.Errorf("requests_total grew by %v, %d requests answered", after-before, streams.Load()+plain.Load())
+	}
+	// nothing leaked: no request is in flight any more
+	waitFor(t, "in-flight counts back to zero", func() bool {
+		for _, g := range getState(t).Gateways {
+			for _, grp := range g.Groups {
+				for _, ep := range grp.Endpoints {
+					if ep.InFlight != 0 {
+						return false
+					}
+				}
+			}
+		}
+		return true
+	})
+}
