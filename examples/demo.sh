@@ -85,6 +85,15 @@ if [ "$mode" = "--check" ]; then
 	echo; echo "# 3. the peak goes to the cloud, the baseline stays self-hosted"
 	BURST_PROFILE=3x3s,24x4s,3x4s burst
 
+	echo; echo "# 3b. operators: state, a fallback drill, and a drain for maintenance (caddy hybrid-llm ...)"
+	hl() { bin/caddy hybrid-llm "$@" --address "$HYBRID_ADMIN"; }
+	hl state
+	hl drill --alias chat-main
+	hl drain --group self
+	curl -sS -D - -o /dev/null "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
+	hl undrain --group self
+	curl -sS -D - -o /dev/null "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
+
 	echo; echo "# 4. the self-hosted simulator stops: the same alias falls back to the cloud, with the cloud's model name"
 	kill "$(cat "$state/self.pid")"
 	wait "$(cat "$state/self.pid")" 2>/dev/null || true
@@ -93,7 +102,7 @@ if [ "$mode" = "--check" ]; then
 	cat "$state/out.json"; echo
 
 	echo; echo "# 5. the cost ledger: all-cloud, all-self-hosted and the hybrid as run, over the last 5 minutes"
-	curl -fsS "http://$HYBRID_ADMIN/hybrid_llm/ledger?window=5m" | head -60
+	hl ledger --window 5m
 
 	if [ -n "${PROMTOOL:-}" ]; then
 		echo; echo "# 6. promtool check metrics on the exposition after this traffic"
@@ -138,6 +147,13 @@ Watch the fallback: stop the self-hosted simulator, then send the request again.
 X-Hybrid-Target turns to "cloud" and the answer's model to $CLOUD_MODEL:
 
   kill \$(cat $state/self.pid)
+
+Operate it (admin API on $HYBRID_ADMIN):
+
+  bin/caddy hybrid-llm state --address $HYBRID_ADMIN
+  bin/caddy hybrid-llm drill --alias chat-main --address $HYBRID_ADMIN
+  bin/caddy hybrid-llm drain --group self --address $HYBRID_ADMIN     (undrain to undo)
+  bin/caddy hybrid-llm ledger --window 1h --address $HYBRID_ADMIN
 
 Or keep it running but make its /health fail (Caddy's active health check
 takes it out within 2s):

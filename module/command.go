@@ -1,0 +1,273 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "hybrid-llm",
+		Usage: "state|drain|undrain|drill|ledger [--address <admin>] [--json] ...",
+		Short: "Inspects and steers a running hybrid_llm gateway through the admin API",
+		Long: `
+Talks to the admin API of a running Caddy (the address is found like the
+reload command does: --address, else --config, else localhost:2019).
+
+  caddy hybrid-llm state                               groups, endpoints, health, load
+  caddy hybrid-llm drain   --group self [--endpoint 10.0.0.5:8000]
+  caddy hybrid-llm undrain --group self [--endpoint 10.0.0.5:8000]
+  caddy hybrid-llm drill   --alias chat-main           one request through each target
+  caddy hybrid-llm ledger  [--window 24h]              the cost comparison
+
+--gateway names the gateway when a config has several. --json prints the
+admin API's JSON instead of a table.
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.PersistentFlags().String("address", "", "The address of the admin API")
+			cmd.PersistentFlags().StringP("config", "c", "", "Configuration file, to find the admin address")
+			cmd.PersistentFlags().StringP("adapter", "a", "", "Name of the config adapter")
+			cmd.PersistentFlags().String("gateway", "", "The gateway's name, when there are several")
+			cmd.PersistentFlags().Bool("json", false, "Print JSON instead of a table")
+			sub := func(use, short string, run func(*cobra.Command) error) *cobra.Command {
+				c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+					RunE: func(c *cobra.Command, _ []string) error { return run(c) }}
+				cmd.AddCommand(c)
+				return c
+			}
+			sub("state", "Show the gateways' groups and endpoints", cmdState)
+			for _, verb := range []string{"drain", "undrain"} {
+				c := sub(verb, strings.ToUpper(verb[:1])+verb[1:]+" a group or one endpoint", func(c *cobra.Command) error {
+					return cmdDrain(c, verb)
+				})
+				c.Flags().String("group", "", "The group")
+				c.Flags().String("endpoint", "", "One endpoint of a vllm group (its upstream address)")
+			}
+			c := sub("drill", "Send one minimal request through each target of an alias", cmdDrill)
+			c.Flags().String("alias", "", "The alias")
+			c = sub("ledger", "Show the cost comparison of a window", cmdLedger)
+			c.Flags().String("window", "1h", "The window, up to 24h")
+		},
+	})
+}
+
+// adminCall sends a request to the admin API and returns the body of a 2xx.
+func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error) {
+	fl := cmd.Flags()
+	addrFlag, _ := fl.GetString("address")
+	configFlag, _ := fl.GetString("config")
+	adapterFlag, _ := fl.GetString("adapter")
+	addr, err := caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
+	if err != nil {
+		return nil, err
+	}
+	var rd io.Reader
+	headers := http.Header{}
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+		headers.Set("Content-Type", "application/json")
+	}
+	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, headers, rd)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+}
+
+func printJSON(cmd *cobra.Command, b []byte) bool {
+	if asJSON, _ := cmd.Flags().GetBool("json"); asJSON {
+		var out bytes.Buffer
+		if json.Indent(&out, b, "", "  ") != nil {
+			out.Write(b)
+		}
+		fmt.Println(strings.TrimSpace(out.String()))
+		return true
+	}
+	return false
+}
+
+func cmdState(cmd *cobra.Command) error {
+	b, err := adminCall(cmd, http.MethodGet, "/hybrid_llm/state", nil)
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	var doc StateDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("reading the state: %v", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "GATEWAY\tGROUP\tKIND\tENDPOINT\tHEALTH\tIN FLIGHT\tWAITING\tRUNNING\tKV\tNOTES")
+	for _, g := range doc.Gateways {
+		for _, grp := range g.Groups {
+			notes := groupNotes(grp)
+			if len(grp.Endpoints) == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t-\t-\t-\t%s\n", g.Name, grp.Name, grp.Kind, notes)
+			}
+			for _, ep := range grp.Endpoints {
+				inflight := strconv.FormatInt(ep.InFlight, 10)
+				if ep.RedLine > 0 {
+					inflight += "/" + strconv.FormatInt(ep.RedLine, 10)
+				}
+				waiting, running, kv := "-", "-", "-"
+				if ep.Metrics.AgeSeconds != nil {
+					waiting, running = fmt.Sprint(ep.Metrics.Waiting), fmt.Sprint(ep.Metrics.Running)
+					if !ep.Metrics.Fresh {
+						waiting += " (stale)"
+					}
+				}
+				if ep.Metrics.KVCacheUsage != nil {
+					kv = fmt.Sprintf("%.0f%%", *ep.Metrics.KVCacheUsage*100)
+				}
+				var epNotes []string
+				if len(ep.Misconfigured) > 0 {
+					epNotes = append(epNotes, "MISCONFIGURED: does not serve "+strings.Join(ep.Misconfigured, ", "))
+				}
+				if ep.Drained {
+					epNotes = append(epNotes, "drained")
+				}
+				if ep.Breaker != nil && ep.Breaker.State != "closed" {
+					epNotes = append(epNotes, "breaker "+ep.Breaker.State)
+				}
+				if notes != "" {
+					epNotes = append(epNotes, notes)
+				}
+				health := ep.Health
+				if ep.HealthError != "" {
+					health += " (" + ep.HealthError + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, grp.Name, grp.Kind, ep.Address,
+					health, inflight, waiting, running, kv, strings.Join(epNotes, "; "))
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+func groupNotes(grp GroupState) string {
+	var notes []string
+	if grp.Drained {
+		notes = append(notes, "group drained")
+	}
+	if o := grp.Overflow; o != nil && o.Active {
+		notes = append(notes, "OVERFLOW ("+o.Reason+")")
+	}
+	if b := grp.Breaker; b != nil && b.State != "closed" {
+		notes = append(notes, "group breaker "+b.State)
+	}
+	if mc := grp.ModelCheck; mc != nil {
+		switch {
+		case len(mc.Missing) > 0:
+			notes = append(notes, "MODEL NAMES NOT LISTED: "+strings.Join(mc.Missing, ", "))
+		case mc.Error != "":
+			notes = append(notes, "model check: "+mc.Error)
+		}
+	}
+	return strings.Join(notes, "; ")
+}
+
+func cmdDrain(cmd *cobra.Command, verb string) error {
+	group, _ := cmd.Flags().GetString("group")
+	endpoint, _ := cmd.Flags().GetString("endpoint")
+	gateway, _ := cmd.Flags().GetString("gateway")
+	if group == "" {
+		return fmt.Errorf("--group is required")
+	}
+	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/"+verb, actionRequest{Gateway: gateway, Group: group, Endpoint: endpoint})
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	what := "group " + group
+	if endpoint != "" {
+		what = "endpoint " + endpoint + " of group " + group
+	}
+	fmt.Printf("%s: %sed\n", what, verb)
+	return nil
+}
+
+func cmdDrill(cmd *cobra.Command) error {
+	alias, _ := cmd.Flags().GetString("alias")
+	gateway, _ := cmd.Flags().GetString("gateway")
+	if alias == "" {
+		return fmt.Errorf("--alias is required")
+	}
+	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/drill", actionRequest{Gateway: gateway, Alias: alias})
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	var out struct {
+		Targets []DrillResult `json:"targets"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return fmt.Errorf("reading the drill: %v", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tMODEL\tRESULT\tSTATUS\tLATENCY\tANSWERED AS\tERROR")
+	failed := 0
+	for _, r := range out.Targets {
+		result := "ok"
+		if !r.OK {
+			result, failed = "FAILED", failed+1
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0fms\t%s\t%s\n", r.Group, r.Model, result, r.Status, r.LatencyMS, r.AnsweredModel, r.Error)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d targets failed the drill", failed, len(out.Targets))
+	}
+	return nil
+}
+
+func cmdLedger(cmd *cobra.Command) error {
+	window, _ := cmd.Flags().GetString("window")
+	gateway, _ := cmd.Flags().GetString("gateway")
+	uri := "/hybrid_llm/ledger?window=" + window
+	if gateway != "" {
+		uri += "&gateway=" + gateway
+	}
+	b, err := adminCall(cmd, http.MethodGet, uri, nil)
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	var out struct {
+		Gateways []struct {
+			Gateway string `json:"gateway"`
+			Comparison
+		} `json:"gateways"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return fmt.Errorf("reading the ledger: %v", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "GATEWAY\tSCENARIO\tGPUS\tUTILIZATION\tSELF-HOSTED USD\tCLOUD USD\tTOTAL USD")
+	for _, g := range out.Gateways {
+		for _, sc := range []struct {
+			name string
+			c    ScenarioCost
+		}{{"all cloud", g.AllCloud}, {"all self-hosted", g.AllSelfHosted}, {"hybrid (as run)", g.Hybrid}} {
+			util := "-"
+			if sc.c.Utilization != nil {
+				util = fmt.Sprintf("%.1f%%", *sc.c.Utilization*100)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%.2f\t%.2f\t%.2f\n", g.Gateway, sc.name, sc.c.GPUs, util,
+				sc.c.SelfHostedUSD, sc.c.CloudUSD, sc.c.TotalUSD)
+		}
+	}
+	return tw.Flush()
+}
