@@ -202,19 +202,14 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 		}
 		var avoid []*endpoint
 		for n := 0; ; n++ {
-			done, err, ep := rt.try(ctx, t, b, avoid, i < len(plan)-1)
-			reason := ""
-			if !done {
-				reason = rt.attempts[len(rt.attempts)-1].reason
-			}
-			verdict := t.group.verdict(reason, done, rt.r.Context())
-			if bc := t.group.Breaker; bc != nil {
-				rt.judge(&t.group.shared.breaker, bc, verdict, groupTrial, t.Group, "")
-				groupTrial = false
-			}
+			// the first attempt carries the group breaker's trial, if any;
+			// try settles it however the attempt ends
+			done, err, ep, verdict := rt.try(ctx, t, b, avoid, i < len(plan)-1, groupTrial)
+			groupTrial = false
 			if done {
 				return err
 			}
+			reason := rt.attempts[len(rt.attempts)-1].reason
 			if reason == reasonContextLength {
 				minWindow = max(minWindow, t.contextWindow(), 1)
 				break
@@ -225,9 +220,6 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 			if ep != nil {
 				avoid = append(avoid, ep)
 			}
-		}
-		if groupTrial {
-			t.group.shared.breaker.release(true)
 		}
 	}
 	if err := rt.r.Context().Err(); err != nil {
@@ -280,7 +272,8 @@ func (grp *Group) verdict(reason string, answered bool, client context.Context) 
 	}
 	switch reason {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
-		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow, reasonDrained:
+		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow, reasonDrained,
+		reasonAvoided:
 		return verdictNone
 	}
 	return verdictFailure
@@ -314,7 +307,7 @@ func (rt *route) judge(b *breaker, bc *BreakerConfig, verdict int, trial bool, g
 // try makes one attempt on a target. It reports done when the response
 // has started (the client got bytes, successful or not), so that no
 // other target may be tried, and the vLLM endpoint it went to, if known.
-func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint, more bool) (done bool, err error, ep *endpoint) {
+func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint, more, groupTrial bool) (done bool, err error, ep *endpoint, verdict int) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if t.Timeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, time.Duration(t.Timeout))
@@ -353,17 +346,22 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint
 	aborted, err := proxy(t.group.proxy, aw, pr)
 	t.group.inflight.Add(-1)
 	ep = aw.slot.ep
-	if ep != nil && t.group.Breaker != nil {
-		v := t.group.verdict("", aw.state.Load() == attemptCommitted && !aborted, rt.r.Context())
-		if aw.state.Load() != attemptCommitted || aborted {
-			v = verdictFailure
-			if rt.r.Context().Err() != nil || aw.status == statusClientClosed {
-				v = verdictNone
+
+	// the breakers' verdict on this attempt, settled however it ends (a
+	// mid-stream failure ends in a panic): the endpoint's, and the
+	// group's when this attempt carries its half-open trial
+	verdict = verdictNone
+	defer func() {
+		if bc := t.group.Breaker; bc != nil {
+			if ep != nil {
+				rt.judge(ep.br, bc, verdict, aw.slot.trial, t.Group, ep.dial)
+			}
+			if groupTrial || verdict != verdictNone {
+				rt.judge(&t.group.shared.breaker, bc, verdict, groupTrial, t.Group, "")
 			}
 		}
-		rt.judge(ep.br, t.group.Breaker, v, aw.slot.trial, t.Group, ep.dial)
-		aw.slot.trial = false
-	}
+	}()
+	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed
 
 	if aw.state.Load() == attemptPending && aw.held != nil {
 		// a held 400: the next target gets the request only for a
@@ -371,18 +369,26 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint
 		if !isContextError(aw.held.Bytes()) {
 			aw.commit(aw.status)
 			_, _ = aw.w.Write(aw.held.Bytes())
-			return true, nil, ep
+			verdict = verdictSuccess // the client's business, not the upstream's
+			return true, nil, ep, verdict
 		}
 	}
 	if aw.state.Load() == attemptCommitted {
 		if aw.scan != nil {
 			aw.scan.finish(forwarder{aw})
 		}
+		switch {
+		case clientGone:
+		case aborted:
+			verdict = verdictFailure // the upstream broke off
+		default:
+			verdict = verdictSuccess
+		}
 		if aborted {
 			rt.outcome = outcomeInterrupted
 			rt.midStreamFailure(actx, aw)
 		}
-		return true, err, ep
+		return true, err, ep, verdict
 	}
 
 	// the attempt failed before its first byte: record why, discard
@@ -410,7 +416,11 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint
 		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", a.reason), zap.Error(err))
 	}
-	return false, nil, ep
+	verdict = t.group.verdict(a.reason, false, rt.r.Context())
+	if clientGone {
+		verdict = verdictNone
+	}
+	return false, nil, ep, verdict
 }
 
 // proxy runs the group's reverse proxy, turning its abort of a started

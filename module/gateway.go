@@ -475,6 +475,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		staleAfter: staleAfter,
 		unknownOK:  unknownOK,
 		breakers:   grp.Breaker != nil,
+		breaker:    grp.Breaker,
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
 	}

@@ -74,6 +74,7 @@ type vllmGroup struct {
 	staleAfter time.Duration
 	unknownOK  bool
 	breakers   bool                                 // endpoint breakers are on
+	breaker    *BreakerConfig                       // their config
 	endpoints  map[string]*endpoint                 // by dial address; read-only once provisioned
 	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
 	poolCache  atomic.Pointer[poolEndpoints]
@@ -448,7 +449,15 @@ func (s *LeastLoadSelection) Cleanup() error {
 // Select implements reverseproxy.Selector.
 func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
 	if slot, ok := caddyhttp.GetVar(r.Context(), varAttempt).(*attemptSlot); ok && slot.group != nil {
-		slot.release() // a retry inside the group gives back the previous pick
+		// a retry inside the group (lb_retries): the previous pick failed;
+		// give back its slot and settle its breaker, trial included
+		slot.release()
+		if prev := slot.ep; prev != nil && slot.group.breaker != nil {
+			if prev.br.failure(slot.group.breaker, now(), slot.trial) && s.logger != nil {
+				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
+			}
+			slot.ep, slot.trial = nil, false
+		}
 		if len(slot.group.endpoints) > 0 {
 			return slot.group.selectEndpoint(pool, slot)
 		}
