@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -55,27 +56,77 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 // setModel returns the body with its top-level "model" set to the
 // target's model name. Nothing else changes: key order, whitespace and
-// unknown fields are kept. The input is never modified.
-func (t *Target) setModel(body []byte) ([]byte, error) {
+// unknown fields are kept. The input is never modified. at is the model
+// value as scanTop found it: its position makes the swap one copy, with
+// no second search past the messages (clients often send them first).
+func (t *Target) setModel(body []byte, at gjson.Result) ([]byte, error) {
 	if t.sameName {
 		return body, nil
+	}
+	if at.Index > 0 && at.Index+len(at.Raw) <= len(body) && string(body[at.Index:at.Index+len(at.Raw)]) == at.Raw {
+		out := make([]byte, 0, len(body)-len(at.Raw)+len(t.modelJSON))
+		out = append(out, body[:at.Index]...)
+		out = append(out, t.modelJSON...)
+		return append(out, body[at.Index+len(at.Raw):]...), nil
 	}
 	return sjson.SetRawBytesOptions(body, "model", t.modelJSON, &sjson.Options{Optimistic: true})
 }
 
-// duplicateKey reports whether the JSON object body holds key more than
-// once at its top level, whatever the spelling (escapes included).
-// Decoders disagree on which one counts: gjson and sjson take the first,
-// Go's and Python's decoders (vLLM's, a cloud's) the last.
-func duplicateKey(body []byte, key string) bool {
-	n := 0
-	gjson.ParseBytes(body).ForEach(func(k, _ gjson.Result) bool {
-		if k.Str == key {
-			n++
+// withStreamUsage returns the body asking for stream usage
+// (stream_options.include_usage). Without stream_options, the field is
+// appended at the end of the object, which keeps the model's position.
+func withStreamUsage(body []byte, top topFields) ([]byte, bool) {
+	if !top.hasStreamOptions {
+		end := bytes.LastIndexByte(body, '}')
+		if end > 0 {
+			const field = `,"stream_options":{"include_usage":true}`
+			out := make([]byte, 0, len(body)+len(field))
+			out = append(out, body[:end]...)
+			out = append(out, field...)
+			return append(out, body[end:]...), true
 		}
-		return n < 2
+	}
+	b, err := sjson.SetBytes(body, "stream_options.include_usage", true)
+	return b, err == nil
+}
+
+// topFields are the top-level fields the gateway reads of a request.
+type topFields struct {
+	model      gjson.Result // the first model field
+	models     int          // how many model fields, whatever their spelling
+	stream     bool
+	wantsUsage bool // stream_options.include_usage
+
+	hasStreamOptions bool
+}
+
+// scanTop reads the top-level fields of a JSON body in one pass and
+// reports whether it is an object. A model key given twice (escapes
+// included) is counted: decoders disagree on which one counts (gjson and
+// sjson take the first, Go's and Python's decoders, vLLM's and a cloud's,
+// the last).
+func scanTop(body []byte) (topFields, bool) {
+	var f topFields
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return f, false
+	}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			if f.models == 0 {
+				f.model = v
+			}
+			f.models++
+		case "stream":
+			f.stream = v.Bool()
+		case "stream_options":
+			f.hasStreamOptions = true
+			f.wantsUsage = v.Get("include_usage").Bool()
+		}
+		return true
 	})
-	return n > 1
+	return f, true
 }
 
 // requestID returns the request's X-Request-Id if it is a sane token (1

@@ -5,6 +5,8 @@ package hybridllm
 
 import (
 	"errors"
+
+	"github.com/tidwall/gjson"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,12 +40,15 @@ func TestSetModelKeepsEverythingElse(t *testing.T) {
 			tg := &Target{Model: tc.model}
 			tg.modelJSON = []byte(jsonString(tc.model))
 			in := []byte(tc.in)
-			got, err := tg.setModel(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
+			top, _ := scanTop(in)
+			for _, at := range []gjson.Result{top.model, {}} { // the fast path and sjson's
+				got, err := tg.setModel(in, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(got) != tc.want {
+					t.Errorf("got  %s\nwant %s", got, tc.want)
+				}
 			}
 			if string(in) != tc.in {
 				t.Errorf("input modified: %s", in)

@@ -20,7 +20,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -77,12 +76,16 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "",
 			"could not read the request body")
 	}
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !gjson.ValidBytes(body) {
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
 			"the request body is not a valid JSON object")
 	}
-	fields := gjson.GetManyBytes(body, "model", "stream", "stream_options.include_usage")
-	model, stream, wantsUsage := fields[0], fields[1].Bool(), fields[2].Bool()
+	top, isObject := scanTop(body)
+	if !isObject {
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
+			"the request body is not a valid JSON object")
+	}
+	model, stream, wantsUsage := top.model, top.stream, top.wantsUsage
 	if !model.Exists() {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"you must provide a model parameter")
@@ -91,7 +94,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", "model",
 			"model must be a string")
 	}
-	if duplicateKey(body, "model") {
+	if top.models > 1 {
 		// the alias and the rewrite see the first one, the upstream's
 		// decoder the last: the client would choose the upstream model
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
@@ -128,11 +131,15 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		stream:   stream,
 		attempts: make([]attempt, 0, len(al.Targets)),
 	}
+	rt.model = model
 	if stream && !wantsUsage && !g.DisableStreamUsage && completionsPath(r.URL.Path) {
 		// ask for the usage chunk, to count the tokens; the client does
 		// not see it
-		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
+		if b, ok := withStreamUsage(body, top); ok {
 			body, rt.injected = b, true
+			if top.hasStreamOptions {
+				rt.model = gjson.Result{} // moved: let sjson find it
+			}
 		}
 	}
 	return rt.run(ctx, al, body, extra)
@@ -154,9 +161,10 @@ type route struct {
 	stream   bool
 	attempts []attempt
 	ttfb     time.Duration
-	rule     string // the group a pre-routing rule sent the request to
-	overflow string // group:signal of an overflow skip
-	injected bool   // the gateway asked for stream usage on its own
+	rule     string       // the group a pre-routing rule sent the request to
+	overflow string       // group:signal of an overflow skip
+	injected bool         // the gateway asked for stream usage on its own
+	model    gjson.Result // the body's model value, where scanTop found it
 	usage    usageScanner
 	answered *Target // the target whose response the client got
 	status   int     // the status the client got
@@ -194,7 +202,7 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 			}
 			groupTrial = trial
 		}
-		b, err := t.setModel(body)
+		b, err := t.setModel(body, rt.model)
 		if err != nil {
 			t.group.shared.breaker.release(groupTrial)
 			return writeError(rt.w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
@@ -773,10 +781,17 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 	case attemptPending:
 		switch {
 		case aw.held != nil:
-			if aw.held.Len()+len(p) > maxHeldBody {
-				return 0, errAbandoned
+			if aw.held.Len()+len(p) <= maxHeldBody {
+				return aw.held.Write(p)
 			}
-			return aw.held.Write(p)
+			// too long for a context-length error: the 400 is the
+			// answer, and goes to the client whole
+			held := aw.held.Bytes()
+			aw.held, aw.heldStatus, aw.status = nil, aw.status, 0
+			if _, err := aw.Write(held); err != nil {
+				return 0, err
+			}
+			return aw.Write(p)
 		case aw.status != 0:
 			return len(p), nil // a failed attempt's body: discarded
 		case len(p) == 0:

@@ -73,8 +73,10 @@ type signalDef struct {
 	unit string
 }
 
-func (oc *OverflowConfig) defs() []signalDef {
-	return []signalDef{
+// defs returns the signals in a fixed order; an array, so that the
+// evaluation on every request does not allocate.
+func (oc *OverflowConfig) defs() [4]signalDef {
+	return [4]signalDef{
 		{"waiting", oc.Waiting, func(s signals) float64 { return s.waiting }, ""},
 		{"ttft_p99", oc.TTFTP99, func(s signals) float64 { return s.ttftP99 }, "s"},
 		{"kv_cache_usage", oc.KVCacheUsage, func(s signals) float64 { return s.kv }, ""},

@@ -102,7 +102,7 @@ type prober struct {
 	logger  *zap.Logger
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	wake    chan struct{}
+	wake    [3]chan struct{} // health, metrics, models: probe now
 	started atomic.Bool
 }
 
@@ -148,7 +148,7 @@ func newProber(base string, logger *zap.Logger) *prober {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		logger: logger.With(zap.String("endpoint", base)),
-		wake:   make(chan struct{}, 1),
+		wake:   [3]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)},
 	}
 	p.snap.Store(&probeSnapshot{ttftP50: math.NaN(), ttftP99: math.NaN()})
 	return p
@@ -199,11 +199,24 @@ func (p *prober) applySettingsLocked() {
 	}
 	eff.expect = slices.Sorted(maps.Keys(expect))
 	prev := p.settings.Swap(&eff)
-	if prev != nil && !slices.Equal(prev.expect, eff.expect) {
+	if prev == nil {
+		return
+	}
+	wake := func(i int) {
 		select {
-		case p.wake <- struct{}{}: // check the models against the new names now
+		case p.wake[i] <- struct{}{}:
 		default:
 		}
+	}
+	// a shorter interval applies now, not once the longer one has run out
+	if eff.healthInterval < prev.healthInterval {
+		wake(0)
+	}
+	if eff.metricsInterval < prev.metricsInterval {
+		wake(1)
+	}
+	if eff.modelsInterval < prev.modelsInterval || !slices.Equal(prev.expect, eff.expect) {
+		wake(2) // and check the models against the new names now
 	}
 }
 
@@ -245,9 +258,9 @@ func (p *prober) start() {
 			}
 		}()
 	}
-	loop("health", func(s *probeSettings) time.Duration { return s.healthInterval }, p.probeHealth, nil)
-	loop("metrics", func(s *probeSettings) time.Duration { return s.metricsInterval }, p.probeMetrics, nil)
-	loop("models", func(s *probeSettings) time.Duration { return s.modelsInterval }, p.probeModels, p.wake)
+	loop("health", func(s *probeSettings) time.Duration { return s.healthInterval }, p.probeHealth, p.wake[0])
+	loop("metrics", func(s *probeSettings) time.Duration { return s.metricsInterval }, p.probeMetrics, p.wake[1])
+	loop("models", func(s *probeSettings) time.Duration { return s.modelsInterval }, p.probeModels, p.wake[2])
 }
 
 // update replaces the snapshot with a modified copy.

@@ -255,7 +255,22 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			}
 			ep := eps[i]
 			if ep == nil {
-				continue // not probed (a dynamic upstream): Caddy's view only
+				// not probed (a unix socket, a placeholder): balanced on
+				// Caddy's own request count, without a reserved slot
+				n := int64(u.NumRequests())
+				v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1}
+				if g.maxNumSeqs > 0 {
+					v.redLine = int64(g.maxNumSeqs + g.maxQueue)
+				}
+				switch s, why := v.score(true); {
+				case why != "":
+					if skipRank(why) > skipRank(skip) {
+						skip = why
+					}
+				case s < bestScore:
+					best, bestEP, bestScore = u, nil, s
+				}
+				continue
 			}
 			why := ""
 			switch {
@@ -289,6 +304,10 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			}
 			slot.skip = skip
 			return nil
+		}
+		if bestEP == nil {
+			slot.skip = ""
+			return best // an unprobed upstream: nothing to reserve
 		}
 		excluded[round] = bestEP
 		if !bestEP.p.reserve(g.redLine(bestEP)) {
@@ -440,7 +459,9 @@ func (s *LeastLoadSelection) Cleanup() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ep := range s.group.endpoints {
-		releaseProber(ep.p, s)
+		if ep != nil { // nil: an address that is not probed
+			releaseProber(ep.p, s)
+		}
 	}
 	s.group.endpoints = nil
 	return nil

@@ -211,19 +211,31 @@ func TestDrillReportsWrongCloudModel(t *testing.T) {
 	}
 }
 
-// replayablePost posts a chat request the way a production client does:
-// with an Idempotency-Key, so that Go's transport replays it when a reload
-// closes the keep-alive connection it was about to use (the request never
-// reached the gateway then).
+// replayablePost posts a chat request the way a production client does
+// (the OpenAI SDKs retry connection errors twice by default): a
+// connection error before any response (a reload closed the keep-alive
+// connection the request went out on, so the gateway never got it) is
+// retried. Any response, good or bad, is returned as it is.
 func replayablePost(body string) (*http.Response, error) {
-	req, err := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(body))
-	if err != nil {
-		return nil, err
+	var err error
+	for range 3 {
+		var req *http.Request
+		req, err = http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", strconv.FormatInt(idem.Add(1), 10))
+		var resp *http.Response
+		if resp, err = client.Do(req); err == nil {
+			return resp, nil
+		}
+		connRetries.Add(1)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", strconv.FormatInt(idem.Add(1), 10))
-	return client.Do(req)
+	return nil, err
 }
+
+var connRetries atomic.Int64
 
 var idem atomic.Int64
 
@@ -309,6 +321,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if n := bad.Load(); n != 0 {
 		t.Errorf("%d responses failed or were truncated across 5 reloads", n)
 	}
+	t.Logf("%d streams, %d requests answered; %d connection errors before a response were retried", streams.Load(), plain.Load(), connRetries.Load())
 	// the unchanged upstream kept its prober: no model probe per reload
 	if n := modelProbes() - probesBefore; n > 0 {
 		t.Errorf("%d /v1/models probes during 5 reloads of an unchanged upstream", n)

@@ -1,0 +1,335 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Command bench runs plain Caddy reverse_proxy and the hybrid_llm gateway
+// side by side, on loopback, against the same zero-latency vLLM simulator
+// and the same load (vegeta), in alternation, and prints each measure as
+// the hybrid/plain ratio. Run it with examples/bench/run.sh, which builds
+// the binaries first.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+const (
+	simAddr     = "127.0.0.1:18001"
+	idleSimAddr = "127.0.0.1:18002"
+	model       = "qwen2.5-7b-instruct"
+)
+
+type proxyUnderTest struct {
+	name  string
+	port  int
+	admin int
+	model string // what the client sends
+	cmd   *exec.Cmd
+}
+
+func (p *proxyUnderTest) url(path string) string {
+	return "http://127.0.0.1:" + strconv.Itoa(p.port) + path
+}
+
+func main() {
+	bin := flag.String("bin", "bin", "folder with caddy and llmsim")
+	dur := flag.Duration("duration", 5*time.Second, "length of each load run")
+	rounds := flag.Int("rounds", 2, "alternating rounds (the best of each is kept)")
+	idle := flag.Int("idle-streams", 5000, "idle streams for the memory measure (0 skips it)")
+	flag.Parse()
+
+	work, err := os.MkdirTemp("", "hybrid-bench")
+	must(err)
+	defer os.RemoveAll(work)
+
+	var procs []*exec.Cmd
+	defer func() {
+		for _, c := range procs {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	start := func(name string, args ...string) *exec.Cmd {
+		c := exec.Command(filepath.Join(*bin, name), args...)
+		c.Stdout, c.Stderr = io.Discard, io.Discard
+		c.Env = append(os.Environ(), "HOME="+work, "XDG_DATA_HOME="+work, "XDG_CONFIG_HOME="+work)
+		must(c.Start())
+		procs = append(procs, c)
+		return c
+	}
+	start("llmsim", "vllm", "--listen", simAddr, "--served-model-name", model, "--ttft", "0", "--itl", "0",
+		"--max-num-seqs", "100000", "--output-tokens", "16", "--quiet")
+	start("llmsim", "vllm", "--listen", idleSimAddr, "--served-model-name", model, "--ttft", "0", "--itl", "1h",
+		"--max-num-seqs", "100000", "--quiet")
+
+	plain := &proxyUnderTest{name: "plain", port: 18101, admin: 18201, model: model}
+	hybrid := &proxyUnderTest{name: "hybrid", port: 18102, admin: 18202, model: "chat-main"}
+	configs := map[*proxyUnderTest]string{
+		plain: fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	skip_install_trust
+}
+http://:%d {
+	bind 127.0.0.1
+	handle /idle/* {
+		uri strip_prefix /idle
+		reverse_proxy %s
+	}
+	reverse_proxy %s
+}
+`, plain.admin, plain.port, idleSimAddr, simAddr),
+		hybrid: fmt.Sprintf(`{
+	admin 127.0.0.1:%d
+	skip_install_trust
+}
+http://:%d {
+	bind 127.0.0.1
+	handle /idle/* {
+		uri strip_prefix /idle
+		hybrid_llm {
+			name idle
+			group idle {
+				kind vllm
+				proxy %s
+			}
+			alias chat-main {
+				target idle %s
+			}
+		}
+	}
+	handle /v1/* {
+		hybrid_llm {
+			group self {
+				kind vllm
+				proxy %s
+			}
+			alias chat-main {
+				target self %s
+			}
+		}
+	}
+}
+`, hybrid.admin, hybrid.port, idleSimAddr, model, simAddr, model),
+	}
+	for p, cfg := range configs {
+		path := filepath.Join(work, p.name+".caddyfile")
+		must(os.WriteFile(path, []byte(cfg), 0o600))
+		p.cmd = start("caddy", "run", "--config", path, "--adapter", "caddyfile")
+	}
+	for _, p := range []*proxyUnderTest{plain, hybrid} {
+		waitUp(p)
+	}
+
+	body := func(p *proxyUnderTest, stream bool) []byte {
+		return []byte(`{"model":"` + p.model + `","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16,"stream":` + strconv.FormatBool(stream) + `}`)
+	}
+	type result struct {
+		rps, p50at500, p99at500, p50at2000, p99at2000, ttfb float64
+	}
+	best := map[string]*result{}
+	for round := 0; round < *rounds; round++ {
+		for _, p := range []*proxyUnderTest{plain, hybrid} {
+			r := &result{}
+			m := attack(p.url("/v1/chat/completions"), body(p, false), 0, 64, *dur)
+			r.rps = m.Throughput
+			m = attack(p.url("/v1/chat/completions"), body(p, false), 500, 64, *dur)
+			r.p50at500, r.p99at500 = ms(m.Latencies.P50), ms(m.Latencies.P99)
+			m = attack(p.url("/v1/chat/completions"), body(p, false), 2000, 128, *dur)
+			r.p50at2000, r.p99at2000 = ms(m.Latencies.P50), ms(m.Latencies.P99)
+			r.ttfb = streamsTTFB(p.url("/v1/chat/completions"), body(p, true), 200)
+			fmt.Fprintf(os.Stderr, "round %d %-6s rps %.0f  p50@500 %.3fms p99@500 %.3fms  p50@2000 %.3fms p99@2000 %.3fms  ttfb p50 %.3fms\n",
+				round+1, p.name, r.rps, r.p50at500, r.p99at500, r.p50at2000, r.p99at2000, r.ttfb)
+			b := best[p.name]
+			if b == nil {
+				best[p.name] = r
+				continue
+			}
+			b.rps = max(b.rps, r.rps)
+			b.p50at500, b.p99at500 = min(b.p50at500, r.p50at500), min(b.p99at500, r.p99at500)
+			b.p50at2000, b.p99at2000 = min(b.p50at2000, r.p50at2000), min(b.p99at2000, r.p99at2000)
+			b.ttfb = min(b.ttfb, r.ttfb)
+		}
+	}
+
+	rssPeak := map[string]float64{}
+	perStream := map[string]float64{}
+	for _, p := range []*proxyUnderTest{plain, hybrid} {
+		rssPeak[p.name] = procKB(p.cmd.Process.Pid, "VmHWM") / 1024
+		if *idle > 0 {
+			perStream[p.name] = idleStreams(p, body(p, true), *idle)
+		}
+	}
+
+	pl, hy := best["plain"], best["hybrid"]
+	fmt.Println()
+	fmt.Printf("%-40s %12s %12s %8s\n", "measure", "plain", "hybrid", "ratio")
+	row := func(name string, a, b float64, unit string) {
+		fmt.Printf("%-40s %10.3f%-2s %10.3f%-2s %8.3f\n", name, a, unit, b, unit, b/a)
+	}
+	row("throughput, 64 connections (req/s)", pl.rps, hy.rps, "")
+	row("p50 latency at 500 req/s (ms)", pl.p50at500, hy.p50at500, "")
+	row("p99 latency at 500 req/s (ms)", pl.p99at500, hy.p99at500, "")
+	row("p50 latency at 2000 req/s (ms)", pl.p50at2000, hy.p50at2000, "")
+	row("p99 latency at 2000 req/s (ms)", pl.p99at2000, hy.p99at2000, "")
+	row("TTFB p50, 200 concurrent streams (ms)", pl.ttfb, hy.ttfb, "")
+	row("peak RSS (MiB)", rssPeak["plain"], rssPeak["hybrid"], "")
+	if *idle > 0 {
+		row(fmt.Sprintf("RSS per idle stream, %d streams (KiB)", *idle), perStream["plain"], perStream["hybrid"], "")
+	}
+	fmt.Printf("\nadded p50 latency at 500 req/s: %+.3f ms; added TTFB p50: %+.3f ms\n", hy.p50at500-pl.p50at500, hy.ttfb-pl.ttfb)
+}
+
+// attack runs vegeta against url: at rate req/s, or as fast as the
+// workers go when rate is 0.
+func attack(url string, body []byte, rate, workers int, dur time.Duration) vegeta.Metrics {
+	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodPost, URL: url, Body: body,
+		Header: http.Header{"Content-Type": {"application/json"}}})
+	opts := []func(*vegeta.Attacker){vegeta.Workers(uint64(workers)), vegeta.Connections(workers), vegeta.KeepAlive(true)}
+	if rate == 0 {
+		opts = append(opts, vegeta.MaxWorkers(uint64(workers)))
+	}
+	a := vegeta.NewAttacker(opts...)
+	var m vegeta.Metrics
+	for res := range a.Attack(tr, vegeta.Rate{Freq: rate, Per: time.Second}, dur, "bench") {
+		m.Add(res)
+	}
+	m.Close()
+	if m.Success < 0.999 {
+		fmt.Fprintf(os.Stderr, "warning: %s: success %.4f (%v)\n", url, m.Success, m.Errors)
+	}
+	return m
+}
+
+// streamsTTFB starts n streams at once and returns the median time to
+// their first body byte, in ms.
+func streamsTTFB(url string, body []byte, n int) float64 {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, DisableCompression: true}, Timeout: 30 * time.Second}
+	var mu sync.Mutex
+	var ttfbs []float64
+	var wg sync.WaitGroup
+	startGate := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-startGate
+			t0 := time.Now()
+			resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(resp.Body)
+			if _, err := br.ReadByte(); err == nil {
+				d := time.Since(t0)
+				mu.Lock()
+				ttfbs = append(ttfbs, ms(d))
+				mu.Unlock()
+			}
+			_, _ = io.Copy(io.Discard, br)
+			resp.Body.Close()
+		}()
+	}
+	close(startGate)
+	wg.Wait()
+	client.CloseIdleConnections()
+	if len(ttfbs) == 0 {
+		return 0
+	}
+	sort.Float64s(ttfbs)
+	return ttfbs[len(ttfbs)/2]
+}
+
+// idleStreams holds n streams open through the proxy to a simulator that
+// never sends a token, and returns the proxy's RSS growth per stream in KiB.
+func idleStreams(p *proxyUnderTest, body []byte, n int) float64 {
+	before := procKB(p.cmd.Process.Pid, "VmRSS")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: 0, DisableCompression: true}
+	client := &http.Client{Transport: tr}
+	var opened sync.WaitGroup
+	var held sync.WaitGroup
+	for range n {
+		opened.Add(1)
+		held.Add(1)
+		go func() {
+			defer held.Done()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.url("/idle/v1/chat/completions"), bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			opened.Done()
+			if err != nil {
+				return
+			}
+			br := bufio.NewReader(resp.Body)
+			_, _ = br.ReadString('\n') // the role event, then nothing
+			<-ctx.Done()
+			resp.Body.Close()
+		}()
+	}
+	opened.Wait()
+	time.Sleep(2 * time.Second) // let the proxy settle before sampling
+	after := procKB(p.cmd.Process.Pid, "VmRSS")
+	cancel()
+	held.Wait()
+	tr.CloseIdleConnections()
+	return (after - before) / float64(n)
+}
+
+func procKB(pid int, field string) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseFloat(f[0], 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+func waitUp(p *proxyUnderTest) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Post(p.url("/v1/chat/completions"), "application/json",
+			strings.NewReader(`{"model":"`+p.model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Fprintf(os.Stderr, "%s did not come up\n", p.name)
+	os.Exit(1)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}

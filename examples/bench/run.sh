@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Plain Caddy reverse_proxy vs the hybrid_llm gateway, side by side on
+# loopback against the same zero-latency vLLM simulator, with vegeta.
+#
+#   bash examples/bench/run.sh [-duration 5s] [-rounds 2] [-idle-streams 5000]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+mkdir -p bin
+echo "building bin/caddy and bin/llmsim ..." >&2
+go build -o bin/caddy ./xcaddy/cmd/caddy
+go build -o bin/llmsim ./cmd/llmsim
+exec go run ./examples/bench -bin bin "$@"
