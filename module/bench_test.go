@@ -103,7 +103,8 @@ func BenchmarkFeatures(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if plan, rule := al.plan(newFeatures(body, h)); rule != nil || len(plan) != 2 {
+		top, _ := scanTop(body)
+		if plan, rule := al.plan(newFeatures(body, h, &top)); rule != nil || len(plan) != 2 {
 			b.Fatal("unexpected match")
 		}
 	}

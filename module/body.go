@@ -98,6 +98,10 @@ type topFields struct {
 	wantsUsage bool // stream_options.include_usage
 
 	hasStreamOptions bool
+
+	// for pre-routing and context windows
+	messages, prompt, input gjson.Result
+	maxTokens               int64
 }
 
 // scanTop reads the top-level fields of a JSON body in one pass and
@@ -123,6 +127,14 @@ func scanTop(body []byte) (topFields, bool) {
 		case "stream_options":
 			f.hasStreamOptions = true
 			f.wantsUsage = v.Get("include_usage").Bool()
+		case "messages":
+			f.messages = v
+		case "prompt":
+			f.prompt = v
+		case "input":
+			f.input = v
+		case "max_tokens", "max_completion_tokens":
+			f.maxTokens = max(f.maxTokens, v.Int())
 		}
 		return true
 	})

@@ -131,7 +131,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		stream:   stream,
 		attempts: make([]attempt, 0, len(al.Targets)),
 	}
-	rt.model = model
+	rt.model, rt.top = model, top
 	if stream && !wantsUsage && !g.DisableStreamUsage && completionsPath(r.URL.Path) {
 		// ask for the usage chunk, to count the tokens; the client does
 		// not see it
@@ -165,6 +165,7 @@ type route struct {
 	overflow string       // group:signal of an overflow skip
 	injected bool         // the gateway asked for stream usage on its own
 	model    gjson.Result // the body's model value, where scanTop found it
+	top      topFields
 	usage    usageScanner
 	answered *Target // the target whose response the client got
 	status   int     // the status the client got
@@ -175,7 +176,7 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 	// deferred, so that a response aborted after its first byte (a panic
 	// with http.ErrAbortHandler) gets its routing record too
 	defer rt.log(extra, al)
-	f := newFeatures(body, rt.r.Header)
+	f := newFeatures(body, rt.r.Header, &rt.top)
 	plan, rule := al.plan(f)
 	if rule != nil {
 		rt.rule = rule.Target
@@ -489,7 +490,16 @@ func classify(err error) string {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return reasonConnRefused
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		// net.ErrClosed: the transport closed the connection under the
+		// request body it was writing, having seen the reset
+		return reasonConnReset
+	}
+	// some transport errors carry their cause only in their text
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "connection reset"), strings.Contains(msg, "broken pipe"),
+		strings.Contains(msg, "server closed"), strings.HasSuffix(msg, ": EOF"):
 		return reasonConnReset
 	}
 	var ne net.Error
@@ -558,26 +568,26 @@ func (rt *route) log(extra *caddyhttp.ExtraLogFields, al *Alias) {
 		tried[i] = a.target.Group + ":" + a.reason
 	}
 	n := len(rt.attempts)
-	extra.Set(zap.Strings("llm_tried", tried))
+	extra.Add(zap.Strings("llm_tried", tried))
 	if rt.ttfb > 0 {
 		n++
-		extra.Set(zap.Duration("llm_ttfb", rt.ttfb))
+		extra.Add(zap.Duration("llm_ttfb", rt.ttfb))
 	}
-	extra.Set(zap.Int("llm_attempts", n))
-	extra.Set(zap.Bool("llm_fallback", len(rt.attempts) > 0 && rt.ttfb > 0))
+	extra.Add(zap.Int("llm_attempts", n))
+	extra.Add(zap.Bool("llm_fallback", len(rt.attempts) > 0 && rt.ttfb > 0))
 	if len(rt.attempts) > 0 {
-		extra.Set(zap.String("llm_fallback_reason", rt.attempts[len(rt.attempts)-1].reason))
+		extra.Add(zap.String("llm_fallback_reason", rt.attempts[len(rt.attempts)-1].reason))
 	}
-	extra.Set(zap.Bool("llm_overflow", rt.overflow != ""))
+	extra.Add(zap.Bool("llm_overflow", rt.overflow != ""))
 	if rt.overflow != "" {
-		extra.Set(zap.String("llm_overflow_reason", rt.overflow))
+		extra.Add(zap.String("llm_overflow_reason", rt.overflow))
 	}
 	if rt.rule != "" {
-		extra.Set(zap.String("llm_route", rt.rule))
+		extra.Add(zap.String("llm_route", rt.rule))
 	}
 	if rt.usage.found {
-		extra.Set(zap.Int64("llm_prompt_tokens", rt.usage.prompt))
-		extra.Set(zap.Int64("llm_completion_tokens", rt.usage.completion))
+		extra.Add(zap.Int64("llm_prompt_tokens", rt.usage.prompt))
+		extra.Add(zap.Int64("llm_completion_tokens", rt.usage.completion))
 	}
 }
 
@@ -759,11 +769,11 @@ func (aw *attemptWriter) commit(status int) bool {
 		}
 	}
 	if extra := logFields(rt.r); extra != nil {
-		extra.Set(zap.String("llm_group", t.Group))
-		extra.Set(zap.String("llm_model", t.Model))
+		extra.Add(zap.String("llm_group", t.Group))
+		extra.Add(zap.String("llm_model", t.Model))
 		if repl, ok := rt.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 			if ep, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok {
-				extra.Set(zap.String("llm_endpoint", ep))
+				extra.Add(zap.String("llm_endpoint", ep))
 			}
 		}
 	}

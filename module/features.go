@@ -39,16 +39,21 @@ type Rule struct {
 }
 
 // features are what routing needs to know of a request body, read with
-// gjson on demand (never a full decode).
+// gjson on demand (never a full decode), from the top-level fields scanTop
+// found.
 type features struct {
 	body         []byte
 	header       http.Header
+	top          *topFields
 	promptTokens int // -1: not computed yet
-	maxTokens    int // -1: not computed yet
 }
 
-func newFeatures(body []byte, h http.Header) *features {
-	return &features{body: body, header: h, promptTokens: -1, maxTokens: -1}
+func newFeatures(body []byte, h http.Header, top *topFields) *features {
+	if top == nil {
+		t, _ := scanTop(body)
+		top = &t
+	}
+	return &features{body: body, header: h, top: top, promptTokens: -1}
 }
 
 // prompt estimates the prompt's tokens: characters of the messages'
@@ -73,25 +78,19 @@ func (f *features) prompt() int {
 			})
 		}
 	}
-	fields := gjson.GetManyBytes(f.body, "messages", "prompt", "input")
-	fields[0].ForEach(func(_, m gjson.Result) bool {
+	f.top.messages.ForEach(func(_, m gjson.Result) bool {
 		add(m.Get("content"))
 		return true
 	})
-	add(fields[1])
-	add(fields[2])
+	add(f.top.prompt)
+	add(f.top.input)
 	f.promptTokens = (chars + 3) / 4
 	return f.promptTokens
 }
 
 // requested returns max_tokens or max_completion_tokens, or 0.
 func (f *features) requested() int {
-	if f.maxTokens >= 0 {
-		return f.maxTokens
-	}
-	r := gjson.GetManyBytes(f.body, "max_tokens", "max_completion_tokens")
-	f.maxTokens = int(max(r[0].Int(), r[1].Int(), 0))
-	return f.maxTokens
+	return int(max(f.top.maxTokens, 0))
 }
 
 func (r *Rule) matches(f *features) bool {

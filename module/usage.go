@@ -125,6 +125,16 @@ func (u *usageScanner) readUsage(event []byte) {
 }
 
 func (u *usageScanner) readUsageJSON(body []byte) {
+	// the usage object comes last in OpenAI-style bodies: read it alone
+	// rather than walking the whole answer
+	if i := bytes.LastIndex(body, usageKey); i >= 0 {
+		// gjson reads the object that starts there and ignores what follows
+		r := gjson.GetManyBytes(body[i+len(usageKey)-1:], "prompt_tokens", "completion_tokens")
+		if r[0].Exists() || r[1].Exists() {
+			u.prompt, u.completion, u.found = r[0].Int(), r[1].Int(), true
+			return
+		}
+	}
 	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens")
 	if r[0].Exists() || r[1].Exists() {
 		// the last usage seen wins (continuous usage stats repeat it)
