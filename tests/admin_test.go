@@ -334,16 +334,5 @@ func TestReloadUnderLoad(t *testing.T) {
 		t.Errorf("requests_total grew by %v, %d requests answered", after-before, streams.Load()+plain.Load())
 	}
 	// nothing leaked: no request is in flight any more
-	waitFor(t, "in-flight counts back to zero", func() bool {
-		for _, g := range getState(t).Gateways {
-			for _, grp := range g.Groups {
-				for _, ep := range grp.Endpoints {
-					if ep.InFlight != 0 {
-						return false
-					}
-				}
-			}
-		}
-		return true
-	})
+	waitNoInFlight(t)
 }
