@@ -16,8 +16,8 @@ import (
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "requests_total",
-		Help: "Requests by alias, the group that answered (empty when none did), outcome and status class.",
-	}, []string{"gateway", "alias", "group", "outcome", "code"})
+		Help: "Requests by alias, the target that answered (group and model; empty when none did), outcome and status class.",
+	}, []string{"gateway", "alias", "group", "model", "outcome", "code"})
 
 	fallbacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "fallbacks_total",
@@ -78,7 +78,11 @@ func codeClass(status int) string {
 // meter records a finished request's metrics.
 func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	gw := rt.g.Name
-	requestsTotal.WithLabelValues(gw, al.name, group, outcome, codeClass(status)).Inc()
+	model := ""
+	if rt.answered != nil {
+		model = rt.answered.Model
+	}
+	requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, codeClass(status)).Inc()
 	for _, a := range rt.attempts {
 		if isOverflowReason(a.reason) {
 			overflowsTotal.WithLabelValues(gw, al.name, a.target.Group, group, a.reason).Inc()

@@ -181,6 +181,9 @@ func loadRaw(t *testing.T, cfg string) *caddytest.Tester {
 	t.Helper()
 	tc := caddytest.NewTester(t)
 	tc.InitServer(cfg, "caddyfile")
+	// the reload closes the old server's idle keep-alive connections; a
+	// POST on one of them would fail before reaching the new config
+	client.CloseIdleConnections()
 	return tc
 }
 

@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -58,12 +59,24 @@ func main() {
 	defer os.RemoveAll(work)
 
 	var procs []*exec.Cmd
-	defer func() {
+	stopAll := func() {
 		for _, c := range procs {
 			_ = c.Process.Kill()
 			_ = c.Wait()
 		}
-	}()
+	}
+	defer stopAll()
+	fail = func(msg string) {
+		fmt.Fprintln(os.Stderr, "bench:", msg)
+		stopAll()
+		os.Exit(1)
+	}
+	for _, addr := range []string{simAddr, idleSimAddr, "127.0.0.1:18101", "127.0.0.1:18102", "127.0.0.1:18201", "127.0.0.1:18202"} {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			fail(addr + " is in use: is an earlier run still going?")
+		}
+	}
 	start := func(name string, args ...string) *exec.Cmd {
 		c := exec.Command(filepath.Join(*bin, name), args...)
 		c.Stdout, c.Stderr = io.Discard, io.Discard
@@ -321,7 +334,12 @@ func waitUp(p *proxyUnderTest) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	fmt.Fprintf(os.Stderr, "%s did not come up\n", p.name)
+	fail(p.name + " did not come up")
+}
+
+// fail stops what the run started and exits.
+var fail = func(msg string) {
+	fmt.Fprintln(os.Stderr, "bench:", msg)
 	os.Exit(1)
 }
 
@@ -329,7 +347,6 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func must(err error) {
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		fail(err.Error())
 	}
 }
