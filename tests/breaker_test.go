@@ -111,7 +111,7 @@ func withBreaker(block, group, breaker string) string {
 // A 400 from a vLLM endpoint is the client's business (README: "a 4xx
 // answer is a success"): however many bad requests clients send, the
 // endpoint keeps getting traffic.
-func TestReview3BadRequestsDoNotOpenTheEndpointBreaker(t *testing.T) {
+func TestBadRequestsDoNotOpenTheEndpointBreaker(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load(withBreaker(defaultGateway, "self", "\t\tallowed_fails 2\n\t\tcooldown 1h\n"))
 
@@ -132,7 +132,7 @@ func TestReview3BadRequestsDoNotOpenTheEndpointBreaker(t *testing.T) {
 
 // A stream cut by the upstream is a failure for the group's breaker
 // (README: "a cut stream"), as it is for an endpoint's.
-func TestReview3CutStreamsOpenTheGroupBreaker(t *testing.T) {
+func TestCutStreamsOpenTheGroupBreaker(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load(withBreaker(defaultGateway, "cloud", "\t\tallowed_fails 2\n\t\tcooldown 1h\n"))
 	e.cloud.SetFailures(simulator.Failures{CutAfterChunks: 1})
@@ -166,7 +166,7 @@ func TestReview3CutStreamsOpenTheGroupBreaker(t *testing.T) {
 // ends, also when the response is aborted after its first byte (an
 // upstream cut, a client that leaves): otherwise the breaker waits for the
 // trial forever and the group never gets traffic again.
-func TestReview3AbortedTrialDoesNotBlockTheGroupBreaker(t *testing.T) {
+func TestAbortedTrialDoesNotBlockTheGroupBreaker(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{ITL: 50 * time.Millisecond})
 	e.load(withBreaker(defaultGateway, "cloud", "\t\tallowed_fails 1\n\t\tcooldown 300ms\n"))
 	cloudFirst := strings.Replace(chatBody, "chat-main", "cloud-first", 1)
@@ -228,7 +228,7 @@ func TestReview3AbortedTrialDoesNotBlockTheGroupBreaker(t *testing.T) {
 // Attempts a request cannot make on a target because every endpoint
 // already failed it (retries_exhausted) are not failures of the group:
 // one failed request with retries 1 is one failure, not two.
-func TestReview3ExhaustedRetriesAreNotAFailure(t *testing.T) {
+func TestExhaustedRetriesAreNotAFailure(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	block := withBreaker(vllmBlock(""), "self", "\t\tallowed_fails 2\n\t\tcooldown 1h\n")
 	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\n\t\tretries 1\n\t}\n", 1)
@@ -248,7 +248,7 @@ func TestReview3ExhaustedRetriesAreNotAFailure(t *testing.T) {
 // proxy retrying another endpoint (lb_retries), is open again afterwards
 // and gets its next trial after the cooldown: the retry must not leave
 // the trial taken forever.
-func TestReview3ProxyRetryDoesNotLeakTheEndpointTrial(t *testing.T) {
+func TestProxyRetryDoesNotLeakTheEndpointTrial(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	second := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
 	srv, err := simulator.Start("127.0.0.1:0", second)
@@ -305,7 +305,7 @@ func TestReview3ProxyRetryDoesNotLeakTheEndpointTrial(t *testing.T) {
 // the upstream cuts, a first_byte_timeout that abandons the attempt, a
 // held 400, an upstream error. A leaked slot would lower the red line for
 // good.
-func TestReview3InFlightSlotsComeBack(t *testing.T) {
+func TestInFlightSlotsComeBack(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{ITL: 20 * time.Millisecond}, simulator.CloudConfig{})
 	block := vllmBlock("\tmax_num_seqs 2\n")
 	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\n\t\tfirst_byte_timeout 200ms\n\t}\n", 1)
@@ -370,7 +370,7 @@ func TestReview3InFlightSlotsComeBack(t *testing.T) {
 // error; a long one (vLLM's validation errors quote the request) is still
 // the answer, and reaches the client whole, never cut and passed off as
 // complete.
-func TestReview3LongBadRequestBodyReachesTheClientWhole(t *testing.T) {
+func TestLongBadRequestBodyReachesTheClientWhole(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	long := `{"error":{"message":"1 validation error: {'type': 'string_type', 'input': '` + strings.Repeat("x", 100<<10) +
 		`'}","type":"BadRequestError","param":null,"code":400}}`

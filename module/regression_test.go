@@ -20,7 +20,7 @@ import (
 // unix socket, a placeholder address) and balances them on Caddy's
 // request count; unloading the config afterwards (a reload, a stop) must
 // not crash Caddy.
-func TestReview3StandalonePolicyCleanupAfterUnprobeableUpstream(t *testing.T) {
+func TestStandalonePolicyCleanupAfterUnprobeableUpstream(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	s := new(LeastLoadSelection)
@@ -44,7 +44,7 @@ func TestReview3StandalonePolicyCleanupAfterUnprobeableUpstream(t *testing.T) {
 // A reload that asks a shared prober for a shorter interval gets it at
 // once, not after the old (longer) interval has run out: "the shortest
 // wins".
-func TestReview3ShorterIntervalAppliesAtOnce(t *testing.T) {
+func TestShorterIntervalAppliesAtOnce(t *testing.T) {
 	v, srv := startSim(t, simulator.VLLMConfig{})
 	settings := func(d time.Duration) probeSettings {
 		return probeSettings{healthInterval: d, metricsInterval: d, modelsInterval: time.Hour,
@@ -74,7 +74,7 @@ func TestReview3ShorterIntervalAppliesAtOnce(t *testing.T) {
 
 // The overflow check runs on every request to a group with overflow; in
 // the steady state (no transition) it allocates nothing.
-func TestReview3OverflowEvaluateDoesNotAllocate(t *testing.T) {
+func TestOverflowEvaluateDoesNotAllocate(t *testing.T) {
 	oc := &OverflowConfig{Waiting: &Threshold{Trigger: 8, Recover: 2}, InFlight: &Threshold{Trigger: 10, Recover: 2}}
 	st, logger, t0 := new(overflowState), zap.NewNop(), time.Unix(1_800_000_000, 0)
 	for _, waiting := range []float64{1, 10} { // off, then on
@@ -89,7 +89,7 @@ func TestReview3OverflowEvaluateDoesNotAllocate(t *testing.T) {
 // placeholder) is "balanced on in-flight counts only", as the start-up
 // warning says: it gets requests, here once the probed one is at its red
 // line.
-func TestReview3UnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
+func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
 	_, a := startSim(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, 1, 0, a)
 	g.unknownOK = true
