@@ -154,29 +154,23 @@ func unmarshalProbe(d *caddyfile.Dispenser) (*ProbeConfig, error) {
 
 // parsePositiveInt reads exactly one integer argument > 0.
 func parsePositiveInt(d *caddyfile.Dispenser) (int, error) {
-	name := d.Val()
-	if !d.NextArg() {
-		return 0, d.ArgErr()
-	}
-	n, err := strconv.Atoi(d.Val())
-	if err != nil || n <= 0 {
-		return 0, d.Errf("invalid %s '%s': want a positive integer", name, d.Val())
-	}
-	if d.NextArg() {
-		return 0, d.ArgErr()
-	}
-	return n, nil
+	return parseIntArg(d, 1, "a positive integer")
 }
 
 // parseNonNegativeInt reads exactly one integer argument >= 0.
 func parseNonNegativeInt(d *caddyfile.Dispenser) (int, error) {
+	return parseIntArg(d, 0, "a non-negative integer")
+}
+
+// parseIntArg reads exactly one integer argument of at least least.
+func parseIntArg(d *caddyfile.Dispenser, least int, want string) (int, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return 0, d.ArgErr()
 	}
 	n, err := strconv.Atoi(d.Val())
-	if err != nil || n < 0 {
-		return 0, d.Errf("invalid %s '%s': want a non-negative integer", name, d.Val())
+	if err != nil || n < least {
+		return 0, d.Errf("invalid %s '%s': want %s", name, d.Val(), want)
 	}
 	if d.NextArg() {
 		return 0, d.ArgErr()

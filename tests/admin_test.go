@@ -122,12 +122,7 @@ func drainedIn(st stateDoc, group string) bool {
 
 func TestDrainOneEndpoint(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	second := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
-	srv, err := simulator.Start("127.0.0.1:0", second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	second, srv := secondSelf(t)
 	e.load(strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+srv.URL(), 1))
 	gw := e.gatewayName()
 	if code, b := adminPost(t, "/hybrid_llm/drain", "application/json", `{"gateway":"`+gw+`","group":"self","endpoint":"`+e.selfSrv.Addr()+`"}`); code != 200 {

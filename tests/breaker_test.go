@@ -250,12 +250,7 @@ func TestExhaustedRetriesAreNotAFailure(t *testing.T) {
 // the trial taken forever.
 func TestProxyRetryDoesNotLeakTheEndpointTrial(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	second := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
-	srv, err := simulator.Start("127.0.0.1:0", second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	_, srv := secondSelf(t)
 	block := vllmBlock("\tprobe {\n\t\thealth_interval 1m\n\t\tunknown_metrics ok\n\t}\n")
 	block = strings.Replace(block, "proxy {SELF}\n", "proxy {SELF} "+srv.URL()+" {\n\t\tlb_retries 1\n\t}\n", 1)
 	e.load(withBreaker(block, "self", "\t\tallowed_fails 1\n\t\tcooldown 300ms\n"))

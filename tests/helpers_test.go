@@ -75,6 +75,19 @@ func newEnv(t *testing.T, selfCfg simulator.VLLMConfig, cloudCfg simulator.Cloud
 	return e
 }
 
+// secondSelf starts another simulated vLLM serving the self-hosted model,
+// for groups of two endpoints; it stops with the test.
+func secondSelf(t *testing.T) (*simulator.VLLM, *simulator.Server) {
+	t.Helper()
+	v := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
+	srv, err := simulator.Start("127.0.0.1:0", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return v, srv
+}
+
 // defaultGateway is the hybrid_llm block most tests use: chat-main goes
 // to self first and cloud second; cloud-first the other way round.
 const defaultGateway = `

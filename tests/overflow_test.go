@@ -252,12 +252,7 @@ func TestBreakerOpensForGroup(t *testing.T) {
 // retries on a target go to the group's other endpoints.
 func TestRetriesAvoidTheFailedEndpoint(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	second := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
-	srv, err := simulator.Start("127.0.0.1:0", second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	second, srv := secondSelf(t)
 	block := strings.Replace(vllmBlock(""), "proxy {SELF}", "proxy {SELF} "+srv.URL(), 1)
 	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\nretries 1\n}\n", 1)
 	e.load(block)
