@@ -5,9 +5,9 @@ package hybridllm
 
 import (
 	"bytes"
-	"crypto/rand"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -147,9 +147,26 @@ func requestID(r *http.Request) string {
 	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 && visibleASCII(id) {
 		return id
 	}
-	id := rand.Text()
+	id := newRequestID()
 	r.Header.Set("X-Request-Id", id)
 	return id
+}
+
+// newRequestID returns 26 random base-32 characters (130 bits), like
+// crypto/rand.Text, from the runtime's fast per-thread generator: an id
+// must be unique, not secret.
+func newRequestID() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	var b [26]byte
+	a, c := rand.Uint64(), rand.Uint64()
+	for i := range b {
+		if i == 13 {
+			a = c
+		}
+		b[i] = alphabet[a&31]
+		a >>= 5
+	}
+	return string(b[:])
 }
 
 func visibleASCII(s string) bool {

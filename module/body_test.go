@@ -136,3 +136,17 @@ func TestErrorShape(t *testing.T) {
 		t.Errorf("bad SSE error event %q", ev)
 	}
 }
+
+func TestNewRequestIDShape(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newRequestID()
+		if len(id) != 26 || strings.Trim(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") != "" {
+			t.Fatalf("id %q", id)
+		}
+		if seen[id] {
+			t.Fatalf("id %q repeats", id)
+		}
+		seen[id] = true
+	}
+}

@@ -753,13 +753,14 @@ func (aw *attemptWriter) commit(status int) bool {
 	t := aw.target
 	rt.answered = t
 	if !rt.g.DisableRouteHeaders {
-		h.Set("X-Hybrid-Target", t.Group)
-		h.Set("X-Hybrid-Model", t.Model)
+		// canonical keys, assigned directly
+		h["X-Hybrid-Target"] = []string{t.Group}
+		h["X-Hybrid-Model"] = []string{t.Model}
 		if reasons := rt.fallbackReasons(); reasons != "" {
 			h.Set("X-Hybrid-Fallback", "true")
 			h.Set("X-Hybrid-Fallback-Reason", reasons)
 		} else {
-			h.Set("X-Hybrid-Fallback", "false")
+			h["X-Hybrid-Fallback"] = []string{"false"}
 		}
 		if rt.overflow != "" {
 			h.Set("X-Hybrid-Overflow", rt.overflow)

@@ -244,6 +244,7 @@ type Target struct {
 	group     *Group
 	modelJSON []byte
 	sameName  bool
+	metrics   *targetMetrics
 }
 
 // CaddyModule returns the Caddy module information.
@@ -330,6 +331,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			}
 			t.group = grp
 			t.modelJSON, _ = json.Marshal(t.Model)
+			t.metrics = newTargetMetrics(g.Name, name, t)
 			t.sameName = t.Model == name
 			used[t.Group] = true
 		}

@@ -75,14 +75,38 @@ func codeClass(status int) string {
 	return strconv.Itoa(status/100) + "xx"
 }
 
+// targetMetrics are a target's series for the common case, resolved once
+// at provisioning rather than hashed on every request.
+type targetMetrics struct {
+	ok                 prometheus.Counter // outcome ok, 2xx
+	prompt, completion prometheus.Counter
+	duration, ttft     prometheus.Observer
+}
+
+func newTargetMetrics(gw, alias string, t *Target) *targetMetrics {
+	return &targetMetrics{
+		ok:         requestsTotal.WithLabelValues(gw, alias, t.Group, t.Model, outcomeOK, "2xx"),
+		prompt:     tokensTotal.WithLabelValues(gw, alias, t.Group, "prompt"),
+		completion: tokensTotal.WithLabelValues(gw, alias, t.Group, "completion"),
+		duration:   requestDuration.WithLabelValues(gw, alias, t.Group),
+		ttft:       ttftSeconds.WithLabelValues(gw, alias, t.Group),
+	}
+}
+
 // meter records a finished request's metrics.
 func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	gw := rt.g.Name
 	model := ""
+	var tm *targetMetrics
 	if rt.answered != nil {
-		model = rt.answered.Model
+		model, tm = rt.answered.Model, rt.answered.metrics
 	}
-	requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, codeClass(status)).Inc()
+	code := codeClass(status)
+	if tm != nil && outcome == outcomeOK && code == "2xx" {
+		tm.ok.Inc()
+	} else {
+		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code).Inc()
+	}
 	for _, a := range rt.attempts {
 		if isOverflowReason(a.reason) {
 			overflowsTotal.WithLabelValues(gw, al.name, a.target.Group, group, a.reason).Inc()
@@ -93,12 +117,15 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	if group == "" {
 		return
 	}
-	if rt.usage.found {
-		tokensTotal.WithLabelValues(gw, al.name, group, "prompt").Add(float64(rt.usage.prompt))
-		tokensTotal.WithLabelValues(gw, al.name, group, "completion").Add(float64(rt.usage.completion))
+	if tm == nil {
+		tm = newTargetMetrics(gw, al.name, rt.answered)
 	}
-	requestDuration.WithLabelValues(gw, al.name, group).Observe(time.Since(rt.start).Seconds())
+	if rt.usage.found {
+		tm.prompt.Add(float64(rt.usage.prompt))
+		tm.completion.Add(float64(rt.usage.completion))
+	}
+	tm.duration.Observe(time.Since(rt.start).Seconds())
 	if rt.ttfb > 0 {
-		ttftSeconds.WithLabelValues(gw, al.name, group).Observe(rt.ttfb.Seconds())
+		tm.ttft.Observe(rt.ttfb.Seconds())
 	}
 }
