@@ -369,38 +369,9 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			if grp.Cost != nil {
 				return nil, d.Err("cost already specified")
 			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			cc := new(CostConfig)
-			for cn := d.Nesting(); d.NextBlock(cn); {
-				var dst *float64
-				switch d.Val() {
-				case "gpus":
-					dst = &cc.GPUs
-				case "gpu_cost_per_month":
-					dst = &cc.GPUCostPerMonth
-				case "input_per_million":
-					dst = &cc.InputPerMillion
-				case "output_per_million":
-					dst = &cc.OutputPerMillion
-				case "per_second":
-					dst = &cc.PerSecond
-				default:
-					return nil, d.Errf("unrecognized cost option '%s'", d.Val())
-				}
-				name := d.Val()
-				if !d.NextArg() {
-					return nil, d.ArgErr()
-				}
-				v, err := strconv.ParseFloat(d.Val(), 64)
-				if err != nil || v < 0 || math.IsInf(v, 0) {
-					return nil, d.Errf("invalid %s '%s': want a non-negative number", name, d.Val())
-				}
-				*dst = v
-				if d.NextArg() {
-					return nil, d.ArgErr()
-				}
+			cc, err := unmarshalCost(d)
+			if err != nil {
+				return nil, err
 			}
 			grp.Cost = cc
 
@@ -649,6 +620,52 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 		return nil, d.Err(err.Error())
 	}
 	return oc, nil
+}
+
+// unmarshalCost parses a cost block. Syntax:
+//
+//	cost {
+//		gpus               <n>
+//		gpu_cost_per_month <usd>
+//		input_per_million  <usd>
+//		output_per_million <usd>
+//		per_second         <usd>
+//	}
+func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	cc := new(CostConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var dst *float64
+		switch d.Val() {
+		case "gpus":
+			dst = &cc.GPUs
+		case "gpu_cost_per_month":
+			dst = &cc.GPUCostPerMonth
+		case "input_per_million":
+			dst = &cc.InputPerMillion
+		case "output_per_million":
+			dst = &cc.OutputPerMillion
+		case "per_second":
+			dst = &cc.PerSecond
+		default:
+			return nil, d.Errf("unrecognized cost option '%s'", d.Val())
+		}
+		name := d.Val()
+		if !d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		v, err := strconv.ParseFloat(d.Val(), 64)
+		if err != nil || v < 0 || math.IsInf(v, 0) {
+			return nil, d.Errf("invalid %s '%s': want a non-negative number", name, d.Val())
+		}
+		*dst = v
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+	}
+	return cc, nil
 }
 
 // unmarshalBreaker parses a breaker block. Syntax:

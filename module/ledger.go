@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -231,11 +230,7 @@ func releaseLedger(g *Gateway) {
 
 func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 	defer l.wg.Done()
-	defer func() {
-		if err := recover(); err != nil {
-			logger.Error("ledger sampler panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
-		}
-	}()
+	defer logPanic(logger, "ledger sampler")
 	t := time.NewTicker(ledgerTick)
 	defer t.Stop()
 	for {

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -52,11 +51,7 @@ func (grp *Group) startModelCheck(ctx caddy.Context) {
 	}
 	logger := ctx.Logger().With(zap.String("group", grp.name))
 	go func() {
-		defer func() {
-			if err := recover(); err != nil {
-				logger.Error("model check panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
-			}
-		}()
+		defer logPanic(logger, "model check")
 		t := time.NewTimer(0)
 		defer t.Stop()
 		for {

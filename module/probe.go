@@ -11,7 +11,6 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"sync"
@@ -238,12 +237,7 @@ func (p *prober) start() {
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
-			defer func() {
-				if err := recover(); err != nil {
-					p.logger.Error("probe panicked", zap.String("probe", name),
-						zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
-				}
-			}()
+			defer logPanic(p.logger.With(zap.String("probe", name)), "probe")
 			for {
 				probe(ctx)
 				t := time.NewTimer(interval(p.settings.Load()))

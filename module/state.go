@@ -6,12 +6,14 @@ package hybridllm
 import (
 	"fmt"
 	"math"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 )
 
 // gateways holds the live gateway of each name. A reload provisions the
@@ -342,4 +344,12 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 	}
 	es.Metrics = ms
 	return es
+}
+
+// logPanic, deferred at the top of a background goroutine, keeps a panic
+// there from taking Caddy down and logs it with its stack.
+func logPanic(logger *zap.Logger, what string) {
+	if err := recover(); err != nil {
+		logger.Error(what+" panicked", zap.Any("error", err), zap.ByteString("stack", debug.Stack()))
+	}
 }

@@ -36,37 +36,9 @@ func TestDrainUnderTraffic(t *testing.T) {
 	e.load(defaultGateway)
 	gw := e.gatewayName()
 
-	var failed atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := replayablePost(chatBody)
-				if err != nil {
-					t.Logf("request error: %v", err)
-					failed.Add(1)
-					continue
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 {
-					t.Logf("status %d: %s", resp.StatusCode, b)
-					failed.Add(1)
-				}
-			}
-		}()
-	}
+	_, failed, stopTraffic := steadyTraffic(t, 4, func(resp *http.Response, _ []byte) bool { return resp.StatusCode == 200 })
 	defer func() {
-		close(stop)
-		wg.Wait()
+		stopTraffic()
 		if n := failed.Load(); n != 0 {
 			t.Errorf("%d requests failed during the drill", n)
 		}
@@ -245,8 +217,7 @@ func TestReloadUnderLoad(t *testing.T) {
 
 	streamReq := strings.Replace(streamBody, `"max_tokens":5`, `"max_tokens":100`, 1)
 	var wg sync.WaitGroup
-	var bad, streams, plain atomic.Int64
-	stop := make(chan struct{})
+	var bad, streams atomic.Int64
 	for range 50 {
 		wg.Add(1)
 		go func() {
@@ -268,33 +239,9 @@ func TestReloadUnderLoad(t *testing.T) {
 			streams.Add(1)
 		}()
 	}
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := replayablePost(chatBody)
-				if err != nil {
-					t.Logf("request: %v", err)
-					bad.Add(1)
-					continue
-				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != 200 || !strings.Contains(string(b), `"usage"`) {
-					t.Logf("request: %d %s", resp.StatusCode, b)
-					bad.Add(1)
-					continue
-				}
-				plain.Add(1)
-			}
-		}()
-	}
+	plain, plainBad, stopTraffic := steadyTraffic(t, 4, func(resp *http.Response, b []byte) bool {
+		return resp.StatusCode == 200 && strings.Contains(string(b), `"usage"`)
+	})
 	// the reloads come while the streams are running
 	waitFor(t, "the streams to run", func() bool { r, _ := e.self.Load(); return r >= 40 })
 	modelProbes := func() int {
@@ -311,9 +258,9 @@ func TestReloadUnderLoad(t *testing.T) {
 		waitFor(t, "traffic between reloads", func() bool { return plain.Load() >= int64(5*(i+1)) })
 		e.load(defaultGateway + "alias reload-" + strconv.Itoa(i) + " {\n\ttarget cloud " + cloudModel + "\n}\n")
 	}
-	close(stop)
+	stopTraffic()
 	wg.Wait()
-	if n := bad.Load(); n != 0 {
+	if n := bad.Load() + plainBad.Load(); n != 0 {
 		t.Errorf("%d responses failed or were truncated across 5 reloads", n)
 	}
 	t.Logf("%d streams, %d requests answered; %d connection errors before a response were retried", streams.Load(), plain.Load(), connRetries.Load())
@@ -330,4 +277,44 @@ func TestReloadUnderLoad(t *testing.T) {
 	}
 	// nothing leaked: no request is in flight any more
 	waitNoInFlight(t)
+}
+
+// steadyTraffic keeps workers sending chat requests until stopped, and
+// counts the answers ok accepts and the rest (a connection error after the
+// client's retries counts as bad). stop waits for the workers.
+func steadyTraffic(t *testing.T, workers int, ok func(*http.Response, []byte) bool) (good, bad *atomic.Int64, stop func()) {
+	good, bad = new(atomic.Int64), new(atomic.Int64)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				resp, err := replayablePost(chatBody)
+				if err != nil {
+					t.Logf("request: %v", err)
+					bad.Add(1)
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if !ok(resp, b) {
+					t.Logf("request: %d %s", resp.StatusCode, b)
+					bad.Add(1)
+					continue
+				}
+				good.Add(1)
+			}
+		}()
+	}
+	return good, bad, func() {
+		close(done)
+		wg.Wait()
+	}
 }
