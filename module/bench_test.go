@@ -12,6 +12,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // chatRequest builds a chat request body of about size bytes.
@@ -27,7 +29,8 @@ func chatRequest(size int) []byte {
 	return b
 }
 
-// BenchmarkModelRewrite is the model swap of one attempt alone.
+// BenchmarkModelRewrite is the model swap of one attempt alone, read out
+// as the upstream reads it.
 func BenchmarkModelRewrite(b *testing.B) {
 	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
 	tg.modelJSON, _ = json.Marshal(tg.Model)
@@ -40,8 +43,10 @@ func BenchmarkModelRewrite(b *testing.B) {
 		b.Run(size.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
+			var ub upstreamBody
 			for b.Loop() {
-				if out, err := tg.setModel(body, top.model); err != nil || len(out) < len(body) {
+				sp, _ := tg.modelSplice(top.model)
+				if n, _ := ub.set(body, sp), 0; n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}
 			}
@@ -50,8 +55,8 @@ func BenchmarkModelRewrite(b *testing.B) {
 }
 
 // BenchmarkBodyRewrite is the whole per-request body work before the
-// first attempt: validation, the top-level fields, the alias lookup and
-// the model rewrite.
+// first attempt: validation and the top-level fields in one pass, the
+// alias lookup and the model swap.
 func BenchmarkBodyRewrite(b *testing.B) {
 	g := &Gateway{aliases: map[string]*Alias{}}
 	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
@@ -65,21 +70,30 @@ func BenchmarkBodyRewrite(b *testing.B) {
 		b.Run(size.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
+			var ub upstreamBody
 			for b.Loop() {
-				if !gjson.ValidBytes(body) {
-					b.Fatal("invalid")
-				}
 				top, ok := scanTop(body)
 				al := g.aliases[top.model.Str]
-				if !ok || top.models != 1 {
+				if !ok || top.models != 1 || al == nil {
 					b.Fatal("bad fields")
 				}
-				out, err := al.Targets[0].setModel(body, top.model)
-				if err != nil || len(out) < len(body) {
+				sp, _ := al.Targets[0].modelSplice(top.model)
+				if n := ub.set(body, sp); n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkGjsonValid is the validator scanTop replaced, for comparison.
+func BenchmarkGjsonValid(b *testing.B) {
+	body := chatRequest(100 << 10)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if !gjson.ValidBytes(body) {
+			b.Fatal("invalid")
+		}
 	}
 }
 
@@ -104,13 +118,15 @@ func BenchmarkFeatures(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		top, _ := scanTop(body)
-		if plan, rule := al.plan(newFeatures(body, h, &top)); rule != nil || len(plan) != 2 {
+		f := newFeatures(body, h, &top)
+		if plan, rule := al.plan(&f); rule != nil || len(plan) != 2 {
 			b.Fatal("unexpected match")
 		}
 	}
 }
 
-// BenchmarkMeterAndLog is the per-request metrics and access-log work.
+// BenchmarkMeterAndLog is the per-request metrics and access-log work:
+// with access logs off, and with the routing record written as JSON.
 func BenchmarkMeterAndLog(b *testing.B) {
 	g := &Gateway{Name: "default"}
 	grp := &Group{name: "self", Kind: KindVLLM}
@@ -118,11 +134,29 @@ func BenchmarkMeterAndLog(b *testing.B) {
 	t.metrics = newTargetMetrics(g.Name, "chat-main", t)
 	al := &Alias{name: "chat-main", Targets: []*Target{t}}
 	req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		rt := &route{g: g, r: req, start: time.Now(), answered: t, status: 200, ttfb: time.Millisecond}
-		rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 100, 200
-		rt.log(new(caddyhttp.ExtraLogFields), al)
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	for _, logs := range []bool{false, true} {
+		name := "logs_off"
+		if logs {
+			name = "logs_on"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rt := &route{g: g, alias: al, r: req, start: time.Now(), answered: t, status: 200, ttfb: time.Millisecond}
+				rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 100, 200
+				extra := new(caddyhttp.ExtraLogFields)
+				extra.Add(zap.Inline(rt))
+				rt.finish()
+				if logs {
+					buf, err := enc.EncodeEntry(zapcore.Entry{Message: "handled request"}, []zap.Field{zap.Inline(rt)})
+					if err != nil || buf.Len() == 0 {
+						b.Fatal("no entry")
+					}
+					buf.Free()
+				}
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -31,7 +32,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 		size = r.ContentLength + 1 // +1 so that ReadFull sees EOF
 	}
 	buf := make([]byte, 0, size)
-	lr := io.LimitReader(r.Body, limit+1)
+	lr := io.LimitedReader{R: r.Body, N: limit + 1}
 	for {
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -54,91 +55,65 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	return buf, nil
 }
 
-// setModel returns the body with its top-level "model" set to the
-// target's model name. Nothing else changes: key order, whitespace and
-// unknown fields are kept. The input is never modified. at is the model
-// value as scanTop found it: its position makes the swap one copy, with
-// no second search past the messages (clients often send them first).
-func (t *Target) setModel(body []byte, at gjson.Result) ([]byte, error) {
-	if t.sameName {
-		return body, nil
-	}
-	if at.Index > 0 && at.Index+len(at.Raw) <= len(body) && string(body[at.Index:at.Index+len(at.Raw)]) == at.Raw {
-		out := make([]byte, 0, len(body)-len(at.Raw)+len(t.modelJSON))
-		out = append(out, body[:at.Index]...)
-		out = append(out, t.modelJSON...)
-		return append(out, body[at.Index+len(at.Raw):]...), nil
-	}
-	return sjson.SetRawBytesOptions(body, "model", t.modelJSON, &sjson.Options{Optimistic: true})
+// splice replaces body[from:to] with with.
+type splice struct {
+	from, to int
+	with     []byte
 }
 
-// withStreamUsage returns the body asking for stream usage
-// (stream_options.include_usage). Without stream_options, the field is
-// appended at the end of the object, which keeps the model's position.
-func withStreamUsage(body []byte, top topFields) ([]byte, bool) {
+// upstreamBody is a request body as an upstream gets it: the client's
+// bytes with the gateway's splices (the model swapped, stream usage asked
+// for), read from where they are rather than copied into a new body.
+type upstreamBody struct {
+	net.Buffers
+	parts [5][]byte
+}
+
+// Close implements io.Closer.
+func (*upstreamBody) Close() error { return nil }
+
+// set makes b read body with the splices applied, and returns its length.
+// The splices are in order and do not overlap.
+func (b *upstreamBody) set(body []byte, splices ...splice) int64 {
+	b.Buffers = b.parts[:0]
+	last, size := 0, int64(len(body))
+	for _, s := range splices {
+		b.Buffers = append(b.Buffers, body[last:s.from], s.with)
+		size += int64(len(s.with) - (s.to - s.from))
+		last = s.to
+	}
+	b.Buffers = append(b.Buffers, body[last:])
+	return size
+}
+
+// modelSplice swaps the body's model value, at the position scanTop
+// found it, for the target's model name: nothing else changes (key order,
+// whitespace, unknown fields). It reports false when the target takes
+// the name as the client sent it.
+func (t *Target) modelSplice(at gjson.Result) (splice, bool) {
+	if t.sameName {
+		return splice{}, false
+	}
+	return splice{from: at.Index, to: at.Index + len(at.Raw), with: t.modelJSON}, true
+}
+
+// streamUsageField asks for the usage chunk of a stream.
+var streamUsageField = []byte(`,"stream_options":{"include_usage":true}`)
+
+// withStreamUsage asks for stream usage (stream_options.include_usage).
+// Without stream_options, the field is spliced in before the object's
+// closing brace, after the model; otherwise the body is rewritten (a rare
+// case) and the caller must scan it again.
+func withStreamUsage(body []byte, top topFields) (splice, []byte, bool) {
 	if !top.hasStreamOptions {
 		end := bytes.LastIndexByte(body, '}')
-		if end > 0 {
-			const field = `,"stream_options":{"include_usage":true}`
-			out := make([]byte, 0, len(body)+len(field))
-			out = append(out, body[:end]...)
-			out = append(out, field...)
-			return append(out, body[end:]...), true
+		if end > top.model.Index {
+			return splice{from: end, to: end, with: streamUsageField}, nil, true
 		}
+		return splice{}, nil, false
 	}
 	b, err := sjson.SetBytes(body, "stream_options.include_usage", true)
-	return b, err == nil
-}
-
-// topFields are the top-level fields the gateway reads of a request.
-type topFields struct {
-	model      gjson.Result // the first model field
-	models     int          // how many model fields, whatever their spelling
-	stream     bool
-	wantsUsage bool // stream_options.include_usage
-
-	hasStreamOptions bool
-
-	// for pre-routing and context windows
-	messages, prompt, input gjson.Result
-	maxTokens               int64
-}
-
-// scanTop reads the top-level fields of a JSON body in one pass and
-// reports whether it is an object. A model key given twice (escapes
-// included) is counted: decoders disagree on which one counts (gjson and
-// sjson take the first, Go's and Python's decoders, vLLM's and a cloud's,
-// the last).
-func scanTop(body []byte) (topFields, bool) {
-	var f topFields
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
-		return f, false
-	}
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			if f.models == 0 {
-				f.model = v
-			}
-			f.models++
-		case "stream":
-			f.stream = v.Bool()
-		case "stream_options":
-			f.hasStreamOptions = true
-			f.wantsUsage = v.Get("include_usage").Bool()
-		case "messages":
-			f.messages = v
-		case "prompt":
-			f.prompt = v
-		case "input":
-			f.input = v
-		case "max_tokens", "max_completion_tokens":
-			f.maxTokens = max(f.maxTokens, v.Int())
-		}
-		return true
-	})
-	return f, true
+	return splice{}, b, err == nil
 }
 
 // requestID returns the request's X-Request-Id if it is a sane token (1

@@ -5,8 +5,7 @@ package hybridllm
 
 import (
 	"errors"
-
-	"github.com/tidwall/gjson"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -41,19 +40,60 @@ func TestSetModelKeepsEverythingElse(t *testing.T) {
 			tg.modelJSON = []byte(jsonString(tc.model))
 			in := []byte(tc.in)
 			top, _ := scanTop(in)
-			for _, at := range []gjson.Result{top.model, {}} { // the fast path and sjson's
-				got, err := tg.setModel(in, at)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if string(got) != tc.want {
-					t.Errorf("got  %s\nwant %s", got, tc.want)
-				}
+			sp, _ := tg.modelSplice(top.model)
+			if got := readUpstream(t, in, sp); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
 			if string(in) != tc.in {
 				t.Errorf("input modified: %s", in)
 			}
 		})
+	}
+}
+
+// readUpstream reads body with the splices applied, as an upstream does,
+// and checks the length the request declares.
+func readUpstream(t *testing.T, body []byte, splices ...splice) string {
+	t.Helper()
+	var ub upstreamBody
+	n := ub.set(body, splices...)
+	got, err := io.ReadAll(&ub)
+	if err != nil || int64(len(got)) != n {
+		t.Fatalf("read %d bytes (%v), declared %d", len(got), err, n)
+	}
+	return string(got)
+}
+
+func TestStreamUsageSplice(t *testing.T) {
+	tg := &Target{Model: "qwen", modelJSON: []byte(`"qwen"`)}
+	for _, tc := range []struct{ in, want string }{
+		{
+			in:   `{"messages":[],"model":"chat-main","stream":true} `,
+			want: `{"messages":[],"model":"qwen","stream":true,"stream_options":{"include_usage":true}} `,
+		},
+		{
+			in:   `{"model":"chat-main","stream_options":{"continuous_usage_stats":false},"stream":true}`,
+			want: `{"model":"qwen","stream_options":{"continuous_usage_stats":false,"include_usage":true},"stream":true}`,
+		},
+	} {
+		in := []byte(tc.in)
+		top, _ := scanTop(in)
+		usage, rewritten, ok := withStreamUsage(in, top)
+		if !ok {
+			t.Fatalf("%s: no stream usage", tc.in)
+		}
+		var got string
+		if rewritten != nil {
+			top, _ = scanTop(rewritten)
+			model, _ := tg.modelSplice(top.model)
+			got = readUpstream(t, rewritten, model)
+		} else {
+			model, _ := tg.modelSplice(top.model)
+			got = readUpstream(t, in, model, usage)
+		}
+		if got != tc.want {
+			t.Errorf("got  %s\nwant %s", got, tc.want)
+		}
 	}
 }
 

@@ -44,7 +44,8 @@ const (
 )
 
 // credentialHeaders are the client's credentials and account headers,
-// never sent upstream: each group speaks for itself.
+// never sent upstream: each group speaks for itself. The keys are in
+// canonical form.
 var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key", "Cookie", "Openai-Organization", "Openai-Project"}
 
 // statusClientClosed is what Caddy's proxy reports when the client left;
@@ -76,10 +77,6 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "",
 			"could not read the request body")
 	}
-	if !gjson.ValidBytes(body) {
-		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
-			"the request body is not a valid JSON object")
-	}
 	top, isObject := scanTop(body)
 	if !isObject {
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
@@ -105,15 +102,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"The model `"+model.Str+"` does not exist.")
 	}
-	if extra != nil {
-		extra.Set(zap.String("llm_alias", al.name))
-		extra.Set(zap.Bool("llm_stream", stream))
-	}
-
 	for _, h := range credentialHeaders {
-		r.Header.Del(h)
+		delete(r.Header, h) // canonical keys
 	}
-	r.Header.Set("X-Request-Id", id)
+	if v := r.Header["X-Request-Id"]; len(v) != 1 || v[0] != id {
+		r.Header.Set("X-Request-Id", id)
+	}
 
 	ctx := r.Context()
 	if g.Deadline > 0 {
@@ -123,26 +117,33 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	}
 
 	rt := &route{
-		g:        g,
-		w:        w,
-		r:        r,
-		id:       id,
-		start:    start,
-		stream:   stream,
-		attempts: make([]attempt, 0, len(al.Targets)),
+		g:      g,
+		alias:  al,
+		w:      w,
+		r:      r,
+		id:     id,
+		start:  start,
+		stream: stream,
 	}
-	rt.model, rt.top = model, top
+	rt.attempts = rt.tried[:0]
 	if stream && !wantsUsage && !g.DisableStreamUsage && completionsPath(r.URL.Path) {
 		// ask for the usage chunk, to count the tokens; the client does
 		// not see it
-		if b, ok := withStreamUsage(body, top); ok {
-			body, rt.injected = b, true
-			if top.hasStreamOptions {
-				rt.model = gjson.Result{} // moved: let sjson find it
+		if sp, rewritten, ok := withStreamUsage(body, top); ok {
+			rt.injected = true
+			if rewritten != nil {
+				body = rewritten
+				top, _ = scanTop(body) // the model may have moved
+			} else {
+				rt.inject, rt.injectAt = sp, true
 			}
 		}
 	}
-	return rt.run(ctx, al, body, extra)
+	rt.body, rt.top = body, top
+	if extra != nil {
+		extra.Add(zap.Inline(rt))
+	}
+	return rt.run(ctx)
 }
 
 // completionsPath reports whether a path is a (chat) completions endpoint,
@@ -154,29 +155,38 @@ func completionsPath(path string) bool {
 // route carries one request through its alias's targets.
 type route struct {
 	g        *Gateway
+	alias    *Alias
 	w        http.ResponseWriter
 	r        *http.Request
 	id       string
 	start    time.Time
 	stream   bool
 	attempts []attempt
+	tried    [4]attempt // attempts' first backing array
 	ttfb     time.Duration
-	rule     string       // the group a pre-routing rule sent the request to
-	overflow string       // group:signal of an overflow skip
-	injected bool         // the gateway asked for stream usage on its own
-	model    gjson.Result // the body's model value, where scanTop found it
-	top      topFields
+	rule     string // the group a pre-routing rule sent the request to
+	overflow string // group:signal of an overflow skip
+	injected bool   // the gateway asked for stream usage on its own
+	body     []byte
+	top      topFields // the body's fields, and where its model is
+	features features
+	inject   splice // the stream usage field, if injectAt
+	injectAt bool
 	usage    usageScanner
 	answered *Target // the target whose response the client got
 	status   int     // the status the client got
 	outcome  string
+	costUSD  float64 // what the answer cost, if priced
+	priced   bool
 }
 
-func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyhttp.ExtraLogFields) error {
+func (rt *route) run(ctx context.Context) error {
+	al := rt.alias
 	// deferred, so that a response aborted after its first byte (a panic
-	// with http.ErrAbortHandler) gets its routing record too
-	defer rt.log(extra, al)
-	f := newFeatures(body, rt.r.Header, &rt.top)
+	// with http.ErrAbortHandler) gets its metrics too
+	defer rt.finish()
+	rt.features = newFeatures(rt.body, rt.r.Header, &rt.top)
+	f := &rt.features
 	plan, rule := al.plan(f)
 	if rule != nil {
 		rt.rule = rule.Target
@@ -203,17 +213,11 @@ func (rt *route) run(ctx context.Context, al *Alias, body []byte, extra *caddyht
 			}
 			groupTrial = trial
 		}
-		b, err := t.setModel(body, rt.model)
-		if err != nil {
-			t.group.shared.breaker.release(groupTrial)
-			return writeError(rt.w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
-				"the request's model field could not be rewritten")
-		}
 		var avoid []*endpoint
 		for n := 0; ; n++ {
 			// the first attempt carries the group breaker's trial, if any;
 			// try settles it however the attempt ends
-			done, err, ep, verdict := rt.try(ctx, t, b, avoid, i < len(plan)-1, groupTrial)
+			done, err, ep, verdict := rt.try(ctx, t, avoid, i < len(plan)-1, groupTrial)
 			groupTrial = false
 			if done {
 				return err
@@ -245,7 +249,7 @@ func (rt *route) skip(t *Target, f *features, minWindow int) string {
 		return reasonDrained
 	}
 	if w := t.contextWindow(); w > 0 {
-		if (minWindow > 0 && w <= minWindow) || f.prompt()+f.requested() > w {
+		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
 			return reasonContextWindow
 		}
 	}
@@ -316,7 +320,7 @@ func (rt *route) judge(b *breaker, bc *BreakerConfig, verdict int, trial bool, g
 // try makes one attempt on a target. It reports done when the response
 // has started (the client got bytes, successful or not), so that no
 // other target may be tried, and the vLLM endpoint it went to, if known.
-func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint, more, groupTrial bool) (done bool, err error, ep *endpoint, verdict int) {
+func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, groupTrial bool) (done bool, err error, ep *endpoint, verdict int) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if t.Timeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, time.Duration(t.Timeout))
@@ -324,12 +328,20 @@ func (rt *route) try(ctx context.Context, t *Target, b []byte, avoid []*endpoint
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	pr := rt.r.WithContext(actx)
-	pr.Body = io.NopCloser(bytes.NewReader(b))
-	pr.ContentLength = int64(len(b))
-	pr.Header.Set("Content-Length", strconv.Itoa(len(b)))
-
 	aw := &attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
+	var splices [2]splice
+	n := 0
+	if sp, ok := t.modelSplice(rt.top.model); ok {
+		splices[n], n = sp, n+1
+	}
+	if rt.injectAt {
+		splices[n], n = rt.inject, n+1
+	}
+	pr := rt.r.WithContext(actx)
+	pr.Body = &aw.body
+	pr.ContentLength = aw.body.set(rt.body, splices[:n]...)
+	pr.Header.Set("Content-Length", strconv.FormatInt(pr.ContentLength, 10))
+
 	if vg := t.group.vllm; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
@@ -557,42 +569,58 @@ func (rt *route) fail(al *Alias) error {
 	return writeError(rt.w, status, errTypeServer, code, "", sb.String())
 }
 
-// log adds the routing record to the access log entry.
-func (rt *route) log(extra *caddyhttp.ExtraLogFields, al *Alias) {
-	rt.finish(al)
-	if extra == nil {
-		return
+// MarshalLogObject writes the routing record into the access log entry,
+// as top-level llm_* fields (the route is added with zap.Inline). It runs
+// only when the entry is written, after the handler returned, so a
+// request costs nothing here when access logs are off.
+func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("llm_alias", rt.alias.name)
+	enc.AddBool("llm_stream", rt.stream)
+	if t := rt.answered; t != nil {
+		enc.AddString("llm_group", t.Group)
+		enc.AddString("llm_model", t.Model)
+		if repl, ok := rt.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+			// the committed attempt was the proxy's last
+			if ep, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok && ep != "" {
+				enc.AddString("llm_endpoint", ep)
+			}
+		}
 	}
-	tried := make([]string, len(rt.attempts))
-	for i, a := range rt.attempts {
-		tried[i] = a.target.Group + ":" + a.reason
-	}
+	_ = enc.AddArray("llm_tried", zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
+		for _, a := range rt.attempts {
+			ae.AppendString(a.target.Group + ":" + a.reason)
+		}
+		return nil
+	}))
 	n := len(rt.attempts)
-	extra.Add(zap.Strings("llm_tried", tried))
 	if rt.ttfb > 0 {
 		n++
-		extra.Add(zap.Duration("llm_ttfb", rt.ttfb))
+		enc.AddDuration("llm_ttfb", rt.ttfb)
 	}
-	extra.Add(zap.Int("llm_attempts", n))
-	extra.Add(zap.Bool("llm_fallback", len(rt.attempts) > 0 && rt.ttfb > 0))
+	enc.AddInt("llm_attempts", n)
+	enc.AddBool("llm_fallback", len(rt.attempts) > 0 && rt.ttfb > 0)
 	if len(rt.attempts) > 0 {
-		extra.Add(zap.String("llm_fallback_reason", rt.attempts[len(rt.attempts)-1].reason))
+		enc.AddString("llm_fallback_reason", rt.attempts[len(rt.attempts)-1].reason)
 	}
-	extra.Add(zap.Bool("llm_overflow", rt.overflow != ""))
+	enc.AddBool("llm_overflow", rt.overflow != "")
 	if rt.overflow != "" {
-		extra.Add(zap.String("llm_overflow_reason", rt.overflow))
+		enc.AddString("llm_overflow_reason", rt.overflow)
 	}
 	if rt.rule != "" {
-		extra.Add(zap.String("llm_route", rt.rule))
+		enc.AddString("llm_route", rt.rule)
 	}
 	if rt.usage.found {
-		extra.Add(zap.Int64("llm_prompt_tokens", rt.usage.prompt))
-		extra.Add(zap.Int64("llm_completion_tokens", rt.usage.completion))
+		enc.AddInt64("llm_prompt_tokens", rt.usage.prompt)
+		enc.AddInt64("llm_completion_tokens", rt.usage.completion)
 	}
+	if rt.priced {
+		enc.AddFloat64("llm_cost_usd", rt.costUSD)
+	}
+	return nil
 }
 
 // finish settles the request's outcome and records its metrics.
-func (rt *route) finish(al *Alias) {
+func (rt *route) finish() {
 	group := ""
 	if rt.answered != nil {
 		group = rt.answered.Group
@@ -608,7 +636,7 @@ func (rt *route) finish(al *Alias) {
 	default:
 		rt.outcome = outcomeOK
 	}
-	rt.meter(al, group, rt.status, rt.outcome)
+	rt.meter(rt.alias, group, rt.status, rt.outcome)
 	rt.cost()
 }
 
@@ -632,11 +660,7 @@ func (rt *route) cost() {
 		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
 	}
 	rt.g.ledger.addRequest(now(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
-	if cc != nil {
-		if extra := logFields(rt.r); extra != nil {
-			extra.Set(zap.Float64("llm_cost_usd", usd))
-		}
-	}
+	rt.costUSD, rt.priced = usd, cc != nil
 }
 
 // fallbackReasons renders the failed attempts for a response header.
@@ -673,6 +697,7 @@ type attemptWriter struct {
 	tail   [2]byte // the last bytes of an event stream written so far
 	slot   attemptSlot
 	scan   *usageScanner // reads the usage from the response on its way
+	body   upstreamBody  // the request body this attempt sends
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 400's body
@@ -722,16 +747,18 @@ func (aw *attemptWriter) commit(status int) bool {
 	}
 	rt := aw.rt
 	rt.ttfb = time.Since(rt.start)
-	h := aw.w.Header()
+	h := aw.w.Header() // ServeHTTP set the request id there
 	for k, v := range aw.header {
+		if k == "X-Request-Id" {
+			// the gateway's request id is the one the client sees; an
+			// upstream's own id (a cloud's, say) goes under another name
+			if len(v) > 0 && v[0] != "" && v[0] != rt.id {
+				h["X-Upstream-Request-Id"] = v
+			}
+			continue
+		}
 		h[k] = v
 	}
-	// the gateway's request id is the one the client sees; an upstream's
-	// own id (a cloud's, say) is kept under another name
-	if up := aw.header.Get("X-Request-Id"); up != "" && up != rt.id {
-		h.Set("X-Upstream-Request-Id", up)
-	}
-	h.Set("X-Request-Id", rt.id)
 	// an error event can only be appended to a plain (not compressed)
 	// event stream
 	ct := h.Get("Content-Type")
@@ -753,29 +780,19 @@ func (aw *attemptWriter) commit(status int) bool {
 	t := aw.target
 	rt.answered = t
 	if !rt.g.DisableRouteHeaders {
-		// canonical keys, assigned directly
-		h["X-Hybrid-Target"] = []string{t.Group}
-		h["X-Hybrid-Model"] = []string{t.Model}
-		if reasons := rt.fallbackReasons(); reasons != "" {
-			h.Set("X-Hybrid-Fallback", "true")
-			h.Set("X-Hybrid-Fallback-Reason", reasons)
-		} else {
-			h["X-Hybrid-Fallback"] = []string{"false"}
+		// canonical keys, assigned directly, their values in one array
+		v := make([]string, 3)
+		v[0], v[1], v[2] = t.Group, t.Model, "false"
+		if len(rt.attempts) > 0 {
+			v[2] = "true"
+			h["X-Hybrid-Fallback-Reason"] = []string{rt.fallbackReasons()}
 		}
+		h["X-Hybrid-Target"], h["X-Hybrid-Model"], h["X-Hybrid-Fallback"] = v[0:1:1], v[1:2:2], v[2:3:3]
 		if rt.overflow != "" {
 			h.Set("X-Hybrid-Overflow", rt.overflow)
 		}
 		if rt.rule != "" {
 			h.Set("X-Hybrid-Route", rt.rule)
-		}
-	}
-	if extra := logFields(rt.r); extra != nil {
-		extra.Add(zap.String("llm_group", t.Group))
-		extra.Add(zap.String("llm_model", t.Model))
-		if repl, ok := rt.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-			if ep, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok {
-				extra.Add(zap.String("llm_endpoint", ep))
-			}
 		}
 	}
 	// from now on the proxy writes straight into the client's header

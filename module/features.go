@@ -48,12 +48,8 @@ type features struct {
 	promptTokens int // -1: not computed yet
 }
 
-func newFeatures(body []byte, h http.Header, top *topFields) *features {
-	if top == nil {
-		t, _ := scanTop(body)
-		top = &t
-	}
-	return &features{body: body, header: h, top: top, promptTokens: -1}
+func newFeatures(body []byte, h http.Header, top *topFields) features {
+	return features{body: body, header: h, top: top, promptTokens: -1}
 }
 
 // prompt estimates the prompt's tokens: characters of the messages'
@@ -78,14 +74,29 @@ func (f *features) prompt() int {
 			})
 		}
 	}
-	f.top.messages.ForEach(func(_, m gjson.Result) bool {
-		add(m.Get("content"))
-		return true
-	})
-	add(f.top.prompt)
-	add(f.top.input)
+	if f.top.messages != nil {
+		gjson.ParseBytes(f.top.messages).ForEach(func(_, m gjson.Result) bool {
+			add(m.Get("content"))
+			return true
+		})
+	}
+	for _, raw := range [][]byte{f.top.prompt, f.top.input} {
+		if raw != nil {
+			add(gjson.ParseBytes(raw))
+		}
+	}
 	f.promptTokens = (chars + 3) / 4
 	return f.promptTokens
+}
+
+// exceeds reports whether the prompt and the requested tokens overflow a
+// context window. The body's length bounds the prompt's characters, so
+// the messages are walked only when the body is near the window.
+func (f *features) exceeds(window int) bool {
+	if (len(f.body)+3)/4+f.requested() <= window {
+		return false
+	}
+	return f.prompt()+f.requested() > window
 }
 
 // requested returns max_tokens or max_completion_tokens, or 0.

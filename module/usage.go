@@ -128,10 +128,18 @@ func (u *usageScanner) readUsageJSON(body []byte) {
 	// the usage object comes last in OpenAI-style bodies: read it alone
 	// rather than walking the whole answer
 	if i := bytes.LastIndex(body, usageKey); i >= 0 {
-		// gjson reads the object that starts there and ignores what follows
-		r := gjson.GetManyBytes(body[i+len(usageKey)-1:], "prompt_tokens", "completion_tokens")
-		if r[0].Exists() || r[1].Exists() {
-			u.prompt, u.completion, u.found = r[0].Int(), r[1].Int(), true
+		var prompt, completion int64
+		seen := false
+		_, ok := objectFields(body, i+len(usageKey)-1, 4, func(key, raw []byte, _ int) {
+			switch string(key) {
+			case "prompt_tokens":
+				prompt, seen = jsonInt(raw), true
+			case "completion_tokens":
+				completion, seen = jsonInt(raw), true
+			}
+		})
+		if ok && seen {
+			u.prompt, u.completion, u.found = prompt, completion, true
 			return
 		}
 	}

@@ -55,6 +55,25 @@ func TestBadRequestsAreNotForwarded(t *testing.T) {
 	}
 }
 
+// A body nested millions of levels deep is refused like any malformed
+// one; it must not take the server down (a recursive validator overflows
+// the goroutine stack, a fatal error no recover catches).
+func TestDeeplyNestedBodyIsRefused(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	deep := `{"model":"chat-main","messages":` + strings.Repeat("[", 7<<20) + `]}`
+	resp, body := post(t, "/v1/chat/completions", deep)
+	wantError(t, resp, body, http.StatusBadRequest, "invalid_json")
+
+	resp, body = post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the deep body: %d %s", resp.StatusCode, body)
+	}
+	if n := len(e.selfPosts()) + len(e.cloudPosts()); n != 1 {
+		t.Errorf("upstreams got %d requests, want only the good one", n)
+	}
+}
+
 func TestUnknownAliasMessage(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load(defaultGateway)

@@ -5,6 +5,7 @@ package tests
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -115,6 +116,35 @@ func TestTokenCounting(t *testing.T) {
 	reqs := e.selfPosts()
 	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, `"stream_options":{"include_usage":true}`) {
 		t.Errorf("upstream body %s", last)
+	}
+}
+
+// A cloud answer is priced at the group's token prices: in the access log
+// and in the cloud spend counter.
+func TestCloudCostIsLoggedAndMetered(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(strings.Replace(defaultGateway, "\tproxy {CLOUD}\n",
+		"\tproxy {CLOUD}\n\tcost {\n\t\tinput_per_million 2\n\t\toutput_per_million 8\n\t}\n", 1))
+	gw := e.gatewayName()
+	spend0 := metricValue(t, "caddy_hybrid_llm_cloud_cost_usd_total", map[string]string{"gateway": gw, "group": "cloud"})
+
+	resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1), "X-Request-Id", "priced-1")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	entry := e.accessLog("priced-1")
+	prompt, _ := entry["llm_prompt_tokens"].(float64)
+	completion, _ := entry["llm_completion_tokens"].(float64)
+	if prompt <= 0 || completion <= 0 {
+		t.Fatalf("tokens %v / %v", entry["llm_prompt_tokens"], entry["llm_completion_tokens"])
+	}
+	want := (prompt*2 + completion*8) / 1e6
+	if got, _ := entry["llm_cost_usd"].(float64); math.Abs(got-want) > 1e-12 {
+		t.Errorf("llm_cost_usd = %v, want %v", entry["llm_cost_usd"], want)
+	}
+	spent := metricValue(t, "caddy_hybrid_llm_cloud_cost_usd_total", map[string]string{"gateway": gw, "group": "cloud"}) - spend0
+	if math.Abs(spent-want) > 1e-12 {
+		t.Errorf("cloud spend grew by %v, want %v", spent, want)
 	}
 }
 

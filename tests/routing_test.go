@@ -223,7 +223,8 @@ func TestCredentialIsolation(t *testing.T) {
 	block := strings.Replace(defaultGateway, "kind vllm\n", "kind vllm\napi_key sk-self-key\n", 1)
 	e.load(block)
 
-	hdrs := []string{"Authorization", "Bearer client-secret-token", "X-Api-Key", "client-x-key", "Api-Key", "client-azure-key"}
+	hdrs := []string{"Authorization", "Bearer client-secret-token", "X-Api-Key", "client-x-key", "Api-Key", "client-azure-key",
+		"Cookie", "session=client-cookie", "OpenAI-Organization", "org-client", "OpenAI-Project", "proj-client"}
 	resp, body := post(t, "/v1/chat/completions", chatBody, hdrs...)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -242,7 +243,7 @@ func TestCredentialIsolation(t *testing.T) {
 		if got := h.Values("Authorization"); len(got) != 1 || got[0] != wantAuth {
 			t.Errorf("%s received Authorization %q, want %q", who, got, wantAuth)
 		}
-		for _, k := range []string{"X-Api-Key", "Api-Key"} {
+		for _, k := range []string{"X-Api-Key", "Api-Key", "Cookie", "OpenAI-Organization", "OpenAI-Project"} {
 			if v := h.Get(k); v != "" {
 				t.Errorf("%s received the client's %s %q", who, k, v)
 			}
@@ -326,6 +327,14 @@ func TestAccessLogRecordsTheRoute(t *testing.T) {
 	}
 	if ttfb, _ := entry["llm_ttfb"].(float64); ttfb <= 0 {
 		t.Errorf("llm_ttfb = %v", entry["llm_ttfb"])
+	}
+	for _, k := range []string{"llm_prompt_tokens", "llm_completion_tokens"} {
+		if n, _ := entry[k].(float64); n <= 0 {
+			t.Errorf("%s = %v", k, entry[k])
+		}
+	}
+	if _, ok := entry["llm_cost_usd"]; ok {
+		t.Error("llm_cost_usd logged without a cost block")
 	}
 }
 

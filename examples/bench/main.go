@@ -103,7 +103,9 @@ http://:%d {
 		uri strip_prefix /idle
 		reverse_proxy %s
 	}
-	reverse_proxy %s
+	handle /v1/* {
+		reverse_proxy %s
+	}
 }
 `, plain.admin, plain.port, idleSimAddr, simAddr),
 		hybrid: fmt.Sprintf(`{

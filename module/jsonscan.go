@@ -1,0 +1,373 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// The request body is checked and read in one pass: scanTop validates the
+// whole body as JSON (RFC 8259's grammar, as encoding/json.Valid and
+// gjson.Valid do; UTF-8 is not checked) and records where its top-level
+// fields are. It is the gateway's own because it is the hot path: gjson's
+// validator runs at about 0.8 GB/s and recurses once per nesting level,
+// so a body of a few MB of '[' overflows the goroutine stack and kills
+// the process; this one skips string contents eight bytes at a time and
+// refuses nesting deeper than maxNesting. Values are still read with
+// gjson, from the spans found here.
+
+// maxNesting is the deepest nesting of arrays and objects accepted, as in
+// encoding/json.
+const maxNesting = 10000
+
+// topFields are the top-level fields the gateway reads of a request.
+type topFields struct {
+	model      gjson.Result // the first model field; Index is its position
+	models     int          // how many model fields, whatever their spelling
+	stream     bool
+	wantsUsage bool // stream_options.include_usage
+
+	hasStreamOptions bool
+
+	// for pre-routing and context windows: the raw values, nil if absent
+	messages, prompt, input []byte
+	maxTokens               int64
+}
+
+// scanTop validates a JSON body and reads its top-level fields in one
+// pass. It reports false unless the body is one valid JSON object. A
+// model key given twice (escapes included) is counted: decoders disagree
+// on which one counts (gjson and sjson take the first, Go's and Python's
+// decoders, vLLM's and a cloud's, the last).
+func scanTop(body []byte) (topFields, bool) {
+	var f topFields
+	end, ok := objectFields(body, skipSpace(body, 0), maxNesting, f.read)
+	return f, ok && skipSpace(body, end) == len(body)
+}
+
+// objectFields validates the object at i, no more than depth levels deep,
+// and calls fn with each of its fields: the key (unescaped), the value
+// and the value's offset. It returns the offset after the object.
+func objectFields(data []byte, i, depth int, fn func(key, raw []byte, at int)) (int, bool) {
+	if i >= len(data) || data[i] != '{' {
+		return i, false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(data) || data[i] != '"' {
+			return i, false
+		}
+		ks := i
+		end, escaped, ok := scanString(data, i+1)
+		if !ok {
+			return end, false
+		}
+		key := data[ks+1 : end-1]
+		if escaped {
+			key = []byte(gjson.ParseBytes(data[ks:end]).Str)
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) || data[i] != ':' {
+			return i, false
+		}
+		vs := skipSpace(data, i+1)
+		ve, ok := skipValue(data, vs, depth-1) // the object is a level
+		if !ok {
+			return ve, false
+		}
+		fn(key, data[vs:ve], vs)
+		i = skipSpace(data, ve)
+		if i >= len(data) {
+			return i, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return i, false
+		}
+	}
+}
+
+// read records one top-level field. raw is a valid JSON value at body
+// offset at.
+func (f *topFields) read(key, raw []byte, at int) {
+	switch string(key) {
+	case "model":
+		if f.models == 0 {
+			f.model = gjson.Parse(string(raw))
+			f.model.Index = at
+		}
+		f.models++
+	case "stream":
+		switch raw[0] {
+		case 't', 'f':
+			f.stream = raw[0] == 't'
+		default: // lenient like gjson: "true", 1
+			f.stream = gjson.ParseBytes(raw).Bool()
+		}
+	case "stream_options":
+		f.hasStreamOptions = true
+		f.wantsUsage = gjson.GetBytes(raw, "include_usage").Bool()
+	case "messages":
+		f.messages = raw
+	case "prompt":
+		f.prompt = raw
+	case "input":
+		f.input = raw
+	case "max_tokens", "max_completion_tokens":
+		f.maxTokens = max(f.maxTokens, jsonInt(raw))
+	}
+}
+
+// jsonInt reads an integer value, leniently like gjson (256.0, "256").
+func jsonInt(raw []byte) int64 {
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		return n
+	}
+	return gjson.ParseBytes(raw).Int()
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// SWAR constants: a byte of a word is '"', '\\' or a control character
+// exactly when specialBytes reports it.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+func specialBytes(w uint64) uint64 {
+	// (x - ones) &^ x & highs flags the zero bytes of x (the lowest one
+	// exactly); x is w with '"' or '\\' xored away, or w less 0x20 for
+	// the control characters. The three x have w's high bits, so one
+	// &^ w serves them all.
+	q, b := w^(ones*'"'), w^(ones*'\\')
+	return ((q - ones) | (b - ones) | (w - ones*0x20)) &^ w & highs
+}
+
+// scanString reads a string whose opening quote is just before i. It
+// returns the offset after the closing quote and whether the string has
+// escapes.
+func scanString(data []byte, i int) (end int, escaped, ok bool) {
+	for {
+		// to the next special byte, sixteen bytes at a time: the lowest
+		// flagged byte of a word is always a special one
+		for i+16 <= len(data) {
+			m1 := specialBytes(binary.LittleEndian.Uint64(data[i:]))
+			m2 := specialBytes(binary.LittleEndian.Uint64(data[i+8:]))
+			if m1|m2 != 0 {
+				if m1 != 0 {
+					i += bits.TrailingZeros64(m1) >> 3
+				} else {
+					i += 8 + bits.TrailingZeros64(m2)>>3
+				}
+				break
+			}
+			i += 16
+		}
+		if i >= len(data) {
+			return i, escaped, false
+		}
+		switch c := data[i]; {
+		case c == '"':
+			return i + 1, escaped, true
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(data) {
+				return i, escaped, false
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(data) || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) || !isHex(data[i+5]) {
+					return i, escaped, false
+				}
+				i += 6
+			default:
+				return i, escaped, false
+			}
+		case c < 0x20:
+			return i, escaped, false
+		default:
+			i++
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// skipValue validates the value at i and returns the offset after it. It
+// walks nested arrays and objects with a stack of its own, not recursion,
+// and refuses more than depth levels of them.
+func skipValue(data []byte, i, depth int) (int, bool) {
+	var inline [64]byte
+	stack := inline[:0] // the open containers: '[' or '{'
+	for {
+		// a value is expected at i
+		if i >= len(data) {
+			return i, false
+		}
+		switch c := data[i]; c {
+		case '{', '[':
+			closer := byte('}')
+			if c == '[' {
+				closer = ']'
+			}
+			if len(stack) == depth {
+				return i, false
+			}
+			i = skipSpace(data, i+1)
+			if i < len(data) && data[i] == closer {
+				i++
+				break
+			}
+			stack = append(stack, c)
+			if c == '{' {
+				var ok bool
+				if i, ok = skipKey(data, i); !ok {
+					return i, false
+				}
+			}
+			continue
+		case '"':
+			var ok bool
+			if i, _, ok = scanString(data, i+1); !ok {
+				return i, false
+			}
+		case 't':
+			if !hasWord(data, i, "true") {
+				return i, false
+			}
+			i += 4
+		case 'f':
+			if !hasWord(data, i, "false") {
+				return i, false
+			}
+			i += 5
+		case 'n':
+			if !hasWord(data, i, "null") {
+				return i, false
+			}
+			i += 4
+		default:
+			var ok bool
+			if i, ok = skipNumber(data, i); !ok {
+				return i, false
+			}
+		}
+		// after a value: close containers, or find the next value
+		for {
+			if len(stack) == 0 {
+				return i, true
+			}
+			i = skipSpace(data, i)
+			if i >= len(data) {
+				return i, false
+			}
+			open := stack[len(stack)-1]
+			if c := data[i]; c == ',' {
+				i = skipSpace(data, i+1)
+				if open == '{' {
+					var ok bool
+					if i, ok = skipKey(data, i); !ok {
+						return i, false
+					}
+				}
+				break
+			} else if open == '{' && c == '}' || open == '[' && c == ']' {
+				i++
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			return i, false
+		}
+	}
+}
+
+// skipKey reads an object key and its colon, and returns the offset of
+// the value.
+func skipKey(data []byte, i int) (int, bool) {
+	if i >= len(data) || data[i] != '"' {
+		return i, false
+	}
+	i, _, ok := scanString(data, i+1)
+	if !ok {
+		return i, false
+	}
+	i = skipSpace(data, i)
+	if i >= len(data) || data[i] != ':' {
+		return i, false
+	}
+	return skipSpace(data, i+1), true
+}
+
+func hasWord(data []byte, i int, word string) bool {
+	return len(data)-i >= len(word) && string(data[i:i+len(word)]) == word
+}
+
+// skipNumber reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func skipNumber(data []byte, i int) (int, bool) {
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(data):
+		return i, false
+	case data[i] == '0':
+		i++
+	case data[i] >= '1' && data[i] <= '9':
+		i = skipDigits(data, i+1)
+	default:
+		return i, false
+	}
+	if i < len(data) && data[i] == '.' {
+		j := skipDigits(data, i+1)
+		if j == i+1 {
+			return j, false
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := skipDigits(data, i)
+		if j == i {
+			return j, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		i++
+	}
+	return i
+}
