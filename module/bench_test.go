@@ -45,7 +45,7 @@ func BenchmarkModelRewrite(b *testing.B) {
 			b.ReportAllocs()
 			var ub upstreamBody
 			for b.Loop() {
-				sp, _ := tg.modelSplice(top.model)
+				sp, _ := tg.modelSplice(&top)
 				if n, _ := ub.set(body, sp), 0; n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}
@@ -73,11 +73,11 @@ func BenchmarkBodyRewrite(b *testing.B) {
 			var ub upstreamBody
 			for b.Loop() {
 				top, ok := scanTop(body)
-				al := g.aliases[top.model.Str]
-				if !ok || top.models != 1 || al == nil {
+				al, found := g.alias(&top)
+				if !ok || top.models != 1 || !found {
 					b.Fatal("bad fields")
 				}
-				sp, _ := al.Targets[0].modelSplice(top.model)
+				sp, _ := al.Targets[0].modelSplice(&top)
 				if n := ub.set(body, sp); n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}
@@ -142,8 +142,9 @@ func BenchmarkMeterAndLog(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
+			rt := new(route) // the route comes with the request, not with this work
 			for b.Loop() {
-				rt := &route{g: g, alias: al, r: req, start: time.Now(), answered: t, status: 200, ttfb: time.Millisecond}
+				*rt = route{g: g, alias: al, r: req, start: time.Now(), answered: t, status: 200, ttfb: time.Millisecond}
 				rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 100, 200
 				extra := new(caddyhttp.ExtraLogFields)
 				extra.Add(zap.Inline(rt))

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -90,11 +89,11 @@ func (b *upstreamBody) set(body []byte, splices ...splice) int64 {
 // found it, for the target's model name: nothing else changes (key order,
 // whitespace, unknown fields). It reports false when the target takes
 // the name as the client sent it.
-func (t *Target) modelSplice(at gjson.Result) (splice, bool) {
+func (t *Target) modelSplice(top *topFields) (splice, bool) {
 	if t.sameName {
 		return splice{}, false
 	}
-	return splice{from: at.Index, to: at.Index + len(at.Raw), with: t.modelJSON}, true
+	return splice{from: top.modelAt, to: top.modelAt + len(top.model), with: t.modelJSON}, true
 }
 
 // streamUsageField asks for the usage chunk of a stream.
@@ -104,10 +103,10 @@ var streamUsageField = []byte(`,"stream_options":{"include_usage":true}`)
 // Without stream_options, the field is spliced in before the object's
 // closing brace, after the model; otherwise the body is rewritten (a rare
 // case) and the caller must scan it again.
-func withStreamUsage(body []byte, top topFields) (splice, []byte, bool) {
+func withStreamUsage(body []byte, top *topFields) (splice, []byte, bool) {
 	if !top.hasStreamOptions {
 		end := bytes.LastIndexByte(body, '}')
-		if end > top.model.Index {
+		if end > top.modelAt {
 			return splice{from: end, to: end, with: streamUsageField}, nil, true
 		}
 		return splice{}, nil, false

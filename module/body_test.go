@@ -40,7 +40,7 @@ func TestSetModelKeepsEverythingElse(t *testing.T) {
 			tg.modelJSON = []byte(jsonString(tc.model))
 			in := []byte(tc.in)
 			top, _ := scanTop(in)
-			sp, _ := tg.modelSplice(top.model)
+			sp, _ := tg.modelSplice(&top)
 			if got := readUpstream(t, in, sp); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
@@ -78,17 +78,17 @@ func TestStreamUsageSplice(t *testing.T) {
 	} {
 		in := []byte(tc.in)
 		top, _ := scanTop(in)
-		usage, rewritten, ok := withStreamUsage(in, top)
+		usage, rewritten, ok := withStreamUsage(in, &top)
 		if !ok {
 			t.Fatalf("%s: no stream usage", tc.in)
 		}
 		var got string
 		if rewritten != nil {
 			top, _ = scanTop(rewritten)
-			model, _ := tg.modelSplice(top.model)
+			model, _ := tg.modelSplice(&top)
 			got = readUpstream(t, rewritten, model)
 		} else {
-			model, _ := tg.modelSplice(top.model)
+			model, _ := tg.modelSplice(&top)
 			got = readUpstream(t, in, model, usage)
 		}
 		if got != tc.want {

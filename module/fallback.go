@@ -19,7 +19,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -66,8 +65,12 @@ type attempt struct {
 }
 
 // serveInference handles a JSON POST whose model is an alias.
-func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string, extra *caddyhttp.ExtraLogFields) error {
-	start := time.Now()
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string) error {
+	rt := &route{g: g, w: w, r: r, id: id, start: time.Now()}
+	if extra := logFields(r); extra != nil {
+		// the request id, and the routing record once there is one
+		extra.Add(zap.Inline(rt))
+	}
 	body, err := readBody(r, g.MaxBodySize)
 	if err != nil {
 		if errors.Is(err, errBodyTooLarge) {
@@ -77,17 +80,19 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "",
 			"could not read the request body")
 	}
-	top, isObject := scanTop(body)
+	var isObject bool
+	top := &rt.top
+	*top, isObject = scanTop(body)
 	if !isObject {
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
 			"the request body is not a valid JSON object")
 	}
-	model, stream, wantsUsage := top.model, top.stream, top.wantsUsage
-	if !model.Exists() {
+	stream, wantsUsage := top.stream, top.wantsUsage
+	if top.model == nil {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"you must provide a model parameter")
 	}
-	if model.Type != gjson.String {
+	if !top.modelString() {
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", "model",
 			"model must be a string")
 	}
@@ -97,10 +102,10 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
 			"the request body has more than one model field")
 	}
-	al, ok := g.aliases[model.Str]
+	al, ok := g.alias(top)
 	if !ok {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
-			"The model `"+model.Str+"` does not exist.")
+			"The model `"+top.modelName()+"` does not exist.")
 	}
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
@@ -116,15 +121,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		defer cancel()
 	}
 
-	rt := &route{
-		g:      g,
-		alias:  al,
-		w:      w,
-		r:      r,
-		id:     id,
-		start:  start,
-		stream: stream,
-	}
+	rt.alias, rt.stream = al, stream
 	rt.attempts = rt.tried[:0]
 	if stream && !wantsUsage && !g.DisableStreamUsage && completionsPath(r.URL.Path) {
 		// ask for the usage chunk, to count the tokens; the client does
@@ -133,17 +130,26 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 			rt.injected = true
 			if rewritten != nil {
 				body = rewritten
-				top, _ = scanTop(body) // the model may have moved
+				*top, _ = scanTop(body) // the model may have moved
 			} else {
 				rt.inject, rt.injectAt = sp, true
 			}
 		}
 	}
-	rt.body, rt.top = body, top
-	if extra != nil {
-		extra.Add(zap.Inline(rt))
-	}
+	rt.body = body
 	return rt.run(ctx)
+}
+
+// alias returns the alias the body's model names. A name without escapes
+// is looked up in place, without a copy.
+func (g *Gateway) alias(top *topFields) (*Alias, bool) {
+	name := top.model[1 : len(top.model)-1]
+	if bytes.IndexByte(name, '\\') >= 0 {
+		al, ok := g.aliases[top.modelName()]
+		return al, ok
+	}
+	al, ok := g.aliases[string(name)]
+	return al, ok
 }
 
 // completionsPath reports whether a path is a (chat) completions endpoint,
@@ -178,6 +184,9 @@ type route struct {
 	outcome  string
 	costUSD  float64 // what the answer cost, if priced
 	priced   bool
+
+	first     attemptWriter
+	firstUsed bool
 }
 
 func (rt *route) run(ctx context.Context) error {
@@ -328,10 +337,15 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	aw := &attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
+	aw := &rt.first // the first attempt's writer comes with the route
+	if rt.firstUsed {
+		aw = new(attemptWriter)
+	}
+	rt.firstUsed = true
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
 	var splices [2]splice
 	n := 0
-	if sp, ok := t.modelSplice(rt.top.model); ok {
+	if sp, ok := t.modelSplice(&rt.top); ok {
 		splices[n], n = sp, n+1
 	}
 	if rt.injectAt {
@@ -574,6 +588,10 @@ func (rt *route) fail(al *Alias) error {
 // only when the entry is written, after the handler returned, so a
 // request costs nothing here when access logs are off.
 func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("request_id", rt.id)
+	if rt.alias == nil {
+		return nil // refused before routing
+	}
 	enc.AddString("llm_alias", rt.alias.name)
 	enc.AddBool("llm_stream", rt.stream)
 	if t := rt.answered; t != nil {
@@ -781,13 +799,13 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt.answered = t
 	if !rt.g.DisableRouteHeaders {
 		// canonical keys, assigned directly, their values in one array
-		v := make([]string, 3)
-		v[0], v[1], v[2] = t.Group, t.Model, "false"
+		v := make([]string, 2, 4)
+		v[0], v[1] = t.Group, t.Model
+		h["X-Hybrid-Target"], h["X-Hybrid-Model"] = v[0:1:1], v[1:2:2]
 		if len(rt.attempts) > 0 {
-			v[2] = "true"
-			h["X-Hybrid-Fallback-Reason"] = []string{rt.fallbackReasons()}
+			v = append(v, "true", rt.fallbackReasons())
+			h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
 		}
-		h["X-Hybrid-Target"], h["X-Hybrid-Model"], h["X-Hybrid-Fallback"] = v[0:1:1], v[1:2:2], v[2:3:3]
 		if rt.overflow != "" {
 			h.Set("X-Hybrid-Overflow", rt.overflow)
 		}

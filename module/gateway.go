@@ -65,9 +65,8 @@ const DefaultMaxBodySize = 8 << 20
 // Each request gets an id (an incoming `X-Request-Id` is honoured, else
 // one is generated), echoed in the response and sent upstream. Unless
 // disabled, the response also carries `X-Hybrid-Target` (the group that
-// answered), `X-Hybrid-Model` (the model name it was sent),
-// `X-Hybrid-Fallback` (`true` or `false`) and, after a fallback,
-// `X-Hybrid-Fallback-Reason`. The access log entry of each request gets
+// answered), `X-Hybrid-Model` (the model name it was sent) and, after a
+// fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`. The access log entry of each request gets
 // the fields `request_id`, `llm_alias`, `llm_group`, `llm_model`,
 // `llm_endpoint`, `llm_attempts`, `llm_tried`, `llm_fallback`,
 // `llm_fallback_reason`, `llm_stream` and `llm_ttfb`.
@@ -572,14 +571,13 @@ func (g *Gateway) Cleanup() error {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	id := requestID(r)
 	w.Header().Set("X-Request-Id", id)
-	extra := logFields(r)
-	if extra != nil {
+	if r.Method == http.MethodPost {
+		return g.serveInference(w, r, id)
+	}
+	if extra := logFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
 	}
-
 	switch r.Method {
-	case http.MethodPost:
-		return g.serveInference(w, r, id, extra)
 	case http.MethodGet, http.MethodHead:
 		return g.serveModels(w, r)
 	default:

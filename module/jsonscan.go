@@ -27,8 +27,9 @@ const maxNesting = 10000
 
 // topFields are the top-level fields the gateway reads of a request.
 type topFields struct {
-	model      gjson.Result // the first model field; Index is its position
-	models     int          // how many model fields, whatever their spelling
+	model      []byte // the first model field's raw value, nil if none
+	modelAt    int    // its offset in the body
+	models     int    // how many model fields, whatever their spelling
 	stream     bool
 	wantsUsage bool // stream_options.include_usage
 
@@ -105,8 +106,7 @@ func (f *topFields) read(key, raw []byte, at int) {
 	switch string(key) {
 	case "model":
 		if f.models == 0 {
-			f.model = gjson.Parse(string(raw))
-			f.model.Index = at
+			f.model, f.modelAt = raw, at
 		}
 		f.models++
 	case "stream":
@@ -128,6 +128,16 @@ func (f *topFields) read(key, raw []byte, at int) {
 	case "max_tokens", "max_completion_tokens":
 		f.maxTokens = max(f.maxTokens, jsonInt(raw))
 	}
+}
+
+// modelString reports whether the model is a JSON string.
+func (f *topFields) modelString() bool {
+	return len(f.model) > 0 && f.model[0] == '"'
+}
+
+// modelName returns the model's name, unescaped.
+func (f *topFields) modelName() string {
+	return gjson.ParseBytes(f.model).Str
 }
 
 // jsonInt reads an integer value, leniently like gjson (256.0, "256").

@@ -4,7 +4,6 @@
 package hybridllm
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,8 +71,10 @@ func codeClass(status int) string {
 	if status < 100 || status > 599 {
 		return "0"
 	}
-	return strconv.Itoa(status/100) + "xx"
+	return codeClasses[status/100-1]
 }
+
+var codeClasses = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
 
 // targetMetrics are a target's series for the common case, resolved once
 // at provisioning rather than hashed on every request.

@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"bytes"
 	"io"
+	"sync"
 
 	"github.com/tidwall/gjson"
 )
@@ -21,10 +22,11 @@ const maxUsageBody = 4 << 20
 // what the client did not ask for: the usage-only chunk and the
 // "usage":null field of the other chunks.
 type usageScanner struct {
-	sse   bool
-	strip bool
-	buf   []byte // the JSON body so far, or the current partial SSE event
-	full  bool   // a JSON body outgrew maxUsageBody
+	sse    bool
+	strip  bool
+	buf    []byte  // the JSON body so far, or the current partial SSE event
+	pooled *[]byte // buf's holder from usageBufs, if any
+	full   bool    // a JSON body outgrew maxUsageBody
 
 	prompt, completion int64
 	found              bool
@@ -37,15 +39,41 @@ var (
 	noChoices = []byte(`"choices":[]`)
 )
 
+// usageBufs recycles the scanners' buffers: most bodies and partial
+// events are small, and a request would otherwise allocate one.
+var usageBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf is the largest buffer put back for reuse.
+const maxPooledBuf = 64 << 10
+
+// grow appends p to the buffer, taking one from the pool first.
+func (u *usageScanner) grow(p []byte) {
+	if u.buf == nil {
+		u.pooled = usageBufs.Get().(*[]byte)
+		u.buf = (*u.pooled)[:0]
+	}
+	u.buf = append(u.buf, p...)
+}
+
+// release puts the buffer back; the scanner must not be written to after.
+func (u *usageScanner) release() {
+	if u.pooled != nil && cap(u.buf) <= maxPooledBuf {
+		*u.pooled = u.buf[:0]
+		usageBufs.Put(u.pooled)
+	}
+	u.pooled, u.buf = nil, nil
+}
+
 // write passes p on to w (for a stream whose extra chunk is stripped,
 // whole events at a time) and reports the bytes it wrote to w.
 func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 	if !u.sse {
 		if !u.full {
 			if len(u.buf)+len(p) > maxUsageBody {
-				u.full, u.buf = true, nil
+				u.full = true
+				u.release()
 			} else {
-				u.buf = append(u.buf, p...)
+				u.grow(p)
 			}
 		}
 		return w.Write(p)
@@ -62,7 +90,7 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 // (stripped). Without w the bytes were already passed on. The buffer is
 // reused: the partial event moves to its front.
 func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
-	u.buf = append(u.buf, p...)
+	u.grow(p)
 	written, start := 0, 0
 	var err error
 	for err == nil {
@@ -98,19 +126,17 @@ func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 }
 
 // finish writes what is left of a stripped stream (an unterminated last
-// event) and, for a JSON body, reads its usage.
+// event) and, for a JSON body, reads its usage. It releases the buffer.
 func (u *usageScanner) finish(w io.Writer) {
-	if u.sse {
+	switch {
+	case u.sse:
 		if u.strip && len(u.buf) > 0 {
 			_, _ = w.Write(u.buf)
 		}
-		u.buf = u.buf[:0]
-		return
-	}
-	if !u.full && len(u.buf) > 0 {
+	case !u.full && len(u.buf) > 0:
 		u.readUsageJSON(u.buf)
 	}
-	u.buf = nil
+	u.release()
 }
 
 // readUsage reads the usage of one SSE event ("data: {...}\n\n").
