@@ -82,7 +82,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	}
 	var isObject bool
 	top := &rt.top
-	*top, isObject = scanTop(body)
+	*top, isObject = scanTop(body, g.watch...)
 	if !isObject {
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
 			"the request body is not a valid JSON object")
@@ -130,7 +130,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 			rt.injected = true
 			if rewritten != nil {
 				body = rewritten
-				*top, _ = scanTop(body) // the model may have moved
+				*top, _ = scanTop(body, g.watch...) // the model may have moved
 			} else {
 				rt.inject, rt.injectAt = sp, true
 			}

@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -35,7 +36,9 @@ type Rule struct {
 	// not null), e.g. "tools" or "response_format".
 	Fields []string `json:"fields,omitempty"`
 
-	start int // index of the target in the alias
+	start      int      // index of the target in the alias
+	fieldBits  uint64   // the Fields scanTop watches for
+	slowFields []string // the others, looked up in the body
 }
 
 // features are what routing needs to know of a request body, read with
@@ -52,41 +55,50 @@ func newFeatures(body []byte, h http.Header, top *topFields) features {
 	return features{body: body, header: h, top: top, promptTokens: -1}
 }
 
-// prompt estimates the prompt's tokens: characters of the messages'
-// text, the prompt or the input, divided by 4, rounded up.
+// prompt estimates the prompt's tokens: bytes of the messages' text,
+// the prompt or the input (unescaped), divided by 4, rounded up.
 func (f *features) prompt() int {
 	if f.promptTokens >= 0 {
 		return f.promptTokens
 	}
 	chars := 0
-	add := func(r gjson.Result) {
-		switch {
-		case r.Type == gjson.String:
-			chars += len(r.Str)
-		case r.IsArray():
-			r.ForEach(func(_, part gjson.Result) bool {
-				if part.Type == gjson.String {
-					chars += len(part.Str)
-				} else if t := part.Get("text"); t.Type == gjson.String {
-					chars += len(t.Str)
-				}
-				return true
-			})
-		}
-	}
-	if f.top.messages != nil {
-		gjson.ParseBytes(f.top.messages).ForEach(func(_, m gjson.Result) bool {
-			add(m.Get("content"))
-			return true
+	if m := f.top.messages; len(m) > 0 && m[0] == '[' {
+		arrayValues(m, func(i int) int {
+			content, end := fieldAt(m, i, "content")
+			chars += textBytes(content)
+			return end
 		})
 	}
-	for _, raw := range [][]byte{f.top.prompt, f.top.input} {
-		if raw != nil {
-			add(gjson.ParseBytes(raw))
-		}
-	}
+	chars += textBytes(f.top.prompt) + textBytes(f.top.input)
 	f.promptTokens = (chars + 3) / 4
 	return f.promptTokens
+}
+
+// textBytes returns the bytes of text in a value: a string, or an array
+// of strings and of parts with a "text" string.
+func textBytes(raw []byte) int {
+	switch {
+	case len(raw) == 0:
+		return 0
+	case raw[0] == '"':
+		return unescapedLen(raw)
+	case raw[0] == '[':
+		n := 0
+		arrayValues(raw, func(i int) int {
+			if raw[i] == '"' {
+				end, _, _ := scanString(raw, i+1)
+				n += unescapedLen(raw[i:end])
+				return end
+			}
+			text, end := fieldAt(raw, i, "text")
+			if len(text) > 0 && text[0] == '"' {
+				n += unescapedLen(text)
+			}
+			return end
+		})
+		return n
+	}
+	return 0
 }
 
 // exceeds reports whether the prompt and the requested tokens overflow a
@@ -116,12 +128,32 @@ func (r *Rule) matches(f *features) bool {
 			return false
 		}
 	}
-	for _, field := range r.Fields {
+	if f.top.present&r.fieldBits != r.fieldBits {
+		return false
+	}
+	for _, field := range r.slowFields {
 		if v := gjson.GetBytes(f.body, escapeKey(field)); !v.Exists() || v.Type == gjson.Null {
 			return false
 		}
 	}
 	return true
+}
+
+// maxWatched is how many rule fields scanTop notes; rules name few.
+const maxWatched = 64
+
+// watchField returns the bit scanTop sets when the top-level field is
+// present and not null, or 0 when maxWatched fields are watched already.
+func (g *Gateway) watchField(name string) uint64 {
+	i := slices.Index(g.watch, name)
+	if i < 0 {
+		if len(g.watch) == maxWatched {
+			return 0
+		}
+		i = len(g.watch)
+		g.watch = append(g.watch, name)
+	}
+	return 1 << i
 }
 
 // escapeKey makes a top-level key safe as a gjson path.
@@ -139,7 +171,15 @@ func escapeKey(k string) string {
 	return sb.String()
 }
 
-func (r *Rule) provision(al *Alias) error {
+func (r *Rule) provision(g *Gateway, al *Alias) error {
+	r.fieldBits, r.slowFields = 0, nil
+	for _, field := range r.Fields {
+		if bit := g.watchField(field); bit != 0 {
+			r.fieldBits |= bit
+		} else {
+			r.slowFields = append(r.slowFields, field)
+		}
+	}
 	for i, t := range al.Targets {
 		if t.Group == r.Target {
 			r.start = i

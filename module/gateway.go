@@ -104,6 +104,7 @@ type Gateway struct {
 	DisableStreamUsage bool `json:"disable_stream_usage,omitempty"`
 
 	aliases    map[string]*Alias
+	watch      []string // the top-level fields rules look for
 	entry      *gatewayEntry
 	ledger     *ledger
 	cfg        any // the config's context, to tell configs apart
@@ -338,7 +339,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			if r == nil {
 				return fmt.Errorf("alias %q: empty route", name)
 			}
-			if err := r.provision(al); err != nil {
+			if err := r.provision(g, al); err != nil {
 				return fmt.Errorf("alias %q: %v", name, err)
 			}
 		}

@@ -4,9 +4,11 @@
 package hybridllm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -38,6 +40,9 @@ type topFields struct {
 	// for pre-routing and context windows: the raw values, nil if absent
 	messages, prompt, input []byte
 	maxTokens               int64
+
+	watch   []string // rule fields to note
+	present uint64   // bit i: watch[i] is present and not null
 }
 
 // scanTop validates a JSON body and reads its top-level fields in one
@@ -45,8 +50,8 @@ type topFields struct {
 // model key given twice (escapes included) is counted: decoders disagree
 // on which one counts (gjson and sjson take the first, Go's and Python's
 // decoders, vLLM's and a cloud's, the last).
-func scanTop(body []byte) (topFields, bool) {
-	var f topFields
+func scanTop(body []byte, watch ...string) (topFields, bool) {
+	f := topFields{watch: watch}
 	end, ok := objectFields(body, skipSpace(body, 0), maxNesting, f.read)
 	return f, ok && skipSpace(body, end) == len(body)
 }
@@ -128,6 +133,13 @@ func (f *topFields) read(key, raw []byte, at int) {
 	case "max_tokens", "max_completion_tokens":
 		f.maxTokens = max(f.maxTokens, jsonInt(raw))
 	}
+	if len(f.watch) > 0 && string(raw) != "null" {
+		for i, w := range f.watch {
+			if string(key) == w {
+				f.present |= 1 << i
+			}
+		}
+	}
 }
 
 // modelString reports whether the model is a JSON string.
@@ -138,6 +150,59 @@ func (f *topFields) modelString() bool {
 // modelName returns the model's name, unescaped.
 func (f *topFields) modelName() string {
 	return gjson.ParseBytes(f.model).Str
+}
+
+// arrayValues calls each with the offset of each value of a valid JSON
+// array; each returns the offset after the value.
+func arrayValues(data []byte, each func(i int) int) {
+	i := skipSpace(data, 1)
+	for i < len(data) && data[i] != ']' {
+		i = skipSpace(data, each(i))
+		if i >= len(data) || data[i] != ',' {
+			return
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+// fieldAt returns the first field named key of the value at i, if that is
+// an object (nil otherwise), and the offset after the value: one pass.
+func fieldAt(data []byte, i int, key string) (raw []byte, end int) {
+	if data[i] != '{' {
+		end, _ = skipValue(data, i, maxNesting)
+		return nil, end
+	}
+	end, _ = objectFields(data, i, maxNesting, func(k, v []byte, _ int) {
+		if raw == nil && string(k) == key {
+			raw = v
+		}
+	})
+	return raw, end
+}
+
+// unescapedLen returns the length in bytes of a valid JSON string (quotes
+// included) once unescaped. Each half of a surrogate pair counts 2.
+func unescapedLen(raw []byte) int {
+	s := raw[1 : len(raw)-1]
+	n := len(s)
+	for {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 || i+1 >= len(s) {
+			return n
+		}
+		if s[i+1] == 'u' && i+6 <= len(s) {
+			r, _ := strconv.ParseUint(string(s[i+2:i+6]), 16, 32)
+			size := utf8.RuneLen(rune(r))
+			if size < 0 {
+				size = 2 // a surrogate
+			}
+			n -= 6 - size
+			s = s[i+6:]
+			continue
+		}
+		n--
+		s = s[i+2:]
+	}
 }
 
 // jsonInt reads an integer value, leniently like gjson (256.0, "256").

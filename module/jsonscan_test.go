@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -107,6 +108,72 @@ func FuzzScanTop(f *testing.F) {
 			if want := gjson.GetBytes(b, "model"); want.Exists() && want.Str != top.modelName() {
 				t.Fatalf("%q: model %q, gjson reads %q", b, top.modelName(), want.Str)
 			}
+		}
+	})
+}
+
+// promptRef is the prompt estimate read with gjson, for reference.
+func promptRef(body []byte) int {
+	chars := 0
+	add := func(r gjson.Result) {
+		switch {
+		case r.Type == gjson.String:
+			chars += len(r.Str)
+		case r.IsArray():
+			r.ForEach(func(_, part gjson.Result) bool {
+				if part.Type == gjson.String {
+					chars += len(part.Str)
+				} else if t := part.Get("text"); t.Type == gjson.String {
+					chars += len(t.Str)
+				}
+				return true
+			})
+		}
+	}
+	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+		add(m.Get("content"))
+		return true
+	})
+	add(gjson.GetBytes(body, "prompt"))
+	add(gjson.GetBytes(body, "input"))
+	return (chars + 3) / 4
+}
+
+func TestPromptEstimate(t *testing.T) {
+	for _, body := range []string{
+		`{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 50) + `"}]}`,
+		`{"messages":[{"role":"user","content":"tab\t? no: tab\\t, quote \" \\\" é \u00e9 \\u00e9 \\u4e2d\\u6587 \\/"}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","text":"no"}},"bare part"]}]}`,
+		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{\"content\":\"x\"}"}}]},{"role":"user"}]}`,
+		`{"messages":[{"metadata":{"content":"nested, not counted"},"content":"counted","content":"second, not counted"}]}`,
+		`{"prompt":"complete this sentence"}`, `{"prompt":["one","two",[1,2,3]]}`, `{"input":["embed me","and me"]}`,
+		`{"messages":[],"prompt":12,"input":{"text":"an object is not text"}}`, `{"model":"m"}`,
+	} {
+		b := []byte(strings.ReplaceAll(body, "\t", `\t`))
+		top, ok := scanTop(b)
+		if !ok {
+			t.Fatalf("invalid test body %s", b)
+		}
+		f := newFeatures(b, nil, &top)
+		if got, want := f.prompt(), promptRef(b); got != want {
+			t.Errorf("%s: %d tokens, want %d", b, got, want)
+		}
+	}
+}
+
+func FuzzUnescapedLen(f *testing.F) {
+	for _, s := range []string{`"plain"`, `"a\nb"`, `"\u00e9\u4e2d"`, `"\"\\\/\b\f\r\t"`, `"é"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if len(raw) < 2 || raw[0] != '"' || bytes.Contains(bytes.ToLower(raw), []byte(`\ud`)) {
+			return // surrogates are counted 2 per half, gjson makes them 3 or 4
+		}
+		if end, _, ok := scanString(raw, 1); !ok || end != len(raw) || !utf8.Valid(raw) {
+			return
+		}
+		if got, want := unescapedLen(raw), len(gjson.ParseBytes(raw).Str); got != want {
+			t.Fatalf("%q: %d bytes, gjson %d", raw, got, want)
 		}
 	})
 }
