@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,8 +56,8 @@ func (p *proxyUnderTest) url(path string) string {
 
 func main() {
 	bin := flag.String("bin", "bin", "folder with caddy and llmsim")
-	dur := flag.Duration("duration", 5*time.Second, "length of each load run")
-	rounds := flag.Int("rounds", 2, "alternating rounds (the best of each is kept)")
+	dur := flag.Duration("duration", 2*time.Second, "length of each load run")
+	rounds := flag.Int("rounds", 5, "rounds; each takes every measure of both proxies, back to back")
 	idle := flag.Int("idle-streams", 5000, "idle streams for the memory measure (0 skips it)")
 	flag.Parse()
 
@@ -75,6 +76,7 @@ func main() {
 	fail = func(msg string) {
 		fmt.Fprintln(os.Stderr, "bench:", msg)
 		stopAll()
+		_ = os.RemoveAll(work)
 		os.Exit(1)
 	}
 	for _, addr := range []string{simAddr, idleSimAddr, streamSimAddr, "127.0.0.1:18101", "127.0.0.1:18102", "127.0.0.1:18201", "127.0.0.1:18202"} {
@@ -85,8 +87,15 @@ func main() {
 	}
 	start := func(name string, args ...string) *exec.Cmd {
 		c := exec.Command(filepath.Join(*bin, name), args...)
-		c.Stdout, c.Stderr = io.Discard, io.Discard
-		c.Env = append(os.Environ(), "HOME="+work, "XDG_DATA_HOME="+work, "XDG_CONFIG_HOME="+work)
+		// the output goes to a log, shown if the process does not come up
+		out, err := os.Create(filepath.Join(work, fmt.Sprintf("%s-%d.log", name, len(procs))))
+		must(err)
+		c.Stdout, c.Stderr = out, out
+		// a home of its own: two Caddys sharing one would race to create
+		// the same local CA
+		home := filepath.Join(work, fmt.Sprintf("home-%d", len(procs)))
+		must(os.Mkdir(home, 0o700))
+		c.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
 		must(c.Start())
 		procs = append(procs, c)
 		return c
@@ -172,7 +181,11 @@ http://:%d {
 		p.cmd = start("caddy", "run", "--config", path, "--adapter", "caddyfile")
 	}
 	for _, p := range []*proxyUnderTest{plain, hybrid} {
-		waitUp(p)
+		if !waitUp(p) {
+			b, _ := os.ReadFile(filepath.Join(work, fmt.Sprintf("caddy-%d.log", slices.Index(procs, p.cmd))))
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			fail(p.name + " did not answer within 30s; its log ends:\n" + strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
 	}
 
 	body := func(p *proxyUnderTest, stream bool) []byte {
@@ -182,33 +195,66 @@ http://:%d {
 		}
 		return []byte(`{"model":"` + p.model + `","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":` + tokens + `,"stream":` + strconv.FormatBool(stream) + `}`)
 	}
-	type result struct {
-		rps, p50at500, p99at500, p50at2000, p99at2000, ttfb, ttfb99 float64
+	// Each measure is taken of both proxies back to back, the order
+	// swapped every round, so that the pair shares the machine's mood;
+	// the table gives each side's median and the median of the per-round
+	// ratios (differences for the added latency).
+	type measure struct {
+		name string
+		run  func(p *proxyUnderTest) []float64 // one or more values
+		vals map[string][][]float64            // proxy -> round -> values
 	}
-	best := map[string]*result{}
-	for round := 0; round < *rounds; round++ {
-		for _, p := range []*proxyUnderTest{plain, hybrid} {
-			r := &result{}
-			m := attack(p.url("/v1/chat/completions"), body(p, false), 0, 64, *dur)
-			r.rps = m.Throughput
-			m = attack(p.url("/v1/chat/completions"), body(p, false), 500, 64, *dur)
-			r.p50at500, r.p99at500 = ms(m.Latencies.P50), ms(m.Latencies.P99)
-			m = attack(p.url("/v1/chat/completions"), body(p, false), 2000, 128, *dur)
-			r.p50at2000, r.p99at2000 = ms(m.Latencies.P50), ms(m.Latencies.P99)
-			r.ttfb, r.ttfb99 = streamsTTFB(p.url("/stream/v1/chat/completions"), body(p, true), 200, *dur)
-			fmt.Fprintf(os.Stderr, "round %d %-6s rps %.0f  p50@500 %.3fms p99@500 %.3fms  p50@2000 %.3fms p99@2000 %.3fms  ttfb p50 %.3fms p99 %.3fms\n",
-				round+1, p.name, r.rps, r.p50at500, r.p99at500, r.p50at2000, r.p99at2000, r.ttfb, r.ttfb99)
-			b := best[p.name]
-			if b == nil {
-				best[p.name] = r
-				continue
-			}
-			b.rps = max(b.rps, r.rps)
-			b.p50at500, b.p99at500 = min(b.p50at500, r.p50at500), min(b.p99at500, r.p99at500)
-			b.p50at2000, b.p99at2000 = min(b.p50at2000, r.p50at2000), min(b.p99at2000, r.p99at2000)
-			b.ttfb, b.ttfb99 = min(b.ttfb, r.ttfb), min(b.ttfb99, r.ttfb99)
+	latency := func(rate, workers int) func(p *proxyUnderTest) []float64 {
+		return func(p *proxyUnderTest) []float64 {
+			m := attack(p.url("/v1/chat/completions"), body(p, false), rate, workers, *dur)
+			return []float64{ms(m.Latencies.P50), ms(m.Latencies.P99)}
 		}
 	}
+	measures := []*measure{
+		{name: "throughput", run: func(p *proxyUnderTest) []float64 {
+			return []float64{attack(p.url("/v1/chat/completions"), body(p, false), 0, 64, *dur).Throughput}
+		}},
+		{name: "latency@500", run: latency(500, 64)},
+		{name: "latency@2000", run: latency(2000, 128)},
+		{name: "ttfb", run: func(p *proxyUnderTest) []float64 {
+			p50, p99 := streamsTTFB(p.url("/stream/v1/chat/completions"), body(p, true), 200, *dur)
+			return []float64{p50, p99}
+		}},
+	}
+	for round := 0; round < *rounds; round++ {
+		order := []*proxyUnderTest{plain, hybrid}
+		if round%2 == 1 {
+			order[0], order[1] = hybrid, plain
+		}
+		for _, m := range measures {
+			if m.vals == nil {
+				m.vals = map[string][][]float64{}
+			}
+			for _, p := range order {
+				v := m.run(p)
+				m.vals[p.name] = append(m.vals[p.name], v)
+				fmt.Fprintf(os.Stderr, "round %d %-12s %-6s %v\n", round+1, m.name, p.name, v)
+			}
+		}
+	}
+	// side returns a proxy's median of value i of a measure; ratio and
+	// diff, the median of the per-round hybrid/plain ratios or differences
+	side := func(m *measure, name string, i int) float64 {
+		var xs []float64
+		for _, v := range m.vals[name] {
+			xs = append(xs, v[i])
+		}
+		return median(xs)
+	}
+	paired := func(m *measure, i int, f func(h, p float64) float64) float64 {
+		var xs []float64
+		for r := range m.vals["plain"] {
+			xs = append(xs, f(m.vals["hybrid"][r][i], m.vals["plain"][r][i]))
+		}
+		return median(xs)
+	}
+	ratio := func(h, p float64) float64 { return h / p }
+	diff := func(h, p float64) float64 { return h - p }
 
 	rssPeak := map[string]float64{}
 	perStream := map[string]float64{}
@@ -219,24 +265,40 @@ http://:%d {
 		}
 	}
 
-	pl, hy := best["plain"], best["hybrid"]
 	fmt.Println()
-	fmt.Printf("%-40s %12s %12s %8s\n", "measure", "plain", "hybrid", "ratio")
-	row := func(name string, a, b float64, unit string) {
-		fmt.Printf("%-40s %10.3f%-2s %10.3f%-2s %8.3f\n", name, a, unit, b, unit, b/a)
+	fmt.Printf("%-40s %12s %12s %8s\n", "measure (medians)", "plain", "hybrid", "ratio")
+	row := func(name string, a, b, r float64) {
+		fmt.Printf("%-40s %12.3f %12.3f %8.3f\n", name, a, b, r)
 	}
-	row("throughput, 64 connections (req/s)", pl.rps, hy.rps, "")
-	row("p50 latency at 500 req/s (ms)", pl.p50at500, hy.p50at500, "")
-	row("p99 latency at 500 req/s (ms)", pl.p99at500, hy.p99at500, "")
-	row("p50 latency at 2000 req/s (ms)", pl.p50at2000, hy.p50at2000, "")
-	row("p99 latency at 2000 req/s (ms)", pl.p99at2000, hy.p99at2000, "")
-	row("TTFB p50, 200 concurrent streams (ms)", pl.ttfb, hy.ttfb, "")
-	row("TTFB p99, 200 concurrent streams (ms)", pl.ttfb99, hy.ttfb99, "")
-	row("peak RSS (MiB)", rssPeak["plain"], rssPeak["hybrid"], "")
+	mrow := func(name string, m *measure, i int) {
+		row(name, side(m, "plain", i), side(m, "hybrid", i), paired(m, i, ratio))
+	}
+	mrow("throughput, 64 connections (req/s)", measures[0], 0)
+	mrow("p50 latency at 500 req/s (ms)", measures[1], 0)
+	mrow("p99 latency at 500 req/s (ms)", measures[1], 1)
+	mrow("p50 latency at 2000 req/s (ms)", measures[2], 0)
+	mrow("p99 latency at 2000 req/s (ms)", measures[2], 1)
+	mrow("TTFB p50, 200 concurrent streams (ms)", measures[3], 0)
+	mrow("TTFB p99, 200 concurrent streams (ms)", measures[3], 1)
+	row("peak RSS (MiB)", rssPeak["plain"], rssPeak["hybrid"], rssPeak["hybrid"]/rssPeak["plain"])
 	if *idle > 0 {
-		row(fmt.Sprintf("RSS per idle stream, %d streams (KiB)", *idle), perStream["plain"], perStream["hybrid"], "")
+		row(fmt.Sprintf("RSS per idle stream, %d streams (KiB)", *idle), perStream["plain"], perStream["hybrid"],
+			perStream["hybrid"]/perStream["plain"])
 	}
-	fmt.Printf("\nadded p50 latency at 500 req/s: %+.3f ms; added TTFB p50: %+.3f ms\n", hy.p50at500-pl.p50at500, hy.ttfb-pl.ttfb)
+	fmt.Printf("\nadded p50 latency at 500 req/s: %+.3f ms; added TTFB p50: %+.3f ms (medians of the rounds' differences)\n",
+		paired(measures[1], 0, diff), paired(measures[3], 0, diff))
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	if n := len(xs); n%2 == 0 {
+		return (xs[n/2-1] + xs[n/2]) / 2
+	}
+	return xs[len(xs)/2]
 }
 
 // attack runs vegeta against url: at rate req/s, or as fast as the
@@ -260,6 +322,9 @@ func attack(url string, body []byte, rate, workers int, dur time.Duration) veget
 	return m
 }
 
+// streamLength is how long a stream of the stream simulator lasts.
+const streamLength = time.Second
+
 // streamsTTFB keeps n streams open for dur: n clients each start a
 // stream, read it to its end and start the next. It returns the median
 // and the 99th percentile time to the first body byte, in ms.
@@ -269,11 +334,14 @@ func streamsTTFB(url string, body []byte, n int, dur time.Duration) (p50, p99 fl
 	var mu sync.Mutex
 	var ttfbs []float64
 	var wg sync.WaitGroup
-	stop := time.Now().Add(dur)
-	for range n {
+	start := time.Now()
+	stop := start.Add(dur)
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// starts spread over a stream's length, not one burst
+			time.Sleep(time.Until(start.Add(streamLength * time.Duration(i) / time.Duration(n))))
 			for time.Now().Before(stop) {
 				t0 := time.Now()
 				resp, err := client.Post(url, "application/json", bytes.NewReader(body))
@@ -354,7 +422,8 @@ func procKB(pid int, field string) float64 {
 	return 0
 }
 
-func waitUp(p *proxyUnderTest) {
+// waitUp reports whether the proxy answered a chat request within 30s.
+func waitUp(p *proxyUnderTest) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		resp, err := http.Post(p.url("/v1/chat/completions"), "application/json",
@@ -362,12 +431,12 @@ func waitUp(p *proxyUnderTest) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return true
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	fail(p.name + " did not come up")
+	return false
 }
 
 // fail stops what the run started and exits.

@@ -2,7 +2,7 @@
 # Plain Caddy reverse_proxy vs the hybrid_llm gateway, side by side on
 # loopback against the same zero-latency vLLM simulator, with vegeta.
 #
-#   bash examples/bench/run.sh [-duration 5s] [-rounds 2] [-idle-streams 5000]
+#   bash examples/bench/run.sh [-duration 2s] [-rounds 5] [-idle-streams 5000]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
