@@ -21,7 +21,7 @@ type Rule struct {
 	// in that group).
 	Target string `json:"target"`
 
-	// Matches when the estimated prompt tokens (characters of the
+	// Matches when the estimated prompt tokens (bytes of the text of the
 	// messages, prompt or input, divided by 4) exceed this.
 	PromptTokensOver int `json:"prompt_tokens_over,omitempty"`
 
