@@ -380,6 +380,8 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	t.group.inflight.Add(1)
 	aborted, err := proxy(t.group.proxy, aw, pr)
 	t.group.inflight.Add(-1)
+	// from here the timer may still fire (Stop does not wait for it): an
+	// answer that is not committed yet must win the state before it is sent
 	ep = aw.slot.ep
 
 	// the breakers' verdict on this attempt, settled however it ends (a
@@ -398,11 +400,13 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	}()
 	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed
 
-	if aw.state.Load() == attemptPending && aw.held != nil {
+	contextErr := false
+	if aw.held != nil {
 		// a held 400: the next target gets the request only for a
-		// context-length error; any other 400 is the answer
-		if !isContextError(aw.held.Bytes()) {
-			aw.commit(aw.status)
+		// context-length error; any other 400 is the answer, unless the
+		// first-byte timer abandoned the attempt first
+		contextErr = isContextError(aw.held.Bytes())
+		if !contextErr && aw.commit(aw.status) {
 			_, _ = aw.w.Write(aw.held.Bytes())
 			verdict = verdictSuccess // the client's business, not the upstream's
 			return true, nil, ep, verdict
@@ -430,12 +434,13 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	// whatever it buffered, and let the next target have the request
 	a := attempt{target: t, status: aw.status}
 	switch {
-	case aw.held != nil:
+	case contextErr:
 		a.reason = reasonContextLength
+	case aw.status != 0 && aw.held == nil:
+		// the upstream's own status, even if the timer fired after it
+		a.reason = "http_" + strconv.Itoa(aw.status)
 	case aw.state.Load() == attemptAbandoned:
 		a.reason = reasonFirstByte
-	case aw.status != 0:
-		a.reason = "http_" + strconv.Itoa(aw.status)
 	case ctx.Err() != nil:
 		a.reason = reasonDeadline
 	case actx.Err() != nil:

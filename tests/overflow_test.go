@@ -5,6 +5,7 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -224,6 +225,37 @@ func TestFirstByteTimeout(t *testing.T) {
 	events := sseEvents(body)
 	if len(events) < 2 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[0], cloudModel) {
 		t.Errorf("stream %q", events)
+	}
+}
+
+// A 400 whose body stalls is held (it might be a context-length error)
+// when the first-byte timer fires: the attempt is abandoned as a timeout,
+// and neither the partial 400 nor a wrong reason reaches the client.
+func TestFirstByteTimeoutDuringHeldError(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	stalled, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"This model's maximum`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	block := strings.Replace(withPlainSelf(defaultGateway, stalled.URL()), "target self "+selfModel+"\n", "target self "+selfModel+" {\nfirst_byte_timeout 300ms\n}\n", 1)
+	e.load(block)
+
+	resp, body := post(t, "/v1/chat/completions", streamBody)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:first_byte_timeout" {
+		t.Errorf("reason %q", got)
+	}
+	if strings.Contains(string(body), "maximum") {
+		t.Errorf("the stalled 400 leaked: %s", body)
 	}
 }
 
