@@ -61,9 +61,11 @@ type overflowState struct {
 }
 
 // signals are the overflow inputs of a group at one moment; NaN is
-// unknown (no fresh metrics).
+// unknown: no fresh metrics, or fresh metrics without the signal.
 type signals struct {
 	waiting, ttftP99, kv, inflight float64
+
+	fresh bool // some endpoint's metrics are fresh
 }
 
 type signalDef struct {
@@ -137,8 +139,16 @@ func (oc *OverflowConfig) evaluate(st *overflowState, s signals, t time.Time, lo
 			if d.th == nil {
 				continue
 			}
-			if v := d.get(s); math.IsNaN(v) || v > d.th.Recover {
-				// unknown keeps the state: recovery needs evidence
+			v := d.get(s)
+			if math.IsNaN(v) && s.fresh {
+				// fresh metrics without the signal are no evidence of
+				// load: no TTFT observed while overflow keeps requests
+				// away, or a gauge this vLLM does not export; holding
+				// the state on them would hold it for good
+				continue
+			}
+			if math.IsNaN(v) || v > d.th.Recover {
+				// stale metrics keep the state: recovery needs evidence
 				want = true
 				break
 			}
@@ -198,6 +208,9 @@ func (oc *OverflowConfig) def(name string) signalDef {
 }
 
 func fmtSignal(v float64, unit string) string {
+	if math.IsNaN(v) {
+		return "none"
+	}
 	return strconv.FormatFloat(v, 'g', 4, 64) + unit
 }
 
@@ -210,6 +223,7 @@ func (g *vllmGroup) signals(t time.Time) signals {
 		if snap.metricsAt.IsZero() || t.Sub(snap.metricsAt) > g.staleAfter {
 			continue
 		}
+		s.fresh = true
 		for _, l := range snap.loads {
 			s.waiting = nanAdd(s.waiting, l.Waiting)
 			if !math.IsNaN(l.KVUsage) {

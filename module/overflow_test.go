@@ -106,6 +106,34 @@ func TestOverflowAnySignalTriggersAllMustRecover(t *testing.T) {
 	}
 }
 
+// Overflow keeps requests away from the group, so its TTFT window goes
+// quiet: fresh metrics with no TTFT observed must let it recover, while
+// stale metrics still hold it.
+func TestOverflowRecoversWhenTheGroupIsQuiet(t *testing.T) {
+	oc := &OverflowConfig{
+		Waiting: &Threshold{Trigger: 8, Recover: 2},
+		TTFTP99: &Threshold{Trigger: 2, Recover: 0.8},
+		Dwell:   caddy.Duration(time.Second),
+	}
+	st := new(overflowState)
+	t0 := time.Unix(1000, 0)
+	if on, _ := oc.evaluate(st, signals{waiting: 3, ttftP99: 4, kv: nan(), fresh: true}, t0, zap.NewNop(), "self"); !on {
+		t.Fatal("no overflow at ttft_p99=4")
+	}
+	stale := signals{waiting: nan(), ttftP99: nan(), kv: nan()}
+	if on, _ := oc.evaluate(st, stale, t0.Add(5*time.Second), zap.NewNop(), "self"); !on {
+		t.Fatal("recovered on stale metrics")
+	}
+	queued := signals{waiting: 5, ttftP99: nan(), kv: nan(), fresh: true}
+	if on, _ := oc.evaluate(st, queued, t0.Add(6*time.Second), zap.NewNop(), "self"); !on {
+		t.Fatal("recovered with requests still queued")
+	}
+	quiet := signals{waiting: 0, ttftP99: nan(), kv: nan(), fresh: true}
+	if on, _ := oc.evaluate(st, quiet, t0.Add(7*time.Second), zap.NewNop(), "self"); on {
+		t.Fatal("held overflow on a quiet TTFT window")
+	}
+}
+
 func TestOverflowConfigValidate(t *testing.T) {
 	for _, oc := range []*OverflowConfig{
 		{},
