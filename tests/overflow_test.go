@@ -80,6 +80,22 @@ func TestBurstOverflowsToCloudAndReturns(t *testing.T) {
 	})
 }
 
+// A TTFT overflow keeps requests away from the group, so the group's TTFT
+// window goes quiet; that must end the overflow, not hold it for good.
+func TestTTFTOverflowEndsOnceQuiet(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{TTFT: 300 * time.Millisecond}, simulator.CloudConfig{})
+	e.load(vllmBlock("\tprobe {\n\t\tmetrics_interval 50ms\n\t\tttft_window 1s\n\t}\n" +
+		"\toverflow {\n\t\tttft_p99 200ms 100ms\n\t\tdwell 500ms\n\t}\n"))
+	waitFor(t, "the slow TTFT to overflow the group", func() bool {
+		_, reason := routeOf(t)
+		return reason == "self:overflow"
+	})
+	waitFor(t, "traffic back on self once its TTFT window is quiet", func() bool {
+		group, _ := routeOf(t)
+		return group == "self"
+	})
+}
+
 // An overflowed request says so in its headers and log record.
 func TestOverflowIsMarked(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{TTFT: 400 * time.Millisecond}, simulator.CloudConfig{})
