@@ -143,7 +143,7 @@ func (b *breaker) failure(cfg *BreakerConfig, t time.Time, trial bool) bool {
 	allowed, win, cool := cfg.params()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if trial || b.state.Load() == breakerHalfOpen {
+	if trial {
 		// the trial failed: a full cooldown from now, not the old deadline
 		b.trial = false
 		b.openUntil = t.Add(cool)
@@ -151,8 +151,10 @@ func (b *breaker) failure(cfg *BreakerConfig, t time.Time, trial bool) bool {
 		b.opened.Add(1)
 		return true
 	}
-	if b.state.Load() == breakerOpen {
-		return false // late failures of requests sent before it opened
+	if b.state.Load() != breakerClosed {
+		// a late failure of a request sent before the breaker opened: the
+		// cooldown already answered it, and only the trial decides now
+		return false
 	}
 	keep := b.fails[:0]
 	for _, f := range b.fails {

@@ -218,6 +218,29 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 	}
 }
 
+// A request sent before the breaker opened may fail during the half-open
+// trial: only the trial decides.
+func TestBreakerLateFailureDuringTrial(t *testing.T) {
+	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
+	b := new(breaker)
+	t0 := time.Unix(1000, 0)
+	b.failure(cfg, t0, false)
+	ok, trial := b.allow(t0.Add(2 * time.Second))
+	if !ok || !trial {
+		t.Fatal("no trial")
+	}
+	if reopened := b.failure(cfg, t0.Add(3*time.Second), false); reopened {
+		t.Fatal("a late failure re-opened the breaker under the trial")
+	}
+	if ok, _ := b.allow(t0.Add(3 * time.Second)); ok {
+		t.Fatal("a second request while the trial is in flight")
+	}
+	b.success(trial)
+	if s, _ := b.view(); s != "closed" || b.opened.Load() != 1 {
+		t.Fatalf("after the trial's success: %s, opened %d times", s, b.opened.Load())
+	}
+}
+
 func TestBreakerTrialReleased(t *testing.T) {
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
 	b := new(breaker)
