@@ -401,10 +401,11 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed
 
 	contextErr := false
-	if aw.held != nil {
-		// a held 400: the next target gets the request only for a
-		// context-length error; any other 400 is the answer, unless the
-		// first-byte timer abandoned the attempt first
+	if aw.held != nil && !aborted && err == nil {
+		// a held 400, read whole: the next target gets the request only
+		// for a context-length error; any other 400 is the answer, unless
+		// the first-byte timer abandoned the attempt first (a 400 cut
+		// short is no answer: the attempt failed)
 		contextErr = isContextError(aw.held.Bytes())
 		if !contextErr && aw.commit(aw.status) {
 			_, _ = aw.w.Write(aw.held.Bytes())
@@ -590,8 +591,10 @@ func (rt *route) fail(al *Alias) error {
 
 // MarshalLogObject writes the routing record into the access log entry,
 // as top-level llm_* fields (the route is added with zap.Inline). It runs
-// only when the entry is written, after the handler returned, so a
-// request costs nothing here when access logs are off.
+// only when an entry is written: the access log's, after the handler
+// returned, so a request costs nothing here when access logs are off (a
+// module logging through slog with the request's context in the middle
+// of it gets the record so far).
 func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("request_id", rt.id)
 	if rt.alias == nil {
@@ -771,16 +774,18 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt := aw.rt
 	rt.ttfb = time.Since(rt.start)
 	h := aw.w.Header() // ServeHTTP set the request id there
+	var upstreamID []string
 	for k, v := range aw.header {
 		if k == "X-Request-Id" {
-			// the gateway's request id is the one the client sees; an
-			// upstream's own id (a cloud's, say) goes under another name
-			if len(v) > 0 && v[0] != "" && v[0] != rt.id {
-				h["X-Upstream-Request-Id"] = v
-			}
+			upstreamID = v
 			continue
 		}
 		h[k] = v
+	}
+	// the gateway's request id is the one the client sees; an upstream's
+	// own id (a cloud's, say) goes under another name
+	if len(upstreamID) > 0 && upstreamID[0] != "" && upstreamID[0] != rt.id {
+		h["X-Upstream-Request-Id"] = upstreamID[:1:1]
 	}
 	// an error event can only be appended to a plain (not compressed)
 	// event stream

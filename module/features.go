@@ -105,10 +105,14 @@ func textBytes(raw []byte) int {
 // context window. The body's length bounds the prompt's characters, so
 // the messages are walked only when the body is near the window.
 func (f *features) exceeds(window int) bool {
-	if (len(f.body)+3)/4+f.requested() <= window {
+	room := window - f.requested() // no sum to overflow on a huge max_tokens
+	if room < 0 {
+		return true
+	}
+	if (len(f.body)+3)/4 <= room {
 		return false
 	}
-	return f.prompt()+f.requested() > window
+	return f.prompt() > room
 }
 
 // requested returns max_tokens or max_completion_tokens, or 0.
@@ -132,7 +136,7 @@ func (r *Rule) matches(f *features) bool {
 		return false
 	}
 	for _, field := range r.slowFields {
-		if v := gjson.GetBytes(f.body, escapeKey(field)); !v.Exists() || v.Type == gjson.Null {
+		if v := lastField(f.body, field); v == nil || string(v) == "null" {
 			return false
 		}
 	}
@@ -154,21 +158,6 @@ func (g *Gateway) watchField(name string) uint64 {
 		g.watch = append(g.watch, name)
 	}
 	return 1 << i
-}
-
-// escapeKey makes a top-level key safe as a gjson path.
-func escapeKey(k string) string {
-	if !strings.ContainsAny(k, ".*?|#@\\!=<>%") {
-		return k
-	}
-	var sb strings.Builder
-	for _, c := range k {
-		if strings.ContainsRune(".*?|#@\\!=<>%", c) {
-			sb.WriteByte('\\')
-		}
-		sb.WriteRune(c)
-	}
-	return sb.String()
 }
 
 func (r *Rule) provision(g *Gateway, al *Alias) error {

@@ -4,7 +4,9 @@
 package hybridllm
 
 import (
+	"math"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -36,6 +38,9 @@ func TestFieldRules(t *testing.T) {
 		{`{"model":"a","filler3":1,"tools":null,"response_format":null}`, false, false},
 		{`{"model":"a","tools":[],"metadata":{"filler3":1,"response_format":1}}`, false, false},
 		{`{"model":"a","filler3":"x","tools":{},"response_format":""}`, true, true},
+		// given twice, a field is what decoders keep: the last
+		{`{"model":"a","filler3":1,"tools":[1],"tools":null,"response_format":{},"response_format":null}`, false, false},
+		{`{"model":"a","filler3":1,"tools":null,"tools":[1],"response_format":null,"response_format":{}}`, true, true},
 	} {
 		top, ok := scanTop([]byte(tc.body), g.watch...)
 		if !ok {
@@ -47,6 +52,27 @@ func TestFieldRules(t *testing.T) {
 		}
 		if got := searched.matches(&f); got != tc.searched {
 			t.Errorf("%s: searched field matches %v", tc.body, got)
+		}
+	}
+}
+
+func TestContextWindowCheck(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("abcd", 100) + `"}],"max_tokens":50}`)
+	for _, tc := range []struct {
+		maxTokens int64
+		window    int
+		want      bool
+	}{
+		{50, 1000, false}, // about 100 prompt tokens + 50
+		{50, 140, true},   // the body's length alone would overflow: the messages are counted
+		{50, 160, false},
+		{math.MaxInt64, 1000, true}, // no sum may wrap around
+	} {
+		top, _ := scanTop(body)
+		top.maxTokens = tc.maxTokens
+		f := newFeatures(body, nil, &top)
+		if got := f.exceeds(tc.window); got != tc.want {
+			t.Errorf("max_tokens %d, window %d: exceeds %v (prompt %d)", tc.maxTokens, tc.window, got, f.prompt())
 		}
 	}
 }

@@ -133,10 +133,15 @@ func (f *topFields) read(key, raw []byte, at int) {
 	case "max_tokens", "max_completion_tokens":
 		f.maxTokens = max(f.maxTokens, jsonInt(raw))
 	}
-	if len(f.watch) > 0 && string(raw) != "null" {
+	if len(f.watch) > 0 {
+		// a field given twice counts as upstream decoders read it: the last
 		for i, w := range f.watch {
 			if string(key) == w {
-				f.present |= 1 << i
+				if string(raw) == "null" {
+					f.present &^= 1 << i
+				} else {
+					f.present |= 1 << i
+				}
 			}
 		}
 	}
@@ -178,6 +183,18 @@ func fieldAt(data []byte, i int, key string) (raw []byte, end int) {
 		}
 	})
 	return raw, end
+}
+
+// lastField returns the value of the last top-level field named key of a
+// valid JSON object (the one decoders keep), or nil.
+func lastField(body []byte, key string) []byte {
+	var v []byte
+	objectFields(body, skipSpace(body, 0), maxNesting, func(k, raw []byte, _ int) {
+		if string(k) == key {
+			v = raw
+		}
+	})
+	return v
 }
 
 // unescapedLen returns the length in bytes of a valid JSON string (quotes

@@ -275,6 +275,34 @@ func TestFirstByteTimeoutDuringHeldError(t *testing.T) {
 	}
 }
 
+// A 400 is held while a next target could take a context-length error;
+// one whose connection breaks before its body is whole is no answer: the
+// next target answers, and no truncated body reaches the client.
+func TestTruncatedHeldErrorFallsBack(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	cut, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "200")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"This model's`)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection breaks
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cut.Close()
+	e.load(withPlainSelf(defaultGateway, cut.URL()))
+
+	resp, body := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if strings.Contains(string(body), "This model's") {
+		t.Errorf("the truncated 400 leaked: %s", body)
+	}
+}
+
 // allowed_fails failures open the group's breaker: the next requests skip
 // the group without touching it.
 func TestBreakerOpensForGroup(t *testing.T) {

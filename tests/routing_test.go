@@ -382,6 +382,7 @@ func TestUpstreamRequestIDKeptSeparately(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	own, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", "req_cloud_777")
+		w.Header().Set("X-Upstream-Request-Id", "req_edge_1") // the upstream's own upstream's
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"object":"chat.completion","model":"` + selfModel + `","choices":[]}`))
 	}))
@@ -398,7 +399,7 @@ func TestUpstreamRequestIDKeptSeparately(t *testing.T) {
 	if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "mine-1" {
 		t.Errorf("X-Request-Id %q", got)
 	}
-	if got := resp.Header.Get("X-Upstream-Request-Id"); got != "req_cloud_777" {
+	if got := resp.Header.Values("X-Upstream-Request-Id"); len(got) != 1 || got[0] != "req_cloud_777" {
 		t.Errorf("X-Upstream-Request-Id %q", got)
 	}
 }
