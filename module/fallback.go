@@ -446,6 +446,8 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		a.reason = reasonDeadline
 	case actx.Err() != nil:
 		a.reason = reasonTimeout
+	case aborted:
+		a.reason = reasonConnReset // the upstream broke off a held answer
 	default:
 		a.reason = classify(err)
 		if a.reason == reasonNoEndpoint && aw.slot.skip != "" {

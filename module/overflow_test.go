@@ -218,17 +218,24 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 	}
 }
 
-// A request sent before the breaker opened may fail during the half-open
-// trial: only the trial decides.
-func TestBreakerLateFailureDuringTrial(t *testing.T) {
-	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
-	b := new(breaker)
-	t0 := time.Unix(1000, 0)
+// halfOpen returns a breaker opened by one failure at t0 (cooldown 1s)
+// whose half-open trial was taken at t0+2s.
+func halfOpen(t *testing.T) (b *breaker, cfg *BreakerConfig, t0 time.Time, trial bool) {
+	t.Helper()
+	cfg = &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
+	b, t0 = new(breaker), time.Unix(1000, 0)
 	b.failure(cfg, t0, false)
 	ok, trial := b.allow(t0.Add(2 * time.Second))
 	if !ok || !trial {
 		t.Fatal("no trial")
 	}
+	return b, cfg, t0, trial
+}
+
+// A request sent before the breaker opened may fail during the half-open
+// trial: only the trial decides.
+func TestBreakerLateFailureDuringTrial(t *testing.T) {
+	b, cfg, t0, trial := halfOpen(t)
 	if reopened := b.failure(cfg, t0.Add(3*time.Second), false); reopened {
 		t.Fatal("a late failure re-opened the breaker under the trial")
 	}
@@ -242,11 +249,7 @@ func TestBreakerLateFailureDuringTrial(t *testing.T) {
 }
 
 func TestBreakerTrialReleased(t *testing.T) {
-	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
-	b := new(breaker)
-	t0 := time.Unix(1000, 0)
-	b.failure(cfg, t0, false)
-	_, trial := b.allow(t0.Add(2 * time.Second))
+	b, _, t0, trial := halfOpen(t)
 	b.release(trial) // the client left: no verdict
 	if ok, trial := b.allow(t0.Add(2 * time.Second)); !ok || !trial {
 		t.Fatal("a released trial was not offered again")

@@ -213,31 +213,42 @@ alias lying-window {
 	}
 }
 
+// viaStandIn makes the self group a stand-in upstream with handler h
+// (and the self target these options), sends body, and checks that the
+// cloud answered after self failed for the given reason.
+func viaStandIn(t *testing.T, e *env, h http.HandlerFunc, targetOptions, body, reason string) []byte {
+	t.Helper()
+	srv, err := simulator.Start("127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	block := withPlainSelf(defaultGateway, srv.URL())
+	if targetOptions != "" {
+		block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\n"+targetOptions+"\n}\n", 1)
+	}
+	e.load(block)
+	resp, got := post(t, "/v1/chat/completions", body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), got)
+	}
+	if r := resp.Header.Get("X-Hybrid-Fallback-Reason"); r != reason {
+		t.Errorf("reason %q, want %q", r, reason)
+	}
+	return got
+}
+
 // A stream whose first byte does not come in time is abandoned for the
 // next target before anything reached the client.
 func TestFirstByteTimeout(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	// headers at once, then silence
-	silent, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	body := viaStandIn(t, e, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	block := strings.Replace(withPlainSelf(defaultGateway, silent.URL()), "target self "+selfModel+"\n", "target self "+selfModel+" {\nfirst_byte_timeout 300ms\n}\n", 1)
-	e.load(block)
-
-	resp, body := post(t, "/v1/chat/completions", streamBody)
-	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
-		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
-	}
-	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:first_byte_timeout" {
-		t.Errorf("reason %q", got)
-	}
+	}, "first_byte_timeout 300ms", streamBody, "self:first_byte_timeout")
 	events := sseEvents(body)
 	if len(events) < 2 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[0], cloudModel) {
 		t.Errorf("stream %q", events)
@@ -249,27 +260,13 @@ func TestFirstByteTimeout(t *testing.T) {
 // and neither the partial 400 nor a wrong reason reaches the client.
 func TestFirstByteTimeoutDuringHeldError(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	stalled, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	body := viaStandIn(t, e, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = io.WriteString(w, `{"error":{"message":"This model's maximum`)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Close()
-	block := strings.Replace(withPlainSelf(defaultGateway, stalled.URL()), "target self "+selfModel+"\n", "target self "+selfModel+" {\nfirst_byte_timeout 300ms\n}\n", 1)
-	e.load(block)
-
-	resp, body := post(t, "/v1/chat/completions", streamBody)
-	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
-		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
-	}
-	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:first_byte_timeout" {
-		t.Errorf("reason %q", got)
-	}
+	}, "first_byte_timeout 300ms", streamBody, "self:first_byte_timeout")
 	if strings.Contains(string(body), "maximum") {
 		t.Errorf("the stalled 400 leaked: %s", body)
 	}
@@ -280,24 +277,14 @@ func TestFirstByteTimeoutDuringHeldError(t *testing.T) {
 // next target answers, and no truncated body reaches the client.
 func TestTruncatedHeldErrorFallsBack(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	cut, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	body := viaStandIn(t, e, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Content-Length", "200")
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = io.WriteString(w, `{"error":{"message":"This model's`)
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler) // the connection breaks
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cut.Close()
-	e.load(withPlainSelf(defaultGateway, cut.URL()))
-
-	resp, body := post(t, "/v1/chat/completions", chatBody)
-	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
-		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
-	}
+	}, "", chatBody, "self:connection_reset")
 	if strings.Contains(string(body), "This model's") {
 		t.Errorf("the truncated 400 leaked: %s", body)
 	}
