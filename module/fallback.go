@@ -132,7 +132,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 				body = rewritten
 				*top, _ = scanTop(body, g.watch...) // the model may have moved
 			} else {
-				rt.inject, rt.injectAt = sp, true
+				rt.inject = sp
 			}
 		}
 	}
@@ -176,8 +176,7 @@ type route struct {
 	body     []byte
 	top      topFields // the body's fields, and where its model is
 	features features
-	inject   splice // the stream usage field, if injectAt
-	injectAt bool
+	inject   splice // the stream usage field spliced into the body, if with is set
 	usage    usageScanner
 	answered *Target // the target whose response the client got
 	status   int     // the status the client got
@@ -185,8 +184,7 @@ type route struct {
 	costUSD  float64 // what the answer cost, if priced
 	priced   bool
 
-	first     attemptWriter
-	firstUsed bool
+	first attemptWriter // the first attempt's writer; in use once its rt is set
 }
 
 func (rt *route) run(ctx context.Context) error {
@@ -337,18 +335,17 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	aw := &rt.first // the first attempt's writer comes with the route
-	if rt.firstUsed {
+	aw := &rt.first
+	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	rt.firstUsed = true
 	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
 	var splices [2]splice
 	n := 0
 	if sp, ok := t.modelSplice(&rt.top); ok {
 		splices[n], n = sp, n+1
 	}
-	if rt.injectAt {
+	if rt.inject.with != nil {
 		splices[n], n = rt.inject, n+1
 	}
 	pr := rt.r.WithContext(actx)

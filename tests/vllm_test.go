@@ -37,6 +37,21 @@ func routeOf(t *testing.T) (string, string) {
 	return resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason")
 }
 
+// wantSelfSkipped sends n chat requests and checks that each was answered
+// by the cloud after self was skipped for reason, and that self got none.
+func (e *env) wantSelfSkipped(n int, reason string) {
+	e.t.Helper()
+	before := len(e.selfPosts())
+	for range n {
+		if group, got := routeOf(e.t); group != "cloud" || got != reason {
+			e.t.Errorf("%s (%s), want cloud after %s", group, got, reason)
+		}
+	}
+	if d := len(e.selfPosts()) - before; d != 0 {
+		e.t.Errorf("self got %d requests while skipped (%s)", d, reason)
+	}
+}
+
 // At the red line (max_num_seqs + max_queue in flight to the endpoint)
 // the next request goes to the next target, with the cloud's model name,
 // and nothing fails; traffic returns once a slot is free.
@@ -84,15 +99,7 @@ func TestUnhealthyReplicaIsSkippedAndReturns(t *testing.T) {
 		group, _ := routeOf(t)
 		return group == "cloud"
 	})
-	before := len(e.selfPosts())
-	for range 5 {
-		if group, reason := routeOf(t); group != "cloud" || reason != "self:unhealthy" {
-			t.Errorf("while down: %s (%s)", group, reason)
-		}
-	}
-	if n := len(e.selfPosts()); n != before {
-		t.Errorf("the down replica got %d more requests", n-before)
-	}
+	e.wantSelfSkipped(5, "self:unhealthy")
 
 	e.self.SetHealthy(true)
 	waitFor(t, "the replica to come back", func() bool {

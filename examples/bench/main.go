@@ -109,71 +109,34 @@ func main() {
 
 	plain := &proxyUnderTest{name: "plain", port: 18101, admin: 18201, model: model}
 	hybrid := &proxyUnderTest{name: "hybrid", port: 18102, admin: 18202, model: "chat-main"}
+	// both Caddys route the same paths to the same simulators; only the
+	// handler differs
+	routes := []struct{ path, name, upstream string }{
+		{"/idle", "idle", idleSimAddr}, {"/stream", "stream", streamSimAddr}, {"", "default", simAddr},
+	}
+	caddyfile := func(p *proxyUnderTest, handler func(name, upstream string) string) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "{\n\tadmin 127.0.0.1:%d\n\tskip_install_trust\n}\nhttp://:%d {\n\tbind 127.0.0.1\n", p.admin, p.port)
+		for _, r := range routes {
+			if r.path == "" {
+				b.WriteString("\thandle /v1/* {\n")
+			} else {
+				fmt.Fprintf(&b, "\thandle %s/* {\n\t\turi strip_prefix %s\n", r.path, r.path)
+			}
+			b.WriteString(handler(r.name, r.upstream))
+			b.WriteString("\t}\n")
+		}
+		b.WriteString("}\n")
+		return b.String()
+	}
 	configs := map[*proxyUnderTest]string{
-		plain: fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	skip_install_trust
-}
-http://:%d {
-	bind 127.0.0.1
-	handle /idle/* {
-		uri strip_prefix /idle
-		reverse_proxy %s
-	}
-	handle /stream/* {
-		uri strip_prefix /stream
-		reverse_proxy %s
-	}
-	handle /v1/* {
-		reverse_proxy %s
-	}
-}
-`, plain.admin, plain.port, idleSimAddr, streamSimAddr, simAddr),
-		hybrid: fmt.Sprintf(`{
-	admin 127.0.0.1:%d
-	skip_install_trust
-}
-http://:%d {
-	bind 127.0.0.1
-	handle /idle/* {
-		uri strip_prefix /idle
-		hybrid_llm {
-			name idle
-			group idle {
-				kind vllm
-				proxy %s
-			}
-			alias chat-main {
-				target idle %s
-			}
-		}
-	}
-	handle /stream/* {
-		uri strip_prefix /stream
-		hybrid_llm {
-			name stream
-			group stream {
-				kind vllm
-				proxy %s
-			}
-			alias chat-main {
-				target stream %s
-			}
-		}
-	}
-	handle /v1/* {
-		hybrid_llm {
-			group self {
-				kind vllm
-				proxy %s
-			}
-			alias chat-main {
-				target self %s
-			}
-		}
-	}
-}
-`, hybrid.admin, hybrid.port, idleSimAddr, model, streamSimAddr, model, simAddr, model),
+		plain: caddyfile(plain, func(_, upstream string) string {
+			return "\t\treverse_proxy " + upstream + "\n"
+		}),
+		hybrid: caddyfile(hybrid, func(name, upstream string) string {
+			return fmt.Sprintf("\t\thybrid_llm {\n\t\t\tname %s\n\t\t\tgroup self {\n\t\t\t\tkind vllm\n\t\t\t\tproxy %s\n"+
+				"\t\t\t}\n\t\t\talias chat-main {\n\t\t\t\ttarget self %s\n\t\t\t}\n\t\t}\n", name, upstream, model)
+		}),
 	}
 	for p, cfg := range configs {
 		path := filepath.Join(work, p.name+".caddyfile")
