@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 )
 
 // BreakerConfig is a circuit breaker: allowed_fails failures within the
@@ -195,4 +196,29 @@ func (b *breaker) view() (string, time.Time) {
 		return "half_open", time.Time{}
 	}
 	return "closed", time.Time{}
+}
+
+// judge feeds a verdict to a breaker and logs it opening.
+func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, group, endpoint string) {
+	switch v {
+	case verdictSuccess:
+		if b.success(trial) {
+			fields := []zap.Field{zap.String("group", group)}
+			if endpoint != "" {
+				fields = append(fields, zap.String("endpoint", endpoint))
+			}
+			rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
+		}
+	case verdictFailure:
+		if b.failure(bc, now(), trial) {
+			_, until := b.view()
+			fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", trial)}
+			if endpoint != "" {
+				fields = append(fields, zap.String("endpoint", endpoint))
+			}
+			rt.g.logger.Warn("breaker open", fields...)
+		}
+	default:
+		b.release(trial)
+	}
 }

@@ -81,10 +81,11 @@ func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
 			}
 		}
 	default:
-		res.Error = classify(err)
-		if res.Error == reasonNoEndpoint && slot.skip != "" {
-			res.Error = slot.skip
+		why := classify(err)
+		if why == reasonNoEndpoint && slot.skip != "" {
+			why = slot.skip
 		}
+		res.Error = string(why)
 		if aborted {
 			res.Error = "the answer broke off"
 		}

@@ -62,8 +62,8 @@ const (
 )
 
 // isOverflowReason tells congestion (overflow) from failure (fallback).
-func isOverflowReason(reason string) bool {
-	return reason == reasonOverflow || reason == reasonRedLine
+func isOverflowReason(why reason) bool {
+	return why == reasonOverflow || why == reasonRedLine
 }
 
 // codeClass renders a status as 2xx, 4xx, ...
@@ -110,9 +110,9 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	}
 	for _, a := range rt.attempts {
 		if isOverflowReason(a.reason) {
-			overflowsTotal.WithLabelValues(gw, al.name, a.target.Group, group, a.reason).Inc()
+			overflowsTotal.WithLabelValues(gw, al.name, a.target.Group, group, string(a.reason)).Inc()
 		} else {
-			fallbacksTotal.WithLabelValues(gw, al.name, a.target.Group, group, a.reason).Inc()
+			fallbacksTotal.WithLabelValues(gw, al.name, a.target.Group, group, string(a.reason)).Inc()
 		}
 	}
 	if group == "" {

@@ -57,3 +57,34 @@ func TestProberIsSharedAndStopsWithLastUser(t *testing.T) {
 		t.Error("the prober outlived its last user")
 	}
 }
+
+// A reload that asks a shared prober for a shorter interval gets it at
+// once, not after the old (longer) interval has run out: "the shortest
+// wins".
+func TestShorterIntervalAppliesAtOnce(t *testing.T) {
+	v, srv := startSim(t, simulator.VLLMConfig{})
+	settings := func(d time.Duration) probeSettings {
+		return probeSettings{healthInterval: d, metricsInterval: d, modelsInterval: time.Hour,
+			timeout: time.Second, ttftWindow: time.Minute, expect: []string{"qwen"}}
+	}
+	oldCfg, newCfg := new(int), new(int)
+	p, err := acquireProber(srv.URL(), oldCfg, settings(time.Hour), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the first probes", func() bool {
+		s := p.snap.Load()
+		return s.health == healthUp && !s.metricsAt.IsZero()
+	})
+	// the reload: the new config joins, the old one leaves
+	if _, err := acquireProber(srv.URL(), newCfg, settings(20*time.Millisecond), zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { releaseProber(p, newCfg) })
+	releaseProber(p, oldCfg)
+
+	v.SetHealthy(false)
+	waitUntil(t, "the endpoint seen down at the new interval", func() bool { return p.snap.Load().health == healthDown })
+	scraped := p.snap.Load().metricsAt
+	waitUntil(t, "a metrics scrape at the new interval", func() bool { return p.snap.Load().metricsAt.After(scraped) })
+}

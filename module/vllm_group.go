@@ -6,32 +6,13 @@ package hybridllm
 import (
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
-)
-
-func init() {
-	caddy.RegisterModule(LeastLoadSelection{})
-}
-
-// Reasons a vLLM group offered no endpoint; they join the fallback
-// reasons.
-const (
-	reasonRedLine      = "red_line"
-	reasonUnhealthy    = "unhealthy"
-	reasonMisconfig    = "misconfigured"
-	reasonStaleMetrics = "stale_metrics"
 )
 
 // defaultAssumedSeqs stands in for max_num_seqs when none is configured
@@ -54,7 +35,7 @@ type attemptSlot struct {
 	ep    *endpoint   // the endpoint picked last, for the breaker's verdict
 	held  *prober     // whose in-flight slot this attempt holds
 	trial bool        // the attempt is its endpoint breaker's half-open trial
-	skip  string      // why no endpoint was eligible
+	skip  reason      // why no endpoint was eligible
 }
 
 // release gives back the in-flight slot the attempt holds, if any.
@@ -123,7 +104,7 @@ type endpointView struct {
 // then the running share of max_num_seqs, then KV-cache usage. vLLM's
 // gauges lag; requests the gateway sent or finished since the scrape
 // correct them, and the gateway's own in-flight count is a floor.
-func (v *endpointView) score(unknownOK bool) (float64, string) {
+func (v *endpointView) score(unknownOK bool) (float64, reason) {
 	switch {
 	case v.health == healthDown:
 		return 0, reasonUnhealthy
@@ -204,8 +185,8 @@ func (s *probeSnapshot) loadFor(model string) *modelLoad {
 }
 
 // skipRank orders the reasons for an empty group, most telling first.
-func skipRank(reason string) int {
-	switch reason {
+func skipRank(why reason) int {
+	switch why {
 	case reasonRedLine:
 		return 6
 	case reasonStaleMetrics:
@@ -224,9 +205,6 @@ func skipRank(reason string) int {
 	return 0
 }
 
-// reasonAvoided: every endpoint left already failed this request.
-const reasonAvoided = "retries_exhausted"
-
 // selectEndpoint picks the least-loaded eligible upstream of the pool for
 // the slot's model, avoiding endpoints that failed the request already,
 // reserves an in-flight slot on it and, when its breaker is half-open,
@@ -239,7 +217,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			best      *reverseproxy.Upstream
 			bestEP    *endpoint
 			bestScore = math.Inf(1)
-			skip      string
+			skip      reason
 		)
 		eps := g.endpointsOf(pool)
 		for i, u := range pool {
@@ -272,7 +250,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				}
 				continue
 			}
-			why := ""
+			var why reason
 			switch {
 			case slices.Contains(excluded[:round], ep):
 				continue
@@ -379,236 +357,65 @@ func (p *prober) reserve(limit int64) bool {
 	}
 }
 
-// LeastLoadSelection is a reverse_proxy selection policy for vLLM
-// replicas: it picks the endpoint with the lowest load score from each
-// replica's own /metrics (waiting queue first, then running relative to
-// max_num_seqs, then KV-cache usage), corrected between scrapes by the
-// gateway's instant in-flight count. Endpoints that are down (/health),
-// do not serve the model (/v1/models), are past their red line
-// (max_num_seqs + max_queue requests in flight) or, by default, have
-// stale metrics are skipped; when none is left it selects nothing, so the
-// proxy answers 503 and a hybrid_llm gateway moves on to the next target.
-//
-// Inside a hybrid_llm group of kind vllm it is the default and takes its
-// settings from the group. In a plain reverse_proxy it is configured
-// here, probes the upstreams it sees (plain HTTP), and counts in-flight
-// requests with Caddy's per-upstream request count (a best-effort red
-// line, since it cannot reserve a slot ahead of the proxy).
-type LeastLoadSelection struct {
-	// The served model name the upstreams must list in /v1/models, and
-	// whose metrics series to read when several models share a server.
-	// Default: any.
-	Model string `json:"model,omitempty"`
-
-	// vLLM's --max-num-seqs of each upstream: the red line, and the
-	// scale of the running share. Default: no red line.
-	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
-
-	// Requests allowed to wait in each upstream's queue beyond
-	// max_num_seqs before the red line is reached. Default: 0.
-	MaxQueue int `json:"max_queue,omitempty"`
-
-	// How the upstreams are probed.
-	Probe *ProbeConfig `json:"probe,omitempty"`
-
-	mu       *sync.Mutex // guards group.endpoints
-	group    *vllmGroup
-	settings probeSettings
-	logger   *zap.Logger
-}
-
-// CaddyModule returns the Caddy module information.
-func (LeastLoadSelection) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.reverse_proxy.selection_policies.vllm_least_load",
-		New: func() caddy.Module { return new(LeastLoadSelection) },
-	}
-}
-
-// Provision sets up the policy for use in a plain reverse_proxy.
-func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
-	s.logger = ctx.Logger()
-	s.mu = new(sync.Mutex)
-	if s.MaxNumSeqs < 0 || s.MaxQueue < 0 {
-		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
-	}
-	settings, staleAfter, unknownOK, err := s.Probe.provision()
+// provisionVLLM starts (or joins) the probers of the group's endpoints.
+func (grp *Group) provisionVLLM(ctx caddy.Context) error {
+	settings, staleAfter, unknownOK, err := grp.Probe.provision()
 	if err != nil {
 		return err
 	}
-	if s.Model != "" {
-		settings.expect = []string{s.Model}
-	}
-	s.settings = settings
-	s.group = &vllmGroup{
-		name:       "",
-		maxNumSeqs: s.MaxNumSeqs,
-		maxQueue:   s.MaxQueue,
+	settings.apiKey = grp.key
+	settings.expect = grp.expect
+	vg := &vllmGroup{
+		name:       grp.name,
+		maxNumSeqs: grp.MaxNumSeqs,
+		maxQueue:   grp.MaxQueue,
 		staleAfter: staleAfter,
 		unknownOK:  unknownOK,
+		breakers:   grp.Breaker != nil,
+		breaker:    grp.Breaker,
 		endpoints:  make(map[string]*endpoint),
+		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
 	}
-	return nil
-}
-
-// Cleanup releases the probers the policy started.
-func (s *LeastLoadSelection) Cleanup() error {
-	if s.group == nil {
-		return nil
+	grp.vllm = vg
+	scheme := "http"
+	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.TLSEnabled() {
+		scheme = "https"
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ep := range s.group.endpoints {
-		if ep != nil { // nil: an address that is not probed
-			releaseProber(ep.p, s)
-		}
-	}
-	s.group.endpoints = nil
-	return nil
-}
-
-// Select implements reverseproxy.Selector.
-func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
-	if slot, ok := caddyhttp.GetVar(r.Context(), varAttempt).(*attemptSlot); ok && slot.group != nil {
-		// a retry inside the group (lb_retries): the previous pick failed;
-		// give back its slot and settle its breaker, trial included
-		slot.release()
-		if prev := slot.ep; prev != nil && slot.group.breaker != nil {
-			if prev.br.failure(slot.group.breaker, now(), slot.trial) && s.logger != nil {
-				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
-			}
-			slot.ep, slot.trial = nil, false
-		}
-		if len(slot.group.endpoints) > 0 {
-			return slot.group.selectEndpoint(pool, slot)
-		}
-		// a group without probed upstreams (dynamic): fall through
-	}
-	return s.selectStandalone(pool)
-}
-
-// selectStandalone serves a plain reverse_proxy: the policy's own probers,
-// Caddy's request count as the in-flight signal.
-func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *reverseproxy.Upstream {
-	if s.group == nil {
-		return nil
-	}
-	t := now()
-	var best *reverseproxy.Upstream
-	bestScore := math.Inf(1)
-	for _, u := range pool {
-		if !u.Available() {
+	for _, u := range grp.proxy.Upstreams {
+		if !probeable(u.Dial) {
+			ctx.Logger().Warn("upstream address cannot be probed; it is balanced on in-flight counts only",
+				zap.String("group", grp.name), zap.String("upstream", u.Dial))
 			continue
 		}
-		ep := s.endpoint(u.Dial)
-		if ep == nil {
-			if best == nil || float64(u.NumRequests()) < bestScore {
-				best, bestScore = u, float64(u.NumRequests())
-			}
+		if ep, dup := vg.endpoints[u.Dial]; dup {
+			vg.byUpstream[u] = ep
 			continue
 		}
-		v := s.group.view(ep, s.Model, t)
-		v.inflight = int64(u.NumRequests())
-		v.atScrape = v.inflight // Caddy's count is not sampled at scrapes
-		if s.Model == "" {
-			v.modelsKnown = false
+		p, err := acquireProber(scheme+"://"+u.Dial, grp, settings, ctx.Logger())
+		if err != nil {
+			return fmt.Errorf("probing %s: %v", u.Dial, err)
 		}
-		sc, why := v.score(s.group.unknownOK)
-		if why == "" && sc < bestScore {
-			best, bestScore = u, sc
+		es := grp.shared.endpoint(u.Dial)
+		ep := &endpoint{dial: u.Dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}
+		vg.endpoints[u.Dial] = ep
+		vg.byUpstream[u] = ep
+	}
+	for dial, ec := range grp.Endpoints {
+		ep := vg.endpoints[dial]
+		if ep == nil || ec == nil {
+			return fmt.Errorf("endpoint %q is not an upstream of the group", dial)
+		}
+		if ec.MaxNumSeqs < 0 || ec.Weight < 0 {
+			return fmt.Errorf("endpoint %q: max_num_seqs and weight must not be negative", dial)
+		}
+		ep.maxNumSeqs = ec.MaxNumSeqs
+		if ec.Weight > 0 {
+			ep.weight = ec.Weight
 		}
 	}
-	return best
-}
-
-// endpoint returns the policy's prober for a dial address, starting one
-// on first sight.
-func (s *LeastLoadSelection) endpoint(dial string) *endpoint {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.group.endpoints == nil {
-		return nil // cleaned up
-	}
-	if ep, ok := s.group.endpoints[dial]; ok {
-		return ep
-	}
-	var ep *endpoint
-	if probeable(dial) {
-		if p, err := acquireProber("http://"+dial, s, s.settings, s.logger); err == nil {
-			ep = &endpoint{dial: dial, p: p}
-		}
-	}
-	s.group.endpoints[dial] = ep
-	return ep
-}
-
-// probeable reports whether a dial address is a plain host:port.
-func probeable(dial string) bool {
-	return dial != "" && !strings.ContainsAny(dial, "/{}")
-}
-
-// UnmarshalCaddyfile sets up the policy from Caddyfile tokens. Syntax:
-//
-//	lb_policy vllm_least_load [<max_num_seqs>] {
-//		model        <served model name>
-//		max_num_seqs <n>
-//		max_queue    <n>
-//		probe { ... }
-//	}
-func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // consume policy name
-	if d.NextArg() {
-		n, err := strconv.Atoi(d.Val())
-		if err != nil || n <= 0 {
-			return d.Errf("invalid max_num_seqs '%s'", d.Val())
-		}
-		s.MaxNumSeqs = n
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
-		case "model":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			s.Model = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-		case "max_num_seqs":
-			n, err := parsePositiveInt(d)
-			if err != nil {
-				return err
-			}
-			s.MaxNumSeqs = n
-		case "max_queue":
-			n, err := parseNonNegativeInt(d)
-			if err != nil {
-				return err
-			}
-			s.MaxQueue = n
-		case "probe":
-			if s.Probe != nil {
-				return d.Err("probe already specified")
-			}
-			pc, err := unmarshalProbe(d)
-			if err != nil {
-				return err
-			}
-			s.Probe = pc
-		default:
-			return d.Errf("unrecognized vllm_least_load option '%s'", d.Val())
-		}
+	if len(grp.proxy.Upstreams) == 0 && grp.proxy.DynamicUpstreams != nil {
+		ctx.Logger().Warn("dynamic upstreams are not probed; the group is balanced on in-flight counts only",
+			zap.String("group", grp.name))
 	}
 	return nil
 }
-
-// Interface guards
-var (
-	_ reverseproxy.Selector = (*LeastLoadSelection)(nil)
-	_ caddy.Provisioner     = (*LeastLoadSelection)(nil)
-	_ caddy.CleanerUpper    = (*LeastLoadSelection)(nil)
-	_ caddyfile.Unmarshaler = (*LeastLoadSelection)(nil)
-)

@@ -23,7 +23,7 @@ func TestClassify(t *testing.T) {
 	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 	for _, tc := range []struct {
 		err  error
-		want string
+		want reason
 	}{
 		{caddyhttp.Error(http.StatusServiceUnavailable, errors.New("no upstreams available")), reasonNoEndpoint},
 		{caddyhttp.Error(http.StatusBadGateway, reverseproxy.NewDialError(refused)), reasonConnRefused},

@@ -77,7 +77,7 @@ func TestScoreSkips(t *testing.T) {
 		name      string
 		v         endpointView
 		unknownOK bool
-		want      string
+		want      reason
 	}{
 		{"down", endpointView{health: healthDown}, false, reasonUnhealthy},
 		{"unknown health is fine", endpointView{health: healthUnknown, pending: true}, false, ""},
@@ -400,7 +400,7 @@ func BenchmarkSelect16(b *testing.B) {
 
 // pick selects as the gateway's attempt would, returning the upstream,
 // the prober holding the in-flight slot, and why nothing was selected.
-func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *prober, string) {
+func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *prober, reason) {
 	slot := &attemptSlot{group: g, model: model}
 	u := g.selectEndpoint(pool, slot)
 	return u, slot.held, slot.skip
@@ -442,5 +442,29 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	slot.release()
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != a.Addr() {
 		t.Errorf("a's breaker closed, yet %v was chosen", u)
+	}
+}
+
+// An upstream of a vLLM group that cannot be probed (a unix socket, a
+// placeholder) is "balanced on in-flight counts only", as the start-up
+// warning says: it gets requests, here once the probed one is at its red
+// line.
+func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
+	_, a := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 1, 0, a)
+	g.unknownOK = true
+	unprobed := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: "unix//run/vllm.sock"}
+	pool = append(pool, unprobed)
+
+	first, p, why := g.pick(pool, "qwen")
+	if first == nil || p == nil {
+		t.Fatalf("nothing selected: %s", why)
+	}
+	second, _, why := g.pick(pool, "qwen")
+	if first != unprobed && second != unprobed {
+		t.Errorf("the unprobed upstream got nothing: %v, then %v (%s)", first.Dial, second, why)
+	}
+	if n := g.endpoints[a.Addr()].p.inflight.Load(); n != 1 {
+		t.Errorf("the probed endpoint holds %d slots, want 1", n)
 	}
 }

@@ -1,0 +1,65 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap/zapcore"
+)
+
+// MarshalLogObject writes the routing record into the access log entry,
+// as top-level llm_* fields (the route is added with zap.Inline). It runs
+// only when an entry is written: the access log's, after the handler
+// returned, so a request costs nothing here when access logs are off (a
+// module logging through slog with the request's context in the middle
+// of it gets the record so far).
+func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("request_id", rt.id)
+	if rt.alias == nil {
+		return nil // refused before routing
+	}
+	enc.AddString("llm_alias", rt.alias.name)
+	enc.AddBool("llm_stream", rt.stream)
+	if t := rt.answered; t != nil {
+		enc.AddString("llm_group", t.Group)
+		enc.AddString("llm_model", t.Model)
+		if repl, ok := rt.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+			// the committed attempt was the proxy's last
+			if ep, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok && ep != "" {
+				enc.AddString("llm_endpoint", ep)
+			}
+		}
+	}
+	_ = enc.AddArray("llm_tried", zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
+		for _, a := range rt.attempts {
+			ae.AppendString(a.target.Group + ":" + string(a.reason))
+		}
+		return nil
+	}))
+	n := len(rt.attempts)
+	if rt.ttfb > 0 {
+		n++
+		enc.AddDuration("llm_ttfb", rt.ttfb)
+	}
+	enc.AddInt("llm_attempts", n)
+	enc.AddBool("llm_fallback", len(rt.attempts) > 0 && rt.ttfb > 0)
+	if len(rt.attempts) > 0 {
+		enc.AddString("llm_fallback_reason", string(rt.attempts[len(rt.attempts)-1].reason))
+	}
+	enc.AddBool("llm_overflow", rt.overflow != "")
+	if rt.overflow != "" {
+		enc.AddString("llm_overflow_reason", rt.overflow)
+	}
+	if rt.rule != "" {
+		enc.AddString("llm_route", rt.rule)
+	}
+	if rt.usage.found {
+		enc.AddInt64("llm_prompt_tokens", rt.usage.prompt)
+		enc.AddInt64("llm_completion_tokens", rt.usage.completion)
+	}
+	if rt.priced {
+		enc.AddFloat64("llm_cost_usd", rt.costUSD)
+	}
+	return nil
+}

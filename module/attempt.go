@@ -1,0 +1,208 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// attemptResult is how one attempt ended.
+type attemptResult struct {
+	// the response has started (the client got bytes, successful or
+	// not): no other target may be tried
+	done    bool
+	ep      *endpoint // the vLLM endpoint it went to, if known
+	verdict verdict   // what it says about the upstream
+}
+
+// try makes one attempt on a target. The error is the proxy's, for a
+// response that has started.
+func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, groupTrial bool) (res attemptResult, err error) {
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if t.Timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, time.Duration(t.Timeout))
+	} else if t.FirstByteTimeout > 0 && rt.stream {
+		actx, cancel = context.WithCancel(ctx)
+	}
+	defer cancel()
+	aw := &rt.first
+	if aw.rt != nil {
+		aw = new(attemptWriter)
+	}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
+	var splices [2]splice
+	n := 0
+	if sp, ok := t.modelSplice(&rt.top); ok {
+		splices[n], n = sp, n+1
+	}
+	if rt.inject.with != nil {
+		splices[n], n = rt.inject, n+1
+	}
+	pr := rt.r.WithContext(actx)
+	pr.Body = &aw.body
+	pr.ContentLength = aw.body.set(rt.body, splices[:n]...)
+	pr.Header.Set("Content-Length", strconv.FormatInt(pr.ContentLength, 10))
+
+	if vg := t.group.vllm; vg != nil {
+		// the selection policy reads the group and model from here, and
+		// leaves the in-flight slot it reserved
+		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: avoid}
+		caddyhttp.SetVar(actx, varAttempt, &aw.slot)
+		defer func() {
+			aw.slot.release()
+			caddyhttp.SetVar(actx, varAttempt, nil)
+		}()
+	}
+	if t.FirstByteTimeout > 0 && rt.stream {
+		// a stream that sends nothing in time is abandoned for the next
+		// target, before anything reached the client
+		aw.holdUntilBody = true
+		timer := time.AfterFunc(time.Duration(t.FirstByteTimeout), func() {
+			if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
+				cancel()
+			}
+		})
+		defer timer.Stop()
+	}
+	t.group.inflight.Add(1)
+	aborted, err := proxy(t.group.proxy, aw, pr)
+	t.group.inflight.Add(-1)
+	// from here the timer may still fire (Stop does not wait for it): an
+	// answer that is not committed yet must win the state before it is sent
+
+	// the breakers' verdict on this attempt, settled however it ends (a
+	// mid-stream failure ends in a panic): the endpoint's, and the
+	// group's when this attempt carries its half-open trial
+	res.ep = aw.slot.ep
+	defer func() {
+		if bc := t.group.Breaker; bc != nil {
+			if ep := res.ep; ep != nil {
+				rt.judge(ep.br, bc, res.verdict, aw.slot.trial, t.Group, ep.dial)
+			}
+			if groupTrial || res.verdict != verdictNone {
+				rt.judge(&t.group.shared.breaker, bc, res.verdict, groupTrial, t.Group, "")
+			}
+		}
+	}()
+	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed
+
+	contextErr := false
+	if aw.held != nil && !aborted && err == nil {
+		// a held 400, read whole: the next target gets the request only
+		// for a context-length error; any other 400 is the answer, unless
+		// the first-byte timer abandoned the attempt first (a 400 cut
+		// short is no answer: the attempt failed)
+		contextErr = isContextError(aw.held.Bytes())
+		if !contextErr && aw.commit(aw.status) {
+			_, _ = aw.w.Write(aw.held.Bytes())
+			res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
+			return res, nil
+		}
+	}
+	if aw.state.Load() == attemptCommitted {
+		if aw.scan != nil {
+			aw.scan.finish(forwarder{aw})
+		}
+		switch {
+		case clientGone:
+		case aborted:
+			res.verdict = verdictFailure // the upstream broke off
+		default:
+			res.verdict = verdictSuccess
+		}
+		if aborted {
+			rt.outcome = outcomeInterrupted
+			rt.midStreamFailure(actx, aw)
+		}
+		res.done = true
+		return res, err
+	}
+
+	// the attempt failed before its first byte: record why, discard
+	// whatever it buffered, and let the next target have the request
+	a := attempt{target: t, status: aw.status}
+	switch {
+	case contextErr:
+		a.reason = reasonContextLength
+	case aw.status != 0 && aw.held == nil:
+		// the upstream's own status, even if the timer fired after it
+		a.reason = statusReason(aw.status)
+	case aw.state.Load() == attemptAbandoned:
+		a.reason = reasonFirstByte
+	case ctx.Err() != nil:
+		a.reason = reasonDeadline
+	case actx.Err() != nil:
+		a.reason = reasonTimeout
+	case aborted:
+		a.reason = reasonConnReset // the upstream broke off a held answer
+	default:
+		a.reason = classify(err)
+		if a.reason == reasonNoEndpoint && aw.slot.skip != "" {
+			a.reason = aw.slot.skip // the policy knows better why
+		}
+	}
+	rt.attempts = append(rt.attempts, a)
+	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
+		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),
+			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(err))
+	}
+	if !clientGone {
+		res.verdict = verdictOf(a.reason, false, rt.r.Context())
+	}
+	return res, nil
+}
+
+// proxy runs the group's reverse proxy, turning its abort of a started
+// response (a panic with http.ErrAbortHandler) into a flag.
+func proxy(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (aborted bool, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			if rec != http.ErrAbortHandler { //nolint:errorlint // sentinel compared as the stdlib does
+				panic(rec)
+			}
+			aborted = true
+		}
+	}()
+	err = h.ServeHTTP(w, r, nopHandler)
+	return aborted, err
+}
+
+var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// midStreamFailure ends a response whose upstream failed after the first
+// byte. An SSE stream gets an error event, so the client never mistakes
+// the cut for a clean end; anything else is aborted.
+func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter) {
+	if rt.r.Context().Err() != nil || !aw.sse {
+		panic(http.ErrAbortHandler)
+	}
+	msg := "the upstream connection failed mid-stream"
+	if ctx.Err() != nil {
+		msg = "the upstream did not finish in time"
+	}
+	// the cut may have come inside an event: end it first, so that the
+	// error is an event of its own rather than glued onto a partial one
+	switch {
+	case aw.tail == [2]byte{} || aw.tail == [2]byte{'\n', '\n'}:
+	case aw.tail[1] == '\n':
+		_, _ = io.WriteString(rt.w, "\n")
+	default:
+		_, _ = io.WriteString(rt.w, "\n\n")
+	}
+	_, _ = rt.w.Write(sseErrorEvent("stream_interrupted", msg))
+	_ = http.NewResponseController(rt.w).Flush()
+	rt.g.logger.Warn("stream interrupted after the first byte",
+		zap.String("request_id", rt.id),
+		zap.String("group", aw.target.Group),
+		zap.String("model", aw.target.Model))
+}

@@ -1,0 +1,224 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// attemptWriter stands between one attempt's reverse proxy and the
+// client. Each attempt gets its own header map, so nothing a failed
+// attempt set reaches the client. A fallback status (429, 5xx) is held
+// back and its body discarded; a 400 is held with its body while a next
+// target could take a context-length error; anything else commits the
+// response: the headers go to the client and every write after that
+// passes straight through, flushed whenever the proxy flushes. With a
+// first-byte timeout a stream commits on its first body byte instead, so
+// that the timer can still abandon it for the next target.
+type attemptWriter struct {
+	w      http.ResponseWriter
+	rt     *route
+	target *Target
+	header http.Header
+	status int
+	state  atomic.Int32
+	sse    bool
+	tail   [2]byte // the last bytes of an event stream written so far
+	slot   attemptSlot
+	scan   *usageScanner // reads the usage from the response on its way
+	body   upstreamBody  // the request body this attempt sends
+
+	holdBadRequest bool          // hold a 400 to look for a context-length error
+	held           *bytes.Buffer // the held 400's body
+	holdUntilBody  bool          // commit on the first body byte, not the header
+	heldStatus     int
+}
+
+// Attempt states; the first-byte timer races the proxy for the change
+// from pending.
+const (
+	attemptPending int32 = iota
+	attemptCommitted
+	attemptAbandoned
+)
+
+func (aw *attemptWriter) Header() http.Header {
+	if aw.header == nil {
+		aw.header = make(http.Header)
+	}
+	return aw.header
+}
+
+func (aw *attemptWriter) WriteHeader(status int) {
+	if aw.status != 0 || aw.heldStatus != 0 || aw.state.Load() != attemptPending {
+		return
+	}
+	switch {
+	case status < 200:
+		// informational responses are not passed on
+	case fallbackStatus(status) || status == statusClientClosed:
+		aw.status = status
+	case status == http.StatusBadRequest && aw.holdBadRequest:
+		aw.status = status
+		aw.held = new(bytes.Buffer)
+	case aw.holdUntilBody:
+		aw.heldStatus = status
+	default:
+		aw.commit(status)
+	}
+}
+
+// commit sends the response head to the client. It loses to an abandoned
+// attempt.
+func (aw *attemptWriter) commit(status int) bool {
+	if !aw.state.CompareAndSwap(attemptPending, attemptCommitted) {
+		return false
+	}
+	rt := aw.rt
+	rt.ttfb = time.Since(rt.start)
+	h := aw.w.Header() // ServeHTTP set the request id there
+	var upstreamID []string
+	for k, v := range aw.header {
+		if k == "X-Request-Id" {
+			upstreamID = v
+			continue
+		}
+		h[k] = v
+	}
+	// the gateway's request id is the one the client sees; an upstream's
+	// own id (a cloud's, say) goes under another name
+	if len(upstreamID) > 0 && upstreamID[0] != "" && upstreamID[0] != rt.id {
+		h["X-Upstream-Request-Id"] = upstreamID[:1:1]
+	}
+	// an error event can only be appended to a plain (not compressed)
+	// event stream
+	ct := h.Get("Content-Type")
+	plain := h.Get("Content-Encoding") == ""
+	aw.sse = strings.HasPrefix(ct, "text/event-stream") && plain
+	switch {
+	case aw.sse:
+		rt.usage = usageScanner{sse: true, strip: rt.injected}
+		aw.scan = &rt.usage
+		if rt.injected {
+			// events may be shortened
+			h.Del("Content-Length")
+		}
+	case plain && strings.HasPrefix(ct, "application/json"):
+		rt.usage = usageScanner{}
+		aw.scan = &rt.usage
+	}
+	rt.status = status
+	t := aw.target
+	rt.answered = t
+	if !rt.g.DisableRouteHeaders {
+		// canonical keys, assigned directly, their values in one array
+		v := make([]string, 2, 4)
+		v[0], v[1] = t.Group, t.Model
+		h["X-Hybrid-Target"], h["X-Hybrid-Model"] = v[0:1:1], v[1:2:2]
+		if len(rt.attempts) > 0 {
+			v = append(v, "true", rt.fallbackReasons())
+			h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
+		}
+		if rt.overflow != "" {
+			h.Set("X-Hybrid-Overflow", rt.overflow)
+		}
+		if rt.rule != "" {
+			h.Set("X-Hybrid-Route", rt.rule)
+		}
+	}
+	// from now on the proxy writes straight into the client's header
+	// map, so that trailers it sets after the body reach the client
+	aw.header = h
+	aw.w.WriteHeader(status)
+	return true
+}
+
+func (aw *attemptWriter) Write(p []byte) (int, error) {
+	switch aw.state.Load() {
+	case attemptAbandoned:
+		return 0, errAbandoned
+	case attemptPending:
+		switch {
+		case aw.held != nil:
+			if aw.held.Len()+len(p) <= maxHeldBody {
+				return aw.held.Write(p)
+			}
+			// too long for a context-length error: the 400 is the
+			// answer, and goes to the client whole
+			held := aw.held.Bytes()
+			aw.held, aw.heldStatus, aw.status = nil, aw.status, 0
+			if _, err := aw.Write(held); err != nil {
+				return 0, err
+			}
+			return aw.Write(p)
+		case aw.status != 0:
+			return len(p), nil // a failed attempt's body: discarded
+		case len(p) == 0:
+			return 0, nil
+		}
+		status := aw.heldStatus
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if !aw.commit(status) {
+			return 0, errAbandoned
+		}
+	}
+	if aw.scan != nil {
+		if _, err := aw.scan.write(forwarder{aw}, p); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return aw.forward(p)
+}
+
+// forward writes to the client, remembering the tail of an event stream.
+func (aw *attemptWriter) forward(p []byte) (int, error) {
+	n, err := aw.w.Write(p)
+	if aw.sse && n > 0 {
+		if n == 1 {
+			aw.tail = [2]byte{aw.tail[1], p[0]}
+		} else {
+			aw.tail = [2]byte{p[n-2], p[n-1]}
+		}
+	}
+	return n, err
+}
+
+// forwarder is an attemptWriter's way to the client, for the usage scanner.
+type forwarder struct{ aw *attemptWriter }
+
+func (f forwarder) Write(p []byte) (int, error) { return f.aw.forward(p) }
+
+// maxHeldBody caps a held 400 body; error bodies are small.
+const maxHeldBody = 64 << 10
+
+// errAbandoned is what an abandoned attempt's proxy gets for its writes.
+var errAbandoned = errors.New("attempt abandoned")
+
+// FlushError flushes a committed response to the client.
+func (aw *attemptWriter) FlushError() error {
+	if aw.state.Load() != attemptCommitted {
+		return nil
+	}
+	return http.NewResponseController(aw.w).Flush()
+}
+
+// Flush implements http.Flusher.
+func (aw *attemptWriter) Flush() { _ = aw.FlushError() }
+
+// Unwrap lets http.ResponseController reach the client's writer.
+func (aw *attemptWriter) Unwrap() http.ResponseWriter { return aw.w }
+
+// Interface guards
+var (
+	_ http.ResponseWriter = (*attemptWriter)(nil)
+	_ http.Flusher        = (*attemptWriter)(nil)
+)

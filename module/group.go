@@ -1,0 +1,220 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"go.uber.org/zap"
+)
+
+// Group is a named set of interchangeable endpoints that serve the same
+// model names, proxied through one embedded `reverse_proxy`.
+type Group struct {
+	// The kind of API behind the group: `vllm` (self-hosted vLLM) or
+	// `openai` (a cloud or other OpenAI-compatible API). Required.
+	Kind string `json:"kind,omitempty"`
+
+	// The API key this group sends upstream as `Authorization: Bearer
+	// <key>`. Placeholders are resolved once at provisioning; use
+	// `{env.NAME}` so the key stays out of the config. The client's
+	// own credentials are never forwarded.
+	APIKey string `json:"api_key,omitempty"`
+
+	// The group's `reverse_proxy` handler config (the JSON of
+	// `http.handlers.reverse_proxy`, without the `handler` key): its
+	// upstreams, transport (TLS), load balancing, health checks,
+	// header operations and request buffering all work as in a plain
+	// `reverse_proxy`. Selecting no upstream (none healthy or
+	// available) counts as a failure of this target.
+	ProxyRaw json.RawMessage `json:"proxy,omitempty"`
+
+	// vLLM's --max-num-seqs of each endpoint (kind vllm): the red line,
+	// the most requests the gateway keeps in flight to one endpoint,
+	// even when metrics fail. Default: no red line.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+
+	// Requests allowed to wait in an endpoint's queue beyond
+	// max_num_seqs before its red line is reached (kind vllm).
+	// Default: 0.
+	MaxQueue int `json:"max_queue,omitempty"`
+
+	// Per-endpoint settings (kind vllm), by the upstream's dial address
+	// as written in the proxy's upstreams.
+	Endpoints map[string]*EndpointConfig `json:"endpoints,omitempty"`
+
+	// How the endpoints are probed (kind vllm). Default: on, with the
+	// ProbeConfig defaults.
+	Probe *ProbeConfig `json:"probe,omitempty"`
+
+	// How often the target model names are checked against the group's
+	// GET /v1/models (kind openai), sent through the group's proxy with
+	// its credentials. A name the API does not list is logged as an
+	// error at once; it does not stop the config. Default: 5m.
+	ModelCheckInterval caddy.Duration `json:"model_check_interval,omitempty"`
+
+	// Turns the model name check of an openai group off.
+	DisableModelCheck bool `json:"disable_model_check,omitempty"`
+
+	// When the group overflows (kind vllm): new requests skip it while
+	// it is congested.
+	Overflow *OverflowConfig `json:"overflow,omitempty"`
+
+	// A circuit breaker for the group, and for each endpoint of a vllm
+	// group. Default: none.
+	Breaker *BreakerConfig `json:"breaker,omitempty"`
+
+	// The group's cost model, for the cost ledger and the cloud spend.
+	Cost *CostConfig `json:"cost,omitempty"`
+
+	inflight  atomic.Int64 // requests the gateway has in flight to the group
+	name      string
+	shared    *groupShared
+	sharedKey string
+	proxy     *reverseproxy.Handler
+	key       string   // the resolved api_key
+	expect    []string // the model names the aliases send to this group
+	vllm      *vllmGroup
+	check     modelCheck
+}
+
+// EndpointConfig holds the settings of one endpoint of a vLLM group.
+type EndpointConfig struct {
+	// This endpoint's --max-num-seqs, overriding the group's.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+
+	// The endpoint's capacity relative to the others (a replica on
+	// twice the GPUs: 2); its load score is divided by it. Default: 1.
+	Weight float64 `json:"weight,omitempty"`
+}
+
+// provision checks the group and loads its reverse proxy.
+func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error {
+	grp.name = name
+	switch grp.Kind {
+	case KindVLLM, KindOpenAI:
+	case "":
+		return fmt.Errorf("kind is required (%s or %s)", KindVLLM, KindOpenAI)
+	default:
+		return fmt.Errorf("unknown kind %q (want %s or %s)", grp.Kind, KindVLLM, KindOpenAI)
+	}
+	if len(grp.ProxyRaw) == 0 {
+		return fmt.Errorf("no proxy configured")
+	}
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil) {
+		return fmt.Errorf("max_num_seqs, max_queue, endpoints and probe apply to groups of kind %s only", KindVLLM)
+	}
+	if grp.Kind == KindVLLM && (grp.ModelCheckInterval != 0 || grp.DisableModelCheck) {
+		return fmt.Errorf("model_check applies to groups of kind %s only; vLLM endpoints are checked by their probes", KindOpenAI)
+	}
+	if grp.MaxNumSeqs < 0 || grp.MaxQueue < 0 || grp.ModelCheckInterval < 0 {
+		return fmt.Errorf("max_num_seqs, max_queue and model_check_interval must not be negative")
+	}
+	if grp.Cost != nil {
+		if err := grp.Cost.validate(grp.Kind); err != nil {
+			return err
+		}
+	}
+	if grp.Overflow != nil {
+		if grp.Kind != KindVLLM {
+			return fmt.Errorf("overflow applies to groups of kind %s only", KindVLLM)
+		}
+		if err := grp.Overflow.validate(); err != nil {
+			return err
+		}
+	}
+	if bc := grp.Breaker; bc != nil {
+		if err := bc.validate(); err != nil {
+			return err
+		}
+		if _, _, cool := bc.params(); bc.LoadTime > 0 && cool < time.Duration(bc.LoadTime) {
+			ctx.Logger().Warn("breaker cooldown is shorter than the model load time: traffic returns before the model is ready and the breaker oscillates",
+				zap.String("group", name), zap.Duration("cooldown", cool), zap.Duration("load_time", time.Duration(bc.LoadTime)))
+		}
+	}
+	raw := grp.ProxyRaw
+	if grp.Kind == KindVLLM {
+		// the queue-aware policy is the default of vLLM groups
+		switch policy := gjson.GetBytes(raw, "load_balancing.selection_policy.policy").String(); policy {
+		case "":
+			var err error
+			raw, err = sjson.SetRawBytes(slices.Clone(raw), "load_balancing.selection_policy", []byte(`{"policy":"vllm_least_load"}`))
+			if err != nil {
+				return fmt.Errorf("setting the selection policy: %v", err)
+			}
+		case "vllm_least_load":
+		default:
+			ctx.Logger().Warn("vLLM group with another selection policy: no queue-aware selection and no red line",
+				zap.String("group", name), zap.String("lb_policy", policy))
+		}
+	}
+	// retries inside the group replay the body only when the proxy
+	// buffered it; the gateway holds it whole anyway
+	if (gjson.GetBytes(raw, "load_balancing.retries").Int() > 0 || gjson.GetBytes(raw, "load_balancing.try_duration").Exists()) &&
+		!gjson.GetBytes(raw, "request_buffers").Exists() {
+		var err error
+		raw, err = sjson.SetBytes(slices.Clone(raw), "request_buffers", maxBody)
+		if err != nil {
+			return fmt.Errorf("setting request_buffers: %v", err)
+		}
+	}
+	if grp.APIKey != "" {
+		key := caddy.NewReplacer().ReplaceAll(grp.APIKey, "")
+		grp.key = key
+		if key == "" {
+			ctx.Logger().Warn("api_key of group resolves to an empty value; requests go out without credentials",
+				zap.String("group", name))
+		} else {
+			// the key goes into the proxy's own header operations, which
+			// act on its copy of the request: it never touches the
+			// request the access log sees
+			var err error
+			raw, err = sjson.SetBytes(slices.Clone(raw), "headers.request.set.Authorization", []string{"Bearer " + key})
+			if err != nil {
+				return fmt.Errorf("setting api_key: %v", err)
+			}
+		}
+	}
+	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+	if err != nil {
+		return fmt.Errorf("loading proxy: %v", err)
+	}
+	grp.proxy = mod.(*reverseproxy.Handler)
+
+	switch grp.Kind {
+	case KindVLLM:
+		return grp.provisionVLLM(ctx)
+	case KindOpenAI:
+		grp.startModelCheck(ctx)
+	}
+	return nil
+}
+
+// cleanup releases what the group holds in shared state.
+// The endpoints map stays: requests of an unloaded config may still be
+// in flight, and a released prober's data merely goes stale.
+func (grp *Group) cleanup() {
+	if grp == nil {
+		return
+	}
+	if grp.sharedKey != "" {
+		_, _ = groupStates.Delete(grp.sharedKey)
+		grp.sharedKey = ""
+	}
+	if grp.vllm == nil || grp.vllm.released {
+		return
+	}
+	grp.vllm.released = true
+	for _, ep := range grp.vllm.endpoints {
+		releaseProber(ep.p, grp)
+	}
+}

@@ -1,0 +1,119 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// credentialHeaders are the client's credentials and account headers,
+// never sent upstream: each group speaks for itself. The keys are in
+// canonical form.
+var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key", "Cookie", "Openai-Organization", "Openai-Project"}
+
+// statusClientClosed is what Caddy's proxy reports when the client left;
+// it is nobody's answer.
+const statusClientClosed = 499
+
+// serveInference handles a JSON POST whose model is an alias.
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string) error {
+	rt := &route{g: g, w: w, r: r, id: id, start: time.Now()}
+	if extra := logFields(r); extra != nil {
+		// the request id, and the routing record once there is one
+		extra.Add(zap.Inline(rt))
+	}
+	body, err := readBody(r, g.MaxBodySize)
+	if err != nil {
+		if errors.Is(err, errBodyTooLarge) {
+			return writeError(w, http.StatusRequestEntityTooLarge, errTypeInvalidRequest, "request_too_large", "",
+				"request body exceeds the limit of "+strconv.FormatInt(g.MaxBodySize, 10)+" bytes")
+		}
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "",
+			"could not read the request body")
+	}
+	var isObject bool
+	top := &rt.top
+	*top, isObject = scanTop(body, g.watch...)
+	if !isObject {
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
+			"the request body is not a valid JSON object")
+	}
+	stream, wantsUsage := top.stream, top.wantsUsage
+	if top.model == nil {
+		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
+			"you must provide a model parameter")
+	}
+	if !top.modelString() {
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", "model",
+			"model must be a string")
+	}
+	if top.models > 1 {
+		// the alias and the rewrite see the first one, the upstream's
+		// decoder the last: the client would choose the upstream model
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
+			"the request body has more than one model field")
+	}
+	al, ok := g.alias(top)
+	if !ok {
+		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
+			"The model `"+top.modelName()+"` does not exist.")
+	}
+	for _, h := range credentialHeaders {
+		delete(r.Header, h) // canonical keys
+	}
+	if v := r.Header["X-Request-Id"]; len(v) != 1 || v[0] != id {
+		r.Header.Set("X-Request-Id", id)
+	}
+
+	ctx := r.Context()
+	if g.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(g.Deadline))
+		defer cancel()
+	}
+
+	rt.alias, rt.stream = al, stream
+	rt.attempts = rt.tried[:0]
+	if stream && !wantsUsage && !g.DisableStreamUsage && completionsPath(r.URL.Path) {
+		// ask for the usage chunk, to count the tokens; the client does
+		// not see it
+		if sp, rewritten, ok := withStreamUsage(body, top); ok {
+			rt.injected = true
+			if rewritten != nil {
+				body = rewritten
+				*top, _ = scanTop(body, g.watch...) // the model may have moved
+			} else {
+				rt.inject = sp
+			}
+		}
+	}
+	rt.body = body
+	return rt.run(ctx)
+}
+
+// alias returns the alias the body's model names. A name without escapes
+// is looked up in place, without a copy.
+func (g *Gateway) alias(top *topFields) (*Alias, bool) {
+	name := top.model[1 : len(top.model)-1]
+	if bytes.IndexByte(name, '\\') >= 0 {
+		al, ok := g.aliases[top.modelName()]
+		return al, ok
+	}
+	al, ok := g.aliases[string(name)]
+	return al, ok
+}
+
+// completionsPath reports whether a path is a (chat) completions endpoint,
+// where stream_options applies.
+func completionsPath(path string) bool {
+	return strings.HasSuffix(path, "/chat/completions") || strings.HasSuffix(path, "/completions")
+}

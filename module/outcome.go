@@ -1,0 +1,50 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import "time"
+
+// finish settles the request's outcome and records its metrics.
+func (rt *route) finish() {
+	group := ""
+	if rt.answered != nil {
+		group = rt.answered.Group
+	}
+	switch {
+	case rt.outcome != "":
+	case rt.r.Context().Err() != nil && rt.answered == nil:
+		rt.outcome = outcomeCanceled
+	case rt.status >= 500:
+		rt.outcome = outcomeUpstream
+	case rt.status >= 400:
+		rt.outcome = outcomeClientError
+	default:
+		rt.outcome = outcomeOK
+	}
+	rt.meter(rt.alias, group, rt.status, rt.outcome)
+	rt.cost()
+}
+
+// cost prices the request on the side that served it: a cloud's tokens
+// or seconds at its prices, self-hosted tokens at the recent fixed cost
+// per token; it goes into the ledger, the cloud spend and the log.
+func (rt *route) cost() {
+	t := rt.answered
+	if t == nil || rt.g.ledger == nil {
+		return
+	}
+	cc := t.group.Cost
+	usd, cloudUSD := 0.0, 0.0
+	switch {
+	case cc == nil:
+	case t.group.Kind == KindOpenAI:
+		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, time.Since(rt.start))
+		cloudUSD = usd
+		costTotal.WithLabelValues(rt.g.Name, t.Group).Add(usd)
+	default:
+		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
+	}
+	rt.g.ledger.addRequest(now(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
+	rt.costUSD, rt.priced = usd, cc != nil
+}

@@ -1,0 +1,110 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// gateways holds the live gateway of each name. A reload provisions the
+// new config before it cleans up the old one, so an entry outlives the
+// swap and always points at the newest instance.
+var gateways = caddy.NewUsagePool()
+
+// gatewayEntry is the registry slot of one gateway name.
+type gatewayEntry struct {
+	current atomic.Pointer[Gateway]
+}
+
+func (*gatewayEntry) Destruct() error { return nil }
+
+// register makes g the current gateway of its name. Two gateways of one
+// config may not share a name.
+func (g *Gateway) register(cfg any) error {
+	val, _ := gateways.LoadOrStore(g.Name, new(gatewayEntry))
+	entry := val.(*gatewayEntry)
+	if prev := entry.current.Load(); prev != nil && prev.cfg == cfg {
+		_, _ = gateways.Delete(g.Name)
+		return fmt.Errorf("two hybrid_llm handlers named %q in one config: give each its own name", g.Name)
+	}
+	g.entry, g.cfg = entry, cfg
+	entry.current.Store(g)
+	return nil
+}
+
+// unregister drops g, unless a newer instance took its place.
+func (g *Gateway) unregister() {
+	if g.entry == nil {
+		return
+	}
+	g.entry.current.CompareAndSwap(g, nil)
+	_, _ = gateways.Delete(g.Name)
+	g.entry = nil
+}
+
+// groupStates holds what a group keeps across reloads: its overflow
+// state and breakers, by gateway and group name.
+var groupStates = caddy.NewUsagePool()
+
+// groupShared is a group's state that outlives config reloads: what
+// operators set through the admin API (drains) and what the gateway
+// learned (overflow, breakers).
+type groupShared struct {
+	drained   atomic.Bool
+	overflow  overflowState
+	breaker   breaker
+	mu        sync.Mutex
+	endpoints map[string]*endpointShared // by endpoint address
+}
+
+// endpointShared is an endpoint's state that outlives config reloads.
+type endpointShared struct {
+	drained atomic.Bool
+	breaker breaker
+}
+
+func (*groupShared) Destruct() error { return nil }
+
+func (grp *Group) acquireShared(key string) {
+	val, _ := groupStates.LoadOrStore(key, &groupShared{endpoints: make(map[string]*endpointShared)})
+	grp.shared, grp.sharedKey = val.(*groupShared), key
+}
+
+// endpoint returns the shared state of one endpoint of the group.
+func (gs *groupShared) endpoint(dial string) *endpointShared {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	es := gs.endpoints[dial]
+	if es == nil {
+		es = new(endpointShared)
+		gs.endpoints[dial] = es
+	}
+	return es
+}
+
+// liveGateways returns the current gateways, by name.
+func liveGateways() []*Gateway {
+	var out []*Gateway
+	gateways.Range(func(_, val any) bool {
+		if g := val.(*gatewayEntry).current.Load(); g != nil {
+			out = append(out, g)
+		}
+		return true
+	})
+	slices.SortFunc(out, func(a, b *Gateway) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}

@@ -1,0 +1,188 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// attempt is the record of one try of one target.
+type attempt struct {
+	target *Target
+	reason reason // empty when it answered
+	status int    // upstream status, when it answered with a fallback status
+}
+
+// route carries one request through its alias's targets.
+type route struct {
+	g        *Gateway
+	alias    *Alias
+	w        http.ResponseWriter
+	r        *http.Request
+	id       string
+	start    time.Time
+	stream   bool
+	attempts []attempt
+	tried    [4]attempt // attempts' first backing array
+	ttfb     time.Duration
+	rule     string // the group a pre-routing rule sent the request to
+	overflow string // group:signal of an overflow skip
+	injected bool   // the gateway asked for stream usage on its own
+	body     []byte
+	top      topFields // the body's fields, and where its model is
+	features features
+	inject   splice // the stream usage field spliced into the body, if with is set
+	usage    usageScanner
+	answered *Target // the target whose response the client got
+	status   int     // the status the client got
+	outcome  string
+	costUSD  float64 // what the answer cost, if priced
+	priced   bool
+
+	first attemptWriter // the first attempt's writer; in use once its rt is set
+}
+
+func (rt *route) run(ctx context.Context) error {
+	al := rt.alias
+	// deferred, so that a response aborted after its first byte (a panic
+	// with http.ErrAbortHandler) gets its metrics too
+	defer rt.finish()
+	rt.features = newFeatures(rt.body, rt.r.Header, &rt.top)
+	f := &rt.features
+	plan, rule := al.plan(f)
+	if rule != nil {
+		rt.rule = rule.Target
+	}
+	minWindow := 0 // a context-length error proved the request needs more
+	for i, t := range plan {
+		if err := ctx.Err(); err != nil {
+			if rt.r.Context().Err() != nil {
+				break // the client left
+			}
+			rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonDeadline})
+			break
+		}
+		if why := rt.skip(t, f, minWindow); why != "" {
+			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
+			continue
+		}
+		groupTrial := false
+		if bc := t.group.Breaker; bc != nil {
+			ok, trial := t.group.shared.breaker.allow(now())
+			if !ok {
+				rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonBreakerOpen})
+				continue
+			}
+			groupTrial = trial
+		}
+		var avoid []*endpoint
+		for n := 0; ; n++ {
+			// the first attempt carries the group breaker's trial, if any;
+			// try settles it however the attempt ends
+			res, err := rt.try(ctx, t, avoid, i < len(plan)-1, groupTrial)
+			groupTrial = false
+			if res.done {
+				return err
+			}
+			if rt.attempts[len(rt.attempts)-1].reason == reasonContextLength {
+				minWindow = max(minWindow, t.contextWindow(), 1)
+				break
+			}
+			if n >= t.Retries || res.verdict != verdictFailure || ctx.Err() != nil {
+				break
+			}
+			if res.ep != nil {
+				avoid = append(avoid, res.ep)
+			}
+		}
+	}
+	if err := rt.r.Context().Err(); err != nil {
+		// the client is gone; nobody reads an answer
+		return caddyhttp.Error(499, err)
+	}
+	return rt.fail(al)
+}
+
+// skip returns why the target must not be tried for this request, if so:
+// its group overflows, or its context window cannot hold the request.
+func (rt *route) skip(t *Target, f *features, minWindow int) reason {
+	if t.group.shared.drained.Load() {
+		return reasonDrained
+	}
+	if w := t.contextWindow(); w > 0 {
+		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
+			return reasonContextWindow
+		}
+	}
+	grp := t.group
+	if oc := grp.Overflow; oc != nil && grp.vllm != nil {
+		t0 := now()
+		if on, signal := oc.evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
+			if rt.overflow == "" {
+				rt.overflow = grp.name + ":" + signal
+			}
+			return reasonOverflow
+		}
+	}
+	return ""
+}
+
+// fail answers a request none of whose targets answered.
+func (rt *route) fail(al *Alias) error {
+	status := http.StatusServiceUnavailable
+	code := "no_target_available"
+	timedOut := false
+	for _, a := range rt.attempts {
+		switch a.reason {
+		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
+			reasonOverflow, reasonBreakerOpen, reasonContextWindow, reasonDrained:
+		case reasonDeadline:
+			timedOut = true
+		default:
+			status, code = http.StatusBadGateway, "all_targets_failed"
+		}
+	}
+	if timedOut && status == http.StatusServiceUnavailable {
+		status, code = http.StatusGatewayTimeout, "deadline_exceeded"
+	}
+	rt.status = status
+	if status == http.StatusBadGateway {
+		rt.outcome = outcomeUpstream
+	} else {
+		rt.outcome = outcomeUnavailable
+	}
+	var sb strings.Builder
+	sb.WriteString("no target could serve model `")
+	sb.WriteString(al.name)
+	sb.WriteString("`; tried: ")
+	for i, a := range rt.attempts {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(a.target.Group)
+		sb.WriteString(" (")
+		sb.WriteString(string(a.reason))
+		sb.WriteString(")")
+	}
+	return writeError(rt.w, status, errTypeServer, code, "", sb.String())
+}
+
+// fallbackReasons renders the failed attempts for a response header.
+func (rt *route) fallbackReasons() string {
+	var sb strings.Builder
+	for i, a := range rt.attempts {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(a.target.Group)
+		sb.WriteByte(':')
+		sb.WriteString(string(a.reason))
+	}
+	return sb.String()
+}

@@ -1,0 +1,257 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(LeastLoadSelection{})
+}
+
+// LeastLoadSelection is a reverse_proxy selection policy for vLLM
+// replicas: it picks the endpoint with the lowest load score from each
+// replica's own /metrics (waiting queue first, then running relative to
+// max_num_seqs, then KV-cache usage), corrected between scrapes by the
+// gateway's instant in-flight count. Endpoints that are down (/health),
+// do not serve the model (/v1/models), are past their red line
+// (max_num_seqs + max_queue requests in flight) or, by default, have
+// stale metrics are skipped; when none is left it selects nothing, so the
+// proxy answers 503 and a hybrid_llm gateway moves on to the next target.
+//
+// Inside a hybrid_llm group of kind vllm it is the default and takes its
+// settings from the group. In a plain reverse_proxy it is configured
+// here, probes the upstreams it sees (plain HTTP), and counts in-flight
+// requests with Caddy's per-upstream request count (a best-effort red
+// line, since it cannot reserve a slot ahead of the proxy).
+type LeastLoadSelection struct {
+	// The served model name the upstreams must list in /v1/models, and
+	// whose metrics series to read when several models share a server.
+	// Default: any.
+	Model string `json:"model,omitempty"`
+
+	// vLLM's --max-num-seqs of each upstream: the red line, and the
+	// scale of the running share. Default: no red line.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+
+	// Requests allowed to wait in each upstream's queue beyond
+	// max_num_seqs before the red line is reached. Default: 0.
+	MaxQueue int `json:"max_queue,omitempty"`
+
+	// How the upstreams are probed.
+	Probe *ProbeConfig `json:"probe,omitempty"`
+
+	mu       *sync.Mutex // guards group.endpoints
+	group    *vllmGroup
+	settings probeSettings
+	logger   *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (LeastLoadSelection) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.selection_policies.vllm_least_load",
+		New: func() caddy.Module { return new(LeastLoadSelection) },
+	}
+}
+
+// Provision sets up the policy for use in a plain reverse_proxy.
+func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
+	s.logger = ctx.Logger()
+	s.mu = new(sync.Mutex)
+	if s.MaxNumSeqs < 0 || s.MaxQueue < 0 {
+		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
+	}
+	settings, staleAfter, unknownOK, err := s.Probe.provision()
+	if err != nil {
+		return err
+	}
+	if s.Model != "" {
+		settings.expect = []string{s.Model}
+	}
+	s.settings = settings
+	s.group = &vllmGroup{
+		name:       "",
+		maxNumSeqs: s.MaxNumSeqs,
+		maxQueue:   s.MaxQueue,
+		staleAfter: staleAfter,
+		unknownOK:  unknownOK,
+		endpoints:  make(map[string]*endpoint),
+	}
+	return nil
+}
+
+// Cleanup releases the probers the policy started.
+func (s *LeastLoadSelection) Cleanup() error {
+	if s.group == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ep := range s.group.endpoints {
+		if ep != nil { // nil: an address that is not probed
+			releaseProber(ep.p, s)
+		}
+	}
+	s.group.endpoints = nil
+	return nil
+}
+
+// Select implements reverseproxy.Selector.
+func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
+	if slot, ok := caddyhttp.GetVar(r.Context(), varAttempt).(*attemptSlot); ok && slot.group != nil {
+		// a retry inside the group (lb_retries): the previous pick failed;
+		// give back its slot and settle its breaker, trial included
+		slot.release()
+		if prev := slot.ep; prev != nil && slot.group.breaker != nil {
+			if prev.br.failure(slot.group.breaker, now(), slot.trial) && s.logger != nil {
+				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
+			}
+			slot.ep, slot.trial = nil, false
+		}
+		if len(slot.group.endpoints) > 0 {
+			return slot.group.selectEndpoint(pool, slot)
+		}
+		// a group without probed upstreams (dynamic): fall through
+	}
+	return s.selectStandalone(pool)
+}
+
+// selectStandalone serves a plain reverse_proxy: the policy's own probers,
+// Caddy's request count as the in-flight signal.
+func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *reverseproxy.Upstream {
+	if s.group == nil {
+		return nil
+	}
+	t := now()
+	var best *reverseproxy.Upstream
+	bestScore := math.Inf(1)
+	for _, u := range pool {
+		if !u.Available() {
+			continue
+		}
+		ep := s.endpoint(u.Dial)
+		if ep == nil {
+			if best == nil || float64(u.NumRequests()) < bestScore {
+				best, bestScore = u, float64(u.NumRequests())
+			}
+			continue
+		}
+		v := s.group.view(ep, s.Model, t)
+		v.inflight = int64(u.NumRequests())
+		v.atScrape = v.inflight // Caddy's count is not sampled at scrapes
+		if s.Model == "" {
+			v.modelsKnown = false
+		}
+		sc, why := v.score(s.group.unknownOK)
+		if why == "" && sc < bestScore {
+			best, bestScore = u, sc
+		}
+	}
+	return best
+}
+
+// endpoint returns the policy's prober for a dial address, starting one
+// on first sight.
+func (s *LeastLoadSelection) endpoint(dial string) *endpoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.group.endpoints == nil {
+		return nil // cleaned up
+	}
+	if ep, ok := s.group.endpoints[dial]; ok {
+		return ep
+	}
+	var ep *endpoint
+	if probeable(dial) {
+		if p, err := acquireProber("http://"+dial, s, s.settings, s.logger); err == nil {
+			ep = &endpoint{dial: dial, p: p}
+		}
+	}
+	s.group.endpoints[dial] = ep
+	return ep
+}
+
+// probeable reports whether a dial address is a plain host:port.
+func probeable(dial string) bool {
+	return dial != "" && !strings.ContainsAny(dial, "/{}")
+}
+
+// UnmarshalCaddyfile sets up the policy from Caddyfile tokens. Syntax:
+//
+//	lb_policy vllm_least_load [<max_num_seqs>] {
+//		model        <served model name>
+//		max_num_seqs <n>
+//		max_queue    <n>
+//		probe { ... }
+//	}
+func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // consume policy name
+	if d.NextArg() {
+		n, err := strconv.Atoi(d.Val())
+		if err != nil || n <= 0 {
+			return d.Errf("invalid max_num_seqs '%s'", d.Val())
+		}
+		s.MaxNumSeqs = n
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "model":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			s.Model = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "max_num_seqs":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return err
+			}
+			s.MaxNumSeqs = n
+		case "max_queue":
+			n, err := parseNonNegativeInt(d)
+			if err != nil {
+				return err
+			}
+			s.MaxQueue = n
+		case "probe":
+			if s.Probe != nil {
+				return d.Err("probe already specified")
+			}
+			pc, err := unmarshalProbe(d)
+			if err != nil {
+				return err
+			}
+			s.Probe = pc
+		default:
+			return d.Errf("unrecognized vllm_least_load option '%s'", d.Val())
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ reverseproxy.Selector = (*LeastLoadSelection)(nil)
+	_ caddy.Provisioner     = (*LeastLoadSelection)(nil)
+	_ caddy.CleanerUpper    = (*LeastLoadSelection)(nil)
+	_ caddyfile.Unmarshaler = (*LeastLoadSelection)(nil)
+)
