@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 	"go.uber.org/zap"
 )
 
@@ -159,7 +160,7 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	name := r.URL.Query().Get("gateway")
 	type entry struct {
 		Gateway string `json:"gateway"`
-		Comparison
+		cost.Comparison
 	}
 	out := []entry{}
 	for _, g := range liveGateways() {

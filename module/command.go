@@ -15,6 +15,7 @@ import (
 	"text/tabwriter"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 	"github.com/spf13/cobra"
 )
 
@@ -248,7 +249,7 @@ func cmdLedger(cmd *cobra.Command) error {
 	var out struct {
 		Gateways []struct {
 			Gateway string `json:"gateway"`
-			Comparison
+			cost.Comparison
 		} `json:"gateways"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
@@ -259,7 +260,7 @@ func cmdLedger(cmd *cobra.Command) error {
 	for _, g := range out.Gateways {
 		for _, sc := range []struct {
 			name string
-			c    ScenarioCost
+			c    cost.Scenario
 		}{{"all cloud", g.AllCloud}, {"all self-hosted", g.AllSelfHosted}, {"hybrid (as run)", g.Hybrid}} {
 			util := "-"
 			if sc.c.Utilization != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
 	"github.com/tidwall/gjson"
 )
 
@@ -63,8 +64,8 @@ func (f *features) prompt() int {
 	}
 	chars := 0
 	if m := f.top.messages; len(m) > 0 && m[0] == '[' {
-		arrayValues(m, func(i int) int {
-			content, end := fieldAt(m, i, "content")
+		jsonscan.ArrayValues(m, func(i int) int {
+			content, end := jsonscan.FieldAt(m, i, "content")
 			chars += textBytes(content)
 			return end
 		})
@@ -81,18 +82,18 @@ func textBytes(raw []byte) int {
 	case len(raw) == 0:
 		return 0
 	case raw[0] == '"':
-		return unescapedLen(raw)
+		return jsonscan.UnescapedLen(raw)
 	case raw[0] == '[':
 		n := 0
-		arrayValues(raw, func(i int) int {
+		jsonscan.ArrayValues(raw, func(i int) int {
 			if raw[i] == '"' {
-				end, _, _ := scanString(raw, i+1)
-				n += unescapedLen(raw[i:end])
+				end, _, _ := jsonscan.ScanString(raw, i+1)
+				n += jsonscan.UnescapedLen(raw[i:end])
 				return end
 			}
-			text, end := fieldAt(raw, i, "text")
+			text, end := jsonscan.FieldAt(raw, i, "text")
 			if len(text) > 0 && text[0] == '"' {
-				n += unescapedLen(text)
+				n += jsonscan.UnescapedLen(text)
 			}
 			return end
 		})
@@ -136,7 +137,7 @@ func (r *Rule) matches(f *features) bool {
 		return false
 	}
 	for _, field := range r.slowFields {
-		if v := lastField(f.body, field); v == nil || string(v) == "null" {
+		if v := jsonscan.LastField(f.body, field); v == nil || string(v) == "null" {
 			return false
 		}
 	}

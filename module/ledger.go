@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 	"go.uber.org/zap"
 )
 
@@ -36,9 +37,6 @@ type CostConfig struct {
 	// a request costs its duration times this.
 	PerSecond float64 `json:"per_second,omitempty"`
 }
-
-// secondsPerMonth is a 30-day month, as in the seed's arithmetic.
-const secondsPerMonth = 30 * 24 * 3600
 
 func (cc *CostConfig) validate(kind string) error {
 	for _, v := range []float64{cc.GPUs, cc.GPUCostPerMonth, cc.InputPerMillion, cc.OutputPerMillion, cc.PerSecond} {
@@ -71,90 +69,6 @@ func (cc *CostConfig) requestCost(prompt, completion int64, dur time.Duration) f
 		return dur.Seconds() * cc.PerSecond
 	}
 	return (float64(prompt)*cc.InputPerMillion + float64(completion)*cc.OutputPerMillion) / 1e6
-}
-
-// demandSample is a stretch of time with the demand it saw, in GPU
-// equivalents (the self-hosted GPUs the load would occupy), split into
-// the share self-hosted carried and the share the cloud carried.
-type demandSample struct {
-	dur         time.Duration
-	self, cloud float64 // GPU equivalents
-}
-
-// Comparison is the seed's three-way comparison over a window.
-type Comparison struct {
-	WindowSeconds  float64        `json:"covered_seconds"` // the part of the window the ledger saw
-	DemandGPUSecs  float64        `json:"demand_gpu_seconds"`
-	PeakDemandGPUs float64        `json:"peak_demand_gpus"`
-	AllCloud       ScenarioCost   `json:"all_cloud"`
-	AllSelfHosted  ScenarioCost   `json:"all_self_hosted"`
-	Hybrid         ScenarioCost   `json:"hybrid"`
-	Tokens         map[string]int `json:"tokens,omitempty"`
-	// the self-hosted fixed cost per million tokens it served, at the
-	// window's utilization; null when it served none
-	SelfHostedPerMillionTokens *float64 `json:"self_hosted_usd_per_million_tokens"`
-}
-
-// ScenarioCost is one way of serving the window's demand.
-type ScenarioCost struct {
-	GPUs float64 `json:"gpus"`
-	// busy share of the self-hosted GPUs; null without self-hosted GPUs
-	Utilization *float64 `json:"utilization"`
-	// the fixed self-hosted cost over the window
-	SelfHostedUSD float64 `json:"self_hosted_usd"`
-	CloudUSD      float64 `json:"cloud_usd"`
-	TotalUSD      float64 `json:"total_usd"`
-}
-
-// prices are what the comparison needs to know of the groups.
-type prices struct {
-	selfGPUs        float64 // self-hosted GPUs as run
-	gpuCostPerMonth float64
-	cloudPerGPUSec  float64 // USD per GPU-equivalent second in the cloud
-}
-
-// compare computes the three scenarios from demand samples: all-cloud
-// (every GPU-second at cloud rates), all-self-hosted (enough GPUs for the
-// peak, rounded up), and the hybrid as run (the self-hosted GPUs plus
-// what the cloud carried). cloudUSD, when not negative, is the cloud
-// spend actually recorded, used for the hybrid instead of the estimate.
-func compare(samples []demandSample, p prices, cloudUSD float64) Comparison {
-	var c Comparison
-	var selfSecs, cloudSecs float64
-	for _, s := range samples {
-		secs := s.dur.Seconds()
-		c.WindowSeconds += secs
-		selfSecs += s.self * secs
-		cloudSecs += s.cloud * secs
-		c.PeakDemandGPUs = max(c.PeakDemandGPUs, s.self+s.cloud)
-	}
-	c.DemandGPUSecs = selfSecs + cloudSecs
-	fixed := func(gpus float64) float64 { return gpus * p.gpuCostPerMonth * c.WindowSeconds / secondsPerMonth }
-	util := func(busy, gpus float64) *float64 {
-		if gpus <= 0 || c.WindowSeconds <= 0 {
-			return nil
-		}
-		u := busy / (gpus * c.WindowSeconds)
-		return &u
-	}
-
-	c.AllCloud.CloudUSD = c.DemandGPUSecs * p.cloudPerGPUSec
-	c.AllCloud.TotalUSD = c.AllCloud.CloudUSD
-
-	c.AllSelfHosted.GPUs = math.Ceil(c.PeakDemandGPUs - 1e-9)
-	c.AllSelfHosted.Utilization = util(c.DemandGPUSecs, c.AllSelfHosted.GPUs)
-	c.AllSelfHosted.SelfHostedUSD = fixed(c.AllSelfHosted.GPUs)
-	c.AllSelfHosted.TotalUSD = c.AllSelfHosted.SelfHostedUSD
-
-	c.Hybrid.GPUs = p.selfGPUs
-	c.Hybrid.Utilization = util(selfSecs, p.selfGPUs)
-	c.Hybrid.SelfHostedUSD = fixed(p.selfGPUs)
-	c.Hybrid.CloudUSD = cloudSecs * p.cloudPerGPUSec
-	if cloudUSD >= 0 {
-		c.Hybrid.CloudUSD = cloudUSD
-	}
-	c.Hybrid.TotalUSD = c.Hybrid.SelfHostedUSD + c.Hybrid.CloudUSD
-	return c
 }
 
 // The live ledger: a sampler per gateway that records, every second, the
@@ -300,7 +214,7 @@ func (l *ledger) bucketLocked(t time.Time) *ledgerBucketData {
 
 // ledgerWindow is what the ledger saw in a window.
 type ledgerWindow struct {
-	samples                        []demandSample
+	samples                        []cost.Sample
 	prompt, completion, selfTokens int64
 	cloudUSD                       float64
 }
@@ -317,9 +231,9 @@ func (l *ledger) window(t0 time.Time) ledgerWindow {
 		if b.dur > 0 {
 			secs := b.dur.Seconds()
 			// the bucket's average demand, and its peak as an instant
-			w.samples = append(w.samples, demandSample{dur: b.dur, self: b.selfSecs / secs, cloud: b.cloudGS / secs})
+			w.samples = append(w.samples, cost.Sample{Dur: b.dur, Self: b.selfSecs / secs, Cloud: b.cloudGS / secs})
 			if b.peak > (b.selfSecs+b.cloudGS)/secs {
-				w.samples = append(w.samples, demandSample{self: b.peak})
+				w.samples = append(w.samples, cost.Sample{Self: b.peak})
 			}
 		}
 		w.prompt += b.promptTokens
@@ -376,29 +290,29 @@ func (g *Gateway) demand() (self, cloud float64) {
 }
 
 // comparison computes the three-way comparison over the last window.
-func (g *Gateway) comparison(window time.Duration) Comparison {
-	var p prices
+func (g *Gateway) comparison(window time.Duration) cost.Comparison {
+	var p cost.Prices
 	for _, grp := range g.Groups {
 		if cc := grp.Cost; cc != nil && grp.Kind == KindVLLM {
-			p.selfGPUs += cc.GPUs
-			p.gpuCostPerMonth = max(p.gpuCostPerMonth, cc.GPUCostPerMonth)
+			p.SelfGPUs += cc.GPUs
+			p.GPUCostPerMonth = max(p.GPUCostPerMonth, cc.GPUCostPerMonth)
 		}
 	}
 	w := g.ledger.window(now().Add(-window))
 	// the cloud's price per GPU-equivalent second when it is priced per
-	// second; with token prices, all-cloud is every token at those prices
+	// second; with token prices, all-cloud is every token at those cost.Prices
 	allCloudTokens := -1.0
 	for _, grp := range g.Groups {
 		if cc := grp.Cost; cc != nil && grp.Kind == KindOpenAI {
 			if cc.PerSecond > 0 {
-				p.cloudPerGPUSec = cc.PerSecond
+				p.CloudPerGPUSec = cc.PerSecond
 			} else if allCloudTokens < 0 {
 				allCloudTokens = cc.requestCost(w.prompt, w.completion, 0)
 			}
 		}
 	}
-	c := compare(w.samples, p, w.cloudUSD)
-	if p.cloudPerGPUSec == 0 && allCloudTokens >= 0 {
+	c := cost.Compare(w.samples, p, w.cloudUSD)
+	if p.CloudPerGPUSec == 0 && allCloudTokens >= 0 {
 		c.AllCloud.CloudUSD, c.AllCloud.TotalUSD = allCloudTokens, allCloudTokens
 	}
 	c.Tokens = map[string]int{"prompt": int(w.prompt), "completion": int(w.completion), "self_hosted": int(w.selfTokens)}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
 	"github.com/tidwall/gjson"
 )
 
@@ -156,12 +157,12 @@ func (u *usageScanner) readUsageJSON(body []byte) {
 	if i := bytes.LastIndex(body, usageKey); i >= 0 {
 		var prompt, completion int64
 		seen := false
-		_, ok := objectFields(body, i+len(usageKey)-1, 4, func(key, raw []byte, _ int) {
+		_, ok := jsonscan.ObjectFields(body, i+len(usageKey)-1, 4, func(key, raw []byte, _ int) {
 			switch string(key) {
 			case "prompt_tokens":
-				prompt, seen = jsonInt(raw), true
+				prompt, seen = jsonscan.Int(raw), true
 			case "completion_tokens":
-				completion, seen = jsonInt(raw), true
+				completion, seen = jsonscan.Int(raw), true
 			}
 		})
 		if ok && seen {

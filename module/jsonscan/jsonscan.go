@@ -1,7 +1,9 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+// Package jsonscan validates JSON and finds values in it in one pass, without
+// recursion and without allocating: the request body's hot path.
+package jsonscan
 
 import (
 	"bytes"
@@ -13,57 +15,28 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// The request body is checked and read in one pass: scanTop validates the
-// whole body as JSON (RFC 8259's grammar, as encoding/json.Valid and
+// A request body is checked and read in one pass: ObjectFields validates
+// an object (RFC 8259's grammar, as encoding/json.Valid and
 // gjson.Valid do; UTF-8 is not checked) and records where its top-level
 // fields are. It is the gateway's own because it is the hot path: gjson's
 // validator runs at about 0.8 GB/s and recurses once per nesting level,
 // so a body of a few MB of '[' overflows the goroutine stack and kills
 // the process; this one skips string contents eight bytes at a time and
-// refuses nesting deeper than maxNesting. Values are still read with
+// refuses nesting deeper than MaxNesting. Values are still read with
 // gjson, from the spans found here.
 
-// maxNesting is the deepest nesting of arrays and objects accepted, as in
+// MaxNesting is the deepest nesting of arrays and objects accepted, as in
 // encoding/json.
-const maxNesting = 10000
+const MaxNesting = 10000
 
-// topFields are the top-level fields the gateway reads of a request.
-type topFields struct {
-	model      []byte // the first model field's raw value, nil if none
-	modelAt    int    // its offset in the body
-	models     int    // how many model fields, whatever their spelling
-	stream     bool
-	wantsUsage bool // stream_options.include_usage
-
-	hasStreamOptions bool
-
-	// for pre-routing and context windows: the raw values, nil if absent
-	messages, prompt, input []byte
-	maxTokens               int64
-
-	watch   []string // rule fields to note
-	present uint64   // bit i: watch[i] is present and not null
-}
-
-// scanTop validates a JSON body and reads its top-level fields in one
-// pass. It reports false unless the body is one valid JSON object. A
-// model key given twice (escapes included) is counted: decoders disagree
-// on which one counts (gjson and sjson take the first, Go's and Python's
-// decoders, vLLM's and a cloud's, the last).
-func scanTop(body []byte, watch ...string) (topFields, bool) {
-	f := topFields{watch: watch}
-	end, ok := objectFields(body, skipSpace(body, 0), maxNesting, f.read)
-	return f, ok && skipSpace(body, end) == len(body)
-}
-
-// objectFields validates the object at i, no more than depth levels deep,
+// ObjectFields validates the object at i, no more than depth levels deep,
 // and calls fn with each of its fields: the key (unescaped), the value
 // and the value's offset. It returns the offset after the object.
-func objectFields(data []byte, i, depth int, fn func(key, raw []byte, at int)) (int, bool) {
+func ObjectFields(data []byte, i, depth int, fn func(key, raw []byte, at int)) (int, bool) {
 	if i >= len(data) || data[i] != '{' {
 		return i, false
 	}
-	i = skipSpace(data, i+1)
+	i = SkipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
 		return i + 1, true
 	}
@@ -72,7 +45,7 @@ func objectFields(data []byte, i, depth int, fn func(key, raw []byte, at int)) (
 			return i, false
 		}
 		ks := i
-		end, escaped, ok := scanString(data, i+1)
+		end, escaped, ok := ScanString(data, i+1)
 		if !ok {
 			return end, false
 		}
@@ -80,23 +53,23 @@ func objectFields(data []byte, i, depth int, fn func(key, raw []byte, at int)) (
 		if escaped {
 			key = []byte(gjson.ParseBytes(data[ks:end]).Str)
 		}
-		i = skipSpace(data, end)
+		i = SkipSpace(data, end)
 		if i >= len(data) || data[i] != ':' {
 			return i, false
 		}
-		vs := skipSpace(data, i+1)
+		vs := SkipSpace(data, i+1)
 		ve, ok := skipValue(data, vs, depth-1) // the object is a level
 		if !ok {
 			return ve, false
 		}
 		fn(key, data[vs:ve], vs)
-		i = skipSpace(data, ve)
+		i = SkipSpace(data, ve)
 		if i >= len(data) {
 			return i, false
 		}
 		switch data[i] {
 		case ',':
-			i = skipSpace(data, i+1)
+			i = SkipSpace(data, i+1)
 		case '}':
 			return i + 1, true
 		default:
@@ -105,79 +78,27 @@ func objectFields(data []byte, i, depth int, fn func(key, raw []byte, at int)) (
 	}
 }
 
-// read records one top-level field. raw is a valid JSON value at body
-// offset at.
-func (f *topFields) read(key, raw []byte, at int) {
-	switch string(key) {
-	case "model":
-		if f.models == 0 {
-			f.model, f.modelAt = raw, at
-		}
-		f.models++
-	case "stream":
-		switch raw[0] {
-		case 't', 'f':
-			f.stream = raw[0] == 't'
-		default: // lenient like gjson: "true", 1
-			f.stream = gjson.ParseBytes(raw).Bool()
-		}
-	case "stream_options":
-		f.hasStreamOptions = true
-		f.wantsUsage = gjson.GetBytes(raw, "include_usage").Bool()
-	case "messages":
-		f.messages = raw
-	case "prompt":
-		f.prompt = raw
-	case "input":
-		f.input = raw
-	case "max_tokens", "max_completion_tokens":
-		f.maxTokens = max(f.maxTokens, jsonInt(raw))
-	}
-	if len(f.watch) > 0 {
-		// a field given twice counts as upstream decoders read it: the last
-		for i, w := range f.watch {
-			if string(key) == w {
-				if string(raw) == "null" {
-					f.present &^= 1 << i
-				} else {
-					f.present |= 1 << i
-				}
-			}
-		}
-	}
-}
-
-// modelString reports whether the model is a JSON string.
-func (f *topFields) modelString() bool {
-	return len(f.model) > 0 && f.model[0] == '"'
-}
-
-// modelName returns the model's name, unescaped.
-func (f *topFields) modelName() string {
-	return gjson.ParseBytes(f.model).Str
-}
-
-// arrayValues calls each with the offset of each value of a valid JSON
+// ArrayValues calls each with the offset of each value of a valid JSON
 // array; each returns the offset after the value.
-func arrayValues(data []byte, each func(i int) int) {
-	i := skipSpace(data, 1)
+func ArrayValues(data []byte, each func(i int) int) {
+	i := SkipSpace(data, 1)
 	for i < len(data) && data[i] != ']' {
-		i = skipSpace(data, each(i))
+		i = SkipSpace(data, each(i))
 		if i >= len(data) || data[i] != ',' {
 			return
 		}
-		i = skipSpace(data, i+1)
+		i = SkipSpace(data, i+1)
 	}
 }
 
-// fieldAt returns the first field named key of the value at i, if that is
+// FieldAt returns the first field named key of the value at i, if that is
 // an object (nil otherwise), and the offset after the value: one pass.
-func fieldAt(data []byte, i int, key string) (raw []byte, end int) {
+func FieldAt(data []byte, i int, key string) (raw []byte, end int) {
 	if data[i] != '{' {
-		end, _ = skipValue(data, i, maxNesting)
+		end, _ = skipValue(data, i, MaxNesting)
 		return nil, end
 	}
-	end, _ = objectFields(data, i, maxNesting, func(k, v []byte, _ int) {
+	end, _ = ObjectFields(data, i, MaxNesting, func(k, v []byte, _ int) {
 		if raw == nil && string(k) == key {
 			raw = v
 		}
@@ -185,11 +106,11 @@ func fieldAt(data []byte, i int, key string) (raw []byte, end int) {
 	return raw, end
 }
 
-// lastField returns the value of the last top-level field named key of a
+// LastField returns the value of the last top-level field named key of a
 // valid JSON object (the one decoders keep), or nil.
-func lastField(body []byte, key string) []byte {
+func LastField(body []byte, key string) []byte {
 	var v []byte
-	objectFields(body, skipSpace(body, 0), maxNesting, func(k, raw []byte, _ int) {
+	ObjectFields(body, SkipSpace(body, 0), MaxNesting, func(k, raw []byte, _ int) {
 		if string(k) == key {
 			v = raw
 		}
@@ -197,9 +118,9 @@ func lastField(body []byte, key string) []byte {
 	return v
 }
 
-// unescapedLen returns the length in bytes of a valid JSON string (quotes
+// UnescapedLen returns the length in bytes of a valid JSON string (quotes
 // included) once unescaped. Each half of a surrogate pair counts 2.
-func unescapedLen(raw []byte) int {
+func UnescapedLen(raw []byte) int {
 	s := raw[1 : len(raw)-1]
 	n := len(s)
 	for {
@@ -222,15 +143,15 @@ func unescapedLen(raw []byte) int {
 	}
 }
 
-// jsonInt reads an integer value, leniently like gjson (256.0, "256").
-func jsonInt(raw []byte) int64 {
+// Int reads an integer value, leniently like gjson (256.0, "256").
+func Int(raw []byte) int64 {
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 		return n
 	}
 	return gjson.ParseBytes(raw).Int()
 }
 
-func skipSpace(data []byte, i int) int {
+func SkipSpace(data []byte, i int) int {
 	for i < len(data) {
 		switch data[i] {
 		case ' ', '\t', '\n', '\r':
@@ -258,10 +179,10 @@ func specialBytes(w uint64) uint64 {
 	return ((q - ones) | (b - ones) | (w - ones*0x20)) &^ w & highs
 }
 
-// scanString reads a string whose opening quote is just before i. It
+// ScanString reads a string whose opening quote is just before i. It
 // returns the offset after the closing quote and whether the string has
 // escapes.
-func scanString(data []byte, i int) (end int, escaped, ok bool) {
+func ScanString(data []byte, i int) (end int, escaped, ok bool) {
 	for {
 		// to the next special byte, sixteen bytes at a time: the lowest
 		// flagged byte of a word is always a special one
@@ -332,7 +253,7 @@ func skipValue(data []byte, i, depth int) (int, bool) {
 			if len(stack) == depth {
 				return i, false
 			}
-			i = skipSpace(data, i+1)
+			i = SkipSpace(data, i+1)
 			if i < len(data) && data[i] == closer {
 				i++
 				break
@@ -347,7 +268,7 @@ func skipValue(data []byte, i, depth int) (int, bool) {
 			continue
 		case '"':
 			var ok bool
-			if i, _, ok = scanString(data, i+1); !ok {
+			if i, _, ok = ScanString(data, i+1); !ok {
 				return i, false
 			}
 		case 't':
@@ -376,13 +297,13 @@ func skipValue(data []byte, i, depth int) (int, bool) {
 			if len(stack) == 0 {
 				return i, true
 			}
-			i = skipSpace(data, i)
+			i = SkipSpace(data, i)
 			if i >= len(data) {
 				return i, false
 			}
 			open := stack[len(stack)-1]
 			if c := data[i]; c == ',' {
-				i = skipSpace(data, i+1)
+				i = SkipSpace(data, i+1)
 				if open == '{' {
 					var ok bool
 					if i, ok = skipKey(data, i); !ok {
@@ -406,15 +327,15 @@ func skipKey(data []byte, i int) (int, bool) {
 	if i >= len(data) || data[i] != '"' {
 		return i, false
 	}
-	i, _, ok := scanString(data, i+1)
+	i, _, ok := ScanString(data, i+1)
 	if !ok {
 		return i, false
 	}
-	i = skipSpace(data, i)
+	i = SkipSpace(data, i)
 	if i >= len(data) || data[i] != ':' {
 		return i, false
 	}
-	return skipSpace(data, i+1), true
+	return SkipSpace(data, i+1), true
 }
 
 func hasWord(data []byte, i int, word string) bool {

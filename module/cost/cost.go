@@ -1,0 +1,99 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package cost is the arithmetic of the cost ledger: the seed's three-way
+// comparison of all-cloud, all-self-hosted and hybrid serving of a
+// measured demand.
+package cost
+
+import (
+	"math"
+	"time"
+)
+
+// SecondsPerMonth is a 30-day month, as in the seed's arithmetic.
+const SecondsPerMonth = 30 * 24 * 3600
+
+// Sample is a stretch of time with the demand it saw, in GPU
+// equivalents (the self-hosted GPUs the load would occupy), split into
+// the share self-hosted carried and the share the cloud carried.
+type Sample struct {
+	Dur         time.Duration
+	Self, Cloud float64 // GPU equivalents
+}
+
+// Comparison is the seed's three-way comparison over a window.
+type Comparison struct {
+	WindowSeconds  float64        `json:"covered_seconds"` // the part of the window the ledger saw
+	DemandGPUSecs  float64        `json:"demand_gpu_seconds"`
+	PeakDemandGPUs float64        `json:"peak_demand_gpus"`
+	AllCloud       Scenario       `json:"all_cloud"`
+	AllSelfHosted  Scenario       `json:"all_self_hosted"`
+	Hybrid         Scenario       `json:"hybrid"`
+	Tokens         map[string]int `json:"tokens,omitempty"`
+	// the self-hosted fixed cost per million tokens it served, at the
+	// window's utilization; null when it served none
+	SelfHostedPerMillionTokens *float64 `json:"self_hosted_usd_per_million_tokens"`
+}
+
+// Scenario is one way of serving the window's demand.
+type Scenario struct {
+	GPUs float64 `json:"gpus"`
+	// busy share of the self-hosted GPUs; null without self-hosted GPUs
+	Utilization *float64 `json:"utilization"`
+	// the fixed self-hosted cost over the window
+	SelfHostedUSD float64 `json:"self_hosted_usd"`
+	CloudUSD      float64 `json:"cloud_usd"`
+	TotalUSD      float64 `json:"total_usd"`
+}
+
+// Prices are what the comparison needs to know of the groups.
+type Prices struct {
+	SelfGPUs        float64 // self-hosted GPUs as run
+	GPUCostPerMonth float64
+	CloudPerGPUSec  float64 // USD per GPU-equivalent second in the cloud
+}
+
+// Compare computes the three scenarios from demand samples: all-cloud
+// (every GPU-second at cloud rates), all-self-hosted (enough GPUs for the
+// peak, rounded up), and the hybrid as run (the self-hosted GPUs plus
+// what the cloud carried). cloudUSD, when not negative, is the cloud
+// spend actually recorded, used for the hybrid instead of the estimate.
+func Compare(samples []Sample, p Prices, cloudUSD float64) Comparison {
+	var c Comparison
+	var selfSecs, cloudSecs float64
+	for _, s := range samples {
+		secs := s.Dur.Seconds()
+		c.WindowSeconds += secs
+		selfSecs += s.Self * secs
+		cloudSecs += s.Cloud * secs
+		c.PeakDemandGPUs = max(c.PeakDemandGPUs, s.Self+s.Cloud)
+	}
+	c.DemandGPUSecs = selfSecs + cloudSecs
+	fixed := func(gpus float64) float64 { return gpus * p.GPUCostPerMonth * c.WindowSeconds / SecondsPerMonth }
+	util := func(busy, gpus float64) *float64 {
+		if gpus <= 0 || c.WindowSeconds <= 0 {
+			return nil
+		}
+		u := busy / (gpus * c.WindowSeconds)
+		return &u
+	}
+
+	c.AllCloud.CloudUSD = c.DemandGPUSecs * p.CloudPerGPUSec
+	c.AllCloud.TotalUSD = c.AllCloud.CloudUSD
+
+	c.AllSelfHosted.GPUs = math.Ceil(c.PeakDemandGPUs - 1e-9)
+	c.AllSelfHosted.Utilization = util(c.DemandGPUSecs, c.AllSelfHosted.GPUs)
+	c.AllSelfHosted.SelfHostedUSD = fixed(c.AllSelfHosted.GPUs)
+	c.AllSelfHosted.TotalUSD = c.AllSelfHosted.SelfHostedUSD
+
+	c.Hybrid.GPUs = p.SelfGPUs
+	c.Hybrid.Utilization = util(selfSecs, p.SelfGPUs)
+	c.Hybrid.SelfHostedUSD = fixed(p.SelfGPUs)
+	c.Hybrid.CloudUSD = cloudSecs * p.CloudPerGPUSec
+	if cloudUSD >= 0 {
+		c.Hybrid.CloudUSD = cloudUSD
+	}
+	c.Hybrid.TotalUSD = c.Hybrid.SelfHostedUSD + c.Hybrid.CloudUSD
+	return c
+}
