@@ -16,12 +16,13 @@ import (
 // client. Each attempt gets its own header map, so nothing a failed
 // attempt set reaches the client. A fallback status (the target's
 // fallback_on) is held back and its body discarded, but for the start of
-// a 404's, which tells a missing model from another 404; a 400 is held with its body while a next
-// target could take a context-length error; anything else commits the
-// response: the headers go to the client and every write after that
-// passes straight through, flushed whenever the proxy flushes. With a
-// first-byte timeout a stream commits on its first body byte instead, so
-// that the timer can still abandon it for the next target.
+// a 404's, which tells a missing model from another 404; a 400 is held
+// with its body while a next target could take a context-length error;
+// anything else commits the response: the headers go to the client and
+// every write after that passes straight through, flushed whenever the
+// proxy flushes. With a first-byte timeout a stream commits on its first
+// body byte instead, so that the timer can still abandon it for the next
+// target.
 type attemptWriter struct {
 	w      http.ResponseWriter
 	rt     *route

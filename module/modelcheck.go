@@ -31,7 +31,8 @@ const modelCheckMinGap = 10 * time.Second
 // modelCheck is the last result of an openai group's model name check.
 // Targets whose model name the API does not list are skipped (reason
 // misconfigured) until a check finds it listed again; before the first
-// check, and after one that failed, none is.
+// check none is, and a failed check keeps the last answer, as a vLLM
+// endpoint's failed /v1/models probe does.
 type modelCheck struct {
 	mu        sync.Mutex
 	checkedAt time.Time
@@ -157,6 +158,9 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 
 	grp.check.mu.Lock()
 	prev := grp.check.missing
+	if reason != "" {
+		missing = prev
+	}
 	grp.check.checkedAt, grp.check.missing, grp.check.err = now(), missing, reason
 	if len(missing) > 0 {
 		grp.check.unlisted.Store(&missing)
