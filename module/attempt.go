@@ -85,6 +85,9 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	// group's when this attempt carries its half-open trial
 	res.ep = aw.slot.ep
 	defer func() {
+		if res.verdict == verdictSuccess && t.faults.n.Load() > 0 {
+			rt.faultEnded(t, res.ep)
+		}
 		if bc := t.group.Breaker; bc != nil {
 			if ep := res.ep; ep != nil {
 				rt.judge(ep.br, bc, res.verdict, aw.slot.trial, t.Group, ep.dial)
@@ -136,7 +139,8 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		a.reason = reasonContextLength
 	case aw.status != 0 && aw.held == nil:
 		// the upstream's own status, even if the timer fired after it
-		a.reason = statusReason(aw.status)
+		a.reason = statusReason(aw.status, aw.notFound)
+		a.wait = upstreamRetryAfter(aw.header, now())
 	case aw.state.Load() == attemptAbandoned:
 		a.reason = reasonFirstByte
 	case ctx.Err() != nil:
@@ -152,6 +156,9 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		}
 	}
 	rt.attempts = append(rt.attempts, a)
+	if isConfigFault(a.reason) {
+		rt.configFault(t, res.ep, a)
+	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(err))

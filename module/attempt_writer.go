@@ -14,13 +14,15 @@ import (
 
 // attemptWriter stands between one attempt's reverse proxy and the
 // client. Each attempt gets its own header map, so nothing a failed
-// attempt set reaches the client. A fallback status (429, 5xx) is held
-// back and its body discarded; a 400 is held with its body while a next
-// target could take a context-length error; anything else commits the
-// response: the headers go to the client and every write after that
-// passes straight through, flushed whenever the proxy flushes. With a
-// first-byte timeout a stream commits on its first body byte instead, so
-// that the timer can still abandon it for the next target.
+// attempt set reaches the client. A fallback status (the target's
+// fallback_on) is held back and its body discarded, but for the start of
+// a 404's, which tells a missing model from another 404; a 400 is held
+// with its body while a next target could take a context-length error;
+// anything else commits the response: the headers go to the client and
+// every write after that passes straight through, flushed whenever the
+// proxy flushes. With a first-byte timeout a stream commits on its first
+// body byte instead, so that the timer can still abandon it for the next
+// target.
 type attemptWriter struct {
 	w      http.ResponseWriter
 	rt     *route
@@ -38,6 +40,7 @@ type attemptWriter struct {
 	held           *bytes.Buffer // the held 400's body
 	holdUntilBody  bool          // commit on the first body byte, not the header
 	heldStatus     int
+	notFound       []byte // the start of a held 404's body
 }
 
 // Attempt states; the first-byte timer races the proxy for the change
@@ -62,7 +65,7 @@ func (aw *attemptWriter) WriteHeader(status int) {
 	switch {
 	case status < 200:
 		// informational responses are not passed on
-	case fallbackStatus(status) || status == statusClientClosed:
+	case aw.target.fallsBackOn(status) || status == statusClientClosed:
 		aw.status = status
 	case status == http.StatusBadRequest && aw.holdBadRequest:
 		aw.status = status
@@ -158,7 +161,12 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 			}
 			return aw.Write(p)
 		case aw.status != 0:
-			return len(p), nil // a failed attempt's body: discarded
+			// a failed attempt's body: discarded, but for what tells a
+			// missing model
+			if aw.status == http.StatusNotFound && len(aw.notFound) < maxNotFoundBody {
+				aw.notFound = append(aw.notFound, p[:min(len(p), maxNotFoundBody-len(aw.notFound))]...)
+			}
+			return len(p), nil
 		case len(p) == 0:
 			return 0, nil
 		}
@@ -199,6 +207,9 @@ func (f forwarder) Write(p []byte) (int, error) { return f.aw.forward(p) }
 
 // maxHeldBody caps a held 400 body; error bodies are small.
 const maxHeldBody = 64 << 10
+
+// maxNotFoundBody caps what is kept of a held 404's body.
+const maxNotFoundBody = 4 << 10
 
 // errAbandoned is what an abandoned attempt's proxy gets for its writes.
 var errAbandoned = errors.New("attempt abandoned")

@@ -92,6 +92,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				first_byte_timeout <duration>
 //				retries            <n>
 //				context_window     <tokens>
+//				fallback_on        <statuses...>
 //			}]
 //			route <group> {
 //				prompt_tokens_over <n>
@@ -486,6 +487,15 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 						return nil, err
 					}
 					t.ContextWindow = n
+				case "fallback_on":
+					if t.FallbackOn != nil {
+						return nil, d.Err("fallback_on already specified")
+					}
+					codes, err := parseFallbackOn(d)
+					if err != nil {
+						return nil, err
+					}
+					t.FallbackOn = codes
 				default:
 					return nil, d.Errf("unrecognized target subdirective '%s'", d.Val())
 				}
@@ -704,6 +714,34 @@ func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
 }
 
 // parseDuration reads exactly one positive duration argument.
+// parseFallbackOn parses the statuses of fallback_on: each a 4xx or 5xx
+// status, or `4xx` or `5xx` for a whole class (stored as 4 or 5, as
+// Caddy's status matchers do).
+func parseFallbackOn(d *caddyfile.Dispenser) ([]int, error) {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return nil, d.Err("fallback_on needs at least one status, e.g. fallback_on 429 5xx")
+	}
+	codes := make([]int, 0, len(args))
+	for _, a := range args {
+		var c int
+		switch a {
+		case "4xx":
+			c = 4
+		case "5xx":
+			c = 5
+		default:
+			n, err := strconv.Atoi(a)
+			if err != nil || n < 400 || n > 599 {
+				return nil, d.Errf("invalid fallback_on status '%s': want a 4xx or 5xx status, or 4xx or 5xx", a)
+			}
+			c = n
+		}
+		codes = append(codes, c)
+	}
+	return codes, nil
+}
+
 func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
 	name := d.Val()
 	if !d.NextArg() {

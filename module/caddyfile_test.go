@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		alias chat-main {
 			target self qwen2.5-7b-instruct {
 				timeout 20s
+				fallback_on 429 5xx 401 404
 			}
 			target cloud gpt-4o-mini
 		}
@@ -72,7 +74,10 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	if tg := al.Targets[0]; tg.Group != "self" || tg.Model != "qwen2.5-7b-instruct" || tg.Timeout != caddy.Duration(20*time.Second) {
 		t.Errorf("target 0: %+v", tg)
 	}
-	if tg := al.Targets[1]; tg.Group != "cloud" || tg.Model != "gpt-4o-mini" || tg.Timeout != 0 {
+	if got := al.Targets[0].FallbackOn; !slices.Equal(got, []int{429, 5, 401, 404}) {
+		t.Errorf("target 0 fallback_on: %v", got)
+	}
+	if tg := al.Targets[1]; tg.Group != "cloud" || tg.Model != "gpt-4o-mini" || tg.Timeout != 0 || tg.FallbackOn != nil {
 		t.Errorf("target 1: %+v", tg)
 	}
 }
@@ -110,6 +115,10 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad timeout", "hybrid_llm {" + self + "alias a {\ntarget self m {\ntimeout soon\n}\n}\n}", "invalid timeout 'soon'"},
 		{"bad route_headers", "hybrid_llm {\nroute_headers maybe" + self + alias + "}", "route_headers must be 'on' or 'off'"},
 		{"unknown target option", "hybrid_llm {" + self + "alias a {\ntarget self m {\nweight 3\n}\n}\n}", "unrecognized target subdirective 'weight'"},
+		{"fallback_on without statuses", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on\n}\n}\n}", "fallback_on needs at least one status"},
+		{"fallback_on 2xx", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 429 200\n}\n}\n}", "invalid fallback_on status '200'"},
+		{"fallback_on class", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 3xx\n}\n}\n}", "invalid fallback_on status '3xx'"},
+		{"fallback_on twice", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 429\nfallback_on 5xx\n}\n}\n}", "fallback_on already specified"},
 		{"api_key twice", "hybrid_llm {\ngroup self {\nkind vllm\napi_key a\napi_key b\nproxy 127.0.0.1:1\n}" + alias + "}", "api_key already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/tidwall/gjson"
 )
 
 // reason says why a target was left or passed over. Reasons are a fixed
@@ -43,19 +45,103 @@ const (
 	reasonUnhealthy    reason = "unhealthy"
 	reasonMisconfig    reason = "misconfigured"
 	reasonStaleMetrics reason = "stale_metrics"
+
+	// upstream answers that are the gateway's own configuration at
+	// fault: it sends its own credentials, path and model name
+	reasonUpstreamAuth  reason = "upstream_auth"   // 401, 403
+	reasonModelNotFound reason = "model_not_found" // 404 naming the model
+	reasonNotFound      reason = "http_404"        // any other 404
 	// every endpoint left already failed this request
 	reasonAvoided reason = "retries_exhausted"
 )
 
-// statusReason is the reason of an upstream answer with a fallback status.
-func statusReason(status int) reason {
+// statusReason is the reason of an upstream answer with a fallback
+// status; body is the start of a 404's body, which tells a missing model
+// from another 404.
+func statusReason(status int, body []byte) reason {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return reasonUpstreamAuth
+	case http.StatusNotFound:
+		if isModelNotFound(body) {
+			return reasonModelNotFound
+		}
+		return reasonNotFound
+	}
 	return reason("http_" + strconv.Itoa(status))
 }
 
-// fallbackStatus reports whether an upstream answer with this status
-// moves the request to the next target.
-func fallbackStatus(status int) bool {
-	return status == http.StatusTooManyRequests || status >= 500
+// isModelNotFound reports whether a 404 body says the model does not
+// exist: OpenAI's `model_not_found` code, Azure's `DeploymentNotFound`,
+// or a message about a model that does not exist or was not found
+// (vLLM's "The model `x` does not exist.", in its current
+// {"error":{...}} shape or its older top-level one, and Ollama's string).
+func isModelNotFound(body []byte) bool {
+	if len(body) == 0 || !gjson.ValidBytes(body) {
+		return false
+	}
+	e := gjson.GetBytes(body, "error")
+	if !e.IsObject() {
+		if e.Type == gjson.String {
+			return mentionsMissingModel(e.String())
+		}
+		e = gjson.ParseBytes(body) // vLLM before 0.10: the fields at the top
+	}
+	switch e.Get("code").String() {
+	case "model_not_found", "DeploymentNotFound":
+		return true
+	}
+	return mentionsMissingModel(e.Get("message").String())
+}
+
+// mentionsMissingModel reports whether an error message is about a
+// model that does not exist or was not found.
+func mentionsMissingModel(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "model") &&
+		(strings.Contains(msg, "does not exist") || strings.Contains(msg, "not found"))
+}
+
+// statusSet is a set of upstream statuses from 400 to 599.
+type statusSet [4]uint64
+
+// has reports whether status is in the set.
+func (s *statusSet) has(status int) bool {
+	i := status - 400
+	return i >= 0 && i < 200 && s[i>>6]&(1<<(i&63)) != 0
+}
+
+func (s *statusSet) add(status int) { i := status - 400; s[i>>6] |= 1 << (i & 63) }
+
+// defaultFallbackOn is the statuses that move a request to the next
+// target unless the target sets fallback_on: 408, 429 and every 5xx (the
+// upstream is slow, busy or broken) and 401, 403, 404 (the gateway's own
+// credentials, path or model name are wrong for this upstream).
+var defaultFallbackOn = []int{401, 403, 404, 408, 429, 5}
+
+// newStatusSet builds the set of fallback_on values: statuses from 400 to
+// 599, and 4 or 5 for a whole class, as in Caddy's status matchers.
+func newStatusSet(codes []int) (statusSet, error) {
+	var s statusSet
+	for _, c := range codes {
+		switch {
+		case c == 4 || c == 5:
+			for st := c * 100; st < c*100+100; st++ {
+				s.add(st)
+			}
+		case c >= 400 && c <= 599:
+			s.add(c)
+		default:
+			return s, fmt.Errorf("fallback_on: %d is not a 4xx or 5xx status", c)
+		}
+	}
+	return s, nil
+}
+
+// fallsBackOn reports whether an upstream answer with this status moves
+// the request to the next target.
+func (t *Target) fallsBackOn(status int) bool {
+	return t.fallbackOn.has(status)
 }
 
 // verdict is what an attempt says about its upstream, for the breakers.

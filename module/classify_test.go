@@ -43,10 +43,67 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestFallbackStatus(t *testing.T) {
-	for status, want := range map[int]bool{200: false, 400: false, 401: false, 404: false, 429: true, 500: true, 502: true, 503: true, 504: true} {
-		if got := fallbackStatus(status); got != want {
-			t.Errorf("fallbackStatus(%d) = %v, want %v", status, got, want)
+func TestFallbackOnDefault(t *testing.T) {
+	set, err := newStatusSet(defaultFallbackOn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &Target{fallbackOn: set}
+	for status, want := range map[int]bool{
+		200: false, 204: false, 301: false, 400: false, 409: false, 422: false,
+		401: true, 403: true, 404: true, 408: true, 429: true,
+		500: true, 502: true, 503: true, 504: true, 599: true,
+	} {
+		if got := tg.fallsBackOn(status); got != want {
+			t.Errorf("fallsBackOn(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+func TestFallbackOnSet(t *testing.T) {
+	set, err := newStatusSet([]int{429, 503, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for status, want := range map[int]bool{399: false, 400: true, 404: true, 499: true, 500: false, 503: true, 599: false, 600: false, 0: false} {
+		if got := set.has(status); got != want {
+			t.Errorf("has(%d) = %v, want %v", status, got, want)
+		}
+	}
+	for _, bad := range [][]int{{200}, {302}, {600}, {3}, {0}, {-1}} {
+		if _, err := newStatusSet(bad); err == nil {
+			t.Errorf("newStatusSet(%v) accepted", bad)
+		}
+	}
+}
+
+func TestStatusReason(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		body   string
+		want   reason
+	}{
+		{401, `{"error":"Unauthorized"}`, reasonUpstreamAuth},
+		{401, `{"error":{"message":"Incorrect API key provided: sk-***1234.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, reasonUpstreamAuth},
+		{403, ``, reasonUpstreamAuth},
+		// vLLM, current shape and the one before 0.10
+		{404, `{"error":{"message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}}`, reasonModelNotFound},
+		{404, `{"object":"error","message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`, reasonModelNotFound},
+		// OpenAI, Azure OpenAI, Ollama
+		{404, `{"error":{"message":"The model ` + "`gpt-x`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, reasonModelNotFound},
+		{404, `{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist."}}`, reasonModelNotFound},
+		{404, `{"error":"model \"llama3\" not found, try pulling it first"}`, reasonModelNotFound},
+		// a 404 that is not about the model
+		{404, `{"detail":"Not Found"}`, reasonNotFound},
+		{404, `{"error":{"message":"Invalid URL (POST /v1/chat/completion)","type":"invalid_request_error","param":null,"code":null}}`, reasonNotFound},
+		{404, `not json: model does not exist`, reasonNotFound},
+		{404, ``, reasonNotFound},
+		{408, ``, "http_408"},
+		{429, ``, "http_429"},
+		{503, ``, "http_503"},
+	} {
+		if got := statusReason(tc.status, []byte(tc.body)); got != tc.want {
+			t.Errorf("statusReason(%d, %s) = %q, want %q", tc.status, tc.body, got, tc.want)
 		}
 	}
 }

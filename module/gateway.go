@@ -157,10 +157,20 @@ type Target struct {
 	// skips the target.
 	ContextWindow int `json:"context_window,omitempty"`
 
-	group     *Group
-	modelJSON []byte
-	sameName  bool
-	metrics   *targetMetrics
+	// The upstream statuses that move the request to the next target
+	// instead of reaching the client: statuses from 400 to 599, or 4 or
+	// 5 for a whole class (as in Caddy's status matchers). 404 means any
+	// 404; one that names the model is logged as model_not_found and, on
+	// a vllm endpoint, marks it misconfigured. Replaces the default:
+	// 401, 403, 404, 408, 429 and 5 (every 5xx).
+	FallbackOn []int `json:"fallback_on,omitempty"`
+
+	group      *Group
+	fallbackOn statusSet
+	faults     faultLog
+	modelJSON  []byte
+	sameName   bool
+	metrics    *targetMetrics
 }
 
 // CaddyModule returns the Caddy module information.
@@ -245,6 +255,15 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			if t.Timeout < 0 || t.FirstByteTimeout < 0 || t.Retries < 0 || t.ContextWindow < 0 {
 				return fmt.Errorf("alias %q: target %d (group %q): timeout, first_byte_timeout, retries and context_window must not be negative", name, i, t.Group)
 			}
+			codes := t.FallbackOn
+			if codes == nil {
+				codes = defaultFallbackOn
+			}
+			set, err := newStatusSet(codes)
+			if err != nil {
+				return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
+			}
+			t.fallbackOn = set
 			t.group = grp
 			t.modelJSON, _ = json.Marshal(t.Model)
 			t.metrics = newTargetMetrics(g.Name, name, t)

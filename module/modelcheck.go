@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -23,12 +24,46 @@ const (
 	modelCheckTimeout         = 15 * time.Second
 )
 
+// modelCheckMinGap is the least time between a check and one woken by a
+// request the API answered with model_not_found.
+const modelCheckMinGap = 10 * time.Second
+
 // modelCheck is the last result of an openai group's model name check.
+// Targets whose model name the API does not list are skipped (reason
+// misconfigured) until a check finds it listed again; before the first
+// check none is, and a failed check keeps the last answer, as a vLLM
+// endpoint's failed /v1/models probe does.
 type modelCheck struct {
 	mu        sync.Mutex
 	checkedAt time.Time
 	missing   []string // configured names the API does not list
 	err       string   // why the check could not be made
+
+	unlisted atomic.Pointer[[]string] // missing, for routing; nil when none
+	wake     chan struct{}            // check now; nil without checks
+}
+
+// lacks reports whether the last check found the model name unlisted.
+func (mc *modelCheck) lacks(model string) bool {
+	m := mc.unlisted.Load()
+	return m != nil && slices.Contains(*m, model)
+}
+
+// wakeNow asks for a check now, unless one ran very recently.
+func (mc *modelCheck) wakeNow() {
+	if mc.wake == nil {
+		return
+	}
+	mc.mu.Lock()
+	recent := !mc.checkedAt.IsZero() && now().Sub(mc.checkedAt) < modelCheckMinGap
+	mc.mu.Unlock()
+	if recent {
+		return
+	}
+	select {
+	case mc.wake <- struct{}{}:
+	default:
+	}
 }
 
 // result returns the last check's time, the missing names and the error.
@@ -50,6 +85,8 @@ func (grp *Group) startModelCheck(ctx caddy.Context) {
 		interval = defaultModelCheckInterval
 	}
 	logger := ctx.Logger().With(zap.String("group", grp.name))
+	wake := make(chan struct{}, 1)
+	grp.check.wake = wake
 	go func() {
 		defer logPanic(logger, "model check")
 		t := time.NewTimer(0)
@@ -59,6 +96,8 @@ func (grp *Group) startModelCheck(ctx caddy.Context) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+			case <-wake:
+				t.Stop()
 			}
 			grp.checkModels(ctx, logger)
 			t.Reset(interval)
@@ -118,17 +157,25 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 	}
 
 	grp.check.mu.Lock()
-	hadMissing := len(grp.check.missing) > 0
+	prev := grp.check.missing
+	if reason != "" {
+		missing = prev
+	}
 	grp.check.checkedAt, grp.check.missing, grp.check.err = now(), missing, reason
+	if len(missing) > 0 {
+		grp.check.unlisted.Store(&missing)
+	} else {
+		grp.check.unlisted.Store(nil)
+	}
 	grp.check.mu.Unlock()
 
 	switch {
 	case reason != "":
 		logger.Warn("could not check the model names of the group", zap.String("reason", reason))
-	case len(missing) > 0:
-		logger.Error("the group's API does not list configured model names: requests sent to it with these names will fail",
+	case len(missing) > 0 && !slices.Equal(prev, missing):
+		logger.Error("the group's API does not list configured model names: targets with these names are skipped (misconfigured)",
 			zap.Strings("missing", missing), zap.Strings("configured", grp.expect))
-	case hadMissing:
+	case len(missing) == 0 && len(prev) > 0:
 		logger.Info("the group's API lists all configured model names again")
 	}
 }

@@ -17,6 +17,8 @@ type attempt struct {
 	target *Target
 	reason reason // empty when it answered
 	status int    // upstream status, when it answered with a fallback status
+	// how long the upstream asked to wait (its Retry-After), if it did
+	wait time.Duration
 }
 
 // route carries one request through its alias's targets.
@@ -115,6 +117,9 @@ func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 	if t.group.shared.drained.Load() {
 		return reasonDrained
 	}
+	if t.group.check.lacks(t.Model) {
+		return reasonMisconfig // the cloud's model list lacks the name
+	}
 	if w := t.contextWindow(); w > 0 {
 		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
 			return reasonContextWindow
@@ -133,7 +138,8 @@ func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 	return ""
 }
 
-// fail answers a request none of whose targets answered.
+// fail answers a request none of whose targets answered, telling the
+// client whether a retry can help.
 func (rt *route) fail(al *Alias) error {
 	status := http.StatusServiceUnavailable
 	code := "no_target_available"
@@ -152,6 +158,11 @@ func (rt *route) fail(al *Alias) error {
 		status, code = http.StatusGatewayTimeout, "deadline_exceeded"
 	}
 	rt.status = status
+	if never, after := rt.retryAdvice(now()); never {
+		rt.w.Header().Set("X-Should-Retry", "false")
+	} else if after > 0 {
+		rt.w.Header().Set("Retry-After", retryAfterSeconds(after))
+	}
 	if status == http.StatusBadGateway {
 		rt.outcome = outcomeUpstream
 	} else {

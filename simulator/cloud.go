@@ -247,6 +247,12 @@ func (c *Cloud) injectedError(w http.ResponseWriter, status int, model string) {
 		openAIError(w, status, "server_error", "The server is overloaded or not ready yet.", nil, nil)
 	case status >= 500:
 		openAIError(w, status, "server_error", http.StatusText(status), nil, nil)
+	case status == http.StatusUnauthorized:
+		openAIError(w, status, "invalid_request_error",
+			"Incorrect API key provided: sk-***pired. You can find your API key at https://platform.openai.com/account/api-keys.",
+			nil, "invalid_api_key")
+	case status == http.StatusNotFound:
+		c.modelNotFound(w, model)
 	default:
 		openAIError(w, status, "invalid_request_error", http.StatusText(status), nil, nil)
 	}

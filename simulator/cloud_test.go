@@ -188,6 +188,14 @@ func TestCloudFailures(t *testing.T) {
 	if r.status != 429 || r.header.Get("Retry-After") != "1" || gjson.Get(r.body, "error.code").Str != "rate_limit_exceeded" {
 		t.Errorf("injected 429: %d %v %s", r.status, r.header, r.body)
 	}
+	c.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 401})
+	if r := post(t, chat, cloudChat); r.status != 401 || gjson.Get(r.body, "error.code").Str != "invalid_api_key" {
+		t.Errorf("injected 401: %d %s", r.status, r.body)
+	}
+	c.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 404})
+	if r := post(t, chat, cloudChat); r.status != 404 || gjson.Get(r.body, "error.code").Str != "model_not_found" {
+		t.Errorf("injected 404: %d %s", r.status, r.body)
+	}
 	c.SetFailures(simulator.Failures{ErrorRate: 1.0 / 3})
 	var got []int
 	for range 6 {

@@ -25,7 +25,8 @@ type Failures struct {
 	// every second request, 0.25 every fourth and 1 all of them.
 	ErrorRate float64
 	// ErrorStatus is the status of injected errors (default 500). The body
-	// is in the simulator's own error shape.
+	// is in the simulator's own error shape; a 401 is a rejected key and a
+	// 404 says the requested model does not exist.
 	ErrorStatus int
 	// Stall delays the request before it is examined at all, so before any
 	// response header is written. It ends early when the client goes away.

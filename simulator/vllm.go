@@ -67,7 +67,7 @@ type VLLMConfig struct {
 // includes Stall and queue time.
 type VLLM struct {
 	cfg     VLLMConfig
-	names   map[string]struct{}
+	names   atomic.Pointer[servedNames]
 	model   string
 	created int64
 
@@ -99,14 +99,11 @@ func NewVLLM(cfg VLLMConfig) *VLLM {
 	}
 	v := &VLLM{
 		cfg:     cfg,
-		names:   make(map[string]struct{}, len(cfg.ServedModelNames)),
 		model:   cfg.ServedModelNames[0],
 		created: time.Now().Unix(),
 		rec:     recorder{disabled: cfg.DisableRecording},
 	}
-	for _, n := range cfg.ServedModelNames {
-		v.names[n] = struct{}{}
-	}
+	v.SetServedModelNames(cfg.ServedModelNames...)
 	v.metrics = newVLLMMetrics(v.model, cfg.Engines, cfg.MaxNumSeqs, cfg.MaxModelLen)
 	v.metricsH = promhttp.HandlerFor(v.metrics.reg, promhttp.HandlerOpts{})
 	slots := float64(cfg.MaxNumSeqs)
@@ -119,6 +116,23 @@ func NewVLLM(cfg VLLMConfig) *VLLM {
 	v.healthy.Store(true)
 	v.fail.set(Failures{})
 	return v
+}
+
+// servedNames are the model names requests may use, in order.
+type servedNames struct {
+	list []string
+	set  map[string]struct{}
+}
+
+// SetServedModelNames changes the names requests may use and /v1/models
+// lists, like a restart with another --served-model-name. Responses and
+// the model_name metric label keep the first name of the config.
+func (v *VLLM) SetServedModelNames(names ...string) {
+	sn := &servedNames{list: append([]string(nil), names...), set: make(map[string]struct{}, len(names))}
+	for _, n := range names {
+		sn.set[n] = struct{}{}
+	}
+	v.names.Store(sn)
 }
 
 // Config returns the effective configuration, defaults applied.
@@ -266,7 +280,7 @@ type modelList[T any] struct {
 
 func (v *VLLM) serveModels(w http.ResponseWriter) {
 	list := modelList[vllmModelCard]{Object: "list"}
-	for _, name := range v.cfg.ServedModelNames {
+	for _, name := range v.names.Load().list {
 		list.Data = append(list.Data, vllmModelCard{
 			ID: name, Object: "model", Created: v.created, OwnedBy: "vllm",
 			Root: "/models/" + v.model, MaxModelLen: v.cfg.MaxModelLen,
@@ -339,7 +353,7 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 		return
 	}
 	if req.hasModel {
-		if _, ok := v.names[req.model]; !ok {
+		if _, ok := v.names.Load().set[req.model]; !ok {
 			v.writeError(w, http.StatusNotFound, "NotFoundError",
 				"The model `"+req.model+"` does not exist.", nil)
 			return
@@ -358,8 +372,16 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	if fs.shouldFail() {
 		status := fs.ErrorStatus
 		msg := http.StatusText(status)
-		if status == http.StatusInternalServerError {
+		switch status {
+		case http.StatusInternalServerError:
 			msg = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+		case http.StatusUnauthorized:
+			// vLLM's --api-key middleware
+			writeBody(w, status, []byte(`{"error":"Unauthorized"}`))
+			return
+		case http.StatusNotFound:
+			// vLLM's only 404 on an inference path
+			msg = "The model `" + req.model + "` does not exist."
 		}
 		v.writeError(w, status, vllmErrorType(status), msg, nil)
 		return

@@ -508,6 +508,30 @@ func TestVLLMErrorRate(t *testing.T) {
 	expect(t, post(t, url+"/v1/chat/completions", chatBody), 200, "")
 }
 
+// Injected 401 and 404 look like vLLM's: its --api-key middleware, and
+// its answer for a model it does not serve.
+func TestVLLMInjectedAuthAndNotFound(t *testing.T) {
+	v, url := newVLLM(t, simulator.VLLMConfig{})
+	v.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 401})
+	expect(t, post(t, url+"/v1/chat/completions", chatBody), 401, `{"error":"Unauthorized"}`)
+	v.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 404})
+	expect(t, post(t, url+"/v1/chat/completions", chatBody), 404,
+		`{"error":{"message":"The model `+"`qwen2.5-7b-instruct`"+` does not exist.","type":"NotFoundError","param":null,"code":404}}`)
+}
+
+// A restart under another served name: requests for the old name get
+// vLLM's 404, /v1/models lists the new one.
+func TestVLLMSetServedModelNames(t *testing.T) {
+	v, url := newVLLM(t, simulator.VLLMConfig{})
+	v.SetServedModelNames("other")
+	expect(t, post(t, url+"/v1/chat/completions", chatBody), 404,
+		`{"error":{"message":"The model `+"`qwen2.5-7b-instruct`"+` does not exist.","type":"NotFoundError","param":null,"code":404}}`)
+	if ids := gjson.Get(get(t, url+"/v1/models").body, "data.#.id").String(); ids != `["other"]` {
+		t.Errorf("models %s", ids)
+	}
+	expect(t, post(t, url+"/v1/chat/completions", strings.Replace(chatBody, "qwen2.5-7b-instruct", "other", 1)), 200, "")
+}
+
 func TestVLLMCutStream(t *testing.T) {
 	v, url := newVLLM(t, simulator.VLLMConfig{OutputTokens: 10})
 	v.SetFailures(simulator.Failures{CutAfterChunks: 3})

@@ -1,0 +1,136 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// OpenAI's SDKs retry 408, 409, 429 and every 5xx on their own, unless the
+// answer says `x-should-retry: false`, and wait as long as `Retry-After`
+// says. The gateway's own error answers say which applies, so that a
+// client does not walk every target again when that cannot help, and
+// waits for the nearest target to be back when it can.
+
+const (
+	// defaultRetryAfter is the wait advised for a busy target that gave
+	// no time of its own.
+	defaultRetryAfter = time.Second
+	// maxRetryAfter caps any advised wait.
+	maxRetryAfter = 10 * time.Minute
+)
+
+// retryAdvice judges the failed attempts of a request no target answered:
+// never when a retry cannot help (every target refused for good: the
+// gateway's configuration, the request's size or shape), otherwise the
+// time until the nearest target may serve when every one that can is
+// only busy (overloaded, past its red line, overflowing, its breaker
+// open), else neither (the client's own backoff applies).
+func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
+	if len(rt.attempts) == 0 {
+		return false, 0
+	}
+	never, busy := true, true
+	for i := range rt.attempts {
+		a := &rt.attempts[i]
+		if permanentFailure(a) {
+			continue
+		}
+		never = false
+		w := a.wait
+		switch {
+		case w > 0:
+		case a.reason == reasonBreakerOpen:
+			w = breakerWait(a.target, t0)
+		case a.reason == reasonRedLine, a.reason == reasonOverflow,
+			a.status == http.StatusTooManyRequests, a.status == http.StatusServiceUnavailable:
+			w = defaultRetryAfter
+		default:
+			busy = false
+		}
+		if after == 0 || w < after {
+			after = w
+		}
+	}
+	if never || !busy {
+		return never, 0
+	}
+	return false, after
+}
+
+// permanentFailure reports whether a target refused the request in a way
+// a retry does not change: it is misconfigured, refuses the gateway's
+// credentials, does not know the model or path, answered another 4xx the
+// target falls back on, or its context window is too small.
+func permanentFailure(a *attempt) bool {
+	switch a.reason {
+	case reasonMisconfig, reasonContextWindow, reasonContextLength, reasonUpstreamAuth, reasonModelNotFound:
+		return true
+	}
+	if !strings.HasPrefix(string(a.reason), "http_4") {
+		return false
+	}
+	switch a.status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return false
+	}
+	return true
+}
+
+// breakerWait is the time until the target's group, or the first of its
+// endpoints, may take a request again.
+func breakerWait(t *Target, t0 time.Time) time.Duration {
+	grp := t.group
+	if grp.Breaker != nil {
+		if st, until := grp.shared.breaker.view(); st == "open" && until.After(t0) {
+			return until.Sub(t0)
+		}
+	}
+	var w time.Duration
+	if vg := grp.vllm; vg != nil && vg.breakers {
+		for _, ep := range vg.endpoints {
+			if st, until := ep.br.view(); st == "open" && until.After(t0) {
+				if d := until.Sub(t0); w == 0 || d < w {
+					w = d
+				}
+			}
+		}
+	}
+	if w == 0 {
+		w = defaultRetryAfter // half-open: a trial is deciding now
+	}
+	return w
+}
+
+// upstreamRetryAfter reads how long an upstream asked to wait:
+// `retry-after-ms`, or `Retry-After` in seconds or as an HTTP date.
+func upstreamRetryAfter(h http.Header, t0 time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	var d time.Duration
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			d = time.Duration(min(ms, float64(maxRetryAfter/time.Millisecond)) * float64(time.Millisecond))
+		}
+	}
+	if v := h.Get("Retry-After"); d == 0 && v != "" {
+		if s, err := strconv.Atoi(v); err == nil {
+			d = time.Duration(min(max(s, 0), int(maxRetryAfter/time.Second))) * time.Second
+		} else if when, err := http.ParseTime(v); err == nil {
+			d = when.Sub(t0)
+		}
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
+// retryAfterSeconds renders a wait as Retry-After: whole seconds, at
+// least 1.
+func retryAfterSeconds(d time.Duration) string {
+	s := int64((min(d, maxRetryAfter) + time.Second - 1) / time.Second)
+	return strconv.FormatInt(max(s, 1), 10)
+}

@@ -1,0 +1,92 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+func TestRetryAdvice(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	plain := &Target{Group: "cloud", group: &Group{shared: &groupShared{}}}
+	broken := &Target{Group: "self", group: &Group{shared: &groupShared{}, Breaker: &BreakerConfig{AllowedFails: 1, Cooldown: 0}}}
+	broken.group.shared.breaker.failure(broken.group.Breaker, t0.Add(-22500*time.Millisecond), false) // open until t0+7.5s
+
+	for _, tc := range []struct {
+		name     string
+		attempts []attempt
+		never    bool
+		after    time.Duration
+	}{
+		{"none", nil, false, 0},
+		{"every target misconfigured or refusing the key", []attempt{
+			{target: broken, reason: reasonMisconfig},
+			{target: plain, reason: reasonUpstreamAuth, status: 401},
+		}, true, 0},
+		{"too large everywhere", []attempt{
+			{target: broken, reason: reasonContextLength, status: 400},
+			{target: plain, reason: reasonContextWindow},
+		}, true, 0},
+		{"a 4xx the user falls back on", []attempt{{target: plain, reason: "http_422", status: 422}}, true, 0},
+		{"a 408 may pass", []attempt{{target: plain, reason: "http_408", status: 408}}, false, 0},
+		{"a 5xx: the client's own backoff", []attempt{
+			{target: broken, reason: reasonMisconfig},
+			{target: plain, reason: "http_500", status: 500},
+		}, false, 0},
+		{"busy: the nearest wait", []attempt{
+			{target: broken, reason: reasonRedLine},
+			{target: plain, reason: "http_429", status: 429, wait: 3 * time.Second},
+		}, false, time.Second},
+		{"the upstream's own wait", []attempt{
+			{target: broken, reason: reasonMisconfig},
+			{target: plain, reason: "http_429", status: 429, wait: 3 * time.Second},
+		}, false, 3 * time.Second},
+		{"an open breaker", []attempt{
+			{target: broken, reason: reasonBreakerOpen},
+			{target: plain, reason: "http_503", status: 503, wait: 20 * time.Second},
+		}, false, 7500 * time.Millisecond},
+		{"busy and a connection failure", []attempt{
+			{target: broken, reason: reasonRedLine},
+			{target: plain, reason: reasonConnRefused},
+		}, false, 0},
+	} {
+		rt := &route{attempts: tc.attempts}
+		never, after := rt.retryAdvice(t0)
+		if never != tc.never || after != tc.after {
+			t.Errorf("%s: never %v after %v, want %v %v", tc.name, never, after, tc.never, tc.after)
+		}
+	}
+}
+
+func TestUpstreamRetryAfter(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{nil, 0},
+		{http.Header{"Retry-After": {"3"}}, 3 * time.Second},
+		{http.Header{"Retry-After": {"0"}}, 0},
+		{http.Header{"Retry-After": {"-4"}}, 0},
+		{http.Header{"Retry-After": {"99999999999999999"}}, maxRetryAfter},
+		{http.Header{"Retry-After": {"999999999999999999999"}}, 0}, // no int, no date
+		{http.Header{"Retry-After": {"86400"}}, maxRetryAfter},
+		{http.Header{"Retry-After": {t0.Add(90 * time.Second).Format(http.TimeFormat)}}, 90 * time.Second},
+		{http.Header{"Retry-After": {t0.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
+		{http.Header{"Retry-After": {"soon"}}, 0},
+		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"3"}}, 250 * time.Millisecond},
+		{http.Header{"Retry-After-Ms": {"junk"}, "Retry-After": {"3"}}, 3 * time.Second},
+	} {
+		if got := upstreamRetryAfter(tc.h, t0); got != tc.want {
+			t.Errorf("upstreamRetryAfter(%v) = %v, want %v", tc.h, got, tc.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "1", 250 * time.Millisecond: "1", time.Second: "1", 7500 * time.Millisecond: "8", time.Hour: "600"} {
+		if got := retryAfterSeconds(d); got != want {
+			t.Errorf("retryAfterSeconds(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+)
+
+// Upstream answers that are the gateway's configuration at fault (a
+// rejected key, a model name or path the upstream does not know) fall
+// back like any failure. They are logged at error level once when they
+// start, per target, endpoint and reason, and at info level once when
+// the upstream answers again; a vLLM endpoint that says it does not know
+// the model is marked misconfigured at once.
+
+// isConfigFault reports whether a reason is the gateway's configuration
+// at fault rather than the upstream's health.
+func isConfigFault(why reason) bool {
+	return why == reasonUpstreamAuth || why == reasonModelNotFound || why == reasonNotFound
+}
+
+// faultLog remembers the configuration faults of a target that were
+// logged, so that each is logged once, not on every request.
+type faultLog struct {
+	n  atomic.Int32 // faults held; a success reads only this
+	mu sync.Mutex
+	on map[faultKey]struct{}
+}
+
+// faultKey is one fault: an endpoint (empty for a group without probed
+// endpoints) and the reason.
+type faultKey struct {
+	endpoint string
+	why      reason
+}
+
+// start records a fault and reports whether it is new.
+func (f *faultLog) start(k faultKey) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.on[k]; ok {
+		return false
+	}
+	if f.on == nil {
+		f.on = make(map[faultKey]struct{})
+	}
+	f.on[k] = struct{}{}
+	f.n.Add(1)
+	return true
+}
+
+// end forgets the faults of an endpoint that answered, and returns them.
+func (f *faultLog) end(endpoint string) []reason {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ended []reason
+	for k := range f.on {
+		if k.endpoint == endpoint {
+			delete(f.on, k)
+			f.n.Add(-1)
+			ended = append(ended, k.why)
+		}
+	}
+	slices.Sort(ended)
+	return ended
+}
+
+// configFault handles an attempt that failed for the gateway's
+// configuration: a vLLM endpoint that does not know the model is marked
+// misconfigured for it, a cloud's model list is checked again, and a new
+// fault is logged.
+func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
+	dial := ""
+	if ep != nil {
+		dial = ep.dial
+	}
+	if a.reason == reasonModelNotFound {
+		if ep != nil {
+			ep.p.markMissing(t.Model)
+		} else {
+			t.group.check.wakeNow()
+		}
+	}
+	if !t.faults.start(faultKey{endpoint: dial, why: a.reason}) {
+		return
+	}
+	var msg string
+	switch a.reason {
+	case reasonUpstreamAuth:
+		msg = "the upstream refused the gateway's credentials: check the group's api_key; requests fall back to the next target"
+	case reasonModelNotFound:
+		msg = "the upstream does not know the target's model name: requests fall back to the next target"
+		if ep != nil {
+			msg = "the vLLM endpoint does not serve the target's model name: it is marked misconfigured until its /v1/models lists the name; requests fall back to the next target"
+		}
+	default:
+		msg = "the upstream answered 404 to the gateway: check the group's path and the target's model name; requests fall back to the next target"
+	}
+	fields := []zap.Field{zap.String("alias", rt.alias.name), zap.String("group", t.Group), zap.String("model", t.Model),
+		zap.String("reason", string(a.reason)), zap.Int("status", a.status)}
+	if dial != "" {
+		fields = append(fields, zap.String("endpoint", dial))
+	}
+	rt.g.logger.Error(msg, fields...)
+}
+
+// faultEnded logs once that a target with configuration faults answers
+// again.
+func (rt *route) faultEnded(t *Target, ep *endpoint) {
+	dial := ""
+	if ep != nil {
+		dial = ep.dial
+	}
+	ended := t.faults.end(dial)
+	if len(ended) == 0 {
+		return
+	}
+	reasons := make([]string, len(ended))
+	for i, why := range ended {
+		reasons[i] = string(why)
+	}
+	fields := []zap.Field{zap.String("alias", rt.alias.name), zap.String("group", t.Group), zap.String("model", t.Model),
+		zap.Strings("reasons", reasons)}
+	if dial != "" {
+		fields = append(fields, zap.String("endpoint", dial))
+	}
+	rt.g.logger.Info("the upstream answers the target again", fields...)
+}
+
+// markMissing marks the endpoint as not serving model at once, after it
+// answered that the model does not exist, and wakes its /v1/models probe,
+// whose answer confirms or clears the mark. Until a /v1/models probe
+// succeeds, the other expected names count as served.
+func (p *prober) markMissing(model string) {
+	p.mu.Lock()
+	next := *p.snap.Load()
+	_, listed := next.models[model]
+	if listed || next.models == nil {
+		models := maps.Clone(next.models)
+		if models == nil {
+			models = make(map[string]int)
+			for _, m := range p.settings.Load().expect {
+				models[m] = 0 // max_model_len unknown
+			}
+		}
+		delete(models, model)
+		next.models, next.anyMissing = models, true
+		p.snap.Store(&next)
+	}
+	// the probe's confirmation is not logged again; its clearing is
+	p.missed[model] = true
+	p.mu.Unlock()
+	select {
+	case p.wake[2] <- struct{}{}:
+	default:
+	}
+}
