@@ -419,7 +419,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 		ep.br = new(breaker)
 	}
 	epA := g.endpoints[a.Addr()]
-	epA.br.failure(cfg, *clock, false)
+	epA.br.failure(cfg, *clock, false, failCause{})
 
 	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 	for range 3 {
