@@ -319,10 +319,11 @@ func connFailure(why reason) bool {
 // breaker takes every verdict on its endpoint, except a 429 that asked
 // for a wait (the hold keeps the endpoint out instead). The group's
 // breaker takes a failure only when the group as a whole fails: an
-// attempt on no known endpoint, a group of one endpoint, or a request
-// whose failures on this target span two endpoints or more (counting the
-// retries before this attempt and the proxy's own retries within it). One
-// bad replica thus opens its own breaker and leaves the others serving.
+// attempt on no known endpoint (an openai group, an unprobed upstream),
+// or a request whose failures on this target span two endpoints or more
+// (the retries before this attempt and the proxy's own retries within
+// it). One bad replica thus opens its own breaker and leaves the others
+// serving; a group whose endpoints are all out is skipped for that.
 // The attempt carrying the group's half-open trial settles it; a failure
 // that is the endpoint's alone gives the trial to the next request.
 func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *attemptSlot, groupTrial bool, failedBefore int) {
@@ -333,8 +334,7 @@ func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *
 			ev = verdictNone
 		}
 		rt.judge(ep.br, bc, ev, slot.trial, t.Group, ep.dial, res.cause)
-		vg := t.group.vllm
-		if v == verdictFailure && (res.held || (len(vg.endpoints) > 1 && failedBefore+slot.failed < 1)) {
+		if v == verdictFailure && (res.held || failedBefore+slot.failed < 1) {
 			v = verdictNone
 		}
 	}
