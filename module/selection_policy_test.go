@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"context"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,7 +44,12 @@ func TestStandalonePolicyCleanupAfterUnprobeableUpstream(t *testing.T) {
 // Dynamic upstreams come and go: the policy stops probing an address no
 // pool has held for a while, and keeps probing those still there.
 func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
-	clock := fakeClock(t)
+	// the policy's probers run and read the clock meanwhile: an atomic one
+	var clock atomic.Int64
+	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	old := now
+	now = func() time.Time { return time.Unix(0, clock.Load()) }
+	t.Cleanup(func() { now = old })
 	_, a := startSim(t, simulator.VLLMConfig{})
 	_, b := startSim(t, simulator.VLLMConfig{})
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
@@ -68,7 +74,7 @@ func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
 	}
 	// a leaves the pool (the lookup no longer returns it)
 	for range 12 {
-		*clock = clock.Add(time.Minute)
+		clock.Add(int64(time.Minute))
 		s.Select(reverseproxy.UpstreamPool{up(b)}, req, nil)
 	}
 	if refs(a) != 0 {
