@@ -23,6 +23,8 @@ type attemptResult struct {
 	done    bool
 	ep      *endpoint // the vLLM endpoint it went to, if known
 	verdict verdict   // what it says about the upstream
+	cause   failCause // of a failure, for the endpoint's breaker
+	held    bool      // the endpoint answered 429 with Retry-After and is held out
 }
 
 // try makes one attempt on a target. The error is the proxy's, for a
@@ -81,20 +83,14 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	// answer that is not committed yet must win the state before it is sent
 
 	// the breakers' verdict on this attempt, settled however it ends (a
-	// mid-stream failure ends in a panic): the endpoint's, and the
-	// group's when this attempt carries its half-open trial
+	// mid-stream failure ends in a panic)
 	res.ep = aw.slot.ep
 	defer func() {
 		if res.verdict == verdictSuccess && t.faults.n.Load() > 0 {
 			rt.faultEnded(t, res.ep)
 		}
 		if bc := t.group.Breaker; bc != nil {
-			if ep := res.ep; ep != nil {
-				rt.judge(ep.br, bc, res.verdict, aw.slot.trial, t.Group, ep.dial)
-			}
-			if groupTrial || res.verdict != verdictNone {
-				rt.judge(&t.group.shared.breaker, bc, res.verdict, groupTrial, t.Group, "")
-			}
+			rt.settle(t, bc, &res, &aw.slot, groupTrial, len(avoid))
 		}
 	}()
 	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed
@@ -158,6 +154,12 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	rt.attempts = append(rt.attempts, a)
 	if isConfigFault(a.reason) {
 		rt.configFault(t, res.ep, a)
+	}
+	if ep := res.ep; ep != nil {
+		res.cause = failCause{conn: connFailure(a.reason), probe: ep.p.healthSeq.Load()}
+		if a.status == http.StatusTooManyRequests {
+			res.held = ep.br.holdFor(a.wait, now())
+		}
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),

@@ -32,6 +32,19 @@ type BreakerConfig struct {
 	// lets traffic back before the model is ready, and the breaker
 	// oscillates.
 	LoadTime caddy.Duration `json:"load_time,omitempty"`
+
+	// Whether an endpoint breaker that opened on a connection failure
+	// (refused, reset, dial error) gets its half-open trial as soon as
+	// the endpoint's health probe has passed `rise` times in a row since,
+	// rather than after the cooldown: a restarted vLLM is back as soon as
+	// it answers. An endpoint that failed with an answer (5xx) waits out
+	// the cooldown. Applies to the endpoints of vllm groups. Default: on.
+	UnejectOnProbe *bool `json:"uneject_on_probe,omitempty"`
+}
+
+// unejectOnProbe reports whether probes may end an endpoint's cooldown.
+func (bc *BreakerConfig) unejectOnProbe() bool {
+	return bc.UnejectOnProbe == nil || *bc.UnejectOnProbe
 }
 
 const (
@@ -77,6 +90,62 @@ type breaker struct {
 	openUntil time.Time
 	trial     bool // the half-open trial request is in flight
 	opened    atomic.Int64
+	cause     failCause // of the failure that opened the breaker last
+
+	// until when (unix nanoseconds) the endpoint asked to be left alone
+	// with a 429 and Retry-After; independent of the breaker's state
+	holdUntil atomic.Int64
+}
+
+// failCause is what a breaker keeps of the failure that opened it.
+type failCause struct {
+	conn  bool   // the upstream could not be reached (refused, reset, dial error)
+	probe uint64 // the endpoint's count of health probes at the failure
+}
+
+// maxEndpointHold caps how long a 429's Retry-After keeps an endpoint out.
+const maxEndpointHold = 60 * time.Second
+
+// hold keeps the endpoint out until t (a 429 with Retry-After).
+func (b *breaker) hold(t time.Time) {
+	b.holdUntil.Store(t.UnixNano())
+}
+
+// holdFor keeps the endpoint out for a 429's Retry-After (as
+// upstreamRetryAfter reads it, capped at maxEndpointHold) from time t. It
+// reports whether the answer asked for a wait.
+func (b *breaker) holdFor(wait time.Duration, t time.Time) bool {
+	if wait <= 0 {
+		return false
+	}
+	b.hold(t.Add(min(wait, maxEndpointHold)))
+	return true
+}
+
+// held reports whether the endpoint asked to be left alone at time t.
+func (b *breaker) held(t time.Time) bool {
+	u := b.holdUntil.Load()
+	return u != 0 && t.UnixNano() < u
+}
+
+// uneject ends the cooldown of a breaker that opened on a connection
+// failure once the endpoint's health probe has passed rise times in a row
+// since that failure: the next request is its half-open trial. It
+// reports whether the breaker may be tried now.
+func (b *breaker) uneject(p *prober, rise int, t time.Time) bool {
+	if b.state.Load() != breakerOpen {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state.Load() != breakerOpen || !b.cause.conn || !t.Before(b.openUntil) {
+		return false
+	}
+	if p.healthPassedSince(b.cause.probe) < uint64(max(rise, 1)) {
+		return false
+	}
+	b.openUntil = t
+	return true
 }
 
 // allow reports whether a request may go through at time t, and whether
@@ -140,14 +209,14 @@ func (b *breaker) success(trial bool) bool {
 
 // failure records a failed request at time t. It reports whether the
 // breaker opened (or opened again).
-func (b *breaker) failure(cfg *BreakerConfig, t time.Time, trial bool) bool {
+func (b *breaker) failure(cfg *BreakerConfig, t time.Time, trial bool, cause failCause) bool {
 	allowed, win, cool := cfg.params()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if trial {
 		// the trial failed: a full cooldown from now, not the old deadline
 		b.trial = false
-		b.openUntil = t.Add(cool)
+		b.openUntil, b.cause = t.Add(cool), cause
 		b.state.Store(breakerOpen)
 		b.opened.Add(1)
 		return true
@@ -166,7 +235,7 @@ func (b *breaker) failure(cfg *BreakerConfig, t time.Time, trial bool) bool {
 	b.fails = append(keep, t)
 	if len(b.fails) >= allowed {
 		b.fails = b.fails[:0]
-		b.openUntil = t.Add(cool)
+		b.openUntil, b.cause = t.Add(cool), cause
 		b.state.Store(breakerOpen)
 		b.opened.Add(1)
 		return true
@@ -199,7 +268,7 @@ func (b *breaker) view() (string, time.Time) {
 }
 
 // judge feeds a verdict to a breaker and logs it opening.
-func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, group, endpoint string) {
+func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, group, endpoint string, cause failCause) {
 	switch v {
 	case verdictSuccess:
 		if b.success(trial) {
@@ -210,7 +279,7 @@ func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, gro
 			rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
 		}
 	case verdictFailure:
-		if b.failure(bc, now(), trial) {
+		if b.failure(bc, now(), trial, cause) {
 			_, until := b.view()
 			fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", trial)}
 			if endpoint != "" {
@@ -220,5 +289,43 @@ func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, gro
 		}
 	default:
 		b.release(trial)
+	}
+}
+
+// connFailure reports whether a failure reason means the upstream could
+// not be reached at all.
+func connFailure(why reason) bool {
+	switch why {
+	case reasonConnRefused, reasonConnReset, reasonDial:
+		return true
+	}
+	return false
+}
+
+// settle feeds an attempt's verdict to the breakers. The endpoint's
+// breaker takes every verdict on its endpoint, except a 429 that asked
+// for a wait (the hold keeps the endpoint out instead). The group's
+// breaker takes a failure only when the group as a whole fails: an
+// attempt on no known endpoint (an openai group, an unprobed upstream),
+// or a request whose failures on this target span two endpoints or more
+// (the retries before this attempt and the proxy's own retries within
+// it). One bad replica thus opens its own breaker and leaves the others
+// serving; a group whose endpoints are all out is skipped for that.
+// The attempt carrying the group's half-open trial settles it; a failure
+// that is the endpoint's alone gives the trial to the next request.
+func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *attemptSlot, groupTrial bool, failedBefore int) {
+	v := res.verdict
+	if ep := res.ep; ep != nil {
+		ev := v
+		if res.held {
+			ev = verdictNone
+		}
+		rt.judge(ep.br, bc, ev, slot.trial, t.Group, ep.dial, res.cause)
+		if v == verdictFailure && (res.held || failedBefore+slot.failed < 1) {
+			v = verdictNone
+		}
+	}
+	if groupTrial || v != verdictNone {
+		rt.judge(&t.group.shared.breaker, bc, v, groupTrial, t.Group, "", failCause{})
 	}
 }

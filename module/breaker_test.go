@@ -17,13 +17,13 @@ func TestBreakerOpenHalfOpenClosed(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
 	// two failures, one outside the window: still closed
-	b.failure(cfg, at(0), false)
-	b.failure(cfg, at(11), false)
+	b.failure(cfg, at(0), false, failCause{})
+	b.failure(cfg, at(11), false, failCause{})
 	if ok, _ := b.allow(at(12)); !ok {
 		t.Fatal("opened with failures spread over more than the window")
 	}
-	b.failure(cfg, at(12), false)
-	if opened := b.failure(cfg, at(13), false); !opened {
+	b.failure(cfg, at(12), false, failCause{})
+	if opened := b.failure(cfg, at(13), false, failCause{}); !opened {
 		t.Fatal("3 failures within 10s did not open")
 	}
 	if ok, _ := b.allow(at(20)); ok {
@@ -52,7 +52,7 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(30 * time.Second)}
 	b := new(breaker)
 	t0 := time.Unix(1000, 0)
-	b.failure(cfg, t0, false) // open until t0+30
+	b.failure(cfg, t0, false, failCause{}) // open until t0+30
 	_, until := b.view()
 	if !until.Equal(t0.Add(30 * time.Second)) {
 		t.Fatalf("open until %v", until)
@@ -62,7 +62,7 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 	if !ok || !trial {
 		t.Fatal("no trial")
 	}
-	b.failure(cfg, t0.Add(52*time.Second), trial)
+	b.failure(cfg, t0.Add(52*time.Second), trial, failCause{})
 	state, until := b.view()
 	if state != "open" || !until.Equal(t0.Add(82*time.Second)) {
 		t.Fatalf("re-opened %s until %v, want a full cooldown from the failure (t0+82s)", state, until)
@@ -82,7 +82,7 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 // trial: only the trial decides.
 func TestBreakerLateFailureDuringTrial(t *testing.T) {
 	b, cfg, t0, trial := halfOpen(t)
-	if reopened := b.failure(cfg, t0.Add(3*time.Second), false); reopened {
+	if reopened := b.failure(cfg, t0.Add(3*time.Second), false, failCause{}); reopened {
 		t.Fatal("a late failure re-opened the breaker under the trial")
 	}
 	if ok, _ := b.allow(t0.Add(3 * time.Second)); ok {
@@ -108,7 +108,7 @@ func halfOpen(t *testing.T) (b *breaker, cfg *BreakerConfig, t0 time.Time, trial
 	t.Helper()
 	cfg = &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
 	b, t0 = new(breaker), time.Unix(1000, 0)
-	b.failure(cfg, t0, false)
+	b.failure(cfg, t0, false, failCause{})
 	ok, trial := b.allow(t0.Add(2 * time.Second))
 	if !ok || !trial {
 		t.Fatal("no trial")

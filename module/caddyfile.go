@@ -83,6 +83,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				window        <duration>
 //				cooldown      <duration>
 //				load_time     <duration>
+//				uneject_on_probe on|off
 //			}
 //		}
 //
@@ -685,6 +686,7 @@ func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
 //		window        <duration>
 //		cooldown      <duration>
 //		load_time     <duration>
+//		uneject_on_probe on|off
 //	}
 func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
 	if d.NextArg() {
@@ -706,6 +708,22 @@ func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
 				return nil, err
 			}
 			*dst = dur
+		case "uneject_on_probe":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			var on bool
+			switch d.Val() {
+			case "on":
+				on = true
+			case "off":
+			default:
+				return nil, d.Errf("uneject_on_probe must be 'on' or 'off', got '%s'", d.Val())
+			}
+			bc.UnejectOnProbe = &on
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
 		default:
 			return nil, d.Errf("unrecognized breaker option '%s'", d.Val())
 		}

@@ -152,6 +152,12 @@ func TestUnmarshalVLLMGroupOptions(t *testing.T) {
 				stale_after 3s
 				unknown_metrics ok
 				ttft_window 1m
+				rise 3
+				fall 4
+			}
+			breaker {
+				cooldown 1m
+				uneject_on_probe off
 			}
 			proxy 127.0.0.1:8001 127.0.0.1:8003
 		}
@@ -186,9 +192,13 @@ func TestUnmarshalVLLMGroupOptions(t *testing.T) {
 		HealthInterval: caddy.Duration(time.Second), MetricsInterval: caddy.Duration(250 * time.Millisecond),
 		ModelsInterval: caddy.Duration(time.Minute), Timeout: caddy.Duration(500 * time.Millisecond),
 		StaleAfter: caddy.Duration(3 * time.Second), UnknownMetrics: "ok", TTFTWindow: caddy.Duration(time.Minute),
+		Rise: 3, Fall: 4,
 	}
 	if self.Probe == nil || *self.Probe != want {
 		t.Errorf("probe: %+v", self.Probe)
+	}
+	if bc := self.Breaker; bc == nil || bc.Cooldown != caddy.Duration(time.Minute) || bc.unejectOnProbe() {
+		t.Errorf("breaker: %+v", bc)
 	}
 	if g.Groups["cloud"].ModelCheckInterval != caddy.Duration(10*time.Minute) || !g.Groups["other"].DisableModelCheck {
 		t.Errorf("model_check: %+v %+v", g.Groups["cloud"], g.Groups["other"])
@@ -206,6 +216,9 @@ func TestUnmarshalVLLMGroupErrors(t *testing.T) {
 		{"bad unknown_metrics", "kind vllm\nprobe {\nunknown_metrics maybe\n}\nproxy 127.0.0.1:1", "unknown_metrics must be 'saturated' or 'ok'"},
 		{"unknown probe option", "kind vllm\nprobe {\ncadence 1s\n}\nproxy 127.0.0.1:1", "unrecognized probe option 'cadence'"},
 		{"bad probe duration", "kind vllm\nprobe {\nhealth_interval often\n}\nproxy 127.0.0.1:1", "invalid health_interval 'often'"},
+		{"bad rise", "kind vllm\nprobe {\nrise 0\n}\nproxy 127.0.0.1:1", "invalid rise '0'"},
+		{"fall twice", "kind vllm\nprobe {\nfall 2\nfall 3\n}\nproxy 127.0.0.1:1", "fall already specified"},
+		{"bad uneject_on_probe", "kind vllm\nbreaker {\nuneject_on_probe maybe\n}\nproxy 127.0.0.1:1", "uneject_on_probe must be 'on' or 'off'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var g Gateway
@@ -220,7 +233,7 @@ func TestUnmarshalVLLMGroupErrors(t *testing.T) {
 func TestProbeConfigProvision(t *testing.T) {
 	s, stale, ok, err := (*ProbeConfig)(nil).provision()
 	if err != nil || s.healthInterval != 2*time.Second || s.metricsInterval != 500*time.Millisecond ||
-		s.modelsInterval != 30*time.Second || stale != 2*time.Second || ok {
+		s.modelsInterval != 30*time.Second || stale != 2*time.Second || ok || s.rise != 2 || s.fall != 2 {
 		t.Errorf("defaults: %+v stale %v ok %v err %v", s, stale, ok, err)
 	}
 	_, _, _, err = (&ProbeConfig{MetricsInterval: caddy.Duration(time.Second), StaleAfter: caddy.Duration(time.Second)}).provision()

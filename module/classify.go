@@ -53,6 +53,9 @@ const (
 	reasonNotFound      reason = "http_404"        // any other 404
 	// every endpoint left already failed this request
 	reasonAvoided reason = "retries_exhausted"
+
+	// every endpoint left asked for a wait (429 with Retry-After)
+	reasonRateLimited reason = "rate_limited"
 )
 
 // statusReason is the reason of an upstream answer with a fallback
@@ -167,7 +170,7 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	switch why {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
 		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow, reasonDrained,
-		reasonAvoided:
+		reasonAvoided, reasonRateLimited:
 		return verdictNone
 	}
 	return verdictFailure

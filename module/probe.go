@@ -33,6 +33,8 @@ const (
 	defaultModelsInterval  = 30 * time.Second
 	defaultProbeTimeout    = time.Second
 	defaultTTFTWindow      = 30 * time.Second
+	defaultRise            = 2
+	defaultFall            = 2
 )
 
 // probers holds one prober per vLLM endpoint address per process, shared
@@ -48,6 +50,12 @@ type probeSettings struct {
 	ttftWindow      time.Duration
 	apiKey          string
 	expect          []string // served model names that must be listed
+	rise, fall      int      // health probes in a row that bring an endpoint up, take it down
+
+	// the group's own transport (its TLS, client certificates, proxy
+	// settings); nil: a plain HTTP transport of the prober's own
+	transport http.RoundTripper
+	seq       uint64 // registration order: the newest owner's transport wins
 }
 
 // health states of an endpoint.
@@ -97,12 +105,22 @@ type prober struct {
 	ring   []ttftSample
 	missed map[string]bool // expected names found missing, logged once
 
-	client  *http.Client
-	logger  *zap.Logger
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	wake    [3]chan struct{} // health, metrics, models: probe now
-	started atomic.Bool
+	// health probes done, and the number of the last one that failed:
+	// the breakers read how many passed in a row since they opened
+	healthSeq atomic.Uint64
+	failSeq   atomic.Uint64
+	okRun     int // health probes passed in a row (the health loop's)
+	failRun   int // and failed in a row
+
+	own       *http.Client // over the prober's own transport
+	client    atomic.Pointer[http.Client]
+	transport http.RoundTripper // the transport client uses; guarded by mu
+	regSeq    uint64            // guarded by mu
+	logger    *zap.Logger
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	wake      [3]chan struct{} // health, metrics, models: probe now
+	started   atomic.Bool
 }
 
 type ttftSample struct {
@@ -138,25 +156,30 @@ func newProber(base string, logger *zap.Logger) *prober {
 		born:   now(),
 		owners: make(map[any]probeSettings),
 		missed: make(map[string]bool),
-		client: &http.Client{
+		own: &http.Client{
 			Transport: &http.Transport{
 				Proxy:               nil,
 				MaxIdleConnsPerHost: 4,
 				IdleConnTimeout:     time.Minute,
 			},
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			CheckRedirect: noRedirect,
 		},
 		logger: logger.With(zap.String("endpoint", base)),
 		wake:   [3]chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)},
 	}
+	p.client.Store(p.own)
 	p.snap.Store(&probeSnapshot{ttftP50: math.NaN(), ttftP99: math.NaN()})
 	return p
 }
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // register merges the owner's settings into the effective ones: the
 // shortest intervals win and the expected model names are the union.
 func (p *prober) register(owner any, s probeSettings) {
 	p.mu.Lock()
+	p.regSeq++
+	s.seq = p.regSeq
 	p.owners[owner] = s
 	p.applySettingsLocked()
 	p.mu.Unlock()
@@ -178,7 +201,13 @@ func (p *prober) applySettingsLocked() {
 	var eff probeSettings
 	expect := make(map[string]bool)
 	first := true
+	var transport http.RoundTripper
+	var newest uint64
 	for _, s := range p.owners {
+		// the newest owner's transport: after a reload, the new config's
+		if s.seq >= newest {
+			transport, newest = s.transport, s.seq
+		}
 		if first {
 			eff = s
 			first = false
@@ -188,6 +217,8 @@ func (p *prober) applySettingsLocked() {
 			eff.modelsInterval = min(eff.modelsInterval, s.modelsInterval)
 			eff.timeout = max(eff.timeout, s.timeout)
 			eff.ttftWindow = max(eff.ttftWindow, s.ttftWindow)
+			eff.rise = max(eff.rise, s.rise)
+			eff.fall = max(eff.fall, s.fall)
 			if eff.apiKey == "" {
 				eff.apiKey = s.apiKey
 			}
@@ -197,6 +228,15 @@ func (p *prober) applySettingsLocked() {
 		}
 	}
 	eff.expect = slices.Sorted(maps.Keys(expect))
+	eff.transport, eff.seq = transport, newest
+	if transport != p.transport {
+		p.transport = transport
+		c := p.own
+		if transport != nil {
+			c = &http.Client{Transport: transport, CheckRedirect: noRedirect}
+		}
+		p.client.Store(c)
+	}
 	prev := p.settings.Swap(&eff)
 	if prev == nil {
 		return
@@ -226,12 +266,15 @@ func (p *prober) Destruct() error {
 		p.cancel()
 		p.wg.Wait()
 	}
-	p.client.CloseIdleConnections()
+	p.own.CloseIdleConnections() // a group's transport is its proxy's to close
 	return nil
 }
 
 func (p *prober) start() {
 	ctx, cancel := context.WithCancel(context.Background())
+	// what a group's Caddy transport reads from a request's context (its
+	// TLS server name may hold placeholders), as Caddy's health checks do
+	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, caddy.NewReplacer())
 	p.cancel = cancel
 	loop := func(name string, interval func(*probeSettings) time.Duration, probe func(context.Context), wake <-chan struct{}) {
 		p.wg.Add(1)
@@ -277,7 +320,7 @@ func (p *prober) get(ctx context.Context, path string, auth bool) (*http.Respons
 	if auth && s.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+s.apiKey)
 	}
-	resp, err := p.client.Do(req)
+	resp, err := p.client.Load().Do(req)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -297,8 +340,10 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
-// probeHealth: 200 is up; anything else, a refused connection (a booting
-// vLLM) or a timeout is down.
+// probeHealth: 200 passes; anything else, a refused connection (a booting
+// vLLM) or a timeout fails. The first probe decides the state; after that
+// `fall` failures in a row take the endpoint down and `rise` passes in a
+// row bring it back, so that one slow answer does not flap it.
 func (p *prober) probeHealth(ctx context.Context) {
 	state, reason := healthDown, ""
 	resp, err := p.get(ctx, "/health", false)
@@ -317,9 +362,30 @@ func (p *prober) probeHealth(ctx context.Context) {
 			reason = "status " + strconv.Itoa(resp.StatusCode)
 		}
 	}
+	seq := p.healthSeq.Load() + 1
+	if state != healthUp {
+		p.failSeq.Store(seq)
+		p.okRun, p.failRun = 0, p.failRun+1
+	} else {
+		p.okRun, p.failRun = p.okRun+1, 0
+	}
+	p.healthSeq.Store(seq)
+	set := p.settings.Load()
 	prev := p.snap.Load().health
+	switch {
+	case prev == healthUnknown:
+	case state == healthUp && prev == healthDown && p.okRun < max(set.rise, 1):
+		state = healthDown // not yet risen
+	case state == healthDown && prev == healthUp && p.failRun < max(set.fall, 1):
+		state, reason = healthUp, "" // not yet fallen
+	}
 	p.update(func(s *probeSnapshot) {
-		s.health, s.healthErr, s.healthAt = state, reason, now()
+		s.health, s.healthAt = state, now()
+		if state == healthDown && reason != "" {
+			s.healthErr = reason
+		} else if state == healthUp {
+			s.healthErr = ""
+		}
 	})
 	if prev != state {
 		if state == healthUp {
@@ -328,6 +394,16 @@ func (p *prober) probeHealth(ctx context.Context) {
 			p.logger.Warn("vLLM endpoint is down", zap.String("reason", reason))
 		}
 	}
+}
+
+// healthPassedSince returns how many health probes in a row have passed
+// after the probe numbered mark.
+func (p *prober) healthPassedSince(mark uint64) uint64 {
+	seq, last := p.healthSeq.Load(), max(mark, p.failSeq.Load())
+	if seq < last {
+		return 0
+	}
+	return seq - last
 }
 
 // probeModels records the served model names with their max_model_len and

@@ -4,9 +4,15 @@
 package hybridllm
 
 import (
+	"context"
+	"io"
+	"log"
+	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
@@ -87,4 +93,74 @@ func TestShorterIntervalAppliesAtOnce(t *testing.T) {
 	waitUntil(t, "the endpoint seen down at the new interval", func() bool { return p.snap.Load().health == healthDown })
 	scraped := p.snap.Load().metricsAt
 	waitUntil(t, "a metrics scrape at the new interval", func() bool { return p.snap.Load().metricsAt.After(scraped) })
+}
+
+// One failed health probe does not take an up endpoint down, nor one
+// passed probe bring a down one back: `fall` and `rise` in a row do.
+func TestHealthRiseAndFall(t *testing.T) {
+	v, srv := startSim(t, simulator.VLLMConfig{})
+	p := newProber(srv.URL(), zap.NewNop())
+	p.settings.Store(&probeSettings{timeout: 2 * time.Second, rise: 2, fall: 3})
+	health := func() int32 {
+		p.probeHealth(context.Background())
+		return p.snap.Load().health
+	}
+	if h := health(); h != healthUp {
+		t.Fatalf("the first probe decides: %d", h)
+	}
+	v.SetHealthy(false)
+	if health() != healthUp || health() != healthUp {
+		t.Fatal("down before fall 3")
+	}
+	if health() != healthDown {
+		t.Fatal("not down after three failed probes")
+	}
+	v.SetHealthy(true)
+	if health() != healthDown {
+		t.Fatal("up after one passed probe, with rise 2")
+	}
+	v.SetHealthy(false)
+	health() // a failure restarts the count
+	v.SetHealthy(true)
+	if health() != healthDown || health() != healthUp {
+		t.Fatal("not up after two passed probes in a row")
+	}
+}
+
+// Probes go out through the group's own transport: an https vLLM behind a
+// certificate no public CA signed probes up when the group's transport
+// skips verification, and down over a default transport.
+func TestProbesUseTheGroupTransport(t *testing.T) {
+	v := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{"qwen"}})
+	srv := httptest.NewUnstartedServer(v)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes
+	srv.StartTLS()
+	defer srv.Close()
+	settings := probeSettings{healthInterval: time.Hour, metricsInterval: time.Hour, modelsInterval: time.Hour,
+		timeout: 2 * time.Second, ttftWindow: time.Minute}
+
+	plain := newProber(srv.URL, zap.NewNop())
+	plain.register(new(int), settings)
+	defer plain.Destruct()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	ht := &reverseproxy.HTTPTransport{TLS: &reverseproxy.TLSConfig{InsecureSkipVerify: true}}
+	if err := ht.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settings.transport = ht
+	group := newProber(srv.URL, zap.NewNop())
+	group.register(new(int), settings)
+	defer group.Destruct()
+
+	waitUntil(t, "both probed", func() bool {
+		return plain.snap.Load().health != healthUnknown && group.snap.Load().health != healthUnknown
+	})
+	if s := plain.snap.Load(); s.health != healthDown {
+		t.Errorf("over a default transport the self-signed endpoint is %d", s.health)
+	}
+	if s := group.snap.Load(); s.health != healthUp {
+		t.Errorf("over the group's transport: health %d (%s)", s.health, s.healthErr)
+	}
+	waitUntil(t, "the models probe", func() bool { return group.snap.Load().models != nil })
 }

@@ -45,6 +45,17 @@ type ProbeConfig struct {
 	// The window of the TTFT p50/p99, computed from histogram bucket
 	// deltas between scrapes. Default: 30s.
 	TTFTWindow caddy.Duration `json:"ttft_window,omitempty"`
+
+	// Health probes that must pass in a row to bring a down endpoint
+	// back (and, with the breaker's uneject_on_probe, to end a cooldown
+	// opened on connection failures). The first probe of an endpoint
+	// decides its state at once. Default: 2.
+	Rise int `json:"rise,omitempty"`
+
+	// Health probes that must fail in a row to take an up endpoint
+	// down, so that one slow /health under load does not flap it.
+	// Default: 2.
+	Fall int `json:"fall,omitempty"`
 }
 
 const defaultStaleAfter = 2 * time.Second
@@ -68,6 +79,17 @@ func (pc *ProbeConfig) provision() (probeSettings, time.Duration, bool, error) {
 		modelsInterval:  or(c.ModelsInterval, defaultModelsInterval),
 		timeout:         or(c.Timeout, defaultProbeTimeout),
 		ttftWindow:      or(c.TTFTWindow, defaultTTFTWindow),
+		rise:            c.Rise,
+		fall:            c.Fall,
+	}
+	if s.rise < 0 || s.fall < 0 {
+		return s, 0, false, fmt.Errorf("probe rise and fall must not be negative")
+	}
+	if s.rise == 0 {
+		s.rise = defaultRise
+	}
+	if s.fall == 0 {
+		s.fall = defaultFall
 	}
 	stale := or(c.StaleAfter, defaultStaleAfter)
 	for name, d := range map[string]time.Duration{
@@ -102,6 +124,8 @@ func (pc *ProbeConfig) provision() (probeSettings, time.Duration, bool, error) {
 //		stale_after      <duration>
 //		unknown_metrics  saturated|ok
 //		ttft_window      <duration>
+//		rise             <n>
+//		fall             <n>
 //	}
 func unmarshalProbe(d *caddyfile.Dispenser) (*ProbeConfig, error) {
 	if d.NextArg() {
@@ -123,6 +147,17 @@ func unmarshalProbe(d *caddyfile.Dispenser) (*ProbeConfig, error) {
 			dst = &pc.StaleAfter
 		case "ttft_window":
 			dst = &pc.TTFTWindow
+		case "rise", "fall":
+			n := map[string]*int{"rise": &pc.Rise, "fall": &pc.Fall}[d.Val()]
+			if *n != 0 {
+				return nil, d.Errf("%s already specified", d.Val())
+			}
+			v, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			*n = v
+			continue
 		case "unknown_metrics":
 			if !d.NextArg() {
 				return nil, d.ArgErr()

@@ -46,6 +46,8 @@ func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
 		case w > 0:
 		case a.reason == reasonBreakerOpen:
 			w = breakerWait(a.target, t0)
+		case a.reason == reasonRateLimited:
+			w = holdWait(a.target, t0)
 		case a.reason == reasonRedLine, a.reason == reasonOverflow,
 			a.status == http.StatusTooManyRequests, a.status == http.StatusServiceUnavailable:
 			w = defaultRetryAfter
@@ -133,4 +135,23 @@ func upstreamRetryAfter(h http.Header, t0 time.Time) time.Duration {
 func retryAfterSeconds(d time.Duration) string {
 	s := int64((min(d, maxRetryAfter) + time.Second - 1) / time.Second)
 	return strconv.FormatInt(max(s, 1), 10)
+}
+
+// holdWait is the time until the first endpoint of the target's group
+// that an upstream's Retry-After holds out may take a request again.
+func holdWait(t *Target, t0 time.Time) time.Duration {
+	var w time.Duration
+	if vg := t.group.vllm; vg != nil {
+		for _, ep := range vg.endpoints {
+			if u := ep.br.holdUntil.Load(); u > t0.UnixNano() {
+				if d := time.Duration(u - t0.UnixNano()); w == 0 || d < w {
+					w = d
+				}
+			}
+		}
+	}
+	if w == 0 {
+		w = defaultRetryAfter
+	}
+	return w
 }

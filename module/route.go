@@ -147,7 +147,7 @@ func (rt *route) fail(al *Alias) error {
 	for _, a := range rt.attempts {
 		switch a.reason {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
-			reasonOverflow, reasonBreakerOpen, reasonContextWindow, reasonDrained:
+			reasonOverflow, reasonBreakerOpen, reasonContextWindow, reasonDrained, reasonRateLimited:
 		case reasonDeadline:
 			timedOut = true
 		default:

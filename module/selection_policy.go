@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -54,11 +55,18 @@ type LeastLoadSelection struct {
 	// How the upstreams are probed.
 	Probe *ProbeConfig `json:"probe,omitempty"`
 
-	mu       *sync.Mutex // guards group.endpoints
+	mu       *sync.Mutex // guards group.endpoints, seen and swept
 	group    *vllmGroup
+	seen     map[string]time.Time // when each address was last in a pool
+	swept    time.Time
 	settings probeSettings
 	logger   *zap.Logger
 }
+
+// forgetUpstreamAfter is how long the standalone policy keeps probing an
+// address that no pool it was asked to choose from held (a pod that
+// dynamic upstreams no longer return).
+const forgetUpstreamAfter = 5 * time.Minute
 
 // CaddyModule returns the Caddy module information.
 func (LeastLoadSelection) CaddyModule() caddy.ModuleInfo {
@@ -91,6 +99,8 @@ func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 		unknownOK:  unknownOK,
 		endpoints:  make(map[string]*endpoint),
 	}
+	s.seen = make(map[string]time.Time)
+	s.swept = now()
 	return nil
 }
 
@@ -117,10 +127,13 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Requ
 		// give back its slot and settle its breaker, trial included
 		slot.release()
 		if prev := slot.ep; prev != nil && slot.group.breaker != nil {
-			if prev.br.failure(slot.group.breaker, now(), slot.trial) && s.logger != nil {
+			// the proxy retries only what failed before any answer
+			cause := failCause{conn: true, probe: prev.p.healthSeq.Load()}
+			if prev.br.failure(slot.group.breaker, now(), slot.trial, cause) && s.logger != nil {
 				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
 			}
 			slot.ep, slot.trial = nil, false
+			slot.failed++
 		}
 		if len(slot.group.endpoints) > 0 {
 			return slot.group.selectEndpoint(pool, slot)
@@ -140,10 +153,10 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *r
 	var best *reverseproxy.Upstream
 	bestScore := math.Inf(1)
 	for _, u := range pool {
+		ep := s.endpoint(u.Dial, t)
 		if !u.Available() {
 			continue
 		}
-		ep := s.endpoint(u.Dial)
 		if ep == nil {
 			if best == nil || float64(u.NumRequests()) < bestScore {
 				best, bestScore = u, float64(u.NumRequests())
@@ -161,17 +174,41 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *r
 			best, bestScore = u, sc
 		}
 	}
+	s.sweep(t)
 	return best
 }
 
+// sweep releases, at most every half forgetUpstreamAfter, the probers of
+// addresses no pool has held for forgetUpstreamAfter: dynamic upstreams
+// (SRV, A lookups) come and go.
+func (s *LeastLoadSelection) sweep(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.group.endpoints == nil || t.Sub(s.swept) < forgetUpstreamAfter/2 {
+		return // cleaned up, or swept recently
+	}
+	s.swept = t
+	for dial, seen := range s.seen {
+		if t.Sub(seen) < forgetUpstreamAfter {
+			continue
+		}
+		if ep := s.group.endpoints[dial]; ep != nil {
+			releaseProber(ep.p, s)
+		}
+		delete(s.group.endpoints, dial)
+		delete(s.seen, dial)
+	}
+}
+
 // endpoint returns the policy's prober for a dial address, starting one
-// on first sight.
-func (s *LeastLoadSelection) endpoint(dial string) *endpoint {
+// on first sight, and notes that a pool held the address at time t.
+func (s *LeastLoadSelection) endpoint(dial string, t time.Time) *endpoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.group.endpoints == nil {
 		return nil // cleaned up
 	}
+	s.seen[dial] = t
 	if ep, ok := s.group.endpoints[dial]; ok {
 		return ep
 	}

@@ -6,10 +6,14 @@ package hybridllm
 import (
 	"context"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
 
 // In a plain reverse_proxy the policy meets upstreams it cannot probe (a
@@ -34,5 +38,54 @@ func TestStandalonePolicyCleanupAfterUnprobeableUpstream(t *testing.T) {
 	}()
 	if err := s.Cleanup(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Dynamic upstreams come and go: the policy stops probing an address no
+// pool has held for a while, and keeps probing those still there.
+func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
+	// the policy's probers run and read the clock meanwhile: an atomic one
+	var clock atomic.Int64
+	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	old := now
+	now = func() time.Time { return time.Unix(0, clock.Load()) }
+	t.Cleanup(func() { now = old })
+	_, a := startSim(t, simulator.VLLMConfig{})
+	_, b := startSim(t, simulator.VLLMConfig{})
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	s := &LeastLoadSelection{Probe: &ProbeConfig{UnknownMetrics: "ok"}}
+	if err := s.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Cleanup()
+	up := func(srv *simulator.Server) *reverseproxy.Upstream {
+		return &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: srv.Addr()}
+	}
+	req := httptest.NewRequest("POST", "/v1/chat/completions", nil)
+	refs := func(srv *simulator.Server) int {
+		n, _ := probers.References(srv.URL())
+		return n
+	}
+
+	s.Select(reverseproxy.UpstreamPool{up(a), up(b)}, req, nil)
+	if refs(a) != 1 || refs(b) != 1 {
+		t.Fatalf("probers after the first pick: a %d, b %d", refs(a), refs(b))
+	}
+	// a leaves the pool (the lookup no longer returns it)
+	for range 12 {
+		clock.Add(int64(time.Minute))
+		s.Select(reverseproxy.UpstreamPool{up(b)}, req, nil)
+	}
+	if refs(a) != 0 {
+		t.Errorf("the prober of a departed upstream is still held: %d references", refs(a))
+	}
+	if refs(b) != 1 {
+		t.Errorf("the prober of a present upstream was released: %d references", refs(b))
+	}
+	// a comes back: probed again
+	s.Select(reverseproxy.UpstreamPool{up(a), up(b)}, req, nil)
+	if refs(a) != 1 {
+		t.Errorf("a returning upstream is not probed: %d references", refs(a))
 	}
 }

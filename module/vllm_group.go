@@ -36,6 +36,8 @@ type attemptSlot struct {
 	held  *prober     // whose in-flight slot this attempt holds
 	trial bool        // the attempt is its endpoint breaker's half-open trial
 	skip  reason      // why no endpoint was eligible
+	// endpoints that failed within this attempt (the proxy's own retries)
+	failed int
 }
 
 // release gives back the in-flight slot the attempt holds, if any.
@@ -56,6 +58,8 @@ type vllmGroup struct {
 	unknownOK  bool
 	breakers   bool                                 // endpoint breakers are on
 	breaker    *BreakerConfig                       // their config
+	uneject    bool                                 // probes may end a cooldown (breaker uneject_on_probe)
+	rise       int                                  // the group's probe rise count
 	endpoints  map[string]*endpoint                 // by dial address; read-only once provisioned
 	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
 	poolCache  atomic.Pointer[poolEndpoints]
@@ -191,7 +195,7 @@ func skipRank(why reason) int {
 		return 6
 	case reasonStaleMetrics:
 		return 5
-	case reasonBreakerOpen:
+	case reasonBreakerOpen, reasonRateLimited:
 		return 4
 	case reasonDrained:
 		return 4
@@ -258,7 +262,9 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				why = reasonDrained
 			case slices.Contains(slot.avoid, ep):
 				why = reasonAvoided
-			case g.breakers && !ep.br.wouldAllow(t):
+			case ep.br.held(t):
+				why = reasonRateLimited
+			case g.breakers && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
 				why = reasonBreakerOpen
 			}
 			var s float64
@@ -373,13 +379,20 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		unknownOK:  unknownOK,
 		breakers:   grp.Breaker != nil,
 		breaker:    grp.Breaker,
+		uneject:    grp.Breaker != nil && grp.Breaker.unejectOnProbe(),
+		rise:       settings.rise,
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
 	}
 	grp.vllm = vg
 	scheme := "http"
-	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.TLSEnabled() {
-		scheme = "https"
+	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok {
+		// probes go out through the group's own transport: its TLS
+		// settings (a private CA, client certificates, skip verify)
+		settings.transport = ht
+		if ht.TLSEnabled() {
+			scheme = "https"
+		}
 	}
 	for _, u := range grp.proxy.Upstreams {
 		if !probeable(u.Dial) {

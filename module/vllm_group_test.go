@@ -116,7 +116,7 @@ func testGroup(t *testing.T, maxNumSeqs, maxQueue int, servers ...*simulator.Ser
 	for _, s := range servers {
 		p := newProber(s.URL(), zap.NewNop())
 		p.settings.Store(&probeSettings{timeout: 2 * time.Second, ttftWindow: time.Minute, expect: []string{"qwen"}})
-		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1}
+		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1, br: new(breaker)}
 		pool = append(pool, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: s.Addr()})
 	}
 	return g, pool
@@ -419,7 +419,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 		ep.br = new(breaker)
 	}
 	epA := g.endpoints[a.Addr()]
-	epA.br.failure(cfg, *clock, false)
+	epA.br.failure(cfg, *clock, false, failCause{})
 
 	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 	for range 3 {
@@ -466,5 +466,93 @@ func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
 	}
 	if n := g.endpoints[a.Addr()].p.inflight.Load(); n != 1 {
 		t.Errorf("the probed endpoint holds %d slots, want 1", n)
+	}
+}
+
+// An endpoint whose breaker opened on a refused connection gets its
+// half-open trial as soon as its health probe has passed `rise` times in
+// a row since, long before the cooldown ends; one that failed with an
+// answer (a 500, its probe passing all along) waits out the cooldown.
+func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		conn    bool
+		uneject bool
+		want    bool
+	}{
+		{"refused", true, true, true},
+		{"500 answers", false, true, false},
+		{"uneject_on_probe off", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeClock(t)
+			_, a := startSim(t, simulator.VLLMConfig{})
+			_, b := startSim(t, simulator.VLLMConfig{})
+			g, pool := testGroup(t, 8, 0, a, b)
+			g.unknownOK, g.breakers, g.uneject, g.rise = true, true, tc.uneject, 2
+			cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Hour)}
+			for _, ep := range g.endpoints {
+				ep.br = new(breaker)
+			}
+			epA := g.endpoints[a.Addr()]
+			probeAll(g)
+			epA.br.failure(cfg, *clock, false, failCause{conn: tc.conn, probe: epA.p.healthSeq.Load()})
+			g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
+
+			epA.p.probeHealth(context.Background()) // one pass is not rise 2
+			if u, p, _ := g.pick(pool, "qwen"); u == nil || u.Dial != b.Addr() {
+				t.Fatalf("after one passed probe: %v", u)
+			} else {
+				p.inflight.Add(-1)
+			}
+			epA.p.probeHealth(context.Background())
+			slot := &attemptSlot{group: g, model: "qwen"}
+			u := g.selectEndpoint(pool, slot)
+			if got := u != nil && u.Dial == a.Addr() && slot.trial; got != tc.want {
+				t.Errorf("after two passed probes, a's trial: %v, want %v (selected %v)", got, tc.want, u)
+			}
+		})
+	}
+}
+
+// A 429 with Retry-After keeps its endpoint out for that long, capped at
+// a minute; without Retry-After it is no hold.
+func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
+	clock := fakeClock(t)
+	_, a := startSim(t, simulator.VLLMConfig{})
+	_, b := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 8, 0, a, b)
+	g.unknownOK = true
+	for _, ep := range g.endpoints {
+		ep.br = new(breaker)
+	}
+	epA := g.endpoints[a.Addr()]
+	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the hold keeps a out
+	pickA := func() bool {
+		u, p, _ := g.pick(pool, "qwen")
+		p.inflight.Add(-1)
+		return u.Dial == a.Addr()
+	}
+
+	if epA.br.holdFor(0, *clock) || !pickA() {
+		t.Fatal("a 429 without Retry-After held the endpoint")
+	}
+	if !epA.br.holdFor(time.Hour, *clock) || pickA() {
+		t.Fatal("Retry-After 3600: a still selected")
+	}
+	*clock = clock.Add(59 * time.Second)
+	if pickA() {
+		t.Fatal("a selected before the capped hold ended")
+	}
+	*clock = clock.Add(time.Second)
+	if !pickA() {
+		t.Fatal("a held beyond the 60s cap")
+	}
+	if !epA.br.holdFor(upstreamRetryAfter(http.Header{"Retry-After": {clock.Add(10 * time.Second).UTC().Format(http.TimeFormat)}}, *clock), *clock) || pickA() {
+		t.Fatal("Retry-After as an HTTP date: a still selected")
+	}
+	g.endpoints[b.Addr()].br.hold(clock.Add(time.Minute)) // every endpoint held: the reason says so
+	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonRateLimited {
+		t.Errorf("every endpoint held: %v (%s)", u, why)
 	}
 }

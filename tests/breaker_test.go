@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -390,6 +391,122 @@ func TestLongBadRequestBodyReachesTheClientWhole(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusBadRequest || resp.Header.Get("X-Hybrid-Target") != "self" || string(body) != long {
 		t.Errorf("%d from %q: %d of %d bytes, %v", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), len(body), len(long), err)
+	}
+	if n := len(e.cloudPosts()); n != 0 {
+		t.Errorf("the cloud got %d requests", n)
+	}
+}
+
+// Two replicas, one answering 500: the bad one opens its own breaker and
+// the good one serves every request; nothing goes to the cloud and the
+// group's breaker stays closed. Healed, the bad one is let back in by its
+// half-open trial after the cooldown.
+func TestOneBadReplicaLeavesTheOtherServing(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	good, srv := secondSelf(t)
+	block := strings.Replace(vllmBlock(""), "proxy {SELF}\n", "proxy {SELF} "+srv.URL()+"\n", 1)
+	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\n\t\tretries 1\n\t}\n", 1)
+	e.load(withBreaker(block, "self", "\t\tallowed_fails 2\n\t\tcooldown 300ms\n"))
+	bad := e.selfSrv.Addr()
+	groupOpened := groupBreaker(t, "self").Opened
+
+	e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 500})
+	cloudBefore, goodBefore := len(e.cloudPosts()), len(posts(good.Requests()))
+	const n = 25
+	for i := range n {
+		resp, body := post(t, "/v1/chat/completions", chatBody)
+		if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" {
+			t.Fatalf("request %d: %d from %q (%q): %s", i, resp.StatusCode, resp.Header.Get("X-Hybrid-Target"),
+				resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+		}
+	}
+	if d := len(e.cloudPosts()) - cloudBefore; d != 0 {
+		t.Errorf("the cloud got %d requests while a replica was healthy", d)
+	}
+	if d := len(posts(good.Requests())) - goodBefore; d != n {
+		t.Errorf("the good replica answered %d of %d requests", d, n)
+	}
+	if b := endpointBreaker(t, "self", bad); b.Opened == 0 {
+		t.Errorf("the bad replica's breaker never opened: %+v", b)
+	}
+	if b := groupBreaker(t, "self"); b.Opened != groupOpened || b.State != "closed" {
+		t.Errorf("one bad replica opened the group's breaker: %+v", b)
+	}
+
+	e.self.SetFailures(simulator.Failures{})
+	badBefore := len(e.selfPosts())
+	waitFor(t, "the healed replica let back in", func() bool {
+		routeOf(t)
+		return len(e.selfPosts()) > badBefore && endpointBreaker(t, "self", bad).State == "closed"
+	})
+}
+
+// A vLLM killed and restarted on the same address is back as soon as its
+// health probe has passed `rise` times in a row, not after the breaker's
+// cooldown (a minute here): the breaker opened on refused connections.
+func TestRestartedEndpointIsBackWithinProbes(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	// fall 1000: the probes do not mark the endpoint down during the short
+	// outage, so the refused request itself opens the breaker
+	e.load(withBreaker(vllmBlock("\tprobe {\n\t\thealth_interval 50ms\n\t\tfall 1000\n\t}\n"), "self",
+		"\t\tallowed_fails 1\n\t\tcooldown 1m\n"))
+	a := e.selfSrv.Addr()
+	opened := endpointBreaker(t, "self", a).Opened
+
+	if err := e.selfSrv.Refuse(); err != nil {
+		t.Fatal(err)
+	}
+	if group, reason := routeOf(t); group != "cloud" || reason != "self:connection_refused" {
+		t.Fatalf("the stopped endpoint: %s (%s)", group, reason)
+	}
+	if b := endpointBreaker(t, "self", a); b.State != "open" || b.Opened != opened+1 {
+		t.Fatalf("breaker after a refused connection: %+v", b)
+	}
+	if err := e.selfSrv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the restarted endpoint serving again", func() bool {
+		group, _ := routeOf(t)
+		return group == "self"
+	})
+	if b := endpointBreaker(t, "self", a); b.State != "closed" {
+		t.Errorf("breaker after the trial: %+v", b)
+	}
+}
+
+// A replica answering 429 with Retry-After is left alone that long: the
+// request goes to the other replica, and so do the next ones.
+func TestRetryAfterKeepsTheEndpointOut(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	v := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
+	var limited atomic.Int32
+	srv, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			v.ServeHTTP(w, r) // probes see a healthy vLLM
+			return
+		}
+		limited.Add(1)
+		w.Header().Set("Retry-After", "30")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"error":{"message":"rate limited","type":"rate_limit_error","param":null,"code":429}}`)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	// the limited replica first: an idle tie picks it
+	block := strings.Replace(vllmBlock(""), "proxy {SELF}\n", "proxy "+srv.URL()+" {SELF}\n", 1)
+	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\n\t\tretries 1\n\t}\n", 1)
+	e.load(block)
+
+	for i := range 10 {
+		if group, reason := routeOf(t); group != "self" {
+			t.Fatalf("request %d: %s (%s)", i, group, reason)
+		}
+	}
+	if n := limited.Load(); n != 1 {
+		t.Errorf("the replica that asked for 30s got %d requests, want 1", n)
 	}
 	if n := len(e.cloudPosts()); n != 0 {
 		t.Errorf("the cloud got %d requests", n)

@@ -5,7 +5,10 @@ package tests
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,5 +244,31 @@ func TestCloudModelCheckReportsWrongName(t *testing.T) {
 	b, _ := os.ReadFile(logPath)
 	if strings.Contains(string(b), cloudKey) {
 		t.Error("the log holds the cloud key")
+	}
+}
+
+// An https vLLM whose certificate no public CA signed, reached with the
+// group's `transport http { tls_insecure_skip_verify }`: the probes go
+// through that same transport, so the endpoint probes up and serves.
+func TestTLSEndpointProbesThroughTheGroupTransport(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	v := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
+	srv := httptest.NewUnstartedServer(v)
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	defer srv.Close()
+	e.load(strings.Replace(defaultGateway, "proxy {SELF}\n",
+		"proxy "+srv.URL+" {\n\t\ttransport http {\n\t\t\ttls_insecure_skip_verify\n\t\t}\n\t}\n", 1))
+
+	for _, ep := range getState(t).Gateways[0].Groups[0].Endpoints {
+		if ep.Health != "up" || ep.ServedModels == nil {
+			t.Fatalf("the TLS endpoint probes %s, models %v", ep.Health, ep.ServedModels)
+		}
+	}
+	if group, reason := routeOf(t); group != "self" {
+		t.Errorf("answered by %s (%s)", group, reason)
+	}
+	if n := len(posts(v.Requests())); n != 1 {
+		t.Errorf("the TLS endpoint got %d requests", n)
 	}
 }
