@@ -139,6 +139,7 @@ type Gateway struct {
 	modelsList []byte
 	created    int64
 	logger     *zap.Logger
+	badUsage   *warnEvery // rate-limits the warning about bad usage values
 }
 
 // Alias maps a business model name to the targets that can serve it.
@@ -213,6 +214,7 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the gateway and loads each group's reverse proxy.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	g.badUsage = new(warnEvery)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
