@@ -72,4 +72,7 @@ func TestFailedLoadKeepsTheRunningGatewayManaged(t *testing.T) {
 	if !drainedIn(getState(t), "self") {
 		t.Error("the state does not show the drain")
 	}
+	if code, b := adminPost(t, "/hybrid_llm/undrain", "application/json", `{"gateway":"`+gw+`","group":"self"}`); code != 200 {
+		t.Fatalf("undrain: %d %s", code, b)
+	}
 }
