@@ -31,9 +31,9 @@ type attemptResult struct {
 // response that has started.
 func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, groupTrial bool) (res attemptResult, err error) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
-	if t.Timeout > 0 {
-		actx, cancel = context.WithTimeout(ctx, time.Duration(t.Timeout))
-	} else if t.FirstByteTimeout > 0 && rt.stream {
+	if t.timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, t.timeout)
+	} else if t.firstByte > 0 && rt.stream {
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
@@ -65,11 +65,11 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 			caddyhttp.SetVar(actx, varAttempt, nil)
 		}()
 	}
-	if t.FirstByteTimeout > 0 && rt.stream {
+	if t.firstByte > 0 && rt.stream {
 		// a stream that sends nothing in time is abandoned for the next
 		// target, before anything reached the client
 		aw.holdUntilBody = true
-		timer := time.AfterFunc(time.Duration(t.FirstByteTimeout), func() {
+		timer := time.AfterFunc(t.firstByte, func() {
 			if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
 				cancel()
 			}
@@ -107,6 +107,11 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 			res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
 			return res, nil
 		}
+	}
+	if aw.heldStatus != 0 && !aborted && err == nil {
+		// a whole answer without a body, held for its first body byte:
+		// there is none to wait for
+		aw.commit(aw.heldStatus)
 	}
 	if aw.state.Load() == attemptCommitted {
 		if aw.scan != nil {

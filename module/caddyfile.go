@@ -89,8 +89,8 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //		alias <name> {
 //			target <group> <model> [{
-//				timeout            <duration>
-//				first_byte_timeout <duration>
+//				timeout            <duration>|off   # default 10m
+//				first_byte_timeout <duration>|off   # default 60s, streams
 //				retries            <n>
 //				context_window     <tokens>
 //				fallback_on        <statuses...>
@@ -459,19 +459,19 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 			for tn := d.Nesting(); d.NextBlock(tn); {
 				switch d.Val() {
 				case "timeout":
-					if t.Timeout != 0 {
+					if t.Timeout != nil {
 						return nil, d.Err("timeout already specified")
 					}
-					dur, err := parseDuration(d)
+					dur, err := parseLimit(d)
 					if err != nil {
 						return nil, err
 					}
 					t.Timeout = dur
 				case "first_byte_timeout":
-					if t.FirstByteTimeout != 0 {
+					if t.FirstByteTimeout != nil {
 						return nil, d.Err("first_byte_timeout already specified")
 					}
-					dur, err := parseDuration(d)
+					dur, err := parseLimit(d)
 					if err != nil {
 						return nil, err
 					}
@@ -773,6 +773,27 @@ func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
 		return 0, d.ArgErr()
 	}
 	return caddy.Duration(dur), nil
+}
+
+// parseLimit parses a time limit that may be turned off: a positive
+// duration, or 0 or off for none.
+func parseLimit(d *caddyfile.Dispenser) (*caddy.Duration, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	var dur caddy.Duration
+	if v := d.Val(); v != "off" && v != "0" {
+		parsed, err := caddy.ParseDuration(v)
+		if err != nil || parsed <= 0 {
+			return nil, d.Errf("invalid %s '%s': want a positive duration such as 30s, or off", name, v)
+		}
+		dur = caddy.Duration(parsed)
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	return &dur, nil
 }
 
 // Interface guards

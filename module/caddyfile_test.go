@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			target self qwen2.5-7b-instruct {
 				timeout 20s
 				fallback_on 429 5xx 401 404
+				first_byte_timeout off
 			}
 			target cloud gpt-4o-mini
 		}
@@ -71,13 +73,13 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	if al == nil || len(al.Targets) != 2 {
 		t.Fatalf("alias: %+v", al)
 	}
-	if tg := al.Targets[0]; tg.Group != "self" || tg.Model != "qwen2.5-7b-instruct" || tg.Timeout != caddy.Duration(20*time.Second) {
+	if tg := al.Targets[0]; tg.Group != "self" || tg.Model != "qwen2.5-7b-instruct" || tg.Timeout == nil || *tg.Timeout != caddy.Duration(20*time.Second) || tg.FirstByteTimeout == nil || *tg.FirstByteTimeout != 0 {
 		t.Errorf("target 0: %+v", tg)
 	}
 	if got := al.Targets[0].FallbackOn; !slices.Equal(got, []int{429, 5, 401, 404}) {
 		t.Errorf("target 0 fallback_on: %v", got)
 	}
-	if tg := al.Targets[1]; tg.Group != "cloud" || tg.Model != "gpt-4o-mini" || tg.Timeout != 0 || tg.FallbackOn != nil {
+	if tg := al.Targets[1]; tg.Group != "cloud" || tg.Model != "gpt-4o-mini" || tg.Timeout != nil || tg.FirstByteTimeout != nil || tg.FallbackOn != nil {
 		t.Errorf("target 1: %+v", tg)
 	}
 }
@@ -113,6 +115,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad size", "hybrid_llm {\nmax_body_size lots" + self + alias + "}", "invalid max_body_size 'lots'"},
 		{"bad deadline", "hybrid_llm {\ndeadline -3s" + self + alias + "}", "invalid deadline '-3s'"},
 		{"bad timeout", "hybrid_llm {" + self + "alias a {\ntarget self m {\ntimeout soon\n}\n}\n}", "invalid timeout 'soon'"},
+		{"negative first_byte_timeout", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfirst_byte_timeout -1s\n}\n}\n}", "invalid first_byte_timeout '-1s'"},
 		{"bad route_headers", "hybrid_llm {\nroute_headers maybe" + self + alias + "}", "route_headers must be 'on' or 'off'"},
 		{"unknown target option", "hybrid_llm {" + self + "alias a {\ntarget self m {\nweight 3\n}\n}\n}", "unrecognized target subdirective 'weight'"},
 		{"fallback_on without statuses", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on\n}\n}\n}", "fallback_on needs at least one status"},
@@ -227,6 +230,43 @@ func TestUnmarshalVLLMGroupErrors(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A target without limits gets the defaults; 0 (Caddyfile `off` or `0`)
+// means none; a negative limit is refused.
+func TestTargetLimits(t *testing.T) {
+	var tg Target
+	if err := tg.provisionLimits(); err != nil || tg.timeout != 10*time.Minute || tg.firstByte != time.Minute {
+		t.Errorf("defaults: timeout %v first byte %v err %v", tg.timeout, tg.firstByte, err)
+	}
+	d := caddyfile.NewTestDispenser(`hybrid_llm {
+		group self {
+			kind vllm
+			proxy 127.0.0.1:8001
+		}
+		alias a {
+			target self m {
+				timeout 0
+				first_byte_timeout off
+			}
+		}
+	}`)
+	var g Gateway
+	if err := g.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	al := g.Aliases["a"].Targets[0]
+	if err := al.provisionLimits(); err != nil || al.timeout != 0 || al.firstByte != 0 {
+		t.Errorf("off: timeout %v first byte %v err %v", al.timeout, al.firstByte, err)
+	}
+	js, _ := json.Marshal(al)
+	if got := string(js); got != `{"group":"self","model":"m","timeout":0,"first_byte_timeout":0}` {
+		t.Errorf("JSON: %s", got)
+	}
+	neg := caddy.Duration(-time.Second)
+	if err := (&Target{FirstByteTimeout: &neg}).provisionLimits(); err == nil || !strings.Contains(err.Error(), "first_byte_timeout must not be negative") {
+		t.Errorf("negative: %v", err)
 	}
 }
 

@@ -36,6 +36,38 @@ const defaultGatewayName = "default"
 // DefaultMaxBodySize is the request body cap when none is configured.
 const DefaultMaxBodySize = 8 << 20
 
+// Attempt limits when a target sets none. A non-stream answer starts only
+// when its generation ends, so the whole attempt gets minutes; a stream's
+// first token (queueing and prefill) should come within a minute.
+const (
+	DefaultAttemptTimeout   = 10 * time.Minute
+	DefaultFirstByteTimeout = 60 * time.Second
+)
+
+// provisionLimits resolves the target's time limits: unset is the
+// default, 0 is none.
+func (t *Target) provisionLimits() error {
+	for _, l := range []struct {
+		name string
+		set  *caddy.Duration
+		def  time.Duration
+		dst  *time.Duration
+	}{
+		{"timeout", t.Timeout, DefaultAttemptTimeout, &t.timeout},
+		{"first_byte_timeout", t.FirstByteTimeout, DefaultFirstByteTimeout, &t.firstByte},
+	} {
+		switch {
+		case l.set == nil:
+			*l.dst = l.def
+		case *l.set < 0:
+			return fmt.Errorf("%s must not be negative (0 means no limit)", l.name)
+		default:
+			*l.dst = time.Duration(*l.set)
+		}
+	}
+	return nil
+}
+
 // Gateway is the hybrid_llm handler: an OpenAI-compatible LLM gateway that
 // routes a business alias (the `model` a client sends) to an ordered list
 // of targets, each a group of upstream endpoints plus the model name that
@@ -107,6 +139,7 @@ type Gateway struct {
 	modelsList []byte
 	created    int64
 	logger     *zap.Logger
+	badUsage   *warnEvery // rate-limits the warning about bad usage values
 }
 
 // Alias maps a business model name to the targets that can serve it.
@@ -138,13 +171,18 @@ type Target struct {
 	// The longest one attempt on this target may take, from sending the
 	// request to the end of the response. Passing it before the first
 	// response byte moves the request to the next target; after that, a
-	// stream ends with an error event. Default: no limit.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// stream ends with an error event. A non-stream answer only starts
+	// once the whole generation is done, so this is also how long a
+	// non-stream request waits for an upstream that never answers.
+	// Default: 10m; 0 means no limit.
+	Timeout *caddy.Duration `json:"timeout,omitempty"`
 
 	// For streams: the longest an attempt may take to send its first
-	// body byte; then it is abandoned (before anything reached the
-	// client) and the next target is tried. Default: no limit.
-	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+	// body byte (queueing and prefill included); then it is abandoned,
+	// before anything reached the client, and the next target is tried.
+	// Non-stream requests are bounded by timeout alone. Default: 60s; 0
+	// means no limit.
+	FirstByteTimeout *caddy.Duration `json:"first_byte_timeout,omitempty"`
 
 	// Further attempts on this target after a failure before the next
 	// target is tried; on a vllm group they avoid the endpoints that
@@ -166,6 +204,8 @@ type Target struct {
 	FallbackOn []int `json:"fallback_on,omitempty"`
 
 	group      *Group
+	timeout    time.Duration // 0: none
+	firstByte  time.Duration // 0: none
 	fallbackOn statusSet
 	faults     faultLog
 	modelJSON  []byte
@@ -184,6 +224,7 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the gateway and loads each group's reverse proxy.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	g.badUsage = new(warnEvery)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
@@ -252,8 +293,11 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			if t.Model == "" {
 				return fmt.Errorf("alias %q: target %d (group %q): a model name is required", name, i, t.Group)
 			}
-			if t.Timeout < 0 || t.FirstByteTimeout < 0 || t.Retries < 0 || t.ContextWindow < 0 {
-				return fmt.Errorf("alias %q: target %d (group %q): timeout, first_byte_timeout, retries and context_window must not be negative", name, i, t.Group)
+			if t.Retries < 0 || t.ContextWindow < 0 {
+				return fmt.Errorf("alias %q: target %d (group %q): retries and context_window must not be negative", name, i, t.Group)
+			}
+			if err := t.provisionLimits(); err != nil {
+				return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
 			}
 			codes := t.FallbackOn
 			if codes == nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +100,10 @@ type ledger struct {
 	buckets []ledgerBucketData // ring, oldest first once full
 	next    int
 	current *Gateway // the gateway whose groups the sampler reads
-	cancel  context.CancelFunc
+	// every provisioned instance of the gateway, oldest first: when a
+	// new config fails to start, the running one is current again
+	instances []*Gateway
+	cancel    context.CancelFunc
 
 	perToken   atomic.Uint64 // float64 bits
 	perTokenAt atomic.Int64
@@ -121,6 +125,7 @@ func acquireLedger(g *Gateway) *ledger {
 	val, loaded := ledgers.LoadOrStore(g.Name, &ledger{})
 	l := val.(*ledger)
 	l.mu.Lock()
+	l.instances = append(l.instances, g)
 	l.current = g
 	l.mu.Unlock()
 	if !loaded {
@@ -135,8 +140,12 @@ func acquireLedger(g *Gateway) *ledger {
 func releaseLedger(g *Gateway) {
 	l := g.ledger
 	l.mu.Lock()
-	if l.current == g {
-		l.current = nil
+	if i := slices.Index(l.instances, g); i >= 0 {
+		l.instances = slices.Delete(l.instances, i, i+1)
+	}
+	l.current = nil
+	if n := len(l.instances); n > 0 {
+		l.current = l.instances[n-1]
 	}
 	l.mu.Unlock()
 	_, _ = ledgers.Delete(g.Name)

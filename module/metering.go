@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
 
 // Per-request metrics. Every label value comes from the config (gateway,
@@ -122,8 +123,13 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		tm = newTargetMetrics(gw, al.name, rt.answered)
 	}
 	if rt.usage.found {
+		// counts only: the reader refused anything else
 		tm.prompt.Add(float64(rt.usage.prompt))
 		tm.completion.Add(float64(rt.usage.completion))
+	}
+	if rt.usage.bad && rt.g.badUsage.allow(now()) {
+		rt.g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
+			zap.String("request_id", rt.id), zap.String("group", group), zap.String("model", model))
 	}
 	tm.duration.Observe(time.Since(rt.start).Seconds())
 	if rt.ttfb > 0 {

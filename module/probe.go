@@ -121,6 +121,8 @@ type prober struct {
 	wg        sync.WaitGroup
 	wake      [3]chan struct{} // health, metrics, models: probe now
 	started   atomic.Bool
+
+	badMetrics warnEvery // rate-limits the warning about invalid metric values
 }
 
 type ttftSample struct {
@@ -471,7 +473,12 @@ func (p *prober) probeMetrics(ctx context.Context) {
 	}
 	var loads map[string]*modelLoad
 	if resp.StatusCode == http.StatusOK {
-		loads, err = parseVLLMMetrics(resp.Body)
+		var invalid string
+		loads, invalid, err = parseVLLMMetrics(resp.Body)
+		if invalid != "" && p.badMetrics.allow(now()) {
+			p.logger.Warn("ignored invalid vLLM metric values (NaN, infinite, negative or absurd); at most one such warning a minute per endpoint",
+				zap.String("endpoint", p.base), zap.String("value", invalid))
+		}
 	} else {
 		err = fmt.Errorf("status %d", resp.StatusCode)
 	}

@@ -13,13 +13,19 @@ import (
 )
 
 // gateways holds the live gateway of each name. A reload provisions the
-// new config before it cleans up the old one, so an entry outlives the
-// swap and always points at the newest instance.
+// new config before it cleans up the old one, and a config that fails to
+// start is cleaned up while the old one keeps serving: each entry keeps
+// every provisioned instance of its name, and the newest one still
+// provisioned is the current one. So the running config stays managed
+// (state, drains, drills, metrics) until a new one has started, and
+// again if the new one fails.
 var gateways = caddy.NewUsagePool()
 
 // gatewayEntry is the registry slot of one gateway name.
 type gatewayEntry struct {
-	current atomic.Pointer[Gateway]
+	current   atomic.Pointer[Gateway]
+	mu        sync.Mutex
+	instances []*Gateway // oldest first; the last is current
 }
 
 func (*gatewayEntry) Destruct() error { return nil }
@@ -29,21 +35,37 @@ func (*gatewayEntry) Destruct() error { return nil }
 func (g *Gateway) register(cfg any) error {
 	val, _ := gateways.LoadOrStore(g.Name, new(gatewayEntry))
 	entry := val.(*gatewayEntry)
-	if prev := entry.current.Load(); prev != nil && prev.cfg == cfg {
-		_, _ = gateways.Delete(g.Name)
-		return fmt.Errorf("two hybrid_llm handlers named %q in one config: give each its own name", g.Name)
+	entry.mu.Lock()
+	defer entry.mu.Unlock()
+	for _, prev := range entry.instances {
+		if prev.cfg == cfg {
+			_, _ = gateways.Delete(g.Name)
+			return fmt.Errorf("two hybrid_llm handlers named %q in one config: give each its own name", g.Name)
+		}
 	}
 	g.entry, g.cfg = entry, cfg
+	entry.instances = append(entry.instances, g)
 	entry.current.Store(g)
 	return nil
 }
 
-// unregister drops g, unless a newer instance took its place.
+// unregister drops g. When g was current, the newest instance still
+// provisioned (the config that keeps running) becomes current again.
 func (g *Gateway) unregister() {
-	if g.entry == nil {
+	entry := g.entry
+	if entry == nil {
 		return
 	}
-	g.entry.current.CompareAndSwap(g, nil)
+	entry.mu.Lock()
+	if i := slices.Index(entry.instances, g); i >= 0 {
+		entry.instances = slices.Delete(entry.instances, i, i+1)
+	}
+	var cur *Gateway
+	if n := len(entry.instances); n > 0 {
+		cur = entry.instances[n-1]
+	}
+	entry.current.Store(cur)
+	entry.mu.Unlock()
 	_, _ = gateways.Delete(g.Name)
 	g.entry = nil
 }

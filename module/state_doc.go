@@ -32,9 +32,11 @@ type AliasState struct {
 
 // TargetState is one target of an alias.
 type TargetState struct {
-	Group          string  `json:"group"`
-	Model          string  `json:"model"`
-	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	Group string `json:"group"`
+	Model string `json:"model"`
+	// the attempt limits in effect; absent when there is none
+	TimeoutSeconds          float64 `json:"timeout_seconds,omitempty"`
+	FirstByteTimeoutSeconds float64 `json:"first_byte_timeout_seconds,omitempty"`
 }
 
 // GroupState is one group.
@@ -137,7 +139,7 @@ func state() StateDoc {
 			as := AliasState{Name: name}
 			for _, tg := range g.aliases[name].Targets {
 				as.Targets = append(as.Targets, TargetState{Group: tg.Group, Model: tg.Model,
-					TimeoutSeconds: time.Duration(tg.Timeout).Seconds()})
+					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds()})
 			}
 			gs.Aliases = append(gs.Aliases, as)
 		}

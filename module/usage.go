@@ -31,6 +31,7 @@ type usageScanner struct {
 
 	prompt, completion int64
 	found              bool
+	bad                bool // the upstream sent a usage value that is no count
 }
 
 var (
@@ -155,26 +156,52 @@ func (u *usageScanner) readUsageJSON(body []byte) {
 	// the usage object comes last in OpenAI-style bodies: read it alone
 	// rather than walking the whole answer
 	if i := bytes.LastIndex(body, usageKey); i >= 0 {
-		var prompt, completion int64
-		seen := false
+		var prompt, completion []byte
 		_, ok := jsonscan.ObjectFields(body, i+len(usageKey)-1, 4, func(key, raw []byte, _ int) {
 			switch string(key) {
 			case "prompt_tokens":
-				prompt, seen = jsonscan.Int(raw), true
+				prompt = raw
 			case "completion_tokens":
-				completion, seen = jsonscan.Int(raw), true
+				completion = raw
 			}
 		})
-		if ok && seen {
-			u.prompt, u.completion, u.found = prompt, completion, true
+		if ok && (prompt != nil || completion != nil) {
+			u.setUsage(prompt, completion)
 			return
 		}
 	}
 	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens")
 	if r[0].Exists() || r[1].Exists() {
-		// the last usage seen wins (continuous usage stats repeat it)
-		u.prompt, u.completion, u.found = r[0].Int(), r[1].Int(), true
+		u.setUsage(rawBytes(r[0]), rawBytes(r[1]))
 	}
+}
+
+// setUsage records the usage counts read from the upstream, as raw JSON
+// values (nil when absent). A value that is not a count (negative,
+// fractional, absurd, not a number) is ignored and flagged; the last
+// valid usage seen wins (continuous usage stats repeat it).
+func (u *usageScanner) setUsage(prompt, completion []byte) {
+	p, pok := upstreamCount(prompt)
+	c, cok := upstreamCount(completion)
+	if !pok && !absentValue(prompt) || !cok && !absentValue(completion) {
+		u.bad = true
+	}
+	if pok || cok {
+		u.prompt, u.completion, u.found = p, c, true
+	}
+}
+
+// absentValue tells a missing or null JSON value from a bad one.
+func absentValue(raw []byte) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// rawBytes is a gjson result's raw JSON; nil when it does not exist.
+func rawBytes(r gjson.Result) []byte {
+	if !r.Exists() {
+		return nil
+	}
+	return []byte(r.Raw)
 }
 
 // stripAll removes every occurrence of sub from b, in place.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -52,13 +53,26 @@ type cumHistogram struct {
 // format) and returns the load per model_name label. Series of several
 // engines are summed (KV usage averaged). vllm:gpu_cache_usage_perc is
 // used where vllm:kv_cache_usage_perc is absent (vLLM 0.9.1 and older).
-func parseVLLMMetrics(r io.Reader) (map[string]*modelLoad, error) {
+// A series whose value is no plausible measurement (NaN, infinite,
+// negative, over 1e9, a KV usage over 1) is left out as if absent;
+// invalid names the first one, for a warning.
+func parseVLLMMetrics(r io.Reader) (loads map[string]*modelLoad, invalid string, err error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(io.LimitReader(r, maxMetricsBytes))
 	if err != nil {
-		return nil, fmt.Errorf("parsing metrics: %w", err)
+		return nil, "", fmt.Errorf("parsing metrics: %w", err)
 	}
-	loads := make(map[string]*modelLoad)
+	value := func(family string, m *dto.Metric, limit float64) (float64, bool) {
+		v := gaugeValue(m)
+		if validUpstreamValue(v) && v <= limit {
+			return v, true
+		}
+		if invalid == "" {
+			invalid = family + " = " + strconv.FormatFloat(v, 'g', -1, 64)
+		}
+		return 0, false
+	}
+	loads = make(map[string]*modelLoad)
 	get := func(m *dto.Metric) *modelLoad {
 		name := labelValue(m, labelModelName)
 		l := loads[name]
@@ -68,30 +82,44 @@ func parseVLLMMetrics(r io.Reader) (map[string]*modelLoad, error) {
 		}
 		return l
 	}
-	found := false
-	if f := families[metricWaiting]; f != nil {
+	// the queue metrics are there unless every series of them is invalid
+	found, valid, rejected := false, 0, 0
+	for _, name := range [...]string{metricWaiting, metricRunning} {
+		f := families[name]
+		if f == nil {
+			continue
+		}
 		found = true
 		for _, m := range f.GetMetric() {
-			get(m).Waiting += gaugeValue(m)
+			v, ok := value(name, m, maxUpstreamCount)
+			if !ok {
+				rejected++
+				continue
+			}
+			valid++
+			if name == metricWaiting {
+				get(m).Waiting += v
+			} else {
+				get(m).Running += v
+			}
 		}
 	}
-	if f := families[metricRunning]; f != nil {
-		found = true
-		for _, m := range f.GetMetric() {
-			get(m).Running += gaugeValue(m)
-		}
-	}
+	found = found && (valid > 0 || rejected == 0)
 	kv := families[metricKVUsage]
 	if kv == nil {
 		kv = families[metricGPUCache]
 	}
 	if kv != nil {
 		for _, m := range kv.GetMetric() {
+			v, ok := value(kv.GetName(), m, 1)
+			if !ok {
+				continue
+			}
 			l := get(m)
 			if l.kvSeries == 0 {
 				l.KVUsage = 0
 			}
-			l.KVUsage += gaugeValue(m)
+			l.KVUsage += v
 			l.kvSeries++
 		}
 		for _, l := range loads {
@@ -114,9 +142,9 @@ func parseVLLMMetrics(r io.Reader) (map[string]*modelLoad, error) {
 		}
 	}
 	if !found {
-		return nil, errors.New("no vLLM queue metrics (" + metricWaiting + ", " + metricRunning + ") in the exposition")
+		return nil, invalid, errors.New("no vLLM queue metrics (" + metricWaiting + ", " + metricRunning + ") in the exposition")
 	}
-	return loads, nil
+	return loads, invalid, nil
 }
 
 func labelValue(m *dto.Metric, name string) string {
@@ -137,9 +165,6 @@ func gaugeValue(m *dto.Metric) float64 {
 		v = m.GetUntyped().GetValue()
 	case m.GetCounter() != nil:
 		v = m.GetCounter().GetValue()
-	}
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return 0
 	}
 	return v
 }

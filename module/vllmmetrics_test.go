@@ -32,9 +32,9 @@ func TestParseVLLMMetrics(t *testing.T) {
 		{"vllm-two-models.txt", map[string]want{"small": {0, 1, 0.1, 0}, "big": {4, 9, 0.9, 0}}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			loads, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, tc.file)))
-			if err != nil {
-				t.Fatal(err)
+			loads, invalid, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, tc.file)))
+			if err != nil || invalid != "" {
+				t.Fatal(err, invalid)
 			}
 			if len(loads) != len(tc.wants) {
 				t.Fatalf("models %v", loads)
@@ -57,11 +57,11 @@ func TestParseVLLMMetrics(t *testing.T) {
 
 func TestParseVLLMMetricsRejects(t *testing.T) {
 	for _, file := range []string{"garbage.txt", "no-vllm.txt"} {
-		if _, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, file))); err == nil {
+		if _, _, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, file))); err == nil {
 			t.Errorf("%s: no error", file)
 		}
 	}
-	if _, err := parseVLLMMetrics(strings.NewReader("")); err == nil {
+	if _, _, err := parseVLLMMetrics(strings.NewReader("")); err == nil {
 		t.Error("empty exposition: no error")
 	}
 }
@@ -93,6 +93,41 @@ func TestHistogramQuantileOverDeltas(t *testing.T) {
 	}
 }
 
+// A series whose value is no measurement is left out as if absent, and
+// named for the warning; the valid series beside it still count. When
+// nothing valid is left of the queue metrics, the scrape has none.
+func TestParseVLLMMetricsIgnoresInvalidValues(t *testing.T) {
+	const exposition = `# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="a"} -3
+vllm:num_requests_running{model_name="b"} 2
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="a"} NaN
+vllm:num_requests_waiting{model_name="b"} 1e12
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="a"} +Inf
+vllm:kv_cache_usage_perc{model_name="b"} 7
+`
+	loads, invalid, err := parseVLLMMetrics(strings.NewReader(exposition))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if invalid != "vllm:num_requests_waiting = NaN" {
+		t.Errorf("invalid %q", invalid)
+	}
+	if a := loads["a"]; a != nil {
+		t.Errorf("a has only invalid values, yet a load: %+v", a)
+	}
+	b := loads["b"]
+	if b == nil || b.Running != 2 || b.Waiting != 0 || !math.IsNaN(b.KVUsage) {
+		t.Errorf("b: %+v", b)
+	}
+	// only invalid queue metrics: none at all
+	_, invalid, err = parseVLLMMetrics(strings.NewReader("vllm:num_requests_running -1\nvllm:num_requests_waiting 1e300\n"))
+	if err == nil || invalid == "" {
+		t.Errorf("all invalid: err %v, invalid %q", err, invalid)
+	}
+}
+
 func FuzzParseVLLMMetrics(f *testing.F) {
 	files, _ := filepath.Glob("testdata/metrics/*.txt")
 	for _, file := range files {
@@ -100,12 +135,13 @@ func FuzzParseVLLMMetrics(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		loads, err := parseVLLMMetrics(bytes.NewReader(data))
+		loads, _, err := parseVLLMMetrics(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
 		for _, l := range loads {
-			if l.Waiting < 0 || l.Running < 0 || math.IsInf(l.Waiting, 0) || math.IsInf(l.Running, 0) {
+			if !(l.Waiting >= 0) || !(l.Running >= 0) || math.IsInf(l.Waiting, 0) || math.IsInf(l.Running, 0) ||
+				!math.IsNaN(l.KVUsage) && !(l.KVUsage >= 0 && l.KVUsage <= 1) {
 				t.Fatalf("bad load %+v", l)
 			}
 			if l.TTFT != nil {

@@ -5,8 +5,11 @@ package tests
 
 import (
 	"bytes"
+	"io"
 	"math"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -193,5 +196,48 @@ func TestFallbackAndOverflowCounters(t *testing.T) {
 	}
 	if got := metricValue(t, "caddy_hybrid_llm_requests_total", map[string]string{"gateway": gw, "alias": "chat-main", "group": "", "outcome": "upstream_error", "code": "5xx"}); got != 1 {
 		t.Errorf("failed requests_total %v", got)
+	}
+}
+
+// An upstream that reports usage values that are no token counts
+// (negative, absurd, fractional, strings) does not break anything: the
+// client gets its answer, and tokens_total moves only by the valid ones.
+func TestBadUsageNumbersAreIgnored(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	var usage atomic.Value
+	srv, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"`+selfModel+`","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":`+usage.Load().(string)+`}`)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	e.load(withPlainSelf(defaultGateway, srv.URL()))
+	gw := e.gatewayName()
+	tokens := func(kind string) float64 {
+		return metricValue(t, "caddy_hybrid_llm_tokens_total", map[string]string{"gateway": gw, "alias": "chat-main", "group": "self", "kind": kind})
+	}
+	for _, tc := range []struct {
+		usage              string
+		prompt, completion float64
+	}{
+		{`{"prompt_tokens":-5,"completion_tokens":1e12}`, 0, 0},
+		{`{"prompt_tokens":3,"completion_tokens":1e12}`, 3, 0},
+		{`{"prompt_tokens":2.5,"completion_tokens":-1}`, 0, 0},
+		{`{"prompt_tokens":"4","completion_tokens":6}`, 0, 6},
+	} {
+		usage.Store(tc.usage)
+		prompt0, completion0 := tokens("prompt"), tokens("completion")
+		resp, body := post(t, "/v1/chat/completions", chatBody)
+		if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" || !strings.Contains(string(body), `"content":"hi"`) {
+			t.Errorf("%s: %d %s %s", tc.usage, resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+		}
+		// the access log entry is written once the request is metered
+		e.accessLog(resp.Header.Get("X-Request-Id"))
+		if p, c := tokens("prompt")-prompt0, tokens("completion")-completion0; p != tc.prompt || c != tc.completion {
+			t.Errorf("%s: counted %v prompt and %v completion tokens, want %v and %v", tc.usage, p, c, tc.prompt, tc.completion)
+		}
 	}
 }

@@ -1,0 +1,55 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// maxUpstreamCount is the largest token count or metric value taken from
+// an upstream; anything larger is a bug or a lie, not a measurement.
+const maxUpstreamCount = 1e9
+
+// upstreamCount reads a JSON number that must be a count: an integer in
+// [0, maxUpstreamCount] (12 and 12.0 alike). It reports false for
+// anything else: a fraction, a negative or absurd number, a string, null
+// or nothing.
+func upstreamCount(raw []byte) (int64, bool) {
+	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		if n < 0 || n > maxUpstreamCount {
+			return 0, false
+		}
+		return n, true
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || !validUpstreamValue(f) || f != math.Trunc(f) {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// validUpstreamValue tells a plausible metric value: finite, not negative,
+// at most maxUpstreamCount.
+func validUpstreamValue(v float64) bool {
+	return v >= 0 && v <= maxUpstreamCount // false for NaN and ±Inf too
+}
+
+// warnEvery lets one warning through per warnInterval, so that an
+// upstream that keeps sending bad numbers is reported without flooding
+// the log.
+type warnEvery struct{ next atomic.Int64 } // unix nanoseconds
+
+const warnInterval = time.Minute
+
+// allow reports whether a warning may be written at t.
+func (w *warnEvery) allow(t time.Time) bool {
+	if w == nil {
+		return true
+	}
+	next := w.next.Load()
+	return t.UnixNano() >= next && w.next.CompareAndSwap(next, t.Add(warnInterval).UnixNano())
+}
