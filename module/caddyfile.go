@@ -477,11 +477,11 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 					}
 					t.FirstByteTimeout = dur
 				case "retries":
-					n, err := parsePositiveInt(d)
+					n, err := parseNonNegativeInt(d)
 					if err != nil {
 						return nil, err
 					}
-					t.Retries = n
+					t.Retries = &n
 				case "context_window":
 					n, err := parsePositiveInt(d)
 					if err != nil {

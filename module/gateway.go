@@ -186,8 +186,10 @@ type Target struct {
 
 	// Further attempts on this target after a failure before the next
 	// target is tried; on a vllm group they avoid the endpoints that
-	// failed. Default: 0.
-	Retries int `json:"retries,omitempty"`
+	// failed. Default: 1 on a vllm group of several endpoints (a replica
+	// that fails hands the request to another, not to the next target),
+	// else 0.
+	Retries *int `json:"retries,omitempty"`
 
 	// The target's context window in tokens; default: for a vllm group,
 	// the smallest max_model_len its endpoints report for the model.
@@ -206,6 +208,7 @@ type Target struct {
 	group      *Group
 	timeout    time.Duration // 0: none
 	firstByte  time.Duration // 0: none
+	retries    int
 	fallbackOn statusSet
 	faults     faultLog
 	modelJSON  []byte
@@ -293,7 +296,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			if t.Model == "" {
 				return fmt.Errorf("alias %q: target %d (group %q): a model name is required", name, i, t.Group)
 			}
-			if t.Retries < 0 || t.ContextWindow < 0 {
+			if (t.Retries != nil && *t.Retries < 0) || t.ContextWindow < 0 {
 				return fmt.Errorf("alias %q: target %d (group %q): retries and context_window must not be negative", name, i, t.Group)
 			}
 			if err := t.provisionLimits(); err != nil {
@@ -309,6 +312,10 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			}
 			t.fallbackOn = set
 			t.group = grp
+			t.retries = grp.defaultRetries()
+			if t.Retries != nil {
+				t.retries = *t.Retries
+			}
 			t.modelJSON, _ = json.Marshal(t.Model)
 			t.metrics = newTargetMetrics(g.Name, name, t)
 			t.sameName = t.Model == name

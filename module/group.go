@@ -218,3 +218,14 @@ func (grp *Group) cleanup() {
 		releaseProber(ep.p, grp)
 	}
 }
+
+// defaultRetries is how many more attempts a target on the group gets by
+// default: one on a vllm group of several endpoints, so that a failing
+// replica hands the request to a healthy one rather than to the next
+// target (the cloud); none elsewhere.
+func (grp *Group) defaultRetries() int {
+	if grp.Kind == KindVLLM && (len(grp.proxy.Upstreams) > 1 || grp.proxy.DynamicUpstreams != nil) {
+		return 1
+	}
+	return 0
+}

@@ -96,7 +96,7 @@ func (rt *route) run(ctx context.Context) error {
 				minWindow = max(minWindow, t.contextWindow(), 1)
 				break
 			}
-			if n >= t.Retries || res.verdict != verdictFailure || ctx.Err() != nil {
+			if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil {
 				break
 			}
 			if res.ep != nil {

@@ -37,6 +37,8 @@ type TargetState struct {
 	// the attempt limits in effect; absent when there is none
 	TimeoutSeconds          float64 `json:"timeout_seconds,omitempty"`
 	FirstByteTimeoutSeconds float64 `json:"first_byte_timeout_seconds,omitempty"`
+	// further attempts on the target after a failure, default included
+	Retries int `json:"retries"`
 }
 
 // GroupState is one group.
@@ -139,7 +141,7 @@ func state() StateDoc {
 			as := AliasState{Name: name}
 			for _, tg := range g.aliases[name].Targets {
 				as.Targets = append(as.Targets, TargetState{Group: tg.Group, Model: tg.Model,
-					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds()})
+					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(), Retries: tg.retries})
 			}
 			gs.Aliases = append(gs.Aliases, as)
 		}

@@ -254,6 +254,8 @@ func TestProxyRetryDoesNotLeakTheEndpointTrial(t *testing.T) {
 	_, srv := secondSelf(t)
 	block := vllmBlock("\tprobe {\n\t\thealth_interval 1m\n\t\tunknown_metrics ok\n\t}\n")
 	block = strings.Replace(block, "proxy {SELF}\n", "proxy {SELF} "+srv.URL()+" {\n\t\tlb_retries 1\n\t}\n", 1)
+	// no retries of the target's own: the proxy's retry is the subject
+	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\n\t\tretries 0\n\t}\n", 1)
 	e.load(withBreaker(block, "self", "\t\tallowed_fails 1\n\t\tcooldown 300ms\n"))
 	a := e.selfSrv.Addr()
 
@@ -405,7 +407,6 @@ func TestOneBadReplicaLeavesTheOtherServing(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	good, srv := secondSelf(t)
 	block := strings.Replace(vllmBlock(""), "proxy {SELF}\n", "proxy {SELF} "+srv.URL()+"\n", 1)
-	block = strings.Replace(block, "target self "+selfModel+"\n", "target self "+selfModel+" {\n\t\tretries 1\n\t}\n", 1)
 	e.load(withBreaker(block, "self", "\t\tallowed_fails 2\n\t\tcooldown 300ms\n"))
 	bad := e.selfSrv.Addr()
 	groupOpened := groupBreaker(t, "self").Opened
