@@ -28,6 +28,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		group cloud {
 			kind openai
 			api_key {env.CLOUD_API_KEY}
+			stream_usage off
 			proxy https://api.cloud.example {
 				header_up X-Extra yes
 			}
@@ -55,6 +56,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}
 	if self.Kind != KindVLLM || cloud.Kind != KindOpenAI || cloud.APIKey != "{env.CLOUD_API_KEY}" {
 		t.Errorf("group fields: self=%+v cloud=%+v", self, cloud)
+	}
+	if self.StreamUsage != nil || cloud.StreamUsage == nil || *cloud.StreamUsage {
+		t.Errorf("stream_usage: self %v, cloud %v; want unset and off", self.StreamUsage, cloud.StreamUsage)
 	}
 	if n := gjson.GetBytes(self.ProxyRaw, "upstreams.#").Int(); n != 2 {
 		t.Errorf("self upstreams: %d in %s", n, self.ProxyRaw)
@@ -110,6 +114,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad timeout", "hybrid_llm {" + self + "alias a {\ntarget self m {\ntimeout soon\n}\n}\n}", "invalid timeout 'soon'"},
 		{"bad route_headers", "hybrid_llm {\nroute_headers maybe" + self + alias + "}", "route_headers must be 'on' or 'off'"},
 		{"unknown target option", "hybrid_llm {" + self + "alias a {\ntarget self m {\nweight 3\n}\n}\n}", "unrecognized target subdirective 'weight'"},
+		{"bad group stream_usage", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage yes\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage must be 'on' or 'off', got 'yes'"},
+		{"group stream_usage twice", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage on\nstream_usage off\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage already specified"},
 		{"api_key twice", "hybrid_llm {\ngroup self {\nkind vllm\napi_key a\napi_key b\nproxy 127.0.0.1:1\n}" + alias + "}", "api_key already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
