@@ -42,17 +42,24 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		aw = new(attemptWriter)
 	}
 	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
+	body, top := rt.body, &rt.top
+	rt.injected = false
+	if t.group.streamUsage && rt.withUsage != nil {
+		body, top = rt.withUsage.body, &rt.withUsage.top
+		rt.injected = true
+	}
 	var splices [2]splice
 	n := 0
-	if sp, ok := t.modelSplice(&rt.top); ok {
+	if sp, ok := t.modelSplice(top); ok {
 		splices[n], n = sp, n+1
 	}
-	if rt.inject.with != nil {
+	if t.group.streamUsage && rt.inject.with != nil {
 		splices[n], n = rt.inject, n+1
+		rt.injected = true
 	}
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
-	pr.ContentLength = aw.body.set(rt.body, splices[:n]...)
+	pr.ContentLength = aw.body.set(body, splices[:n]...)
 	pr.Header.Set("Content-Length", strconv.FormatInt(pr.ContentLength, 10))
 
 	if vg := t.group.vllm; vg != nil {
@@ -114,21 +121,29 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		aw.commit(aw.heldStatus)
 	}
 	if aw.state.Load() == attemptCommitted {
+		// a stream the upstream ended cleanly before its last chunk was
+		// cut short all the same
+		cut := false
 		if aw.scan != nil {
 			aw.scan.finish(forwarder{aw})
+			cut = !aborted && !aw.scan.complete()
 		}
+		res.done = true
 		switch {
 		case clientGone:
-		case aborted:
+			// nobody's fault but the client's: not the upstream's failure
+			if aborted || cut {
+				rt.outcome = outcomeClientCanceled
+			}
+		case aborted || cut:
 			res.verdict = verdictFailure // the upstream broke off
+			rt.outcome = outcomeInterrupted
 		default:
 			res.verdict = verdictSuccess
 		}
-		if aborted {
-			rt.outcome = outcomeInterrupted
-			rt.midStreamFailure(actx, aw)
+		if aborted || cut {
+			rt.midStreamFailure(actx, aw, cut)
 		}
-		res.done = true
 		return res, err
 	}
 
@@ -194,15 +209,18 @@ func proxy(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (abo
 var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
 // midStreamFailure ends a response whose upstream failed after the first
-// byte. An SSE stream gets an error event, so the client never mistakes
+// byte (ended: it ended the stream early, without an error). An SSE stream gets an error event, so the client never mistakes
 // the cut for a clean end; anything else is aborted.
-func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter) {
+func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended bool) {
 	if rt.r.Context().Err() != nil || !aw.sse {
 		panic(http.ErrAbortHandler)
 	}
 	msg := "the upstream connection failed mid-stream"
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		msg = "the upstream did not finish in time"
+	case ended:
+		msg = "the upstream ended the stream before its last chunk"
 	}
 	// the cut may have come inside an event: end it first, so that the
 	// error is an event of its own rather than glued onto a partial one
@@ -217,6 +235,8 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter) {
 	_ = http.NewResponseController(rt.w).Flush()
 	rt.g.logger.Warn("stream interrupted after the first byte",
 		zap.String("request_id", rt.id),
+		zap.String("outcome", outcomeInterrupted),
+		zap.String("cause", msg),
 		zap.String("group", aw.target.Group),
 		zap.String("model", aw.target.Model))
 }

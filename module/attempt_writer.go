@@ -106,7 +106,8 @@ func (aw *attemptWriter) commit(status int) bool {
 	aw.sse = strings.HasPrefix(ct, "text/event-stream") && plain
 	switch {
 	case aw.sse:
-		rt.usage = usageScanner{sse: true, strip: rt.injected}
+		// a (chat) completion stream ends with a finish_reason
+		rt.usage = usageScanner{sse: true, strip: rt.injected, wantFinish: status < 300 && completionsPath(rt.r.URL.Path)}
 		aw.scan = &rt.usage
 		if rt.injected {
 			// events may be shortened

@@ -38,6 +38,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		group <name> {
 //			kind    vllm|openai
 //			api_key <key>
+//			stream_usage on|off
 //			proxy   [<upstreams...>] {
 //				# any reverse_proxy subdirective
 //			}
@@ -282,6 +283,22 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 				return nil, d.ArgErr()
 			}
 			grp.APIKey = d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+
+		case "stream_usage":
+			if grp.StreamUsage != nil {
+				return nil, d.Err("stream_usage already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			on := d.Val() == "on"
+			if !on && d.Val() != "off" {
+				return nil, d.Errf("stream_usage must be 'on' or 'off', got '%s'", d.Val())
+			}
+			grp.StreamUsage = &on
 			if d.NextArg() {
 				return nil, d.ArgErr()
 			}

@@ -30,6 +30,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		group cloud {
 			kind openai
 			api_key {env.CLOUD_API_KEY}
+			stream_usage off
 			proxy https://api.cloud.example {
 				header_up X-Extra yes
 			}
@@ -59,6 +60,9 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}
 	if self.Kind != KindVLLM || cloud.Kind != KindOpenAI || cloud.APIKey != "{env.CLOUD_API_KEY}" {
 		t.Errorf("group fields: self=%+v cloud=%+v", self, cloud)
+	}
+	if self.StreamUsage != nil || cloud.StreamUsage == nil || *cloud.StreamUsage {
+		t.Errorf("stream_usage: self %v, cloud %v; want unset and off", self.StreamUsage, cloud.StreamUsage)
 	}
 	if n := gjson.GetBytes(self.ProxyRaw, "upstreams.#").Int(); n != 2 {
 		t.Errorf("self upstreams: %d in %s", n, self.ProxyRaw)
@@ -122,6 +126,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"fallback_on 2xx", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 429 200\n}\n}\n}", "invalid fallback_on status '200'"},
 		{"fallback_on class", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 3xx\n}\n}\n}", "invalid fallback_on status '3xx'"},
 		{"fallback_on twice", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 429\nfallback_on 5xx\n}\n}\n}", "fallback_on already specified"},
+		{"bad group stream_usage", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage yes\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage must be 'on' or 'off', got 'yes'"},
+		{"group stream_usage twice", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage on\nstream_usage off\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage already specified"},
 		{"api_key twice", "hybrid_llm {\ngroup self {\nkind vllm\napi_key a\napi_key b\nproxy 127.0.0.1:1\n}" + alias + "}", "api_key already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

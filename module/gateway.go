@@ -128,18 +128,20 @@ type Gateway struct {
 	// for usage is sent upstream with stream_options.include_usage, so
 	// that its tokens are counted; the extra usage chunk (and the
 	// "usage":null of the other chunks) is removed before the client
-	// sees it. This turns that off: such streams are then not counted.
+	// sees it. This turns that off for the groups that do not set their
+	// own stream_usage: their streams are then not counted.
 	DisableStreamUsage bool `json:"disable_stream_usage,omitempty"`
 
-	aliases    map[string]*Alias
-	watch      []string // the top-level fields rules look for
-	entry      *gatewayEntry
-	ledger     *ledger
-	cfg        any // the config's context, to tell configs apart
-	modelsList []byte
-	created    int64
-	logger     *zap.Logger
-	badUsage   *warnEvery // rate-limits the warning about bad usage values
+	aliases     map[string]*Alias
+	streamUsage bool     // some group asks for stream usage
+	watch       []string // the top-level fields rules look for
+	entry       *gatewayEntry
+	ledger      *ledger
+	cfg         any // the config's context, to tell configs apart
+	modelsList  []byte
+	created     int64
+	logger      *zap.Logger
+	badUsage    *warnEvery // rate-limits the warning about bad usage values
 }
 
 // Alias maps a business model name to the targets that can serve it.
@@ -273,6 +275,11 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
+		grp.streamUsage = !g.DisableStreamUsage
+		if grp.StreamUsage != nil {
+			grp.streamUsage = *grp.StreamUsage
+		}
+		g.streamUsage = g.streamUsage || grp.streamUsage
 	}
 
 	g.aliases = make(map[string]*Alias, len(g.Aliases))

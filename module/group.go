@@ -76,6 +76,14 @@ type Group struct {
 	// The group's cost model, for the cost ledger and the cloud spend.
 	Cost *CostConfig `json:"cost,omitempty"`
 
+	// Whether a streamed (chat) completion whose client did not ask for
+	// usage is sent to this group with stream_options.include_usage, so
+	// that its tokens are counted (the extra usage chunk is removed
+	// before the client sees it). Turn it off for an OpenAI-compatible
+	// provider that refuses unknown fields. Default: the gateway's
+	// setting (on).
+	StreamUsage *bool `json:"stream_usage,omitempty"`
+
 	inflight  atomic.Int64 // requests the gateway has in flight to the group
 	name      string
 	shared    *groupShared
@@ -85,6 +93,8 @@ type Group struct {
 	expect    []string // the model names the aliases send to this group
 	vllm      *vllmGroup
 	check     modelCheck
+	// streamUsage is StreamUsage resolved against the gateway's default
+	streamUsage bool
 }
 
 // EndpointConfig holds the settings of one endpoint of a vLLM group.
@@ -183,6 +193,15 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 				return fmt.Errorf("setting api_key: %v", err)
 			}
 		}
+	}
+	// the gateway reads every answer (usage, context-length errors), so
+	// it must see plain bytes: the client's Accept-Encoding stays out of
+	// the proxy's copy of the request, and the transport asks for gzip
+	// on its own and decodes it. Compression toward the client is the
+	// site's `encode`.
+	raw, err := sjson.SetBytes(slices.Clone(raw), "headers.request.delete.-1", "Accept-Encoding")
+	if err != nil {
+		return fmt.Errorf("dropping Accept-Encoding: %v", err)
 	}
 	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
 	if err != nil {

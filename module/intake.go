@@ -83,14 +83,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 
 	rt.alias, rt.stream = al, stream
 	rt.attempts = rt.tried[:0]
-	if stream && !wantsUsage && !g.DisableStreamUsage && completionsPath(r.URL.Path) {
-		// ask for the usage chunk, to count the tokens; the client does
-		// not see it
+	if stream && !wantsUsage && g.streamUsage && completionsPath(r.URL.Path) {
+		// ask for the usage chunk, to count the tokens, of the groups
+		// that allow it (see try); the client does not see it
 		if sp, rewritten, ok := withStreamUsage(body, top); ok {
-			rt.injected = true
 			if rewritten != nil {
-				body = rewritten
-				*top, _ = scanTop(body, g.watch...) // the model may have moved
+				rt.withUsage = &usageBody{body: rewritten}
+				rt.withUsage.top, _ = scanTop(rewritten, g.watch...) // the model may have moved
 			} else {
 				rt.inject = sp
 			}

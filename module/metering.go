@@ -54,12 +54,12 @@ var (
 
 // Request outcomes.
 const (
-	outcomeOK          = "ok"           // answered with 2xx/3xx
-	outcomeClientError = "client_error" // a 4xx, the gateway's or an upstream's
-	outcomeUpstream    = "upstream_error"
-	outcomeUnavailable = "unavailable" // no target could take it (503/504)
-	outcomeInterrupted = "interrupted" // the response broke after its first byte
-	outcomeCanceled    = "canceled"    // the client left
+	outcomeOK             = "ok"           // answered with 2xx/3xx
+	outcomeClientError    = "client_error" // a 4xx, the gateway's or an upstream's
+	outcomeUpstream       = "upstream_error"
+	outcomeUnavailable    = "unavailable"     // no target could take it (503/504)
+	outcomeInterrupted    = "interrupted"     // the response broke after its first byte
+	outcomeClientCanceled = "client_canceled" // the client left, before or during the answer
 )
 
 // isOverflowReason tells congestion (overflow) from failure (fallback).

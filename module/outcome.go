@@ -14,7 +14,7 @@ func (rt *route) finish() {
 	switch {
 	case rt.outcome != "":
 	case rt.r.Context().Err() != nil && rt.answered == nil:
-		rt.outcome = outcomeCanceled
+		rt.outcome = outcomeClientCanceled
 	case rt.status >= 500:
 		rt.outcome = outcomeUpstream
 	case rt.status >= 400:

@@ -21,6 +21,12 @@ type attempt struct {
 	wait time.Duration
 }
 
+// usageBody is a request body rewritten to ask for stream usage.
+type usageBody struct {
+	body []byte
+	top  topFields
+}
+
 // route carries one request through its alias's targets.
 type route struct {
 	g        *Gateway
@@ -35,17 +41,20 @@ type route struct {
 	ttfb     time.Duration
 	rule     string // the group a pre-routing rule sent the request to
 	overflow string // group:signal of an overflow skip
-	injected bool   // the gateway asked for stream usage on its own
+	injected bool   // the current attempt asked for stream usage on its own
 	body     []byte
 	top      topFields // the body's fields, and where its model is
 	features features
-	inject   splice // the stream usage field spliced into the body, if with is set
-	usage    usageScanner
-	answered *Target // the target whose response the client got
-	status   int     // the status the client got
-	outcome  string
-	costUSD  float64 // what the answer cost, if priced
-	priced   bool
+	// stream usage for groups that ask for it: a field spliced into the
+	// body, if with is set, or else a body rewritten, if not nil
+	inject    splice
+	withUsage *usageBody
+	usage     usageScanner
+	answered  *Target // the target whose response the client got
+	status    int     // the status the client got
+	outcome   string
+	costUSD   float64 // what the answer cost, if priced
+	priced    bool
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
 }

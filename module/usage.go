@@ -18,16 +18,22 @@ const maxUsageBody = 4 << 20
 
 // usageScanner follows a response body on its way to the client and reads
 // the token usage from it: from a JSON body's usage object, or from the
-// usage chunk at the end of an SSE stream. When the gateway asked the
-// upstream for stream usage on the client's behalf (strip), it removes
-// what the client did not ask for: the usage-only chunk and the
-// "usage":null field of the other chunks.
+// usage chunk at the end of an SSE stream, whatever its framing (see
+// sseEvents). When the gateway asked the upstream for stream usage on the
+// client's behalf (strip), it removes what the client did not ask for:
+// the usage-only chunk and the "usage":null field of the other chunks.
+// With wantFinish it also notes whether a chunk carried a finish_reason,
+// which tells a (chat) completion stream that ended from one cut short.
 type usageScanner struct {
-	sse    bool
-	strip  bool
-	buf    []byte  // the JSON body so far, or the current partial SSE event
-	pooled *[]byte // buf's holder from usageBufs, if any
-	full   bool    // a JSON body outgrew maxUsageBody
+	sse        bool
+	strip      bool
+	wantFinish bool
+	finished   bool    // a chunk carried a finish_reason
+	cr         bool    // the last event ended in "\r" at the end of the bytes so far
+	dropped    bool    // the last event was not passed on
+	buf        []byte  // the JSON body so far, or the current partial SSE event
+	pooled     *[]byte // buf's holder from usageBufs, if any
+	full       bool    // a JSON body outgrew maxUsageBody
 
 	prompt, completion int64
 	found              bool
@@ -35,10 +41,8 @@ type usageScanner struct {
 }
 
 var (
-	sepEvent  = []byte("\n\n")
 	usageKey  = []byte(`"usage":{`)
 	usageNull = []byte(`,"usage":null`)
-	noChoices = []byte(`"choices":[]`)
 )
 
 // usageBufs recycles the scanners' buffers: most bodies and partial
@@ -88,33 +92,34 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 }
 
 // scanEvents appends p to the partial event and handles each complete
-// event: reads usage from it and, when w is not nil, writes it to w
-// (stripped). Without w the bytes were already passed on. The buffer is
-// reused: the partial event moves to its front.
+// event (see event). Without w the bytes were already passed on. The
+// buffer is reused: the partial event moves to its front.
 func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 	u.grow(p)
-	written, start := 0, 0
+	written := 0
 	var err error
-	for err == nil {
-		i := bytes.Index(u.buf[start:], sepEvent)
-		if i < 0 {
-			break
-		}
-		event := u.buf[start : start+i+2]
-		start += i + 2
-		if bytes.Contains(event, usageKey) {
-			u.readUsage(event)
-			if w != nil && bytes.Contains(event, noChoices) {
-				continue // the usage-only chunk the client did not ask for
-			}
-		}
-		if w != nil {
-			var n int
-			n, err = w.Write(stripAll(event, usageNull))
-			written += n
+	events := newSSEEvents(u.buf)
+	if u.cr && len(u.buf) > 0 && u.buf[0] == '\n' {
+		// the second half of the "\r\n" that ended the last event
+		events.pos = 1
+		if w != nil && !u.dropped {
+			written, err = w.Write(u.buf[:1])
 		}
 	}
-	n := copy(u.buf, u.buf[start:])
+	u.cr = false
+	for err == nil {
+		event, ok := events.next()
+		if !ok {
+			break
+		}
+		var n int
+		n, err = u.event(event, w)
+		written += n
+		if events.pos == len(u.buf) {
+			u.cr = event[len(event)-1] == '\r'
+		}
+	}
+	n := copy(u.buf, u.buf[events.pos:])
 	u.buf = u.buf[:n]
 	if len(u.buf) > maxUsageBody {
 		// no event boundary in sight: not an event stream after all
@@ -127,13 +132,43 @@ func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 	return written, err
 }
 
-// finish writes what is left of a stripped stream (an unterminated last
-// event) and, for a JSON body, reads its usage. It releases the buffer.
+// event reads the usage and the finish of one event and, when w is not
+// nil, writes it to w, stripped.
+func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
+	if u.wantFinish && !u.finished {
+		// a finish_reason that is not null
+		u.finished = hasValue(event, finishReasonName, '"')
+	}
+	u.dropped = false
+	if hasValue(event, usageName, '{') {
+		u.readUsage(event)
+		if w != nil && emptyChoices(event) {
+			u.dropped = true
+			return 0, nil // the usage-only chunk the client did not ask for
+		}
+	}
+	if w == nil {
+		return 0, nil
+	}
+	return w.Write(stripAll(event, usageNull))
+}
+
+// complete reports whether the body ended as it should: a (chat)
+// completion stream with a chunk that carried a finish_reason.
+func (u *usageScanner) complete() bool {
+	return !u.wantFinish || u.finished
+}
+
+// finish handles what is left of a stream (an unterminated last event)
+// and, for a JSON body, reads its usage. It releases the buffer.
 func (u *usageScanner) finish(w io.Writer) {
 	switch {
 	case u.sse:
-		if u.strip && len(u.buf) > 0 {
-			_, _ = w.Write(u.buf)
+		if len(u.buf) > 0 {
+			if !u.strip {
+				w = nil // already passed on
+			}
+			_, _ = u.event(u.buf, w)
 		}
 	case !u.full && len(u.buf) > 0:
 		u.readUsageJSON(u.buf)
@@ -141,13 +176,9 @@ func (u *usageScanner) finish(w io.Writer) {
 	u.release()
 }
 
-// readUsage reads the usage of one SSE event ("data: {...}\n\n").
+// readUsage reads the usage of one SSE event.
 func (u *usageScanner) readUsage(event []byte) {
-	data, ok := bytes.CutPrefix(event, []byte("data: "))
-	if !ok {
-		data, ok = bytes.CutPrefix(event, []byte("data:"))
-	}
-	if ok {
+	if data := sseData(event); len(data) > 0 {
 		u.readUsageJSON(bytes.TrimSpace(data))
 	}
 }

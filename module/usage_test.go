@@ -77,6 +77,159 @@ func BenchmarkUsageScannerChunk(b *testing.B) {
 	}
 }
 
+// reframe ends every line of an SSE stream written with "\n" in eol.
+func reframe(stream, eol string) string { return strings.ReplaceAll(stream, "\n", eol) }
+
+// Every line ending the SSE spec allows, comments and multi-line data:
+// the client gets each event as soon as it is whole, and the usage is
+// read.
+func TestUsageScannerFramings(t *testing.T) {
+	const comment = ": keep-alive\n\n"
+	const multiLine = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\n" +
+		"data: \"choices\": [],\n" +
+		"data: \"usage\": {\"prompt_tokens\": 12, \"completion_tokens\": 34}}\n\n"
+	stream := comment + chunkRole + chunkTok + comment + chunkTok + chunkUsage + chunkDone
+	stripped := strings.ReplaceAll(comment+chunkRole+chunkTok+comment+chunkTok+chunkDone, `,"usage":null`, "")
+	for _, eol := range []string{"\n", "\r\n", "\r"} {
+		for _, usage := range []string{chunkUsage, multiLine} {
+			in := reframe(strings.Replace(stream, chunkUsage, usage, 1), eol)
+			for _, piece := range []int{1, 2, 7, 64, 1 << 20} {
+				u := &usageScanner{sse: true}
+				if got := feed(u, in, piece); got != in {
+					t.Errorf("%q piece %d: changed:\n%q", eol, piece, got)
+				}
+				if !u.found || u.prompt != 12 || u.completion != 34 {
+					t.Errorf("%q piece %d: usage %v %d %d", eol, piece, u.found, u.prompt, u.completion)
+				}
+				u = &usageScanner{sse: true, strip: true}
+				got := feed(u, in, piece)
+				if want := reframe(stripped, eol); got != want {
+					t.Errorf("%q piece %d: stripped stream\n%q\nwant\n%q", eol, piece, got, want)
+				}
+				if !u.found || u.prompt != 12 || u.completion != 34 {
+					t.Errorf("%q piece %d: stripped usage %v %d %d", eol, piece, u.found, u.prompt, u.completion)
+				}
+			}
+		}
+
+		// event by event, as an upstream flushes them: each reaches the
+		// client with its own write, none waits for the next
+		u := &usageScanner{sse: true, strip: true}
+		var out bytes.Buffer
+		for _, ev := range []string{chunkRole, comment, chunkTok, chunkTok} {
+			before := out.Len()
+			_, _ = u.write(&out, []byte(reframe(ev, eol)))
+			if out.Len() == before {
+				t.Errorf("%q: event %q held back", eol, ev)
+			}
+		}
+	}
+}
+
+// normalizeEOL reads every line ending as "\n".
+func normalizeEOL(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+}
+
+// A (chat) completion stream is whole only with a chunk that carries a
+// finish_reason; a null one does not count.
+func TestUsageScannerFinish(t *testing.T) {
+	finish := `data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason": "stop"}]}` + "\n\n"
+	for _, tc := range []struct {
+		stream string
+		whole  bool
+	}{
+		{chunkRole + chunkTok + chunkDone, false},
+		{chunkRole + `data: {"choices":[{"delta":{},"finish_reason":null}]}` + "\n\n" + chunkDone, false},
+		{chunkRole + chunkTok + finish + chunkUsage + chunkDone, true},
+		{chunkRole + strings.TrimSuffix(finish, "\n\n"), true}, // no blank line at the end
+	} {
+		u := &usageScanner{sse: true, strip: true, wantFinish: true}
+		feed(u, tc.stream, 5)
+		if u.complete() != tc.whole {
+			t.Errorf("complete = %v, want %v: %q", u.complete(), tc.whole, tc.stream)
+		}
+	}
+	if u := (&usageScanner{sse: true}); !u.complete() {
+		t.Error("a stream that is not a completion is complete as it ends")
+	}
+}
+
+func TestSSEData(t *testing.T) {
+	for in, want := range map[string]string{
+		"data: x\n\n":                "x",
+		"data:x\r\n\r\n":             "x",
+		": c\nevent: m\ndata: a\n\n": "a",
+		"data: a\rdata: b\r\r":       "a\nb",
+		"database: no\n\n":           "",
+		"data\ndata: b\n\n":          "\nb",
+	} {
+		if got := string(sseData([]byte(in))); got != want {
+			t.Errorf("sseData(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// FuzzUsageScannerFraming frames a stream with line endings and cuts it
+// into writes as the input says: the client sees the upstream's events
+// (without the usage the gateway asked for), and the usage is read.
+func FuzzUsageScannerFraming(f *testing.F) {
+	f.Add([]byte{0}, uint8(3))
+	f.Add([]byte{1, 2, 0, 1}, uint8(1))
+	f.Add([]byte{2, 2, 2}, uint8(200))
+	f.Fuzz(func(t *testing.T, choices []byte, size uint8) {
+		pick := func(i int) byte {
+			if len(choices) == 0 {
+				return 0
+			}
+			return choices[i%len(choices)]
+		}
+		events := []string{chunkRole, chunkTok, ": keep-alive\n\n", chunkTok, chunkUsage, chunkDone}
+		var in strings.Builder
+		var want []string
+		n := 0
+		for _, ev := range events {
+			lines := strings.SplitAfter(ev, "\n")
+			for _, l := range lines {
+				if l == "" {
+					continue
+				}
+				in.WriteString(strings.TrimSuffix(l, "\n"))
+				eol := []string{"\n", "\r\n", "\r"}[pick(n)%3]
+				if eol == "\n" && strings.HasSuffix(in.String(), "\r") {
+					eol = "\r" // after a "\r", a "\n" would be its second half
+				}
+				in.WriteString(eol)
+				n++
+			}
+			if d := sseData([]byte(ev)); len(d) > 0 && ev != chunkUsage {
+				want = append(want, strings.ReplaceAll(string(d), `,"usage":null`, ""))
+			}
+		}
+		u := &usageScanner{sse: true, strip: true, wantFinish: true}
+		var out bytes.Buffer
+		s := in.String()
+		for i := 0; len(s) > 0; i++ {
+			k := min(len(s), 1+int(pick(i+int(size)))%max(int(size), 1))
+			_, _ = u.write(&out, []byte(s[:k]))
+			s = s[k:]
+		}
+		u.finish(&out)
+		var got []string
+		for ev := range strings.SplitSeq(normalizeEOL(out.String()), "\n\n") {
+			if d := sseData([]byte(ev + "\n\n")); len(d) > 0 {
+				got = append(got, string(d))
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Fatalf("client saw\n%q\nwant\n%q\nfrom %q", got, want, in.String())
+		}
+		if !u.found || u.prompt != 12 || u.completion != 34 {
+			t.Fatalf("usage %v %d %d", u.found, u.prompt, u.completion)
+		}
+	})
+}
+
 // Usage values that are not token counts are ignored and flagged, each on
 // its own; valid ones beside them still count.
 func TestUsageIgnoresBadNumbers(t *testing.T) {

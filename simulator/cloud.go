@@ -34,6 +34,12 @@ type CloudConfig struct {
 	MaxModelLen int
 	// DisableRecording turns off request recording (Requests stays empty).
 	DisableRecording bool
+	// Compress gzips every response whose request's Accept-Encoding
+	// allows it, event streams included (flushed event by event).
+	Compress bool
+	// SSELineEnding ends the lines of event streams: "\n" (the default),
+	// "\r\n" or "\r", as the SSE spec allows.
+	SSELineEnding string
 }
 
 // Cloud simulates a cloud OpenAI-compatible API: GET /v1/models and
@@ -65,6 +71,11 @@ func NewCloud(cfg CloudConfig) *Cloud {
 	}
 	if cfg.MaxModelLen <= 0 {
 		cfg.MaxModelLen = 128000
+	}
+	switch cfg.SSELineEnding {
+	case "\n", "\r\n", "\r":
+	default:
+		cfg.SSELineEnding = "\n"
 	}
 	c := &Cloud{
 		cfg:     cfg,
@@ -141,6 +152,11 @@ func (c *Cloud) checkAuth(w http.ResponseWriter, r *http.Request) bool {
 
 // ServeHTTP implements http.Handler.
 func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Compress && acceptsGzip(r) {
+		gw := newGzipWriter(w)
+		defer gw.close()
+		w = gw
+	}
 	h := w.Header()
 	if id := r.Header.Get("X-Request-Id"); id != "" {
 		h.Set("X-Request-Id", id)
@@ -316,6 +332,7 @@ func (c *Cloud) serveInference(w http.ResponseWriter, r *http.Request, ep endpoi
 		d: dialectOpenAI, ep: ep, id: newID(cloudIDPrefix[ep]), created: c.cfg.Clock().Unix(), model: req.model,
 		promptTokens: prompt, tokens: tokens, finish: finish,
 		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body,
+		eol: c.cfg.SSELineEnding,
 	}
 	comp.respond(ctx, w, c.cfg.ITL, fs.cutAfter())
 }

@@ -4,8 +4,10 @@
 package simulator_test
 
 import (
+	"compress/gzip"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -222,4 +224,62 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// A compressing cloud gzips what the client allows, streams included, and
+// frames its events with the configured line ending.
+func TestCloudCompressAndLineEnding(t *testing.T) {
+	c := simulator.NewCloud(simulator.CloudConfig{Compress: true, SSELineEnding: "\r\n", OutputTokens: 3})
+	srv, err := simulator.Start("127.0.0.1:0", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	post := func(body, acceptEncoding string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL()+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if acceptEncoding != "" {
+			req.Header.Set("Accept-Encoding", acceptEncoding)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r io.Reader = resp.Body
+		if resp.Header.Get("Content-Encoding") == "gzip" {
+			if r, err = gzip.NewReader(resp.Body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	stream := strings.Replace(cloudChat, `{"model"`, `{"stream":true,"model"`, 1)
+	for _, tc := range []struct {
+		body, accept, encoding string
+	}{
+		{cloudChat, "gzip, br", "gzip"},
+		{cloudChat, "", ""},
+		{cloudChat, "gzip;q=0, br", ""},
+		{stream, "gzip", "gzip"},
+		{stream, "identity", ""},
+	} {
+		resp, body := post(tc.body, tc.accept)
+		if got := resp.Header.Get("Content-Encoding"); got != tc.encoding {
+			t.Errorf("Accept-Encoding %q: Content-Encoding %q, want %q", tc.accept, got, tc.encoding)
+		}
+		if tc.body == stream {
+			if !strings.HasSuffix(body, "data: [DONE]\r\n\r\n") || strings.Contains(strings.ReplaceAll(body, "\r\n", ""), "\n") {
+				t.Errorf("stream not framed with CRLF: %q", body)
+			}
+		} else if !gjson.Valid(body) {
+			t.Errorf("body %q", body)
+		}
+	}
 }

@@ -131,6 +131,7 @@ type completion struct {
 	stream       bool
 	base64       bool
 	body         []byte // the request, for embeddings
+	eol          string // the line ending of events, if not "\n"
 }
 
 const openAIFingerprint = "fp_0d4f3c1b9e"
@@ -420,7 +421,11 @@ func (c *completion) respond(ctx context.Context, w http.ResponseWriter, itl tim
 	// send writes buf as one event; it reports false when the response
 	// must stop. The [DONE] sentinel does not count towards cut.
 	send := func(countable bool) bool {
-		if _, err := w.Write(buf); err != nil {
+		out := buf
+		if c.eol != "" && c.eol != "\n" {
+			out = bytes.ReplaceAll(buf, []byte("\n"), []byte(c.eol))
+		}
+		if _, err := w.Write(out); err != nil {
 			return false
 		}
 		if err := rc.Flush(); err != nil {

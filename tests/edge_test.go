@@ -179,7 +179,7 @@ func TestReloadKeepsInFlightRequests(t *testing.T) {
 			http.Error(w, "overloaded", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprint(w, `data: {"n":"second"}`+"\n\ndata: [DONE]\n\n")
+		fmt.Fprint(w, `data: {"n":"second","choices":[{"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestReloadKeepsInFlightRequests(t *testing.T) {
 	close(release)
 
 	s := <-streamed
-	if s.err != nil || s.resp.StatusCode != http.StatusOK || !strings.HasSuffix(s.body, `data: {"n":"second"}`+"\n\ndata: [DONE]\n\n") {
+	if s.err != nil || s.resp.StatusCode != http.StatusOK || !strings.HasSuffix(s.body, `data: {"n":"second","choices":[{"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n") {
 		t.Errorf("stream across the reload: %v %q", s.err, s.body)
 	}
 	w := <-waiting

@@ -163,10 +163,19 @@ func runCloud(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Var(&models, "model", "served model `name` (repeatable; default gpt-4o-mini)")
 	rateLimit := fs.Int("rate-limit", 0, "requests per second, beyond it 429 (0: no limit)")
 	maxModelLen := fs.Int("max-model-len", 128000, "context length in tokens")
+	compress := fs.Bool("compress", false, "gzip every response the client's Accept-Encoding allows")
+	lineEnding := fs.String("sse-line-ending", "lf", "line ending of event streams: `lf`, crlf or cr")
 	if code := parse(fs, args, &c); code >= 0 {
 		return code
 	}
+	eol, ok := map[string]string{"lf": "\n", "crlf": "\r\n", "cr": "\r"}[*lineEnding]
+	if !ok {
+		fmt.Fprintf(stderr, "llmsim cloud: -sse-line-ending must be lf, crlf or cr, not %q\n", *lineEnding)
+		return 2
+	}
 	sim := simulator.NewCloud(simulator.CloudConfig{
+		Compress:         *compress,
+		SSELineEnding:    eol,
 		Models:           models,
 		APIKey:           c.apiKey,
 		RateLimit:        *rateLimit,

@@ -1,0 +1,144 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"compress/gzip"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+// The quickstart as shipped (examples/Caddyfile), used by the official
+// OpenAI Go SDK and by a raw client that accepts gzip and br, against a
+// self-hosted vLLM and a cloud that compresses and frames its streams
+// with "\r\n": the answers are right, and every token and cent is
+// counted, whichever side answered.
+func TestQuickstartEndToEnd(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{Compress: true, SSELineEnding: "\r\n"})
+	for k, v := range map[string]string{
+		"HYBRID_LISTEN": "127.0.0.1:9080", "HYBRID_ADMIN": "localhost:2999",
+		"SELF_UPSTREAMS": e.selfSrv.Addr(), "SELF_MODEL": selfModel,
+		"CLOUD_UPSTREAM": e.cloudSrv.URL(), "CLOUD_MODEL": cloudModel, "CLOUD_API_KEY": cloudKey,
+	} {
+		t.Setenv(k, v)
+	}
+	cfg, err := os.ReadFile("../examples/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddytest.NewTester(t).InitServer(string(cfg), "caddyfile")
+	client.CloseIdleConnections()
+	waitProbed(t)
+
+	const gw = "default" // the quickstart's gateway has no name
+	tokens := func(group string) float64 {
+		return metricValue(t, "caddy_hybrid_llm_tokens_total", map[string]string{"gateway": gw, "group": group, "kind": "completion"})
+	}
+	cost := func() float64 {
+		return metricValue(t, "caddy_hybrid_llm_cloud_cost_usd_total", map[string]string{"gateway": gw, "group": "cloud"})
+	}
+	var last *http.Response
+	sdk := openai.NewClient(
+		option.WithBaseURL(gateway+"/v1/"),
+		option.WithAPIKey("client-key"),
+		option.WithMaxRetries(0),
+		option.WithResponseInto(&last),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	params := openai.ChatCompletionNewParams{
+		Model:     "chat-main",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
+		MaxTokens: openai.Int(6),
+	}
+	sdkStream := func(side string) {
+		t.Helper()
+		stream := sdk.Chat.Completions.NewStreaming(ctx, params)
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatalf("%s: %v", side, err)
+		}
+		if len(acc.Choices) != 1 || len(strings.Fields(acc.Choices[0].Message.Content)) != 6 ||
+			acc.Choices[0].FinishReason != "length" || last.Header.Get("X-Hybrid-Target") != side {
+			t.Errorf("%s: stream %+v from %q", side, acc.ChatCompletion, last.Header.Get("X-Hybrid-Target"))
+		}
+	}
+	// rawGzip posts as curl --compressed does, and reads the answer
+	rawGzip := func(side, body string) string {
+		t.Helper()
+		resp, raw := post(t, "/v1/chat/completions", body, "Accept-Encoding", "gzip, br")
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != side {
+			t.Fatalf("%s: %d %s", side, resp.StatusCode, resp.Header.Get("X-Hybrid-Target"))
+		}
+		if resp.Header.Get("Content-Encoding") != "gzip" {
+			return string(raw)
+		}
+		zr, err := gzip.NewReader(strings.NewReader(string(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(plain)
+	}
+
+	// self-hosted answers
+	self0 := tokens("self")
+	resp, err := sdk.Chat.Completions.New(ctx, params)
+	if err != nil || resp.Model != selfModel || resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 6 {
+		t.Fatalf("self: %v %+v", err, resp)
+	}
+	sdkStream("self")
+	if body := rawGzip("self", chatBody); !strings.Contains(body, `"chat.completion"`) {
+		t.Errorf("self raw: %q", body)
+	}
+	if got := tokens("self") - self0; got != 6+6+4 {
+		t.Errorf("self: %v completion tokens counted, want 16", got)
+	}
+
+	// the self-hosted side is down: the cloud answers
+	if err := e.selfSrv.Refuse(); err != nil {
+		t.Fatal(err)
+	}
+	cloud0, cost0 := tokens("cloud"), cost()
+	resp, err = sdk.Chat.Completions.New(ctx, params)
+	if err != nil || resp.Model != cloudModel || resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 6 {
+		t.Fatalf("cloud: %v %+v", err, resp)
+	}
+	sdkStream("cloud")
+	if body := rawGzip("cloud", chatBody); !strings.Contains(body, `"chat.completion"`) {
+		t.Errorf("cloud raw: %q", body)
+	}
+	events := rawGzip("cloud", streamBody)
+	if !strings.HasSuffix(events, "data: [DONE]\r\n\r\n") || strings.Contains(events, `"usage"`) || strings.Count(events, `"content":"`) != 6 {
+		t.Errorf("cloud raw stream: %q", events)
+	}
+	if got := tokens("cloud") - cloud0; got != 6+6+4+5 {
+		t.Errorf("cloud: %v completion tokens counted, want 21", got)
+	}
+	if cost() <= cost0 {
+		t.Error("cloud: no cost counted")
+	}
+	// the cloud compressed: the gateway's transport asked it to
+	reqs := e.cloudPosts()
+	if ae := reqs[len(reqs)-1].Header.Get("Accept-Encoding"); ae != "gzip" {
+		t.Errorf("the cloud was sent Accept-Encoding %q", ae)
+	}
+}

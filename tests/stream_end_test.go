@@ -1,0 +1,92 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+// A chat stream whose upstream closes it cleanly before any chunk with a
+// finish_reason was cut short all the same: the client gets the error
+// event, and the request counts as interrupted.
+func TestStreamEndingBeforeFinishIsInterrupted(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	for _, tail := range []string{"", "data: [DONE]\n\n"} {
+		upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, `data: {"id":"1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"half"},"finish_reason":null}]}`+"\n\n"+tail)
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.load(withPlainSelf(defaultGateway, upstream.URL()))
+		labels := map[string]string{"gateway": e.gatewayName(), "alias": "chat-main", "group": "self", "outcome": "interrupted"}
+		interrupted0 := metricValue(t, "caddy_hybrid_llm_requests_total", labels)
+		resp, body := post(t, "/v1/chat/completions", streamBody)
+		events := sseEvents(body)
+		if resp.StatusCode != http.StatusOK || len(events) == 0 || !strings.Contains(events[len(events)-1], `"code":"stream_interrupted"`) {
+			t.Errorf("tail %q: %d %q", tail, resp.StatusCode, events)
+		}
+		waitFor(t, "the interrupted request's metrics", func() bool {
+			return metricValue(t, "caddy_hybrid_llm_requests_total", labels) == interrupted0+1
+		})
+		_ = upstream.Close()
+	}
+}
+
+// A client that leaves in the middle of a stream is no fault of the
+// upstream: the request is client_canceled, not interrupted, and the
+// upstream's breaker does not hear of it.
+func TestClientLeavingMidStreamIsClientCanceled(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{ITL: 20 * time.Millisecond}, simulator.CloudConfig{})
+	e.load(withBreaker(defaultGateway, "self", "\t\tallowed_fails 1\n\t\tcooldown 1h\n"))
+	gw := e.gatewayName()
+	requests := func(outcome string) float64 {
+		return metricValue(t, "caddy_hybrid_llm_requests_total", map[string]string{"gateway": gw, "alias": "chat-main", "outcome": outcome})
+	}
+	opened := func() float64 {
+		return metricValue(t, "caddy_hybrid_llm_breaker_opened_total", map[string]string{"gateway": gw, "group": "self"})
+	}
+	canceled0, interrupted0, upstream0, opened0 := requests("client_canceled"), requests("interrupted"), requests("upstream_error"), opened()
+	long := strings.Replace(streamBody, `"max_tokens":5`, `"max_tokens":2000`, 1)
+	const leaving = 3
+	for range leaving {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(long))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("first event: %q %v", line, err)
+		}
+		cancel() // the client leaves
+		_ = resp.Body.Close()
+	}
+	waitFor(t, "the canceled requests' metrics", func() bool { return requests("client_canceled") == canceled0+leaving })
+	if d := requests("interrupted") - interrupted0; d != 0 {
+		t.Errorf("%v requests counted as interrupted", d)
+	}
+	if d := requests("upstream_error") - upstream0; d != 0 {
+		t.Errorf("%v requests counted as upstream errors", d)
+	}
+	if d := opened() - opened0; d != 0 {
+		t.Errorf("the self breaker opened %v times", d)
+	}
+	resp, body := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
+		t.Errorf("after the clients left: %d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+}
