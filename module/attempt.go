@@ -111,7 +111,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	}
 	if aw.state.Load() == attemptCommitted {
 		if aw.scan != nil {
-			aw.scan.finish(forwarder{aw})
+			aw.finishBody()
 		}
 		switch {
 		case clientGone:

@@ -24,6 +24,7 @@ const maxUsageBody = 4 << 20
 type usageScanner struct {
 	sse    bool
 	strip  bool
+	whole  bool    // pass a stream on whole events at a time (strip does too)
 	buf    []byte  // the JSON body so far, or the current partial SSE event
 	pooled *[]byte // buf's holder from usageBufs, if any
 	full   bool    // a JSON body outgrew maxUsageBody
@@ -64,8 +65,9 @@ func (u *usageScanner) release() {
 	u.pooled, u.buf = nil, nil
 }
 
-// write passes p on to w (for a stream whose extra chunk is stripped,
-// whole events at a time) and reports the bytes it wrote to w.
+// write passes p on to w (for a stream whose extra chunk is stripped, or
+// with whole set, whole events at a time) and reports the bytes it wrote
+// to w.
 func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 	if !u.sse {
 		if !u.full {
@@ -78,7 +80,7 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 		}
 		return w.Write(p)
 	}
-	if !u.strip {
+	if !u.strip && !u.whole {
 		u.scanEvents(p, nil)
 		return w.Write(p)
 	}
@@ -102,13 +104,16 @@ func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 		start += i + 2
 		if bytes.Contains(event, usageKey) {
 			u.readUsage(event)
-			if w != nil && bytes.Contains(event, noChoices) {
+			if u.strip && bytes.Contains(event, noChoices) {
 				continue // the usage-only chunk the client did not ask for
 			}
 		}
 		if w != nil {
 			var n int
-			n, err = w.Write(stripAll(event, usageNull))
+			if u.strip {
+				event = stripAll(event, usageNull)
+			}
+			n, err = w.Write(event)
 			written += n
 		}
 	}
@@ -130,7 +135,7 @@ func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 func (u *usageScanner) finish(w io.Writer) {
 	switch {
 	case u.sse:
-		if u.strip && len(u.buf) > 0 {
+		if (u.strip || u.whole) && len(u.buf) > 0 {
 			_, _ = w.Write(u.buf)
 		}
 	case !u.full && len(u.buf) > 0:
