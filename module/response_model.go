@@ -42,6 +42,9 @@ type modelRewriter struct {
 	head  []byte  // a JSON body's start, while its model is not complete
 	held  *[]byte // head's holder from usageBufs
 	done  bool    // the JSON body's model was replaced, or never will be
+
+	out    []byte  // a rewritten event or head, written at once
+	outBuf *[]byte // out's holder from usageBufs
 }
 
 // write passes p on to w with the model replaced.
@@ -61,7 +64,7 @@ func (m *modelRewriter) write(w io.Writer, p []byte) (int, error) {
 	switch {
 	case found:
 		m.done = true
-		err := writeModel(w, data, vs, ve, m.alias)
+		err := m.writeModel(w, data, vs, ve)
 		m.release()
 		if err != nil {
 			return 0, err
@@ -93,8 +96,14 @@ func (m *modelRewriter) finish(w io.Writer) {
 		_, _ = w.Write(m.head)
 	}
 	m.release()
+	if m.outBuf != nil && cap(m.out) <= maxPooledBuf {
+		*m.outBuf = m.out[:0]
+		usageBufs.Put(m.outBuf)
+	}
+	m.outBuf, m.out = nil, nil
 }
 
+// release puts the held head's buffer back.
 func (m *modelRewriter) release() {
 	if m.held != nil && cap(m.head) <= maxPooledBuf {
 		*m.held = m.head[:0]
@@ -113,26 +122,35 @@ func (m *modelRewriter) event(w io.Writer, ev []byte) (int, error) {
 	if !found {
 		return w.Write(ev)
 	}
-	if err := writeModel(w, ev, vs, ve, m.alias); err != nil {
+	if err := m.writeModel(w, ev, vs, ve); err != nil {
 		return 0, err
 	}
 	return len(ev), nil
 }
 
-// writeModel writes b with b[vs:ve] replaced by model, in at most three
-// writes and no copy.
-func writeModel(w io.Writer, b []byte, vs, ve int, model []byte) error {
-	if bytes.Equal(b[vs:ve], model) {
+// writeModel writes b with b[vs:ve] replaced by the alias: in one write,
+// through a reused buffer, unless b is large.
+func (m *modelRewriter) writeModel(w io.Writer, b []byte, vs, ve int) error {
+	if bytes.Equal(b[vs:ve], m.alias) {
 		_, err := w.Write(b)
 		return err
 	}
-	if _, err := w.Write(b[:vs]); err != nil {
+	if len(b) > maxPooledBuf {
+		if _, err := w.Write(b[:vs]); err != nil {
+			return err
+		}
+		if _, err := w.Write(m.alias); err != nil {
+			return err
+		}
+		_, err := w.Write(b[ve:])
 		return err
 	}
-	if _, err := w.Write(model); err != nil {
-		return err
+	if m.outBuf == nil {
+		m.outBuf = usageBufs.Get().(*[]byte)
+		m.out = (*m.outBuf)[:0]
 	}
-	_, err := w.Write(b[ve:])
+	m.out = append(append(append(m.out[:0], b[:vs]...), m.alias...), b[ve:]...)
+	_, err := w.Write(m.out)
 	return err
 }
 
