@@ -31,12 +31,7 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			}
 		}
 	}
-	_ = enc.AddArray("llm_tried", zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
-		for _, a := range rt.attempts {
-			ae.AppendString(a.target.Group + ":" + string(a.reason))
-		}
-		return nil
-	}))
+	_ = enc.AddArray("llm_tried", (*triedList)(&rt.attempts)) // a pointer: no allocation
 	n := len(rt.attempts)
 	if rt.ttfb > 0 {
 		n++
@@ -60,6 +55,16 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if rt.priced {
 		enc.AddFloat64("llm_cost_usd", rt.costUSD)
+	}
+	return nil
+}
+
+// triedList renders the failed attempts as `group:reason` strings.
+type triedList []attempt
+
+func (l *triedList) MarshalLogArray(ae zapcore.ArrayEncoder) error {
+	for _, a := range *l {
+		ae.AppendString(a.target.Group + ":" + string(a.reason))
 	}
 	return nil
 }

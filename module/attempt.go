@@ -125,7 +125,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		// cut short all the same
 		cut := false
 		if aw.scan != nil {
-			aw.scan.finish(forwarder{aw})
+			aw.finishBody()
 			cut = !aborted && !aw.scan.complete()
 		}
 		res.done = true

@@ -36,6 +36,8 @@ type attemptWriter struct {
 	scan   *usageScanner // reads the usage from the response on its way
 	body   upstreamBody  // the request body this attempt sends
 
+	model *modelRewriter // puts the alias into the answer's model, if set
+
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 400's body
 	holdUntilBody  bool          // commit on the first body byte, not the header
@@ -87,9 +89,13 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt.ttfb = time.Since(rt.start)
 	h := aw.w.Header() // ServeHTTP set the request id there
 	var upstreamID []string
+	pass := rt.g.pass
 	for k, v := range aw.header {
 		if k == "X-Request-Id" {
 			upstreamID = v
+			continue
+		}
+		if upstreamOnly(k) && !pass.passes(k) {
 			continue
 		}
 		h[k] = v
@@ -104,18 +110,24 @@ func (aw *attemptWriter) commit(status int) bool {
 	ct := h.Get("Content-Type")
 	plain := h.Get("Content-Encoding") == ""
 	aw.sse = strings.HasPrefix(ct, "text/event-stream") && plain
+	alias := rt.alias.modelJSON // set when answers carry the alias
 	switch {
 	case aw.sse:
 		// a (chat) completion stream ends with a finish_reason
-		rt.usage = usageScanner{sse: true, strip: rt.injected, wantFinish: status < 300 && completionsPath(rt.r.URL.Path)}
+		rt.usage = usageScanner{sse: true, strip: rt.injected, whole: alias != nil,
+			wantFinish: status < 300 && completionsPath(rt.r.URL.Path)}
 		aw.scan = &rt.usage
-		if rt.injected {
-			// events may be shortened
-			h.Del("Content-Length")
-		}
 	case plain && strings.HasPrefix(ct, "application/json"):
 		rt.usage = usageScanner{}
 		aw.scan = &rt.usage
+	}
+	if aw.scan != nil && alias != nil {
+		rt.model = modelRewriter{alias: alias, sse: aw.sse}
+		aw.model = &rt.model
+	}
+	if (aw.sse && rt.injected) || aw.model != nil {
+		// events may be shortened, the model's name changes length
+		h.Del("Content-Length")
 	}
 	rt.status = status
 	t := aw.target
@@ -201,10 +213,30 @@ func (aw *attemptWriter) forward(p []byte) (int, error) {
 	return n, err
 }
 
-// forwarder is an attemptWriter's way to the client, for the usage scanner.
+// forwarder is an attemptWriter's way to the client for the usage
+// scanner: through the model rewrite, if any.
 type forwarder struct{ aw *attemptWriter }
 
-func (f forwarder) Write(p []byte) (int, error) { return f.aw.forward(p) }
+func (f forwarder) Write(p []byte) (int, error) {
+	if f.aw.model != nil {
+		return f.aw.model.write(toClient{f.aw}, p)
+	}
+	return f.aw.forward(p)
+}
+
+// toClient is an attemptWriter's direct way to the client.
+type toClient struct{ aw *attemptWriter }
+
+func (c toClient) Write(p []byte) (int, error) { return c.aw.forward(p) }
+
+// finishBody writes what the usage scanner and the model rewrite still
+// hold at the end of the body.
+func (aw *attemptWriter) finishBody() {
+	aw.scan.finish(forwarder{aw})
+	if aw.model != nil {
+		aw.model.finish(toClient{aw})
+	}
+}
 
 // maxHeldBody caps a held 400 body; error bodies are small.
 const maxHeldBody = 64 << 10

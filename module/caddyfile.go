@@ -34,6 +34,8 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		deadline      <duration>
 //		route_headers on|off
 //		stream_usage  on|off
+//		pass_headers  <names...>
+//		response_model alias|upstream
 //
 //		group <name> {
 //			kind    vllm|openai
@@ -89,6 +91,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //
 //		alias <name> {
+//			response_model alias|upstream
 //			target <group> <model> [{
 //				timeout            <duration>|off   # default 10m
 //				first_byte_timeout <duration>|off   # default 60s, streams
@@ -190,6 +193,26 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+
+		case "pass_headers":
+			names := d.RemainingArgs()
+			if len(names) == 0 {
+				return d.Err("pass_headers needs one or more header names (a trailing * for a prefix, * for all)")
+			}
+			if _, err := newHeaderPass(names); err != nil {
+				return d.Err(err.Error())
+			}
+			g.PassHeaders = append(g.PassHeaders, names...)
+
+		case "response_model":
+			if g.ResponseModel != "" {
+				return d.Err("response_model already specified")
+			}
+			v, err := parseResponseModel(d)
+			if err != nil {
+				return err
+			}
+			g.ResponseModel = v
 
 		case "group":
 			if !d.NextArg() {
@@ -519,6 +542,15 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 				}
 			}
 			al.Targets = append(al.Targets, t)
+		case "response_model":
+			if al.ResponseModel != "" {
+				return nil, d.Err("response_model already specified")
+			}
+			v, err := parseResponseModel(d)
+			if err != nil {
+				return nil, err
+			}
+			al.ResponseModel = v
 		case "route":
 			r, err := unmarshalRule(d)
 			if err != nil {
@@ -746,6 +778,18 @@ func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
 		}
 	}
 	return bc, nil
+}
+
+// parseResponseModel reads the one argument of response_model.
+func parseResponseModel(d *caddyfile.Dispenser) (string, error) {
+	var v string
+	if !d.AllArgs(&v) {
+		return "", d.Err("response_model needs one argument: alias or upstream")
+	}
+	if v != responseModelAlias && v != responseModelUpstream {
+		return "", d.Errf("response_model must be 'alias' or 'upstream', got '%s'", v)
+	}
+	return v, nil
 }
 
 // parseDuration reads exactly one positive duration argument.

@@ -287,3 +287,49 @@ func TestProbeConfigProvision(t *testing.T) {
 		t.Errorf("stale_after <= metrics_interval: %v", err)
 	}
 }
+
+func TestUnmarshalResponseOptions(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`hybrid_llm {
+		pass_headers x-ratelimit-* openai-processing-ms
+		pass_headers Server
+		response_model upstream
+		group self {
+			kind vllm
+			proxy 127.0.0.1:8001
+		}
+		alias a {
+			response_model alias
+			target self m
+		}
+		alias b {
+			target self m
+		}
+	}`)
+	var g Gateway
+	if err := g.UnmarshalCaddyfile(d); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(g.PassHeaders, ",") != "x-ratelimit-*,openai-processing-ms,Server" {
+		t.Errorf("pass_headers: %q", g.PassHeaders)
+	}
+	if g.ResponseModel != "upstream" || g.Aliases["a"].ResponseModel != "alias" || g.Aliases["b"].ResponseModel != "" {
+		t.Errorf("response_model: gateway %q, a %q, b %q", g.ResponseModel, g.Aliases["a"].ResponseModel, g.Aliases["b"].ResponseModel)
+	}
+
+	const group = "\ngroup self {\nkind vllm\nproxy 127.0.0.1:1\n}\n"
+	for _, tc := range []struct{ name, input, want string }{
+		{"pass_headers without names", "hybrid_llm {\npass_headers" + group + "alias a {\ntarget self m\n}\n}", "pass_headers needs one or more header names"},
+		{"pass_headers bad name", "hybrid_llm {\npass_headers x-a:b" + group + "alias a {\ntarget self m\n}\n}", `invalid header name "x-a:b"`},
+		{"bad response_model", "hybrid_llm {\nresponse_model upstream-name" + group + "alias a {\ntarget self m\n}\n}", "response_model must be 'alias' or 'upstream', got 'upstream-name'"},
+		{"response_model twice", "hybrid_llm {\nresponse_model alias\nresponse_model upstream" + group + "alias a {\ntarget self m\n}\n}", "response_model already specified"},
+		{"alias response_model without value", "hybrid_llm {" + group + "alias a {\nresponse_model\ntarget self m\n}\n}", "response_model needs one argument"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var g Gateway
+			err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

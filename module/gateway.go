@@ -94,7 +94,10 @@ func (t *Target) provisionLimits() error {
 // one is generated), echoed in the response and sent upstream. Unless
 // disabled, the response also carries `X-Hybrid-Target` (the group that
 // answered), `X-Hybrid-Model` (the model name it was sent) and, after a
-// fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`. The access log entry of each request gets
+// fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`.
+// Upstream response headers that tell where the request landed are not
+// passed on (see PassHeaders), and answers carry the alias as their
+// `model` (see ResponseModel). The access log entry of each request gets
 // the fields `request_id`, `llm_alias`, `llm_group`, `llm_model`,
 // `llm_endpoint`, `llm_attempts`, `llm_tried`, `llm_fallback`,
 // `llm_fallback_reason`, `llm_stream` and `llm_ttfb`.
@@ -132,6 +135,29 @@ type Gateway struct {
 	// own stream_usage: their streams are then not counted.
 	DisableStreamUsage bool `json:"disable_stream_usage,omitempty"`
 
+	// Upstream response headers the client gets although the gateway
+	// holds them back by default. By default the client gets none of
+	// the headers that tell where its request landed or that belong to
+	// the upstream's own site: `Server`, `Via`, `X-Powered-By`,
+	// `Alt-Svc`, `Set-Cookie`, `Strict-Transport-Security`,
+	// `Report-To`, `Reporting-Endpoints`, `Nel`, `Request-Id`,
+	// `Apim-Request-Id`, `Cf-Ray`, and those starting with `Openai-`,
+	// `Anthropic-`, `Azureml-`, `Cf-`, `Llm_provider-`, `X-Ratelimit-`,
+	// `X-Envoy-`, `X-Kong-`, `X-Amzn-`, `X-Amz-`, `X-Ms-`, `X-Litellm-`
+	// or `X-Cache`. Names are case-insensitive; `name*` passes every
+	// header starting with `name`, `*` alone passes them all. Any other
+	// header (Content-Type, Cache-Control, ...) always passes. Default:
+	// none.
+	PassHeaders []string `json:"pass_headers,omitempty"`
+
+	// What the `model` field of answers says: `alias`, the alias the
+	// client sent, in JSON answers and in every chunk of a stream; or
+	// `upstream`, whatever the upstream answered (the model name of the
+	// target that served it, or the cloud's dated version of it). An
+	// alias may override it. Default: `alias`.
+	ResponseModel string `json:"response_model,omitempty"`
+
+	pass        *headerPass
 	aliases     map[string]*Alias
 	streamUsage bool     // some group asks for stream usage
 	watch       []string // the top-level fields rules look for
@@ -157,7 +183,13 @@ type Alias struct {
 	// target.
 	Routes []*Rule `json:"routes,omitempty"`
 
-	name string
+	// What the `model` field of this alias's answers says: `alias` or
+	// `upstream`, as the gateway's `response_model`. Default: the
+	// gateway's.
+	ResponseModel string `json:"response_model,omitempty"`
+
+	name      string
+	modelJSON []byte // the name as a JSON string, when answers carry it
 }
 
 // Target is one entry of an alias: a group plus the model name that
@@ -243,6 +275,13 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if g.Deadline < 0 {
 		return fmt.Errorf("deadline must not be negative")
 	}
+	if err := checkResponseModel(g.ResponseModel); err != nil {
+		return err
+	}
+	var err error
+	if g.pass, err = newHeaderPass(g.PassHeaders); err != nil {
+		return err
+	}
 	if len(g.Groups) == 0 {
 		return fmt.Errorf("no groups configured")
 	}
@@ -292,6 +331,12 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("alias %q: no targets", name)
 		}
 		al.name = name
+		if err := checkResponseModel(al.ResponseModel); err != nil {
+			return fmt.Errorf("alias %q: %v", name, err)
+		}
+		if answersCarryAlias(al.ResponseModel, g.ResponseModel) {
+			al.modelJSON, _ = json.Marshal(name)
+		}
 		for i, t := range al.Targets {
 			if t == nil {
 				return fmt.Errorf("alias %q: target %d: empty", name, i)

@@ -17,31 +17,45 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
 
-// BenchmarkProxyOverhead sends the same chat request through Caddy twice
-// over, in process: to a plain reverse_proxy server and to a hybrid_llm
-// server (a vLLM group with its probes and policy, an alias), both in
-// front of the zero-latency vLLM simulator on loopback. The client, the
-// servers and the simulator share the process, so time and allocations
-// per request include all of them; the difference between the two is
-// what the gateway adds.
+// BenchmarkProxyOverhead sends the same chat request through Caddy, in
+// process: to a plain reverse_proxy server and to a hybrid_llm server (a
+// vLLM group with its probes and policy, an alias), both in front of the
+// zero-latency vLLM simulator on loopback; then the same with the access
+// log on, the plain server beside the quickstart's gateway
+// (examples/Caddyfile: a breaker, overflow, costs, probes every 250 ms, a
+// cloud group). The client, the servers and the simulator share the
+// process, so time and allocations per request include all of them; the
+// difference within each pair is what the gateway adds.
 func BenchmarkProxyOverhead(b *testing.B) {
 	sim := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{"qwen"}, DisableRecording: true})
 	upstream := httptest.NewServer(sim)
 	defer upstream.Close()
 	addr := strings.TrimPrefix(upstream.URL, "http://")
 
-	plainAddr, hybridAddr := freeAddr(b), freeAddr(b)
-	route := func(handler string) string {
-		return `{"listen":["` + map[string]string{"proxy": plainAddr, "gw": hybridAddr}[handler] + `"],` +
-			`"automatic_https":{"disable":true},"routes":[{"match":[{"path":["/v1/*"]}],"handle":[` +
-			map[string]string{
-				"proxy": `{"handler":"reverse_proxy","upstreams":[{"dial":"` + addr + `"}]}`,
-				"gw": `{"handler":"hybrid_llm","groups":{"self":{"kind":"vllm","proxy":{"upstreams":[{"dial":"` + addr + `"}]}}},` +
-					`"aliases":{"chat-main":{"targets":[{"group":"self","model":"qwen"}]}}}`,
-			}[handler] + `]}]}`
+	cloud := httptest.NewServer(simulator.NewCloud(simulator.CloudConfig{Models: []string{"gpt-4o-mini"}, APIKey: "sk-bench"}))
+	defer cloud.Close()
+	plainAddr, hybridAddr, plainLogAddr, quickAddr := freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b)
+	server := func(listen, handler, logs string) string {
+		return `{"listen":["` + listen + `"],` + logs +
+			`"automatic_https":{"disable":true},"routes":[{"match":[{"path":["/v1/*"]}],"handle":[` + handler + `]}]}`
 	}
+	proxy := `{"handler":"reverse_proxy","upstreams":[{"dial":"` + addr + `"}]}`
+	minimal := `{"handler":"hybrid_llm","groups":{"self":{"kind":"vllm","proxy":{"upstreams":[{"dial":"` + addr + `"}]}}},` +
+		`"aliases":{"chat-main":{"targets":[{"group":"self","model":"qwen"}]}}}`
+	// examples/Caddyfile, adapted, with the simulator's --max-num-seqs
+	quick := `{"handler":"hybrid_llm","groups":{` +
+		`"cloud":{"kind":"openai","api_key":"sk-bench","cost":{"input_per_million":0.15,"output_per_million":0.6},` +
+		`"proxy":{"upstreams":[{"dial":"` + strings.TrimPrefix(cloud.URL, "http://") + `"}]}},` +
+		`"self":{"kind":"vllm","max_num_seqs":100000,"max_queue":4,` +
+		`"breaker":{"allowed_fails":5,"cooldown":60000000000,"load_time":45000000000,"window":30000000000},` +
+		`"cost":{"gpu_cost_per_month":1000,"gpus":1},"overflow":{"dwell":2000000000,"waiting":{"recover":0,"trigger":3}},` +
+		`"probe":{"metrics_interval":250000000},"proxy":{"upstreams":[{"dial":"` + addr + `"}]}}},` +
+		`"aliases":{"chat-main":{"targets":[{"group":"self","model":"qwen"},{"group":"cloud","model":"gpt-4o-mini","timeout":120000000000}]}}}`
+	const accessLog = `"logs":{},`
+	// the access log is encoded as JSON, then discarded
 	cfg := `{"admin":{"disabled":true},"logging":{"logs":{"default":{"writer":{"output":"discard"}}}},` +
-		`"apps":{"http":{"servers":{"plain":` + route("proxy") + `,"hybrid":` + route("gw") + `}}}}`
+		`"apps":{"http":{"servers":{"plain":` + server(plainAddr, proxy, "") + `,"hybrid":` + server(hybridAddr, minimal, "") +
+		`,"plainlog":` + server(plainLogAddr, proxy, accessLog) + `,"quick":` + server(quickAddr, quick, accessLog) + `}}}}`
 	if err := caddy.Load([]byte(cfg), true); err != nil {
 		b.Fatal(err)
 	}
@@ -60,11 +74,15 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		return resp.StatusCode
 	}
 	// the gateway takes requests once its probes saw the endpoint
-	waitUntil(b, "the gateway's first answer", func() bool { return post(hybridAddr, "chat-main") == http.StatusOK })
+	for _, a := range []string{hybridAddr, quickAddr} {
+		waitUntil(b, "the gateway's first answer", func() bool { return post(a, "chat-main") == http.StatusOK })
+	}
 
 	for _, tc := range []struct{ name, addr, model string }{
 		{"reverse_proxy", plainAddr, "qwen"},
 		{"hybrid_llm", hybridAddr, "chat-main"},
+		{"reverse_proxy+log", plainLogAddr, "qwen"},
+		{"quickstart+log", quickAddr, "chat-main"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -57,6 +57,7 @@ type route struct {
 	priced    bool
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
+	model modelRewriter // the answer's model rewrite, if its alias asks for one
 }
 
 func (rt *route) run(ctx context.Context) error {

@@ -27,6 +27,7 @@ const maxUsageBody = 4 << 20
 type usageScanner struct {
 	sse        bool
 	strip      bool
+	whole      bool // pass a stream on whole events at a time (strip does too)
 	wantFinish bool
 	finished   bool    // a chunk carried a finish_reason
 	cr         bool    // the last event ended in "\r" at the end of the bytes so far
@@ -70,8 +71,9 @@ func (u *usageScanner) release() {
 	u.pooled, u.buf = nil, nil
 }
 
-// write passes p on to w (for a stream whose extra chunk is stripped,
-// whole events at a time) and reports the bytes it wrote to w.
+// write passes p on to w (for a stream whose extra chunk is stripped, or
+// with whole set, whole events at a time) and reports the bytes it wrote
+// to w.
 func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 	if !u.sse {
 		if !u.full {
@@ -84,7 +86,7 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 		}
 		return w.Write(p)
 	}
-	if !u.strip {
+	if !u.strip && !u.whole {
 		u.scanEvents(p, nil)
 		return w.Write(p)
 	}
@@ -142,7 +144,7 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 	u.dropped = false
 	if hasValue(event, usageName, '{') {
 		u.readUsage(event)
-		if w != nil && emptyChoices(event) {
+		if u.strip && w != nil && emptyChoices(event) {
 			u.dropped = true
 			return 0, nil // the usage-only chunk the client did not ask for
 		}
@@ -150,7 +152,10 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 	if w == nil {
 		return 0, nil
 	}
-	return w.Write(stripAll(event, usageNull))
+	if u.strip {
+		event = stripAll(event, usageNull)
+	}
+	return w.Write(event)
 }
 
 // complete reports whether the body ended as it should: a (chat)
@@ -165,7 +170,7 @@ func (u *usageScanner) finish(w io.Writer) {
 	switch {
 	case u.sse:
 		if len(u.buf) > 0 {
-			if !u.strip {
+			if !u.strip && !u.whole {
 				w = nil // already passed on
 			}
 			_, _ = u.event(u.buf, w)

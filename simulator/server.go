@@ -47,6 +47,10 @@ type Server struct {
 	servers []*http.Server
 	closed  bool
 	wg      sync.WaitGroup
+
+	// the connections of every server not serving a request: new ones
+	// (accepted, nothing read yet) and idle ones
+	quiet map[net.Conn]struct{}
 }
 
 // Start listens on addr (for example "127.0.0.1:0"; the host must be
@@ -69,6 +73,7 @@ func (s *Server) serveLocked(ln net.Listener) {
 		Handler:           s.handler,
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState:         s.connState,
 	}
 	s.ln, s.cur = ln, srv
 	s.servers = append(s.servers, srv)
@@ -79,15 +84,32 @@ func (s *Server) serveLocked(ln net.Listener) {
 	}()
 }
 
+// connState keeps track of the connections that serve no request.
+func (s *Server) connState(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch st {
+	case http.StateNew, http.StateIdle:
+		if s.quiet == nil {
+			s.quiet = make(map[net.Conn]struct{})
+		}
+		s.quiet[c] = struct{}{}
+	default:
+		delete(s.quiet, c)
+	}
+}
+
 // Addr returns the host:port actually bound.
 func (s *Server) Addr() string { return s.addr }
 
 // URL returns "http://" + Addr().
 func (s *Server) URL() string { return "http://" + s.addr }
 
-// Refuse closes the listener and the idle connections, so new connections
-// get "connection refused". Requests in flight run to completion, after
-// which their connections are closed too. Refusing twice is a no-op.
+// Refuse closes the listener and every connection that serves no request
+// (idle ones, and new ones that sent nothing yet, which a client may hold
+// in its pool), so new connections get "connection refused". Requests in
+// flight run to completion, after which their connections are closed
+// too. Refusing twice is a no-op.
 func (s *Server) Refuse() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,7 +120,11 @@ func (s *Server) Refuse() error {
 		return nil
 	}
 	err := s.ln.Close()
-	s.cur.SetKeepAlivesEnabled(false) // also closes idle connections
+	s.cur.SetKeepAlivesEnabled(false) // in flight: closed once answered
+	for c := range s.quiet {
+		_ = c.Close()
+	}
+	clear(s.quiet)
 	s.ln, s.cur = nil, nil
 	return err
 }

@@ -183,19 +183,22 @@ func TestFallbackAndOverflowCounters(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load(defaultGateway)
 	gw := e.gatewayName()
+	fallbacks := map[string]string{"gateway": gw, "alias": "chat-main", "from": "self", "to": "cloud", "reason": "connection_refused"}
+	failed := map[string]string{"gateway": gw, "alias": "chat-main", "group": "", "outcome": "upstream_error", "code": "5xx"}
+	fallbacks0, failed0 := metricValue(t, "caddy_hybrid_llm_fallbacks_total", fallbacks), metricValue(t, "caddy_hybrid_llm_requests_total", failed)
 	_ = e.selfSrv.Refuse()
 	if r, _ := post(t, "/v1/chat/completions", chatBody); r.StatusCode != 200 {
 		t.Fatal(r.Status)
 	}
-	if got := metricValue(t, "caddy_hybrid_llm_fallbacks_total", map[string]string{"gateway": gw, "alias": "chat-main", "from": "self", "to": "cloud", "reason": "connection_refused"}); got != 1 {
-		t.Errorf("fallbacks_total %v", got)
+	if got := metricValue(t, "caddy_hybrid_llm_fallbacks_total", fallbacks) - fallbacks0; got != 1 {
+		t.Errorf("fallbacks_total grew by %v", got)
 	}
 	e.cloud.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503})
 	if r, _ := post(t, "/v1/chat/completions", chatBody); r.StatusCode != 502 {
 		t.Fatal(r.Status)
 	}
-	if got := metricValue(t, "caddy_hybrid_llm_requests_total", map[string]string{"gateway": gw, "alias": "chat-main", "group": "", "outcome": "upstream_error", "code": "5xx"}); got != 1 {
-		t.Errorf("failed requests_total %v", got)
+	if got := metricValue(t, "caddy_hybrid_llm_requests_total", failed) - failed0; got != 1 {
+		t.Errorf("failed requests_total grew by %v", got)
 	}
 }
 

@@ -250,7 +250,7 @@ func TestFirstByteTimeout(t *testing.T) {
 		<-r.Context().Done()
 	}, "first_byte_timeout 300ms", streamBody, "self:first_byte_timeout")
 	events := sseEvents(body)
-	if len(events) < 2 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[0], cloudModel) {
+	if len(events) < 2 || events[len(events)-1] != "[DONE]" || !strings.Contains(events[0], `"model":"chat-main"`) {
 		t.Errorf("stream %q", events)
 	}
 }

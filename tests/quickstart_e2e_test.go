@@ -102,7 +102,7 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	// self-hosted answers
 	self0 := tokens("self")
 	resp, err := sdk.Chat.Completions.New(ctx, params)
-	if err != nil || resp.Model != selfModel || resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 6 {
+	if err != nil || resp.Model != "chat-main" || last.Header.Get("X-Hybrid-Target") != "self" || resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 6 {
 		t.Fatalf("self: %v %+v", err, resp)
 	}
 	sdkStream("self")
@@ -119,7 +119,7 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	}
 	cloud0, cost0 := tokens("cloud"), cost()
 	resp, err = sdk.Chat.Completions.New(ctx, params)
-	if err != nil || resp.Model != cloudModel || resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 6 {
+	if err != nil || resp.Model != "chat-main" || last.Header.Get("X-Hybrid-Target") != "cloud" || resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 6 {
 		t.Fatalf("cloud: %v %+v", err, resp)
 	}
 	sdkStream("cloud")

@@ -92,8 +92,8 @@ alias embed {
 		if err := stream.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if acc.Model != cloudModel || last.Header.Get("X-Hybrid-Fallback") != "true" {
-			t.Errorf("model %q, fallback %q", acc.Model, last.Header.Get("X-Hybrid-Fallback"))
+		if last.Header.Get("X-Hybrid-Model") != cloudModel || last.Header.Get("X-Hybrid-Fallback") != "true" {
+			t.Errorf("model %q, fallback %q", last.Header.Get("X-Hybrid-Model"), last.Header.Get("X-Hybrid-Fallback"))
 		}
 	})
 

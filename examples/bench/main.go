@@ -6,7 +6,12 @@
 // latency for the request measures, a token every 250 ms for the streams,
 // none at all for the idle streams) and the same load (vegeta), in
 // alternation, and prints each measure as the hybrid/plain ratio. Both
-// Caddys route the same paths; only the handler differs. Run it with
+// Caddys route the same paths; only the handler differs.
+//
+// A second pair measures the shipped quickstart, examples/Caddyfile as it
+// is (its probes, breaker, overflow, costs, admin and access log), with
+// its environment pointed at the simulators, against a plain Caddy with
+// the same site: the same access log, routes and admin. Run it with
 // examples/bench/run.sh, which builds the binaries first.
 package main
 
@@ -40,6 +45,7 @@ const (
 	// the machine
 	streamSimAddr = "127.0.0.1:18003"
 	model         = "qwen2.5-7b-instruct"
+	cloudSimAddr  = "127.0.0.1:18004" // the quickstart's cloud group
 )
 
 type proxyUnderTest struct {
@@ -59,6 +65,7 @@ func main() {
 	dur := flag.Duration("duration", 2*time.Second, "length of each load run")
 	rounds := flag.Int("rounds", 5, "rounds; each takes every measure of both proxies, back to back")
 	idle := flag.Int("idle-streams", 5000, "idle streams for the memory measure (0 skips it)")
+	quickstart := flag.String("quickstart", "examples/Caddyfile", "the quickstart Caddyfile to measure (empty skips it)")
 	flag.Parse()
 
 	work, err := os.MkdirTemp("", "hybrid-bench")
@@ -79,13 +86,14 @@ func main() {
 		_ = os.RemoveAll(work)
 		os.Exit(1)
 	}
-	for _, addr := range []string{simAddr, idleSimAddr, streamSimAddr, "127.0.0.1:18101", "127.0.0.1:18102", "127.0.0.1:18201", "127.0.0.1:18202"} {
+	for _, addr := range []string{simAddr, idleSimAddr, streamSimAddr, cloudSimAddr, "127.0.0.1:18101", "127.0.0.1:18102",
+		"127.0.0.1:18103", "127.0.0.1:18104", "127.0.0.1:18201", "127.0.0.1:18202", "127.0.0.1:18203", "127.0.0.1:18204"} {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			fail(addr + " is in use: is an earlier run still going?")
 		}
 	}
-	start := func(name string, args ...string) *exec.Cmd {
+	start := func(env []string, name string, args ...string) *exec.Cmd {
 		c := exec.Command(filepath.Join(*bin, name), args...)
 		// the output goes to a log, shown if the process does not come up
 		out, err := os.Create(filepath.Join(work, fmt.Sprintf("%s-%d.log", name, len(procs))))
@@ -95,16 +103,16 @@ func main() {
 		// the same local CA
 		home := filepath.Join(work, fmt.Sprintf("home-%d", len(procs)))
 		must(os.Mkdir(home, 0o700))
-		c.Env = append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
+		c.Env = append(append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home), env...)
 		must(c.Start())
 		procs = append(procs, c)
 		return c
 	}
-	start("llmsim", "vllm", "--listen", simAddr, "--served-model-name", model, "--ttft", "0", "--itl", "0",
+	start(nil, "llmsim", "vllm", "--listen", simAddr, "--served-model-name", model, "--ttft", "0", "--itl", "0",
 		"--max-num-seqs", "100000", "--output-tokens", "16", "--quiet")
-	start("llmsim", "vllm", "--listen", streamSimAddr, "--served-model-name", model, "--ttft", "0", "--itl", "250ms",
+	start(nil, "llmsim", "vllm", "--listen", streamSimAddr, "--served-model-name", model, "--ttft", "0", "--itl", "250ms",
 		"--max-num-seqs", "100000", "--quiet")
-	start("llmsim", "vllm", "--listen", idleSimAddr, "--served-model-name", model, "--ttft", "0", "--itl", "1h",
+	start(nil, "llmsim", "vllm", "--listen", idleSimAddr, "--served-model-name", model, "--ttft", "0", "--itl", "1h",
 		"--max-num-seqs", "100000", "--quiet")
 
 	plain := &proxyUnderTest{name: "plain", port: 18101, admin: 18201, model: model}
@@ -141,9 +149,50 @@ func main() {
 	for p, cfg := range configs {
 		path := filepath.Join(work, p.name+".caddyfile")
 		must(os.WriteFile(path, []byte(cfg), 0o600))
-		p.cmd = start("caddy", "run", "--config", path, "--adapter", "caddyfile")
+		p.cmd = start(nil, "caddy", "run", "--config", path, "--adapter", "caddyfile")
 	}
-	for _, p := range []*proxyUnderTest{plain, hybrid} {
+	all := []*proxyUnderTest{plain, hybrid}
+
+	// the quickstart as shipped, and a plain Caddy with the same site: the
+	// same access log (both to a file of their own), routes and admin
+	var plainLog, quick *proxyUnderTest
+	if *quickstart != "" {
+		start(nil, "llmsim", "cloud", "--listen", cloudSimAddr, "--model", "gpt-4o-mini", "--api-key", "sk-bench", "--quiet")
+		plainLog = &proxyUnderTest{name: "plain+log", port: 18104, admin: 18204, model: model}
+		quick = &proxyUnderTest{name: "quickstart", port: 18103, admin: 18203, model: "chat-main"}
+		logs := func(p *proxyUnderTest) string { return filepath.Join(work, p.name+"-access.log") }
+		// the quickstart's `log` writes to Caddy's default log; both sides
+		// send theirs to a file
+		global := func(p *proxyUnderTest) string {
+			return fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tskip_install_trust\n\tlog default {\n\t\toutput file %s\n\t\tformat json\n\t}\n}\n", p.admin, logs(p))
+		}
+		qs, err := os.ReadFile(*quickstart)
+		must(err)
+		cfg := string(qs)
+		i := strings.Index(cfg, "\n{\n")
+		j := strings.Index(cfg, "\n}\n")
+		if i < 0 || j < i {
+			fail(*quickstart + ": no global options block")
+		}
+		// its global options, with the log sent to a file
+		cfg = cfg[:i+1] + global(quick) + cfg[j+3:]
+		qpath := filepath.Join(work, "quickstart.caddyfile")
+		must(os.WriteFile(qpath, []byte(cfg), 0o600))
+		quick.cmd = start([]string{
+			"HYBRID_LISTEN=127.0.0.1:18103",
+			"SELF_UPSTREAMS=" + simAddr, "SELF_MODEL=" + model,
+			// the simulator's own --max-num-seqs: the red line is vLLM's
+			"SELF_MAX_NUM_SEQS=100000",
+			"CLOUD_UPSTREAM=http://" + cloudSimAddr, "CLOUD_API_KEY=sk-bench",
+		}, "caddy", "run", "--config", qpath, "--adapter", "caddyfile")
+		plainCfg := global(plainLog) + fmt.Sprintf("http://127.0.0.1:%d {\n\tlog\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
+			"\thandle {\n\t\trespond \"not found: the API is under /v1/\" 404\n\t}\n}\n", plainLog.port, simAddr)
+		ppath := filepath.Join(work, "plain-log.caddyfile")
+		must(os.WriteFile(ppath, []byte(plainCfg), 0o600))
+		plainLog.cmd = start(nil, "caddy", "run", "--config", ppath, "--adapter", "caddyfile")
+		all = append(all, plainLog, quick)
+	}
+	for _, p := range all {
 		if !waitUp(p) {
 			b, _ := os.ReadFile(filepath.Join(work, fmt.Sprintf("caddy-%d.log", slices.Index(procs, p.cmd))))
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
@@ -165,7 +214,8 @@ func main() {
 	type measure struct {
 		name string
 		run  func(p *proxyUnderTest) []float64 // one or more values
-		vals map[string][][]float64            // proxy -> round -> values
+		pair [2]*proxyUnderTest                // the plain side and the hybrid side
+		vals map[string][][]float64            // side ("plain", "hybrid") -> round -> values
 	}
 	latency := func(rate, workers int) func(p *proxyUnderTest) []float64 {
 		return func(p *proxyUnderTest) []float64 {
@@ -173,30 +223,40 @@ func main() {
 			return []float64{ms(m.Latencies.P50), ms(m.Latencies.P99)}
 		}
 	}
+	// throughput, and the proxy's CPU time per request (user and system,
+	// in µs): the cost of a request even on a machine the load shares
+	throughput := func(p *proxyUnderTest) []float64 {
+		cpu := procCPU(p.cmd.Process.Pid)
+		m := attack(p.url("/v1/chat/completions"), body(p, false), 0, 64, *dur)
+		return []float64{m.Throughput, (procCPU(p.cmd.Process.Pid) - cpu).Seconds() * 1e6 / float64(m.Requests)}
+	}
+	minimal := [2]*proxyUnderTest{plain, hybrid}
 	measures := []*measure{
-		{name: "throughput", run: func(p *proxyUnderTest) []float64 {
-			return []float64{attack(p.url("/v1/chat/completions"), body(p, false), 0, 64, *dur).Throughput}
-		}},
-		{name: "latency@500", run: latency(500, 64)},
-		{name: "latency@2000", run: latency(2000, 128)},
+		{name: "throughput", run: throughput, pair: minimal},
+		{name: "latency@500", run: latency(500, 64), pair: minimal},
+		{name: "latency@2000", run: latency(2000, 128), pair: minimal},
 		{name: "ttfb", run: func(p *proxyUnderTest) []float64 {
 			p50, p99 := streamsTTFB(p.url("/stream/v1/chat/completions"), body(p, true), 200, *dur)
 			return []float64{p50, p99}
-		}},
+		}, pair: minimal},
+	}
+	if quick != nil {
+		measures = append(measures,
+			&measure{name: "qs-throughput", run: throughput, pair: [2]*proxyUnderTest{plainLog, quick}},
+			&measure{name: "qs-latency@500", run: latency(500, 64), pair: [2]*proxyUnderTest{plainLog, quick}})
 	}
 	for round := 0; round < *rounds; round++ {
-		order := []*proxyUnderTest{plain, hybrid}
-		if round%2 == 1 {
-			order[0], order[1] = hybrid, plain
-		}
 		for _, m := range measures {
 			if m.vals == nil {
 				m.vals = map[string][][]float64{}
 			}
-			for _, p := range order {
+			for k := range 2 {
+				side := (k + round) % 2 // the order swapped every round
+				p := m.pair[side]
 				v := m.run(p)
-				m.vals[p.name] = append(m.vals[p.name], v)
-				fmt.Fprintf(os.Stderr, "round %d %-12s %-6s %v\n", round+1, m.name, p.name, v)
+				name := [2]string{"plain", "hybrid"}[side]
+				m.vals[name] = append(m.vals[name], v)
+				fmt.Fprintf(os.Stderr, "round %d %-14s %-10s %v\n", round+1, m.name, p.name, v)
 			}
 		}
 	}
@@ -237,12 +297,19 @@ func main() {
 		row(name, side(m, "plain", i), side(m, "hybrid", i), paired(m, i, ratio))
 	}
 	mrow("throughput, 64 connections (req/s)", measures[0], 0)
+	mrow("CPU per request at full load (µs)", measures[0], 1)
 	mrow("p50 latency at 500 req/s (ms)", measures[1], 0)
 	mrow("p99 latency at 500 req/s (ms)", measures[1], 1)
 	mrow("p50 latency at 2000 req/s (ms)", measures[2], 0)
 	mrow("p99 latency at 2000 req/s (ms)", measures[2], 1)
 	mrow("TTFB p50, 200 concurrent streams (ms)", measures[3], 0)
 	mrow("TTFB p99, 200 concurrent streams (ms)", measures[3], 1)
+	if quick != nil {
+		mrow("quickstart: throughput, 64 conns (req/s)", measures[4], 0)
+		mrow("quickstart: CPU per request (µs)", measures[4], 1)
+		mrow("quickstart: p50 latency at 500 req/s (ms)", measures[5], 0)
+		mrow("quickstart: p99 latency at 500 req/s (ms)", measures[5], 1)
+	}
 	row("peak RSS (MiB)", rssPeak["plain"], rssPeak["hybrid"], rssPeak["hybrid"]/rssPeak["plain"])
 	if *idle > 0 {
 		row(fmt.Sprintf("RSS per idle stream, %d streams (KiB)", *idle), perStream["plain"], perStream["hybrid"],
@@ -250,6 +317,11 @@ func main() {
 	}
 	fmt.Printf("\nadded p50 latency at 500 req/s: %+.3f ms; added TTFB p50: %+.3f ms (medians of the rounds' differences)\n",
 		paired(measures[1], 0, diff), paired(measures[3], 0, diff))
+	fmt.Printf("throughput hybrid/plain: minimal config %.3f", paired(measures[0], 0, ratio))
+	if quick != nil {
+		fmt.Printf(", quickstart as shipped (both with the access log) %.3f", paired(measures[4], 0, ratio))
+	}
+	fmt.Println()
 }
 
 func median(xs []float64) float64 {
@@ -367,6 +439,26 @@ func idleStreams(p *proxyUnderTest, body []byte, n int) float64 {
 	tr.CloseIdleConnections()
 	return (after - before) / float64(n)
 }
+
+// procCPU returns the user and system CPU time a process used so far.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// the fields after the command name, which ends with ')'
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat times:
+// 100 on every Linux platform Go supports.
+const clockTicks = 100
 
 func procKB(pid int, field string) float64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")

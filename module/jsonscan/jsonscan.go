@@ -58,7 +58,7 @@ func ObjectFields(data []byte, i, depth int, fn func(key, raw []byte, at int)) (
 			return i, false
 		}
 		vs := SkipSpace(data, i+1)
-		ve, ok := skipValue(data, vs, depth-1) // the object is a level
+		ve, ok := SkipValue(data, vs, depth-1) // the object is a level
 		if !ok {
 			return ve, false
 		}
@@ -95,7 +95,7 @@ func ArrayValues(data []byte, each func(i int) int) {
 // an object (nil otherwise), and the offset after the value: one pass.
 func FieldAt(data []byte, i int, key string) (raw []byte, end int) {
 	if data[i] != '{' {
-		end, _ = skipValue(data, i, MaxNesting)
+		end, _ = SkipValue(data, i, MaxNesting)
 		return nil, end
 	}
 	end, _ = ObjectFields(data, i, MaxNesting, func(k, v []byte, _ int) {
@@ -233,10 +233,10 @@ func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
 
-// skipValue validates the value at i and returns the offset after it. It
+// SkipValue validates the value at i and returns the offset after it. It
 // walks nested arrays and objects with a stack of its own, not recursion,
 // and refuses more than depth levels of them.
-func skipValue(data []byte, i, depth int) (int, bool) {
+func SkipValue(data []byte, i, depth int) (int, bool) {
 	var inline [64]byte
 	stack := inline[:0] // the open containers: '[' or '{'
 	for {

@@ -1,0 +1,235 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
+)
+
+// The choices of response_model.
+const (
+	responseModelAlias    = "alias"
+	responseModelUpstream = "upstream"
+)
+
+func checkResponseModel(v string) error {
+	switch v {
+	case "", responseModelAlias, responseModelUpstream:
+		return nil
+	}
+	return fmt.Errorf("response_model must be %q or %q, got %q", responseModelAlias, responseModelUpstream, v)
+}
+
+// answersCarryAlias reports whether answers carry the alias, given the
+// alias's and the gateway's setting.
+func answersCarryAlias(alias, gateway string) bool {
+	if alias != "" {
+		return alias == responseModelAlias
+	}
+	return gateway != responseModelUpstream
+}
+
+// modelRewriter puts the alias into the top-level `model` field of the
+// answers the client gets: of each SSE event (the usage scanner hands it
+// whole events), or of a JSON body, whose head is held until its model
+// value is complete.
+type modelRewriter struct {
+	alias []byte // the alias, as a JSON string
+	sse   bool
+	head  []byte  // a JSON body's start, while its model is not complete
+	held  *[]byte // head's holder from usageBufs
+	done  bool    // the JSON body's model was replaced, or never will be
+
+	out    []byte  // a rewritten event or head, written at once
+	outBuf *[]byte // out's holder from usageBufs
+}
+
+// write passes p on to w with the model replaced.
+func (m *modelRewriter) write(w io.Writer, p []byte) (int, error) {
+	if m.sse {
+		return m.event(w, p)
+	}
+	if m.done || len(p) == 0 {
+		return w.Write(p)
+	}
+	data := p
+	if m.head != nil {
+		m.head = append(m.head, p...)
+		data = m.head
+	}
+	vs, ve, found := topModel(data, jsonscan.SkipSpace(data, 0))
+	switch {
+	case found:
+		m.done = true
+		err := m.writeModel(w, data, vs, ve)
+		m.release()
+		if err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	case ve < 0 && len(data) < maxUsageBody:
+		// not there yet: hold the head (the model of OpenAI-style
+		// answers comes before the choices, in the first write)
+		if m.head == nil {
+			m.held = usageBufs.Get().(*[]byte)
+			m.head = append((*m.held)[:0], p...)
+		}
+		return len(p), nil
+	}
+	// no model field, or not JSON: passed on as it is
+	m.done = true
+	_, err := w.Write(data)
+	m.release()
+	if err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// finish writes what is still held of a JSON body: one that ended
+// before its model was complete.
+func (m *modelRewriter) finish(w io.Writer) {
+	if m.head != nil {
+		_, _ = w.Write(m.head)
+	}
+	m.release()
+	if m.outBuf != nil && cap(m.out) <= maxPooledBuf {
+		*m.outBuf = m.out[:0]
+		usageBufs.Put(m.outBuf)
+	}
+	m.outBuf, m.out = nil, nil
+}
+
+// release puts the held head's buffer back.
+func (m *modelRewriter) release() {
+	if m.held != nil && cap(m.head) <= maxPooledBuf {
+		*m.held = m.head[:0]
+		usageBufs.Put(m.held)
+	}
+	m.held, m.head = nil, nil
+}
+
+// event writes one SSE event with the model of its data replaced.
+func (m *modelRewriter) event(w io.Writer, ev []byte) (int, error) {
+	i := dataStart(ev)
+	if i < 0 {
+		return w.Write(ev)
+	}
+	vs, ve, found := topModel(ev, jsonscan.SkipSpace(ev, i))
+	if !found {
+		return w.Write(ev)
+	}
+	if err := m.writeModel(w, ev, vs, ve); err != nil {
+		return 0, err
+	}
+	return len(ev), nil
+}
+
+// writeModel writes b with b[vs:ve] replaced by the alias: in one write,
+// through a reused buffer, unless b is large.
+func (m *modelRewriter) writeModel(w io.Writer, b []byte, vs, ve int) error {
+	if bytes.Equal(b[vs:ve], m.alias) {
+		_, err := w.Write(b)
+		return err
+	}
+	if len(b) > maxPooledBuf {
+		if _, err := w.Write(b[:vs]); err != nil {
+			return err
+		}
+		if _, err := w.Write(m.alias); err != nil {
+			return err
+		}
+		_, err := w.Write(b[ve:])
+		return err
+	}
+	if m.outBuf == nil {
+		m.outBuf = usageBufs.Get().(*[]byte)
+		m.out = (*m.outBuf)[:0]
+	}
+	m.out = append(append(append(m.out[:0], b[:vs]...), m.alias...), b[ve:]...)
+	_, err := w.Write(m.out)
+	return err
+}
+
+var dataField = []byte("data:")
+
+// dataStart returns the offset of the value of an event's first data
+// line, or -1.
+func dataStart(ev []byte) int {
+	for at := 0; at < len(ev); {
+		if bytes.HasPrefix(ev[at:], dataField) {
+			return at + len(dataField)
+		}
+		j := bytes.IndexAny(ev[at:], "\r\n")
+		if j < 0 {
+			return -1
+		}
+		at += j + 1
+	}
+	return -1
+}
+
+// topModel finds the string value of the top-level "model" field of the
+// JSON object at i. It walks the fields before it only, and stops there.
+// ve is -1 when data ends before the model or the object does (more may
+// come), and not negative when there is no such field.
+func topModel(data []byte, i int) (vs, ve int, found bool) {
+	if i >= len(data) {
+		return 0, -1, false
+	}
+	if data[i] != '{' {
+		return 0, 0, false
+	}
+	i = jsonscan.SkipSpace(data, i+1)
+	for i < len(data) {
+		if data[i] != '"' {
+			return 0, 0, false
+		}
+		end, _, ok := jsonscan.ScanString(data, i+1)
+		if !ok {
+			return 0, -1, false
+		}
+		// an escaped key is compared as it is: no upstream escapes "model"
+		key := data[i+1 : end-1]
+		i = jsonscan.SkipSpace(data, end)
+		if i >= len(data) {
+			break
+		}
+		if data[i] != ':' {
+			return 0, 0, false
+		}
+		vs = jsonscan.SkipSpace(data, i+1)
+		if vs >= len(data) {
+			break
+		}
+		if string(key) == "model" && data[vs] == '"' {
+			e, _, ok := jsonscan.ScanString(data, vs+1)
+			if !ok {
+				break
+			}
+			return vs, e, true
+		}
+		e, ok := jsonscan.SkipValue(data, vs, jsonscan.MaxNesting)
+		if !ok {
+			break // cut short, or invalid: told apart by more data
+		}
+		i = jsonscan.SkipSpace(data, e)
+		if i >= len(data) {
+			break
+		}
+		switch data[i] {
+		case ',':
+			i = jsonscan.SkipSpace(data, i+1)
+		case '}':
+			return 0, 0, false
+		default:
+			return 0, 0, false
+		}
+	}
+	return 0, -1, false
+}
