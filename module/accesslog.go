@@ -21,6 +21,7 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	enc.AddString("llm_alias", rt.alias.name)
 	enc.AddBool("llm_stream", rt.stream)
+	enc.AddString("llm_outcome", rt.outcome)
 	if t := rt.answered; t != nil {
 		enc.AddString("llm_group", t.Group)
 		enc.AddString("llm_model", t.Model)

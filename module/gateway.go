@@ -100,7 +100,7 @@ func (t *Target) provisionLimits() error {
 // `model` (see ResponseModel). The access log entry of each request gets
 // the fields `request_id`, `llm_alias`, `llm_group`, `llm_model`,
 // `llm_endpoint`, `llm_attempts`, `llm_tried`, `llm_fallback`,
-// `llm_fallback_reason`, `llm_stream` and `llm_ttfb`.
+// `llm_fallback_reason`, `llm_stream`, `llm_outcome` and `llm_ttfb`.
 type Gateway struct {
 	// The gateway's name in the admin API, logs and metrics; names must
 	// be unique within a config. Default: `default`.

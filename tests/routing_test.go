@@ -317,6 +317,7 @@ func TestAccessLogRecordsTheRoute(t *testing.T) {
 		"llm_fallback":        true,
 		"llm_fallback_reason": "connection_refused",
 		"llm_stream":          false,
+		"llm_outcome":         "ok",
 	}
 	for k, v := range want {
 		if entry[k] != v {

@@ -38,6 +38,9 @@ func TestStreamEndingBeforeFinishIsInterrupted(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || len(events) == 0 || !strings.Contains(events[len(events)-1], `"code":"stream_interrupted"`) {
 			t.Errorf("tail %q: %d %q", tail, resp.StatusCode, events)
 		}
+		if got := e.accessLog(resp.Header.Get("X-Request-Id"))["llm_outcome"]; got != "interrupted" {
+			t.Errorf("tail %q: access log llm_outcome %v", tail, got)
+		}
 		waitFor(t, "the interrupted request's metrics", func() bool {
 			return metricValue(t, "caddy_hybrid_llm_requests_total", labels) == interrupted0+1
 		})
