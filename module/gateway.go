@@ -6,7 +6,6 @@
 package hybridllm
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -35,38 +34,6 @@ const defaultGatewayName = "default"
 
 // DefaultMaxBodySize is the request body cap when none is configured.
 const DefaultMaxBodySize = 8 << 20
-
-// Attempt limits when a target sets none. A non-stream answer starts only
-// when its generation ends, so the whole attempt gets minutes; a stream's
-// first token (queueing and prefill) should come within a minute.
-const (
-	DefaultAttemptTimeout   = 10 * time.Minute
-	DefaultFirstByteTimeout = 60 * time.Second
-)
-
-// provisionLimits resolves the target's time limits: unset is the
-// default, 0 is none.
-func (t *Target) provisionLimits() error {
-	for _, l := range []struct {
-		name string
-		set  *caddy.Duration
-		def  time.Duration
-		dst  *time.Duration
-	}{
-		{"timeout", t.Timeout, DefaultAttemptTimeout, &t.timeout},
-		{"first_byte_timeout", t.FirstByteTimeout, DefaultFirstByteTimeout, &t.firstByte},
-	} {
-		switch {
-		case l.set == nil:
-			*l.dst = l.def
-		case *l.set < 0:
-			return fmt.Errorf("%s must not be negative (0 means no limit)", l.name)
-		default:
-			*l.dst = time.Duration(*l.set)
-		}
-	}
-	return nil
-}
 
 // Gateway is the hybrid_llm handler: an OpenAI-compatible LLM gateway that
 // routes a business alias (the `model` a client sends) to an ordered list
@@ -170,86 +137,6 @@ type Gateway struct {
 	badUsage    *warnEvery // rate-limits the warning about bad usage values
 }
 
-// Alias maps a business model name to the targets that can serve it.
-type Alias struct {
-	// The targets, in order of preference. A request goes to the first
-	// one; a failure before the first response byte (dial error,
-	// connection reset, timeout, HTTP 429 or 5xx, no endpoint
-	// available) moves it to the next.
-	Targets []*Target `json:"targets,omitempty"`
-
-	// Pre-routing rules, evaluated in order before any upstream is
-	// tried: the first that matches sends the request straight to its
-	// target.
-	Routes []*Rule `json:"routes,omitempty"`
-
-	// What the `model` field of this alias's answers says: `alias` or
-	// `upstream`, as the gateway's `response_model`. Default: the
-	// gateway's.
-	ResponseModel string `json:"response_model,omitempty"`
-
-	name      string
-	modelJSON []byte // the name as a JSON string, when answers carry it
-}
-
-// Target is one entry of an alias: a group plus the model name that
-// group serves.
-type Target struct {
-	// The name of the group.
-	Group string `json:"group,omitempty"`
-
-	// The model name the group serves for this alias; the request's
-	// `model` is rewritten to it for this target only.
-	Model string `json:"model,omitempty"`
-
-	// The longest one attempt on this target may take, from sending the
-	// request to the end of the response. Passing it before the first
-	// response byte moves the request to the next target; after that, a
-	// stream ends with an error event. A non-stream answer only starts
-	// once the whole generation is done, so this is also how long a
-	// non-stream request waits for an upstream that never answers.
-	// Default: 10m; 0 means no limit.
-	Timeout *caddy.Duration `json:"timeout,omitempty"`
-
-	// For streams: the longest an attempt may take to send its first
-	// body byte (queueing and prefill included); then it is abandoned,
-	// before anything reached the client, and the next target is tried.
-	// Non-stream requests are bounded by timeout alone. Default: 60s; 0
-	// means no limit.
-	FirstByteTimeout *caddy.Duration `json:"first_byte_timeout,omitempty"`
-
-	// Further attempts on this target after a failure before the next
-	// target is tried; on a vllm group they avoid the endpoints that
-	// failed. Default: 1 on a vllm group of several endpoints (a replica
-	// that fails hands the request to another, not to the next target),
-	// else 0.
-	Retries *int `json:"retries,omitempty"`
-
-	// The target's context window in tokens; default: for a vllm group,
-	// the smallest max_model_len its endpoints report for the model.
-	// A request whose estimated prompt plus max_tokens does not fit
-	// skips the target.
-	ContextWindow int `json:"context_window,omitempty"`
-
-	// The upstream statuses that move the request to the next target
-	// instead of reaching the client: statuses from 400 to 599, or 4 or
-	// 5 for a whole class (as in Caddy's status matchers). 404 means any
-	// 404; one that names the model is logged as model_not_found and, on
-	// a vllm endpoint, marks it misconfigured. Replaces the default:
-	// 401, 403, 404, 408, 429 and 5 (every 5xx).
-	FallbackOn []int `json:"fallback_on,omitempty"`
-
-	group      *Group
-	timeout    time.Duration // 0: none
-	firstByte  time.Duration // 0: none
-	retries    int
-	fallbackOn statusSet
-	faults     faultLog
-	modelJSON  []byte
-	sameName   bool
-	metrics    *targetMetrics
-}
-
 // CaddyModule returns the Caddy module information.
 func (Gateway) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -324,62 +211,8 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.aliases = make(map[string]*Alias, len(g.Aliases))
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
-		if name == "" {
-			return fmt.Errorf("alias with an empty name")
-		}
-		if al == nil || len(al.Targets) == 0 {
-			return fmt.Errorf("alias %q: no targets", name)
-		}
-		al.name = name
-		if err := checkResponseModel(al.ResponseModel); err != nil {
-			return fmt.Errorf("alias %q: %v", name, err)
-		}
-		if answersCarryAlias(al.ResponseModel, g.ResponseModel) {
-			al.modelJSON, _ = json.Marshal(name)
-		}
-		for i, t := range al.Targets {
-			if t == nil {
-				return fmt.Errorf("alias %q: target %d: empty", name, i)
-			}
-			grp, ok := g.Groups[t.Group]
-			if !ok {
-				return fmt.Errorf("alias %q: target %d: unknown group %q", name, i, t.Group)
-			}
-			if t.Model == "" {
-				return fmt.Errorf("alias %q: target %d (group %q): a model name is required", name, i, t.Group)
-			}
-			if (t.Retries != nil && *t.Retries < 0) || t.ContextWindow < 0 {
-				return fmt.Errorf("alias %q: target %d (group %q): retries and context_window must not be negative", name, i, t.Group)
-			}
-			if err := t.provisionLimits(); err != nil {
-				return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
-			}
-			codes := t.FallbackOn
-			if codes == nil {
-				codes = defaultFallbackOn
-			}
-			set, err := newStatusSet(codes)
-			if err != nil {
-				return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
-			}
-			t.fallbackOn = set
-			t.group = grp
-			t.retries = grp.defaultRetries()
-			if t.Retries != nil {
-				t.retries = *t.Retries
-			}
-			t.modelJSON, _ = json.Marshal(t.Model)
-			t.metrics = newTargetMetrics(g.Name, name, t)
-			t.sameName = t.Model == name
-			used[t.Group] = true
-		}
-		for _, r := range al.Routes {
-			if r == nil {
-				return fmt.Errorf("alias %q: empty route", name)
-			}
-			if err := r.provision(g, al); err != nil {
-				return fmt.Errorf("alias %q: %v", name, err)
-			}
+		if err := g.provisionAlias(name, al, used); err != nil {
+			return err
 		}
 		g.aliases[name] = al
 	}

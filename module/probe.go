@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
@@ -77,8 +78,8 @@ type probeSnapshot struct {
 	modelsErr  string
 	modelsAt   time.Time
 
-	loads      map[string]*modelLoad // by model_name label
-	single     *modelLoad            // the load when the server has one model
+	loads      map[string]*vllmmetrics.ModelLoad // by model_name label
+	single     *vllmmetrics.ModelLoad            // the load when the server has one model
 	metricsErr string
 	metricsAt  time.Time
 	// the gateway's in-flight count when the scrape completed: requests
@@ -100,9 +101,9 @@ type prober struct {
 	settings atomic.Pointer[probeSettings]
 	born     time.Time
 
-	mu     sync.Mutex // guards owners, ttftRing and snapshot writes
+	mu     sync.Mutex // guards owners, ttft and snapshot writes
 	owners map[any]probeSettings
-	ring   []ttftSample
+	ttft   vllmmetrics.Window
 	missed map[string]bool // expected names found missing, logged once
 
 	// health probes done, and the number of the last one that failed:
@@ -123,11 +124,6 @@ type prober struct {
 	started   atomic.Bool
 
 	badMetrics warnEvery // rate-limits the warning about invalid metric values
-}
-
-type ttftSample struct {
-	at time.Time
-	h  *cumHistogram
 }
 
 // acquireProber returns the prober of the endpoint, creating and starting
@@ -471,10 +467,10 @@ func (p *prober) probeMetrics(ctx context.Context) {
 		}
 		return
 	}
-	var loads map[string]*modelLoad
+	var loads map[string]*vllmmetrics.ModelLoad
 	if resp.StatusCode == http.StatusOK {
 		var invalid string
-		loads, invalid, err = parseVLLMMetrics(resp.Body)
+		loads, invalid, err = vllmmetrics.Parse(resp.Body)
 		if invalid != "" && p.badMetrics.allow(now()) {
 			p.logger.Warn("ignored invalid vLLM metric values (NaN, infinite, negative or absurd); at most one such warning a minute per endpoint",
 				zap.String("endpoint", p.base), zap.String("value", invalid))
@@ -503,45 +499,14 @@ func (p *prober) probeMetrics(ctx context.Context) {
 	})
 }
 
-// ttftWindow keeps the TTFT histograms of the recent scrapes (all models
-// summed) and returns p50 and p99 of the observations within the window.
-func (p *prober) ttftWindow(t time.Time, loads map[string]*modelLoad) (float64, float64) {
-	var cur *cumHistogram
-	for _, name := range slices.Sorted(maps.Keys(loads)) {
-		h := loads[name].TTFT
-		if h == nil {
-			continue
-		}
-		if cur == nil {
-			cur = &cumHistogram{}
-		}
-		for i := range h.Bounds {
-			cur.addBucket(h.Bounds[i], h.Counts[i])
-		}
-	}
+// ttftWindow records the scrape's TTFT histograms (all models summed) and
+// returns p50 and p99 of the observations within the window.
+func (p *prober) ttftWindow(t time.Time, loads map[string]*vllmmetrics.ModelLoad) (float64, float64) {
+	sum := vllmmetrics.SumTTFT(loads)
 	window := p.settings.Load().ttftWindow
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cur == nil {
-		p.ring = p.ring[:0]
-		return math.NaN(), math.NaN()
-	}
-	p.ring = append(p.ring, ttftSample{at: t, h: cur})
-	// the oldest sample kept is the last one at or before the window start
-	cut := 0
-	for i := range p.ring {
-		if t.Sub(p.ring[i].at) >= window {
-			cut = i
-		}
-	}
-	p.ring = slices.Delete(p.ring, 0, cut)
-	d, ok := cur.delta(p.ring[0].h)
-	if !ok {
-		// a restarted server: start the window again
-		p.ring = append(p.ring[:0], ttftSample{at: t, h: cur})
-		return math.NaN(), math.NaN()
-	}
-	return d.quantile(0.5), d.quantile(0.99)
+	return p.ttft.Observe(t, sum, window)
 }
 
 // probeErrReason names a probe failure without an address.

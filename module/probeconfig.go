@@ -5,11 +5,9 @@ package hybridllm
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // ProbeConfig sets how the endpoints of a vLLM group are probed. One
@@ -112,103 +110,4 @@ func (pc *ProbeConfig) provision() (probeSettings, time.Duration, bool, error) {
 		return s, 0, false, fmt.Errorf("probe unknown_metrics must be 'saturated' or 'ok', got %q", c.UnknownMetrics)
 	}
 	return s, stale, unknownOK, nil
-}
-
-// unmarshalProbe parses a probe block. Syntax:
-//
-//	probe {
-//		health_interval  <duration>
-//		metrics_interval <duration>
-//		models_interval  <duration>
-//		timeout          <duration>
-//		stale_after      <duration>
-//		unknown_metrics  saturated|ok
-//		ttft_window      <duration>
-//		rise             <n>
-//		fall             <n>
-//	}
-func unmarshalProbe(d *caddyfile.Dispenser) (*ProbeConfig, error) {
-	if d.NextArg() {
-		return nil, d.ArgErr()
-	}
-	pc := new(ProbeConfig)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		var dst *caddy.Duration
-		switch d.Val() {
-		case "health_interval":
-			dst = &pc.HealthInterval
-		case "metrics_interval":
-			dst = &pc.MetricsInterval
-		case "models_interval":
-			dst = &pc.ModelsInterval
-		case "timeout":
-			dst = &pc.Timeout
-		case "stale_after":
-			dst = &pc.StaleAfter
-		case "ttft_window":
-			dst = &pc.TTFTWindow
-		case "rise", "fall":
-			n := map[string]*int{"rise": &pc.Rise, "fall": &pc.Fall}[d.Val()]
-			if *n != 0 {
-				return nil, d.Errf("%s already specified", d.Val())
-			}
-			v, err := parsePositiveInt(d)
-			if err != nil {
-				return nil, err
-			}
-			*n = v
-			continue
-		case "unknown_metrics":
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			switch d.Val() {
-			case "saturated", "ok":
-				pc.UnknownMetrics = d.Val()
-			default:
-				return nil, d.Errf("unknown_metrics must be 'saturated' or 'ok', got '%s'", d.Val())
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			continue
-		default:
-			return nil, d.Errf("unrecognized probe option '%s'", d.Val())
-		}
-		if *dst != 0 {
-			return nil, d.Errf("%s already specified", d.Val())
-		}
-		dur, err := parseDuration(d)
-		if err != nil {
-			return nil, err
-		}
-		*dst = dur
-	}
-	return pc, nil
-}
-
-// parsePositiveInt reads exactly one integer argument > 0.
-func parsePositiveInt(d *caddyfile.Dispenser) (int, error) {
-	return parseIntArg(d, 1, "a positive integer")
-}
-
-// parseNonNegativeInt reads exactly one integer argument >= 0.
-func parseNonNegativeInt(d *caddyfile.Dispenser) (int, error) {
-	return parseIntArg(d, 0, "a non-negative integer")
-}
-
-// parseIntArg reads exactly one integer argument of at least least.
-func parseIntArg(d *caddyfile.Dispenser, least int, want string) (int, error) {
-	name := d.Val()
-	if !d.NextArg() {
-		return 0, d.ArgErr()
-	}
-	n, err := strconv.Atoi(d.Val())
-	if err != nil || n < least {
-		return 0, d.Errf("invalid %s '%s': want %s", name, d.Val(), want)
-	}
-	if d.NextArg() {
-		return 0, d.ArgErr()
-	}
-	return n, nil
 }

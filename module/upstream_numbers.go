@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// maxUpstreamCount is the largest token count or metric value taken from
-// an upstream; anything larger is a bug or a lie, not a measurement.
+// maxUpstreamCount is the largest token count taken from an upstream
+// (package vllmmetrics bounds metric values alike); anything larger is a
+// bug or a lie, not a measurement.
 const maxUpstreamCount = 1e9
 
 // upstreamCount reads a JSON number that must be a count: an integer in
@@ -32,7 +33,7 @@ func upstreamCount(raw []byte) (int64, bool) {
 	return int64(f), true
 }
 
-// validUpstreamValue tells a plausible metric value: finite, not negative,
+// validUpstreamValue tells a plausible number: finite, not negative,
 // at most maxUpstreamCount.
 func validUpstreamValue(v float64) bool {
 	return v >= 0 && v <= maxUpstreamCount // false for NaN and ±Inf too

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"go.uber.org/zap"
 )
 
@@ -94,10 +95,10 @@ type endpointView struct {
 	health      int32
 	modelsKnown bool
 	serves      bool
-	load        *modelLoad // nil: no fresh metrics
-	pending     bool       // no metrics yet, but the prober is young
-	inflight    int64      // the gateway's own count, now
-	atScrape    int64      // the gateway's count when the metrics were taken
+	load        *vllmmetrics.ModelLoad // nil: no fresh metrics
+	pending     bool                   // no metrics yet, but the prober is young
+	inflight    int64                  // the gateway's own count, now
+	atScrape    int64                  // the gateway's count when the metrics were taken
 	redLine     int64
 	maxNumSeqs  int
 	weight      float64
@@ -181,7 +182,7 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 
 // loadFor returns the load of a model: the only model of the server, or
 // the series labelled with its name.
-func (s *probeSnapshot) loadFor(model string) *modelLoad {
+func (s *probeSnapshot) loadFor(model string) *vllmmetrics.ModelLoad {
 	if s.single != nil {
 		return s.single
 	}

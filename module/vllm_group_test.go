@@ -18,12 +18,15 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
 
 func TestScoreOrder(t *testing.T) {
-	load := func(w, r, kv float64) *modelLoad { return &modelLoad{Waiting: w, Running: r, KVUsage: kv} }
-	view := func(l *modelLoad) endpointView {
+	load := func(w, r, kv float64) *vllmmetrics.ModelLoad {
+		return &vllmmetrics.ModelLoad{Waiting: w, Running: r, KVUsage: kv}
+	}
+	view := func(l *vllmmetrics.ModelLoad) endpointView {
 		return endpointView{health: healthUp, load: l, maxNumSeqs: 8, weight: 1}
 	}
 	score := func(v endpointView) float64 {
@@ -328,35 +331,6 @@ func TestStaleMetrics(t *testing.T) {
 	}
 }
 
-func TestTTFTWindow(t *testing.T) {
-	clock := fakeClock(t)
-	p := newProber("http://127.0.0.1:1", zap.NewNop())
-	p.settings.Store(&probeSettings{ttftWindow: 10 * time.Second})
-	hist := func(c1, c2 float64) map[string]*modelLoad {
-		return map[string]*modelLoad{"m": {TTFT: &cumHistogram{Bounds: []float64{0.1, 1, math.Inf(1)}, Counts: []float64{c1, c2, c2}}}}
-	}
-	if p50, _ := p.ttftWindow(*clock, hist(0, 0)); !math.IsNaN(p50) {
-		t.Errorf("first scrape: %v", p50)
-	}
-	*clock = clock.Add(5 * time.Second)
-	p50, p99 := p.ttftWindow(*clock, hist(100, 100)) // 100 fast ones
-	if p50 > 0.1 || p99 > 0.1 {
-		t.Errorf("fast window: p50 %v p99 %v", p50, p99)
-	}
-	*clock = clock.Add(6 * time.Second) // the fast ones leave the window... not yet all
-	*clock = clock.Add(5 * time.Second)
-	_, p99 = p.ttftWindow(*clock, hist(100, 200)) // then 100 slow ones
-	if p99 <= 0.1 {
-		t.Errorf("slow spike not seen: p99 %v", p99)
-	}
-	*clock = clock.Add(20 * time.Second)
-	_, _ = p.ttftWindow(*clock, hist(100, 200))
-	*clock = clock.Add(time.Second)
-	if p50, _ := p.ttftWindow(*clock, hist(100, 200)); !math.IsNaN(p50) {
-		t.Errorf("quiet window should have no TTFT, got %v", p50)
-	}
-}
-
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -374,11 +348,11 @@ func BenchmarkSelect16(b *testing.B) {
 	for i := range 16 {
 		dial := fmt.Sprintf("10.0.0.%d:8000", i+1)
 		p := newProber("http://"+dial, zap.NewNop())
-		l := &modelLoad{Waiting: float64(i % 3), Running: float64(10 + i), KVUsage: 0.3}
+		l := &vllmmetrics.ModelLoad{Waiting: float64(i % 3), Running: float64(10 + i), KVUsage: 0.3}
 		p.snap.Store(&probeSnapshot{
 			health:    healthUp,
 			models:    map[string]int{"qwen": 32768},
-			loads:     map[string]*modelLoad{"qwen": l},
+			loads:     map[string]*vllmmetrics.ModelLoad{"qwen": l},
 			single:    l,
 			metricsAt: now(),
 		})

@@ -1,7 +1,10 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+// Package vllmmetrics reads what a vLLM server's /metrics exposition says
+// about the load of each served model, and keeps the statistics of its
+// time-to-first-token histogram over a sliding window.
+package vllmmetrics
 
 import (
 	"errors"
@@ -27,9 +30,13 @@ const (
 	maxMetricsBytes = 8 << 20
 )
 
-// modelLoad is what one /metrics scrape says about one served model, with
+// maxValue is the largest metric value taken as a measurement; anything
+// larger is a bug or a lie.
+const maxValue = 1e9
+
+// ModelLoad is what one /metrics scrape says about one served model, with
 // the series of all engines (data-parallel ranks) summed.
-type modelLoad struct {
+type ModelLoad struct {
 	Waiting float64
 	Running float64
 	// KVUsage is the mean KV-cache usage of the engines, 0..1; NaN when
@@ -37,26 +44,26 @@ type modelLoad struct {
 	KVUsage float64
 	// TTFT is the cumulative time-to-first-token histogram, engines
 	// summed; nil when not reported.
-	TTFT *cumHistogram
+	TTFT *Histogram
 
 	kvSeries int
 }
 
-// cumHistogram is a cumulative histogram: Counts[i] observations at or
+// Histogram is a cumulative histogram: Counts[i] observations at or
 // below Bounds[i]; the last bound is +Inf.
-type cumHistogram struct {
+type Histogram struct {
 	Bounds []float64
 	Counts []float64
 }
 
-// parseVLLMMetrics reads a vLLM /metrics exposition (Prometheus text
+// Parse reads a vLLM /metrics exposition (Prometheus text
 // format) and returns the load per model_name label. Series of several
 // engines are summed (KV usage averaged). vllm:gpu_cache_usage_perc is
 // used where vllm:kv_cache_usage_perc is absent (vLLM 0.9.1 and older).
 // A series whose value is no plausible measurement (NaN, infinite,
 // negative, over 1e9, a KV usage over 1) is left out as if absent;
 // invalid names the first one, for a warning.
-func parseVLLMMetrics(r io.Reader) (loads map[string]*modelLoad, invalid string, err error) {
+func Parse(r io.Reader) (loads map[string]*ModelLoad, invalid string, err error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(io.LimitReader(r, maxMetricsBytes))
 	if err != nil {
@@ -64,7 +71,7 @@ func parseVLLMMetrics(r io.Reader) (loads map[string]*modelLoad, invalid string,
 	}
 	value := func(family string, m *dto.Metric, limit float64) (float64, bool) {
 		v := gaugeValue(m)
-		if validUpstreamValue(v) && v <= limit {
+		if v >= 0 && v <= limit { // false for NaN too
 			return v, true
 		}
 		if invalid == "" {
@@ -72,12 +79,12 @@ func parseVLLMMetrics(r io.Reader) (loads map[string]*modelLoad, invalid string,
 		}
 		return 0, false
 	}
-	loads = make(map[string]*modelLoad)
-	get := func(m *dto.Metric) *modelLoad {
+	loads = make(map[string]*ModelLoad)
+	get := func(m *dto.Metric) *ModelLoad {
 		name := labelValue(m, labelModelName)
 		l := loads[name]
 		if l == nil {
-			l = &modelLoad{KVUsage: math.NaN()}
+			l = &ModelLoad{KVUsage: math.NaN()}
 			loads[name] = l
 		}
 		return l
@@ -91,7 +98,7 @@ func parseVLLMMetrics(r io.Reader) (loads map[string]*modelLoad, invalid string,
 		}
 		found = true
 		for _, m := range f.GetMetric() {
-			v, ok := value(name, m, maxUpstreamCount)
+			v, ok := value(name, m, maxValue)
 			if !ok {
 				rejected++
 				continue
@@ -136,7 +143,7 @@ func parseVLLMMetrics(r io.Reader) (loads map[string]*modelLoad, invalid string,
 			}
 			l := get(m)
 			if l.TTFT == nil {
-				l.TTFT = new(cumHistogram)
+				l.TTFT = new(Histogram)
 			}
 			l.TTFT.add(h)
 		}
@@ -170,7 +177,7 @@ func gaugeValue(m *dto.Metric) float64 {
 }
 
 // add sums one series' buckets into h, matching buckets by bound.
-func (h *cumHistogram) add(src *dto.Histogram) {
+func (h *Histogram) add(src *dto.Histogram) {
 	sawInf := false
 	for _, b := range src.GetBucket() {
 		h.addBucket(b.GetUpperBound(), float64(b.GetCumulativeCount()))
@@ -181,7 +188,7 @@ func (h *cumHistogram) add(src *dto.Histogram) {
 	}
 }
 
-func (h *cumHistogram) addBucket(bound, count float64) {
+func (h *Histogram) addBucket(bound, count float64) {
 	i, ok := slices.BinarySearch(h.Bounds, bound)
 	if ok {
 		h.Counts[i] += count
@@ -191,22 +198,22 @@ func (h *cumHistogram) addBucket(bound, count float64) {
 	h.Counts = slices.Insert(h.Counts, i, count)
 }
 
-// total is the number of observations.
-func (h *cumHistogram) total() float64 {
+// Total is the number of observations.
+func (h *Histogram) Total() float64 {
 	if h == nil || len(h.Counts) == 0 {
 		return 0
 	}
 	return h.Counts[len(h.Counts)-1]
 }
 
-// delta returns h minus an earlier scrape of the same histogram, and false
+// Delta returns h minus an earlier scrape of the same histogram, and false
 // when the two do not line up (different buckets, or a counter reset such
 // as a vLLM restart).
-func (h *cumHistogram) delta(earlier *cumHistogram) (*cumHistogram, bool) {
+func (h *Histogram) Delta(earlier *Histogram) (*Histogram, bool) {
 	if earlier == nil || !slices.Equal(h.Bounds, earlier.Bounds) {
 		return nil, false
 	}
-	d := &cumHistogram{Bounds: h.Bounds, Counts: make([]float64, len(h.Counts))}
+	d := &Histogram{Bounds: h.Bounds, Counts: make([]float64, len(h.Counts))}
 	for i := range h.Counts {
 		d.Counts[i] = h.Counts[i] - earlier.Counts[i]
 		if d.Counts[i] < 0 {
@@ -216,12 +223,12 @@ func (h *cumHistogram) delta(earlier *cumHistogram) (*cumHistogram, bool) {
 	return d, true
 }
 
-// quantile estimates the q-quantile like Prometheus' histogram_quantile:
+// Quantile estimates the q-quantile like Prometheus' histogram_quantile:
 // linear interpolation inside the bucket that holds the rank. It returns
 // NaN without observations; a rank in the +Inf bucket yields the highest
 // finite bound.
-func (h *cumHistogram) quantile(q float64) float64 {
-	total := h.total()
+func (h *Histogram) Quantile(q float64) float64 {
+	total := h.Total()
 	if total <= 0 {
 		return math.NaN()
 	}

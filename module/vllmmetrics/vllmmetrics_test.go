@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package vllmmetrics
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-func TestParseVLLMMetrics(t *testing.T) {
+func TestParse(t *testing.T) {
 	type want struct {
 		waiting, running, kv float64
 		ttftTotal            float64
@@ -32,7 +32,7 @@ func TestParseVLLMMetrics(t *testing.T) {
 		{"vllm-two-models.txt", map[string]want{"small": {0, 1, 0.1, 0}, "big": {4, 9, 0.9, 0}}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			loads, invalid, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, tc.file)))
+			loads, invalid, err := Parse(bytes.NewReader(readFixture(t, tc.file)))
 			if err != nil || invalid != "" {
 				t.Fatal(err, invalid)
 			}
@@ -47,7 +47,7 @@ func TestParseVLLMMetrics(t *testing.T) {
 				if l.Waiting != w.waiting || l.Running != w.running || math.Abs(l.KVUsage-w.kv) > 1e-9 {
 					t.Errorf("%s: waiting %v running %v kv %v, want %+v", name, l.Waiting, l.Running, l.KVUsage, w)
 				}
-				if got := l.TTFT.total(); got != w.ttftTotal {
+				if got := l.TTFT.Total(); got != w.ttftTotal {
 					t.Errorf("%s: ttft observations %v, want %v", name, got, w.ttftTotal)
 				}
 			}
@@ -55,40 +55,40 @@ func TestParseVLLMMetrics(t *testing.T) {
 	}
 }
 
-func TestParseVLLMMetricsRejects(t *testing.T) {
+func TestParseRejects(t *testing.T) {
 	for _, file := range []string{"garbage.txt", "no-vllm.txt"} {
-		if _, _, err := parseVLLMMetrics(bytes.NewReader(readFixture(t, file))); err == nil {
+		if _, _, err := Parse(bytes.NewReader(readFixture(t, file))); err == nil {
 			t.Errorf("%s: no error", file)
 		}
 	}
-	if _, _, err := parseVLLMMetrics(strings.NewReader("")); err == nil {
+	if _, _, err := Parse(strings.NewReader("")); err == nil {
 		t.Error("empty exposition: no error")
 	}
 }
 
 func TestHistogramQuantileOverDeltas(t *testing.T) {
-	earlier := &cumHistogram{Bounds: []float64{0.1, 0.5, 1, math.Inf(1)}, Counts: []float64{10, 20, 20, 20}}
-	later := &cumHistogram{Bounds: []float64{0.1, 0.5, 1, math.Inf(1)}, Counts: []float64{10, 70, 120, 120}}
-	d, ok := later.delta(earlier)
+	earlier := &Histogram{Bounds: []float64{0.1, 0.5, 1, math.Inf(1)}, Counts: []float64{10, 20, 20, 20}}
+	later := &Histogram{Bounds: []float64{0.1, 0.5, 1, math.Inf(1)}, Counts: []float64{10, 70, 120, 120}}
+	d, ok := later.Delta(earlier)
 	if !ok {
 		t.Fatal("delta failed")
 	}
 	// 100 new observations: 50 in (0.1,0.5], 50 in (0.5,1]
-	if p50 := d.quantile(0.5); math.Abs(p50-0.5) > 1e-9 {
+	if p50 := d.Quantile(0.5); math.Abs(p50-0.5) > 1e-9 {
 		t.Errorf("p50 %v, want 0.5", p50)
 	}
-	if p99 := d.quantile(0.99); math.Abs(p99-0.99) > 1e-9 {
+	if p99 := d.Quantile(0.99); math.Abs(p99-0.99) > 1e-9 {
 		t.Errorf("p99 %v, want 0.99", p99)
 	}
-	if _, ok := earlier.delta(later); ok {
+	if _, ok := earlier.Delta(later); ok {
 		t.Error("a counter reset must not yield a delta")
 	}
-	empty, _ := later.delta(later)
-	if !math.IsNaN(empty.quantile(0.5)) {
+	empty, _ := later.Delta(later)
+	if !math.IsNaN(empty.Quantile(0.5)) {
 		t.Error("no observations must give NaN")
 	}
-	inf := &cumHistogram{Bounds: []float64{0.1, math.Inf(1)}, Counts: []float64{0, 5}}
-	if q := inf.quantile(0.5); q != 0.1 {
+	inf := &Histogram{Bounds: []float64{0.1, math.Inf(1)}, Counts: []float64{0, 5}}
+	if q := inf.Quantile(0.5); q != 0.1 {
 		t.Errorf("rank in +Inf bucket: %v, want the highest finite bound", q)
 	}
 }
@@ -96,7 +96,7 @@ func TestHistogramQuantileOverDeltas(t *testing.T) {
 // A series whose value is no measurement is left out as if absent, and
 // named for the warning; the valid series beside it still count. When
 // nothing valid is left of the queue metrics, the scrape has none.
-func TestParseVLLMMetricsIgnoresInvalidValues(t *testing.T) {
+func TestParseIgnoresInvalidValues(t *testing.T) {
 	const exposition = `# TYPE vllm:num_requests_running gauge
 vllm:num_requests_running{model_name="a"} -3
 vllm:num_requests_running{model_name="b"} 2
@@ -107,7 +107,7 @@ vllm:num_requests_waiting{model_name="b"} 1e12
 vllm:kv_cache_usage_perc{model_name="a"} +Inf
 vllm:kv_cache_usage_perc{model_name="b"} 7
 `
-	loads, invalid, err := parseVLLMMetrics(strings.NewReader(exposition))
+	loads, invalid, err := Parse(strings.NewReader(exposition))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,20 +122,20 @@ vllm:kv_cache_usage_perc{model_name="b"} 7
 		t.Errorf("b: %+v", b)
 	}
 	// only invalid queue metrics: none at all
-	_, invalid, err = parseVLLMMetrics(strings.NewReader("vllm:num_requests_running -1\nvllm:num_requests_waiting 1e300\n"))
+	_, invalid, err = Parse(strings.NewReader("vllm:num_requests_running -1\nvllm:num_requests_waiting 1e300\n"))
 	if err == nil || invalid == "" {
 		t.Errorf("all invalid: err %v, invalid %q", err, invalid)
 	}
 }
 
-func FuzzParseVLLMMetrics(f *testing.F) {
-	files, _ := filepath.Glob("testdata/metrics/*.txt")
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.txt")
 	for _, file := range files {
 		b, _ := os.ReadFile(file)
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		loads, _, err := parseVLLMMetrics(bytes.NewReader(data))
+		loads, _, err := Parse(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
@@ -145,7 +145,7 @@ func FuzzParseVLLMMetrics(f *testing.F) {
 				t.Fatalf("bad load %+v", l)
 			}
 			if l.TTFT != nil {
-				_ = l.TTFT.quantile(0.99)
+				_ = l.TTFT.Quantile(0.99)
 			}
 		}
 	})
@@ -153,7 +153,7 @@ func FuzzParseVLLMMetrics(f *testing.F) {
 
 func readFixture(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "metrics", name))
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,86 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// parseDuration reads exactly one positive duration argument.
+func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(d.Val())
+	if err != nil || dur <= 0 {
+		return 0, d.Errf("invalid %s '%s': want a positive duration such as 30s", name, d.Val())
+	}
+	if d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	return caddy.Duration(dur), nil
+}
+
+// parseLimit parses a time limit that may be turned off: a positive
+// duration, or 0 or off for none.
+func parseLimit(d *caddyfile.Dispenser) (*caddy.Duration, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	var dur caddy.Duration
+	if v := d.Val(); v != "off" && v != "0" {
+		parsed, err := caddy.ParseDuration(v)
+		if err != nil || parsed <= 0 {
+			return nil, d.Errf("invalid %s '%s': want a positive duration such as 30s, or off", name, v)
+		}
+		dur = caddy.Duration(parsed)
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	return &dur, nil
+}
+
+// parseResponseModel reads the one argument of response_model.
+func parseResponseModel(d *caddyfile.Dispenser) (string, error) {
+	var v string
+	if !d.AllArgs(&v) {
+		return "", d.Err("response_model needs one argument: alias or upstream")
+	}
+	if v != responseModelAlias && v != responseModelUpstream {
+		return "", d.Errf("response_model must be 'alias' or 'upstream', got '%s'", v)
+	}
+	return v, nil
+}
+
+// parsePositiveInt reads exactly one integer argument > 0.
+func parsePositiveInt(d *caddyfile.Dispenser) (int, error) {
+	return parseIntArg(d, 1, "a positive integer")
+}
+
+// parseNonNegativeInt reads exactly one integer argument >= 0.
+func parseNonNegativeInt(d *caddyfile.Dispenser) (int, error) {
+	return parseIntArg(d, 0, "a non-negative integer")
+}
+
+// parseIntArg reads exactly one integer argument of at least least.
+func parseIntArg(d *caddyfile.Dispenser, least int, want string) (int, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n < least {
+		return 0, d.Errf("invalid %s '%s': want %s", name, d.Val(), want)
+	}
+	if d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	return n, nil
+}

@@ -1,0 +1,458 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+)
+
+// unmarshalGroup parses a group block; its syntax is in the doc of
+// Gateway.UnmarshalCaddyfile.
+func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Group, error) {
+	grp := new(Group)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "kind":
+			if grp.Kind != "" {
+				return nil, d.Err("kind already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			switch d.Val() {
+			case KindVLLM, KindOpenAI:
+				grp.Kind = d.Val()
+			default:
+				return nil, d.Errf("unknown group kind '%s' (want %s or %s)", d.Val(), KindVLLM, KindOpenAI)
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+
+		case "api_key":
+			if grp.APIKey != "" {
+				return nil, d.Err("api_key already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			grp.APIKey = d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+
+		case "stream_usage":
+			if grp.StreamUsage != nil {
+				return nil, d.Err("stream_usage already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			on := d.Val() == "on"
+			if !on && d.Val() != "off" {
+				return nil, d.Errf("stream_usage must be 'on' or 'off', got '%s'", d.Val())
+			}
+			grp.StreamUsage = &on
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+
+		case "max_num_seqs":
+			if grp.MaxNumSeqs != 0 {
+				return nil, d.Err("max_num_seqs already specified")
+			}
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.MaxNumSeqs = n
+
+		case "max_queue":
+			if grp.MaxQueue != 0 {
+				return nil, d.Err("max_queue already specified")
+			}
+			n, err := parseNonNegativeInt(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.MaxQueue = n
+
+		case "endpoint":
+			if !d.NextArg() {
+				return nil, d.Err("endpoint needs the upstream's address")
+			}
+			dial := d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			if _, dup := grp.Endpoints[dial]; dup {
+				return nil, d.Errf("endpoint '%s' already specified", dial)
+			}
+			ec := new(EndpointConfig)
+			for en := d.Nesting(); d.NextBlock(en); {
+				switch d.Val() {
+				case "max_num_seqs":
+					n, err := parsePositiveInt(d)
+					if err != nil {
+						return nil, err
+					}
+					ec.MaxNumSeqs = n
+				case "weight":
+					if !d.NextArg() {
+						return nil, d.ArgErr()
+					}
+					w, err := strconv.ParseFloat(d.Val(), 64)
+					if err != nil || w <= 0 || math.IsInf(w, 0) {
+						return nil, d.Errf("invalid weight '%s': want a positive number", d.Val())
+					}
+					ec.Weight = w
+					if d.NextArg() {
+						return nil, d.ArgErr()
+					}
+				default:
+					return nil, d.Errf("unrecognized endpoint subdirective '%s'", d.Val())
+				}
+			}
+			if grp.Endpoints == nil {
+				grp.Endpoints = make(map[string]*EndpointConfig)
+			}
+			grp.Endpoints[dial] = ec
+
+		case "probe":
+			if grp.Probe != nil {
+				return nil, d.Err("probe already specified")
+			}
+			pc, err := unmarshalProbe(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Probe = pc
+
+		case "overflow":
+			if grp.Overflow != nil {
+				return nil, d.Err("overflow already specified")
+			}
+			oc, err := unmarshalOverflow(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Overflow = oc
+
+		case "cost":
+			if grp.Cost != nil {
+				return nil, d.Err("cost already specified")
+			}
+			cc, err := unmarshalCost(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Cost = cc
+
+		case "breaker":
+			if grp.Breaker != nil {
+				return nil, d.Err("breaker already specified")
+			}
+			bc, err := unmarshalBreaker(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Breaker = bc
+
+		case "model_check":
+			if grp.ModelCheckInterval != 0 || grp.DisableModelCheck {
+				return nil, d.Err("model_check already specified")
+			}
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			if d.Val() == "off" {
+				grp.DisableModelCheck = true
+				if d.NextArg() {
+					return nil, d.ArgErr()
+				}
+				break
+			}
+			d.Prev()
+			dur, err := parseDuration(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.ModelCheckInterval = dur
+
+		case "proxy":
+			if grp.ProxyRaw != nil {
+				return nil, d.Err("proxy already specified")
+			}
+			rp := new(reverseproxy.Handler)
+			// the segment starts with "proxy", which the reverse_proxy
+			// parser consumes as its directive name
+			if err := rp.UnmarshalCaddyfile(d.NewFromNextSegment()); err != nil {
+				return nil, err
+			}
+			if helper != nil {
+				if err := rp.FinalizeUnmarshalCaddyfile(*helper); err != nil {
+					return nil, err
+				}
+			}
+			grp.ProxyRaw = caddyconfig.JSON(rp, nil)
+
+		default:
+			return nil, d.Errf("unrecognized group subdirective '%s'", d.Val())
+		}
+	}
+	if grp.Kind == "" {
+		return nil, d.Errf("group needs a kind (%s or %s)", KindVLLM, KindOpenAI)
+	}
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil) {
+		return nil, d.Errf("max_num_seqs, max_queue, endpoint and probe apply to groups of kind %s only", KindVLLM)
+	}
+	if grp.Kind != KindOpenAI && (grp.ModelCheckInterval != 0 || grp.DisableModelCheck) {
+		return nil, d.Errf("model_check applies to groups of kind %s only", KindOpenAI)
+	}
+	if grp.ProxyRaw == nil {
+		return nil, d.Err("group needs a proxy")
+	}
+	return grp, nil
+}
+
+// unmarshalProbe parses a probe block. Syntax:
+//
+//	probe {
+//		health_interval  <duration>
+//		metrics_interval <duration>
+//		models_interval  <duration>
+//		timeout          <duration>
+//		stale_after      <duration>
+//		unknown_metrics  saturated|ok
+//		ttft_window      <duration>
+//		rise             <n>
+//		fall             <n>
+//	}
+func unmarshalProbe(d *caddyfile.Dispenser) (*ProbeConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	pc := new(ProbeConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var dst *caddy.Duration
+		switch d.Val() {
+		case "health_interval":
+			dst = &pc.HealthInterval
+		case "metrics_interval":
+			dst = &pc.MetricsInterval
+		case "models_interval":
+			dst = &pc.ModelsInterval
+		case "timeout":
+			dst = &pc.Timeout
+		case "stale_after":
+			dst = &pc.StaleAfter
+		case "ttft_window":
+			dst = &pc.TTFTWindow
+		case "rise", "fall":
+			n := map[string]*int{"rise": &pc.Rise, "fall": &pc.Fall}[d.Val()]
+			if *n != 0 {
+				return nil, d.Errf("%s already specified", d.Val())
+			}
+			v, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			*n = v
+			continue
+		case "unknown_metrics":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			switch d.Val() {
+			case "saturated", "ok":
+				pc.UnknownMetrics = d.Val()
+			default:
+				return nil, d.Errf("unknown_metrics must be 'saturated' or 'ok', got '%s'", d.Val())
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			continue
+		default:
+			return nil, d.Errf("unrecognized probe option '%s'", d.Val())
+		}
+		if *dst != 0 {
+			return nil, d.Errf("%s already specified", d.Val())
+		}
+		dur, err := parseDuration(d)
+		if err != nil {
+			return nil, err
+		}
+		*dst = dur
+	}
+	return pc, nil
+}
+
+// unmarshalOverflow parses an overflow block. Syntax:
+//
+//	overflow {
+//		waiting        <trigger> <recover>
+//		ttft_p99       <trigger duration> <recover duration>
+//		kv_cache_usage <trigger 0..1> <recover 0..1>
+//		inflight       <trigger> <recover>
+//		dwell          <duration>
+//	}
+func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	oc := new(OverflowConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		name := d.Val()
+		var dst **Threshold
+		switch name {
+		case "waiting":
+			dst = &oc.Waiting
+		case "ttft_p99":
+			dst = &oc.TTFTP99
+		case "kv_cache_usage":
+			dst = &oc.KVCacheUsage
+		case "inflight":
+			dst = &oc.InFlight
+		case "dwell":
+			dur, err := parseDuration(d)
+			if err != nil {
+				return nil, err
+			}
+			oc.Dwell = dur
+			continue
+		default:
+			return nil, d.Errf("unrecognized overflow signal '%s'", name)
+		}
+		var a, b string
+		if !d.AllArgs(&a, &b) {
+			return nil, d.Errf("%s needs a trigger and a recover level", name)
+		}
+		parse := func(v string) (float64, error) {
+			if name == "ttft_p99" {
+				dur, err := caddy.ParseDuration(v)
+				return dur.Seconds(), err
+			}
+			return strconv.ParseFloat(v, 64)
+		}
+		trig, err1 := parse(a)
+		rec, err2 := parse(b)
+		if err1 != nil || err2 != nil {
+			return nil, d.Errf("invalid %s levels '%s %s'", name, a, b)
+		}
+		if rec >= trig || trig <= 0 || rec < 0 {
+			return nil, d.Errf("%s: the recover level (%s) must be below the trigger (%s), leaving a dead band", name, b, a)
+		}
+		*dst = &Threshold{Trigger: trig, Recover: rec}
+	}
+	if err := oc.validate(); err != nil {
+		return nil, d.Err(err.Error())
+	}
+	return oc, nil
+}
+
+// unmarshalCost parses a cost block. Syntax:
+//
+//	cost {
+//		gpus               <n>
+//		gpu_cost_per_month <usd>
+//		input_per_million  <usd>
+//		output_per_million <usd>
+//		per_second         <usd>
+//	}
+func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	cc := new(CostConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var dst *float64
+		switch d.Val() {
+		case "gpus":
+			dst = &cc.GPUs
+		case "gpu_cost_per_month":
+			dst = &cc.GPUCostPerMonth
+		case "input_per_million":
+			dst = &cc.InputPerMillion
+		case "output_per_million":
+			dst = &cc.OutputPerMillion
+		case "per_second":
+			dst = &cc.PerSecond
+		default:
+			return nil, d.Errf("unrecognized cost option '%s'", d.Val())
+		}
+		name := d.Val()
+		if !d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		v, err := strconv.ParseFloat(d.Val(), 64)
+		if err != nil || v < 0 || math.IsInf(v, 0) {
+			return nil, d.Errf("invalid %s '%s': want a non-negative number", name, d.Val())
+		}
+		*dst = v
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+	}
+	return cc, nil
+}
+
+// unmarshalBreaker parses a breaker block. Syntax:
+//
+//	breaker {
+//		allowed_fails <n>
+//		window        <duration>
+//		cooldown      <duration>
+//		load_time     <duration>
+//		uneject_on_probe on|off
+//	}
+func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	bc := new(BreakerConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "allowed_fails":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			bc.AllowedFails = n
+		case "window", "cooldown", "load_time":
+			dst := map[string]*caddy.Duration{"window": &bc.Window, "cooldown": &bc.Cooldown, "load_time": &bc.LoadTime}[d.Val()]
+			dur, err := parseDuration(d)
+			if err != nil {
+				return nil, err
+			}
+			*dst = dur
+		case "uneject_on_probe":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			var on bool
+			switch d.Val() {
+			case "on":
+				on = true
+			case "off":
+			default:
+				return nil, d.Errf("uneject_on_probe must be 'on' or 'off', got '%s'", d.Val())
+			}
+			bc.UnejectOnProbe = &on
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+		default:
+			return nil, d.Errf("unrecognized breaker option '%s'", d.Val())
+		}
+	}
+	return bc, nil
+}
