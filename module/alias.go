@@ -74,10 +74,11 @@ type Target struct {
 
 	// The upstream statuses that move the request to the next target
 	// instead of reaching the client: statuses from 400 to 599, or 4 or
-	// 5 for a whole class (as in Caddy's status matchers). 404 means any
-	// 404; one that names the model is logged as model_not_found and, on
-	// a vllm endpoint, marks it misconfigured. Replaces the default:
-	// 401, 403, 404, 408, 429 and 5 (every 5xx).
+	// 5 for a whole class (as in Caddy's status matchers). Replaces the
+	// default: 401, 403, 408, 429 and 5 (every 5xx). A 404 that says the
+	// model does not exist falls back whatever the set (logged as
+	// model_not_found; on a vllm endpoint it marks the endpoint
+	// misconfigured); 404 in the set makes any 404 fall back.
 	FallbackOn []int `json:"fallback_on,omitempty"`
 
 	group      *Group

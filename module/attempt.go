@@ -25,6 +25,7 @@ type attemptResult struct {
 	verdict verdict   // what it says about the upstream
 	cause   failCause // of a failure, for the endpoint's breaker
 	held    bool      // the endpoint answered 429 with Retry-After and is held out
+	gone    bool      // the client left before the first byte
 }
 
 // try makes one attempt on a target. The error is the proxy's, for a
@@ -102,14 +103,19 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	}()
 	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed
 
-	contextErr := false
+	contextErr, modelMissing := false, false
 	if aw.held != nil && !aborted && err == nil {
-		// a held 400, read whole: the next target gets the request only
-		// for a context-length error; any other 400 is the answer, unless
-		// the first-byte timer abandoned the attempt first (a 400 cut
-		// short is no answer: the attempt failed)
-		contextErr = isContextError(aw.held.Bytes())
-		if !contextErr && aw.commit(aw.status) {
+		// a held 400 or 404, read whole: the next target gets the request
+		// only for a context-length error or a missing model; any other
+		// is the answer, unless the first-byte timer abandoned the
+		// attempt first (an answer cut short is no answer: the attempt
+		// failed)
+		if aw.status == http.StatusNotFound {
+			modelMissing = isModelNotFound(aw.held.Bytes())
+		} else {
+			contextErr = isContextError(aw.held.Bytes())
+		}
+		if !contextErr && !modelMissing && aw.commit(aw.status) {
 			_, _ = aw.w.Write(aw.held.Bytes())
 			res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
 			return res, nil
@@ -125,7 +131,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		// cut short all the same
 		cut := false
 		if aw.scan != nil {
-			aw.finishBody()
+			aw.finishBody(aborted)
 			cut = !aborted && !aw.scan.complete()
 		}
 		res.done = true
@@ -147,12 +153,21 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		return res, err
 	}
 
+	if clientGone {
+		// the client left before the first byte: nobody's failure, and
+		// no next target
+		res.gone = true
+		return res, nil
+	}
+
 	// the attempt failed before its first byte: record why, discard
 	// whatever it buffered, and let the next target have the request
 	a := attempt{target: t, status: aw.status}
 	switch {
 	case contextErr:
 		a.reason = reasonContextLength
+	case modelMissing:
+		a.reason = reasonModelNotFound
 	case aw.status != 0 && aw.held == nil:
 		// the upstream's own status, even if the timer fired after it
 		a.reason = statusReason(aw.status, aw.notFound)
@@ -185,9 +200,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(err))
 	}
-	if !clientGone {
-		res.verdict = verdictOf(a.reason, false, rt.r.Context())
-	}
+	res.verdict = verdictOf(a.reason, false, rt.r.Context())
 	return res, nil
 }
 

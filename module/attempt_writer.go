@@ -69,7 +69,10 @@ func (aw *attemptWriter) WriteHeader(status int) {
 		// informational responses are not passed on
 	case aw.target.fallsBackOn(status) || status == statusClientClosed:
 		aw.status = status
-	case status == http.StatusBadRequest && aw.holdBadRequest:
+	case status == http.StatusBadRequest && aw.holdBadRequest, status == http.StatusNotFound:
+		// held whole: a context-length 400 goes to the next target, and
+		// so does a 404 that says the model does not exist (the gateway
+		// chose that name); any other is the answer
 		aw.status = status
 		aw.held = new(bytes.Buffer)
 	case aw.holdUntilBody:
@@ -231,8 +234,8 @@ func (c toClient) Write(p []byte) (int, error) { return c.aw.forward(p) }
 
 // finishBody writes what the usage scanner and the model rewrite still
 // hold at the end of the body.
-func (aw *attemptWriter) finishBody() {
-	aw.scan.finish(forwarder{aw})
+func (aw *attemptWriter) finishBody(aborted bool) {
+	aw.scan.finish(forwarder{aw}, aborted)
 	if aw.model != nil {
 		aw.model.finish(toClient{aw})
 	}

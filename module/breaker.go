@@ -296,7 +296,7 @@ func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, gro
 // not be reached at all.
 func connFailure(why reason) bool {
 	switch why {
-	case reasonConnRefused, reasonConnReset, reasonDial:
+	case reasonConnRefused, reasonDial:
 		return true
 	}
 	return false

@@ -50,7 +50,7 @@ const (
 	// fault: it sends its own credentials, path and model name
 	reasonUpstreamAuth  reason = "upstream_auth"   // 401, 403
 	reasonModelNotFound reason = "model_not_found" // 404 naming the model
-	reasonNotFound      reason = "http_404"        // any other 404
+	reasonNotFound      reason = "http_404"        // any other 404, with 404 in fallback_on
 	// every endpoint left already failed this request
 	reasonAvoided reason = "retries_exhausted"
 
@@ -118,9 +118,11 @@ func (s *statusSet) add(status int) { i := status - 400; s[i>>6] |= 1 << (i & 63
 
 // defaultFallbackOn is the statuses that move a request to the next
 // target unless the target sets fallback_on: 408, 429 and every 5xx (the
-// upstream is slow, busy or broken) and 401, 403, 404 (the gateway's own
-// credentials, path or model name are wrong for this upstream).
-var defaultFallbackOn = []int{401, 403, 404, 408, 429, 5}
+// upstream is slow, busy or broken) and 401, 403 (the gateway's own
+// credentials are wrong for this upstream). A 404 that says the model
+// does not exist falls back whatever the set (see attemptWriter); any
+// other 404 goes to the client unless the set has 404.
+var defaultFallbackOn = []int{401, 403, 408, 429, 5}
 
 // newStatusSet builds the set of fallback_on values: statuses from 400 to
 // 599, and 4 or 5 for a whole class, as in Caddy's status matchers.
@@ -170,7 +172,9 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	switch why {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
 		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow, reasonDrained,
-		reasonAvoided, reasonRateLimited:
+		reasonAvoided, reasonRateLimited, reasonNotFound:
+		// a 404 that does not name the model may be the path the client
+		// chose: no evidence against the upstream
 		return verdictNone
 	}
 	return verdictFailure

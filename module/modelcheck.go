@@ -143,6 +143,9 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 		}
 	case !gjson.ValidBytes(w.buf.Bytes()):
 		reason = "the model list is not JSON"
+	case len(gjson.GetBytes(w.buf.Bytes(), "data.#.id").Array()) == 0:
+		// another shape, or an empty list: nothing to judge the names by
+		reason = "the model list has no data[].id"
 	default:
 		listed := make(map[string]bool)
 		gjson.GetBytes(w.buf.Bytes(), "data.#.id").ForEach(func(_, id gjson.Result) bool {

@@ -39,11 +39,13 @@ func answersCarryAlias(alias, gateway string) bool {
 // whole events), or of a JSON body, whose head is held until its model
 // value is complete.
 type modelRewriter struct {
-	alias []byte // the alias, as a JSON string
-	sse   bool
-	head  []byte  // a JSON body's start, while its model is not complete
-	held  *[]byte // head's holder from usageBufs
-	done  bool    // the JSON body's model was replaced, or never will be
+	alias  []byte // the alias, as a JSON string
+	sse    bool
+	head   []byte  // a JSON body's start, while its model is not complete
+	resume int     // where in head the walk for the model goes on
+	walked int     // head's length at the last walk that found no model
+	held   *[]byte // head's holder from usageBufs
+	done   bool    // the JSON body's model was replaced, or never will be
 
 	out    []byte  // a rewritten event or head, written at once
 	outBuf *[]byte // out's holder from usageBufs
@@ -61,8 +63,13 @@ func (m *modelRewriter) write(w io.Writer, p []byte) (int, error) {
 	if m.head != nil {
 		m.head = append(m.head, p...)
 		data = m.head
+		if len(data) < 2*m.walked && len(data) < maxUsageBody {
+			// walked lately: again once the head has doubled, so that a
+			// model after a large field costs linear time, not quadratic
+			return len(p), nil
+		}
 	}
-	vs, ve, found := topModel(data, jsonscan.SkipSpace(data, 0))
+	vs, ve, found := m.find(data)
 	switch {
 	case found:
 		m.done = true
@@ -75,6 +82,7 @@ func (m *modelRewriter) write(w io.Writer, p []byte) (int, error) {
 	case ve < 0 && len(data) < maxUsageBody:
 		// not there yet: hold the head (the model of OpenAI-style
 		// answers comes before the choices, in the first write)
+		m.walked = len(data)
 		if m.head == nil {
 			m.held = usageBufs.Get().(*[]byte)
 			m.head = append((*m.held)[:0], p...)
@@ -91,11 +99,15 @@ func (m *modelRewriter) write(w io.Writer, p []byte) (int, error) {
 	return len(p), nil
 }
 
-// finish writes what is still held of a JSON body: one that ended
-// before its model was complete.
+// finish writes what is still held of a JSON body, its model replaced if
+// the body has one (the walk may have waited for more data).
 func (m *modelRewriter) finish(w io.Writer) {
 	if m.head != nil {
-		_, _ = w.Write(m.head)
+		if vs, ve, found := m.find(m.head); found {
+			_ = m.writeModel(w, m.head, vs, ve)
+		} else {
+			_, _ = w.Write(m.head)
+		}
 	}
 	m.release()
 	if m.outBuf != nil && cap(m.out) <= maxPooledBuf {
@@ -103,6 +115,21 @@ func (m *modelRewriter) finish(w io.Writer) {
 		usageBufs.Put(m.outBuf)
 	}
 	m.outBuf, m.out = nil, nil
+}
+
+// find walks a JSON body's start for its top-level model, on from where
+// the last walk stopped.
+func (m *modelRewriter) find(data []byte) (vs, ve int, found bool) {
+	if m.resume > 0 {
+		vs, ve, m.resume, found = modelField(data, m.resume)
+		return vs, ve, found
+	}
+	i := jsonscan.SkipSpace(data, 0)
+	if i < len(data) && data[i] == '{' {
+		vs, ve, m.resume, found = modelField(data, jsonscan.SkipSpace(data, i+1))
+		return vs, ve, found
+	}
+	return topModel(data, i)
 }
 
 // release puts the held head's buffer back.
@@ -185,14 +212,22 @@ func topModel(data []byte, i int) (vs, ve int, found bool) {
 	if data[i] != '{' {
 		return 0, 0, false
 	}
-	i = jsonscan.SkipSpace(data, i+1)
+	vs, ve, _, found = modelField(data, jsonscan.SkipSpace(data, i+1))
+	return vs, ve, found
+}
+
+// modelField is topModel from the field at i, inside the object. When
+// data ends first (ve -1), resume is where the field it could not finish
+// starts: the walk goes on from there once more data has come.
+func modelField(data []byte, i int) (vs, ve, resume int, found bool) {
 	for i < len(data) {
+		resume = i
 		if data[i] != '"' {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		end, _, ok := jsonscan.ScanString(data, i+1)
 		if !ok {
-			return 0, -1, false
+			return 0, -1, resume, false
 		}
 		// an escaped key is compared as it is: no upstream escapes "model"
 		key := data[i+1 : end-1]
@@ -201,7 +236,7 @@ func topModel(data []byte, i int) (vs, ve int, found bool) {
 			break
 		}
 		if data[i] != ':' {
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 		vs = jsonscan.SkipSpace(data, i+1)
 		if vs >= len(data) {
@@ -212,7 +247,7 @@ func topModel(data []byte, i int) (vs, ve int, found bool) {
 			if !ok {
 				break
 			}
-			return vs, e, true
+			return vs, e, 0, true
 		}
 		e, ok := jsonscan.SkipValue(data, vs, jsonscan.MaxNesting)
 		if !ok {
@@ -226,10 +261,10 @@ func topModel(data []byte, i int) (vs, ve int, found bool) {
 		case ',':
 			i = jsonscan.SkipSpace(data, i+1)
 		case '}':
-			return 0, 0, false
+			return 0, 0, 0, false
 		default:
-			return 0, 0, false
+			return 0, 0, 0, false
 		}
 	}
-	return 0, -1, false
+	return 0, -1, resume, false
 }

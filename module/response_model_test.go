@@ -42,6 +42,8 @@ func TestModelRewriterBody(t *testing.T) {
 		{"no model", `{"error":{"message":"bad"}}`, `{"error":{"message":"bad"}}`},
 		{"not an object", `[1,2,3]`, `[1,2,3]`},
 		{"cut short", body[:70], body[:70]},
+		{"space before the object", " \n" + body, " \n" + want},
+		{"embeddings: model after the data", `{"object":"list","data":[{"embedding":[` + strings.Repeat("0.125,", 3000) + `1]}],"model":"e5"}`, `{"object":"list","data":[{"embedding":[` + strings.Repeat("0.125,", 3000) + `1]}],"model":"chat-main"}`},
 	} {
 		for _, piece := range []int{1, 7, 64, 1 << 20} {
 			m := &modelRewriter{alias: []byte(`"chat-main"`)}
@@ -77,7 +79,7 @@ func TestUsageScannerWholeEvents(t *testing.T) {
 			_, _ = u.write(w, []byte(s[:k]))
 			s = s[k:]
 		}
-		u.finish(w)
+		u.finish(w, false)
 		if strings.Join(events, "|") != strings.Join([]string{chunkRole, chunkTok, chunkUsage, chunkDone}, "|") {
 			t.Errorf("piece %d: events %q", piece, events)
 		}

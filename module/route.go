@@ -102,11 +102,18 @@ func (rt *route) run(ctx context.Context) error {
 			if res.done {
 				return err
 			}
-			if rt.attempts[len(rt.attempts)-1].reason == reasonContextLength {
+			if res.gone {
+				break
+			}
+			why := rt.attempts[len(rt.attempts)-1].reason
+			if why == reasonContextLength {
 				minWindow = max(minWindow, t.contextWindow(), 1)
 				break
 			}
-			if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil {
+			// a time limit spent is not spent again on another endpoint:
+			// the next target gets the request
+			if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
+				why == reasonTimeout || why == reasonFirstByte {
 				break
 			}
 			if res.ep != nil {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 )
 
@@ -22,7 +23,7 @@ import (
 // isConfigFault reports whether a reason is the gateway's configuration
 // at fault rather than the upstream's health.
 func isConfigFault(why reason) bool {
-	return why == reasonUpstreamAuth || why == reasonModelNotFound || why == reasonNotFound
+	return why == reasonUpstreamAuth || why == reasonModelNotFound
 }
 
 // faultLog remembers the configuration faults of a target that were
@@ -76,10 +77,7 @@ func (f *faultLog) end(endpoint string) []reason {
 // misconfigured for it, a cloud's model list is checked again, and a new
 // fault is logged.
 func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
-	dial := ""
-	if ep != nil {
-		dial = ep.dial
-	}
+	dial := rt.endpointOf(ep)
 	if a.reason == reasonModelNotFound {
 		if ep != nil {
 			ep.p.markMissing(t.Model)
@@ -110,13 +108,25 @@ func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
 	rt.g.logger.Error(msg, fields...)
 }
 
+// endpointOf names the endpoint an attempt went to: the vLLM endpoint,
+// else the upstream the group's proxy picked last (a cloud region), so
+// that faults are kept per upstream whatever the group's kind.
+func (rt *route) endpointOf(ep *endpoint) string {
+	if ep != nil {
+		return ep.dial
+	}
+	if repl, ok := rt.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if hp, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok {
+			return hp
+		}
+	}
+	return ""
+}
+
 // faultEnded logs once that a target with configuration faults answers
 // again.
 func (rt *route) faultEnded(t *Target, ep *endpoint) {
-	dial := ""
-	if ep != nil {
-		dial = ep.dial
-	}
+	dial := rt.endpointOf(ep)
 	ended := t.faults.end(dial)
 	if len(ended) == 0 {
 		return

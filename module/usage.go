@@ -165,13 +165,19 @@ func (u *usageScanner) complete() bool {
 }
 
 // finish handles what is left of a stream (an unterminated last event)
-// and, for a JSON body, reads its usage. It releases the buffer.
-func (u *usageScanner) finish(w io.Writer) {
+// and, for a JSON body, reads its usage. It releases the buffer. The
+// partial event of a stream that broke off (aborted), or that ended
+// before its finish_reason, is not passed on: the client gets the error
+// event after the last whole one.
+func (u *usageScanner) finish(w io.Writer, aborted bool) {
 	switch {
 	case u.sse:
 		if len(u.buf) > 0 {
 			if !u.strip && !u.whole {
 				w = nil // already passed on
+			}
+			if aborted || (u.wantFinish && !u.finished && !hasValue(u.buf, finishReasonName, '"')) {
+				w = nil
 			}
 			_, _ = u.event(u.buf, w)
 		}

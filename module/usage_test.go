@@ -25,7 +25,7 @@ func feed(u *usageScanner, s string, n int) string {
 		_, _ = u.write(&out, []byte(s[:k]))
 		s = s[k:]
 	}
-	u.finish(&out)
+	u.finish(&out, false)
 	return out.String()
 }
 
@@ -155,6 +155,40 @@ func TestUsageScannerFinish(t *testing.T) {
 	}
 }
 
+// A stream that broke off, or ended before its finish_reason, does not
+// pass on its partial last event: the error event follows the last whole
+// one, so that no client tries to decode half a chunk. A last event left
+// unterminated by a clean end passes.
+func TestUsageScannerDropsPartialEvent(t *testing.T) {
+	partial := `data: {"id":"c1","choices":[{"index":0,"delta":{"content":"ha`
+	last := `data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`
+	for _, tc := range []struct {
+		name, tail string
+		aborted    bool
+		want       string
+	}{
+		{"broke off", partial, true, ""},
+		{"ended early", partial, false, ""},
+		{"ended cleanly, unterminated", last, false, last},
+	} {
+		for _, whole := range []bool{false, true} {
+			u := &usageScanner{sse: true, strip: !whole, whole: whole, wantFinish: true}
+			var out bytes.Buffer
+			if _, err := u.write(&out, []byte(chunkRole+tc.tail)); err != nil {
+				t.Fatal(err)
+			}
+			u.finish(&out, tc.aborted)
+			want := strings.ReplaceAll(chunkRole, `,"usage":null`, "")
+			if whole {
+				want = chunkRole
+			}
+			if got := out.String(); got != want+tc.want {
+				t.Errorf("%s (whole %v): the client got %q", tc.name, whole, got)
+			}
+		}
+	}
+}
+
 func TestSSEData(t *testing.T) {
 	for in, want := range map[string]string{
 		"data: x\n\n":                "x",
@@ -214,7 +248,7 @@ func FuzzUsageScannerFraming(f *testing.F) {
 			_, _ = u.write(&out, []byte(s[:k]))
 			s = s[k:]
 		}
-		u.finish(&out)
+		u.finish(&out, false)
 		var got []string
 		for ev := range strings.SplitSeq(normalizeEOL(out.String()), "\n\n") {
 			if d := sseData([]byte(ev + "\n\n")); len(d) > 0 {

@@ -49,8 +49,10 @@ type Server struct {
 	wg      sync.WaitGroup
 
 	// the connections of every server not serving a request: new ones
-	// (accepted, nothing read yet) and idle ones
-	quiet map[net.Conn]struct{}
+	// (accepted, nothing read yet) and idle ones. A lock of their own:
+	// http.Server.Close, called under mu, waits for the hooks that keep it.
+	connMu sync.Mutex
+	quiet  map[net.Conn]struct{}
 }
 
 // Start listens on addr (for example "127.0.0.1:0"; the host must be
@@ -86,8 +88,8 @@ func (s *Server) serveLocked(ln net.Listener) {
 
 // connState keeps track of the connections that serve no request.
 func (s *Server) connState(c net.Conn, st http.ConnState) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
 	switch st {
 	case http.StateNew, http.StateIdle:
 		if s.quiet == nil {
@@ -121,10 +123,12 @@ func (s *Server) Refuse() error {
 	}
 	err := s.ln.Close()
 	s.cur.SetKeepAlivesEnabled(false) // in flight: closed once answered
+	s.connMu.Lock()
 	for c := range s.quiet {
 		_ = c.Close()
 	}
 	clear(s.quiet)
+	s.connMu.Unlock()
 	s.ln, s.cur = nil, nil
 	return err
 }
