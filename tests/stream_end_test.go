@@ -93,3 +93,44 @@ func TestClientLeavingMidStreamIsClientCanceled(t *testing.T) {
 		t.Errorf("after the clients left: %d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
 	}
 }
+
+// A client that leaves before the first byte leaves no failed attempt
+// behind: nothing is counted as a fallback, and the request is
+// client_canceled.
+func TestClientLeavingBeforeTheAnswer(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	gw := e.gatewayName()
+	e.self.SetFailures(simulator.Failures{Stall: time.Hour}) // probes still pass
+	counted := func() (fallbacks, canceled float64) {
+		return metricValue(t, "caddy_hybrid_llm_fallbacks_total", map[string]string{"gateway": gw, "alias": "chat-main"}),
+			metricValue(t, "caddy_hybrid_llm_requests_total", map[string]string{"gateway": gw, "alias": "chat-main", "outcome": "client_canceled"})
+	}
+	fallbacks0, canceled0 := counted()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(chatBody))
+	req.Header.Set("Content-Type", "application/json")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, "the request at the upstream", func() bool { return len(e.selfPosts()) > 0 })
+	cancel() // the client leaves
+	if err := <-done; err == nil {
+		t.Fatal("the request was answered")
+	}
+	waitFor(t, "the canceled request's metrics", func() bool {
+		_, canceled := counted()
+		return canceled == canceled0+1
+	})
+	if fallbacks, _ := counted(); fallbacks != fallbacks0 {
+		t.Errorf("%v fallbacks counted for a client that left", fallbacks-fallbacks0)
+	}
+	if n := len(e.cloudPosts()); n != 0 {
+		t.Errorf("the cloud got %d requests", n)
+	}
+}

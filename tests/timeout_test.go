@@ -94,3 +94,25 @@ func TestBodilessAnswerToAStreamIsPassedOn(t *testing.T) {
 		t.Errorf("the cloud got %d requests", n)
 	}
 }
+
+// A time limit spent on one replica is not spent again on another: with
+// two wedged replicas (and the default retry of a group of several), the
+// stream goes to the next target after one first-byte limit, not two.
+func TestTimeLimitIsNotRetriedOnAnotherReplica(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	other, srv := secondSelf(t)
+	block := strings.Replace(defaultGateway, "proxy {SELF}\n", "proxy {SELF} "+srv.URL()+"\n", 1)
+	e.load(strings.Replace(block, "target self "+selfModel+"\n",
+		"target self "+selfModel+" {\n\t\tfirst_byte_timeout 300ms\n\t}\n", 1))
+	for _, v := range []*simulator.VLLM{e.self, other} {
+		v.SetFailures(simulator.Failures{Stall: time.Hour}) // probes still pass
+	}
+	resp, body := post(t, "/v1/chat/completions", streamBody)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if got := resp.Header.Get("X-Hybrid-Fallback-Reason"); got != "self:first_byte_timeout" {
+		t.Errorf("reason %q, want one first-byte limit on self", got)
+	}
+	waitNoInFlight(t)
+}

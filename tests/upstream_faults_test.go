@@ -6,6 +6,8 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -344,5 +346,60 @@ func TestSDKDoesNotRetryWhatCannotHelp(t *testing.T) {
 				t.Errorf("the upstreams got %d requests for one call", n)
 			}
 		})
+	}
+}
+
+// A 404 that does not say the model is missing answers a path the client
+// chose (an endpoint the upstream lacks): it reaches the client as it is,
+// and is no evidence against the upstream. One that names the model falls
+// back even on the last target, whose client then gets the gateway's
+// answer, never the upstream's model name.
+func TestPlain404IsTheAnswer(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	missing := atomic.Bool{}
+	upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		if missing.Load() {
+			fmt.Fprint(w, `{"object":"error","message":"The model `+"`"+selfModel+"`"+` does not exist.","type":"NotFoundError","param":null,"code":404}`)
+			return
+		}
+		fmt.Fprint(w, `{"detail":"Not Found"}`)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Close()
+	e.load(withBreaker(withPlainSelf(defaultGateway, upstream.URL()), "self", "\t\tallowed_fails 1\n\t\tcooldown 1h\n"))
+	gw := e.gatewayName()
+	cloud0 := len(e.cloudPosts())
+
+	for range 3 {
+		resp, body := post(t, "/v1/chat/completions", chatBody)
+		if resp.StatusCode != http.StatusNotFound || string(body) != `{"detail":"Not Found"}` || resp.Header.Get("X-Hybrid-Target") != "self" {
+			t.Fatalf("a plain 404: %d from %q (%s): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+		}
+	}
+	if n := len(e.cloudPosts()) - cloud0; n != 0 {
+		t.Errorf("the cloud got %d requests", n)
+	}
+	if b := groupBreaker(t, "self"); b.State != "closed" {
+		t.Errorf("404s opened the breaker: %+v", b)
+	}
+
+	// without a breaker, which the missing model would open (and keep
+	// open for the next run of the test)
+	e.load(withPlainSelf(defaultGateway, upstream.URL()))
+	missing.Store(true)
+	e.cloud.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503})
+	series := map[string]string{"gateway": gw, "alias": "cloud-first", "from": "self", "reason": "model_not_found"}
+	mnf0 := metricValue(t, "caddy_hybrid_llm_fallbacks_total", series)
+	resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1))
+	if resp.StatusCode != http.StatusBadGateway || strings.Contains(string(body), selfModel) || !strings.Contains(string(body), "cloud-first") {
+		t.Errorf("the last target's missing model: %d %s", resp.StatusCode, body)
+	}
+	if got := metricValue(t, "caddy_hybrid_llm_fallbacks_total", series) - mnf0; got != 1 {
+		t.Errorf("model_not_found fallbacks from the last target grew by %v", got)
 	}
 }
