@@ -194,15 +194,6 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 			}
 		}
 	}
-	// the gateway reads every answer (usage, context-length errors), so
-	// it must see plain bytes: the client's Accept-Encoding stays out of
-	// the proxy's copy of the request, and the transport asks for gzip
-	// on its own and decodes it. Compression toward the client is the
-	// site's `encode`.
-	raw, err := sjson.SetBytes(slices.Clone(raw), "headers.request.delete.-1", "Accept-Encoding")
-	if err != nil {
-		return fmt.Errorf("dropping Accept-Encoding: %v", err)
-	}
 	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
 	if err != nil {
 		return fmt.Errorf("loading proxy: %v", err)

@@ -70,6 +70,17 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
+	// the gateway reads every answer (usage, context-length errors), so
+	// it must see plain bytes: without the client's Accept-Encoding the
+	// proxy's transport asks for gzip on its own and decodes it.
+	// Compression toward the client is the site's `encode`, which has
+	// chosen already. Here rather than in each group proxy's header
+	// operations, which would make the proxy copy every request's
+	// headers; put back for the access log.
+	if ae, ok := r.Header["Accept-Encoding"]; ok {
+		delete(r.Header, "Accept-Encoding")
+		defer func() { r.Header["Accept-Encoding"] = ae }()
+	}
 	if v := r.Header["X-Request-Id"]; len(v) != 1 || v[0] != id {
 		r.Header.Set("X-Request-Id", id)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
@@ -50,19 +49,10 @@ func TestQuickstartEndToEnd(t *testing.T) {
 		return metricValue(t, "caddy_hybrid_llm_cloud_cost_usd_total", map[string]string{"gateway": gw, "group": "cloud"})
 	}
 	var last *http.Response
-	sdk := openai.NewClient(
-		option.WithBaseURL(gateway+"/v1/"),
-		option.WithAPIKey("client-key"),
-		option.WithMaxRetries(0),
-		option.WithResponseInto(&last),
-	)
+	sdk := sdkClient("client-key", &last)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	params := openai.ChatCompletionNewParams{
-		Model:     "chat-main",
-		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
-		MaxTokens: openai.Int(6),
-	}
+	params := chatParams()
 	sdkStream := func(side string) {
 		t.Helper()
 		stream := sdk.Chat.Completions.NewStreaming(ctx, params)

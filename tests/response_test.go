@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
@@ -190,15 +189,10 @@ func TestOpenAISDKSeesAlias(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{ITL: time.Millisecond}, simulator.CloudConfig{})
 	e.load(defaultGateway)
 	var last *http.Response
-	sdk := openai.NewClient(option.WithBaseURL(gateway+"/v1/"), option.WithAPIKey("client-key"),
-		option.WithMaxRetries(0), option.WithResponseInto(&last))
+	sdk := sdkClient("client-key", &last)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	params := openai.ChatCompletionNewParams{
-		Model:     "chat-main",
-		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
-		MaxTokens: openai.Int(6),
-	}
+	params := chatParams()
 	resp, err := sdk.Chat.Completions.New(ctx, params)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -303,7 +304,7 @@ func TestAccessLogRecordsTheRoute(t *testing.T) {
 	e.load(defaultGateway)
 	_ = e.selfSrv.Refuse()
 
-	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "log-me-1")
+	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "log-me-1", "Accept-Encoding", "gzip, br")
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -323,6 +324,10 @@ func TestAccessLogRecordsTheRoute(t *testing.T) {
 		if entry[k] != v {
 			t.Errorf("%s = %v, want %v", k, entry[k], v)
 		}
+	}
+	// the client's Accept-Encoding is kept from the upstreams, not from the log
+	if req, _ := entry["request"].(map[string]any); req == nil || fmt.Sprint(req["headers"].(map[string]any)["Accept-Encoding"]) != "[gzip, br]" {
+		t.Errorf("the access log's request: %v", entry["request"])
 	}
 	if tried, _ := entry["llm_tried"].([]any); len(tried) != 1 || tried[0] != "self:connection_refused" {
 		t.Errorf("llm_tried = %v", entry["llm_tried"])

@@ -27,19 +27,10 @@ alias embed {
 }
 `)
 	var last *http.Response
-	sdk := openai.NewClient(
-		option.WithBaseURL(gateway+"/v1/"),
-		option.WithAPIKey("client-key-never-forwarded"),
-		option.WithMaxRetries(0),
-		option.WithResponseInto(&last),
-	)
+	sdk := sdkClient("client-key-never-forwarded", &last)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	params := openai.ChatCompletionNewParams{
-		Model:     "chat-main",
-		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
-		MaxTokens: openai.Int(6),
-	}
+	params := chatParams()
 
 	t.Run("models", func(t *testing.T) {
 		page, err := sdk.Models.List(ctx)
@@ -143,5 +134,25 @@ alias embed {
 		if strings.Contains(r.Header.Get("Authorization"), "client-key") {
 			t.Errorf("the client's key reached %s", r.Path)
 		}
+	}
+}
+
+// sdkClient is the official OpenAI Go SDK pointed at the gateway, without
+// retries of its own, keeping each response (its headers) in last.
+func sdkClient(key string, last **http.Response) openai.Client {
+	return openai.NewClient(
+		option.WithBaseURL(gateway+"/v1/"),
+		option.WithAPIKey(key),
+		option.WithMaxRetries(0),
+		option.WithResponseInto(last),
+	)
+}
+
+// chatParams is a short chat completion for chat-main.
+func chatParams() openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:     "chat-main",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
+		MaxTokens: openai.Int(6),
 	}
 }

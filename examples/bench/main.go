@@ -154,7 +154,8 @@ func main() {
 	all := []*proxyUnderTest{plain, hybrid}
 
 	// the quickstart as shipped, and a plain Caddy with the same site: the
-	// same access log (both to a file of their own), routes and admin
+	// same access log (both to a file of their own), encode, routes and
+	// admin
 	var plainLog, quick *proxyUnderTest
 	if *quickstart != "" {
 		start(nil, "llmsim", "cloud", "--listen", cloudSimAddr, "--model", "gpt-4o-mini", "--api-key", "sk-bench", "--quiet")
@@ -185,7 +186,7 @@ func main() {
 			"SELF_MAX_NUM_SEQS=100000",
 			"CLOUD_UPSTREAM=http://" + cloudSimAddr, "CLOUD_API_KEY=sk-bench",
 		}, "caddy", "run", "--config", qpath, "--adapter", "caddyfile")
-		plainCfg := global(plainLog) + fmt.Sprintf("http://127.0.0.1:%d {\n\tlog\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
+		plainCfg := global(plainLog) + fmt.Sprintf("http://127.0.0.1:%d {\n\tlog\n\tencode\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
 			"\thandle {\n\t\trespond \"not found: the API is under /v1/\" 404\n\t}\n}\n", plainLog.port, simAddr)
 		ppath := filepath.Join(work, "plain-log.caddyfile")
 		must(os.WriteFile(ppath, []byte(plainCfg), 0o600))
