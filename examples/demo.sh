@@ -73,8 +73,11 @@ fi
 if [ "$mode" = "--check" ]; then
 	show() { grep -iE '^(HTTP|x-hybrid|x-request-id)' || true; }
 	echo; echo "# 1. chat-main is served by the self-hosted vLLM"
-	curl -sS -D - -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
-	grep -q '"model":"'"$SELF_MODEL"'"' "$state/out.json" || { echo "unexpected: $(cat "$state/out.json")"; exit 1; }
+	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat"
+	show < "$state/head.txt"
+	# the answer names the alias (response_model), X-Hybrid-Model the name the upstream was sent
+	grep -qi '^x-hybrid-model: '"$SELF_MODEL" "$state/head.txt" && grep -q '"model":"chat-main"' "$state/out.json" ||
+		{ echo "unexpected: $(cat "$state/head.txt" "$state/out.json")"; exit 1; }
 	cat "$state/out.json"; echo
 
 	echo; echo "# 2. streaming passes through chunk by chunk"
@@ -94,11 +97,13 @@ if [ "$mode" = "--check" ]; then
 	hl undrain --group self
 	curl -sS -D - -o /dev/null "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
 
-	echo; echo "# 4. the self-hosted simulator stops: the same alias falls back to the cloud, with the cloud's model name"
+	echo; echo "# 4. the self-hosted simulator stops: the same alias falls back to the cloud, sent the cloud's model name"
 	kill "$(cat "$state/self.pid")"
 	wait "$(cat "$state/self.pid")" 2>/dev/null || true
-	curl -sS -D - -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
-	grep -q '"model":"'"$CLOUD_MODEL"'"' "$state/out.json" || { echo "unexpected: $(cat "$state/out.json")"; exit 1; }
+	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat"
+	show < "$state/head.txt"
+	grep -qi '^x-hybrid-model: '"$CLOUD_MODEL" "$state/head.txt" && grep -q '"model":"chat-main"' "$state/out.json" ||
+		{ echo "unexpected: $(cat "$state/head.txt" "$state/out.json")"; exit 1; }
 	cat "$state/out.json"; echo
 
 	echo; echo "# 5. the cost ledger: all-cloud, all-self-hosted and the hybrid as run, over the last 5 minutes"
