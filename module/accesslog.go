@@ -19,8 +19,13 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if rt.alias == nil {
 		return nil // refused before routing
 	}
+	// every byte of a record is written for every request: the fields
+	// whose value is the common one (no stream, one attempt, no fallback,
+	// no overflow) are left out
 	enc.AddString("llm_alias", rt.alias.name)
-	enc.AddBool("llm_stream", rt.stream)
+	if rt.stream {
+		enc.AddBool("llm_stream", true)
+	}
 	enc.AddString("llm_outcome", rt.outcome)
 	if t := rt.answered; t != nil {
 		enc.AddString("llm_group", t.Group)
@@ -32,19 +37,21 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			}
 		}
 	}
-	_ = enc.AddArray("llm_tried", (*triedList)(&rt.attempts)) // a pointer: no allocation
 	n := len(rt.attempts)
 	if rt.ttfb > 0 {
 		n++
 		enc.AddDuration("llm_ttfb", rt.ttfb)
 	}
-	enc.AddInt("llm_attempts", n)
-	enc.AddBool("llm_fallback", len(rt.attempts) > 0 && rt.ttfb > 0)
 	if len(rt.attempts) > 0 {
+		_ = enc.AddArray("llm_tried", (*triedList)(&rt.attempts)) // a pointer: no allocation
+		enc.AddInt("llm_attempts", n)
+		if rt.ttfb > 0 {
+			enc.AddBool("llm_fallback", true)
+		}
 		enc.AddString("llm_fallback_reason", string(rt.attempts[len(rt.attempts)-1].reason))
 	}
-	enc.AddBool("llm_overflow", rt.overflow != "")
 	if rt.overflow != "" {
+		enc.AddBool("llm_overflow", true)
 		enc.AddString("llm_overflow_reason", rt.overflow)
 	}
 	if rt.rule != "" {

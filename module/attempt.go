@@ -7,7 +7,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -61,7 +60,9 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
 	pr.ContentLength = aw.body.set(body, splices[:n]...)
-	pr.Header.Set("Content-Length", strconv.FormatInt(pr.ContentLength, 10))
+	// the transport resends a request that met a keep-alive connection
+	// the upstream had closed (see serveInference)
+	pr.GetBody = aw.body.replay
 
 	if vg := t.group.vllm; vg != nil {
 		// the selection policy reads the group and model from here, and
@@ -101,7 +102,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 			rt.settle(t, bc, &res, &aw.slot, groupTrial, len(avoid))
 		}
 	}()
-	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed
+	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.clientLost
 
 	contextErr, modelMissing := false, false
 	if aw.held != nil && !aborted && err == nil {
@@ -225,7 +226,7 @@ var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) 
 // byte (ended: it ended the stream early, without an error). An SSE stream gets an error event, so the client never mistakes
 // the cut for a clean end; anything else is aborted.
 func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended bool) {
-	if rt.r.Context().Err() != nil || !aw.sse {
+	if rt.r.Context().Err() != nil || aw.clientLost || !aw.sse {
 		panic(http.ErrAbortHandler)
 	}
 	msg := "the upstream connection failed mid-stream"

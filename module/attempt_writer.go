@@ -40,6 +40,7 @@ type attemptWriter struct {
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 400's body
+	clientLost     bool          // a write to the client failed
 	holdUntilBody  bool          // commit on the first body byte, not the header
 	heldStatus     int
 	notFound       []byte // the start of a held 404's body
@@ -206,6 +207,11 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 // forward writes to the client, remembering the tail of an event stream.
 func (aw *attemptWriter) forward(p []byte) (int, error) {
 	n, err := aw.w.Write(p)
+	if err != nil {
+		// the client's connection failed: the client left, whether or
+		// not its request's context has been canceled yet
+		aw.clientLost = true
+	}
 	if aw.sse && n > 0 {
 		if n == 1 {
 			aw.tail = [2]byte{aw.tail[1], p[0]}

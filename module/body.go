@@ -66,6 +66,8 @@ type splice struct {
 type upstreamBody struct {
 	net.Buffers
 	parts [5][]byte
+	orig  [5][]byte // parts before reading, for a replay
+	n     int
 }
 
 // Close implements io.Closer.
@@ -82,7 +84,16 @@ func (b *upstreamBody) set(body []byte, splices ...splice) int64 {
 		last = s.to
 	}
 	b.Buffers = append(b.Buffers, body[last:])
+	b.n = copy(b.orig[:], b.Buffers)
 	return size
+}
+
+// replay returns the body again from its start, for a request the
+// transport resends (see try).
+func (b *upstreamBody) replay() (io.ReadCloser, error) {
+	r := new(upstreamBody)
+	r.Buffers = append(r.parts[:0], b.orig[:b.n]...)
+	return r, nil
 }
 
 // modelSplice swaps the body's model value, at the position scanTop

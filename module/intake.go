@@ -20,6 +20,10 @@ import (
 // canonical form.
 var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key", "Cookie", "Openai-Organization", "Openai-Project"}
 
+// idempotencyKey is the header net/http's transport reads to resend a
+// POST that failed on a reused connection before its first response byte.
+const idempotencyKey = "X-Idempotency-Key"
+
 // statusClientClosed is what Caddy's proxy reports when the client left;
 // it is nobody's answer.
 const statusClientClosed = 499
@@ -70,6 +74,9 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
+	// each attempt's body has a length of its own (the model swapped),
+	// which the transport sends from the request's ContentLength
+	delete(r.Header, "Content-Length")
 	// the gateway reads every answer (usage, context-length errors), so
 	// it must see plain bytes: without the client's Accept-Encoding the
 	// proxy's transport asks for gzip on its own and decodes it.
@@ -83,6 +90,14 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	}
 	if v := r.Header["X-Request-Id"]; len(v) != 1 || v[0] != id {
 		r.Header.Set("X-Request-Id", id)
+	}
+	// a request that finds its pooled keep-alive connection closed by the
+	// upstream (a restart, an idle timeout) before any answer is sent
+	// again on a new connection, as Go's transport does for idempotent
+	// requests: an inference has no side effect. The nil value marks the
+	// request replayable without sending the header.
+	if _, ok := r.Header[idempotencyKey]; !ok {
+		r.Header[idempotencyKey] = nil
 	}
 
 	ctx := r.Context()

@@ -66,6 +66,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds; each takes every measure of both proxies, back to back")
 	idle := flag.Int("idle-streams", 5000, "idle streams for the memory measure (0 skips it)")
 	quickstart := flag.String("quickstart", "examples/Caddyfile", "the quickstart Caddyfile to measure (empty skips it)")
+	profiles := flag.String("profile", "", "folder for CPU profiles of each proxy during its throughput runs (from its admin's /debug/pprof)")
 	flag.Parse()
 
 	work, err := os.MkdirTemp("", "hybrid-bench")
@@ -226,7 +227,17 @@ func main() {
 	}
 	// throughput, and the proxy's CPU time per request (user and system,
 	// in µs): the cost of a request even on a machine the load shares
+	round := 0
 	throughput := func(p *proxyUnderTest) []float64 {
+		var profiled sync.WaitGroup
+		if *profiles != "" {
+			profiled.Add(1)
+			go func() {
+				defer profiled.Done()
+				profile(p, max(1, int(dur.Seconds())), filepath.Join(*profiles, fmt.Sprintf("%s-%d.pprof", p.name, round+1)))
+			}()
+		}
+		defer profiled.Wait()
 		cpu := procCPU(p.cmd.Process.Pid)
 		m := attack(p.url("/v1/chat/completions"), body(p, false), 0, 64, *dur)
 		return []float64{m.Throughput, (procCPU(p.cmd.Process.Pid) - cpu).Seconds() * 1e6 / float64(m.Requests)}
@@ -246,7 +257,10 @@ func main() {
 			&measure{name: "qs-throughput", run: throughput, pair: [2]*proxyUnderTest{plainLog, quick}},
 			&measure{name: "qs-latency@500", run: latency(500, 64), pair: [2]*proxyUnderTest{plainLog, quick}})
 	}
-	for round := 0; round < *rounds; round++ {
+	if *profiles != "" {
+		must(os.MkdirAll(*profiles, 0o755))
+	}
+	for ; round < *rounds; round++ {
 		for _, m := range measures {
 			if m.vals == nil {
 				m.vals = map[string][][]float64{}
@@ -439,6 +453,21 @@ func idleStreams(p *proxyUnderTest, body []byte, n int) float64 {
 	held.Wait()
 	tr.CloseIdleConnections()
 	return (after - before) / float64(n)
+}
+
+// profile saves a CPU profile of the proxy, taken for secs seconds by its
+// admin endpoint.
+func profile(p *proxyUnderTest, secs int, path string) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", p.admin, secs))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warning: profile of", p.name+":", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	must(err)
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
 }
 
 // procCPU returns the user and system CPU time a process used so far.
