@@ -16,6 +16,9 @@ import (
 // of it gets the record so far).
 func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("request_id", rt.id)
+	if rt.client != nil {
+		enc.AddString("llm_client", rt.client.name)
+	}
 	if rt.alias == nil {
 		return nil // refused before routing
 	}

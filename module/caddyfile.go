@@ -84,6 +84,15 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			}
 //		}
 //
+//		clients {
+//			keys_file <path>
+//			identity  <placeholder>
+//			client <name> [<key>] [{
+//				key     <key>|sha256:<hex>
+//				aliases <alias...>
+//			}]
+//		}
+//
 //		alias <name> {
 //			response_model alias|upstream
 //			target <group> <model> [{
@@ -117,15 +126,8 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "name":
-			if g.Name != "" {
-				return d.Err("name already specified")
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			g.Name = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
+			if err := parseOneArg(d, &g.Name); err != nil {
+				return err
 			}
 
 		case "max_body_size":
@@ -228,6 +230,15 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 			}
 			g.Groups[name] = grp
 
+		case "clients":
+			if g.Clients != nil {
+				return d.Err("clients already specified")
+			}
+			g.Clients = new(Clients)
+			if err := unmarshalClients(d, g.Clients); err != nil {
+				return err
+			}
+
 		case "alias":
 			if !d.NextArg() {
 				return d.Err("alias needs a name")
@@ -265,6 +276,15 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 		for _, t := range al.Targets {
 			if _, ok := g.Groups[t.Group]; !ok {
 				return d.Errf("alias '%s': target refers to unknown group '%s'", name, t.Group)
+			}
+		}
+	}
+	if g.Clients != nil {
+		for name, c := range g.Clients.Clients {
+			for _, a := range c.Aliases {
+				if _, ok := g.Aliases[a]; !ok {
+					return d.Errf("client '%s': unknown alias '%s'", name, a)
+				}
 			}
 		}
 	}

@@ -84,3 +84,19 @@ func parseIntArg(d *caddyfile.Dispenser, least int, want string) (int, error) {
 	}
 	return n, nil
 }
+
+// parseOneArg sets *dst to the directive's one argument; the directive
+// may appear once.
+func parseOneArg(d *caddyfile.Dispenser, dst *string) error {
+	if *dst != "" {
+		return d.Errf("%s already specified", d.Val())
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*dst = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -124,7 +125,13 @@ type Gateway struct {
 	// alias may override it. Default: `alias`.
 	ResponseModel string `json:"response_model,omitempty"`
 
+	// Who may call: every request must name a known client, by API key
+	// or by an identity Caddy established. Default: anyone who reaches
+	// the handler.
+	Clients *Clients `json:"clients,omitempty"`
+
 	pass        *headerPass
+	clientSet   *atomic.Pointer[clientSet] // set with Clients
 	aliases     map[string]*Alias
 	streamUsage bool     // some group asks for stream usage
 	watch       []string // the top-level fields rules look for
@@ -224,6 +231,11 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 
 	g.created = time.Now().Unix()
 	g.modelsList = g.buildModelsList()
+	if g.Clients != nil {
+		if err := g.provisionClients(ctx); err != nil {
+			return err
+		}
+	}
 	if err := g.register(ctx.Context); err != nil {
 		return err
 	}
@@ -258,15 +270,25 @@ func (g *Gateway) Cleanup() error {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	id := requestID(r)
 	w.Header().Set("X-Request-Id", id)
+	var cl *client
+	if g.Clients != nil {
+		var ok bool
+		if cl, ok = g.authenticate(w, r, id); !ok {
+			return nil
+		}
+	}
 	if r.Method == http.MethodPost {
-		return g.serveInference(w, r, id)
+		return g.serveInference(w, r, id, cl)
 	}
 	if extra := logFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
+		if cl != nil {
+			extra.Set(zap.String("llm_client", cl.name))
+		}
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		return g.serveModels(w, r)
+		return g.serveModels(w, r, cl)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		return writeError(w, http.StatusMethodNotAllowed, errTypeInvalidRequest, "method_not_allowed", "",

@@ -29,8 +29,8 @@ const idempotencyKey = "X-Idempotency-Key"
 const statusClientClosed = 499
 
 // serveInference handles a JSON POST whose model is an alias.
-func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string) error {
-	rt := &route{g: g, w: w, r: r, id: id, start: time.Now()}
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string, cl *client) error {
+	rt := &route{g: g, w: w, r: r, id: id, start: time.Now(), client: cl}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(rt))
@@ -67,7 +67,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 			"the request body has more than one model field")
 	}
 	al, ok := g.alias(top)
-	if !ok {
+	if !ok || !cl.allows(al.name) {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"The model `"+top.modelName()+"` does not exist.")
 	}

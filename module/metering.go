@@ -45,6 +45,11 @@ var (
 		Help: "Cloud spend in USD, by group, from each request's tokens or seconds at the group's prices.",
 	}, []string{"gateway", "group"})
 
+	clientsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "clients_refused_total",
+		Help: "Requests refused 401 because they named no known client (no key, a malformed or unknown key, no identity).",
+	}, []string{"gateway"})
+
 	ttftSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "ttft_seconds",
 		Help:    "Time from a request's arrival to its first response byte (for streams, the first token's event), by alias and group.",

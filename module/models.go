@@ -28,9 +28,16 @@ const modelOwner = "hybrid_llm"
 // buildModelsList renders the alias list once; it changes only with the
 // config.
 func (g *Gateway) buildModelsList() []byte {
+	return g.buildModelsListOf(func(string) bool { return true })
+}
+
+// buildModelsListOf renders the list of the aliases a client may use.
+func (g *Gateway) buildModelsListOf(allows func(alias string) bool) []byte {
 	list := modelList{Object: "list", Data: make([]modelCard, 0, len(g.aliases))}
 	for _, name := range sortedKeys(g.aliases) {
-		list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: g.created, OwnedBy: modelOwner})
+		if allows(name) {
+			list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: g.created, OwnedBy: modelOwner})
+		}
 	}
 	b, _ := json.Marshal(list)
 	return b
@@ -39,15 +46,18 @@ func (g *Gateway) buildModelsList() []byte {
 // serveModels answers GET .../models with the aliases and GET
 // .../models/{alias} with one of them. Upstream model names are never
 // listed: clients only ever see aliases.
-func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) error {
+func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, cl *client) error {
 	path := r.URL.Path
 	var body []byte
 	switch i := strings.LastIndex(path, "/models/"); {
 	case strings.HasSuffix(path, "/models"):
 		body = g.modelsList
+		if cl != nil && cl.models != nil {
+			body = cl.models
+		}
 	case i >= 0:
 		id := path[i+len("/models/"):]
-		if _, ok := g.aliases[id]; !ok {
+		if _, ok := g.aliases[id]; !ok || !cl.allows(id) {
 			return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 				"The model `"+id+"` does not exist.")
 		}

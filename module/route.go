@@ -34,6 +34,7 @@ type route struct {
 	w        http.ResponseWriter
 	r        *http.Request
 	id       string
+	client   *client // who sent it, when clients are configured
 	start    time.Time
 	stream   bool
 	attempts []attempt

@@ -1,0 +1,88 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// unmarshalClients parses a clients block:
+//
+//	clients {
+//		keys_file <path>
+//		identity  <placeholder>
+//		client <name> [<key>] [{
+//			key     <key>|sha256:<hex>
+//			aliases <alias...>
+//		}]
+//	}
+func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "keys_file":
+			if err := parseOneArg(d, &cs.KeysFile); err != nil {
+				return err
+			}
+		case "identity":
+			if err := parseOneArg(d, &cs.Identity); err != nil {
+				return err
+			}
+		case "client":
+			if !d.NextArg() {
+				return d.Err("client needs a name")
+			}
+			name := d.Val()
+			if _, dup := cs.Clients[name]; dup {
+				return d.Errf("client '%s' already defined", name)
+			}
+			c := new(Client)
+			if d.NextArg() {
+				c.Key = d.Val()
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if err := unmarshalClient(d, c); err != nil {
+				return err
+			}
+			if cs.Clients == nil {
+				cs.Clients = make(map[string]*Client)
+			}
+			cs.Clients[name] = c
+		default:
+			return d.Errf("unrecognized clients subdirective '%s'", d.Val())
+		}
+	}
+	if cs.Identity != "" {
+		for name, c := range cs.Clients {
+			if c.Key != "" {
+				return d.Errf("client '%s': a key, but clients are named by identity", name)
+			}
+		}
+	}
+	return nil
+}
+
+func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "key":
+			if err := parseOneArg(d, &c.Key); err != nil {
+				return err
+			}
+		case "aliases":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			c.Aliases = append(c.Aliases, args...)
+		default:
+			return d.Errf("unrecognized client subdirective '%s'", d.Val())
+		}
+	}
+	return nil
+}

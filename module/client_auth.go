@@ -1,0 +1,100 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"crypto/sha256"
+	"net/http"
+	"strings"
+	"unsafe"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+// keyHeaders are the headers a client may send its key in, as the OpenAI
+// and Azure OpenAI SDKs do, besides `Authorization: Bearer`.
+var keyHeaders = [...]string{"Api-Key", "X-Api-Key"}
+
+// presentedKey returns the API key a request carries, or why it carries
+// none that can be used. A key may come in more than one header only if
+// it is the same key.
+func presentedKey(h http.Header) (key, problem string) {
+	if v, ok := h["Authorization"]; ok {
+		if len(v) != 1 {
+			return "", "more than one Authorization header"
+		}
+		scheme, k, _ := strings.Cut(v[0], " ")
+		if !strings.EqualFold(scheme, "Bearer") {
+			return "", "the Authorization header is not `Bearer <key>`"
+		}
+		if key = strings.TrimSpace(k); key == "" {
+			return "", "the Authorization header has no key"
+		}
+	}
+	for _, name := range keyHeaders {
+		v, ok := h[name]
+		if !ok {
+			continue
+		}
+		if len(v) != 1 || strings.TrimSpace(v[0]) == "" {
+			return "", "the " + name + " header must hold one key"
+		}
+		switch k := strings.TrimSpace(v[0]); {
+		case key == "":
+			key = k
+		case k != key:
+			return "", "two different API keys in one request"
+		}
+	}
+	switch {
+	case key == "":
+		return "", "no API key: send it as `Authorization: Bearer <key>`"
+	case len(key) > maxKeyLength:
+		return "", "the API key is too long"
+	}
+	return key, ""
+}
+
+// authenticate returns the client a request comes from. A request without
+// a known client is answered 401 here, and ok is false.
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id string) (cl *client, ok bool) {
+	cs := g.clientSet.Load()
+	if g.Clients.Identity != "" {
+		repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		name := ""
+		if repl != nil {
+			name = repl.ReplaceAll(g.Clients.Identity, "")
+		}
+		if name == "" {
+			return nil, g.refuse(w, r, id, "the request has no client identity")
+		}
+		if cl = cs.byName[name]; cl == nil {
+			cl = &client{name: name} // authenticated in front, without settings here
+		}
+		return cl, true
+	}
+	key, problem := presentedKey(r.Header)
+	if problem != "" {
+		return nil, g.refuse(w, r, id, problem)
+	}
+	// hashed in place: the key is never copied, and the lookup takes the
+	// same time whichever key it is
+	if cl = cs.byKey[sha256.Sum256(unsafe.Slice(unsafe.StringData(key), len(key)))]; cl == nil {
+		return nil, g.refuse(w, r, id, "incorrect API key provided")
+	}
+	return cl, true
+}
+
+// refuse answers a request that names no known client. The message never
+// repeats the key.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, why string) bool {
+	if extra := logFields(r); extra != nil {
+		extra.Set(zap.String("request_id", id))
+	}
+	clientsRefused.WithLabelValues(g.Name).Inc()
+	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
+	_ = writeError(w, http.StatusUnauthorized, errTypeInvalidRequest, "invalid_api_key", "", why)
+	return false
+}

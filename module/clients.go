@@ -1,0 +1,194 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// Clients makes every request name a known client: by its API key, or by
+// the identity an authentication handler in front of the gateway
+// established.
+type Clients struct {
+	// The clients, by name. A name is what the access log, the metrics
+	// and the admin API show; it comes from the config only.
+	Clients map[string]*Client `json:"clients,omitempty"`
+
+	// A JSON file of more clients (the same fields, by name, under
+	// "clients"), read again whenever it changes, without a reload. A
+	// client may be in the config or in the file, not in both.
+	KeysFile string `json:"keys_file,omitempty"`
+
+	// Instead of API keys, a placeholder that holds the client's name as
+	// Caddy's authentication established it, e.g. `{http.auth.user.id}`
+	// after basic_auth or forward_auth. A request whose placeholder is
+	// empty is refused. Names that are not among the clients get no
+	// per-client settings.
+	Identity string `json:"identity,omitempty"`
+}
+
+// Client is one caller of the gateway.
+type Client struct {
+	// The client's API key: a placeholder such as `{env.TEAM_A_KEY}`,
+	// read at provisioning, or the key's SHA-256 as `sha256:<hex>`, so
+	// that neither the config nor `GET /config/` holds a usable key.
+	// Required unless the clients are named by `identity`.
+	Key string `json:"key,omitempty"`
+
+	// The aliases the client may use; others answer 404 as if they did
+	// not exist, and `GET /v1/models` lists only these. Default: all.
+	Aliases []string `json:"aliases,omitempty"`
+}
+
+// maxKeyLength bounds a presented API key; longer ones are refused
+// before they are hashed.
+const maxKeyLength = 4 << 10
+
+// keyHash is the SHA-256 of an API key.
+type keyHash [sha256.Size]byte
+
+// client is a provisioned Client.
+type client struct {
+	name    string
+	aliases map[string]bool // nil: every alias
+	models  []byte          // its GET /v1/models answer, when aliases is set
+}
+
+// allows reports whether the client may use an alias.
+func (c *client) allows(alias string) bool {
+	return c == nil || c.aliases == nil || c.aliases[alias]
+}
+
+// clientSet is the clients in force: the config's and the keys file's.
+type clientSet struct {
+	byKey  map[keyHash]*client
+	byName map[string]*client
+}
+
+// newClientSet provisions the clients of the config and of the keys file.
+func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*clientSet, error) {
+	cs := &clientSet{byKey: make(map[keyHash]*client), byName: make(map[string]*client)}
+	repl := caddy.NewReplacer()
+	identity := g.Clients.Identity != ""
+	add := func(name string, c *Client, origin string) error {
+		if c == nil {
+			return fmt.Errorf("client %q%s: empty", name, origin)
+		}
+		if strings.TrimSpace(name) == "" || strings.TrimSpace(name) != name {
+			return fmt.Errorf("client %q%s: a name must not be empty or start or end with spaces", name, origin)
+		}
+		if _, dup := cs.byName[name]; dup {
+			return fmt.Errorf("client %q%s: already defined", name, origin)
+		}
+		pc := &client{name: name}
+		if c.Aliases != nil {
+			pc.aliases = make(map[string]bool, len(c.Aliases))
+			for _, a := range c.Aliases {
+				if _, ok := g.aliases[a]; !ok {
+					return fmt.Errorf("client %q%s: unknown alias %q", name, origin, a)
+				}
+				pc.aliases[a] = true
+			}
+			pc.models = g.buildModelsListOf(pc.allows)
+		}
+		switch {
+		case c.Key == "" && !identity:
+			return fmt.Errorf("client %q%s: no key", name, origin)
+		case c.Key != "" && identity:
+			return fmt.Errorf("client %q%s: a key, but clients are named by identity", name, origin)
+		case c.Key != "":
+			h, err := parseClientKey(repl, c.Key)
+			if err != nil {
+				return fmt.Errorf("client %q%s: %v", name, origin, err)
+			}
+			if other, dup := cs.byKey[h]; dup {
+				return fmt.Errorf("client %q%s: the same key as client %q", name, origin, other.name)
+			}
+			cs.byKey[h] = pc
+		}
+		cs.byName[name] = pc
+		return nil
+	}
+	for _, name := range sortedKeys(configured) {
+		if err := add(name, configured[name], ""); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range sortedKeys(fromFile) {
+		if err := add(name, fromFile[name], " (keys file)"); err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
+}
+
+// parseClientKey returns the hash of a configured key: `sha256:<hex>`, or
+// a key (after its placeholders are replaced).
+func parseClientKey(repl *caddy.Replacer, key string) (keyHash, error) {
+	var h keyHash
+	if hx, ok := strings.CutPrefix(key, "sha256:"); ok {
+		b, err := hex.DecodeString(hx)
+		if err != nil || len(b) != len(h) {
+			return h, fmt.Errorf("sha256: wants 64 hex digits")
+		}
+		copy(h[:], b)
+		return h, nil
+	}
+	k := repl.ReplaceKnown(key, "")
+	switch {
+	case k == "":
+		return h, fmt.Errorf("the key %s is empty", key)
+	case len(k) > maxKeyLength:
+		return h, fmt.Errorf("the key is longer than %d bytes", maxKeyLength)
+	case strings.TrimSpace(k) != k || strings.ContainsAny(k, " \t\r\n"):
+		return h, fmt.Errorf("the key has spaces")
+	}
+	return sha256.Sum256([]byte(k)), nil
+}
+
+// provisionClients puts the clients of the config and of the keys file in
+// force, and watches the keys file for changes.
+func (g *Gateway) provisionClients(ctx caddy.Context) error {
+	var fromFile map[string]*Client
+	var stamp fileStamp
+	if path := g.Clients.KeysFile; path != "" {
+		var err error
+		if stamp, err = stampOf(path); err != nil {
+			return fmt.Errorf("clients: keys file: %v", err)
+		}
+		if fromFile, err = readKeysFile(path); err != nil {
+			return fmt.Errorf("clients: keys file: %v", err)
+		}
+	}
+	cs, err := g.newClientSet(g.Clients.Clients, fromFile)
+	if err != nil {
+		return fmt.Errorf("clients: %v", err)
+	}
+	if len(cs.byName) == 0 && g.Clients.Identity == "" {
+		return fmt.Errorf("clients: none configured: no request could be served")
+	}
+	g.clientSet = new(atomic.Pointer[clientSet])
+	g.clientSet.Store(cs)
+	if g.Clients.KeysFile != "" {
+		go g.watchKeysFile(ctx.Done(), stamp)
+	}
+	return nil
+}
+
+// sortedClientNames lists the clients in force by name.
+func (cs *clientSet) names() []string {
+	names := make([]string, 0, len(cs.byName))
+	for n := range cs.byName {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,118 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// keysFileInterval is how often the keys file is checked for a change: a
+// revoked key stops working within it.
+const keysFileInterval = 250 * time.Millisecond
+
+// keysFileDoc is the keys file's content.
+type keysFileDoc struct {
+	Clients map[string]*Client `json:"clients"`
+}
+
+// readKeysFile reads the clients of a keys file. A syntax error names its
+// line and column.
+func readKeysFile(path string) (map[string]*Client, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc keysFileDoc
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			line, col := position(b, se.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: %v", path, line, col, err)
+		case errors.As(err, &te):
+			line, col := position(b, te.Offset)
+			return nil, fmt.Errorf("%s:%d:%d: %v", path, line, col, err)
+		}
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%s: more than one JSON value", path)
+	}
+	if doc.Clients == nil {
+		return nil, fmt.Errorf(`%s: no "clients" object`, path)
+	}
+	return doc.Clients, nil
+}
+
+// position turns a byte offset into a line and column, from 1.
+func position(b []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 0), int64(len(b)))
+	before := b[:offset]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = int(offset) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
+
+// fileStamp tells versions of a file apart.
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+func stampOf(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
+}
+
+// watchKeysFile puts a changed keys file in force until done is closed. A
+// file that cannot be read or is not valid leaves the last good clients in
+// force, with an error logged once per version.
+func (g *Gateway) watchKeysFile(done <-chan struct{}, last fileStamp) {
+	path := g.Clients.KeysFile
+	t := time.NewTicker(keysFileInterval)
+	defer t.Stop()
+	var failed string // the failure last logged
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		st, err := stampOf(path)
+		if err == nil && st == last {
+			continue
+		}
+		var cs *clientSet
+		if err == nil {
+			var fromFile map[string]*Client
+			if fromFile, err = readKeysFile(path); err == nil {
+				cs, err = g.newClientSet(g.Clients.Clients, fromFile)
+			}
+		}
+		if err != nil {
+			if msg := st.mod.String() + err.Error(); msg != failed {
+				g.logger.Error("keys file not loaded; the last good clients stay in force",
+					zap.String("file", path), zap.Error(err))
+				failed = msg
+			}
+			continue
+		}
+		g.clientSet.Store(cs)
+		last, failed = st, ""
+		g.logger.Info("keys file loaded", zap.String("file", path), zap.Int("clients", len(cs.byName)))
+	}
+}

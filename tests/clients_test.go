@@ -1,0 +1,290 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+const (
+	teamAKey = "sk-team-a-0123456789abcdefghijklmnopqrstuvwxyz"
+	teamBKey = "sk-team-b-zyxwvutsrqponmlkjihgfedcba9876543210"
+)
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// clientsBlock gives the default gateway two clients: team-a, its key
+// from the environment, limited to chat-main; team-b, by its key's hash.
+func clientsBlock() string {
+	return defaultGateway + `
+clients {
+	client team-a {env.HYBRID_TEST_TEAM_A_KEY} {
+		aliases chat-main
+	}
+	client team-b {
+		key sha256:` + sha256Hex(teamBKey) + `
+	}
+}
+`
+}
+
+func refusedTotal(t *testing.T, gw string) float64 {
+	t.Helper()
+	return metricValue(t, "caddy_hybrid_llm_clients_refused_total", map[string]string{"gateway": gw})
+}
+
+// Every request names a known client by its key, in any header an OpenAI
+// SDK uses; anything else is refused 401 in the OpenAI shape, nothing is
+// forwarded, and no key reaches an upstream, the config or a message.
+func TestClientKeys(t *testing.T) {
+	t.Setenv("HYBRID_TEST_TEAM_A_KEY", teamAKey)
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(clientsBlock())
+	gw := e.gatewayName()
+	refused0 := refusedTotal(t, gw)
+
+	for _, tc := range []struct {
+		name   string
+		header []string
+	}{
+		{"no key", nil},
+		{"empty bearer", []string{"Authorization", "Bearer "}},
+		{"not bearer", []string{"Authorization", "Basic " + teamAKey}},
+		{"empty api-key", []string{"Api-Key", " "}},
+		{"unknown key", []string{"Authorization", "Bearer sk-not-a-client"}},
+		{"overlong key", []string{"Authorization", "Bearer " + strings.Repeat("k", 5000)}},
+		{"two keys", []string{"Authorization", "Bearer " + teamAKey, "Api-Key", teamBKey}},
+		{"the hash as key", []string{"Authorization", "Bearer sha256:" + sha256Hex(teamBKey)}},
+	} {
+		before := len(e.selfPosts()) + len(e.cloudPosts())
+		resp, body := post(t, "/v1/chat/completions", chatBody, tc.header...)
+		apiErr := wantError(t, resp, body, http.StatusUnauthorized, "invalid_api_key")
+		if strings.Contains(apiErr.Error.Message, teamAKey) || strings.Contains(apiErr.Error.Message, "sk-not-a-client") ||
+			strings.Contains(string(body), teamBKey) {
+			t.Errorf("%s: the answer repeats a key: %s", tc.name, body)
+		}
+		if resp.Header.Get("Www-Authenticate") == "" {
+			t.Errorf("%s: no WWW-Authenticate", tc.name)
+		}
+		if n := len(e.selfPosts()) + len(e.cloudPosts()) - before; n != 0 {
+			t.Errorf("%s: %d requests forwarded", tc.name, n)
+		}
+	}
+	if got := refusedTotal(t, gw) - refused0; got != 8 {
+		t.Errorf("clients_refused_total grew by %v, want 8", got)
+	}
+
+	// the key in each header the SDKs use, or the same key in two
+	for i, header := range [][]string{
+		{"Authorization", "Bearer " + teamAKey},
+		{"authorization", "bearer " + teamBKey},
+		{"Api-Key", teamAKey},
+		{"X-Api-Key", teamBKey},
+		{"Authorization", "Bearer " + teamAKey, "Api-Key", teamAKey},
+	} {
+		resp, body := post(t, "/v1/chat/completions", chatBody, append(header, "X-Request-Id", "client-key-"+string(rune('0'+i)))...)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%v: %d %s", header[0], resp.StatusCode, body)
+		}
+		want := "team-a"
+		if strings.Contains(strings.Join(header, " "), teamBKey) {
+			want = "team-b"
+		}
+		if got := e.accessLog("client-key-" + string(rune('0'+i)))["llm_client"]; got != want {
+			t.Errorf("%v: llm_client %v, want %s", header[0], got, want)
+		}
+	}
+	for _, r := range append(e.selfPosts(), e.cloudPosts()...) {
+		for k, v := range r.Header {
+			if s := strings.Join(v, " "); strings.Contains(s, teamAKey) || strings.Contains(s, teamBKey) {
+				t.Errorf("an upstream got a client key in %s", k)
+			}
+		}
+	}
+	if cfg := string(adminGet(t, "/config/")); strings.Contains(cfg, teamAKey) || strings.Contains(cfg, teamBKey) {
+		t.Error("the config holds a client key")
+	}
+
+	// team-a may use chat-main only: cloud-first does not exist for it,
+	// answered exactly as an alias nobody has
+	resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1), "Authorization", "Bearer "+teamAKey)
+	hidden := wantError(t, resp, body, http.StatusNotFound, "model_not_found")
+	resp, body = post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "no-such", 1), "Authorization", "Bearer "+teamAKey)
+	unknown := wantError(t, resp, body, http.StatusNotFound, "model_not_found")
+	if strings.Replace(hidden.Error.Message, "cloud-first", "X", 1) != strings.Replace(unknown.Error.Message, "no-such", "X", 1) {
+		t.Errorf("a hidden alias reads differently from an unknown one: %q, %q", hidden.Error.Message, unknown.Error.Message)
+	}
+	if resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1), "Api-Key", teamBKey); resp.StatusCode != 200 {
+		t.Errorf("team-b on cloud-first: %d %s", resp.StatusCode, body)
+	}
+
+	// the model list is the client's
+	list := func(key string) []string {
+		req, _ := http.NewRequest(http.MethodGet, gateway+"/v1/models", nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, body := do(t, req)
+		if key == "" {
+			wantError(t, resp, body, http.StatusUnauthorized, "invalid_api_key")
+			return nil
+		}
+		var doc struct {
+			Data []struct{ ID string } `json:"data"`
+		}
+		if err := json.Unmarshal(body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range doc.Data {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	if got := list(teamAKey); strings.Join(got, ",") != "chat-main" {
+		t.Errorf("team-a's models: %v", got)
+	}
+	if got := list(teamBKey); strings.Join(got, ",") != "chat-main,cloud-first" {
+		t.Errorf("team-b's models: %v", got)
+	}
+	list("")
+
+	// the official SDK sends its key as a bearer token
+	var last *http.Response
+	sdk := sdkClient(teamAKey, &last)
+	if _, err := sdk.Chat.Completions.New(context.Background(), chatParams()); err != nil {
+		t.Errorf("SDK with team-a's key: %v", err)
+	}
+	bad := sdkClient("sk-wrong", &last)
+	if _, err := bad.Chat.Completions.New(context.Background(), chatParams()); err == nil || last == nil || last.StatusCode != http.StatusUnauthorized {
+		t.Errorf("SDK with a wrong key: %v", err)
+	}
+}
+
+// A keys file adds clients without a reload: a key taken out of it stops
+// working, a new one works, and a file that is broken leaves the last good
+// clients in force.
+func TestKeysFileReloads(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	path := filepath.Join(t.TempDir(), "keys.json")
+	write := func(content string) {
+		t.Helper()
+		// a rename, as an editor or a config manager replaces a file
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"clients": {"team-a": {"key": "` + teamAKey + `", "aliases": ["chat-main"]}}}`)
+	logPath := e.loadWithGatewayLog(defaultGateway + "clients {\n\tkeys_file " + path + "\n}\n")
+	status := func(key string) int {
+		resp, _ := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer "+key)
+		return resp.StatusCode
+	}
+	if got := status(teamAKey); got != 200 {
+		t.Fatalf("team-a from the keys file: %d", got)
+	}
+
+	// team-a revoked, team-b added
+	write(`{"clients": {"team-b": {"key": "sha256:` + sha256Hex(teamBKey) + `"}}}`)
+	waitFor(t, "the revoked key to stop working", func() bool { return status(teamAKey) == http.StatusUnauthorized })
+	if got := status(teamBKey); got != 200 {
+		t.Errorf("team-b after the change: %d", got)
+	}
+
+	// a broken file: team-b stays, the error is logged
+	write(`{"clients": {"team-c": {"key": "sk-c"},}}`)
+	waitFor(t, "the broken file's error", func() bool {
+		return logLines(t, logPath, "keys file not loaded", "keys.json:1:") > 0
+	})
+	if got := status(teamBKey); got != 200 {
+		t.Errorf("team-b with a broken keys file: %d", got)
+	}
+	if got := status("sk-c"); got != http.StatusUnauthorized {
+		t.Errorf("a client of the broken file: %d", got)
+	}
+}
+
+// A keys file that is broken at start is a config error naming the file
+// and the line; a running gateway keeps serving.
+func TestBrokenKeysFileIsAConfigError(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	path := filepath.Join(t.TempDir(), "keys.json")
+	if err := os.WriteFile(path, []byte("{\n  \"clients\": {\n    \"team-a\": {\"key\": 42}\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL()).Replace(
+		"{\n\tadmin localhost:2999\n}\nhttp://127.0.0.1:9080 {\n\thandle /v1/* {\n\t\thybrid_llm {\n" + defaultGateway +
+			"clients {\n\tkeys_file " + path + "\n}\n\t\t}\n\t}\n}\n")
+	code, body := adminPost(t, "/load", "text/caddyfile", cfg)
+	if code == 200 || !strings.Contains(string(body), "keys.json:3:") {
+		t.Fatalf("a broken keys file loaded, or the error does not name the line: %d %s", code, body)
+	}
+	if group, _ := routeOf(t); group != "self" {
+		t.Errorf("the running config stopped serving: %s", group)
+	}
+}
+
+// With `identity`, an authentication handler in front names the client
+// (here basic_auth): the client's settings apply to that name, and a
+// request that reached the gateway without an identity is refused.
+func TestClientIdentityFromCaddy(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	// alice-pass, at bcrypt's lowest cost
+	const hash = "$2a$04$xWpvySWPvvcDy8YCusmmC.bPCNqY1dzCbRLZ07iJoJwWxgSlhkn.q"
+	block := strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL()).Replace(defaultGateway +
+		"clients {\n\tidentity {http.auth.user.id}\n\tclient alice {\n\t\taliases chat-main\n\t}\n}\n")
+	cfg := "{\n\tadmin localhost:2999\n\tgrace_period 2s\n}\nhttp://127.0.0.1:9080 {\n\tlog {\n\t\toutput file " + e.logPath +
+		"\n\t\tformat json\n\t}\n\troute /v1/* {\n\t\tbasic_auth /v1/chat/* {\n\t\t\talice " + hash + "\n\t\t\tbob " + hash +
+		"\n\t\t}\n\t\thybrid_llm {\n" + block + "\n\t\t}\n\t}\n}\n"
+	e.tester = loadRaw(t, cfg)
+	waitProbed(t)
+
+	req := func(user, model string) (*http.Response, []byte) {
+		r, _ := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(strings.Replace(chatBody, "chat-main", model, 1)))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-Request-Id", "identity-"+user+"-"+model)
+		if user != "" {
+			r.SetBasicAuth(user, "alice-pass")
+		}
+		return do(t, r)
+	}
+	if resp, body := req("alice", "chat-main"); resp.StatusCode != 200 {
+		t.Fatalf("alice: %d %s", resp.StatusCode, body)
+	}
+	if got := e.accessLog("identity-alice-chat-main")["llm_client"]; got != "alice" {
+		t.Errorf("llm_client %v", got)
+	}
+	// alice's settings hold: cloud-first is not hers
+	resp, body := req("alice", "cloud-first")
+	wantError(t, resp, body, http.StatusNotFound, "model_not_found")
+	// bob has no settings here: every alias
+	if resp, body := req("bob", "cloud-first"); resp.StatusCode != 200 {
+		t.Errorf("bob: %d %s", resp.StatusCode, body)
+	}
+	if got := e.accessLog("identity-bob-cloud-first")["llm_client"]; got != "bob" {
+		t.Errorf("bob's llm_client %v", got)
+	}
+	// the model list is outside basic_auth here: no identity, refused
+	r, _ := http.NewRequest(http.MethodGet, gateway+"/v1/models", nil)
+	resp, body = do(t, r)
+	wantError(t, resp, body, http.StatusUnauthorized, "invalid_api_key")
+}
