@@ -66,9 +66,10 @@ const DefaultMaxBodySize = 8 << 20
 // Upstream response headers that tell where the request landed are not
 // passed on (see PassHeaders), and answers carry the alias as their
 // `model` (see ResponseModel). The access log entry of each request gets
-// the fields `request_id`, `llm_alias`, `llm_group`, `llm_model`,
-// `llm_endpoint`, `llm_attempts`, `llm_tried`, `llm_fallback`,
-// `llm_fallback_reason`, `llm_stream`, `llm_outcome` and `llm_ttfb`.
+// the fields `request_id`, `llm_client`, `llm_alias`, `llm_group`,
+// `llm_model`, `llm_endpoint`, `llm_outcome`, `llm_ttfb` and, when they
+// are not at their common value, `llm_attempts`, `llm_tried`,
+// `llm_fallback`, `llm_fallback_reason`, `llm_stream` and `llm_overflow`.
 type Gateway struct {
 	// The gateway's name in the admin API, logs and metrics; names must
 	// be unique within a config. Default: `default`.

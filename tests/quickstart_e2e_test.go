@@ -132,3 +132,53 @@ func TestQuickstartEndToEnd(t *testing.T) {
 		t.Errorf("the cloud was sent Accept-Encoding %q", ae)
 	}
 }
+
+// The quickstart's access log keeps no client key, in whichever header
+// the client sent it: Caddy redacts Authorization, the quickstart's
+// filter leaves out Api-Key and X-Api-Key.
+func TestQuickstartLogKeepsNoClientKey(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	for k, v := range map[string]string{
+		"HYBRID_LISTEN": "127.0.0.1:9080", "HYBRID_ADMIN": "localhost:2999",
+		"SELF_UPSTREAMS": e.selfSrv.Addr(), "SELF_MODEL": selfModel,
+		"CLOUD_UPSTREAM": e.cloudSrv.URL(), "CLOUD_MODEL": cloudModel, "CLOUD_API_KEY": cloudKey,
+	} {
+		t.Setenv(k, v)
+	}
+	cfg, err := os.ReadFile("../examples/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the record to a file instead of stderr, the rest as shipped
+	withFile := strings.Replace(string(cfg), "\tlog {\n", "\tlog {\n\t\toutput file "+e.logPath+"\n", 1)
+	if withFile == string(cfg) {
+		t.Fatal("the quickstart's log block changed shape")
+	}
+	caddytest.NewTester(t).InitServer(withFile, "caddyfile")
+	client.CloseIdleConnections()
+	waitProbed(t)
+
+	secrets := []string{"sk-in-authorization-1234567890", "sk-in-api-key-1234567890", "sk-in-x-api-key-1234567890"}
+	for i, h := range []string{"Authorization", "Api-Key", "X-Api-Key"} {
+		v := secrets[i]
+		if h == "Authorization" {
+			v = "Bearer " + v
+		}
+		id := "quickstart-key-" + h
+		if resp, body := post(t, "/v1/chat/completions", chatBody, h, v, "X-Request-Id", id); resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", h, resp.StatusCode, body)
+		}
+		if entry := e.accessLog(id); entry["llm_alias"] != "chat-main" {
+			t.Errorf("%s: the record lost its fields: %v", h, entry)
+		}
+	}
+	b, err := os.ReadFile(e.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets {
+		if strings.Contains(string(b), s) {
+			t.Errorf("the access log holds a client key: %s", s)
+		}
+	}
+}

@@ -187,7 +187,8 @@ func main() {
 			"SELF_MAX_NUM_SEQS=100000",
 			"CLOUD_UPSTREAM=http://" + cloudSimAddr, "CLOUD_API_KEY=sk-bench",
 		}, "caddy", "run", "--config", qpath, "--adapter", "caddyfile")
-		plainCfg := global(plainLog) + fmt.Sprintf("http://127.0.0.1:%d {\n\tlog\n\tencode\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
+		plainCfg := global(plainLog) + fmt.Sprintf("http://127.0.0.1:%d {\n\tlog {\n\t\tformat filter {\n"+
+			"\t\t\trequest>headers>Api-Key delete\n\t\t\trequest>headers>X-Api-Key delete\n\t\t}\n\t}\n\tencode\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
 			"\thandle {\n\t\trespond \"not found: the API is under /v1/\" 404\n\t}\n}\n", plainLog.port, simAddr)
 		ppath := filepath.Join(work, "plain-log.caddyfile")
 		must(os.WriteFile(ppath, []byte(plainCfg), 0o600))
