@@ -30,6 +30,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		stream_usage  on|off
 //		pass_headers  <names...>
 //		response_model alias|upstream
+//		paths         <endpoint...>   # default chat/completions completions embeddings responses
 //
 //		group <name> {
 //			kind    vllm|openai
@@ -90,6 +91,9 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			client <name> [<key>] [{
 //				key     <key>|sha256:<hex>
 //				aliases <alias...>
+//				rpm     <requests per minute>
+//				tpm     <tokens per minute>
+//				trusted
 //			}]
 //		}
 //
@@ -155,6 +159,16 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 				return err
 			}
 			g.Deadline = dur
+
+		case "paths":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			if _, err := newInferencePaths(args); err != nil {
+				return d.Err(err.Error())
+			}
+			g.Paths = append(g.Paths, args...)
 
 		case "route_headers":
 			if sawHeaders {

@@ -15,6 +15,9 @@ import (
 //		client <name> [<key>] [{
 //			key     <key>|sha256:<hex>
 //			aliases <alias...>
+//			rpm     <requests per minute>
+//			tpm     <tokens per minute>
+//			trusted                  # its routing headers count
 //		}]
 //	}
 func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
@@ -74,6 +77,23 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 			if err := parseOneArg(d, &c.Key); err != nil {
 				return err
 			}
+		case "trusted":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			c.Trusted = true
+		case "rpm":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return err
+			}
+			c.RPM = n
+		case "tpm":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return err
+			}
+			c.TPM = n
 		case "aliases":
 			args := d.RemainingArgs()
 			if len(args) == 0 {

@@ -6,7 +6,9 @@ package hybridllm
 import (
 	"crypto/sha256"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
@@ -97,4 +99,18 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, why string)
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
 	_ = writeError(w, http.StatusUnauthorized, errTypeInvalidRequest, "invalid_api_key", "", why)
 	return false
+}
+
+// limited answers a request over its client's rpm or tpm, the way the
+// OpenAI API does: 429, rate_limit_exceeded, and when to come back.
+func (g *Gateway) limited(w http.ResponseWriter, cl *client, limit string, wait time.Duration) error {
+	clientsLimited.WithLabelValues(g.Name, cl.name, limit).Inc()
+	n := cl.rpm
+	if limit == "tokens" {
+		n = cl.tpm
+	}
+	w.Header().Set("Retry-After", retryAfterSeconds(wait))
+	return writeError(w, http.StatusTooManyRequests, limit, "rate_limit_exceeded", "",
+		"rate limit reached for client "+cl.name+": "+strconv.Itoa(n)+" "+limit+" per minute; try again in "+
+			retryAfterSeconds(wait)+"s")
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -46,6 +47,23 @@ type Client struct {
 	// The aliases the client may use; others answer 404 as if they did
 	// not exist, and `GET /v1/models` lists only these. Default: all.
 	Aliases []string `json:"aliases,omitempty"`
+
+	// Requests per minute; more are answered 429 with Retry-After.
+	// Default: no limit.
+	RPM int `json:"rpm,omitempty"`
+
+	// Tokens (prompt and completion, from the upstream's usage, streams
+	// included) per minute. The request that crosses the limit is
+	// answered (its tokens are known only after it); the next ones are
+	// answered 429 with Retry-After until the minute's use is back
+	// under it. Default: no limit.
+	TPM int `json:"tpm,omitempty"`
+
+	// Whether the client's routing headers count: the headers that
+	// route rules read. An untrusted client's are removed before the
+	// rules and the upstream see the request, and counted. Default:
+	// false.
+	Trusted bool `json:"trusted,omitempty"`
 }
 
 // maxKeyLength bounds a presented API key; longer ones are refused
@@ -57,9 +75,12 @@ type keyHash [sha256.Size]byte
 
 // client is a provisioned Client.
 type client struct {
-	name    string
-	aliases map[string]bool // nil: every alias
-	models  []byte          // its GET /v1/models answer, when aliases is set
+	name     string
+	aliases  map[string]bool // nil: every alias
+	models   []byte          // its GET /v1/models answer, when aliases is set
+	rpm, tpm int
+	usage    *clientUsage // set when it has limits
+	trusted  bool
 }
 
 // allows reports whether the client may use an alias.
@@ -88,7 +109,13 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 		if _, dup := cs.byName[name]; dup {
 			return fmt.Errorf("client %q%s: already defined", name, origin)
 		}
-		pc := &client{name: name}
+		if c.RPM < 0 || c.TPM < 0 {
+			return fmt.Errorf("client %q%s: rpm and tpm must not be negative", name, origin)
+		}
+		pc := &client{name: name, rpm: c.RPM, tpm: c.TPM, trusted: c.Trusted}
+		if c.RPM > 0 || c.TPM > 0 {
+			pc.usage = usageOf(g.Name, name)
+		}
 		if c.Aliases != nil {
 			pc.aliases = make(map[string]bool, len(c.Aliases))
 			for _, a := range c.Aliases {
@@ -191,4 +218,34 @@ func (cs *clientSet) names() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// routingHeaders returns the request headers the aliases' route rules
+// read, in canonical form.
+func (g *Gateway) routingHeaders() []string {
+	var names []string
+	for _, name := range sortedKeys(g.aliases) {
+		for _, r := range g.aliases[name].Routes {
+			for h := range r.Header {
+				if c := http.CanonicalHeaderKey(h); !slices.Contains(names, c) {
+					names = append(names, c)
+				}
+			}
+		}
+	}
+	return names
+}
+
+// stripRouting removes an untrusted client's routing headers, so that
+// neither the route rules nor the upstreams see them.
+func (g *Gateway) stripRouting(r *http.Request, cl *client) {
+	if cl == nil || cl.trusted {
+		return
+	}
+	for _, h := range g.routeHeaders {
+		if _, ok := r.Header[h]; ok {
+			delete(r.Header, h)
+			routingHeadersRemoved.WithLabelValues(g.Name, cl.name).Inc()
+		}
+	}
 }

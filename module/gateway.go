@@ -92,6 +92,11 @@ type Gateway struct {
 	// stream ends with an error event. Default: no deadline.
 	Deadline caddy.Duration `json:"deadline,omitempty"`
 
+	// The inference endpoints a POST may go to, each the end of the
+	// request's path; any other POST is answered 404. Default:
+	// `chat/completions`, `completions`, `embeddings`, `responses`.
+	Paths []string `json:"paths,omitempty"`
+
 	// Turns off the X-Hybrid-* response headers. The X-Request-Id
 	// header is always sent.
 	DisableRouteHeaders bool `json:"disable_route_headers,omitempty"`
@@ -131,18 +136,20 @@ type Gateway struct {
 	// the handler.
 	Clients *Clients `json:"clients,omitempty"`
 
-	pass        *headerPass
-	clientSet   *atomic.Pointer[clientSet] // set with Clients
-	aliases     map[string]*Alias
-	streamUsage bool     // some group asks for stream usage
-	watch       []string // the top-level fields rules look for
-	entry       *gatewayEntry
-	ledger      *ledger
-	cfg         any // the config's context, to tell configs apart
-	modelsList  []byte
-	created     int64
-	logger      *zap.Logger
-	badUsage    *warnEvery // rate-limits the warning about bad usage values
+	pass         *headerPass
+	paths        *inferencePaths
+	routeHeaders []string                   // the headers route rules read
+	clientSet    *atomic.Pointer[clientSet] // set with Clients
+	aliases      map[string]*Alias
+	streamUsage  bool     // some group asks for stream usage
+	watch        []string // the top-level fields rules look for
+	entry        *gatewayEntry
+	ledger       *ledger
+	cfg          any // the config's context, to tell configs apart
+	modelsList   []byte
+	created      int64
+	logger       *zap.Logger
+	badUsage     *warnEvery // rate-limits the warning about bad usage values
 }
 
 // CaddyModule returns the Caddy module information.
@@ -175,6 +182,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	var err error
 	if g.pass, err = newHeaderPass(g.PassHeaders); err != nil {
+		return err
+	}
+	if g.paths, err = newInferencePaths(g.Paths); err != nil {
 		return err
 	}
 	if len(g.Groups) == 0 {
@@ -232,6 +242,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 
 	g.created = time.Now().Unix()
 	g.modelsList = g.buildModelsList()
+	g.routeHeaders = g.routingHeaders()
 	if g.Clients != nil {
 		if err := g.provisionClients(ctx); err != nil {
 			return err
@@ -279,6 +290,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 	}
 	if r.Method == http.MethodPost {
+		if !g.paths.allows(r.URL.Path) {
+			return g.paths.refuse(w, r)
+		}
 		return g.serveInference(w, r, id, cl)
 	}
 	if extra := logFields(r); extra != nil {

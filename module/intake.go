@@ -71,6 +71,10 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"The model `"+top.modelName()+"` does not exist.")
 	}
+	if wait, limit := cl.admit(now()); wait > 0 {
+		return g.limited(w, cl, limit, wait)
+	}
+	g.stripRouting(r, cl)
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}

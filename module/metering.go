@@ -50,6 +50,16 @@ var (
 		Help: "Requests refused 401 because they named no known client (no key, a malformed or unknown key, no identity).",
 	}, []string{"gateway"})
 
+	clientsLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "client_limited_total",
+		Help: "Requests answered 429 because their client was over its rpm or tpm, by client and limit (requests, tokens).",
+	}, []string{"gateway", "client", "limit"})
+
+	routingHeadersRemoved = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "client_routing_headers_removed_total",
+		Help: "Routing headers (those route rules read) removed from the requests of clients that are not trusted, by client.",
+	}, []string{"gateway", "client"})
+
 	ttftSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "ttft_seconds",
 		Help:    "Time from a request's arrival to its first response byte (for streams, the first token's event), by alias and group.",

@@ -26,7 +26,7 @@ const metricsNS = "caddy_hybrid_llm"
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
 		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
-			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused}
+			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved}
 	})
 	if reg == nil {
 		return

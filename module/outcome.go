@@ -24,6 +24,9 @@ func (rt *route) finish() {
 	}
 	rt.meter(rt.alias, group, rt.status, rt.outcome)
 	rt.cost()
+	if rt.usage.found {
+		rt.client.used(rt.usage.prompt+rt.usage.completion, now())
+	}
 }
 
 // cost prices the request on the side that served it: a cloud's tokens

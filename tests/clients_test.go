@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
@@ -287,4 +289,100 @@ func TestClientIdentityFromCaddy(t *testing.T) {
 	r, _ := http.NewRequest(http.MethodGet, gateway+"/v1/models", nil)
 	resp, body = do(t, r)
 	wantError(t, resp, body, http.StatusUnauthorized, "invalid_api_key")
+}
+
+// A client over its requests or tokens per minute gets 429
+// rate_limit_exceeded with a Retry-After that tells when it may come
+// back; a stream's tokens count like any others; other clients are not
+// held back.
+func TestClientLimits(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	// names of their own each run: limits last across reloads, and so
+	// across runs of the test in one process
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	rpmClient, tpmClient := "rpm-"+run, "tpm-"+run
+	e.load(defaultGateway + "clients {\n\tclient " + rpmClient + " sk-rpm-" + run + " {\n\t\trpm 2\n\t}\n" +
+		"\tclient " + tpmClient + " sk-tpm-" + run + " {\n\t\ttpm 5\n\t}\n\tclient free sk-free-" + run + "\n}\n")
+	gw := e.gatewayName()
+	limited := func(client, limit string) float64 {
+		return metricValue(t, "caddy_hybrid_llm_client_limited_total", map[string]string{"gateway": gw, "client": client, "limit": limit})
+	}
+
+	for i := range 2 {
+		if resp, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-rpm-"+run); resp.StatusCode != 200 {
+			t.Fatalf("request %d within rpm: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	before := len(e.selfPosts()) + len(e.cloudPosts())
+	resp, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-rpm-"+run)
+	apiErr := wantError(t, resp, body, http.StatusTooManyRequests, "rate_limit_exceeded")
+	if apiErr.Error.Type != "requests" {
+		t.Errorf("type %q, want requests", apiErr.Error.Type)
+	}
+	// 2 a minute: the next one is free 30 s after the first
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 || s > 30 {
+		t.Errorf("Retry-After %q, want 1 to 30 seconds", resp.Header.Get("Retry-After"))
+	}
+	if n := len(e.selfPosts()) + len(e.cloudPosts()) - before; n != 0 {
+		t.Errorf("a limited request was forwarded %d times", n)
+	}
+	if got := limited(rpmClient, "requests"); got != 1 {
+		t.Errorf("client_limited_total{limit=requests} = %v, want 1", got)
+	}
+
+	// 5 tokens a minute: a stream of 5 completion tokens and its prompt
+	// cross it, and the next request waits
+	resp, body = post(t, "/v1/chat/completions", streamBody, "Authorization", "Bearer sk-tpm-"+run)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "[DONE]") {
+		t.Fatalf("stream: %d %s", resp.StatusCode, body)
+	}
+	resp, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-tpm-"+run)
+	apiErr = wantError(t, resp, body, http.StatusTooManyRequests, "rate_limit_exceeded")
+	if apiErr.Error.Type != "tokens" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("over tpm: type %q, Retry-After %q", apiErr.Error.Type, resp.Header.Get("Retry-After"))
+	}
+
+	// the others are not held back
+	for i := range 3 {
+		if resp, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-free-"+run); resp.StatusCode != 200 {
+			t.Fatalf("free client, request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+
+	// limits last across a reload
+	e.load(defaultGateway + "clients {\n\tclient " + rpmClient + " sk-rpm-" + run + " {\n\t\trpm 2\n\t}\n}\n")
+	resp, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-rpm-"+run)
+	wantError(t, resp, body, http.StatusTooManyRequests, "rate_limit_exceeded")
+}
+
+// Only a trusted client steers routing with a header: an untrusted
+// client's routing header is removed before the rules and the upstream
+// see it, and counted.
+func TestOnlyTrustedClientsRouteByHeader(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	block := strings.Replace(defaultGateway, "\ttarget cloud "+cloudModel+"\n}\nalias cloud-first",
+		"\ttarget cloud "+cloudModel+"\n\troute cloud {\n\t\theader X-Workload batch\n\t}\n}\nalias cloud-first", 1)
+	if block == defaultGateway {
+		t.Fatal("the default gateway changed shape")
+	}
+	e.load(block + "clients {\n\tclient ops sk-ops-key {\n\t\ttrusted\n\t}\n\tclient app sk-app-key\n}\n")
+	gw := e.gatewayName()
+	removed0 := metricValue(t, "caddy_hybrid_llm_client_routing_headers_removed_total", map[string]string{"gateway": gw, "client": "app"})
+
+	resp, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-ops-key", "X-Workload", "batch")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" || resp.Header.Get("X-Hybrid-Route") != "cloud" {
+		t.Fatalf("trusted: %d from %q (route %q): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Route"), body)
+	}
+
+	before := len(e.selfPosts())
+	resp, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-app-key", "X-Workload", "batch")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Route") != "" {
+		t.Fatalf("untrusted: %d from %q (route %q): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Route"), body)
+	}
+	if got := e.selfPosts(); len(got) != before+1 || got[len(got)-1].Header.Get("X-Workload") != "" {
+		t.Errorf("the untrusted client's routing header reached the upstream")
+	}
+	if got := metricValue(t, "caddy_hybrid_llm_client_routing_headers_removed_total", map[string]string{"gateway": gw, "client": "app"}) - removed0; got != 1 {
+		t.Errorf("routing headers removed grew by %v, want 1", got)
+	}
 }

@@ -1,0 +1,115 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// rateLimit is a per-minute limit kept as a generic cell rate (GCRA): tat
+// is the time at which the client's use so far would be paid off at the
+// limit's pace; a request is let in while that is less than a minute
+// ahead. It needs one atomic word, and it knows when the next request may
+// come.
+type rateLimit struct {
+	tat atomic.Int64 // unix nanoseconds
+}
+
+// window is the span a per-minute limit is counted over.
+const window = time.Minute
+
+// wait returns how long until the client is back under the limit (0: it
+// is now). perMinute is the limit.
+func (l *rateLimit) wait(perMinute int, t time.Time) time.Duration {
+	if perMinute <= 0 {
+		return 0
+	}
+	interval := window / time.Duration(perMinute)
+	ahead := time.Duration(l.tat.Load() - t.UnixNano())
+	return max(0, ahead+interval-window)
+}
+
+// take lets in one unit (a request) if the limit allows, and reports how
+// long to wait otherwise.
+func (l *rateLimit) take(perMinute int, t time.Time) time.Duration {
+	if perMinute <= 0 {
+		return 0
+	}
+	interval := int64(window / time.Duration(perMinute))
+	n := t.UnixNano()
+	for {
+		tat := l.tat.Load()
+		next := max(tat, n) + interval
+		if over := next - n - int64(window); over > 0 {
+			return time.Duration(over)
+		}
+		if l.tat.CompareAndSwap(tat, next) {
+			return 0
+		}
+	}
+}
+
+// charge adds units (tokens) used at t, after the fact.
+func (l *rateLimit) charge(perMinute int, units int64, t time.Time) {
+	if perMinute <= 0 || units <= 0 {
+		return
+	}
+	cost := int64(window/time.Duration(perMinute)) * units
+	n := t.UnixNano()
+	for {
+		tat := l.tat.Load()
+		if l.tat.CompareAndSwap(tat, max(tat, n)+cost) {
+			return
+		}
+	}
+}
+
+// clientUsage is what a client has used, kept by gateway and client name
+// so that it lasts across config reloads.
+type clientUsage struct {
+	requests, tokens rateLimit
+}
+
+var (
+	clientUsagesMu sync.Mutex
+	clientUsages   = map[string]*clientUsage{}
+)
+
+// usageOf returns the usage of a client of a gateway.
+func usageOf(gateway, client string) *clientUsage {
+	clientUsagesMu.Lock()
+	defer clientUsagesMu.Unlock()
+	key := gateway + "/" + client
+	u := clientUsages[key]
+	if u == nil {
+		u = new(clientUsage)
+		clientUsages[key] = u
+	}
+	return u
+}
+
+// admit reports whether a client may send a request now, and if not, how
+// long it should wait and which limit it hit.
+func (c *client) admit(t time.Time) (wait time.Duration, limit string) {
+	if c == nil || c.usage == nil {
+		return 0, ""
+	}
+	// tokens first: a request refused for tokens takes no request slot
+	if w := c.usage.tokens.wait(c.tpm, t); w > 0 {
+		return w, "tokens"
+	}
+	if w := c.usage.requests.take(c.rpm, t); w > 0 {
+		return w, "requests"
+	}
+	return 0, ""
+}
+
+// used charges a client's answered tokens.
+func (c *client) used(tokens int64, t time.Time) {
+	if c != nil && c.usage != nil {
+		c.usage.tokens.charge(c.tpm, tokens, t)
+	}
+}

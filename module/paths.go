@@ -1,0 +1,55 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// defaultPaths are the inference endpoints the gateway forwards when the
+// config names none: the OpenAI ones it reads and meters.
+var defaultPaths = []string{"chat/completions", "completions", "embeddings", "responses"}
+
+// inferencePaths are the endpoints a POST may go to, each matched as the
+// end of the request's path ("/v1/chat/completions" is chat/completions).
+type inferencePaths struct {
+	suffixes []string // "/chat/completions", ...
+	list     string   // for the error message
+}
+
+func newInferencePaths(paths []string) (*inferencePaths, error) {
+	if len(paths) == 0 {
+		paths = defaultPaths
+	}
+	p := &inferencePaths{}
+	var shown []string
+	for _, path := range paths {
+		e := strings.Trim(path, "/")
+		if e == "" || strings.ContainsAny(e, " *?#") {
+			return nil, fmt.Errorf("paths: %q is not an endpoint such as chat/completions", path)
+		}
+		p.suffixes = append(p.suffixes, "/"+e)
+		shown = append(shown, e)
+	}
+	p.list = strings.Join(shown, ", ")
+	return p, nil
+}
+
+// allows reports whether a POST may go to a path.
+func (p *inferencePaths) allows(path string) bool {
+	for _, s := range p.suffixes {
+		if strings.HasSuffix(path, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse answers a POST to an endpoint the gateway does not forward.
+func (p *inferencePaths) refuse(w http.ResponseWriter, r *http.Request) error {
+	return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "not_found", "",
+		"unknown endpoint POST "+r.URL.Path+"; this gateway serves "+p.list+" (POST) and models (GET)")
+}
