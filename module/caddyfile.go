@@ -94,6 +94,8 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				rpm     <requests per minute>
 //				tpm     <tokens per minute>
 //				trusted
+//				max_tokens <n> [clamp|refuse]
+//				max_n      <n>
 //			}]
 //		}
 //

@@ -100,3 +100,17 @@ func parseOneArg(d *caddyfile.Dispenser, dst *string) error {
 	}
 	return nil
 }
+
+// parsePositiveIntThen reads an integer argument > 0 that may be followed
+// by more arguments.
+func parsePositiveIntThen(d *caddyfile.Dispenser) (int, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n < 1 {
+		return 0, d.Errf("invalid %s '%s': want a positive integer", name, d.Val())
+	}
+	return n, nil
+}

@@ -18,6 +18,8 @@ import (
 //			rpm     <requests per minute>
 //			tpm     <tokens per minute>
 //			trusted                  # its routing headers count
+//			max_tokens <n> [clamp|refuse]
+//			max_n      <n>
 //		}]
 //	}
 func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
@@ -77,6 +79,27 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 			if err := parseOneArg(d, &c.Key); err != nil {
 				return err
 			}
+		case "max_tokens":
+			n, err := parsePositiveIntThen(d)
+			if err != nil {
+				return err
+			}
+			c.MaxTokens = n
+			if d.NextArg() {
+				c.MaxTokensMode = d.Val()
+				if c.MaxTokensMode != ceilingClamp && c.MaxTokensMode != ceilingRefuse {
+					return d.Errf("max_tokens: want clamp or refuse, got '%s'", c.MaxTokensMode)
+				}
+				if d.NextArg() {
+					return d.ArgErr()
+				}
+			}
+		case "max_n":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return err
+			}
+			c.MaxN = n
 		case "trusted":
 			if d.NextArg() {
 				return d.ArgErr()

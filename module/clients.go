@@ -64,6 +64,19 @@ type Client struct {
 	// rules and the upstream see the request, and counted. Default:
 	// false.
 	Trusted bool `json:"trusted,omitempty"`
+
+	// The most tokens an answer may ask for (max_tokens,
+	// max_completion_tokens, the Responses API's max_output_tokens). A
+	// request without one is given it. Default: none.
+	MaxTokens int `json:"max_tokens,omitempty"`
+
+	// What happens to a request asking for more than MaxTokens: `clamp`
+	// (it is lowered) or `refuse` (400). Default: clamp.
+	MaxTokensMode string `json:"max_tokens_mode,omitempty"`
+
+	// The most answers (n) a request may ask for; more is refused with
+	// 400. Default: none.
+	MaxN int `json:"max_n,omitempty"`
 }
 
 // maxKeyLength bounds a presented API key; longer ones are refused
@@ -81,6 +94,9 @@ type client struct {
 	rpm, tpm int
 	usage    *clientUsage // set when it has limits
 	trusted  bool
+
+	maxTokens, maxN int
+	ceilingMode     string
 }
 
 // allows reports whether the client may use an alias.
@@ -112,7 +128,16 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 		if c.RPM < 0 || c.TPM < 0 {
 			return fmt.Errorf("client %q%s: rpm and tpm must not be negative", name, origin)
 		}
-		pc := &client{name: name, rpm: c.RPM, tpm: c.TPM, trusted: c.Trusted}
+		if c.MaxTokens < 0 || c.MaxN < 0 {
+			return fmt.Errorf("client %q%s: max_tokens and max_n must not be negative", name, origin)
+		}
+		switch c.MaxTokensMode {
+		case "", ceilingClamp, ceilingRefuse:
+		default:
+			return fmt.Errorf("client %q%s: max_tokens_mode must be %q or %q", name, origin, ceilingClamp, ceilingRefuse)
+		}
+		pc := &client{name: name, rpm: c.RPM, tpm: c.TPM, trusted: c.Trusted,
+			maxTokens: c.MaxTokens, maxN: c.MaxN, ceilingMode: c.MaxTokensMode}
 		if c.RPM > 0 || c.TPM > 0 {
 			pc.usage = usageOf(g.Name, name)
 		}

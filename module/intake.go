@@ -75,6 +75,18 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return g.limited(w, cl, limit, wait)
 	}
 	g.stripRouting(r, cl)
+	if cl != nil && (cl.maxTokens > 0 || cl.maxN > 0) {
+		ceiled, refusal := cl.ceil(body, r.URL.Path)
+		if refusal != nil {
+			return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_value", refusal.param, refusal.msg)
+		}
+		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
+			// the fields moved: found again
+			body = ceiled
+			*top, _ = scanTop(body, g.watch...)
+			stream, wantsUsage = top.stream, top.wantsUsage
+		}
+	}
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}

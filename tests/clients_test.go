@@ -386,3 +386,46 @@ func TestOnlyTrustedClientsRouteByHeader(t *testing.T) {
 		t.Errorf("routing headers removed grew by %v, want 1", got)
 	}
 }
+
+// A client's max_tokens ceiling lowers what a request asks for (or sets
+// it when the request asks for nothing) before any upstream sees it; with
+// refuse, a request over it is refused 400; n over its ceiling is refused.
+func TestClientCeilings(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway + "clients {\n\tclient small sk-small-key {\n\t\tmax_tokens 3\n\t\tmax_n 1\n\t}\n" +
+		"\tclient strict sk-strict-key {\n\t\tmax_tokens 3 refuse\n\t}\n}\n")
+	lastSent := func() string {
+		p := e.selfPosts()
+		return string(p[len(p)-1].Body)
+	}
+	for _, body := range []string{chatBody, strings.Replace(chatBody, `"max_tokens":`, `"ignored":`, 1)} {
+		resp, answer := post(t, "/v1/chat/completions", body, "Authorization", "Bearer sk-small-key")
+		if resp.StatusCode != 200 || !strings.Contains(answerUsage(answer), `"completion_tokens":3`) {
+			t.Errorf("%s: %d %s", body, resp.StatusCode, answer)
+		}
+		if sent := lastSent(); !strings.Contains(sent, `"max_tokens":3`) {
+			t.Errorf("the upstream got %s", sent)
+		}
+	}
+	before := len(e.selfPosts())
+	resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, `"max_tokens":`, `"n":2,"max_tokens":`, 1), "Authorization", "Bearer sk-small-key")
+	if apiErr := wantError(t, resp, body, http.StatusBadRequest, "invalid_value"); apiErr.Error.Param == nil || *apiErr.Error.Param != "n" {
+		t.Errorf("n over the ceiling: %s", body)
+	}
+	resp, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-strict-key")
+	if apiErr := wantError(t, resp, body, http.StatusBadRequest, "invalid_value"); apiErr.Error.Param == nil || *apiErr.Error.Param != "max_tokens" {
+		t.Errorf("max_tokens over a refusing ceiling: %s", body)
+	}
+	if n := len(e.selfPosts()) - before; n != 0 {
+		t.Errorf("%d refused requests were forwarded", n)
+	}
+}
+
+// answerUsage returns the usage object of a JSON answer, as text.
+func answerUsage(answer []byte) string {
+	var doc struct {
+		Usage json.RawMessage `json:"usage"`
+	}
+	_ = json.Unmarshal(answer, &doc)
+	return strings.ReplaceAll(string(doc.Usage), " ", "")
+}

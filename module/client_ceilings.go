@@ -1,0 +1,100 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/sjson"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
+)
+
+// The choices of max_tokens_mode.
+const (
+	ceilingClamp  = "clamp"
+	ceilingRefuse = "refuse"
+)
+
+// tokenFields are the fields that bound an answer's length on an
+// endpoint, the first the one set when a request has none.
+func tokenFields(path string) []string {
+	switch {
+	case strings.HasSuffix(path, "/chat/completions"):
+		return []string{"max_tokens", "max_completion_tokens"}
+	case strings.HasSuffix(path, "/completions"):
+		return []string{"max_tokens"}
+	case strings.HasSuffix(path, "/responses"):
+		return []string{"max_output_tokens"}
+	}
+	return nil
+}
+
+// ceilingRefusal is a request over its client's ceiling.
+type ceilingRefusal struct {
+	param, msg string
+}
+
+// ceil applies a client's max_tokens and n ceilings to a request body: a
+// length field over the ceiling is clamped to it (or the request refused,
+// with max_tokens_mode refuse), one that is missing is set to it, and n
+// over its ceiling is refused. It returns the body to send (body itself
+// when nothing changed).
+func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
+	fields := tokenFields(path)
+	if c.maxTokens <= 0 {
+		fields = nil
+	}
+	if len(fields) == 0 && c.maxN <= 0 {
+		return body, nil
+	}
+	// the values as an upstream decoder reads them (the last of a
+	// repeated field), and how often each field is given: the length
+	// fields, then n
+	keys := append(fields[:len(fields):len(fields)], "n")
+	var counts [4]int
+	var values [4][]byte
+	jsonscan.ObjectFields(body, jsonscan.SkipSpace(body, 0), jsonscan.MaxNesting, func(key, raw []byte, _ int) {
+		if i := slices.Index(keys, string(key)); i >= 0 {
+			counts[i]++
+			values[i] = raw
+		}
+	})
+	for i, n := range counts[:len(keys)] {
+		if n > 1 {
+			return nil, &ceilingRefusal{keys[i], "the request body has more than one " + keys[i] + " field"}
+		}
+	}
+	if raw := values[len(keys)-1]; c.maxN > 0 && raw != nil && string(raw) != "null" && jsonscan.Int(raw) > int64(c.maxN) {
+		return nil, &ceilingRefusal{"n", fmt.Sprintf("n must be at most %d for this client", c.maxN)}
+	}
+	out, set := body, false
+	for i, f := range fields {
+		raw := values[i]
+		if raw == nil || string(raw) == "null" {
+			continue
+		}
+		set = true
+		if jsonscan.Int(raw) <= int64(c.maxTokens) {
+			continue
+		}
+		if c.ceilingMode == ceilingRefuse {
+			return nil, &ceilingRefusal{f, fmt.Sprintf("%s must be at most %d for this client", f, c.maxTokens)}
+		}
+		var err error
+		if out, err = sjson.SetRawBytes(out, f, []byte(strconv.Itoa(c.maxTokens))); err != nil {
+			return nil, &ceilingRefusal{f, "could not apply the client's " + f + " ceiling"}
+		}
+	}
+	if !set && len(fields) > 0 {
+		var err error
+		if out, err = sjson.SetRawBytes(out, fields[0], []byte(strconv.Itoa(c.maxTokens))); err != nil {
+			return nil, &ceilingRefusal{fields[0], "could not apply the client's " + fields[0] + " ceiling"}
+		}
+	}
+	return out, nil
+}
