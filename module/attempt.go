@@ -25,6 +25,9 @@ type attemptResult struct {
 	cause   failCause // of a failure, for the endpoint's breaker
 	held    bool      // the endpoint answered 429 with Retry-After and is held out
 	gone    bool      // the client left before the first byte
+	// the request could not be written on a pooled connection the
+	// upstream had closed: it goes again, once, on a new one
+	stale bool
 }
 
 // try makes one attempt on a target. The error is the proxy's, for a
@@ -185,6 +188,18 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		a.reason = classify(err)
 		if a.reason == reasonNoEndpoint && aw.slot.skip != "" {
 			a.reason = aw.slot.skip // the policy knows better why
+		}
+		if a.reason == reasonConnReset && !rt.staleRetried && writeFailed(err) {
+			// Go's transport resends a request whose pooled connection
+			// failed on reading (see serveInference), not one that failed
+			// while it was written: nothing of it was answered, and no
+			// upstream is at fault yet
+			rt.staleRetried = true
+			res.stale, res.verdict = true, verdictNone
+			// the pool's other connections to the upstream are as old:
+			// the next attempt dials a new one
+			t.group.closeIdleConnections()
+			return res, nil
 		}
 	}
 	rt.attempts = append(rt.attempts, a)

@@ -85,6 +85,11 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			}
 //		}
 //
+//		cloud_spend {
+//			daily_usd <usd>
+//			warn_at   <share>   # default 0.8
+//		}
+//
 //		clients {
 //			keys_file <path>
 //			identity  <placeholder>
@@ -96,6 +101,8 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				trusted
 //				max_tokens <n> [clamp|refuse]
 //				max_n      <n>
+//				budget_day_usd   <usd>
+//				budget_month_usd <usd>
 //			}]
 //		}
 //
@@ -245,6 +252,29 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 				g.Groups = make(map[string]*Group)
 			}
 			g.Groups[name] = grp
+
+		case "cloud_spend":
+			if g.CloudSpend != nil {
+				return d.Err("cloud_spend already specified")
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			g.CloudSpend = new(CloudSpend)
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				var err error
+				switch d.Val() {
+				case "daily_usd":
+					g.CloudSpend.DailyUSD, err = parseUSD(d)
+				case "warn_at":
+					g.CloudSpend.WarnAt, err = parseUSD(d)
+				default:
+					err = d.Errf("unrecognized cloud_spend option '%s'", d.Val())
+				}
+				if err != nil {
+					return err
+				}
+			}
 
 		case "clients":
 			if g.Clients != nil {

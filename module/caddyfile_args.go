@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -99,6 +100,22 @@ func parseOneArg(d *caddyfile.Dispenser, dst *string) error {
 		return d.ArgErr()
 	}
 	return nil
+}
+
+// parseUSD reads exactly one non-negative number argument.
+func parseUSD(d *caddyfile.Dispenser) (float64, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	v, err := strconv.ParseFloat(d.Val(), 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return 0, d.Errf("invalid %s '%s': want a non-negative number", name, d.Val())
+	}
+	if d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	return v, nil
 }
 
 // parsePositiveIntThen reads an integer argument > 0 that may be followed

@@ -20,6 +20,8 @@ import (
 //			trusted                  # its routing headers count
 //			max_tokens <n> [clamp|refuse]
 //			max_n      <n>
+//			budget_day_usd   <usd>
+//			budget_month_usd <usd>
 //		}]
 //	}
 func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
@@ -100,6 +102,18 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 				return err
 			}
 			c.MaxN = n
+		case "budget_day_usd":
+			v, err := parseUSD(d)
+			if err != nil {
+				return err
+			}
+			c.BudgetDayUSD = v
+		case "budget_month_usd":
+			v, err := parseUSD(d)
+			if err != nil {
+				return err
+			}
+			c.BudgetMonthUSD = v
 		case "trusted":
 			if d.NextArg() {
 				return d.ArgErr()

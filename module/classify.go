@@ -56,6 +56,11 @@ const (
 
 	// every endpoint left asked for a wait (429 with Retry-After)
 	reasonRateLimited reason = "rate_limited"
+
+	// cloud targets closed: the client's budget is spent, or the
+	// gateway's daily cloud spend cap is reached
+	reasonBudget   reason = "client_budget"
+	reasonSpendCap reason = "spend_cap"
 )
 
 // statusReason is the reason of an upstream answer with a fallback
@@ -172,12 +177,22 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	switch why {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
 		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow, reasonDrained,
-		reasonAvoided, reasonRateLimited, reasonNotFound:
+		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream
 		return verdictNone
 	}
 	return verdictFailure
+}
+
+// writeFailed reports whether a proxy error is a connection that failed
+// while the request was written to it (the upstream had closed it).
+func writeFailed(err error) bool {
+	var oe *net.OpError
+	if !errors.As(err, &oe) || (oe.Op != "write" && oe.Op != "readfrom") {
+		return false
+	}
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // classify names why a proxy attempt failed without a response.

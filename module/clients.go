@@ -77,6 +77,14 @@ type Client struct {
 	// The most answers (n) a request may ask for; more is refused with
 	// 400. Default: none.
 	MaxN int `json:"max_n,omitempty"`
+
+	// What the client may spend on cloud targets in a UTC day, and in a
+	// UTC month, in USD (from the groups' cost prices). Once spent, its
+	// requests skip cloud targets and stay on self-hosted ones; with no
+	// target left they get 429 insufficient_quota. A request running
+	// when the budget runs out finishes. Default: no budget.
+	BudgetDayUSD   float64 `json:"budget_day_usd,omitempty"`
+	BudgetMonthUSD float64 `json:"budget_month_usd,omitempty"`
 }
 
 // maxKeyLength bounds a presented API key; longer ones are refused
@@ -97,6 +105,8 @@ type client struct {
 
 	maxTokens, maxN int
 	ceilingMode     string
+
+	budgetDay, budgetMonth float64
 }
 
 // allows reports whether the client may use an alias.
@@ -128,6 +138,9 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 		if c.RPM < 0 || c.TPM < 0 {
 			return fmt.Errorf("client %q%s: rpm and tpm must not be negative", name, origin)
 		}
+		if c.BudgetDayUSD < 0 || c.BudgetMonthUSD < 0 {
+			return fmt.Errorf("client %q%s: budgets must not be negative", name, origin)
+		}
 		if c.MaxTokens < 0 || c.MaxN < 0 {
 			return fmt.Errorf("client %q%s: max_tokens and max_n must not be negative", name, origin)
 		}
@@ -137,7 +150,8 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 			return fmt.Errorf("client %q%s: max_tokens_mode must be %q or %q", name, origin, ceilingClamp, ceilingRefuse)
 		}
 		pc := &client{name: name, rpm: c.RPM, tpm: c.TPM, trusted: c.Trusted,
-			maxTokens: c.MaxTokens, maxN: c.MaxN, ceilingMode: c.MaxTokensMode}
+			maxTokens: c.MaxTokens, maxN: c.MaxN, ceilingMode: c.MaxTokensMode,
+			budgetDay: c.BudgetDayUSD, budgetMonth: c.BudgetMonthUSD}
 		if c.RPM > 0 || c.TPM > 0 {
 			pc.usage = usageOf(g.Name, name)
 		}

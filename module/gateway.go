@@ -131,6 +131,9 @@ type Gateway struct {
 	// alias may override it. Default: `alias`.
 	ResponseModel string `json:"response_model,omitempty"`
 
+	// A daily cap on what all cloud targets together may cost.
+	CloudSpend *CloudSpend `json:"cloud_spend,omitempty"`
+
 	// Who may call: every request must name a known client, by API key
 	// or by an identity Caddy established. Default: anyone who reaches
 	// the handler.
@@ -139,6 +142,7 @@ type Gateway struct {
 	pass         *headerPass
 	paths        *inferencePaths
 	routeHeaders []string                   // the headers route rules read
+	spend        *spendBook                 // cloud spend, with clients or a spend cap
 	clientSet    *atomic.Pointer[clientSet] // set with Clients
 	aliases      map[string]*Alias
 	streamUsage  bool     // some group asks for stream usage
@@ -243,6 +247,13 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.created = time.Now().Unix()
 	g.modelsList = g.buildModelsList()
 	g.routeHeaders = g.routingHeaders()
+	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
+		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
+	}
+	if g.Clients != nil || g.CloudSpend != nil {
+		g.spend = spendBookOf(ctx, g.Name, g.logger)
+		go g.keepSaving(ctx)
+	}
 	if g.Clients != nil {
 		if err := g.provisionClients(ctx); err != nil {
 			return err

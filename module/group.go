@@ -239,3 +239,11 @@ func (grp *Group) defaultRetries() int {
 	}
 	return 0
 }
+
+// closeIdleConnections drops the pooled connections of the group's
+// transport.
+func (grp *Group) closeIdleConnections() {
+	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
+		ht.Transport.CloseIdleConnections()
+	}
+}

@@ -123,6 +123,9 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		defer cancel()
 	}
 
+	if g.spend != nil {
+		rt.noCloud = g.cloudClosed(cl, now())
+	}
 	rt.alias, rt.stream = al, stream
 	rt.attempts = rt.tried[:0]
 	if stream && !wantsUsage && g.streamUsage && completionsPath(r.URL.Path) {

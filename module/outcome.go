@@ -49,5 +49,6 @@ func (rt *route) cost() {
 		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
 	}
 	rt.g.ledger.addRequest(now(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
+	rt.g.spent(rt.client, cloudUSD, now())
 	rt.costUSD, rt.priced = usd, cc != nil
 }

@@ -42,10 +42,14 @@ type route struct {
 	ttfb     time.Duration
 	rule     string // the group a pre-routing rule sent the request to
 	overflow string // group:signal of an overflow skip
+	noCloud  reason // why cloud targets are closed to the request, if they are
 	injected bool   // the current attempt asked for stream usage on its own
-	body     []byte
-	top      topFields // the body's fields, and where its model is
-	features features
+	// an attempt was sent again after its connection failed as it was
+	// written (see try)
+	staleRetried bool
+	body         []byte
+	top          topFields // the body's fields, and where its model is
+	features     features
 	// stream usage for groups that ask for it: a field spliced into the
 	// body, if with is set, or else a body rewritten, if not nil
 	inject    splice
@@ -106,6 +110,10 @@ func (rt *route) run(ctx context.Context) error {
 			if res.gone {
 				break
 			}
+			if res.stale {
+				n--
+				continue
+			}
 			why := rt.attempts[len(rt.attempts)-1].reason
 			if why == reasonContextLength {
 				minWindow = max(minWindow, t.contextWindow(), 1)
@@ -138,6 +146,9 @@ func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 	if t.group.check.lacks(t.Model) {
 		return reasonMisconfig // the cloud's model list lacks the name
 	}
+	if rt.noCloud != "" && t.group.Kind == KindOpenAI {
+		return rt.noCloud
+	}
 	if w := t.contextWindow(); w > 0 {
 		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
 			return reasonContextWindow
@@ -165,7 +176,8 @@ func (rt *route) fail(al *Alias) error {
 	for _, a := range rt.attempts {
 		switch a.reason {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
-			reasonOverflow, reasonBreakerOpen, reasonContextWindow, reasonDrained, reasonRateLimited:
+			reasonOverflow, reasonBreakerOpen, reasonContextWindow, reasonDrained, reasonRateLimited,
+			reasonBudget, reasonSpendCap:
 		case reasonDeadline:
 			timedOut = true
 		default:
@@ -175,10 +187,29 @@ func (rt *route) fail(al *Alias) error {
 	if timedOut && status == http.StatusServiceUnavailable {
 		status, code = http.StatusGatewayTimeout, "deadline_exceeded"
 	}
+	typ := errTypeServer
+	closed := false // a cloud target was passed over for spend
+	for _, a := range rt.attempts {
+		closed = closed || (a.reason == rt.noCloud && a.reason != "")
+	}
+	if closed {
+		// the cloud would have served: what closed it is the answer
+		switch rt.noCloud {
+		case reasonBudget:
+			// the client's own budget: the OpenAI API's answer to a spent quota
+			status, code, typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
+		case reasonSpendCap:
+			status, code = http.StatusServiceUnavailable, "cloud_spend_cap"
+		}
+	}
 	rt.status = status
-	if never, after := rt.retryAdvice(now()); never {
+	switch never, after := rt.retryAdvice(now()); {
+	case closed:
+		// the cloud opens again with the next UTC day (or month)
+		rt.w.Header().Set("Retry-After", retryAfterSeconds(untilTomorrow(now())))
+	case never:
 		rt.w.Header().Set("X-Should-Retry", "false")
-	} else if after > 0 {
+	case after > 0:
 		rt.w.Header().Set("Retry-After", retryAfterSeconds(after))
 	}
 	if status == http.StatusBadGateway {
@@ -199,7 +230,7 @@ func (rt *route) fail(al *Alias) error {
 		sb.WriteString(string(a.reason))
 		sb.WriteString(")")
 	}
-	return writeError(rt.w, status, errTypeServer, code, "", sb.String())
+	return writeError(rt.w, status, typ, code, "", sb.String())
 }
 
 // fallbackReasons renders the failed attempts for a response header.

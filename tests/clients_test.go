@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
 
@@ -428,4 +430,96 @@ func answerUsage(answer []byte) string {
 	}
 	_ = json.Unmarshal(answer, &doc)
 	return strings.ReplaceAll(string(doc.Usage), " ", "")
+}
+
+// pricedCloud gives the default gateway's cloud group prices high enough
+// that one answer spends a budget of a cent.
+func pricedCloud(t *testing.T) string {
+	t.Helper()
+	block := strings.Replace(defaultGateway, "\tkind openai\n", "\tkind openai\n\tcost {\n\t\tinput_per_million 2000\n\t\toutput_per_million 2000\n\t}\n", 1)
+	if block == defaultGateway {
+		t.Fatal("the default gateway changed shape")
+	}
+	return block
+}
+
+// A client whose cloud budget is spent stays on self-hosted targets; with
+// none left it gets 429 insufficient_quota. Other clients keep the cloud.
+// What was spent is kept in Caddy's storage when the config stops.
+func TestClientCloudBudget(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	thrifty := "thrifty-" + run
+	e.load(pricedCloud(t) + "clients {\n\tclient " + thrifty + " sk-thrifty-" + run + " {\n\t\tbudget_day_usd 0.01\n\t}\n" +
+		"\tclient rich sk-rich-" + run + "\n}\n")
+	send := func(key string) (*http.Response, []byte) {
+		return post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1), "Authorization", "Bearer "+key)
+	}
+	// the first answer comes from the cloud and spends the budget
+	if resp, body := send("sk-thrifty-" + run); resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("within budget: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	resp, body := send("sk-thrifty-" + run)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Fallback-Reason") != "cloud:client_budget" {
+		t.Fatalf("budget spent: %d from %q (%q): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+	}
+	if resp, _ := send("sk-rich-" + run); resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Errorf("another client lost the cloud: %q", resp.Header.Get("X-Hybrid-Target"))
+	}
+
+	// no self-hosted target either: the client's quota is the answer
+	if err := e.selfSrv.Refuse(); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.cloudPosts())
+	resp, body = send("sk-thrifty-" + run)
+	apiErr := wantError(t, resp, body, http.StatusTooManyRequests, "insufficient_quota")
+	if apiErr.Error.Type != "insufficient_quota" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("type %q, Retry-After %q", apiErr.Error.Type, resp.Header.Get("Retry-After"))
+	}
+	if n := len(e.cloudPosts()) - before; n != 0 {
+		t.Errorf("the cloud got %d requests of a client without budget", n)
+	}
+
+	// a reload stops the config: the spend is in storage
+	e.load(defaultGateway)
+	path := filepath.Join(caddy.AppDataDir(), "hybrid_llm", "spend", e.gatewayName()+".json")
+	var doc struct {
+		Clients map[string]struct {
+			DayUSD float64 `json:"day_usd"`
+		} `json:"clients"`
+	}
+	waitFor(t, "the spend in storage", func() bool {
+		b, err := os.ReadFile(path)
+		return err == nil && json.Unmarshal(b, &doc) == nil && doc.Clients[thrifty].DayUSD >= 0.01
+	})
+}
+
+// With a daily cloud spend cap reached, overflow and fallback to the cloud
+// stop until the next UTC day: self-hosted targets keep serving, and a
+// request that finds none gets 503 with Retry-After. A warning is logged
+// when the spend passes the warning share.
+func TestCloudSpendCap(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// a gateway name of its own each run: the day's spend lasts
+	logPath := e.loadWithGatewayLog("name cap-" + run + "\n" + pricedCloud(t) + "cloud_spend {\n\tdaily_usd 0.01\n\twarn_at 0.5\n}\n")
+	cloudFirst := strings.Replace(chatBody, "chat-main", "cloud-first", 1)
+	if resp, body := post(t, "/v1/chat/completions", cloudFirst); resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("under the cap: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	resp, body := post(t, "/v1/chat/completions", cloudFirst)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Fallback-Reason") != "cloud:spend_cap" {
+		t.Fatalf("cap reached: %d from %q (%q): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+	}
+	waitFor(t, "the warning", func() bool { return logLines(t, logPath, "cloud spend near the daily cap") == 1 })
+
+	if err := e.selfSrv.Refuse(); err != nil {
+		t.Fatal(err)
+	}
+	resp, body = post(t, "/v1/chat/completions", chatBody)
+	wantError(t, resp, body, http.StatusServiceUnavailable, "cloud_spend_cap")
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
+		t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+	}
 }

@@ -1,0 +1,268 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+)
+
+// spend is cloud spend in USD by UTC day and month.
+type spend struct {
+	Day      string  `json:"day"`   // 2006-01-02
+	Month    string  `json:"month"` // 2006-01
+	DayUSD   float64 `json:"day_usd"`
+	MonthUSD float64 `json:"month_usd"`
+}
+
+// roll starts a new day or month when t is in one.
+func (s *spend) roll(t time.Time) {
+	t = t.UTC()
+	if d := t.Format(time.DateOnly); s.Day != d {
+		s.Day, s.DayUSD = d, 0
+	}
+	if m := t.Format("2006-01"); s.Month != m {
+		s.Month, s.MonthUSD = m, 0
+	}
+}
+
+// spendBook is a gateway's cloud spend, in all and per client. It lasts
+// across config reloads (kept by gateway name) and restarts (saved in
+// Caddy's storage).
+type spendBook struct {
+	mu      sync.Mutex
+	total   spend
+	clients map[string]*spend
+	dirty   bool
+	warned  string // the day the spend cap's warning was logged
+}
+
+var (
+	spendBooksMu sync.Mutex
+	spendBooks   = map[string]*spendBook{}
+)
+
+// spendBookOf returns a gateway's book, loading it from storage the
+// first time in this process.
+func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger) *spendBook {
+	spendBooksMu.Lock()
+	defer spendBooksMu.Unlock()
+	if b := spendBooks[gateway]; b != nil {
+		return b
+	}
+	b := &spendBook{clients: map[string]*spend{}}
+	if st := ctx.Storage(); st != nil {
+		if err := b.load(ctx, st, gateway); err != nil {
+			logger.Error("cloud spend in storage not readable; counting from zero", zap.Error(err))
+		}
+	}
+	spendBooks[gateway] = b
+	return b
+}
+
+// load reads a book saved in storage, if there is one.
+func (b *spendBook) load(ctx context.Context, st certmagic.Storage, gateway string) error {
+	raw, err := st.Load(ctx, spendKey(gateway))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var doc spendDoc
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total = doc.Total
+	for name, s := range doc.Clients {
+		b.clients[name] = &spend{Day: s.Day, Month: s.Month, DayUSD: s.DayUSD, MonthUSD: s.MonthUSD}
+	}
+	return nil
+}
+
+func spendKey(gateway string) string { return "hybrid_llm/spend/" + gateway + ".json" }
+
+// spendDoc is a book as stored.
+type spendDoc struct {
+	Total   spend            `json:"total"`
+	Clients map[string]spend `json:"clients"`
+}
+
+// add records usd spent on the cloud at t, by a client (empty: none).
+func (b *spendBook) add(client string, usd float64, t time.Time) {
+	if usd <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total.roll(t)
+	b.total.DayUSD += usd
+	b.total.MonthUSD += usd
+	if client != "" {
+		s := b.clients[client]
+		if s == nil {
+			s = new(spend)
+			b.clients[client] = s
+		}
+		s.roll(t)
+		s.DayUSD += usd
+		s.MonthUSD += usd
+	}
+	b.dirty = true
+}
+
+// spent returns what the gateway and a client spent today and this month.
+func (b *spendBook) spent(client string, t time.Time) (total, cl spend) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total.roll(t)
+	total = b.total
+	if s := b.clients[client]; s != nil {
+		s.roll(t)
+		cl = *s
+	}
+	return total, cl
+}
+
+// save writes the book to storage if it changed.
+func (b *spendBook) save(ctx context.Context, st certmagic.Storage, gateway string) error {
+	b.mu.Lock()
+	if !b.dirty {
+		b.mu.Unlock()
+		return nil
+	}
+	doc := spendDoc{Total: b.total, Clients: make(map[string]spend, len(b.clients))}
+	for name, s := range b.clients {
+		doc.Clients[name] = *s
+	}
+	b.dirty = false
+	b.mu.Unlock()
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	if err := st.Store(ctx, spendKey(gateway), raw); err != nil {
+		b.mu.Lock()
+		b.dirty = true
+		b.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// spendSaveInterval is how often a changed book is written to storage.
+const spendSaveInterval = 5 * time.Second
+
+// keepSaving writes the gateway's book to storage while the config runs,
+// and once more when it stops.
+func (g *Gateway) keepSaving(ctx caddy.Context) {
+	st := ctx.Storage()
+	if st == nil {
+		return
+	}
+	t := time.NewTicker(spendSaveInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			// the next config's gateway, if any, carries on from the
+			// same book
+			if err := g.spend.save(context.Background(), st, g.Name); err != nil {
+				g.logger.Error("saving cloud spend", zap.Error(err))
+			}
+			return
+		case <-t.C:
+			if err := g.spend.save(ctx, st, g.Name); err != nil {
+				g.logger.Error("saving cloud spend", zap.Error(err))
+			}
+		}
+	}
+}
+
+// cloudClosed returns why cloud targets are closed to a request now: the
+// gateway's daily spend cap is reached, or the client's budget is spent.
+func (g *Gateway) cloudClosed(cl *client, t time.Time) reason {
+	if g.spend == nil {
+		return ""
+	}
+	name := ""
+	if cl != nil {
+		name = cl.name
+	}
+	total, s := g.spend.spent(name, t)
+	if c := g.CloudSpend; c != nil && c.DailyUSD > 0 {
+		if total.DayUSD >= c.DailyUSD {
+			return reasonSpendCap
+		}
+	}
+	if cl != nil && ((cl.budgetDay > 0 && s.DayUSD >= cl.budgetDay) || (cl.budgetMonth > 0 && s.MonthUSD >= cl.budgetMonth)) {
+		return reasonBudget
+	}
+	return ""
+}
+
+// spent records a request's cloud spend, and warns once a day when the
+// gateway's spend passes the cap's warning share.
+func (g *Gateway) spent(cl *client, usd float64, t time.Time) {
+	if g.spend == nil || usd <= 0 {
+		return
+	}
+	name := ""
+	if cl != nil {
+		name = cl.name
+	}
+	g.spend.add(name, usd, t)
+	c := g.CloudSpend
+	if c == nil || c.DailyUSD <= 0 {
+		return
+	}
+	total, _ := g.spend.spent("", t)
+	share := c.warnShare()
+	g.spend.mu.Lock()
+	warn := total.DayUSD >= share*c.DailyUSD && g.spend.warned != total.Day
+	if warn {
+		g.spend.warned = total.Day
+	}
+	g.spend.mu.Unlock()
+	if warn {
+		g.logger.Warn("cloud spend near the daily cap",
+			zap.Float64("spent_usd", total.DayUSD), zap.Float64("daily_cap_usd", c.DailyUSD), zap.Float64("warn_share", share))
+	}
+}
+
+// CloudSpend caps what all the gateway's cloud targets together may cost
+// in a UTC day.
+type CloudSpend struct {
+	// The daily cap in USD. When it is reached, overflow and fallback to
+	// cloud targets stop until the next UTC day: self-hosted targets keep
+	// serving, and a request that finds no target gets 503 with
+	// Retry-After.
+	DailyUSD float64 `json:"daily_usd,omitempty"`
+
+	// The share of the cap at which a warning is logged. Default: 0.8.
+	WarnAt float64 `json:"warn_at,omitempty"`
+}
+
+func (c *CloudSpend) warnShare() float64 {
+	if c.WarnAt > 0 {
+		return c.WarnAt
+	}
+	return 0.8
+}
+
+// untilTomorrow is the time left in the UTC day.
+func untilTomorrow(t time.Time) time.Duration {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC).Sub(t)
+}
