@@ -23,6 +23,8 @@ func init() {
 // adminAPI serves the gateway's state on Caddy's admin listener:
 //
 //	GET /hybrid_llm/state
+//	GET /hybrid_llm/ledger
+//	GET /hybrid_llm/clients
 //
 // It holds nothing itself; it reads the live gateways' shared state.
 type adminAPI struct{}
@@ -40,6 +42,7 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/hybrid_llm/state", Handler: caddy.AdminHandlerFunc(serveState)},
 		{Pattern: "/hybrid_llm/ledger", Handler: caddy.AdminHandlerFunc(serveLedger)},
+		{Pattern: "/hybrid_llm/clients", Handler: caddy.AdminHandlerFunc(serveClients)},
 		{Pattern: "/hybrid_llm/drain", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			return serveDrain(w, r, true)
 		})},

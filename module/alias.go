@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -90,6 +91,7 @@ type Target struct {
 	modelJSON  []byte
 	sameName   bool
 	metrics    *targetMetrics
+	byClient   sync.Map // client name -> *targetMetrics
 }
 
 // provisionAlias checks the alias and sets up its targets and routes;
@@ -140,7 +142,7 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 			t.retries = *t.Retries
 		}
 		t.modelJSON, _ = json.Marshal(t.Model)
-		t.metrics = newTargetMetrics(g.Name, name, t)
+		t.metrics = newTargetMetrics(g.Name, name, t, "")
 		t.sameName = t.Model == name
 		used[t.Group] = true
 	}

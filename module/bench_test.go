@@ -132,7 +132,7 @@ func BenchmarkMeterAndLog(b *testing.B) {
 	g := &Gateway{Name: "default"}
 	grp := &Group{name: "self", Kind: KindVLLM}
 	t := &Target{Group: "self", Model: "qwen", group: grp}
-	t.metrics = newTargetMetrics(g.Name, "chat-main", t)
+	t.metrics = newTargetMetrics(g.Name, "chat-main", t, "")
 	al := &Alias{name: "chat-main", Targets: []*Target{t}}
 	req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())

@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "hybrid-llm",
-		Usage: "state|drain|undrain|drill|ledger [--address <admin>] [--json] ...",
+		Usage: "state|drain|undrain|drill|ledger|clients [--address <admin>] [--json] ...",
 		Short: "Inspects and steers a running hybrid_llm gateway through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (the address is found like the
@@ -33,6 +33,7 @@ reload command does: --address, else --config, else localhost:2019).
   caddy hybrid-llm undrain --group self [--endpoint 10.0.0.5:8000]
   caddy hybrid-llm drill   --alias chat-main           one request through each target
   caddy hybrid-llm ledger  [--window 24h]              the cost comparison
+  caddy hybrid-llm clients                             clients, limits, cloud spend and budget left
 
 --gateway names the gateway when a config has several. --json prints the
 admin API's JSON instead of a table.
@@ -61,6 +62,7 @@ admin API's JSON instead of a table.
 			c.Flags().String("alias", "", "The alias")
 			c = sub("ledger", "Show the cost comparison of a window", cmdLedger)
 			c.Flags().String("window", "1h", "The window, up to 24h")
+			sub("clients", "Show the clients, their limits, cloud spend and budget left", cmdClients)
 		},
 	})
 }
@@ -268,6 +270,52 @@ func cmdLedger(cmd *cobra.Command) error {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%.2f\t%.2f\t%.2f\n", g.Gateway, sc.name, sc.c.GPUs, util,
 				sc.c.SelfHostedUSD, sc.c.CloudUSD, sc.c.TotalUSD)
+		}
+	}
+	return tw.Flush()
+}
+
+func cmdClients(cmd *cobra.Command) error {
+	gateway, _ := cmd.Flags().GetString("gateway")
+	uri := "/hybrid_llm/clients"
+	if gateway != "" {
+		uri += "?gateway=" + gateway
+	}
+	b, err := adminCall(cmd, http.MethodGet, uri, nil)
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	var out struct {
+		Gateways []ClientsDoc `json:"gateways"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return fmt.Errorf("reading the clients: %v", err)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "GATEWAY\tCLIENT\tALIASES\tRPM\tTPM\tWAIT\tCLOUD USD TODAY\tMONTH\tBUDGET LEFT")
+	dash := func(n int) string {
+		if n == 0 {
+			return "-"
+		}
+		return strconv.Itoa(n)
+	}
+	for _, g := range out.Gateways {
+		for _, c := range g.Clients {
+			aliases, left, wait := "all", "-", "-"
+			if len(c.Aliases) > 0 {
+				aliases = strings.Join(c.Aliases, ",")
+			}
+			if c.BudgetLeftUSD != nil {
+				left = fmt.Sprintf("%.6f", *c.BudgetLeftUSD)
+			}
+			if c.WaitSeconds > 0 {
+				wait = fmt.Sprintf("%.0fs", c.WaitSeconds)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.6f\t%.6f\t%s\n", g.Gateway, c.Name, aliases, dash(c.RPM), dash(c.TPM),
+				wait, c.CloudUSDToday, c.CloudUSDThisMonth, left)
+		}
+		if g.DailyCapUSD > 0 {
+			fmt.Fprintf(tw, "%s\t(all clients)\t\t\t\t\t%.6f of %.2f a day\t\t\n", g.Gateway, g.CloudUSDToday, g.DailyCapUSD)
 		}
 	}
 	return tw.Flush()

@@ -16,8 +16,8 @@ import (
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "requests_total",
-		Help: "Requests by alias, the target that answered (group and model; empty when none did), outcome and status class.",
-	}, []string{"gateway", "alias", "group", "model", "outcome", "code"})
+		Help: "Requests by alias, the target that answered (group and model; empty when none did), outcome, status class and client (empty without clients).",
+	}, []string{"gateway", "alias", "group", "model", "outcome", "code", "client"})
 
 	fallbacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "fallbacks_total",
@@ -31,8 +31,8 @@ var (
 
 	tokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "tokens_total",
-		Help: "Tokens from the upstreams' usage, by alias, group and kind (prompt, completion).",
-	}, []string{"gateway", "alias", "group", "kind"})
+		Help: "Tokens from the upstreams' usage, by alias, group, kind (prompt, completion) and client (empty without clients).",
+	}, []string{"gateway", "alias", "group", "kind", "client"})
 
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "request_duration_seconds",
@@ -42,8 +42,8 @@ var (
 
 	costTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "cloud_cost_usd_total",
-		Help: "Cloud spend in USD, by group, from each request's tokens or seconds at the group's prices.",
-	}, []string{"gateway", "group"})
+		Help: "Cloud spend in USD, by group and client (empty without clients), from each request's tokens or seconds at the group's prices.",
+	}, []string{"gateway", "group", "client"})
 
 	clientsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "clients_refused_total",
@@ -100,11 +100,11 @@ type targetMetrics struct {
 	duration, ttft     prometheus.Observer
 }
 
-func newTargetMetrics(gw, alias string, t *Target) *targetMetrics {
+func newTargetMetrics(gw, alias string, t *Target, client string) *targetMetrics {
 	return &targetMetrics{
-		ok:         requestsTotal.WithLabelValues(gw, alias, t.Group, t.Model, outcomeOK, "2xx"),
-		prompt:     tokensTotal.WithLabelValues(gw, alias, t.Group, "prompt"),
-		completion: tokensTotal.WithLabelValues(gw, alias, t.Group, "completion"),
+		ok:         requestsTotal.WithLabelValues(gw, alias, t.Group, t.Model, outcomeOK, "2xx", client),
+		prompt:     tokensTotal.WithLabelValues(gw, alias, t.Group, "prompt", client),
+		completion: tokensTotal.WithLabelValues(gw, alias, t.Group, "completion", client),
 		duration:   requestDuration.WithLabelValues(gw, alias, t.Group),
 		ttft:       ttftSeconds.WithLabelValues(gw, alias, t.Group),
 	}
@@ -113,16 +113,16 @@ func newTargetMetrics(gw, alias string, t *Target) *targetMetrics {
 // meter records a finished request's metrics.
 func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	gw := rt.g.Name
-	model := ""
+	model, client := "", rt.clientName()
 	var tm *targetMetrics
 	if rt.answered != nil {
-		model, tm = rt.answered.Model, rt.answered.metrics
+		model, tm = rt.answered.Model, rt.answered.metricsOf(gw, al.name, client)
 	}
 	code := codeClass(status)
 	if tm != nil && outcome == outcomeOK && code == "2xx" {
 		tm.ok.Inc()
 	} else {
-		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code).Inc()
+		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code, client).Inc()
 	}
 	for _, a := range rt.attempts {
 		if isOverflowReason(a.reason) {
@@ -135,7 +135,7 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		return
 	}
 	if tm == nil {
-		tm = newTargetMetrics(gw, al.name, rt.answered)
+		tm = newTargetMetrics(gw, al.name, rt.answered, client)
 	}
 	if rt.usage.found {
 		// counts only: the reader refused anything else
@@ -150,4 +150,25 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	if rt.ttfb > 0 {
 		tm.ttft.Observe(rt.ttfb.Seconds())
 	}
+}
+
+// clientName is the request's client, empty without clients.
+func (rt *route) clientName() string {
+	if rt.client == nil {
+		return ""
+	}
+	return rt.client.name
+}
+
+// metricsOf returns the target's series for a client: resolved once per
+// client, so that a request hashes no labels.
+func (t *Target) metricsOf(gw, alias, client string) *targetMetrics {
+	if client == "" {
+		return t.metrics
+	}
+	if tm, ok := t.byClient.Load(client); ok {
+		return tm.(*targetMetrics)
+	}
+	tm, _ := t.byClient.LoadOrStore(client, newTargetMetrics(gw, alias, t, client))
+	return tm.(*targetMetrics)
 }

@@ -467,6 +467,41 @@ func TestClientCloudBudget(t *testing.T) {
 		t.Errorf("another client lost the cloud: %q", resp.Header.Get("X-Hybrid-Target"))
 	}
 
+	// the admin API and the metrics tell the clients apart, without keys
+	raw := adminGet(t, "/hybrid_llm/clients?gateway="+e.gatewayName())
+	if strings.Contains(string(raw), "sk-thrifty") || strings.Contains(string(raw), "sk-rich") {
+		t.Errorf("the admin API shows a key: %s", raw)
+	}
+	var clients struct {
+		Gateways []struct {
+			Clients []struct {
+				Name          string   `json:"name"`
+				CloudUSDToday float64  `json:"cloud_usd_today"`
+				BudgetLeftUSD *float64 `json:"budget_left_usd"`
+			} `json:"clients"`
+		} `json:"gateways"`
+	}
+	if err := json.Unmarshal(raw, &clients); err != nil || len(clients.Gateways) != 1 || len(clients.Gateways[0].Clients) != 2 {
+		t.Fatalf("clients: %v %s", err, raw)
+	}
+	for _, c := range clients.Gateways[0].Clients {
+		switch c.Name {
+		case thrifty:
+			if c.CloudUSDToday < 0.01 || c.BudgetLeftUSD == nil || *c.BudgetLeftUSD != 0 {
+				t.Errorf("thrifty: %+v", c)
+			}
+		case "rich":
+			if c.CloudUSDToday <= 0 || c.BudgetLeftUSD != nil {
+				t.Errorf("rich: %+v", c)
+			}
+		}
+	}
+	for _, name := range []string{"caddy_hybrid_llm_tokens_total", "caddy_hybrid_llm_cloud_cost_usd_total", "caddy_hybrid_llm_requests_total"} {
+		if v := metricValue(t, name, map[string]string{"gateway": e.gatewayName(), "client": thrifty}); v <= 0 {
+			t.Errorf("%s{client=%s} = %v", name, thrifty, v)
+		}
+	}
+
 	// no self-hosted target either: the client's quota is the answer
 	if err := e.selfSrv.Refuse(); err != nil {
 		t.Fatal(err)
