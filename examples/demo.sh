@@ -23,6 +23,10 @@ export SELF_MODEL=${SELF_MODEL:-qwen2.5-7b-instruct}
 export CLOUD_UPSTREAM=${CLOUD_UPSTREAM:-http://127.0.0.1:8002}
 export CLOUD_MODEL=${CLOUD_MODEL:-gpt-4o-mini}
 export CLOUD_API_KEY=${CLOUD_API_KEY:-sk-demo-0123456789}
+# one demo client; its key is what callers send (Authorization: Bearer)
+export HYBRID_CLIENT_KEY=${HYBRID_CLIENT_KEY:-sk-demo-client-0123456789}
+export HYBRID_CLIENT_KEYS=${HYBRID_CLIENT_KEYS:-demo=$HYBRID_CLIENT_KEY}
+auth="Authorization: Bearer $HYBRID_CLIENT_KEY"
 self_addr=${SELF_UPSTREAMS%% *}
 gw=http://127.0.0.1:${HYBRID_LISTEN##*:}
 
@@ -52,10 +56,10 @@ echo $! >"$state/caddy.pid"
 
 # wait (bounded) until the gateway answers
 for _ in $(seq 1 100); do
-	if curl -fsS "$gw/v1/models" >/dev/null 2>&1; then break; fi
+	if curl -fsS -H "$auth" "$gw/v1/models" >/dev/null 2>&1; then break; fi
 	sleep 0.1
 done
-curl -fsS "$gw/v1/models" >/dev/null || { echo "gateway did not start; see $state/caddy.log"; tail -20 "$state/caddy.log"; exit 1; }
+curl -fsS -H "$auth" "$gw/v1/models" >/dev/null || { echo "gateway did not start; see $state/caddy.log"; tail -20 "$state/caddy.log"; exit 1; }
 
 chat='{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":8}'
 
@@ -73,7 +77,7 @@ fi
 if [ "$mode" = "--check" ]; then
 	show() { grep -iE '^(HTTP|x-hybrid|x-request-id)' || true; }
 	echo; echo "# 1. chat-main is served by the self-hosted vLLM"
-	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat"
+	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H "$auth" -H 'Content-Type: application/json' -d "$chat"
 	show < "$state/head.txt"
 	# the answer names the alias (response_model), X-Hybrid-Model the name the upstream was sent
 	grep -qi '^x-hybrid-model: '"$SELF_MODEL" "$state/head.txt" && grep -q '"model":"chat-main"' "$state/out.json" ||
@@ -81,7 +85,7 @@ if [ "$mode" = "--check" ]; then
 	cat "$state/out.json"; echo
 
 	echo; echo "# 2. streaming passes through chunk by chunk"
-	curl -sS -N "$gw/v1/chat/completions" -H 'Content-Type: application/json' \
+	curl -sS -N "$gw/v1/chat/completions" -H "$auth" -H 'Content-Type: application/json' \
 		-d '{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"Say hello"}],"max_tokens":3}' | tee "$state/stream.txt"
 	tail -2 "$state/stream.txt" | grep -q 'data: \[DONE\]' || { echo "stream did not end with [DONE]"; exit 1; }
 
@@ -92,15 +96,19 @@ if [ "$mode" = "--check" ]; then
 	hl() { bin/caddy hybrid-llm "$@" --address "$HYBRID_ADMIN"; }
 	hl state
 	hl drill --alias chat-main
+	hl clients
+	echo "# without a key:"
+	curl -sS -o /dev/null -w '%{http_code}\n' "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | grep -x 401 ||
+		{ echo "a request without a key was not refused 401"; exit 1; }
 	hl drain --group self
-	curl -sS -D - -o /dev/null "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
+	curl -sS -D - -o /dev/null "$gw/v1/chat/completions" -H "$auth" -H 'Content-Type: application/json' -d "$chat" | show
 	hl undrain --group self
-	curl -sS -D - -o /dev/null "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat" | show
+	curl -sS -D - -o /dev/null "$gw/v1/chat/completions" -H "$auth" -H 'Content-Type: application/json' -d "$chat" | show
 
 	echo; echo "# 4. the self-hosted simulator stops: the same alias falls back to the cloud, sent the cloud's model name"
 	kill "$(cat "$state/self.pid")"
 	wait "$(cat "$state/self.pid")" 2>/dev/null || true
-	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H 'Content-Type: application/json' -d "$chat"
+	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H "$auth" -H 'Content-Type: application/json' -d "$chat"
 	show < "$state/head.txt"
 	grep -qi '^x-hybrid-model: '"$CLOUD_MODEL" "$state/head.txt" && grep -q '"model":"chat-main"' "$state/out.json" ||
 		{ echo "unexpected: $(cat "$state/head.txt" "$state/out.json")"; exit 1; }
@@ -133,20 +141,22 @@ caddy-hybrid-llm demo is running (Ctrl-C stops everything).
   self-hosted     http://$self_addr   simulated vLLM serving $SELF_MODEL (4 slots)
   cloud           $CLOUD_UPSTREAM   simulated cloud serving $CLOUD_MODEL
   logs            $state/{caddy,self,cloud}.log
+  client key      $HYBRID_CLIENT_KEY   (client "demo"; a request without a key gets 401)
 
 Send a request with the business alias only:
 
-  curl -i $gw/v1/chat/completions -H 'Content-Type: application/json' \\
-    -d '$chat'
+  curl -i $gw/v1/chat/completions -H 'Authorization: Bearer $HYBRID_CLIENT_KEY' \\
+    -H 'Content-Type: application/json' -d '$chat'
 
 Stream it:
 
-  curl -N $gw/v1/chat/completions -H 'Content-Type: application/json' \\
+  curl -N $gw/v1/chat/completions -H 'Authorization: Bearer $HYBRID_CLIENT_KEY' \\
+    -H 'Content-Type: application/json' \\
     -d '{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"hi"}]}'
 
 Watch the overflow: a scripted burst prints, per second, where requests landed:
 
-  bin/llmburst -url $gw -profile 3x4s,24x6s,3x6s
+  bin/llmburst -url $gw -key $HYBRID_CLIENT_KEY -profile 3x4s,24x6s,3x6s
 
 Watch the fallback: stop the self-hosted simulator, then send the request again.
 X-Hybrid-Target turns to "cloud" and the answer's model to $CLOUD_MODEL:
@@ -159,6 +169,7 @@ Operate it (admin API on $HYBRID_ADMIN):
   bin/caddy hybrid-llm drill --alias chat-main --address $HYBRID_ADMIN
   bin/caddy hybrid-llm drain --group self --address $HYBRID_ADMIN     (undrain to undo)
   bin/caddy hybrid-llm ledger --window 1h --address $HYBRID_ADMIN
+  bin/caddy hybrid-llm clients --address $HYBRID_ADMIN
 
 Or keep it running but make its /health fail (Caddy's active health check
 takes it out within 2s):

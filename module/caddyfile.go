@@ -91,6 +91,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		}
 //
 //		clients {
+//			keys      <name=key pairs>
 //			keys_file <path>
 //			identity  <placeholder>
 //			client <name> [<key>] [{

@@ -4,12 +4,15 @@
 package hybridllm
 
 import (
+	"strings"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 // unmarshalClients parses a clients block:
 //
 //	clients {
+//		keys      <name=key pairs>   # e.g. {env.HYBRID_CLIENT_KEYS}
 //		keys_file <path>
 //		identity  <placeholder>
 //		client <name> [<key>] [{
@@ -30,6 +33,12 @@ func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
+		case "keys":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			cs.Keys = strings.TrimSpace(cs.Keys + " " + strings.Join(args, " "))
 		case "keys_file":
 			if err := parseOneArg(d, &cs.KeysFile); err != nil {
 				return err

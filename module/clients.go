@@ -23,9 +23,16 @@ type Clients struct {
 	// and the admin API show; it comes from the config only.
 	Clients map[string]*Client `json:"clients,omitempty"`
 
+	// More clients, by key only: `name=key` pairs separated by spaces,
+	// usually a placeholder such as `{env.HYBRID_CLIENT_KEYS}`, read at
+	// provisioning. A name may also have settings among Clients.
+	Keys string `json:"keys,omitempty"`
+
 	// A JSON file of more clients (the same fields, by name, under
 	// "clients"), read again whenever it changes, without a reload. A
-	// client may be in the config or in the file, not in both.
+	// client may be in the config or in the file, not in both. It may
+	// be a placeholder such as `{env.HYBRID_CLIENT_KEYS_FILE}`; empty,
+	// there is none.
 	KeysFile string `json:"keys_file,omitempty"`
 
 	// Instead of API keys, a placeholder that holds the client's name as
@@ -223,9 +230,16 @@ func parseClientKey(repl *caddy.Replacer, key string) (keyHash, error) {
 // provisionClients puts the clients of the config and of the keys file in
 // force, and watches the keys file for changes.
 func (g *Gateway) provisionClients(ctx caddy.Context) error {
+	repl := caddy.NewReplacer()
+	g.keysFile = repl.ReplaceAll(g.Clients.KeysFile, "")
+	configured, err := withKeys(g.Clients.Clients, repl.ReplaceAll(g.Clients.Keys, ""))
+	if err != nil {
+		return fmt.Errorf("clients: keys: %v", err)
+	}
+	g.configured = configured
 	var fromFile map[string]*Client
 	var stamp fileStamp
-	if path := g.Clients.KeysFile; path != "" {
+	if path := g.keysFile; path != "" {
 		var err error
 		if stamp, err = stampOf(path); err != nil {
 			return fmt.Errorf("clients: keys file: %v", err)
@@ -234,19 +248,52 @@ func (g *Gateway) provisionClients(ctx caddy.Context) error {
 			return fmt.Errorf("clients: keys file: %v", err)
 		}
 	}
-	cs, err := g.newClientSet(g.Clients.Clients, fromFile)
+	cs, err := g.newClientSet(configured, fromFile)
 	if err != nil {
 		return fmt.Errorf("clients: %v", err)
 	}
-	if len(cs.byName) == 0 && g.Clients.Identity == "" {
-		return fmt.Errorf("clients: none configured: no request could be served")
+	if len(cs.byName) == 0 && g.Clients.Identity == "" && g.keysFile == "" {
+		// a config validated without its secrets, or keys still to come
+		g.logger.Warn("no clients configured (keys, keys_file or client): every request is refused 401")
 	}
 	g.clientSet = new(atomic.Pointer[clientSet])
 	g.clientSet.Store(cs)
-	if g.Clients.KeysFile != "" {
+	if g.keysFile != "" {
 		go g.watchKeysFile(ctx.Done(), stamp)
 	}
 	return nil
+}
+
+// withKeys adds the clients of `name=key` pairs to the configured ones: a
+// name that has settings gets the key, others become clients of their
+// own.
+func withKeys(configured map[string]*Client, pairs string) (map[string]*Client, error) {
+	fields := strings.Fields(pairs)
+	if len(fields) == 0 {
+		return configured, nil
+	}
+	out := make(map[string]*Client, len(configured)+len(fields))
+	for name, c := range configured {
+		out[name] = c
+	}
+	for _, f := range fields {
+		name, key, ok := strings.Cut(f, "=")
+		if !ok || name == "" || key == "" {
+			return nil, fmt.Errorf("want name=key pairs separated by spaces, got a pair without a name or key")
+		}
+		c, found := out[name]
+		switch {
+		case !found:
+			out[name] = &Client{Key: key}
+		case c.Key != "":
+			return nil, fmt.Errorf("client %q has a key already", name)
+		default:
+			cc := *c // the config's own is left as it is
+			cc.Key = key
+			out[name] = &cc
+		}
+	}
+	return out, nil
 }
 
 // sortedClientNames lists the clients in force by name.

@@ -143,6 +143,8 @@ type Gateway struct {
 	paths        *inferencePaths
 	routeHeaders []string                   // the headers route rules read
 	spend        *spendBook                 // cloud spend, with clients or a spend cap
+	keysFile     string                     // Clients.KeysFile, its placeholders replaced
+	configured   map[string]*Client         // Clients.Clients, with Clients.Keys
 	clientSet    *atomic.Pointer[clientSet] // set with Clients
 	aliases      map[string]*Alias
 	streamUsage  bool     // some group asks for stream usage

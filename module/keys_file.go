@@ -82,7 +82,7 @@ func stampOf(path string) (fileStamp, error) {
 // file that cannot be read or is not valid leaves the last good clients in
 // force, with an error logged once per version.
 func (g *Gateway) watchKeysFile(done <-chan struct{}, last fileStamp) {
-	path := g.Clients.KeysFile
+	path := g.keysFile
 	t := time.NewTicker(keysFileInterval)
 	defer t.Stop()
 	var failed string // the failure last logged
@@ -100,7 +100,7 @@ func (g *Gateway) watchKeysFile(done <-chan struct{}, last fileStamp) {
 		if err == nil {
 			var fromFile map[string]*Client
 			if fromFile, err = readKeysFile(path); err == nil {
-				cs, err = g.newClientSet(g.Clients.Clients, fromFile)
+				cs, err = g.newClientSet(g.configured, fromFile)
 			}
 		}
 		if err != nil {

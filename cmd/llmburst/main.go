@@ -69,6 +69,7 @@ func main() {
 	model := flag.String("model", "chat-main", "the alias to send")
 	profile := flag.String("profile", "4x4s,24x6s,3x6s", "phases of <clients>x<duration>")
 	maxTokens := flag.Int("max-tokens", 8, "max_tokens of each request")
+	key := flag.String("key", os.Getenv("HYBRID_CLIENT_KEY"), "the client key sent as a bearer token (default $HYBRID_CLIENT_KEY)")
 	flag.Parse()
 
 	u, err := url.Parse(*target)
@@ -121,7 +122,7 @@ func main() {
 					s.mu.Lock()
 					s.maxFlight = max(s.maxFlight, n)
 					s.mu.Unlock()
-					group, reason, ok := send(client, *target+"/v1/chat/completions", body)
+					group, reason, ok := send(client, *target+"/v1/chat/completions", *key, body)
 					inflight.Add(-1)
 					s = slot()
 					s.mu.Lock()
@@ -164,8 +165,16 @@ func main() {
 
 // send posts one request and returns the group that answered and why the
 // earlier targets were passed over.
-func send(client *http.Client, url string, body []byte) (string, string, bool) {
-	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+func send(client *http.Client, url, key string, body []byte) (string, string, bool) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return "", "", false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return "", "", false
 	}

@@ -46,6 +46,8 @@ const (
 	streamSimAddr = "127.0.0.1:18003"
 	model         = "qwen2.5-7b-instruct"
 	cloudSimAddr  = "127.0.0.1:18004" // the quickstart's cloud group
+	// the quickstart's client
+	benchClientKey = "sk-bench-client-0123456789"
 )
 
 type proxyUnderTest struct {
@@ -53,7 +55,17 @@ type proxyUnderTest struct {
 	port  int
 	admin int
 	model string // what the client sends
+	key   string // the client key it sends, if any
 	cmd   *exec.Cmd
+}
+
+// header is what every request to the proxy carries.
+func (p *proxyUnderTest) header() http.Header {
+	h := http.Header{"Content-Type": {"application/json"}}
+	if p.key != "" {
+		h.Set("Authorization", "Bearer "+p.key)
+	}
+	return h
 }
 
 func (p *proxyUnderTest) url(path string) string {
@@ -160,8 +172,10 @@ func main() {
 	var plainLog, quick *proxyUnderTest
 	if *quickstart != "" {
 		start(nil, "llmsim", "cloud", "--listen", cloudSimAddr, "--model", "gpt-4o-mini", "--api-key", "sk-bench", "--quiet")
-		plainLog = &proxyUnderTest{name: "plain+log", port: 18104, admin: 18204, model: model}
-		quick = &proxyUnderTest{name: "quickstart", port: 18103, admin: 18203, model: "chat-main"}
+		// both sides get the client key: the quickstart requires one,
+		// plain Caddy forwards it (the same bytes either way)
+		plainLog = &proxyUnderTest{name: "plain+log", port: 18104, admin: 18204, model: model, key: benchClientKey}
+		quick = &proxyUnderTest{name: "quickstart", port: 18103, admin: 18203, model: "chat-main", key: benchClientKey}
 		logs := func(p *proxyUnderTest) string { return filepath.Join(work, p.name+"-access.log") }
 		// the quickstart's `log` writes to Caddy's default log; both sides
 		// send theirs to a file
@@ -186,6 +200,7 @@ func main() {
 			// the simulator's own --max-num-seqs: the red line is vLLM's
 			"SELF_MAX_NUM_SEQS=100000",
 			"CLOUD_UPSTREAM=http://" + cloudSimAddr, "CLOUD_API_KEY=sk-bench",
+			"HYBRID_CLIENT_KEYS=bench=" + benchClientKey,
 		}, "caddy", "run", "--config", qpath, "--adapter", "caddyfile")
 		plainCfg := global(plainLog) + fmt.Sprintf("http://127.0.0.1:%d {\n\tlog {\n\t\tformat filter {\n"+
 			"\t\t\trequest>headers>Api-Key delete\n\t\t\trequest>headers>X-Api-Key delete\n\t\t}\n\t}\n\tencode\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
@@ -222,7 +237,7 @@ func main() {
 	}
 	latency := func(rate, workers int) func(p *proxyUnderTest) []float64 {
 		return func(p *proxyUnderTest) []float64 {
-			m := attack(p.url("/v1/chat/completions"), body(p, false), rate, workers, *dur)
+			m := attack(p.url("/v1/chat/completions"), p.header(), body(p, false), rate, workers, *dur)
 			return []float64{ms(m.Latencies.P50), ms(m.Latencies.P99)}
 		}
 	}
@@ -240,7 +255,7 @@ func main() {
 		}
 		defer profiled.Wait()
 		cpu := procCPU(p.cmd.Process.Pid)
-		m := attack(p.url("/v1/chat/completions"), body(p, false), 0, 64, *dur)
+		m := attack(p.url("/v1/chat/completions"), p.header(), body(p, false), 0, 64, *dur)
 		return []float64{m.Throughput, (procCPU(p.cmd.Process.Pid) - cpu).Seconds() * 1e6 / float64(m.Requests)}
 	}
 	minimal := [2]*proxyUnderTest{plain, hybrid}
@@ -354,9 +369,8 @@ func median(xs []float64) float64 {
 
 // attack runs vegeta against url: at rate req/s, or as fast as the
 // workers go when rate is 0.
-func attack(url string, body []byte, rate, workers int, dur time.Duration) vegeta.Metrics {
-	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodPost, URL: url, Body: body,
-		Header: http.Header{"Content-Type": {"application/json"}}})
+func attack(url string, header http.Header, body []byte, rate, workers int, dur time.Duration) vegeta.Metrics {
+	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: http.MethodPost, URL: url, Body: body, Header: header})
 	opts := []func(*vegeta.Attacker){vegeta.Workers(uint64(workers)), vegeta.Connections(workers), vegeta.KeepAlive(true)}
 	if rate == 0 {
 		opts = append(opts, vegeta.MaxWorkers(uint64(workers)))
@@ -512,8 +526,10 @@ func procKB(pid int, field string) float64 {
 func waitUp(p *proxyUnderTest) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		resp, err := http.Post(p.url("/v1/chat/completions"), "application/json",
+		req, _ := http.NewRequest(http.MethodPost, p.url("/v1/chat/completions"),
 			strings.NewReader(`{"model":"`+p.model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`))
+		req.Header = p.header()
+		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
