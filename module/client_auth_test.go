@@ -40,7 +40,8 @@ func TestPresentedKey(t *testing.T) {
 }
 
 // BenchmarkAuthenticate is the per-request cost of client keys: finding
-// the key, hashing it and looking it up.
+// the key, hashing it and looking it up; then with the client's limits
+// (rpm and tpm) and attribution (its metric series) too.
 func BenchmarkAuthenticate(b *testing.B) {
 	g := &Gateway{Clients: &Clients{}, clientSet: new(atomic.Pointer[clientSet])}
 	cs := &clientSet{byKey: map[keyHash]*client{}, byName: map[string]*client{}}
@@ -52,10 +53,34 @@ func BenchmarkAuthenticate(b *testing.B) {
 	g.clientSet.Store(cs)
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.Header.Set("Authorization", "Bearer "+key)
-	b.ReportAllocs()
-	for b.Loop() {
-		if cl, ok := g.authenticate(nil, r, "id"); !ok || cl == nil {
-			b.Fatal("refused")
+	b.Run("key", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if cl, ok := g.authenticate(nil, r, "id"); !ok || cl == nil {
+				b.Fatal("refused")
+			}
 		}
-	}
+	})
+	b.Run("key+limits+attribution", func(b *testing.B) {
+		for _, c := range cs.byKey {
+			c.known, c.rpm, c.tpm, c.usage = true, 1<<30, 1<<30, new(clientUsage)
+		}
+		t := &Target{Group: "self", Model: "qwen", group: &Group{name: "self"}}
+		t.metrics = newTargetMetrics("bench", "chat-main", t, "")
+		rt := &route{}
+		b.ReportAllocs()
+		for b.Loop() {
+			cl, ok := g.authenticate(nil, r, "id")
+			if !ok {
+				b.Fatal("refused")
+			}
+			tn := now()
+			if wait, _ := cl.admit(tn); wait > 0 {
+				b.Fatal("limited")
+			}
+			rt.client = cl
+			t.metricsOf("bench", "chat-main", rt.clientName()).ok.Inc()
+			cl.used(24, tn)
+		}
+	})
 }

@@ -104,6 +104,7 @@ type keyHash [sha256.Size]byte
 // client is a provisioned Client.
 type client struct {
 	name     string
+	known    bool            // configured (not a name only an identity gave)
 	aliases  map[string]bool // nil: every alias
 	models   []byte          // its GET /v1/models answer, when aliases is set
 	rpm, tpm int
@@ -156,7 +157,7 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 		default:
 			return fmt.Errorf("client %q%s: max_tokens_mode must be %q or %q", name, origin, ceilingClamp, ceilingRefuse)
 		}
-		pc := &client{name: name, rpm: c.RPM, tpm: c.TPM, trusted: c.Trusted,
+		pc := &client{name: name, known: true, rpm: c.RPM, tpm: c.TPM, trusted: c.Trusted,
 			maxTokens: c.MaxTokens, maxN: c.MaxN, ceilingMode: c.MaxTokensMode,
 			budgetDay: c.BudgetDayUSD, budgetMonth: c.BudgetMonthUSD}
 		if c.RPM > 0 || c.TPM > 0 {

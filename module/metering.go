@@ -152,9 +152,11 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	}
 }
 
-// clientName is the request's client, empty without clients.
+// clientName is the request's client as metrics and the spend book know
+// it: empty without clients, and for a name only an identity gave (which
+// no config bounds).
 func (rt *route) clientName() string {
-	if rt.client == nil {
+	if rt.client == nil || !rt.client.known {
 		return ""
 	}
 	return rt.client.name

@@ -23,7 +23,7 @@ import (
 // zero-latency vLLM simulator on loopback; then the same with the access
 // log on, the plain server beside the quickstart's gateway
 // (examples/Caddyfile: a breaker, overflow, costs, probes every 250 ms, a
-// cloud group). The client, the servers and the simulator share the
+// cloud group, a client key). The client, the servers and the simulator share the
 // process, so time and allocations per request include all of them; the
 // difference within each pair is what the gateway adds.
 func BenchmarkProxyOverhead(b *testing.B) {
@@ -43,7 +43,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	minimal := `{"handler":"hybrid_llm","groups":{"self":{"kind":"vllm","proxy":{"upstreams":[{"dial":"` + addr + `"}]}}},` +
 		`"aliases":{"chat-main":{"targets":[{"group":"self","model":"qwen"}]}}}`
 	// examples/Caddyfile, adapted, with the simulator's --max-num-seqs
-	quick := `{"handler":"hybrid_llm","groups":{` +
+	quick := `{"handler":"hybrid_llm","clients":{"clients":{"bench":{"key":"sk-bench-client"}}},"groups":{` +
 		`"cloud":{"kind":"openai","api_key":"sk-bench","cost":{"input_per_million":0.15,"output_per_million":0.6},` +
 		`"proxy":{"upstreams":[{"dial":"` + strings.TrimPrefix(cloud.URL, "http://") + `"}]}},` +
 		`"self":{"kind":"vllm","max_num_seqs":100000,"max_queue":4,` +
@@ -65,7 +65,11 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	defer client.CloseIdleConnections()
 	post := func(addr, model string) int {
 		body := []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16}`)
-		resp, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		// the quickstart's client key; every server gets it, for the same bytes
+		req.Header.Set("Authorization", "Bearer sk-bench-client")
+		resp, err := client.Do(req)
 		if err != nil {
 			return 0
 		}

@@ -222,6 +222,9 @@ func (g *Gateway) spent(cl *client, usd float64, t time.Time) {
 	if cl != nil {
 		name = cl.name
 	}
+	if cl != nil && !cl.known {
+		name = "" // an identity's name, unbounded: counted in the total only
+	}
 	g.spend.add(name, usd, t)
 	c := g.CloudSpend
 	if c == nil || c.DailyUSD <= 0 {

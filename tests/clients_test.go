@@ -4,10 +4,12 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,6 +75,7 @@ func TestClientKeys(t *testing.T) {
 		{"overlong key", []string{"Authorization", "Bearer " + strings.Repeat("k", 5000)}},
 		{"two keys", []string{"Authorization", "Bearer " + teamAKey, "Api-Key", teamBKey}},
 		{"the hash as key", []string{"Authorization", "Bearer sha256:" + sha256Hex(teamBKey)}},
+		{"key in another header", []string{"Proxy-Authorization", "Bearer " + teamAKey}},
 	} {
 		before := len(e.selfPosts()) + len(e.cloudPosts())
 		resp, body := post(t, "/v1/chat/completions", chatBody, tc.header...)
@@ -88,8 +91,8 @@ func TestClientKeys(t *testing.T) {
 			t.Errorf("%s: %d requests forwarded", tc.name, n)
 		}
 	}
-	if got := refusedTotal(t, gw) - refused0; got != 8 {
-		t.Errorf("clients_refused_total grew by %v, want 8", got)
+	if got := refusedTotal(t, gw) - refused0; got != 9 {
+		t.Errorf("clients_refused_total grew by %v, want 9", got)
 	}
 
 	// the key in each header the SDKs use, or the same key in two
@@ -455,11 +458,13 @@ func TestClientCloudBudget(t *testing.T) {
 	send := func(key string) (*http.Response, []byte) {
 		return post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1), "Authorization", "Bearer "+key)
 	}
-	// the first answer comes from the cloud and spends the budget
-	if resp, body := send("sk-thrifty-" + run); resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+	// the first answer, a stream, comes from the cloud and runs to its
+	// end although it spends the budget
+	resp, body := post(t, "/v1/chat/completions", strings.Replace(streamBody, "chat-main", "cloud-first", 1), "Authorization", "Bearer sk-thrifty-"+run)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" || !strings.Contains(string(body), "data: [DONE]") {
 		t.Fatalf("within budget: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
 	}
-	resp, body := send("sk-thrifty-" + run)
+	resp, body = send("sk-thrifty-" + run)
 	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Fallback-Reason") != "cloud:client_budget" {
 		t.Fatalf("budget spent: %d from %q (%q): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
 	}
@@ -556,5 +561,36 @@ func TestCloudSpendCap(t *testing.T) {
 	wantError(t, resp, body, http.StatusServiceUnavailable, "cloud_spend_cap")
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 {
 		t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+	}
+}
+
+// A key revoked by a reload is refused from the new config on, while a
+// stream it started before runs to its end.
+func TestRevokedKeyLetsItsStreamFinish(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{ITL: 150 * time.Millisecond}, simulator.CloudConfig{})
+	e.load(defaultGateway + "clients {\n\tclient team-a sk-revoked-key\n\tclient team-b sk-kept-key\n}\n")
+	req, _ := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(streamBody))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-revoked-key")
+	resp, err := client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil { // the stream is running
+		t.Fatal(err)
+	}
+
+	e.load(defaultGateway + "clients {\n\tclient team-b sk-kept-key\n}\n")
+	r2, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-revoked-key")
+	wantError(t, r2, body, http.StatusUnauthorized, "invalid_api_key")
+	if r3, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-kept-key"); r3.StatusCode != 200 {
+		t.Errorf("the kept key: %d %s", r3.StatusCode, body)
+	}
+
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
+		t.Errorf("the revoked key's stream did not finish: %v %q", err, rest)
 	}
 }
