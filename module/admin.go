@@ -164,11 +164,20 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	type entry struct {
 		Gateway string `json:"gateway"`
 		cost.Comparison
+		// each client's tokens and cost in the window (with clients)
+		Clients []clientUse `json:"clients,omitempty"`
 	}
 	out := []entry{}
 	for _, g := range liveGateways() {
 		if name == "" || g.Name == name {
-			out = append(out, entry{Gateway: g.Name, Comparison: g.comparison(window)})
+			c := g.comparison(window)
+			uses := g.ledger.clientWindow(now().Add(-window))
+			if c.SelfHostedPerMillionTokens != nil {
+				for i := range uses {
+					uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6
+				}
+			}
+			out = append(out, entry{Gateway: g.Name, Comparison: c, Clients: uses})
 		}
 	}
 	if name != "" && len(out) == 0 {

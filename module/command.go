@@ -252,11 +252,28 @@ func cmdLedger(cmd *cobra.Command) error {
 		Gateways []struct {
 			Gateway string `json:"gateway"`
 			cost.Comparison
+			Clients []clientUse `json:"clients"`
 		} `json:"gateways"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("reading the ledger: %v", err)
 	}
+	defer func() {
+		// then each client's share, when there are clients
+		ct := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+		header := false
+		for _, g := range out.Gateways {
+			for _, u := range g.Clients {
+				if !header {
+					fmt.Fprintln(ct, "\nGATEWAY\tCLIENT\tPROMPT\tCOMPLETION\tSELF-HOSTED TOKENS\tSELF-HOSTED USD\tCLOUD USD")
+					header = true
+				}
+				fmt.Fprintf(ct, "%s\t%s\t%d\t%d\t%d\t%.6f\t%.6f\n", g.Gateway, u.Client, u.PromptTokens, u.CompletionTokens,
+					u.SelfHostedTokens, u.SelfHostedUSD, u.CloudUSD)
+			}
+		}
+		_ = ct.Flush()
+	}()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tSCENARIO\tGPUS\tUTILIZATION\tSELF-HOSTED USD\tCLOUD USD\tTOTAL USD")
 	for _, g := range out.Gateways {

@@ -99,7 +99,10 @@ type ledger struct {
 	mu      sync.Mutex
 	buckets []ledgerBucketData // ring, oldest first once full
 	next    int
-	current *Gateway // the gateway whose groups the sampler reads
+	// each client's use, by the minute (see ledger_clients.go)
+	clientBuckets []clientLedgerBucketData
+	clientNext    int
+	current       *Gateway // the gateway whose groups the sampler reads
 	// every provisioned instance of the gateway, oldest first: when a
 	// new config fails to start, the running one is current again
 	instances []*Gateway
@@ -173,9 +176,12 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 }
 
 // addRequest records a finished request's tokens and cloud cost.
-func (l *ledger) addRequest(t time.Time, selfHosted bool, prompt, completion int64, cloudUSD float64) {
+func (l *ledger) addRequest(t time.Time, client string, selfHosted bool, prompt, completion int64, cloudUSD float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if client != "" {
+		l.addClientLocked(t, client, selfHosted, prompt, completion, cloudUSD)
+	}
 	b := l.bucketLocked(t)
 	b.promptTokens += prompt
 	b.completionTokens += completion

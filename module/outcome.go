@@ -48,7 +48,7 @@ func (rt *route) cost() {
 	default:
 		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
 	}
-	rt.g.ledger.addRequest(now(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
+	rt.g.ledger.addRequest(now(), rt.clientName(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
 	rt.g.spent(rt.client, cloudUSD, now())
 	rt.costUSD, rt.priced = usd, cc != nil
 }

@@ -501,6 +501,26 @@ func TestClientCloudBudget(t *testing.T) {
 			}
 		}
 	}
+	// the ledger splits the window's cost by client
+	var ledger struct {
+		Gateways []struct {
+			Clients []struct {
+				Client   string  `json:"client"`
+				CloudUSD float64 `json:"cloud_usd"`
+				Prompt   int64   `json:"prompt_tokens"`
+			} `json:"clients"`
+		} `json:"gateways"`
+	}
+	if err := json.Unmarshal(adminGet(t, "/hybrid_llm/ledger?window=1h&gateway="+e.gatewayName()), &ledger); err != nil || len(ledger.Gateways) != 1 {
+		t.Fatalf("ledger: %v", err)
+	}
+	perClient := map[string]float64{}
+	for _, c := range ledger.Gateways[0].Clients {
+		perClient[c.Client] = c.CloudUSD
+	}
+	if perClient[thrifty] < 0.01 || perClient["rich"] <= 0 {
+		t.Errorf("the ledger per client: %+v", ledger.Gateways[0].Clients)
+	}
 	for _, name := range []string{"caddy_hybrid_llm_tokens_total", "caddy_hybrid_llm_cloud_cost_usd_total", "caddy_hybrid_llm_requests_total"} {
 		if v := metricValue(t, name, map[string]string{"gateway": e.gatewayName(), "client": thrifty}); v <= 0 {
 			t.Errorf("%s{client=%s} = %v", name, thrifty, v)
