@@ -25,7 +25,9 @@ const (
 func tokenFields(path string) []string {
 	switch {
 	case strings.HasSuffix(path, "/chat/completions"):
-		return []string{"max_tokens", "max_completion_tokens"}
+		// max_completion_tokens: what OpenAI's reasoning models accept
+		// (they refuse max_tokens), and vLLM too
+		return []string{"max_completion_tokens", "max_tokens"}
 	case strings.HasSuffix(path, "/completions"):
 		return []string{"max_tokens"}
 	case strings.HasSuffix(path, "/responses"):

@@ -19,7 +19,7 @@ func TestClientCeilings(t *testing.T) {
 		{"under", clamp, "/v1/chat/completions", `{"model":"m","max_tokens":50}`, `{"model":"m","max_tokens":50}`, true},
 		{"over, clamped", clamp, "/v1/chat/completions", `{"model":"m","max_tokens":5000}`, `{"model":"m","max_tokens":100}`, false},
 		{"new field, clamped", clamp, "/v1/chat/completions", `{"model":"m","max_completion_tokens":5000}`, `{"model":"m","max_completion_tokens":100}`, false},
-		{"none, set", clamp, "/v1/chat/completions", `{"model":"m"}`, `{"model":"m","max_tokens":100}`, false},
+		{"none, set", clamp, "/v1/chat/completions", `{"model":"m"}`, `{"model":"m","max_completion_tokens":100}`, false},
 		{"null, set", clamp, "/v1/completions", `{"model":"m","max_tokens":null}`, `{"model":"m","max_tokens":100}`, false},
 		{"responses", clamp, "/v1/responses", `{"model":"m","max_output_tokens":101}`, `{"model":"m","max_output_tokens":100}`, false},
 		{"embeddings: no length", clamp, "/v1/embeddings", `{"model":"m","input":"x"}`, `{"model":"m","input":"x"}`, true},

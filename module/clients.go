@@ -231,6 +231,20 @@ func parseClientKey(repl *caddy.Replacer, key string) (keyHash, error) {
 // provisionClients puts the clients of the config and of the keys file in
 // force, and watches the keys file for changes.
 func (g *Gateway) provisionClients(ctx caddy.Context) error {
+	if id := g.Clients.Identity; id != "" && !isPlaceholder(id) {
+		// anything else is never empty, and would let every request in
+		return fmt.Errorf("clients: identity must be one placeholder, such as {http.auth.user.id}, got %q", id)
+	}
+	// the config holds no usable key: keys come from placeholders, or
+	// as their hashes (a keys file may hold keys)
+	for _, name := range sortedKeys(g.Clients.Clients) {
+		if c := g.Clients.Clients[name]; c != nil && c.Key != "" && !strings.HasPrefix(c.Key, "sha256:") && !isPlaceholder(c.Key) {
+			return fmt.Errorf("clients: client %q: the key must be a placeholder such as {env.TEAM_A_KEY} or sha256:<hex>, so that the config holds no usable key", name)
+		}
+	}
+	if k := g.Clients.Keys; k != "" && !isPlaceholder(k) {
+		return fmt.Errorf("clients: keys must be a placeholder such as {env.HYBRID_CLIENT_KEYS}, so that the config holds no usable key")
+	}
 	repl := caddy.NewReplacer()
 	g.keysFile = repl.ReplaceAll(g.Clients.KeysFile, "")
 	configured, err := withKeys(g.Clients.Clients, repl.ReplaceAll(g.Clients.Keys, ""))
@@ -332,7 +346,16 @@ func (g *Gateway) stripRouting(r *http.Request, cl *client) {
 	for _, h := range g.routeHeaders {
 		if _, ok := r.Header[h]; ok {
 			delete(r.Header, h)
-			routingHeadersRemoved.WithLabelValues(g.Name, cl.name).Inc()
+			name := cl.name
+			if !cl.known {
+				name = "" // an identity's name: no config bounds it
+			}
+			routingHeadersRemoved.WithLabelValues(g.Name, name).Inc()
 		}
 	}
+}
+
+// isPlaceholder reports whether s is one placeholder, such as {env.NAME}.
+func isPlaceholder(s string) bool {
+	return len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' && strings.Count(s, "{") == 1 && strings.Count(s, "}") == 1
 }

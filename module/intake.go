@@ -71,9 +71,6 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"The model `"+top.modelName()+"` does not exist.")
 	}
-	if wait, limit := cl.admit(now()); wait > 0 {
-		return g.limited(w, cl, limit, wait)
-	}
 	g.stripRouting(r, cl)
 	if cl != nil && (cl.maxTokens > 0 || cl.maxN > 0) {
 		ceiled, refusal := cl.ceil(body, r.URL.Path)
@@ -87,6 +84,10 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 			stream, wantsUsage = top.stream, top.wantsUsage
 		}
 	}
+	// a request refused above takes no request of the rpm
+	if wait, limit := cl.admit(now()); wait > 0 {
+		return g.limited(w, cl, limit, wait)
+	}
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
@@ -99,7 +100,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	// Compression toward the client is the site's `encode`, which has
 	// chosen already. Here rather than in each group proxy's header
 	// operations, which would make the proxy copy every request's
-	// headers; put back for the access log.
+	// headers; put back when the handler returns.
 	if ae, ok := r.Header["Accept-Encoding"]; ok {
 		delete(r.Header, "Accept-Encoding")
 		defer func() { r.Header["Accept-Encoding"] = ae }()
@@ -124,7 +125,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	}
 
 	if g.spend != nil {
-		rt.noCloud = g.cloudClosed(cl, now())
+		rt.noCloud, rt.noCloudFor = g.cloudClosed(cl, now())
 	}
 	rt.alias, rt.stream = al, stream
 	rt.attempts = rt.tried[:0]

@@ -43,7 +43,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	minimal := `{"handler":"hybrid_llm","groups":{"self":{"kind":"vllm","proxy":{"upstreams":[{"dial":"` + addr + `"}]}}},` +
 		`"aliases":{"chat-main":{"targets":[{"group":"self","model":"qwen"}]}}}`
 	// examples/Caddyfile, adapted, with the simulator's --max-num-seqs
-	quick := `{"handler":"hybrid_llm","clients":{"clients":{"bench":{"key":"sk-bench-client"}}},"groups":{` +
+	quick := `{"handler":"hybrid_llm","clients":{"clients":{"bench":{"key":"sha256:` + benchKeyHash + `"}}},"groups":{` +
 		`"cloud":{"kind":"openai","api_key":"sk-bench","cost":{"input_per_million":0.15,"output_per_million":0.6},` +
 		`"proxy":{"upstreams":[{"dial":"` + strings.TrimPrefix(cloud.URL, "http://") + `"}]}},` +
 		`"self":{"kind":"vllm","max_num_seqs":100000,"max_queue":4,` +
@@ -98,6 +98,10 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		})
 	}
 }
+
+// benchKeyHash is the SHA-256 of sk-bench-client, the key the benchmark's
+// requests carry.
+const benchKeyHash = "816adcba23292967efcb2e7dabc6a41077a064cfc02cadfe27c984e8812a8e04"
 
 // freeAddr returns a loopback address that was free a moment ago.
 func freeAddr(tb testing.TB) string {

@@ -43,7 +43,9 @@ type route struct {
 	rule     string // the group a pre-routing rule sent the request to
 	overflow string // group:signal of an overflow skip
 	noCloud  reason // why cloud targets are closed to the request, if they are
-	injected bool   // the current attempt asked for stream usage on its own
+	// and for how long
+	noCloudFor time.Duration
+	injected   bool // the current attempt asked for stream usage on its own
 	// an attempt was sent again after its connection failed as it was
 	// written (see try)
 	staleRetried bool
@@ -205,8 +207,12 @@ func (rt *route) fail(al *Alias) error {
 	rt.status = status
 	switch never, after := rt.retryAdvice(now()); {
 	case closed:
-		// the cloud opens again with the next UTC day (or month)
-		rt.w.Header().Set("Retry-After", retryAfterSeconds(untilTomorrow(now())))
+		// the cloud opens again with the next UTC day (or month): an SDK
+		// that would retry within minutes is told not to
+		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.noCloudFor))
+		if rt.noCloudFor > maxRetryAfter {
+			rt.w.Header().Set("X-Should-Retry", "false")
+		}
 	case never:
 		rt.w.Header().Set("X-Should-Retry", "false")
 	case after > 0:

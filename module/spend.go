@@ -39,6 +39,9 @@ func (s *spend) roll(t time.Time) {
 // across config reloads (kept by gateway name) and restarts (saved in
 // Caddy's storage).
 type spendBook struct {
+	// one save at a time: the one that writes last took the newest
+	// snapshot (a config stopping and the next one's ticker may meet)
+	saveMu  sync.Mutex
 	mu      sync.Mutex
 	total   spend
 	clients map[string]*spend
@@ -137,6 +140,8 @@ func (b *spendBook) spent(client string, t time.Time) (total, cl spend) {
 
 // save writes the book to storage if it changed.
 func (b *spendBook) save(ctx context.Context, st certmagic.Storage, gateway string) error {
+	b.saveMu.Lock()
+	defer b.saveMu.Unlock()
 	b.mu.Lock()
 	if !b.dirty {
 		b.mu.Unlock()
@@ -190,11 +195,12 @@ func (g *Gateway) keepSaving(ctx caddy.Context) {
 	}
 }
 
-// cloudClosed returns why cloud targets are closed to a request now: the
-// gateway's daily spend cap is reached, or the client's budget is spent.
-func (g *Gateway) cloudClosed(cl *client, t time.Time) reason {
+// cloudClosed returns why cloud targets are closed to a request now (the
+// gateway's daily spend cap is reached, or the client's budget is spent),
+// and until when.
+func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 	if g.spend == nil {
-		return ""
+		return "", 0
 	}
 	name := ""
 	if cl != nil {
@@ -203,13 +209,19 @@ func (g *Gateway) cloudClosed(cl *client, t time.Time) reason {
 	total, s := g.spend.spent(name, t)
 	if c := g.CloudSpend; c != nil && c.DailyUSD > 0 {
 		if total.DayUSD >= c.DailyUSD {
-			return reasonSpendCap
+			return reasonSpendCap, untilTomorrow(t)
 		}
 	}
-	if cl != nil && ((cl.budgetDay > 0 && s.DayUSD >= cl.budgetDay) || (cl.budgetMonth > 0 && s.MonthUSD >= cl.budgetMonth)) {
-		return reasonBudget
+	if cl == nil {
+		return "", 0
 	}
-	return ""
+	if cl.budgetMonth > 0 && s.MonthUSD >= cl.budgetMonth {
+		return reasonBudget, untilNextMonth(t)
+	}
+	if cl.budgetDay > 0 && s.DayUSD >= cl.budgetDay {
+		return reasonBudget, untilTomorrow(t)
+	}
+	return "", 0
 }
 
 // spent records a request's cloud spend, and warns once a day when the
@@ -262,6 +274,12 @@ func (c *CloudSpend) warnShare() float64 {
 		return c.WarnAt
 	}
 	return 0.8
+}
+
+// untilNextMonth is the time left in the UTC month.
+func untilNextMonth(t time.Time) time.Duration {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(t)
 }
 
 // untilTomorrow is the time left in the UTC day.

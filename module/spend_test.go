@@ -43,4 +43,7 @@ func TestSpendRollsOverAndLasts(t *testing.T) {
 	if got := untilTomorrow(day1); got != time.Minute {
 		t.Fatalf("until tomorrow: %v", got)
 	}
+	if got := untilNextMonth(day1); got != time.Minute {
+		t.Fatalf("until next month: %v", got)
+	}
 }

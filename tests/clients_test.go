@@ -28,6 +28,9 @@ const (
 	teamBKey = "sk-team-b-zyxwvutsrqponmlkjihgfedcba9876543210"
 )
 
+// hashed is how a config names a key: its SHA-256.
+func hashed(key string) string { return "sha256:" + sha256Hex(key) }
+
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
@@ -306,8 +309,8 @@ func TestClientLimits(t *testing.T) {
 	// across runs of the test in one process
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	rpmClient, tpmClient := "rpm-"+run, "tpm-"+run
-	e.load(defaultGateway + "clients {\n\tclient " + rpmClient + " sk-rpm-" + run + " {\n\t\trpm 2\n\t}\n" +
-		"\tclient " + tpmClient + " sk-tpm-" + run + " {\n\t\ttpm 5\n\t}\n\tclient free sk-free-" + run + "\n}\n")
+	e.load(defaultGateway + "clients {\n\tclient " + rpmClient + " " + hashed("sk-rpm-"+run) + " {\n\t\trpm 2\n\t}\n" +
+		"\tclient " + tpmClient + " " + hashed("sk-tpm-"+run) + " {\n\t\ttpm 5\n\t}\n\tclient free " + hashed("sk-free-"+run) + "\n}\n")
 	gw := e.gatewayName()
 	limited := func(client, limit string) float64 {
 		return metricValue(t, "caddy_hybrid_llm_client_limited_total", map[string]string{"gateway": gw, "client": client, "limit": limit})
@@ -355,7 +358,7 @@ func TestClientLimits(t *testing.T) {
 	}
 
 	// limits last across a reload
-	e.load(defaultGateway + "clients {\n\tclient " + rpmClient + " sk-rpm-" + run + " {\n\t\trpm 2\n\t}\n}\n")
+	e.load(defaultGateway + "clients {\n\tclient " + rpmClient + " " + hashed("sk-rpm-"+run) + " {\n\t\trpm 2\n\t}\n}\n")
 	resp, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-rpm-"+run)
 	wantError(t, resp, body, http.StatusTooManyRequests, "rate_limit_exceeded")
 }
@@ -370,7 +373,7 @@ func TestOnlyTrustedClientsRouteByHeader(t *testing.T) {
 	if block == defaultGateway {
 		t.Fatal("the default gateway changed shape")
 	}
-	e.load(block + "clients {\n\tclient ops sk-ops-key {\n\t\ttrusted\n\t}\n\tclient app sk-app-key\n}\n")
+	e.load(block + "clients {\n\tclient ops " + hashed("sk-ops-key") + " {\n\t\ttrusted\n\t}\n\tclient app " + hashed("sk-app-key") + "\n}\n")
 	gw := e.gatewayName()
 	removed0 := metricValue(t, "caddy_hybrid_llm_client_routing_headers_removed_total", map[string]string{"gateway": gw, "client": "app"})
 
@@ -397,8 +400,8 @@ func TestOnlyTrustedClientsRouteByHeader(t *testing.T) {
 // refuse, a request over it is refused 400; n over its ceiling is refused.
 func TestClientCeilings(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	e.load(defaultGateway + "clients {\n\tclient small sk-small-key {\n\t\tmax_tokens 3\n\t\tmax_n 1\n\t}\n" +
-		"\tclient strict sk-strict-key {\n\t\tmax_tokens 3 refuse\n\t}\n}\n")
+	e.load(defaultGateway + "clients {\n\tclient small " + hashed("sk-small-key") + " {\n\t\tmax_tokens 3\n\t\tmax_n 1\n\t}\n" +
+		"\tclient strict " + hashed("sk-strict-key") + " {\n\t\tmax_tokens 3 refuse\n\t}\n}\n")
 	lastSent := func() string {
 		p := e.selfPosts()
 		return string(p[len(p)-1].Body)
@@ -408,7 +411,7 @@ func TestClientCeilings(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(answerUsage(answer), `"completion_tokens":3`) {
 			t.Errorf("%s: %d %s", body, resp.StatusCode, answer)
 		}
-		if sent := lastSent(); !strings.Contains(sent, `"max_tokens":3`) {
+		if sent := lastSent(); !strings.Contains(sent, `"max_tokens":3`) && !strings.Contains(sent, `"max_completion_tokens":3`) {
 			t.Errorf("the upstream got %s", sent)
 		}
 	}
@@ -453,8 +456,8 @@ func TestClientCloudBudget(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	thrifty := "thrifty-" + run
-	e.load(pricedCloud(t) + "clients {\n\tclient " + thrifty + " sk-thrifty-" + run + " {\n\t\tbudget_day_usd 0.01\n\t}\n" +
-		"\tclient rich sk-rich-" + run + "\n}\n")
+	e.load(pricedCloud(t) + "clients {\n\tclient " + thrifty + " " + hashed("sk-thrifty-"+run) + " {\n\t\tbudget_day_usd 0.01\n\t}\n" +
+		"\tclient rich " + hashed("sk-rich-"+run) + "\n}\n")
 	send := func(key string) (*http.Response, []byte) {
 		return post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1), "Authorization", "Bearer "+key)
 	}
@@ -588,7 +591,7 @@ func TestCloudSpendCap(t *testing.T) {
 // stream it started before runs to its end.
 func TestRevokedKeyLetsItsStreamFinish(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{ITL: 150 * time.Millisecond}, simulator.CloudConfig{})
-	e.load(defaultGateway + "clients {\n\tclient team-a sk-revoked-key\n\tclient team-b sk-kept-key\n}\n")
+	e.load(defaultGateway + "clients {\n\tclient team-a " + hashed("sk-revoked-key") + "\n\tclient team-b " + hashed("sk-kept-key") + "\n}\n")
 	req, _ := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(streamBody))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-revoked-key")
@@ -602,7 +605,7 @@ func TestRevokedKeyLetsItsStreamFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.load(defaultGateway + "clients {\n\tclient team-b sk-kept-key\n}\n")
+	e.load(defaultGateway + "clients {\n\tclient team-b " + hashed("sk-kept-key") + "\n}\n")
 	r2, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-revoked-key")
 	wantError(t, r2, body, http.StatusUnauthorized, "invalid_api_key")
 	if r3, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-kept-key"); r3.StatusCode != 200 {
@@ -612,5 +615,55 @@ func TestRevokedKeyLetsItsStreamFinish(t *testing.T) {
 	rest, err := io.ReadAll(br)
 	if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
 		t.Errorf("the revoked key's stream did not finish: %v %q", err, rest)
+	}
+}
+
+// Client keys, good or bad, reach no upstream, metric, admin answer,
+// error body or gateway log; Caddy's access log redacts Authorization.
+func TestClientKeysNeverLeak(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	const good, bad = "sk-leak-check-good-key-123", "sk-leak-check-bad-key-456"
+	logPath := e.loadWithGatewayLog(defaultGateway + "clients {\n\tclient team-a " + hashed(good) + " {\n\t\trpm 1000\n\t}\n}\n")
+	var seen []string
+	resp, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer "+good, "X-Request-Id", "leak-check")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	_, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer "+bad)
+	seen = append(seen, string(body))
+	_, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer "+good, "Api-Key", bad)
+	seen = append(seen, string(body))
+	_, body = post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "nope", 1), "Api-Key", good)
+	seen = append(seen, string(body))
+	for _, path := range []string{"/metrics", "/config/", "/hybrid_llm/state", "/hybrid_llm/clients", "/hybrid_llm/ledger"} {
+		seen = append(seen, string(adminGet(t, path)))
+	}
+	entry, _ := json.Marshal(e.accessLog("leak-check"))
+	seen = append(seen, string(entry))
+	gwLog, _ := os.ReadFile(logPath)
+	seen = append(seen, string(gwLog))
+	for _, r := range append(e.selfPosts(), e.cloudPosts()...) {
+		raw, _ := json.Marshal(r.Header)
+		seen = append(seen, string(raw), string(r.Body))
+	}
+	for i, s := range seen {
+		if strings.Contains(s, good) || strings.Contains(s, bad) {
+			t.Errorf("a client key in output %d: %.300s", i, s)
+		}
+	}
+}
+
+// An identity that is not one placeholder would never be empty, and so
+// would let every request in: it is a config error.
+func TestIdentityMustBeAPlaceholder(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	for _, id := range []string{"http.auth.user.id", "{http.auth.user.id}-x"} {
+		cfg := strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL()).Replace(
+			"{\n\tadmin localhost:2999\n}\nhttp://127.0.0.1:9080 {\n\thandle /v1/* {\n\t\thybrid_llm {\n" + defaultGateway +
+				"clients {\n\tidentity " + id + "\n}\n\t\t}\n\t}\n}\n")
+		if code, body := adminPost(t, "/load", "text/caddyfile", cfg); code == 200 || !strings.Contains(string(body), "one placeholder") {
+			t.Errorf("identity %s: %d %s", id, code, body)
+		}
 	}
 }
