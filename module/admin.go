@@ -50,6 +50,7 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 			return serveDrain(w, r, false)
 		})},
 		{Pattern: "/hybrid_llm/drill", Handler: caddy.AdminHandlerFunc(serveDrill)},
+		{Pattern: "/hybrid_llm/weight", Handler: caddy.AdminHandlerFunc(serveWeight)},
 	}
 }
 
@@ -59,6 +60,7 @@ type actionRequest struct {
 	Group    string `json:"group,omitempty"`
 	Endpoint string `json:"endpoint,omitempty"`
 	Alias    string `json:"alias,omitempty"`
+	Weight   *int   `json:"weight,omitempty"`
 }
 
 // readAction checks a mutating request (POST, JSON) and finds its gateway.
@@ -128,15 +130,42 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	return json.NewEncoder(w).Encode(what)
 }
 
-// serveDrill runs a fallback drill for an alias: each target in turn.
-func serveDrill(w http.ResponseWriter, r *http.Request) error {
+// readAliasAction is readAction for the routes about one alias.
+func readAliasAction(r *http.Request) (*actionRequest, *Gateway, *Alias, error) {
 	req, g, err := readAction(r)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	al := g.aliases[req.Alias]
 	if al == nil {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q", g.Name, req.Alias)}
+		return nil, nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q", g.Name, req.Alias)}
+	}
+	return req, g, al, nil
+}
+
+// serveWeight sets the weight of a group's member in an alias's weighted
+// sets; 0 takes it out of new traffic.
+func serveWeight(w http.ResponseWriter, r *http.Request) error {
+	req, g, al, err := readAliasAction(r)
+	if err != nil {
+		return err
+	}
+	if req.Weight == nil || *req.Weight < 0 {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("weight must be given and not negative")}
+	}
+	if !g.setWeight(al, req.Group, *req.Weight) {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("alias %q has no weighted set with group %q", req.Alias, req.Group)}
+	}
+	g.logger.Warn("weight set through the admin API", zap.String("alias", req.Alias), zap.String("group", req.Group), zap.Int("weight", *req.Weight))
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(map[string]any{"gateway": g.Name, "alias": req.Alias, "group": req.Group, "weight": *req.Weight})
+}
+
+// serveDrill runs a fallback drill for an alias: each target in turn.
+func serveDrill(w http.ResponseWriter, r *http.Request) error {
+	_, g, al, err := readAliasAction(r)
+	if err != nil {
+		return err
 	}
 	results := g.drill(r.Context(), al)
 	w.Header().Set("Content-Type", "application/json")

@@ -31,7 +31,8 @@ type Alias struct {
 	ResponseModel string `json:"response_model,omitempty"`
 
 	name      string
-	modelJSON []byte // the name as a JSON string, when answers carry it
+	modelJSON []byte         // the name as a JSON string, when answers carry it
+	sets      []*weightedSet // runs of targets served by weight
 }
 
 // Target is one entry of an alias: a group plus the model name that
@@ -81,6 +82,17 @@ type Target struct {
 	// model_not_found; on a vllm endpoint it marks the endpoint
 	// misconfigured); 404 in the set makes any 404 fall back.
 	FallbackOn []int `json:"fallback_on,omitempty"`
+
+	// The weighted set the target belongs to: targets next to each other
+	// with the same set name are served active-active, each request
+	// starting at a member picked by smooth weighted round robin and
+	// falling back to the other members, heaviest first, before the
+	// targets after the set. Default: none (an ordered target).
+	Set string `json:"set,omitempty"`
+
+	// The target's weight in its set; 0 takes no new requests (a set
+	// whose members are all at 0 is passed over). Default: 1.
+	Weight *int `json:"weight,omitempty"`
 
 	group      *Group
 	timeout    time.Duration // 0: none
@@ -145,6 +157,9 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 		t.metrics = newTargetMetrics(g.Name, name, t, "")
 		t.sameName = t.Model == name
 		used[t.Group] = true
+	}
+	if err := al.provisionSets(g.Name); err != nil {
+		return fmt.Errorf("alias %q: %v", name, err)
 	}
 	for _, r := range al.Routes {
 		if r == nil {

@@ -16,59 +16,36 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "target":
-			t := new(Target)
-			if !d.Args(&t.Group, &t.Model) {
-				return nil, d.Err("target needs a group and a model name: target <group> <model>")
+			t, err := unmarshalTarget(d, false)
+			if err != nil {
+				return nil, err
+			}
+			al.Targets = append(al.Targets, t)
+		case "weighted":
+			// weighted [<name>] { target ... { weight <n> } ... }
+			name := "set" + strconv.Itoa(len(al.Targets))
+			if d.NextArg() {
+				name = d.Val()
 			}
 			if d.NextArg() {
 				return nil, d.ArgErr()
 			}
-			for tn := d.Nesting(); d.NextBlock(tn); {
-				switch d.Val() {
-				case "timeout":
-					if t.Timeout != nil {
-						return nil, d.Err("timeout already specified")
-					}
-					dur, err := parseLimit(d)
-					if err != nil {
-						return nil, err
-					}
-					t.Timeout = dur
-				case "first_byte_timeout":
-					if t.FirstByteTimeout != nil {
-						return nil, d.Err("first_byte_timeout already specified")
-					}
-					dur, err := parseLimit(d)
-					if err != nil {
-						return nil, err
-					}
-					t.FirstByteTimeout = dur
-				case "retries":
-					n, err := parseNonNegativeInt(d)
-					if err != nil {
-						return nil, err
-					}
-					t.Retries = &n
-				case "context_window":
-					n, err := parsePositiveInt(d)
-					if err != nil {
-						return nil, err
-					}
-					t.ContextWindow = n
-				case "fallback_on":
-					if t.FallbackOn != nil {
-						return nil, d.Err("fallback_on already specified")
-					}
-					codes, err := parseFallbackOn(d)
-					if err != nil {
-						return nil, err
-					}
-					t.FallbackOn = codes
-				default:
-					return nil, d.Errf("unrecognized target subdirective '%s'", d.Val())
+			n := 0
+			for sn := d.Nesting(); d.NextBlock(sn); {
+				if d.Val() != "target" {
+					return nil, d.Errf("a weighted set holds targets only, got '%s'", d.Val())
 				}
+				t, err := unmarshalTarget(d, true)
+				if err != nil {
+					return nil, err
+				}
+				t.Set = name
+				al.Targets = append(al.Targets, t)
+				n++
 			}
-			al.Targets = append(al.Targets, t)
+			if n == 0 {
+				return nil, d.Errf("weighted set '%s' has no targets", name)
+			}
 		case "response_model":
 			if al.ResponseModel != "" {
 				return nil, d.Err("response_model already specified")
@@ -172,4 +149,71 @@ func parseFallbackOn(d *caddyfile.Dispenser) ([]int, error) {
 		codes = append(codes, c)
 	}
 	return codes, nil
+}
+
+// unmarshalTarget parses `target <group> <model> [{ ... }]`; weight is
+// allowed in a weighted set.
+func unmarshalTarget(d *caddyfile.Dispenser, inSet bool) (*Target, error) {
+	t := new(Target)
+	if !d.Args(&t.Group, &t.Model) {
+		return nil, d.Err("target needs a group and a model name: target <group> <model>")
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for tn := d.Nesting(); d.NextBlock(tn); {
+		switch d.Val() {
+		case "timeout":
+			if t.Timeout != nil {
+				return nil, d.Err("timeout already specified")
+			}
+			dur, err := parseLimit(d)
+			if err != nil {
+				return nil, err
+			}
+			t.Timeout = dur
+		case "first_byte_timeout":
+			if t.FirstByteTimeout != nil {
+				return nil, d.Err("first_byte_timeout already specified")
+			}
+			dur, err := parseLimit(d)
+			if err != nil {
+				return nil, err
+			}
+			t.FirstByteTimeout = dur
+		case "retries":
+			n, err := parseNonNegativeInt(d)
+			if err != nil {
+				return nil, err
+			}
+			t.Retries = &n
+		case "context_window":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return nil, err
+			}
+			t.ContextWindow = n
+		case "fallback_on":
+			if t.FallbackOn != nil {
+				return nil, d.Err("fallback_on already specified")
+			}
+			codes, err := parseFallbackOn(d)
+			if err != nil {
+				return nil, err
+			}
+			t.FallbackOn = codes
+		case "weight":
+			if !inSet {
+				return nil, d.Err("weight belongs to a target in a weighted set")
+			}
+			n, err := parseNonNegativeInt(d)
+			if err != nil {
+				return nil, err
+			}
+			t.Weight = &n
+		default:
+			return nil, d.Errf("unrecognized target subdirective '%s'", d.Val())
+		}
+	}
+	return t, nil
 }

@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "hybrid-llm",
-		Usage: "state|drain|undrain|drill|ledger|clients [--address <admin>] [--json] ...",
+		Usage: "state|drain|undrain|drill|ledger|clients|weight [--address <admin>] [--json] ...",
 		Short: "Inspects and steers a running hybrid_llm gateway through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (the address is found like the
@@ -34,6 +34,7 @@ reload command does: --address, else --config, else localhost:2019).
   caddy hybrid-llm drill   --alias chat-main           one request through each target
   caddy hybrid-llm ledger  [--window 24h]              the cost comparison
   caddy hybrid-llm clients                             clients, limits, cloud spend and budget left
+  caddy hybrid-llm weight  --alias chat-main --group cloud --weight 0   a weighted set member's weight
 
 --gateway names the gateway when a config has several. --json prints the
 admin API's JSON instead of a table.
@@ -63,6 +64,10 @@ admin API's JSON instead of a table.
 			c = sub("ledger", "Show the cost comparison of a window", cmdLedger)
 			c.Flags().String("window", "1h", "The window, up to 24h")
 			sub("clients", "Show the clients, their limits, cloud spend and budget left", cmdClients)
+			c = sub("weight", "Set a member's weight in an alias's weighted set (0: no new traffic)", cmdWeight)
+			c.Flags().String("alias", "", "The alias")
+			c.Flags().String("group", "", "The member's group")
+			c.Flags().Int("weight", -1, "The weight")
 		},
 	})
 }
@@ -199,6 +204,22 @@ func cmdDrain(cmd *cobra.Command, verb string) error {
 		what = "endpoint " + endpoint + " of group " + group
 	}
 	fmt.Printf("%s: %sed\n", what, verb)
+	return nil
+}
+
+func cmdWeight(cmd *cobra.Command) error {
+	alias, _ := cmd.Flags().GetString("alias")
+	group, _ := cmd.Flags().GetString("group")
+	weight, _ := cmd.Flags().GetInt("weight")
+	gateway, _ := cmd.Flags().GetString("gateway")
+	if alias == "" || group == "" || weight < 0 {
+		return fmt.Errorf("--alias, --group and --weight (0 or more) are required")
+	}
+	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/weight", actionRequest{Gateway: gateway, Alias: alias, Group: group, Weight: &weight})
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	fmt.Printf("alias %s, group %s: weight %d\n", alias, group, weight)
 	return nil
 }
 

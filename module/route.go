@@ -39,6 +39,7 @@ type route struct {
 	stream   bool
 	attempts []attempt
 	tried    [4]attempt // attempts' first backing array
+	order    [6]*Target // the plan's backing array, with weighted sets
 	ttfb     time.Duration
 	rule     string // the group a pre-routing rule sent the request to
 	overflow string // group:signal of an overflow skip
@@ -78,6 +79,7 @@ func (rt *route) run(ctx context.Context) error {
 	if rule != nil {
 		rt.rule = rule.Target
 	}
+	plan = al.ordered(plan, rt.order[:])
 	minWindow := 0 // a context-length error proved the request needs more
 	for i, t := range plan {
 		if err := ctx.Err(); err != nil {

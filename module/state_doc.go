@@ -39,6 +39,11 @@ type TargetState struct {
 	FirstByteTimeoutSeconds float64 `json:"first_byte_timeout_seconds,omitempty"`
 	// further attempts on the target after a failure, default included
 	Retries int `json:"retries"`
+	// in a weighted set: its name, the member's weight now and in the
+	// config
+	Set              string `json:"set,omitempty"`
+	Weight           *int   `json:"weight,omitempty"`
+	ConfiguredWeight *int   `json:"configured_weight,omitempty"`
 }
 
 // GroupState is one group.
@@ -139,9 +144,15 @@ func state() StateDoc {
 		gs := GatewayState{Name: g.Name, Aliases: []AliasState{}, Groups: []GroupState{}}
 		for _, name := range sortedKeys(g.aliases) {
 			as := AliasState{Name: name}
-			for _, tg := range g.aliases[name].Targets {
-				as.Targets = append(as.Targets, TargetState{Group: tg.Group, Model: tg.Model,
-					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(), Retries: tg.retries})
+			al := g.aliases[name]
+			for i, tg := range al.Targets {
+				ts := TargetState{Group: tg.Group, Model: tg.Model,
+					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(), Retries: tg.retries}
+				if ws := al.setAt(i); ws != nil {
+					cur, conf := ws.rr.weight(i-ws.start), ws.configured[i-ws.start]
+					ts.Set, ts.Weight, ts.ConfiguredWeight = ws.name, &cur, &conf
+				}
+				as.Targets = append(as.Targets, ts)
 			}
 			gs.Aliases = append(gs.Aliases, as)
 		}

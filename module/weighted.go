@@ -1,0 +1,212 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// weightedSet is a run of an alias's targets served active-active by
+// weight: each request starts at the member smooth weighted round robin
+// picks, and falls back to the others, by weight, before the targets
+// after the set. A member of weight 0 gets no request.
+type weightedSet struct {
+	name       string
+	start, end int   // the members: al.Targets[start:end]
+	byWeight   []int // the members, heaviest first
+	configured []int // the members' weights in the config
+	rr         *swrr
+}
+
+// swrr is a smooth weighted round robin (as nginx's upstream module
+// does): over any run of picks each member's share follows its weight,
+// without bursts to one member.
+type swrr struct {
+	mu      sync.Mutex
+	weights []int
+	current []int
+}
+
+func newSWRR(weights []int) *swrr {
+	return &swrr{weights: weights, current: make([]int, len(weights))}
+}
+
+// set changes a member's weight, and starts the rotation afresh.
+func (s *swrr) set(i, w int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.weights[i] = w
+	clear(s.current)
+}
+
+// weight returns a member's weight now.
+func (s *swrr) weight(i int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.weights[i]
+}
+
+// next returns the index of the next member, or -1 when every weight is
+// 0.
+func (s *swrr) next() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	best, total := -1, 0
+	for i, w := range s.weights {
+		if w <= 0 {
+			continue
+		}
+		s.current[i] += w
+		total += w
+		if best < 0 || s.current[i] > s.current[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		s.current[best] -= total
+	}
+	return best
+}
+
+// order appends the set's members for one request to plan: the picked
+// one first, then the others with a weight, heaviest first.
+func (ws *weightedSet) order(plan []*Target, members []*Target) []*Target {
+	first := ws.rr.next()
+	if first < 0 {
+		return plan // no member takes new requests
+	}
+	plan = append(plan, members[first])
+	ws.rr.mu.Lock()
+	for _, i := range ws.byWeight {
+		if i != first && ws.rr.weights[i] > 0 {
+			plan = append(plan, members[i])
+		}
+	}
+	ws.rr.mu.Unlock()
+	return plan
+}
+
+// Weights set through the admin API, by gateway, alias, set and member
+// group. Each remembers the configured weight it replaced: a reload keeps
+// it while the config's weight is unchanged, and a config that changes
+// the weight wins.
+var (
+	weightOverridesMu sync.Mutex
+	weightOverrides   = map[string]weightOverride{}
+)
+
+type weightOverride struct{ configured, weight int }
+
+func weightKey(gw, alias, set, group string) string {
+	return gw + "\x00" + alias + "\x00" + set + "\x00" + group
+}
+
+// setWeight sets the weight of the members of the alias's sets in a
+// group, for this config and the reloads that keep its weight; it reports
+// false when the group is in no set of the alias.
+func (g *Gateway) setWeight(al *Alias, group string, w int) bool {
+	found := false
+	weightOverridesMu.Lock()
+	defer weightOverridesMu.Unlock()
+	for _, ws := range al.sets {
+		for i, t := range al.Targets[ws.start:ws.end] {
+			if t.Group == group {
+				ws.rr.set(i, w)
+				weightOverrides[weightKey(g.Name, al.name, ws.name, group)] = weightOverride{configured: ws.configured[i], weight: w}
+				found = true
+			}
+		}
+	}
+	return found
+}
+
+// provisionSets finds the alias's weighted sets: runs of targets with the
+// same set name. A weight set through the admin API is kept while the
+// config's weight for the member is the one it replaced.
+func (al *Alias) provisionSets(gw string) error {
+	al.sets = nil
+	for i := 0; i < len(al.Targets); {
+		t := al.Targets[i]
+		if t.Set == "" {
+			if t.Weight != nil {
+				return fmt.Errorf("target %d (group %q): a weight outside a weighted set", i, t.Group)
+			}
+			i++
+			continue
+		}
+		j := i
+		var weights []int
+		for j < len(al.Targets) && al.Targets[j].Set == t.Set {
+			w := 1
+			if tw := al.Targets[j].Weight; tw != nil {
+				if *tw < 0 {
+					return fmt.Errorf("set %q: target %d (group %q): a weight must not be negative", t.Set, j, al.Targets[j].Group)
+				}
+				w = *tw
+			}
+			weights = append(weights, w)
+			j++
+		}
+		for _, other := range al.sets {
+			if other.name == t.Set {
+				return fmt.Errorf("set %q: its targets must be next to each other", t.Set)
+			}
+		}
+		configured := slices.Clone(weights)
+		weightOverridesMu.Lock()
+		for k, m := range al.Targets[i:j] {
+			key := weightKey(gw, al.name, t.Set, m.Group)
+			if ov, ok := weightOverrides[key]; ok {
+				if ov.configured == configured[k] {
+					weights[k] = ov.weight
+				} else {
+					delete(weightOverrides, key) // the config changed it
+				}
+			}
+		}
+		weightOverridesMu.Unlock()
+		byWeight := make([]int, len(weights))
+		for k := range byWeight {
+			byWeight[k] = k
+		}
+		slices.SortStableFunc(byWeight, func(a, b int) int { return configured[b] - configured[a] })
+		al.sets = append(al.sets, &weightedSet{name: t.Set, start: i, end: j, byWeight: byWeight, configured: configured, rr: newSWRR(weights)})
+		i = j
+	}
+	return nil
+}
+
+// ordered returns the targets of plan (a tail of al.Targets) for one
+// request: a weighted set's members in this request's order. buf holds
+// the result when it fits.
+func (al *Alias) ordered(plan []*Target, buf []*Target) []*Target {
+	if len(al.sets) == 0 {
+		return plan
+	}
+	offset := len(al.Targets) - len(plan) // where plan starts in al.Targets
+	out := buf[:0]
+	for i := offset; i < len(al.Targets); {
+		ws := al.setAt(i)
+		if ws == nil {
+			out = append(out, al.Targets[i])
+			i++
+			continue
+		}
+		out = ws.order(out, al.Targets[ws.start:ws.end])
+		i = ws.end
+	}
+	return out
+}
+
+// setAt returns the weighted set target i belongs to, if any.
+func (al *Alias) setAt(i int) *weightedSet {
+	for _, ws := range al.sets {
+		if i >= ws.start && i < ws.end {
+			return ws
+		}
+	}
+	return nil
+}
