@@ -389,18 +389,11 @@ func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
 		default:
 			return nil, d.Errf("unrecognized cost option '%s'", d.Val())
 		}
-		name := d.Val()
-		if !d.NextArg() {
-			return nil, d.ArgErr()
-		}
-		v, err := strconv.ParseFloat(d.Val(), 64)
-		if err != nil || v < 0 || math.IsInf(v, 0) {
-			return nil, d.Errf("invalid %s '%s': want a non-negative number", name, d.Val())
+		v, err := parseUSD(d)
+		if err != nil {
+			return nil, err
 		}
 		*dst = v
-		if d.NextArg() {
-			return nil, d.ArgErr()
-		}
 	}
 	return cc, nil
 }

@@ -27,8 +27,10 @@ import (
 // quickstartKey is the client key the tests give the quickstart.
 const quickstartKey = "sk-e2e-client-0123456789abcdef"
 
-func TestQuickstartEndToEnd(t *testing.T) {
-	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{Compress: true, SSELineEnding: "\r\n"})
+// loadQuickstart runs examples/Caddyfile, edited by edit, with its
+// environment pointed at the env's simulators and two clients.
+func loadQuickstart(t *testing.T, e *env, edit func(cfg string) string) {
+	t.Helper()
 	for k, v := range map[string]string{
 		"HYBRID_LISTEN": "127.0.0.1:9080", "HYBRID_ADMIN": "localhost:2999",
 		"SELF_UPSTREAMS": e.selfSrv.Addr(), "SELF_MODEL": selfModel,
@@ -41,9 +43,14 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caddytest.NewTester(t).InitServer(string(cfg), "caddyfile")
+	caddytest.NewTester(t).InitServer(edit(string(cfg)), "caddyfile")
 	client.CloseIdleConnections()
 	waitProbed(t)
+}
+
+func TestQuickstartEndToEnd(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{Compress: true, SSELineEnding: "\r\n"})
+	loadQuickstart(t, e, func(cfg string) string { return cfg })
 
 	const gw = "default" // the quickstart's gateway has no name
 	tokens := func(group string) float64 {
@@ -146,26 +153,14 @@ func TestQuickstartEndToEnd(t *testing.T) {
 // filter leaves out Api-Key and X-Api-Key.
 func TestQuickstartLogKeepsNoClientKey(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	for k, v := range map[string]string{
-		"HYBRID_LISTEN": "127.0.0.1:9080", "HYBRID_ADMIN": "localhost:2999",
-		"SELF_UPSTREAMS": e.selfSrv.Addr(), "SELF_MODEL": selfModel,
-		"CLOUD_UPSTREAM": e.cloudSrv.URL(), "CLOUD_MODEL": cloudModel, "CLOUD_API_KEY": cloudKey,
-		"HYBRID_CLIENT_KEYS": "e2e=" + quickstartKey + " other=sk-other-client", "HYBRID_CLIENT_KEYS_FILE": "",
-	} {
-		t.Setenv(k, v)
-	}
-	cfg, err := os.ReadFile("../examples/Caddyfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// the record to a file instead of stderr, the rest as shipped
-	withFile := strings.Replace(string(cfg), "\tlog {\n", "\tlog {\n\t\toutput file "+e.logPath+"\n", 1)
-	if withFile == string(cfg) {
-		t.Fatal("the quickstart's log block changed shape")
-	}
-	caddytest.NewTester(t).InitServer(withFile, "caddyfile")
-	client.CloseIdleConnections()
-	waitProbed(t)
+	loadQuickstart(t, e, func(cfg string) string {
+		// the record to a file instead of stderr, the rest as shipped
+		withFile := strings.Replace(cfg, "\tlog {\n", "\tlog {\n\t\toutput file "+e.logPath+"\n", 1)
+		if withFile == cfg {
+			t.Fatal("the quickstart's log block changed shape")
+		}
+		return withFile
+	})
 
 	for _, h := range []string{"Authorization", "Api-Key", "X-Api-Key"} {
 		v := quickstartKey
