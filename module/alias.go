@@ -94,6 +94,13 @@ type Target struct {
 	// whose members are all at 0 is passed over). Default: 1.
 	Weight *int `json:"weight,omitempty"`
 
+	// Health-score scheduling of the target in its weighted set: its
+	// weight moves to the other members while its error rate or p99 is
+	// over a threshold or its health checks fail. A set in which one
+	// member has it watches every member (the others with the
+	// defaults). Default: none.
+	Health *HealthConfig `json:"health,omitempty"`
+
 	group      *Group
 	timeout    time.Duration // 0: none
 	firstByte  time.Duration // 0: none
@@ -103,7 +110,8 @@ type Target struct {
 	modelJSON  []byte
 	sameName   bool
 	metrics    *targetMetrics
-	byClient   sync.Map // client name -> *targetMetrics
+	health     *healthMember // its set's scheduler, if watched
+	byClient   sync.Map      // client name -> *targetMetrics
 }
 
 // provisionAlias checks the alias and sets up its targets and routes;
@@ -160,6 +168,11 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 	}
 	if err := al.provisionSets(g.Name); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
+	}
+	for _, ws := range al.sets {
+		if err := g.provisionHealth(al, ws); err != nil {
+			return fmt.Errorf("alias %q: %v", name, err)
+		}
 	}
 	for _, r := range al.Routes {
 		if r == nil {

@@ -116,6 +116,24 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				context_window     <tokens>
 //				fallback_on        <statuses...>
 //			}]
+//			weighted [<name>] {    # targets served active-active by weight
+//				health {           # every member's health-score scheduling
+//					error_rate    <share>      # default 5%
+//					p99_latency   <duration>
+//					alert_at      <share>      # default 80%
+//					window        <duration>   # default 10s
+//					min_requests  <n>          # default 20
+//					hold          <duration>   # default 10s
+//					ramp_step     <share>      # default 25%
+//					ramp_interval <duration>   # default 2s
+//					max_degraded  <n>          # default all but one
+//				}
+//				target <group> <model> [{
+//					weight <n>                 # default 1
+//					health { ... }             # this member's own
+//					# and every target subdirective
+//				}]
+//			}
 //			route <group> {
 //				prompt_tokens_over <n>
 //				max_tokens_over    <n>

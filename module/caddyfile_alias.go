@@ -22,7 +22,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 			}
 			al.Targets = append(al.Targets, t)
 		case "weighted":
-			// weighted [<name>] { target ... { weight <n> } ... }
+			// weighted [<name>] { [health {...}] target ... { weight <n> } ... }
 			name := "set" + strconv.Itoa(len(al.Targets))
 			if d.NextArg() {
 				name = d.Val()
@@ -31,9 +31,21 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 				return nil, d.ArgErr()
 			}
 			n := 0
+			var setHealth *HealthConfig
 			for sn := d.Nesting(); d.NextBlock(sn); {
+				if d.Val() == "health" {
+					if setHealth != nil {
+						return nil, d.Err("health already specified")
+					}
+					hc, err := unmarshalHealth(d)
+					if err != nil {
+						return nil, err
+					}
+					setHealth = hc
+					continue
+				}
 				if d.Val() != "target" {
-					return nil, d.Errf("a weighted set holds targets only, got '%s'", d.Val())
+					return nil, d.Errf("a weighted set holds targets and a health block only, got '%s'", d.Val())
 				}
 				t, err := unmarshalTarget(d, true)
 				if err != nil {
@@ -45,6 +57,14 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 			}
 			if n == 0 {
 				return nil, d.Errf("weighted set '%s' has no targets", name)
+			}
+			if setHealth != nil {
+				for _, t := range al.Targets[len(al.Targets)-n:] {
+					if t.Health == nil {
+						hc := *setHealth
+						t.Health = &hc
+					}
+				}
 			}
 		case "response_model":
 			if al.ResponseModel != "" {
@@ -211,6 +231,18 @@ func unmarshalTarget(d *caddyfile.Dispenser, inSet bool) (*Target, error) {
 				return nil, err
 			}
 			t.Weight = &n
+		case "health":
+			if !inSet {
+				return nil, d.Err("health belongs to a target in a weighted set")
+			}
+			if t.Health != nil {
+				return nil, d.Err("health already specified")
+			}
+			hc, err := unmarshalHealth(d)
+			if err != nil {
+				return nil, err
+			}
+			t.Health = hc
 		default:
 			return nil, d.Errf("unrecognized target subdirective '%s'", d.Val())
 		}

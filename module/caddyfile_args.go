@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -130,4 +131,25 @@ func parsePositiveIntThen(d *caddyfile.Dispenser) (int, error) {
 		return 0, d.Errf("invalid %s '%s': want a positive integer", name, d.Val())
 	}
 	return n, nil
+}
+
+// parseShare reads exactly one share from 0 to 1, as a fraction (0.05)
+// or a percentage (5%).
+func parseShare(d *caddyfile.Dispenser) (float64, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	s, pct := strings.CutSuffix(d.Val(), "%")
+	v, err := strconv.ParseFloat(s, 64)
+	if pct {
+		v /= 100
+	}
+	if err != nil || math.IsNaN(v) || v < 0 || v > 1 {
+		return 0, d.Errf("invalid %s '%s': want a share from 0 to 1 (0.05) or a percentage (5%%)", name, d.Val())
+	}
+	if d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	return v, nil
 }

@@ -129,6 +129,10 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"fallback_on twice", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 429\nfallback_on 5xx\n}\n}\n}", "fallback_on already specified"},
 		{"bad group stream_usage", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage yes\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage must be 'on' or 'off', got 'yes'"},
 		{"group stream_usage twice", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage on\nstream_usage off\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage already specified"},
+		{"health outside a set", "hybrid_llm {" + self + "alias a {\ntarget self m {\nhealth {\nerror_rate 5%\n}\n}\n}\n}", "health belongs to a target in a weighted set"},
+		{"bad error_rate", "hybrid_llm {" + self + "alias a {\nweighted {\nhealth {\nerror_rate 150%\n}\ntarget self m\n}\n}\n}", "invalid error_rate '150%'"},
+		{"unknown health option", "hybrid_llm {" + self + "alias a {\nweighted {\nhealth {\nlatency 1s\n}\ntarget self m\n}\n}\n}", "unrecognized health option 'latency'"},
+		{"set health twice", "hybrid_llm {" + self + "alias a {\nweighted {\nhealth\nhealth\ntarget self m\n}\n}\n}", "health already specified"},
 		{"api_key twice", "hybrid_llm {\ngroup self {\nkind vllm\napi_key a\napi_key b\nproxy 127.0.0.1:1\n}" + alias + "}", "api_key already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,5 +228,58 @@ func TestUnmarshalResponseOptions(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A weighted set's health block watches every member; a member's own
+// block replaces it for that member.
+func TestUnmarshalHealth(t *testing.T) {
+	input := `hybrid_llm {
+	group a {
+		kind openai
+		proxy 127.0.0.1:1
+	}
+	group b {
+		kind openai
+		proxy 127.0.0.1:2
+	}
+	alias m {
+		weighted clouds {
+			health {
+				error_rate 5%
+				p99_latency 800ms
+				alert_at 0.7
+				window 5s
+				min_requests 10
+				hold 30s
+				ramp_step 20%
+				ramp_interval 1s
+				max_degraded 1
+			}
+			target a x {
+				weight 60
+			}
+			target b y {
+				weight 40
+				health {
+					error_rate 0.1
+				}
+			}
+		}
+	}
+}`
+	var g Gateway
+	if err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input)); err != nil {
+		t.Fatal(err)
+	}
+	ts := g.Aliases["m"].Targets
+	want := HealthConfig{ErrorRate: 0.05, P99Latency: caddy.Duration(800 * time.Millisecond), AlertAt: 0.7,
+		Window: caddy.Duration(5 * time.Second), MinRequests: 10, Hold: caddy.Duration(30 * time.Second), RampStep: 0.2,
+		RampInterval: caddy.Duration(time.Second), MaxDegraded: 1}
+	if ts[0].Health == nil || *ts[0].Health != want {
+		t.Errorf("a's health %+v, want %+v", ts[0].Health, want)
+	}
+	if ts[1].Health == nil || *ts[1].Health != (HealthConfig{ErrorRate: 0.1}) {
+		t.Errorf("b's own health %+v", ts[1].Health)
 	}
 }

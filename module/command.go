@@ -163,6 +163,43 @@ func cmdState(cmd *cobra.Command) error {
 			}
 		}
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printSets(doc)
+}
+
+// printSets prints the weighted sets' members, with their health when
+// the set is watched.
+func printSets(doc StateDoc) error {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	header := false
+	for _, g := range doc.Gateways {
+		for _, al := range g.Aliases {
+			for _, t := range al.Targets {
+				if t.Weight == nil {
+					continue
+				}
+				if !header {
+					fmt.Fprintln(tw, "\nGATEWAY\tALIAS\tSET\tGROUP\tMODEL\tWEIGHT\tHEALTH\tSINCE\tERRORS\tP99\tREQUESTS")
+					header = true
+				}
+				level, since, errs, p99, n := "-", "-", "-", "-", "-"
+				if h := t.Health; h != nil {
+					level, since = h.Level, h.Since
+					if h.Sick {
+						level += " (sick, kept)"
+					}
+					if h.Panic {
+						level += " (panic)"
+					}
+					errs, p99, n = fmt.Sprintf("%.1f%%", h.ErrorRate*100), fmt.Sprintf("%dms", h.P99Ms), strconv.Itoa(h.Requests)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, al.Name, t.Set, t.Group, t.Model,
+					*t.Weight, *t.ConfiguredWeight, level, since, errs, p99, n)
+			}
+		}
+	}
 	return tw.Flush()
 }
 

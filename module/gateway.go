@@ -156,6 +156,7 @@ type Gateway struct {
 	created      int64
 	logger       *zap.Logger
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
+	healthSets   []*setHealth
 }
 
 // CaddyModule returns the Caddy module information.
@@ -246,6 +247,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 	}
 
+	if len(g.healthSets) > 0 {
+		go g.keepScheduling(ctx)
+	}
 	g.created = time.Now().Unix()
 	g.modelsList = g.buildModelsList()
 	g.routeHeaders = g.routingHeaders()

@@ -26,7 +26,7 @@ const metricsNS = "caddy_hybrid_llm"
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
 		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
-			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved}
+			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions}
 	})
 	if reg == nil {
 		return
@@ -49,6 +49,7 @@ type stateCollector struct {
 	modelListed                                                                           *prometheus.Desc
 	overflowActive, overflowTransitions, breakerOpen, breakerOpened                       *prometheus.Desc
 	utilization, selfPerMillion                                                           *prometheus.Desc
+	targetWeight, targetHealth                                                            *prometheus.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -83,6 +84,12 @@ func newStateCollector() *stateCollector {
 		selfPerMillion: prometheus.NewDesc(metricsNS+"_self_hosted_usd_per_million_tokens",
 			"The self-hosted fixed cost per million tokens served over the last 5 minutes, at their utilization.",
 			[]string{"gateway"}, nil),
+		targetWeight: prometheus.NewDesc(metricsNS+"_target_weight",
+			"The weight a member of a weighted set is served at now (the health-score scheduler's, or the configured one).",
+			[]string{"gateway", "alias", "set", "group", "model"}, nil),
+		targetHealth: prometheus.NewDesc(metricsNS+"_target_health_level",
+			"A watched weighted set member's health level: 0 ok, 1 alert, 2 recovering, 3 degraded, 4 broken.",
+			[]string{"gateway", "alias", "set", "group", "model"}, nil),
 		modelListed: prometheus.NewDesc(metricsNS+"_model_listed",
 			"1 when an openai group's /v1/models lists the model name its targets use, 0 when it does not (absent before the first successful check).",
 			[]string{"gateway", "group", "model"}, nil),
@@ -93,7 +100,7 @@ func newStateCollector() *stateCollector {
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.misconfigured, c.waiting, c.running, c.kv, c.metricsAge, c.inflight,
 		c.redLine, c.ttft, c.ttftP99, c.modelListed, c.overflowActive, c.overflowTransitions, c.breakerOpen, c.breakerOpened,
-		c.utilization, c.selfPerMillion} {
+		c.utilization, c.selfPerMillion, c.targetWeight, c.targetHealth} {
 		ch <- d
 	}
 }
@@ -135,6 +142,16 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, gs := range state().Gateways {
+		for _, as := range gs.Aliases {
+			for _, ts := range as.Targets {
+				if ts.Weight != nil {
+					gauge(c.targetWeight, float64(*ts.Weight), gs.Name, as.Name, ts.Set, ts.Group, ts.Model)
+				}
+				if h := ts.Health; h != nil {
+					gauge(c.targetHealth, float64(healthLevel(h.Level)), gs.Name, as.Name, ts.Set, ts.Group, ts.Model)
+				}
+			}
+		}
 		for _, grp := range gs.Groups {
 			if o := grp.Overflow; o != nil {
 				gauge(c.overflowActive, b2f(o.Active), gs.Name, grp.Name)

@@ -44,6 +44,27 @@ type TargetState struct {
 	Set              string `json:"set,omitempty"`
 	Weight           *int   `json:"weight,omitempty"`
 	ConfiguredWeight *int   `json:"configured_weight,omitempty"`
+	// health-score scheduling, when the set's members are watched
+	Health *TargetHealthState `json:"health,omitempty"`
+}
+
+// TargetHealthState is a weighted set member's health, as its set's
+// scheduler sees it.
+type TargetHealthState struct {
+	// ok, alert, recovering (in service at part of its weight), degraded
+	// or broken (out)
+	Level string `json:"level"`
+	Since string `json:"since"`
+	// over a threshold but kept in service: the last member in service,
+	// or the most the set may take out at once
+	Sick bool `json:"sick,omitempty"`
+	// every member is sick: traffic goes to all by weight
+	Panic bool `json:"panic,omitempty"`
+	// the window's numbers at the last evaluation
+	ErrorRate float64 `json:"error_rate"`
+	P99Ms     int64   `json:"p99_ms"`
+	Requests  int     `json:"requests"`
+	Inflight  int64   `json:"inflight"`
 }
 
 // GroupState is one group.
@@ -151,6 +172,9 @@ func state() StateDoc {
 				if ws := al.setAt(i); ws != nil {
 					cur, conf := ws.rr.weight(i-ws.start), ws.configured[i-ws.start]
 					ts.Set, ts.Weight, ts.ConfiguredWeight = ws.name, &cur, &conf
+					if tg.health != nil {
+						ts.Health = tg.health.state()
+					}
 				}
 				as.Targets = append(as.Targets, ts)
 			}

@@ -19,6 +19,7 @@ type weightedSet struct {
 	byWeight   []int // the members, heaviest first
 	configured []int // the members' weights in the config
 	rr         *swrr
+	health     *setHealth // its scheduler, when its members are watched
 }
 
 // swrr is a smooth weighted round robin (as nginx's upstream module
@@ -39,6 +40,14 @@ func (s *swrr) set(i, w int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.weights[i] = w
+	clear(s.current)
+}
+
+// setAll changes every member's weight, and starts the rotation afresh.
+func (s *swrr) setAll(w []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	copy(s.weights, w)
 	clear(s.current)
 }
 
@@ -114,7 +123,11 @@ func (g *Gateway) setWeight(al *Alias, group string, w int) bool {
 	for _, ws := range al.sets {
 		for i, t := range al.Targets[ws.start:ws.end] {
 			if t.Group == group {
-				ws.rr.set(i, w)
+				if ws.health != nil {
+					ws.health.setBase(i, w) // the scheduler moves weights from here
+				} else {
+					ws.rr.set(i, w)
+				}
 				weightOverrides[weightKey(g.Name, al.name, ws.name, group)] = weightOverride{configured: ws.configured[i], weight: w}
 				found = true
 			}
@@ -131,8 +144,8 @@ func (al *Alias) provisionSets(gw string) error {
 	for i := 0; i < len(al.Targets); {
 		t := al.Targets[i]
 		if t.Set == "" {
-			if t.Weight != nil {
-				return fmt.Errorf("target %d (group %q): a weight outside a weighted set", i, t.Group)
+			if t.Weight != nil || t.Health != nil {
+				return fmt.Errorf("target %d (group %q): a weight or health outside a weighted set", i, t.Group)
 			}
 			i++
 			continue
@@ -140,6 +153,11 @@ func (al *Alias) provisionSets(gw string) error {
 		j := i
 		var weights []int
 		for j < len(al.Targets) && al.Targets[j].Set == t.Set {
+			for _, o := range al.Targets[i:j] {
+				if o.Group == al.Targets[j].Group && o.Model == al.Targets[j].Model {
+					return fmt.Errorf("set %q: group %q with model %q twice", t.Set, o.Group, o.Model)
+				}
+			}
 			w := 1
 			if tw := al.Targets[j].Weight; tw != nil {
 				if *tw < 0 {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -55,6 +56,8 @@ type Cloud struct {
 	rlMu     sync.Mutex
 	rlWindow int64 // Unix second of the current window
 	rlCount  int
+
+	unhealthy atomic.Bool // GET /healthz answers 503
 }
 
 // NewCloud returns a Cloud for cfg.
@@ -89,6 +92,12 @@ func NewCloud(cfg CloudConfig) *Cloud {
 	c.fail.set(Failures{})
 	return c
 }
+
+// SetHealthy switches GET /healthz (a health check many clouds' and
+// proxies' endpoints answer, without a key) between 200 {"status":"ok"}
+// and 503. It does not change how requests are answered: use
+// SetFailures for that.
+func (c *Cloud) SetHealthy(ok bool) { c.unhealthy.Store(!ok) }
 
 // Config returns the effective configuration, defaults applied.
 func (c *Cloud) Config() CloudConfig { return c.cfg }
@@ -164,6 +173,14 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("X-Request-Id", newID("req_"))
 	}
 	path := r.URL.Path
+	if path == "/healthz" && r.Method == http.MethodGet {
+		if c.unhealthy.Load() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
 	if !strings.HasPrefix(path, "/v1/") {
 		c.invalidURL(w, r)
 		return

@@ -75,6 +75,16 @@ func TestCloudAuth(t *testing.T) {
 	}
 }
 
+// GET /healthz needs no key and follows SetHealthy; requests are
+// answered either way.
+func TestCloudHealthz(t *testing.T) {
+	c, url := newCloud(t, simulator.CloudConfig{APIKey: cloudKey})
+	expect(t, get(t, url+"/healthz"), 200, `{"status":"ok"}`)
+	c.SetHealthy(false)
+	expect(t, get(t, url+"/healthz"), 503, `{"status":"unavailable"}`)
+	expect(t, post(t, url+"/v1/chat/completions", cloudChat, auth...), 200, "")
+}
+
 func TestCloudModels(t *testing.T) {
 	_, url := newCloud(t, simulator.CloudConfig{Models: []string{"gpt-4o-mini", "gpt-4o"}})
 	r := get(t, url+"/v1/models")

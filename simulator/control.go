@@ -23,7 +23,7 @@ type failureSetter interface {
 // endpoints; every other path goes to h. The endpoints need no API key and
 // are meant for loopback demos:
 //
-//	POST /_sim/health    {"healthy":false}   switch /health (VLLM only)
+//	POST /_sim/health    {"healthy":false}   switch /health (vLLM) or /healthz (cloud)
 //	POST /_sim/failures  {"error_rate":0.5,"error_status":503,"stall":"2s","cut_after_chunks":3}
 //	GET  /_sim/failures  current failure injection, same shape
 //

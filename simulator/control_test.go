@@ -33,10 +33,11 @@ func TestWithControl(t *testing.T) {
 	expect(t, post(t, url+"/v1/chat/completions", chatBody), 200, "")
 	expect(t, get(t, url+"/_sim/other"), 404, "")
 
-	// Cloud has no switchable health.
+	// a cloud's health is its /healthz
 	c := simulator.NewCloud(simulator.CloudConfig{})
 	curl := start(t, simulator.WithControl(c)).URL()
-	expect(t, post(t, curl+"/_sim/health", `{"healthy":false}`), 404, "")
+	expect(t, post(t, curl+"/_sim/health", `{"healthy":false}`), 200, "")
+	expect(t, get(t, curl+"/healthz"), 503, "")
 	expect(t, post(t, curl+"/_sim/failures", `{"error_rate":1}`), 200, "")
 	expect(t, post(t, curl+"/v1/chat/completions", cloudChat), 500, "")
 }

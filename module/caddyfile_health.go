@@ -1,0 +1,58 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
+
+// unmarshalHealth parses a health block of a weighted set or of one of
+// its targets. Syntax:
+//
+//	health {
+//		error_rate    <share>    # 0.05 or 5%; default 5%
+//		p99_latency   <duration> # default: not watched
+//		alert_at      <share>    # of a threshold; default 80%
+//		window        <duration> # default 10s
+//		min_requests  <n>        # default 20
+//		hold          <duration> # default 10s
+//		ramp_step     <share>    # default 25%
+//		ramp_interval <duration> # default 2s
+//		max_degraded  <n>        # members out at once (set level); default all but one
+//	}
+func unmarshalHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	hc := new(HealthConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "error_rate":
+			hc.ErrorRate, err = parseShare(d)
+		case "p99_latency":
+			hc.P99Latency, err = parseDuration(d)
+		case "alert_at":
+			hc.AlertAt, err = parseShare(d)
+		case "window":
+			hc.Window, err = parseDuration(d)
+		case "min_requests":
+			hc.MinRequests, err = parsePositiveInt(d)
+		case "hold":
+			hc.Hold, err = parseDuration(d)
+		case "ramp_step":
+			hc.RampStep, err = parseShare(d)
+		case "ramp_interval":
+			hc.RampInterval, err = parseDuration(d)
+		case "max_degraded":
+			hc.MaxDegraded, err = parsePositiveInt(d)
+		default:
+			err = d.Errf("unrecognized health option '%s'", d.Val())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return hc, nil
+}

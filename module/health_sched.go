@@ -1,0 +1,392 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
+)
+
+// HealthConfig is health-score scheduling for a member of a weighted
+// set: over a sliding window of its requests, an error rate or p99
+// latency near a threshold raises an alert (a log line and a metric),
+// one over it degrades the member (its weight goes to 0 and its share to
+// the healthy members, in proportion to their weights), and failing
+// probes (every endpoint of its group down by its health checks) or
+// every request failing break it. After a hold its weight ramps back in
+// steps. The last member in service is never taken out.
+type HealthConfig struct {
+	// The share of failed requests (5xx, timeouts, connection errors,
+	// upstream_auth, model_not_found; not the client's own 4xx or
+	// cancellations) above which the member is degraded. Default: 0.05.
+	ErrorRate float64 `json:"error_rate,omitempty"`
+
+	// The p99 latency (to the first byte for streams, of the whole answer
+	// otherwise) above which the member is degraded. Default: none.
+	P99Latency caddy.Duration `json:"p99_latency,omitempty"`
+
+	// The share of a threshold at which an alert is raised. Default: 0.8.
+	AlertAt float64 `json:"alert_at,omitempty"`
+
+	// The sliding window the numbers are taken over. Default: 10s.
+	Window caddy.Duration `json:"window,omitempty"`
+
+	// Requests the window must hold before its numbers count. Default: 20.
+	MinRequests int `json:"min_requests,omitempty"`
+
+	// How long a member taken out stays out (a broken one from when its
+	// probes pass again) before its weight ramps back; doubled for each
+	// relapse in a row, up to 8 times. Default: 10s.
+	Hold caddy.Duration `json:"hold,omitempty"`
+
+	// The share of its weight a recovering member gets back per step, and
+	// the time between steps. Defaults: 0.25 and 2s.
+	RampStep     float64        `json:"ramp_step,omitempty"`
+	RampInterval caddy.Duration `json:"ramp_interval,omitempty"`
+
+	// The most members of the set out at once (read from the set's first
+	// member). Default: all but one.
+	MaxDegraded int `json:"max_degraded,omitempty"`
+}
+
+// healthTick is how often the scheduler evaluates its sets: the time
+// from a threshold crossed to the weight moved is at most this.
+const healthTick = 250 * time.Millisecond
+
+func (hc *HealthConfig) policy() (healthscore.Policy, error) {
+	switch {
+	case math.IsNaN(hc.ErrorRate) || hc.ErrorRate < 0 || hc.ErrorRate > 1:
+		return healthscore.Policy{}, fmt.Errorf("health: error_rate must be a share from 0 to 1")
+	case math.IsNaN(hc.AlertAt) || hc.AlertAt < 0 || hc.AlertAt > 1:
+		return healthscore.Policy{}, fmt.Errorf("health: alert_at must be a share from 0 to 1")
+	case math.IsNaN(hc.RampStep) || hc.RampStep < 0 || hc.RampStep > 1:
+		return healthscore.Policy{}, fmt.Errorf("health: ramp_step must be a share from 0 to 1")
+	case hc.P99Latency < 0 || hc.Window < 0 || hc.Hold < 0 || hc.RampInterval < 0 || hc.MinRequests < 0 || hc.MaxDegraded < 0:
+		return healthscore.Policy{}, fmt.Errorf("health: values must not be negative")
+	}
+	er := hc.ErrorRate
+	if er == 0 {
+		er = 0.05
+	}
+	return healthscore.Policy{
+		ErrorRate: er, P99: time.Duration(hc.P99Latency), AlertAt: hc.AlertAt, MinRequests: hc.MinRequests,
+		Hold: time.Duration(hc.Hold), RampStep: hc.RampStep, RampInterval: time.Duration(hc.RampInterval),
+	}.WithDefaults(), nil
+}
+
+func (hc *HealthConfig) window() time.Duration {
+	if hc.Window > 0 {
+		return time.Duration(hc.Window)
+	}
+	return healthscore.DefaultWindow
+}
+
+// setHealth is the scheduler of one weighted set whose members have a
+// health config.
+type setHealth struct {
+	gw, alias, set string
+	ws             *weightedSet
+	logger         *zap.Logger
+
+	mu      sync.Mutex
+	s       healthscore.Set
+	members []*healthMember
+}
+
+// healthMember is one member's window and in-flight count.
+type healthMember struct {
+	hs       *setHealth
+	m        *healthscore.Member
+	target   *Target
+	inflight atomic.Int64
+}
+
+var schedulerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: metricsNS, Name: "scheduler_transitions_total",
+	Help: "Health levels members of weighted sets entered (alert, degraded, broken, recovering, ok), by alias and group.",
+}, []string{"gateway", "alias", "group", "level"})
+
+// provisionHealth sets up the scheduler of a set whose members have a
+// health config; a set without one costs nothing.
+func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
+	members := al.Targets[ws.start:ws.end]
+	watched := false
+	for _, t := range members {
+		watched = watched || t.Health != nil
+	}
+	if !watched {
+		return nil
+	}
+	hs := &setHealth{gw: g.Name, alias: al.name, set: ws.name, ws: ws, logger: g.logger}
+	if members[0].Health != nil {
+		hs.s.MaxOut = members[0].Health.MaxDegraded
+	}
+	for i, t := range members {
+		hc := t.Health
+		if hc == nil {
+			hc = new(HealthConfig) // the defaults: every member of a set is watched alike
+		}
+		p, err := hc.policy()
+		if err != nil {
+			return fmt.Errorf("set %q: target %q: %v", ws.name, t.Group, err)
+		}
+		m := &healthscore.Member{Name: memberName(members, i), Policy: p,
+			Window: healthscore.NewWindow(hc.window()), Base: ws.rr.weight(i), Since: now()}
+		hm := &healthMember{hs: hs, m: m, target: t}
+		hs.s.Members = append(hs.s.Members, m)
+		hs.members = append(hs.members, hm)
+		t.health = hm
+	}
+	hs.s.Rebalance()
+	ws.health = hs
+	g.healthSets = append(g.healthSets, hs)
+	return nil
+}
+
+// memberName names a member in logs: its group, and its model when
+// another member shares the group.
+func memberName(members []*Target, i int) string {
+	for j, o := range members {
+		if j != i && o.Group == members[i].Group {
+			return members[i].Group + "/" + members[i].Model
+		}
+	}
+	return members[i].Group
+}
+
+// record counts an attempt that ended: failed, or answered after latency.
+func (hm *healthMember) record(failed bool, latency time.Duration) {
+	hs := hm.hs
+	hs.mu.Lock()
+	hm.m.Window.Add(now(), failed, latency)
+	hs.mu.Unlock()
+}
+
+// setBase changes a member's weight as served when healthy (by hand),
+// and moves the set's weights.
+func (hs *setHealth) setBase(i, w int) {
+	hs.mu.Lock()
+	hs.s.Members[i].Base = w
+	ev := hs.s.Rebalance()
+	hs.apply()
+	hs.mu.Unlock()
+	hs.log(ev, hs.s.Members[i])
+}
+
+// apply hands the members' weights to the set's round robin.
+func (hs *setHealth) apply() {
+	w := make([]int, len(hs.s.Members))
+	for i, m := range hs.s.Members {
+		w[i] = m.Weight
+	}
+	hs.ws.rr.setAll(w)
+}
+
+// keepScheduling evaluates the gateway's sets until the config stops.
+func (g *Gateway) keepScheduling(ctx caddy.Context) {
+	t := time.NewTicker(healthTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, hs := range g.healthSets {
+				hs.tick(now())
+			}
+		}
+	}
+}
+
+// tick evaluates the set: probes, windows, levels, weights.
+func (hs *setHealth) tick(t time.Time) {
+	hs.mu.Lock()
+	before := make([]healthscore.Level, len(hs.members))
+	for i, hm := range hs.members {
+		hm.m.ProbeDown = hm.target.group.probesDown()
+		hm.m.Inflight = hm.inflight.Load()
+		before[i] = hm.m.Level
+	}
+	ev := hs.s.Tick(t)
+	if len(ev) > 0 {
+		hs.apply()
+	}
+	for i, hm := range hs.members {
+		if hm.m.Level != before[i] {
+			schedulerTransitions.WithLabelValues(hs.gw, hs.alias, hm.target.Group, hm.m.Level.String()).Inc()
+		}
+	}
+	hs.mu.Unlock()
+	hs.log(ev, nil)
+}
+
+// log writes the set's transitions as the seed's scheduler did: one
+// line each, with the numbers that caused it. byHand is the member whose
+// weight was set through the admin API, if any.
+func (hs *setHealth) log(ev []healthscore.Event, byHand *healthscore.Member) {
+	if len(ev) == 0 {
+		return
+	}
+	fields := func(m *healthscore.Member, extra ...zap.Field) []zap.Field {
+		f := []zap.Field{zap.String("gateway", hs.gw), zap.String("alias", hs.alias), zap.String("set", hs.set)}
+		if m != nil {
+			f = append(f, zap.String("member", m.Name), zap.String("level", m.Level.String()))
+		}
+		return append(f, extra...)
+	}
+	numbers := func(e healthscore.Event) []zap.Field {
+		return []zap.Field{zap.Float64("error_rate", e.Stats.ErrorRate), zap.Int64("p99_ms", e.Stats.P99.Milliseconds()),
+			zap.Int("requests", e.Stats.Requests)}
+	}
+	for _, e := range ev {
+		m := e.Member
+		switch e.Kind {
+		case healthscore.EventAlert:
+			hs.logger.Warn(fmt.Sprintf("route[%s] %s: near the thresholds", m.Name, healthNumbers(e.Stats, m.Policy, false)),
+				fields(m, numbers(e)...)...)
+		case healthscore.EventAlertOver:
+			hs.logger.Info(fmt.Sprintf("route[%s] %s: back under the alert levels", m.Name, healthNumbers(e.Stats, m.Policy, false)),
+				fields(m, numbers(e)...)...)
+		case healthscore.EventDegrade:
+			hs.logger.Warn(fmt.Sprintf("route[%s] %s", m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
+		case healthscore.EventBreak:
+			why := fmt.Sprintf("every request failed (%d of %d)", e.Stats.Errors, e.Stats.Requests)
+			if e.Probes {
+				why = "its health checks fail"
+			}
+			hs.logger.Warn(fmt.Sprintf("route[%s] broken: %s", m.Name, why), fields(m, numbers(e)...)...)
+		case healthscore.EventKept:
+			hs.logger.Warn(fmt.Sprintf("route[%s] %s: kept in service, the last member (or the most the set may take out)",
+				m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
+		case healthscore.EventPanic:
+			hs.logger.Error("scheduler panic: every member of set "+hs.set+" is sick; traffic goes to all by weight", fields(nil)...)
+		case healthscore.EventPanicOver:
+			hs.logger.Info("scheduler panic over: set "+hs.set+" has a healthy member again", fields(nil)...)
+		case healthscore.EventWeight:
+			verb := "promote"
+			switch {
+			case m == byHand:
+				verb = "set"
+			case m.Level == healthscore.Degraded:
+				verb = "degrade"
+			case m.Level == healthscore.Broken:
+				verb = "break"
+			case e.To > e.From && (m.Level == healthscore.Recovering || hs.s.Panic):
+				verb = "restore"
+			case e.To < e.From:
+				verb = "demote"
+			}
+			hs.logger.Info(fmt.Sprintf("scheduler %s: weight %s %d -> %d", verb, m.Name, e.From, e.To),
+				fields(m, zap.Int("from", e.From), zap.Int("to", e.To))...)
+		case healthscore.EventDrained:
+			var on []string
+			for _, o := range hs.s.Members {
+				if o.Weight > 0 {
+					on = append(on, o.Name)
+				}
+			}
+			hs.logger.Info(fmt.Sprintf("route recovered, traffic fully on %s", strings.Join(on, ", ")),
+				fields(m, zap.Strings("on", on))...)
+		case healthscore.EventRecovered:
+			hs.logger.Info(fmt.Sprintf("route healthy: %s back at weight %d", m.Name, m.Weight), fields(m)...)
+		}
+	}
+}
+
+// healthNumbers renders a member's numbers as the seed's scheduler did:
+// `p99=1120ms > 800ms, errorRate=6.1%`, marking those over a threshold.
+func healthNumbers(st healthscore.Stats, p healthscore.Policy, mark bool) string {
+	var parts []string
+	if p.P99 > 0 {
+		s := fmt.Sprintf("p99=%dms", st.P99.Milliseconds())
+		if mark && st.P99 > p.P99 {
+			s += fmt.Sprintf(" > %dms", p.P99.Milliseconds())
+		}
+		parts = append(parts, s)
+	}
+	s := fmt.Sprintf("errorRate=%.1f%%", st.ErrorRate*100)
+	if mark && st.ErrorRate > p.ErrorRate {
+		s += fmt.Sprintf(" > %.1f%%", p.ErrorRate*100)
+	}
+	return strings.Join(append(parts, s), ", ")
+}
+
+// probesDown reports whether the group's health checks find every one of
+// its endpoints down: the probes of a vllm group, Caddy's active health
+// checks (`health_uri`) of an openai group. Without health checks it is
+// never down.
+func (grp *Group) probesDown() bool {
+	if vg := grp.vllm; vg != nil {
+		if len(vg.endpoints) == 0 {
+			return false
+		}
+		for _, ep := range vg.endpoints {
+			if ep.p.snap.Load().health != healthDown {
+				return false
+			}
+		}
+		return true
+	}
+	hc := grp.proxy.HealthChecks
+	if hc == nil || hc.Active == nil || len(grp.proxy.Upstreams) == 0 {
+		return false
+	}
+	for _, u := range grp.proxy.Upstreams {
+		if u.Healthy() {
+			return false
+		}
+	}
+	return true
+}
+
+// healthState is a member's health for the state document.
+func (hm *healthMember) state() *TargetHealthState {
+	hs := hm.hs
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	m := hm.m
+	return &TargetHealthState{
+		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.s.Panic,
+		ErrorRate: m.Last.ErrorRate, P99Ms: m.Last.P99.Milliseconds(), Requests: m.Last.Requests,
+		Inflight: hm.inflight.Load(),
+	}
+}
+
+// observe counts an attempt in its member's window, if it is watched.
+// The latency is to the first byte for a stream, of the whole answer
+// otherwise; attempts that say nothing of the upstream are left out.
+func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
+	hm := t.health
+	hm.inflight.Add(-1)
+	switch res.verdict {
+	case verdictFailure:
+		hm.record(true, 0)
+	case verdictSuccess:
+		lat := now().Sub(began)
+		if rt.stream && rt.ttfb > 0 && rt.answered == t {
+			lat = rt.start.Add(rt.ttfb).Sub(began)
+		}
+		hm.record(false, lat)
+	}
+}
+
+// healthLevel is a level's number, for the health level metric.
+func healthLevel(name string) int {
+	for l := healthscore.OK; l <= healthscore.Broken; l++ {
+		if l.String() == name {
+			return int(l)
+		}
+	}
+	return 0
+}
