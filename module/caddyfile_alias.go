@@ -59,11 +59,9 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 				return nil, d.Errf("weighted set '%s' has no targets", name)
 			}
 			if setHealth != nil {
+				// a member's own block keeps the set's values it leaves unset
 				for _, t := range al.Targets[len(al.Targets)-n:] {
-					if t.Health == nil {
-						hc := *setHealth
-						t.Health = &hc
-					}
+					t.Health = setHealth.under(t.Health)
 				}
 			}
 		case "response_model":

@@ -140,16 +140,22 @@ func parseShare(d *caddyfile.Dispenser) (float64, error) {
 	if !d.NextArg() {
 		return 0, d.ArgErr()
 	}
-	s, pct := strings.CutSuffix(d.Val(), "%")
-	v, err := strconv.ParseFloat(s, 64)
-	if pct {
-		v /= 100
-	}
-	if err != nil || math.IsNaN(v) || v < 0 || v > 1 {
+	v, ok := share(d.Val())
+	if !ok {
 		return 0, d.Errf("invalid %s '%s': want a share from 0 to 1 (0.05) or a percentage (5%%)", name, d.Val())
 	}
 	if d.NextArg() {
 		return 0, d.ArgErr()
 	}
 	return v, nil
+}
+
+// share reads a share from 0 to 1: 0.05 or 5%.
+func share(s string) (float64, bool) {
+	s, pct := strings.CutSuffix(s, "%")
+	v, err := strconv.ParseFloat(s, 64)
+	if pct {
+		v /= 100
+	}
+	return v, err == nil && !math.IsNaN(v) && v >= 0 && v <= 1
 }

@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
@@ -11,7 +12,7 @@ import (
 // its targets. Syntax:
 //
 //	health {
-//		error_rate    <share>    # 0.05 or 5%; default 5%
+//		error_rate    <share>|off # 0.05 or 5%; default 5%
 //		p99_latency   <duration> # default: not watched
 //		alert_at      <share>    # of a threshold; default 80%
 //		window        <duration> # default 10s
@@ -30,7 +31,16 @@ func unmarshalHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
 		var err error
 		switch d.Val() {
 		case "error_rate":
-			hc.ErrorRate, err = parseShare(d)
+			v := 0.0 // off: not watched
+			if args := d.RemainingArgs(); len(args) != 1 {
+				err = d.ArgErr()
+			} else if args[0] != "off" {
+				var ok bool
+				if v, ok = share(args[0]); !ok {
+					err = d.Errf("invalid error_rate '%s': want a share from 0 to 1 (0.05), a percentage (5%%) or off", args[0])
+				}
+			}
+			hc.ErrorRate = &v
 		case "p99_latency":
 			hc.P99Latency, err = parseDuration(d)
 		case "alert_at":
@@ -55,4 +65,35 @@ func unmarshalHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
 		}
 	}
 	return hc, nil
+}
+
+// under returns own with its unset values taken from hc (a copy of hc
+// when own is nil).
+func (hc *HealthConfig) under(own *HealthConfig) *HealthConfig {
+	out := *hc
+	if own == nil {
+		return &out
+	}
+	if own.ErrorRate != nil {
+		out.ErrorRate = own.ErrorRate
+	}
+	for _, f := range []struct{ dst, src *caddy.Duration }{
+		{&out.P99Latency, &own.P99Latency}, {&out.Window, &own.Window}, {&out.Hold, &own.Hold},
+		{&out.RampInterval, &own.RampInterval},
+	} {
+		if *f.src != 0 {
+			*f.dst = *f.src
+		}
+	}
+	for _, f := range []struct{ dst, src *float64 }{{&out.AlertAt, &own.AlertAt}, {&out.RampStep, &own.RampStep}} {
+		if *f.src != 0 {
+			*f.dst = *f.src
+		}
+	}
+	for _, f := range []struct{ dst, src *int }{{&out.MinRequests, &own.MinRequests}, {&out.MaxDegraded, &own.MaxDegraded}} {
+		if *f.src != 0 {
+			*f.dst = *f.src
+		}
+	}
+	return &out
 }

@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -232,7 +233,7 @@ func TestUnmarshalResponseOptions(t *testing.T) {
 }
 
 // A weighted set's health block watches every member; a member's own
-// block replaces it for that member.
+// block overrides the values it sets.
 func TestUnmarshalHealth(t *testing.T) {
 	input := `hybrid_llm {
 	group a {
@@ -273,13 +274,25 @@ func TestUnmarshalHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := g.Aliases["m"].Targets
-	want := HealthConfig{ErrorRate: 0.05, P99Latency: caddy.Duration(800 * time.Millisecond), AlertAt: 0.7,
+	five, ten := 0.05, 0.1
+	want := HealthConfig{ErrorRate: &five, P99Latency: caddy.Duration(800 * time.Millisecond), AlertAt: 0.7,
 		Window: caddy.Duration(5 * time.Second), MinRequests: 10, Hold: caddy.Duration(30 * time.Second), RampStep: 0.2,
 		RampInterval: caddy.Duration(time.Second), MaxDegraded: 1}
-	if ts[0].Health == nil || *ts[0].Health != want {
+	if ts[0].Health == nil || !reflect.DeepEqual(*ts[0].Health, want) {
 		t.Errorf("a's health %+v, want %+v", ts[0].Health, want)
 	}
-	if ts[1].Health == nil || *ts[1].Health != (HealthConfig{ErrorRate: 0.1}) {
-		t.Errorf("b's own health %+v", ts[1].Health)
+	// b's own error rate, the set's other values
+	want.ErrorRate = &ten
+	if ts[1].Health == nil || !reflect.DeepEqual(*ts[1].Health, want) {
+		t.Errorf("b's own health %+v, want %+v", ts[1].Health, want)
+	}
+
+	off := strings.Replace(input, "error_rate 5%", "error_rate off", 1)
+	g = Gateway{}
+	if err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser(off)); err != nil {
+		t.Fatal(err)
+	}
+	if er := g.Aliases["m"].Targets[0].Health.ErrorRate; er == nil || *er != 0 {
+		t.Errorf("error_rate off: %v", er)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
 )
@@ -29,8 +30,9 @@ import (
 type HealthConfig struct {
 	// The share of failed requests (5xx, timeouts, connection errors,
 	// upstream_auth, model_not_found; not the client's own 4xx or
-	// cancellations) above which the member is degraded. Default: 0.05.
-	ErrorRate float64 `json:"error_rate,omitempty"`
+	// cancellations) above which the member is degraded; 0: not watched.
+	// Default: 0.05.
+	ErrorRate *float64 `json:"error_rate,omitempty"`
 
 	// The p99 latency (to the first byte for streams, of the whole answer
 	// otherwise) above which the member is degraded. Default: none.
@@ -55,8 +57,8 @@ type HealthConfig struct {
 	RampStep     float64        `json:"ramp_step,omitempty"`
 	RampInterval caddy.Duration `json:"ramp_interval,omitempty"`
 
-	// The most members of the set out at once (read from the set's first
-	// member). Default: all but one.
+	// The most members of the set out at once (the largest its members
+	// give). Default: all but one.
 	MaxDegraded int `json:"max_degraded,omitempty"`
 }
 
@@ -66,7 +68,7 @@ const healthTick = 250 * time.Millisecond
 
 func (hc *HealthConfig) policy() (healthscore.Policy, error) {
 	switch {
-	case math.IsNaN(hc.ErrorRate) || hc.ErrorRate < 0 || hc.ErrorRate > 1:
+	case hc.ErrorRate != nil && (math.IsNaN(*hc.ErrorRate) || *hc.ErrorRate < 0 || *hc.ErrorRate > 1):
 		return healthscore.Policy{}, fmt.Errorf("health: error_rate must be a share from 0 to 1")
 	case math.IsNaN(hc.AlertAt) || hc.AlertAt < 0 || hc.AlertAt > 1:
 		return healthscore.Policy{}, fmt.Errorf("health: alert_at must be a share from 0 to 1")
@@ -75,9 +77,9 @@ func (hc *HealthConfig) policy() (healthscore.Policy, error) {
 	case hc.P99Latency < 0 || hc.Window < 0 || hc.Hold < 0 || hc.RampInterval < 0 || hc.MinRequests < 0 || hc.MaxDegraded < 0:
 		return healthscore.Policy{}, fmt.Errorf("health: values must not be negative")
 	}
-	er := hc.ErrorRate
-	if er == 0 {
-		er = 0.05
+	er := 0.05
+	if hc.ErrorRate != nil {
+		er = *hc.ErrorRate
 	}
 	return healthscore.Policy{
 		ErrorRate: er, P99: time.Duration(hc.P99Latency), AlertAt: hc.AlertAt, MinRequests: hc.MinRequests,
@@ -129,8 +131,10 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 		return nil
 	}
 	hs := &setHealth{gw: g.Name, alias: al.name, set: ws.name, ws: ws, logger: g.logger}
-	if members[0].Health != nil {
-		hs.s.MaxOut = members[0].Health.MaxDegraded
+	for _, t := range members {
+		if t.Health != nil {
+			hs.s.MaxOut = max(hs.s.MaxOut, t.Health.MaxDegraded)
+		}
 	}
 	for i, t := range members {
 		hc := t.Health
@@ -178,19 +182,24 @@ func (hm *healthMember) record(failed bool, latency time.Duration) {
 func (hs *setHealth) setBase(i, w int) {
 	hs.mu.Lock()
 	hs.s.Members[i].Base = w
-	ev := hs.s.Rebalance()
+	lines := hs.lines(hs.s.Rebalance(), hs.s.Members[i])
 	hs.apply()
 	hs.mu.Unlock()
-	hs.log(ev, hs.s.Members[i])
+	hs.write(lines)
 }
 
-// apply hands the members' weights to the set's round robin.
+// apply hands the members' weights to the set's round robin, if they
+// changed (a new rotation starts).
 func (hs *setHealth) apply() {
 	w := make([]int, len(hs.s.Members))
+	same := true
 	for i, m := range hs.s.Members {
-		w[i] = m.Weight
+		w[i] = m.Fine
+		same = same && hs.ws.rr.weight(i) == w[i]
 	}
-	hs.ws.rr.setAll(w)
+	if !same {
+		hs.ws.rr.setAll(w)
+	}
 }
 
 // keepScheduling evaluates the gateway's sets until the config stops.
@@ -219,24 +228,41 @@ func (hs *setHealth) tick(t time.Time) {
 		before[i] = hm.m.Level
 	}
 	ev := hs.s.Tick(t)
-	if len(ev) > 0 {
-		hs.apply()
-	}
+	hs.apply()
 	for i, hm := range hs.members {
 		if hm.m.Level != before[i] {
 			schedulerTransitions.WithLabelValues(hs.gw, hs.alias, hm.target.Group, hm.m.Level.String()).Inc()
 		}
 	}
+	lines := hs.lines(ev, nil)
 	hs.mu.Unlock()
-	hs.log(ev, nil)
+	hs.write(lines)
 }
 
-// log writes the set's transitions as the seed's scheduler did: one
-// line each, with the numbers that caused it. byHand is the member whose
-// weight was set through the admin API, if any.
-func (hs *setHealth) log(ev []healthscore.Event, byHand *healthscore.Member) {
-	if len(ev) == 0 {
-		return
+// logLine is one line of the scheduler's log, rendered under the set's
+// lock and written after it.
+type logLine struct {
+	level  zapcore.Level
+	msg    string
+	fields []zap.Field
+}
+
+func (hs *setHealth) write(lines []logLine) {
+	for _, l := range lines {
+		if c := hs.logger.Check(l.level, l.msg); c != nil {
+			c.Write(l.fields...)
+		}
+	}
+}
+
+// lines renders the set's transitions as the seed's scheduler logged
+// them: one line each, with the numbers that caused it. byHand is the
+// member whose weight was set through the admin API, if any. The set's
+// lock is held.
+func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) []logLine {
+	var out []logLine
+	log := func(level zapcore.Level, msg string, fields ...zap.Field) {
+		out = append(out, logLine{level, msg, fields})
 	}
 	fields := func(m *healthscore.Member, extra ...zap.Field) []zap.Field {
 		f := []zap.Field{zap.String("gateway", hs.gw), zap.String("alias", hs.alias), zap.String("set", hs.set)}
@@ -253,26 +279,26 @@ func (hs *setHealth) log(ev []healthscore.Event, byHand *healthscore.Member) {
 		m := e.Member
 		switch e.Kind {
 		case healthscore.EventAlert:
-			hs.logger.Warn(fmt.Sprintf("route[%s] %s: near the thresholds", m.Name, healthNumbers(e.Stats, m.Policy, false)),
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: near the thresholds", m.Name, healthNumbers(e.Stats, m.Policy, false)),
 				fields(m, numbers(e)...)...)
 		case healthscore.EventAlertOver:
-			hs.logger.Info(fmt.Sprintf("route[%s] %s: back under the alert levels", m.Name, healthNumbers(e.Stats, m.Policy, false)),
+			log(zapcore.InfoLevel, fmt.Sprintf("route[%s] %s: back under the alert levels", m.Name, healthNumbers(e.Stats, m.Policy, false)),
 				fields(m, numbers(e)...)...)
 		case healthscore.EventDegrade:
-			hs.logger.Warn(fmt.Sprintf("route[%s] %s", m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s", m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
 		case healthscore.EventBreak:
 			why := fmt.Sprintf("every request failed (%d of %d)", e.Stats.Errors, e.Stats.Requests)
 			if e.Probes {
 				why = "its health checks fail"
 			}
-			hs.logger.Warn(fmt.Sprintf("route[%s] broken: %s", m.Name, why), fields(m, numbers(e)...)...)
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] broken: %s", m.Name, why), fields(m, numbers(e)...)...)
 		case healthscore.EventKept:
-			hs.logger.Warn(fmt.Sprintf("route[%s] %s: kept in service, the last member (or the most the set may take out)",
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: kept in service, the last member (or the most the set may take out)",
 				m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
 		case healthscore.EventPanic:
-			hs.logger.Error("scheduler panic: every member of set "+hs.set+" is sick; traffic goes to all by weight", fields(nil)...)
+			log(zapcore.ErrorLevel, "scheduler panic: every member of set "+hs.set+" is sick; traffic goes to all by weight", fields(nil)...)
 		case healthscore.EventPanicOver:
-			hs.logger.Info("scheduler panic over: set "+hs.set+" has a healthy member again", fields(nil)...)
+			log(zapcore.InfoLevel, "scheduler panic over: set "+hs.set+" has a healthy member again", fields(nil)...)
 		case healthscore.EventWeight:
 			verb := "promote"
 			switch {
@@ -287,7 +313,7 @@ func (hs *setHealth) log(ev []healthscore.Event, byHand *healthscore.Member) {
 			case e.To < e.From:
 				verb = "demote"
 			}
-			hs.logger.Info(fmt.Sprintf("scheduler %s: weight %s %d -> %d", verb, m.Name, e.From, e.To),
+			log(zapcore.InfoLevel, fmt.Sprintf("scheduler %s: weight %s %d -> %d", verb, m.Name, e.From, e.To),
 				fields(m, zap.Int("from", e.From), zap.Int("to", e.To))...)
 		case healthscore.EventDrained:
 			var on []string
@@ -296,12 +322,13 @@ func (hs *setHealth) log(ev []healthscore.Event, byHand *healthscore.Member) {
 					on = append(on, o.Name)
 				}
 			}
-			hs.logger.Info(fmt.Sprintf("route recovered, traffic fully on %s", strings.Join(on, ", ")),
+			log(zapcore.InfoLevel, fmt.Sprintf("route recovered, traffic fully on %s", strings.Join(on, ", ")),
 				fields(m, zap.Strings("on", on))...)
 		case healthscore.EventRecovered:
-			hs.logger.Info(fmt.Sprintf("route healthy: %s back at weight %d", m.Name, m.Weight), fields(m)...)
+			log(zapcore.InfoLevel, fmt.Sprintf("route healthy: %s back at weight %d", m.Name, m.Weight), fields(m)...)
 		}
 	}
+	return out
 }
 
 // healthNumbers renders a member's numbers as the seed's scheduler did:
@@ -350,8 +377,9 @@ func (grp *Group) probesDown() bool {
 	return true
 }
 
-// healthState is a member's health for the state document.
-func (hm *healthMember) state() *TargetHealthState {
+// state is a member's health for the state document, and its weight
+// now (the round robin's is finer).
+func (hm *healthMember) state() (*TargetHealthState, int) {
 	hs := hm.hs
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -360,7 +388,7 @@ func (hm *healthMember) state() *TargetHealthState {
 		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.s.Panic,
 		ErrorRate: m.Last.ErrorRate, P99Ms: m.Last.P99.Milliseconds(), Requests: m.Last.Requests,
 		Inflight: hm.inflight.Load(),
-	}
+	}, m.Weight
 }
 
 // observe counts an attempt in its member's window, if it is watched.

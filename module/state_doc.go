@@ -173,7 +173,7 @@ func state() StateDoc {
 					cur, conf := ws.rr.weight(i-ws.start), ws.configured[i-ws.start]
 					ts.Set, ts.Weight, ts.ConfiguredWeight = ws.name, &cur, &conf
 					if tg.health != nil {
-						ts.Health = tg.health.state()
+						ts.Health, cur = tg.health.state()
 					}
 				}
 				as.Targets = append(as.Targets, ts)

@@ -128,7 +128,7 @@ func TestHealthDegradesAndRampsBack(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	a, _, aSrv, bSrv := twoClouds(t)
 	logPath := e.loadWithGatewayLog(healthBlock(aSrv, bSrv,
-		"\t\t\terror_rate 5%\n\t\t\tmin_requests 10\n\t\t\twindow 5s\n\t\t\thold 1s\n\t\t\tramp_interval 200ms", ""))
+		"\t\t\terror_rate 5%\n\t\t\thold 1s\n\t\t\tramp_interval 200ms", "")) // the default window
 	gw := e.gatewayName()
 	degradedBefore := metricValue(t, "caddy_hybrid_llm_scheduler_transitions_total",
 		map[string]string{"gateway": gw, "alias": "spread", "group": "a", "level": "degraded"})
@@ -148,7 +148,7 @@ func TestHealthDegradesAndRampsBack(t *testing.T) {
 		send(t, 8)
 		return e.members()["a"].Health.Level == "degraded"
 	})
-	t.Logf("from the first failures to a's weight at 0: %v", time.Since(fault).Round(time.Millisecond))
+	t.Logf("from the first failures to a's weight at 0, with the default window: %v", time.Since(fault).Round(time.Millisecond))
 	m := e.members()
 	if *m["a"].Weight != 0 || *m["b"].Weight != 100 || *m["a"].ConfiguredWeight != 60 {
 		t.Fatalf("weights after the degrade: a %d, b %d", *m["a"].Weight, *m["b"].Weight)

@@ -318,3 +318,29 @@ func BenchmarkWindowAdd(b *testing.B) {
 		w.Add(now, false, 350*time.Millisecond)
 	}
 }
+
+// A member on its way back is the only one left in service: it serves at
+// its whole weight rather than leave the set at 0.
+func TestSchedulerNeverZeroesTheSet(t *testing.T) {
+	p := Policy{ErrorRate: 0.05}.WithDefaults()
+	a := &Member{Name: "a", Policy: p, Window: NewWindow(DefaultWindow), Base: 1}
+	b := &Member{Name: "b", Policy: p, Window: NewWindow(DefaultWindow), Base: 1}
+	s := &Set{Members: []*Member{a, b}}
+	s.Rebalance()
+	b.ProbeDown = true
+	s.Tick(t0)
+	b.ProbeDown = false
+	now := t0.Add(time.Second)
+	s.Tick(now)
+	now = now.Add(DefaultHold)
+	s.Tick(now)
+	if b.Level != Recovering || b.Fine != 25 || a.Fine != 175 {
+		t.Fatalf("b recovering: %v, fine weights %d/%d", b.Level, a.Fine, b.Fine)
+	}
+	feed(a, now, 30, 30, 0)
+	s.Tick(now)
+	// the set keeps its total weight, all of it on b
+	if a.Level != Broken || a.Fine != 0 || b.Weight != 2 || b.Fine != 200 {
+		t.Fatalf("a out, b alone: %v, a at %d, b at %d (%d)", a.Level, a.Fine, b.Weight, b.Fine)
+	}
+}

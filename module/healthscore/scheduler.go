@@ -39,6 +39,7 @@ const (
 	DefaultRampInterval = 2 * time.Second
 	DefaultWindow       = 10 * time.Second
 	maxRelapseDoubling  = 3
+	alertExit           = 0.9 // of the alert level, to leave the alert
 )
 
 // WithDefaults fills the unset fields.
@@ -96,8 +97,11 @@ type Member struct {
 
 	Level  Level
 	Since  time.Time // of the level
-	Weight int       // its weight now
-	Last   Stats     // as of the last Tick
+	Weight int       // its weight now, in the units of Base
+	// its weight now in hundredths of Base's units (at least 1 while it
+	// takes traffic), for the round robin: a small base still ramps
+	Fine int
+	Last Stats // as of the last Tick
 	// Sick is set while it should be out but is kept in service: it is
 	// the last healthy member, or the cap on members out is reached.
 	Sick bool
@@ -148,7 +152,7 @@ type Event struct {
 // changed. The caller sets each member's ProbeDown and Inflight first.
 func (s *Set) Tick(now time.Time) []Event {
 	var ev []Event
-	type verdict struct{ out, broken, warn bool }
+	type verdict struct{ out, broken, warn, calm, enough bool }
 	vs := make([]verdict, len(s.Members))
 	for i, m := range s.Members {
 		st := m.Window.Stats(now)
@@ -160,7 +164,8 @@ func (s *Set) Tick(now time.Time) []Event {
 				(p.P99 > 0 && float64(st.P99) > share*float64(p.P99)))
 		}
 		allFail := enough && st.Errors == st.Requests
-		vs[i] = verdict{out: m.ProbeDown || allFail || over(1), broken: m.ProbeDown || allFail, warn: over(p.AlertAt)}
+		vs[i] = verdict{out: m.ProbeDown || allFail || over(1), broken: m.ProbeDown || allFail, warn: over(p.AlertAt),
+			calm: enough && !over(p.AlertAt*alertExit), enough: enough}
 	}
 
 	// members out: hold, then ramp back
@@ -242,7 +247,7 @@ func (s *Set) Tick(now time.Time) []Event {
 		case m.Level == Recovering:
 			if !vs[i].warn && now.Sub(m.stepAt) >= m.Policy.RampInterval {
 				m.ramp, m.stepAt = m.ramp+m.Policy.RampStep, now
-				if m.ramp >= 1 {
+				if m.ramp >= 1-1e-9 {
 					m.Level, m.Since, m.relapses = OK, now, 0
 					recovered = append(recovered, Event{Kind: EventRecovered, Member: m})
 				}
@@ -250,7 +255,9 @@ func (s *Set) Tick(now time.Time) []Event {
 		case vs[i].warn && m.Level == OK:
 			m.Level, m.Since = Alert, now
 			ev = append(ev, Event{Kind: EventAlert, Member: m, Stats: m.Last})
-		case !vs[i].warn && m.Level == Alert:
+		case vs[i].calm && m.Level == Alert:
+			// under the alert levels by a margin, with enough requests
+			// to tell: no line every tick near a level
 			m.Level, m.Since = OK, now
 			ev = append(ev, Event{Kind: EventAlertOver, Member: m, Stats: m.Last})
 		}
@@ -305,6 +312,16 @@ func (s *Set) Rebalance() []Event {
 			fullBase += m.Base
 		}
 	}
+	if fullBase == 0 {
+		// nobody at a whole weight to take the rest: the recovering
+		// members serve at theirs
+		for i, m := range s.Members {
+			if share[i] > 0 {
+				share[i] = 1
+				fullBase += m.Base
+			}
+		}
+	}
 	exact := make([]float64, len(s.Members))
 	sum := 0.0
 	for i, m := range s.Members {
@@ -322,6 +339,10 @@ func (s *Set) Rebalance() []Event {
 	w := largestRemainder(exact, int(math.Round(sum)))
 	var ev []Event
 	for i, m := range s.Members {
+		m.Fine = int(math.Round(exact[i] * 100))
+		if exact[i] > 0 {
+			m.Fine = max(m.Fine, 1)
+		}
 		if m.Weight != w[i] {
 			ev = append(ev, Event{Kind: EventWeight, Member: m, From: m.Weight, To: w[i]})
 			m.Weight = w[i]
