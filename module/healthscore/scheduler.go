@@ -351,18 +351,6 @@ func (s *Set) Rebalance() []Event {
 	return ev
 }
 
-// Share is the member's share of the set's traffic now, in [0,1].
-func (s *Set) Share(m *Member) float64 {
-	total := 0
-	for _, o := range s.Members {
-		total += o.Weight
-	}
-	if total == 0 {
-		return 0
-	}
-	return float64(m.Weight) / float64(total)
-}
-
 // hold is how long the member stays out this time.
 func (m *Member) hold() time.Duration {
 	return m.Policy.Hold << min(m.relapses, maxRelapseDoubling)
