@@ -60,6 +60,9 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if rt.rule != "" {
 		enc.AddString("llm_route", rt.rule)
 	}
+	if rt.color != nil {
+		enc.AddString("llm_color", rt.color.Tag)
+	}
 	if rt.usage.found {
 		enc.AddInt64("llm_prompt_tokens", rt.usage.prompt)
 		enc.AddInt64("llm_completion_tokens", rt.usage.completion)

@@ -30,6 +30,15 @@ type Alias struct {
 	// gateway's.
 	ResponseModel string `json:"response_model,omitempty"`
 
+	// Colored canaries: requests tagged with a color's X-Route-Tag, from
+	// a trusted source, go to its target.
+	Colors []*Color `json:"colors,omitempty"`
+
+	// Mirrors: each gets a copy of a sampled share of the alias's
+	// requests, whose answer is metered as shadow traffic and thrown
+	// away.
+	Mirrors []*Mirror `json:"mirrors,omitempty"`
+
 	name      string
 	modelJSON []byte         // the name as a JSON string, when answers carry it
 	sets      []*weightedSet // runs of targets served by weight
@@ -134,37 +143,9 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 		if t == nil {
 			return fmt.Errorf("alias %q: target %d: empty", name, i)
 		}
-		grp, ok := g.Groups[t.Group]
-		if !ok {
-			return fmt.Errorf("alias %q: target %d: unknown group %q", name, i, t.Group)
-		}
-		if t.Model == "" {
-			return fmt.Errorf("alias %q: target %d (group %q): a model name is required", name, i, t.Group)
-		}
-		if (t.Retries != nil && *t.Retries < 0) || t.ContextWindow < 0 {
-			return fmt.Errorf("alias %q: target %d (group %q): retries and context_window must not be negative", name, i, t.Group)
-		}
-		if err := t.provisionLimits(); err != nil {
+		if err := g.provisionTarget(al, t, used); err != nil {
 			return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
 		}
-		codes := t.FallbackOn
-		if codes == nil {
-			codes = defaultFallbackOn
-		}
-		set, err := newStatusSet(codes)
-		if err != nil {
-			return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
-		}
-		t.fallbackOn = set
-		t.group = grp
-		t.retries = grp.defaultRetries()
-		if t.Retries != nil {
-			t.retries = *t.Retries
-		}
-		t.modelJSON, _ = json.Marshal(t.Model)
-		t.metrics = newTargetMetrics(g.Name, name, t, "")
-		t.sameName = t.Model == name
-		used[t.Group] = true
 	}
 	if err := al.provisionSets(g.Name); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
@@ -174,6 +155,12 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
 	}
+	if err := g.provisionColors(al, used); err != nil {
+		return fmt.Errorf("alias %q: %v", name, err)
+	}
+	if err := g.provisionMirrors(al, used); err != nil {
+		return fmt.Errorf("alias %q: %v", name, err)
+	}
 	for _, r := range al.Routes {
 		if r == nil {
 			return fmt.Errorf("alias %q: empty route", name)
@@ -182,6 +169,43 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
 	}
+	return nil
+}
+
+// provisionTarget checks a target of the alias (one of its targets, a
+// color's or a mirror's) and resolves its group, limits and metrics.
+func (g *Gateway) provisionTarget(al *Alias, t *Target, used map[string]bool) error {
+	grp, ok := g.Groups[t.Group]
+	if !ok {
+		return fmt.Errorf("unknown group %q", t.Group)
+	}
+	if t.Model == "" {
+		return fmt.Errorf("a model name is required")
+	}
+	if (t.Retries != nil && *t.Retries < 0) || t.ContextWindow < 0 {
+		return fmt.Errorf("retries and context_window must not be negative")
+	}
+	if err := t.provisionLimits(); err != nil {
+		return err
+	}
+	codes := t.FallbackOn
+	if codes == nil {
+		codes = defaultFallbackOn
+	}
+	set, err := newStatusSet(codes)
+	if err != nil {
+		return err
+	}
+	t.fallbackOn = set
+	t.group = grp
+	t.retries = grp.defaultRetries()
+	if t.Retries != nil {
+		t.retries = *t.Retries
+	}
+	t.modelJSON, _ = json.Marshal(t.Model)
+	t.metrics = newTargetMetrics(g.Name, al.name, t, "")
+	t.sameName = t.Model == al.name
+	used[t.Group] = true
 	return nil
 }
 

@@ -49,24 +49,9 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		aw = new(attemptWriter)
 	}
 	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more}
-	body, top := rt.body, &rt.top
-	rt.injected = false
-	if t.group.streamUsage && rt.withUsage != nil {
-		body, top = rt.withUsage.body, &rt.withUsage.top
-		rt.injected = true
-	}
-	var splices [2]splice
-	n := 0
-	if sp, ok := t.modelSplice(top); ok {
-		splices[n], n = sp, n+1
-	}
-	if t.group.streamUsage && rt.inject.with != nil {
-		splices[n], n = rt.inject, n+1
-		rt.injected = true
-	}
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
-	pr.ContentLength = aw.body.set(body, splices[:n]...)
+	pr.ContentLength, rt.injected = rt.bodyFor(t, &aw.body)
 	// the transport resends a request that met a keep-alive connection
 	// the upstream had closed (see serveInference)
 	pr.GetBody = aw.body.replay
@@ -222,6 +207,27 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	}
 	res.verdict = verdictOf(a.reason, false, rt.r.Context())
 	return res, nil
+}
+
+// bodyFor sets b to the request body as target t gets it: its model name
+// swapped in and, if its group asks for stream usage, the usage asked
+// for (injected). It returns the body's length.
+func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected bool) {
+	body, top := rt.body, &rt.top
+	if t.group.streamUsage && rt.withUsage != nil {
+		body, top = rt.withUsage.body, &rt.withUsage.top
+		injected = true
+	}
+	var splices [2]splice
+	n := 0
+	if sp, ok := t.modelSplice(top); ok {
+		splices[n], n = sp, n+1
+	}
+	if t.group.streamUsage && rt.inject.with != nil {
+		splices[n], n = rt.inject, n+1
+		injected = true
+	}
+	return b.set(body, splices[:n]...), injected
 }
 
 // proxy runs the group's reverse proxy, turning its abort of a started

@@ -140,6 +140,17 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				header             <name> <value>
 //				field              <name>
 //			}
+//			color <tag> <group> <model> [{   # requests with X-Route-Tag: <tag>
+//				fallback        on|off          # default on
+//				trusted_clients <name...>       # besides trusted clients
+//				trusted_ranges  <cidr...>
+//				# and every target subdirective
+//			}]
+//			mirror <group> <model> {         # a copy of a share of requests
+//				ratio         <share>           # 10% or 0.1
+//				max_in_flight <n>               # default 32
+//				timeout       <duration>        # default 60s
+//			}
 //		}
 //	}
 //
@@ -203,34 +214,18 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 				return d.Err("route_headers already specified")
 			}
 			sawHeaders = true
-			if !d.NextArg() {
-				return d.ArgErr()
+			on, err := parseOnOff(d)
+			if err != nil {
+				return err
 			}
-			switch d.Val() {
-			case "on":
-			case "off":
-				g.DisableRouteHeaders = true
-			default:
-				return d.Errf("route_headers must be 'on' or 'off', got '%s'", d.Val())
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
+			g.DisableRouteHeaders = !on
 
 		case "stream_usage":
-			if !d.NextArg() {
-				return d.ArgErr()
+			on, err := parseOnOff(d)
+			if err != nil {
+				return err
 			}
-			switch d.Val() {
-			case "on":
-			case "off":
-				g.DisableStreamUsage = true
-			default:
-				return d.Errf("stream_usage must be 'on' or 'off', got '%s'", d.Val())
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
+			g.DisableStreamUsage = !on
 
 		case "pass_headers":
 			names := d.RemainingArgs()

@@ -16,11 +16,23 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "target":
-			t, err := unmarshalTarget(d, false)
+			t, err := unmarshalTarget(d, false, nil)
 			if err != nil {
 				return nil, err
 			}
 			al.Targets = append(al.Targets, t)
+		case "color":
+			c, err := unmarshalColor(d)
+			if err != nil {
+				return nil, err
+			}
+			al.Colors = append(al.Colors, c)
+		case "mirror":
+			m, err := unmarshalMirror(d)
+			if err != nil {
+				return nil, err
+			}
+			al.Mirrors = append(al.Mirrors, m)
 		case "weighted":
 			// weighted [<name>] { [health {...}] target ... { weight <n> } ... }
 			name := "set" + strconv.Itoa(len(al.Targets))
@@ -47,7 +59,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 				if d.Val() != "target" {
 					return nil, d.Errf("a weighted set holds targets and a health block only, got '%s'", d.Val())
 				}
-				t, err := unmarshalTarget(d, true)
+				t, err := unmarshalTarget(d, true, nil)
 				if err != nil {
 					return nil, err
 				}
@@ -169,81 +181,164 @@ func parseFallbackOn(d *caddyfile.Dispenser) ([]int, error) {
 	return codes, nil
 }
 
-// unmarshalTarget parses `target <group> <model> [{ ... }]`; weight is
-// allowed in a weighted set.
-func unmarshalTarget(d *caddyfile.Dispenser, inSet bool) (*Target, error) {
+// unmarshalColor parses a colored canary. Syntax:
+//
+//	color <tag> <group> <model> [{
+//		fallback        on|off
+//		trusted_clients <name...>
+//		trusted_ranges  <cidr...>
+//		# and every target subdirective
+//	}]
+func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
+	c := new(Color)
+	if !d.NextArg() {
+		return nil, d.Err("color needs a tag, a group and a model name: color <tag> <group> <model>")
+	}
+	c.Tag = d.Val()
+	err := unmarshalTargetInto(d, &c.Target, "color", false, func(d *caddyfile.Dispenser) (bool, error) {
+		switch d.Val() {
+		case "fallback":
+			on, err := parseOnOff(d)
+			c.Fallback = &on
+			return true, err
+		case "trusted_clients":
+			c.TrustedClients = append(c.TrustedClients, d.RemainingArgs()...)
+			return true, nil
+		case "trusted_ranges":
+			c.TrustedRanges = append(c.TrustedRanges, d.RemainingArgs()...)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// unmarshalMirror parses a mirror. Syntax:
+//
+//	mirror <group> <model> {
+//		ratio         <share>     # 10% or 0.1
+//		max_in_flight <n>         # default 32
+//		timeout       <duration>  # default 60s
+//	}
+func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
+	m := new(Mirror)
+	err := unmarshalTargetInto(d, &m.Target, "mirror", false, func(d *caddyfile.Dispenser) (bool, error) {
+		switch d.Val() {
+		case "ratio":
+			v, err := parseShare(d)
+			m.Ratio = v
+			return true, err
+		case "max_in_flight":
+			n, err := parsePositiveInt(d)
+			m.MaxInFlight = n
+			return true, err
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if m.Ratio == 0 {
+		return nil, d.Errf("mirror %s %s needs a ratio over 0, e.g. ratio 10%%", m.Group, m.Model)
+	}
+	return m, nil
+}
+
+// unmarshalTarget parses `target <group> <model> [{ ... }]` (or the same
+// arguments of a color or mirror); weight is allowed in a weighted set,
+// and extra parses the subdirectives of a color or mirror, reporting
+// whether it took one.
+func unmarshalTarget(d *caddyfile.Dispenser, inSet bool, extra func(*caddyfile.Dispenser) (bool, error)) (*Target, error) {
 	t := new(Target)
+	return t, unmarshalTargetInto(d, t, "target", inSet, extra)
+}
+
+// unmarshalTargetInto parses a target's group, model and block into t;
+// what names the directive in errors.
+func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet bool, extra func(*caddyfile.Dispenser) (bool, error)) error {
 	if !d.Args(&t.Group, &t.Model) {
-		return nil, d.Err("target needs a group and a model name: target <group> <model>")
+		return d.Errf("%s needs a group and a model name after its arguments: %s ... <group> <model>", what, what)
 	}
 	if d.NextArg() {
-		return nil, d.ArgErr()
+		return d.ArgErr()
 	}
 	for tn := d.Nesting(); d.NextBlock(tn); {
+		if extra != nil {
+			took, err := extra(d)
+			if err != nil {
+				return err
+			}
+			if took {
+				continue
+			}
+		}
 		switch d.Val() {
 		case "timeout":
 			if t.Timeout != nil {
-				return nil, d.Err("timeout already specified")
+				return d.Err("timeout already specified")
 			}
 			dur, err := parseLimit(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.Timeout = dur
 		case "first_byte_timeout":
 			if t.FirstByteTimeout != nil {
-				return nil, d.Err("first_byte_timeout already specified")
+				return d.Err("first_byte_timeout already specified")
 			}
 			dur, err := parseLimit(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.FirstByteTimeout = dur
 		case "retries":
 			n, err := parseNonNegativeInt(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.Retries = &n
 		case "context_window":
 			n, err := parsePositiveInt(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.ContextWindow = n
 		case "fallback_on":
 			if t.FallbackOn != nil {
-				return nil, d.Err("fallback_on already specified")
+				return d.Err("fallback_on already specified")
 			}
 			codes, err := parseFallbackOn(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.FallbackOn = codes
 		case "weight":
 			if !inSet {
-				return nil, d.Err("weight belongs to a target in a weighted set")
+				return d.Err("weight belongs to a target in a weighted set")
 			}
 			n, err := parseNonNegativeInt(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.Weight = &n
 		case "health":
 			if !inSet {
-				return nil, d.Err("health belongs to a target in a weighted set")
+				return d.Err("health belongs to a target in a weighted set")
 			}
 			if t.Health != nil {
-				return nil, d.Err("health already specified")
+				return d.Err("health already specified")
 			}
 			hc, err := unmarshalHealth(d)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.Health = hc
 		default:
-			return nil, d.Errf("unrecognized target subdirective '%s'", d.Val())
+			return d.Errf("unrecognized %s subdirective '%s'", what, d.Val())
 		}
 	}
-	return t, nil
+	return nil
 }

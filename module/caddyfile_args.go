@@ -159,3 +159,19 @@ func share(s string) (float64, bool) {
 	}
 	return v, err == nil && !math.IsNaN(v) && v >= 0 && v <= 1
 }
+
+// parseOnOff reads exactly one `on` or `off`.
+func parseOnOff(d *caddyfile.Dispenser) (bool, error) {
+	name := d.Val()
+	if !d.NextArg() {
+		return false, d.ArgErr()
+	}
+	on := d.Val() == "on"
+	if !on && d.Val() != "off" {
+		return false, d.Errf("%s must be 'on' or 'off', got '%s'", name, d.Val())
+	}
+	if d.NextArg() {
+		return false, d.ArgErr()
+	}
+	return on, nil
+}

@@ -428,21 +428,11 @@ func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
 			}
 			*dst = dur
 		case "uneject_on_probe":
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			var on bool
-			switch d.Val() {
-			case "on":
-				on = true
-			case "off":
-			default:
-				return nil, d.Errf("uneject_on_probe must be 'on' or 'off', got '%s'", d.Val())
+			on, err := parseOnOff(d)
+			if err != nil {
+				return nil, err
 			}
 			bc.UnejectOnProbe = &on
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
 		default:
 			return nil, d.Errf("unrecognized breaker option '%s'", d.Val())
 		}

@@ -346,6 +346,10 @@ func cmdLedger(cmd *cobra.Command) error {
 			fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%.2f\t%.2f\t%.2f\n", g.Gateway, sc.name, sc.c.GPUs, util,
 				sc.c.SelfHostedUSD, sc.c.CloudUSD, sc.c.TotalUSD)
 		}
+		if v := g.Validation; v != nil {
+			// mirror copies: in no scenario, and in no business bill
+			fmt.Fprintf(tw, "%s\tvalidation (mirrors, %d requests)\t\t\t\t\t%.2f\n", g.Gateway, v.Requests, v.USD)
+		}
 	}
 	return tw.Flush()
 }

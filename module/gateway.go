@@ -6,6 +6,7 @@
 package hybridllm
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -157,6 +158,8 @@ type Gateway struct {
 	logger       *zap.Logger
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
 	healthSets   []*setHealth
+	ctx          context.Context // done when the config stops
+	mirrorLog    *zap.Logger     // the mirror copies' records
 }
 
 // CaddyModule returns the Caddy module information.
@@ -170,6 +173,8 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the gateway and loads each group's reverse proxy.
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	g.ctx = ctx.Context
+	g.mirrorLog = g.logger.Named("mirror")
 	g.badUsage = new(warnEvery)
 	if g.Name == "" {
 		g.Name = defaultGatewayName

@@ -72,6 +72,9 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 			"The model `"+top.modelName()+"` does not exist.")
 	}
 	g.stripRouting(r, cl)
+	if al.Colors != nil {
+		rt.color = g.colorOf(w, r, al, cl, id)
+	}
 	if cl != nil && (cl.maxTokens > 0 || cl.maxN > 0) {
 		ceiled, refusal := cl.ceil(body, r.URL.Path)
 		if refusal != nil {

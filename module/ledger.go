@@ -91,6 +91,7 @@ type ledgerBucketData struct {
 	completionTokens  int64
 	selfTokens        int64
 	cloudUSD          float64
+	shadow            cost.Validation // mirror copies, outside the business bill
 }
 
 // ledger is a gateway's record of demand and spend; it lives in shared
@@ -191,6 +192,18 @@ func (l *ledger) addRequest(t time.Time, client string, selfHosted bool, prompt,
 	b.cloudUSD += cloudUSD
 }
 
+// addShadow records a mirror copy's tokens and cost: validation, not
+// business.
+func (l *ledger) addShadow(t time.Time, prompt, completion int64, usd float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := &l.bucketLocked(t).shadow
+	v.Requests++
+	v.PromptTokens += prompt
+	v.CompletionTokens += completion
+	v.USD += usd
+}
+
 // add records demand (GPU equivalents for dur) and request results.
 func (l *ledger) add(t time.Time, dur time.Duration, self, cloud float64, prompt, completion int64, cloudUSD float64) {
 	l.mu.Lock()
@@ -232,6 +245,7 @@ type ledgerWindow struct {
 	samples                        []cost.Sample
 	prompt, completion, selfTokens int64
 	cloudUSD                       float64
+	shadow                         cost.Validation
 }
 
 // window returns what the ledger saw since t0.
@@ -255,6 +269,10 @@ func (l *ledger) window(t0 time.Time) ledgerWindow {
 		w.completion += b.completionTokens
 		w.selfTokens += b.selfTokens
 		w.cloudUSD += b.cloudUSD
+		w.shadow.Requests += b.shadow.Requests
+		w.shadow.PromptTokens += b.shadow.PromptTokens
+		w.shadow.CompletionTokens += b.shadow.CompletionTokens
+		w.shadow.USD += b.shadow.USD
 	}
 	return w
 }
@@ -329,6 +347,9 @@ func (g *Gateway) comparison(window time.Duration) cost.Comparison {
 	c := cost.Compare(w.samples, p, w.cloudUSD)
 	if p.CloudPerGPUSec == 0 && allCloudTokens >= 0 {
 		c.AllCloud.CloudUSD, c.AllCloud.TotalUSD = allCloudTokens, allCloudTokens
+	}
+	if w.shadow.Requests > 0 {
+		c.Validation = &w.shadow
 	}
 	c.Tokens = map[string]int{"prompt": int(w.prompt), "completion": int(w.completion), "self_hosted": int(w.selfTokens)}
 	if w.selfTokens > 0 {

@@ -16,8 +16,8 @@ import (
 var (
 	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "requests_total",
-		Help: "Requests by alias, the target that answered (group and model; empty when none did), outcome, status class and client (empty without clients).",
-	}, []string{"gateway", "alias", "group", "model", "outcome", "code", "client"})
+		Help: "Requests by alias, the target that answered (group and model; empty when none did), outcome, status class, client (empty without clients) and color (the canary the request was tagged for; empty when none).",
+	}, []string{"gateway", "alias", "group", "model", "outcome", "code", "client", "color"})
 
 	fallbacksTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "fallbacks_total",
@@ -31,19 +31,19 @@ var (
 
 	tokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "tokens_total",
-		Help: "Tokens from the upstreams' usage, by alias, group, kind (prompt, completion) and client (empty without clients).",
-	}, []string{"gateway", "alias", "group", "kind", "client"})
+		Help: "Tokens from the upstreams' usage, by alias, group, kind (prompt, completion), client (empty without clients) and billing (business, or shadow for mirror copies).",
+	}, []string{"gateway", "alias", "group", "kind", "client", "billing"})
 
 	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "request_duration_seconds",
 		Help:    "Time from a request's arrival to the end of its response, by alias and the group that answered.",
-		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320},
+		Buckets: requestDurationBuckets,
 	}, []string{"gateway", "alias", "group"})
 
 	costTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "cloud_cost_usd_total",
-		Help: "Cloud spend in USD, by group and client (empty without clients), from each request's tokens or seconds at the group's prices.",
-	}, []string{"gateway", "group", "client"})
+		Help: "Cloud spend in USD, by group, client (empty without clients) and billing (business, or shadow for mirror copies), from each request's tokens or seconds at the group's prices.",
+	}, []string{"gateway", "group", "client", "billing"})
 
 	clientsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "clients_refused_total",
@@ -63,8 +63,13 @@ var (
 	ttftSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "ttft_seconds",
 		Help:    "Time from a request's arrival to its first response byte (for streams, the first token's event), by alias and group.",
-		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32},
+		Buckets: ttftBuckets,
 	}, []string{"gateway", "alias", "group"})
+)
+
+var (
+	requestDurationBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320}
+	ttftBuckets            = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32}
 )
 
 // Request outcomes.
@@ -102,9 +107,9 @@ type targetMetrics struct {
 
 func newTargetMetrics(gw, alias string, t *Target, client string) *targetMetrics {
 	return &targetMetrics{
-		ok:         requestsTotal.WithLabelValues(gw, alias, t.Group, t.Model, outcomeOK, "2xx", client),
-		prompt:     tokensTotal.WithLabelValues(gw, alias, t.Group, "prompt", client),
-		completion: tokensTotal.WithLabelValues(gw, alias, t.Group, "completion", client),
+		ok:         requestsTotal.WithLabelValues(gw, alias, t.Group, t.Model, outcomeOK, "2xx", client, ""),
+		prompt:     tokensTotal.WithLabelValues(gw, alias, t.Group, "prompt", client, billingBusiness),
+		completion: tokensTotal.WithLabelValues(gw, alias, t.Group, "completion", client, billingBusiness),
 		duration:   requestDuration.WithLabelValues(gw, alias, t.Group),
 		ttft:       ttftSeconds.WithLabelValues(gw, alias, t.Group),
 	}
@@ -119,10 +124,14 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		model, tm = rt.answered.Model, rt.answered.metricsOf(gw, al.name, client)
 	}
 	code := codeClass(status)
-	if tm != nil && outcome == outcomeOK && code == "2xx" {
+	if tm != nil && outcome == outcomeOK && code == "2xx" && rt.color == nil {
 		tm.ok.Inc()
 	} else {
-		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code, client).Inc()
+		color := ""
+		if rt.color != nil {
+			color = rt.color.Tag
+		}
+		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code, client, color).Inc()
 	}
 	for _, a := range rt.attempts {
 		if isOverflowReason(a.reason) {

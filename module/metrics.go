@@ -26,7 +26,8 @@ const metricsNS = "caddy_hybrid_llm"
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
 		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
-			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions}
+			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions,
+			colorsIgnored, mirrorRequests, mirrorDropped, mirrorDuration, mirrorTTFT}
 	})
 	if reg == nil {
 		return

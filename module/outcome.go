@@ -44,7 +44,7 @@ func (rt *route) cost() {
 	case t.group.Kind == KindOpenAI:
 		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, time.Since(rt.start))
 		cloudUSD = usd
-		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName()).Add(usd)
+		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName(), billingBusiness).Add(usd)
 	default:
 		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
 	}

@@ -42,6 +42,7 @@ type route struct {
 	order    [6]*Target // the plan's backing array, with weighted sets
 	ttfb     time.Duration
 	rule     string // the group a pre-routing rule sent the request to
+	color    *Color // the color the request asked for, if it counts
 	overflow string // group:signal of an overflow skip
 	noCloud  reason // why cloud targets are closed to the request, if they are
 	// and for how long
@@ -80,6 +81,18 @@ func (rt *route) run(ctx context.Context) error {
 		rt.rule = rule.Target
 	}
 	plan = al.ordered(plan, rt.order[:])
+	if c := rt.color; c != nil {
+		// the color's target first; the alias's own after it, if the
+		// color falls back
+		colored := make([]*Target, 1, len(plan)+1)
+		colored[0] = &c.Target
+		if c.fallback {
+			colored = append(colored, plan...)
+		}
+		plan = colored
+	} else if len(al.Mirrors) > 0 {
+		rt.mirror()
+	}
 	minWindow := 0 // a context-length error proved the request needs more
 	for i, t := range plan {
 		if err := ctx.Err(); err != nil {

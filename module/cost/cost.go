@@ -34,6 +34,17 @@ type Comparison struct {
 	// the self-hosted fixed cost per million tokens it served, at the
 	// window's utilization; null when it served none
 	SelfHostedPerMillionTokens *float64 `json:"self_hosted_usd_per_million_tokens"`
+	// mirror copies over the window: validation traffic, in none of the
+	// scenarios above; absent when there were none
+	Validation *Validation `json:"validation,omitempty"`
+}
+
+// Validation is what mirror copies (shadow traffic) used and cost.
+type Validation struct {
+	Requests         int64   `json:"requests"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	USD              float64 `json:"usd"`
 }
 
 // Scenario is one way of serving the window's demand.

@@ -1,0 +1,163 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+const (
+	mirrorModel = "gpt-4o-next"
+	mirrorKey   = "sk-mirror-secret-0123456789"
+)
+
+// mirrorEnv is the default gateway with chat-main mirrored to a cloud of
+// its own (model gpt-4o-next, its own key and prices).
+func mirrorEnv(t *testing.T) (*env, *simulator.Cloud, func(opts string) string) {
+	t.Helper()
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	m := simulator.NewCloud(simulator.CloudConfig{Models: []string{mirrorModel}, APIKey: mirrorKey})
+	srv, err := simulator.Start("127.0.0.1:0", m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	block := func(opts string) string {
+		return strings.Replace(defaultGateway, "alias chat-main {\n", "alias chat-main {\n\tmirror mirror "+mirrorModel+" {\n"+opts+"\n\t}\n", 1) +
+			"group mirror {\n\tkind openai\n\tapi_key " + mirrorKey + "\n\tmodel_check off\n\tproxy " + srv.URL() +
+			"\n\tcost {\n\t\tinput_per_million 1\n\t\toutput_per_million 2\n\t}\n}\n"
+	}
+	return e, m, block
+}
+
+func mirrorMetric(t *testing.T, name, gw string, labels ...string) float64 {
+	t.Helper()
+	want := map[string]string{"gateway": gw}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
+	}
+	return metricValue(t, "caddy_hybrid_llm_"+name, want)
+}
+
+// A mirror gets a copy of the request with its own model name and key,
+// none of the client's credentials or routing headers; the copy, streamed
+// or not, is metered as shadow traffic (tokens and cost with
+// billing="shadow", a log record with the parent's request id, the
+// ledger's validation line) and kept out of the business metrics.
+func TestMirrorCopiesAndMetersShadow(t *testing.T) {
+	e, m, block := mirrorEnv(t)
+	logPath := e.loadWithGatewayLog(block("\t\tratio 100%"))
+	gw := e.gatewayName()
+	shadowBefore := mirrorMetric(t, "tokens_total", gw, "group", "mirror", "billing", "shadow")
+	businessBefore := mirrorMetric(t, "tokens_total", gw, "group", "mirror", "billing", "business")
+	okBefore := mirrorMetric(t, "mirror_requests_total", gw, "outcome", "ok")
+
+	resp, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-client-own-key", "Api-Key", "sk-client-own-key")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
+		t.Fatalf("%d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	stream := strings.Replace(chatBody, `"max_tokens":4`, `"max_tokens":4,"stream":true`, 1)
+	if resp, body := post(t, "/v1/chat/completions", stream); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "[DONE]") {
+		t.Fatalf("stream: %d %s", resp.StatusCode, body)
+	}
+	waitFor(t, "both copies metered", func() bool {
+		return mirrorMetric(t, "mirror_requests_total", gw, "outcome", "ok")-okBefore == 2
+	})
+
+	copies := posts(m.Requests())
+	if len(copies) != 2 {
+		t.Fatalf("the mirror got %d copies, want 2", len(copies))
+	}
+	for _, c := range copies {
+		if got := c.Header.Get("Authorization"); got != "Bearer "+mirrorKey {
+			t.Errorf("a copy carried Authorization %q, not the mirror's key", got)
+		}
+		if c.Header.Get("Api-Key") != "" || strings.Contains(string(c.Body), "chat-main") {
+			t.Errorf("a copy carried the client's key or the alias: %v %s", c.Header, c.Body)
+		}
+	}
+	if models := models(copies); models[0] != mirrorModel || models[1] != mirrorModel {
+		t.Errorf("the copies asked for %v", models)
+	}
+	if d := mirrorMetric(t, "tokens_total", gw, "group", "mirror", "billing", "shadow") - shadowBefore; d <= 0 {
+		t.Errorf("shadow tokens moved by %v", d)
+	}
+	if d := mirrorMetric(t, "tokens_total", gw, "group", "mirror", "billing", "business") - businessBefore; d != 0 {
+		t.Errorf("the mirror's tokens reached the business metrics: %v", d)
+	}
+	if mirrorMetric(t, "cloud_cost_usd_total", gw, "group", "mirror", "billing", "shadow") <= 0 {
+		t.Errorf("no shadow cost")
+	}
+	if n := logLines(t, logPath, `"msg":"mirror request"`, `"billing":"shadow"`, `"parent_request_id":"`+id+`"`, `"llm_model":"`+mirrorModel+`"`); n != 1 {
+		t.Errorf("%d shadow records of %s", n, id)
+	}
+	var ledger struct {
+		Gateways []struct {
+			Validation *struct {
+				Requests int64   `json:"requests"`
+				USD      float64 `json:"usd"`
+			} `json:"validation"`
+		} `json:"gateways"`
+	}
+	if err := json.Unmarshal(adminGet(t, "/hybrid_llm/ledger?window=1h&gateway="+gw), &ledger); err != nil || len(ledger.Gateways) != 1 {
+		t.Fatalf("ledger: %v", err)
+	}
+	if v := ledger.Gateways[0].Validation; v == nil || v.Requests != 2 || v.USD <= 0 {
+		t.Errorf("the ledger's validation line: %+v", v)
+	}
+}
+
+// A mirror that hangs, fails or is full changes nothing for the client:
+// the answer comes while the copy still hangs, a failing copy is only
+// counted, and a copy over max_in_flight is dropped and counted.
+func TestMirrorIsolation(t *testing.T) {
+	e, m, block := mirrorEnv(t)
+	e.load(block("\t\tratio 100%\n\t\tmax_in_flight 1\n\t\ttimeout 1m"))
+	gw := e.gatewayName()
+	m.SetFailures(simulator.Failures{Stall: time.Minute})
+	done := func(outcome string) float64 {
+		return mirrorMetric(t, "mirror_requests_total", gw, "outcome", outcome)
+	}
+	anyDone := func() float64 {
+		return mirrorMetric(t, "mirror_requests_total", gw)
+	}
+	before, dropped := anyDone(), mirrorMetric(t, "mirror_dropped_total", gw)
+
+	// the copy hangs for a minute; the client's answer does not wait
+	resp, body := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
+		t.Fatalf("with a hanging mirror: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	waitFor(t, "the copy to reach the mirror", func() bool { return len(posts(m.Requests())) == 1 })
+	if d := anyDone() - before; d != 0 {
+		t.Fatalf("the copy ended (%v) before the client's answer could be checked", d)
+	}
+	// a second copy finds the one in flight: dropped, the answer as ever
+	resp, body = post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("with a full mirror: %d %s", resp.StatusCode, body)
+	}
+	if d := mirrorMetric(t, "mirror_dropped_total", gw) - dropped; d != 1 {
+		t.Errorf("mirror_dropped_total moved by %v, want 1", d)
+	}
+
+	// a new config ends the hanging copy; a failing mirror is counted
+	e.load(block("\t\tratio 100%"))
+	waitFor(t, "the hanging copy to end with its config", func() bool { return anyDone()-before == 1 })
+	m.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 500})
+	failed := done("failed")
+	for range 3 {
+		if resp, body := post(t, "/v1/chat/completions", chatBody); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
+			t.Fatalf("with a failing mirror: %d %s", resp.StatusCode, body)
+		}
+	}
+	waitFor(t, "three failed copies", func() bool { return done("failed")-failed == 3 })
+}
