@@ -58,11 +58,13 @@ func TestAdaptFixtures(t *testing.T) {
 // provisions the result, as `caddy adapt --validate` does.
 func TestExamplesAdaptAndProvision(t *testing.T) {
 	files, err := filepath.Glob("../examples/*Caddyfile*")
+	nested, _ := filepath.Glob("../examples/*/Caddyfile")
+	files = append(files, nested...)
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
+		t.Run(strings.TrimPrefix(f, "../examples/"), func(t *testing.T) {
 			data, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)

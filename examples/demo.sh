@@ -6,6 +6,13 @@
 #   bash examples/demo.sh           run until Ctrl-C
 #   bash examples/demo.sh --burst   baseline, peak, baseline: watch the overflow to the cloud and back, then exit
 #   bash examples/demo.sh --check   scripted tour (normal, stream, burst, fallback), then exit
+#   bash examples/demo.sh --multicloud
+#                                   a cloud incident on examples/multicloud/Caddyfile, then exit:
+#                                   five simulated clouds (127.0.0.1:8011-8015), steady traffic
+#                                   to chat-main split 60/40 between cloud-a and cloud-b, cloud A
+#                                   turns slow and failing, the health-score scheduler moves its
+#                                   weight to cloud-b and back once A is well; the scheduler's log
+#                                   and the switch time, then the canary, the mirror and the ledger
 #
 # Everything listens on loopback only.
 set -euo pipefail
@@ -25,7 +32,13 @@ export CLOUD_MODEL=${CLOUD_MODEL:-gpt-4o-mini}
 export CLOUD_API_KEY=${CLOUD_API_KEY:-sk-demo-0123456789}
 # one demo client; its key is what callers send (Authorization: Bearer)
 export HYBRID_CLIENT_KEY=${HYBRID_CLIENT_KEY:-sk-demo-client-0123456789}
-export HYBRID_CLIENT_KEYS=${HYBRID_CLIENT_KEYS:-demo=$HYBRID_CLIENT_KEY}
+if [ "$mode" = "--multicloud" ]; then
+	# a second client, "tester", whose X-Route-Tag counts (TRUSTED_CLIENTS in the multicloud Caddyfile)
+	export HYBRID_TESTER_KEY=${HYBRID_TESTER_KEY:-sk-demo-tester-0123456789}
+	export HYBRID_CLIENT_KEYS=${HYBRID_CLIENT_KEYS:-demo=$HYBRID_CLIENT_KEY tester=$HYBRID_TESTER_KEY}
+else
+	export HYBRID_CLIENT_KEYS=${HYBRID_CLIENT_KEYS:-demo=$HYBRID_CLIENT_KEY}
+fi
 auth="Authorization: Bearer $HYBRID_CLIENT_KEY"
 self_addr=${SELF_UPSTREAMS%% *}
 gw=http://127.0.0.1:${HYBRID_LISTEN##*:}
@@ -41,6 +54,23 @@ cleanup() {
 	wait 2>/dev/null || true
 }
 trap cleanup EXIT INT TERM
+
+# wait_gateway PID: wait (bounded) until the gateway answers; fail if Caddy (PID) exits
+wait_gateway() {
+	for _ in $(seq 1 100); do
+		kill -0 "$1" 2>/dev/null || break
+		if curl -fsS -H "$auth" "$gw/v1/models" >/dev/null 2>&1; then break; fi
+		sleep 0.1
+	done
+	kill -0 "$1" 2>/dev/null && curl -fsS -H "$auth" "$gw/v1/models" >/dev/null ||
+		{ echo "gateway did not start; see $state/caddy.log"; tail -20 "$state/caddy.log"; exit 1; }
+}
+
+if [ "$mode" = "--multicloud" ]; then
+	# shellcheck source=examples/multicloud/demo-incident.sh
+	. "$root/examples/multicloud/demo-incident.sh"
+	exit 0
+fi
 
 bin/llmsim vllm --listen "$self_addr" --served-model-name "$SELF_MODEL" \
 	--max-num-seqs 4 --ttft 40ms --itl 15ms >"$state/self.log" 2>&1 &

@@ -8,7 +8,13 @@
 // self-hosted group carry the baseline, the cloud take the peak, and the
 // traffic come back.
 //
-//	llmburst [-url http://127.0.0.1:8080] [-model chat-main] [-profile 4x4s,24x6s,3x6s]
+// With -rate it sends instead a fixed number of requests per second (open
+// loop: a slow answer does not slow the sending) for -duration or until it
+// gets SIGINT or SIGTERM, and prints each second as soon as it is over, so
+// that one watches an incident as it happens.
+//
+//	llmburst [-url http://127.0.0.1:8080] [-model chat-main] [-key sk-...] [-profile 4x4s,24x6s,3x6s]
+//	llmburst -rate 20 -duration 60s [-url ...] [-model ...] [-key ...]
 package main
 
 import (
@@ -22,11 +28,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -70,16 +78,13 @@ func main() {
 	profile := flag.String("profile", "4x4s,24x6s,3x6s", "phases of <clients>x<duration>")
 	maxTokens := flag.Int("max-tokens", 8, "max_tokens of each request")
 	key := flag.String("key", os.Getenv("HYBRID_CLIENT_KEY"), "the client key sent as a bearer token (default $HYBRID_CLIENT_KEY)")
+	rate := flag.Int("rate", 0, "send this many requests per second instead of the -profile (1..200), printing each second live")
+	duration := flag.Duration("duration", 30*time.Second, "with -rate: how long to send (at most 10m); SIGINT or SIGTERM stops earlier")
 	flag.Parse()
 
 	u, err := url.Parse(*target)
 	if err != nil || !isLoopback(u.Hostname()) {
 		fmt.Fprintln(os.Stderr, "llmburst: -url must be an http URL on loopback")
-		os.Exit(2)
-	}
-	phases, err := parseProfile(*profile)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "llmburst:", err)
 		os.Exit(2)
 	}
 	body, _ := json.Marshal(map[string]any{
@@ -88,6 +93,21 @@ func main() {
 		"max_tokens": *maxTokens,
 	})
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	if *rate != 0 {
+		if *rate < 1 || *rate > 200 || *duration <= 0 || *duration > 10*time.Minute {
+			fmt.Fprintln(os.Stderr, "llmburst: -rate must be 1..200 and -duration positive and at most 10m")
+			os.Exit(2)
+		}
+		if runRate(client, *target+"/v1/chat/completions", *key, body, *rate, *duration) > 0 {
+			os.Exit(1)
+		}
+		return
+	}
+	phases, err := parseProfile(*profile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "llmburst:", err)
+		os.Exit(2)
+	}
 
 	var inflight atomic.Int64
 	var total time.Duration
@@ -161,6 +181,120 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// maxRateInflight bounds the requests -rate keeps in flight; a tick that
+// finds that many is not sent and is counted as skipped.
+const maxRateInflight = 400
+
+// runRate sends rate requests per second, evenly spaced, for dur or until
+// SIGINT/SIGTERM, and prints every second once it is over: the requests
+// sent in it, the most in flight, where the answers that arrived in it
+// landed (X-Hybrid-Target), why earlier targets were passed over, and the
+// requests that failed (a status other than 200 or no answer). It waits
+// for the requests in flight, prints the totals and returns the failures
+// (skipped ticks count as failures).
+func runRate(client *http.Client, url, key string, body []byte, rate int, dur time.Duration) int {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+
+	type sec struct {
+		sent, failed, skipped int
+		maxFlight             int64
+		landed, reasons       map[string]int
+	}
+	var (
+		mu       sync.Mutex // guards secs and printed; the slot is read under it
+		secs     []*sec
+		printed  int
+		inflight atomic.Int64
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	// at returns the current second's counts; mu is held.
+	at := func() *sec {
+		i := int(time.Since(start) / time.Second)
+		for len(secs) <= i {
+			secs = append(secs, &sec{landed: map[string]int{}, reasons: map[string]int{}})
+		}
+		return secs[i]
+	}
+	// flush prints the seconds before upTo not printed yet; mu is held.
+	flush := func(upTo int) {
+		for ; printed < upTo && printed < len(secs); printed++ {
+			s := secs[printed]
+			extra := ""
+			if s.skipped > 0 {
+				extra = fmt.Sprintf("  skipped %d (over %d in flight)", s.skipped, maxRateInflight)
+			}
+			fmt.Printf("%4d  %4d  %8d  %-26s  %6d  %s%s\n", printed+1, s.sent, s.maxFlight, counts(s.landed), s.failed, counts(s.reasons), extra)
+		}
+	}
+	fmt.Printf("%4s  %4s  %8s  %-26s  %6s  %s\n", "sec", "sent", "inflight", "answered by (X-Hybrid-Target)", "errors", "passed over, why")
+
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	printTick := time.NewTicker(100 * time.Millisecond)
+	defer printTick.Stop()
+	end := time.NewTimer(dur)
+	defer end.Stop()
+loop:
+	for {
+		select {
+		case <-sig:
+			break loop
+		case <-end.C:
+			break loop
+		case <-printTick.C:
+			mu.Lock()
+			at()
+			flush(len(secs) - 1)
+			mu.Unlock()
+		case <-tick.C:
+			mu.Lock()
+			s := at()
+			s.sent++
+			if inflight.Load() >= maxRateInflight {
+				s.skipped++
+				mu.Unlock()
+				continue
+			}
+			s.maxFlight = max(s.maxFlight, inflight.Add(1))
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				group, reason, ok := send(client, url, key, body)
+				inflight.Add(-1)
+				mu.Lock()
+				s := at()
+				if ok {
+					s.landed[group]++
+					if reason != "" {
+						s.reasons[reason]++
+					}
+				} else {
+					s.failed++
+				}
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	flush(len(secs))
+	sum, failed, sent := map[string]int{}, 0, 0
+	for _, s := range secs {
+		for k, v := range s.landed {
+			sum[k] += v
+		}
+		failed += s.failed + s.skipped
+		sent += s.sent
+	}
+	fmt.Printf("total: sent %d, answered by %s, failed %d\n", sent, counts(sum), failed)
+	return failed
 }
 
 // send posts one request and returns the group that answered and why the
