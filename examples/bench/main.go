@@ -48,6 +48,10 @@ const (
 	cloudSimAddr  = "127.0.0.1:18004" // the quickstart's cloud group
 	// the quickstart's client
 	benchClientKey = "sk-bench-client-0123456789"
+	// the mirror pair's upstreams: the main one, and its mirror ten
+	// times slower
+	mainSimAddr   = "127.0.0.1:18005"
+	mirrorSimAddr = "127.0.0.1:18006"
 )
 
 type proxyUnderTest struct {
@@ -79,6 +83,7 @@ func main() {
 	idle := flag.Int("idle-streams", 5000, "idle streams for the memory measure (0 skips it)")
 	quickstart := flag.String("quickstart", "examples/Caddyfile", "the quickstart Caddyfile to measure (empty skips it)")
 	profiles := flag.String("profile", "", "folder for CPU profiles of each proxy during its throughput runs (from its admin's /debug/pprof)")
+	mirror := flag.String("mirror", "", "a share such as 10%: measure the main requests' latency with a mirror of that share to a 10x slower target (empty skips it)")
 	flag.Parse()
 
 	work, err := os.MkdirTemp("", "hybrid-bench")
@@ -100,7 +105,8 @@ func main() {
 		os.Exit(1)
 	}
 	for _, addr := range []string{simAddr, idleSimAddr, streamSimAddr, cloudSimAddr, "127.0.0.1:18101", "127.0.0.1:18102",
-		"127.0.0.1:18103", "127.0.0.1:18104", "127.0.0.1:18201", "127.0.0.1:18202", "127.0.0.1:18203", "127.0.0.1:18204"} {
+		"127.0.0.1:18103", "127.0.0.1:18104", "127.0.0.1:18201", "127.0.0.1:18202", "127.0.0.1:18203", "127.0.0.1:18204",
+		mainSimAddr, mirrorSimAddr, "127.0.0.1:18105", "127.0.0.1:18106", "127.0.0.1:18205", "127.0.0.1:18206"} {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			fail(addr + " is in use: is an earlier run still going?")
@@ -210,6 +216,31 @@ func main() {
 		plainLog.cmd = start(nil, "caddy", "run", "--config", ppath, "--adapter", "caddyfile")
 		all = append(all, plainLog, quick)
 	}
+	// the same gateway with and without a mirror to a slower target
+	var unmirrored, mirrored *proxyUnderTest
+	if *mirror != "" {
+		start(nil, "llmsim", "vllm", "--listen", mainSimAddr, "--served-model-name", model, "--ttft", "10ms", "--itl", "0",
+			"--max-num-seqs", "100000", "--output-tokens", "16", "--quiet")
+		start(nil, "llmsim", "cloud", "--listen", mirrorSimAddr, "--model", "gpt-4o-next", "--api-key", "sk-bench",
+			"--ttft", "100ms", "--itl", "0", "--quiet")
+		unmirrored = &proxyUnderTest{name: "gateway", port: 18105, admin: 18205, model: "chat-main"}
+		mirrored = &proxyUnderTest{name: "gateway+mirror", port: 18106, admin: 18206, model: "chat-main"}
+		for _, p := range []*proxyUnderTest{unmirrored, mirrored} {
+			m := ""
+			if p == mirrored {
+				m = "\t\t\tmirror mirror gpt-4o-next {\n\t\t\t\tratio " + *mirror + "\n\t\t\t}\n"
+			}
+			cfg := fmt.Sprintf("{\n\tadmin 127.0.0.1:%d\n\tskip_install_trust\n}\nhttp://:%d {\n\tbind 127.0.0.1\n\thandle /v1/* {\n"+
+				"\t\thybrid_llm {\n\t\t\tgroup self {\n\t\t\t\tkind vllm\n\t\t\t\tproxy %s\n\t\t\t}\n"+
+				"\t\t\tgroup mirror {\n\t\t\t\tkind openai\n\t\t\t\tapi_key sk-bench\n\t\t\t\tproxy http://%s\n\t\t\t}\n"+
+				"\t\t\talias chat-main {\n\t\t\t\ttarget self %s\n%s\t\t\t}\n\t\t}\n\t}\n}\n",
+				p.admin, p.port, mainSimAddr, mirrorSimAddr, model, m)
+			path := filepath.Join(work, p.name+".caddyfile")
+			must(os.WriteFile(path, []byte(cfg), 0o600))
+			p.cmd = start(nil, "caddy", "run", "--config", path, "--adapter", "caddyfile")
+		}
+		all = append(all, unmirrored, mirrored)
+	}
 	for _, p := range all {
 		if !waitUp(p) {
 			b, _ := os.ReadFile(filepath.Join(work, fmt.Sprintf("caddy-%d.log", slices.Index(procs, p.cmd))))
@@ -272,6 +303,10 @@ func main() {
 		measures = append(measures,
 			&measure{name: "qs-throughput", run: throughput, pair: [2]*proxyUnderTest{plainLog, quick}},
 			&measure{name: "qs-latency@500", run: latency(500, 64), pair: [2]*proxyUnderTest{plainLog, quick}})
+	}
+	if mirrored != nil {
+		measures = append(measures,
+			&measure{name: "mirror-latency@500", run: latency(500, 64), pair: [2]*proxyUnderTest{unmirrored, mirrored}})
 	}
 	if *profiles != "" {
 		must(os.MkdirAll(*profiles, 0o755))
@@ -340,6 +375,12 @@ func main() {
 		mrow("quickstart: CPU per request (µs)", measures[4], 1)
 		mrow("quickstart: p50 latency at 500 req/s (ms)", measures[5], 0)
 		mrow("quickstart: p99 latency at 500 req/s (ms)", measures[5], 1)
+	}
+	if mirrored != nil {
+		m := measures[len(measures)-1]
+		fmt.Printf("%-40s %12s %12s %8s\n", "mirror "+*mirror+" to a 10x slower target", "without", "with", "ratio")
+		mrow("  main p50 latency at 500 req/s (ms)", m, 0)
+		mrow("  main p99 latency at 500 req/s (ms)", m, 1)
 	}
 	row("peak RSS (MiB)", rssPeak["plain"], rssPeak["hybrid"], rssPeak["hybrid"]/rssPeak["plain"])
 	if *idle > 0 {
