@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ type Alias struct {
 	// `upstream`, as the gateway's `response_model`. Default: the
 	// gateway's.
 	ResponseModel string `json:"response_model,omitempty"`
+
+	// Settings of the alias's weighted sets, by set name.
+	Sets map[string]*SetConfig `json:"sets,omitempty"`
 
 	// Colored canaries: requests tagged with a color's X-Route-Tag, from
 	// a trusted source, go to its target.
@@ -119,8 +123,9 @@ type Target struct {
 	modelJSON  []byte
 	sameName   bool
 	metrics    *targetMetrics
-	health     *healthMember // its set's scheduler, if watched
-	byClient   sync.Map      // client name -> *targetMetrics
+	health     *healthMember  // its set's scheduler, if watched
+	latency    *memberLatency // its recent latencies, for its set's strategy
+	byClient   sync.Map       // client name -> *targetMetrics
 }
 
 // provisionAlias checks the alias and sets up its targets and routes;
@@ -150,9 +155,20 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 	if err := al.provisionSets(g.Name); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
+	for set := range al.Sets {
+		if !slices.ContainsFunc(al.sets, func(ws *weightedSet) bool { return ws.name == set }) {
+			return fmt.Errorf("alias %q: settings for set %q, which it does not have", name, set)
+		}
+	}
 	for _, ws := range al.sets {
+		if err := g.provisionStrategy(al, ws); err != nil {
+			return fmt.Errorf("alias %q: %v", name, err)
+		}
 		if err := g.provisionHealth(al, ws); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
+		}
+		if ws.health == nil {
+			ws.serveLocked() // leaned by the strategy, if any; nothing runs yet
 		}
 	}
 	if err := g.provisionColors(al, used); err != nil {

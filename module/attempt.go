@@ -40,8 +40,10 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	if t.health != nil {
-		t.health.inflight.Add(1)
+	if t.health != nil || t.latency != nil {
+		if t.health != nil {
+			t.health.inflight.Add(1)
+		}
 		defer rt.observe(t, &res, now()) // after the breakers' verdict
 	}
 	aw := &rt.first

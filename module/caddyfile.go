@@ -117,6 +117,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				fallback_on        <statuses...>
 //			}]
 //			weighted [<name>] {    # targets served active-active by weight
+//				strategy weighted|latency|cost   # lean within the weights
 //				health {           # every member's health-score scheduling
 //					error_rate    <share>      # default 5%
 //					p99_latency   <duration>

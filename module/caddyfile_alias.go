@@ -34,7 +34,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 			}
 			al.Mirrors = append(al.Mirrors, m)
 		case "weighted":
-			// weighted [<name>] { [health {...}] target ... { weight <n> } ... }
+			// weighted [<name>] { [strategy ...] [health {...}] target ... { weight <n> } ... }
 			name := "set" + strconv.Itoa(len(al.Targets))
 			if d.NextArg() {
 				name = d.Val()
@@ -45,6 +45,23 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 			n := 0
 			var setHealth *HealthConfig
 			for sn := d.Nesting(); d.NextBlock(sn); {
+				if d.Val() == "strategy" {
+					if al.Sets[name] != nil {
+						return nil, d.Err("strategy already specified")
+					}
+					var v string
+					if !d.AllArgs(&v) {
+						return nil, d.Err("strategy needs one of weighted, latency, cost")
+					}
+					if v != strategyWeighted && v != strategyLatency && v != strategyCost {
+						return nil, d.Errf("unknown strategy '%s': want weighted, latency or cost", v)
+					}
+					if al.Sets == nil {
+						al.Sets = make(map[string]*SetConfig)
+					}
+					al.Sets[name] = &SetConfig{Strategy: v}
+					continue
+				}
 				if d.Val() == "health" {
 					if setHealth != nil {
 						return nil, d.Err("health already specified")
@@ -57,7 +74,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 					continue
 				}
 				if d.Val() != "target" {
-					return nil, d.Errf("a weighted set holds targets and a health block only, got '%s'", d.Val())
+					return nil, d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s'", d.Val())
 				}
 				t, err := unmarshalTarget(d, true, nil)
 				if err != nil {

@@ -132,6 +132,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"group stream_usage twice", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage on\nstream_usage off\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage already specified"},
 		{"health outside a set", "hybrid_llm {" + self + "alias a {\ntarget self m {\nhealth {\nerror_rate 5%\n}\n}\n}\n}", "health belongs to a target in a weighted set"},
 		{"bad error_rate", "hybrid_llm {" + self + "alias a {\nweighted {\nhealth {\nerror_rate 150%\n}\ntarget self m\n}\n}\n}", "invalid error_rate '150%'"},
+		{"unknown strategy", "hybrid_llm {" + self + "alias a {\nweighted {\nstrategy fastest\ntarget self m\n}\n}\n}", "unknown strategy 'fastest'"},
+		{"strategy twice", "hybrid_llm {" + self + "alias a {\nweighted {\nstrategy cost\nstrategy latency\ntarget self m\n}\n}\n}", "strategy already specified"},
 		{"color without a tag", "hybrid_llm {" + self + "alias a {\ntarget self m\ncolor\n}\n}", "color needs a tag"},
 		{"color without a model", "hybrid_llm {" + self + "alias a {\ntarget self m\ncolor c self\n}\n}", "color needs a group and a model name"},
 		{"bad color fallback", "hybrid_llm {" + self + "alias a {\ntarget self m\ncolor c self m {\nfallback maybe\n}\n}\n}", "fallback must be 'on' or 'off'"},

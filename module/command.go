@@ -195,7 +195,11 @@ func printSets(doc StateDoc) error {
 					}
 					errs, p99, n = fmt.Sprintf("%.1f%%", h.ErrorRate*100), fmt.Sprintf("%dms", h.P99Ms), strconv.Itoa(h.Requests)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, al.Name, t.Set, t.Group, t.Model,
+				set := t.Set
+				if t.Strategy != "" {
+					set += " (" + t.Strategy + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", g.Name, al.Name, set, t.Group, t.Model,
 					*t.Weight, *t.ConfiguredWeight, level, since, errs, p99, n)
 			}
 		}

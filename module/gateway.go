@@ -158,6 +158,7 @@ type Gateway struct {
 	logger       *zap.Logger
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
 	healthSets   []*setHealth
+	strategySets []*weightedSet  // sets leaning by latency
 	ctx          context.Context // done when the config stops
 	mirrorLog    *zap.Logger     // the mirror copies' records
 }
@@ -252,7 +253,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 	}
 
-	if len(g.healthSets) > 0 {
+	if len(g.healthSets) > 0 || len(g.strategySets) > 0 {
 		go g.keepScheduling(ctx)
 	}
 	g.created = time.Now().Unix()

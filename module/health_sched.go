@@ -146,13 +146,14 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 			return fmt.Errorf("set %q: target %q: %v", ws.name, t.Group, err)
 		}
 		m := &healthscore.Member{Name: memberName(members, i), Policy: p,
-			Window: healthscore.NewWindow(hc.window()), Base: ws.rr.weight(i), Since: now()}
+			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: now()}
 		hm := &healthMember{hs: hs, m: m, target: t}
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)
 		t.health = hm
 	}
 	hs.s.Rebalance()
+	hs.apply()
 	ws.health = hs
 	g.healthSets = append(g.healthSets, hs)
 	return nil
@@ -194,7 +195,7 @@ func (hs *setHealth) apply() {
 	w := make([]int, len(hs.s.Members))
 	same := true
 	for i, m := range hs.s.Members {
-		w[i] = m.Fine
+		w[i] = hs.ws.leaned(i, m.Fine)
 		same = same && hs.ws.rr.weight(i) == w[i]
 	}
 	if !same {
@@ -211,8 +212,12 @@ func (g *Gateway) keepScheduling(ctx caddy.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			t := now()
+			for _, ws := range g.strategySets {
+				ws.relean(t)
+			}
 			for _, hs := range g.healthSets {
-				hs.tick(now())
+				hs.tick(t)
 			}
 		}
 	}
@@ -391,21 +396,32 @@ func (hm *healthMember) state() (*TargetHealthState, int) {
 	}, m.Weight
 }
 
-// observe counts an attempt in its member's window, if it is watched.
+// observe counts an attempt in its member's window, if it is watched, and
+// its latency for its set's latency strategy, if it has one.
 // The latency is to the first byte for a stream, of the whole answer
 // otherwise; attempts that say nothing of the upstream are left out.
 func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
 	hm := t.health
-	hm.inflight.Add(-1)
+	if hm != nil {
+		hm.inflight.Add(-1)
+	}
 	switch res.verdict {
 	case verdictFailure:
-		hm.record(true, 0)
+		if hm != nil {
+			hm.record(true, 0)
+		}
 	case verdictSuccess:
-		lat := now().Sub(began)
+		end := now()
+		lat := end.Sub(began)
 		if rt.stream && rt.ttfb > 0 && rt.answered == t {
 			lat = rt.start.Add(rt.ttfb).Sub(began)
 		}
-		hm.record(false, lat)
+		if hm != nil {
+			hm.record(false, lat)
+		}
+		if t.latency != nil {
+			t.latency.add(end, lat)
+		}
 	}
 }
 

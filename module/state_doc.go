@@ -44,6 +44,8 @@ type TargetState struct {
 	Set              string `json:"set,omitempty"`
 	Weight           *int   `json:"weight,omitempty"`
 	ConfiguredWeight *int   `json:"configured_weight,omitempty"`
+	// the set's strategy, when it has one other than weighted
+	Strategy string `json:"strategy,omitempty"`
 	// health-score scheduling, when the set's members are watched
 	Health *TargetHealthState `json:"health,omitempty"`
 }
@@ -170,10 +172,15 @@ func state() StateDoc {
 				ts := TargetState{Group: tg.Group, Model: tg.Model,
 					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(), Retries: tg.retries}
 				if ws := al.setAt(i); ws != nil {
-					cur, conf := ws.rr.weight(i-ws.start), ws.configured[i-ws.start]
-					ts.Set, ts.Weight, ts.ConfiguredWeight = ws.name, &cur, &conf
+					// the weight served now, in the config's units
+					cur, conf := int(math.Round(float64(ws.rr.weight(i-ws.start))/100)), ws.configured[i-ws.start]
+					ts.Set, ts.Weight, ts.ConfiguredWeight, ts.Strategy = ws.name, &cur, &conf, ws.strategy
 					if tg.health != nil {
-						ts.Health, cur = tg.health.state()
+						var w int
+						ts.Health, w = tg.health.state()
+						if ws.strategy == "" {
+							cur = w // the scheduler's own rounding
+						}
 					}
 				}
 				as.Targets = append(as.Targets, ts)

@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 )
@@ -15,11 +16,43 @@ import (
 // after the set. A member of weight 0 gets no request.
 type weightedSet struct {
 	name       string
-	start, end int   // the members: al.Targets[start:end]
-	byWeight   []int // the members, heaviest first
-	configured []int // the members' weights in the config
-	rr         *swrr
+	start, end int        // the members: al.Targets[start:end]
+	byWeight   []int      // the members, heaviest first
+	configured []int      // the members' weights in the config
+	rr         *swrr      // in hundredths of a weight
 	health     *setHealth // its scheduler, when its members are watched
+	strategy   string     // its leaning, if any (see SetConfig)
+	members    []*Target  // with strategy latency
+
+	// without health: the weights served when healthy (configured, or
+	// set by hand), and the strategy's share of each (nil: whole); with
+	// health, lean is guarded by the scheduler's lock
+	mu   sync.Mutex
+	base []int
+	lean []float64
+}
+
+// leaned returns weight w of member i (in hundredths) as the strategy
+// leans it; a member with a weight keeps at least 1.
+func (ws *weightedSet) leaned(i, w int) int {
+	if ws.lean == nil || w == 0 {
+		return w
+	}
+	return max(1, int(math.Round(float64(w)*ws.lean[i])))
+}
+
+// serveLocked hands the base weights, leaned, to the round robin, if
+// they changed. ws.mu is held.
+func (ws *weightedSet) serveLocked() {
+	w := make([]int, len(ws.base))
+	same := true
+	for i, b := range ws.base {
+		w[i] = ws.leaned(i, b*100)
+		same = same && ws.rr.weight(i) == w[i]
+	}
+	if !same {
+		ws.rr.setAll(w)
+	}
 }
 
 // swrr is a smooth weighted round robin (as nginx's upstream module
@@ -126,7 +159,10 @@ func (g *Gateway) setWeight(al *Alias, group string, w int) bool {
 				if ws.health != nil {
 					ws.health.setBase(i, w) // the scheduler moves weights from here
 				} else {
-					ws.rr.set(i, w)
+					ws.mu.Lock()
+					ws.base[i] = w
+					ws.serveLocked()
+					ws.mu.Unlock()
 				}
 				weightOverrides[weightKey(g.Name, al.name, ws.name, group)] = weightOverride{configured: ws.configured[i], weight: w}
 				found = true
@@ -191,7 +227,12 @@ func (al *Alias) provisionSets(gw string) error {
 			byWeight[k] = k
 		}
 		slices.SortStableFunc(byWeight, func(a, b int) int { return configured[b] - configured[a] })
-		al.sets = append(al.sets, &weightedSet{name: t.Set, start: i, end: j, byWeight: byWeight, configured: configured, rr: newSWRR(weights)})
+		fine := make([]int, len(weights))
+		for k, w := range weights {
+			fine[k] = w * 100
+		}
+		al.sets = append(al.sets, &weightedSet{name: t.Set, start: i, end: j, byWeight: byWeight, configured: configured,
+			base: weights, rr: newSWRR(fine)})
 		i = j
 	}
 	return nil

@@ -52,6 +52,7 @@ type memberHealth struct {
 	Group            string `json:"group"`
 	Weight           *int   `json:"weight"`
 	ConfiguredWeight *int   `json:"configured_weight"`
+	Strategy         string `json:"strategy"`
 	Health           *struct {
 		Level     string  `json:"level"`
 		Sick      bool    `json:"sick"`
@@ -65,6 +66,17 @@ type memberHealth struct {
 // members returns the members of the alias spread, by group.
 func (e *env) members() map[string]memberHealth {
 	e.t.Helper()
+	out := spreadMembers(e.t, e.gatewayName())
+	if len(out) != 2 || out["a"].Health == nil || out["b"].Health == nil {
+		e.t.Fatalf("the state lacks the members' health: %+v", out)
+	}
+	return out
+}
+
+// spreadMembers returns the members of the gateway's alias spread, by
+// group, as the state shows them.
+func spreadMembers(t *testing.T, gw string) map[string]memberHealth {
+	t.Helper()
 	var st struct {
 		Gateways []struct {
 			Name    string `json:"name"`
@@ -74,21 +86,18 @@ func (e *env) members() map[string]memberHealth {
 			} `json:"aliases"`
 		} `json:"gateways"`
 	}
-	if err := json.Unmarshal(adminGet(e.t, "/hybrid_llm/state"), &st); err != nil {
-		e.t.Fatal(err)
+	if err := json.Unmarshal(adminGet(t, "/hybrid_llm/state"), &st); err != nil {
+		t.Fatal(err)
 	}
 	out := map[string]memberHealth{}
 	for _, g := range st.Gateways {
 		for _, al := range g.Aliases {
-			if g.Name == e.gatewayName() && al.Name == "spread" {
+			if g.Name == gw && al.Name == "spread" {
 				for _, m := range al.Targets {
 					out[m.Group] = m
 				}
 			}
 		}
-	}
-	if len(out) != 2 || out["a"].Health == nil || out["b"].Health == nil {
-		e.t.Fatalf("the state lacks the members' health: %+v", out)
 	}
 	return out
 }

@@ -29,7 +29,7 @@ var logGrowth = math.Log(bucketGrowth)
 type Stats struct {
 	Requests, Errors int
 	ErrorRate        float64       // Errors / Requests; 0 without requests
-	P99              time.Duration // of the successful requests; 0 without one
+	P50, P99         time.Duration // of the successful requests; 0 without one
 }
 
 // Window counts one target's requests over a sliding span, in slots of
@@ -94,7 +94,7 @@ func (w *Window) Stats(t time.Time) Stats {
 	if st.Requests > 0 {
 		st.ErrorRate = float64(st.Errors) / float64(st.Requests)
 	}
-	st.P99 = w.quantile(0.99)
+	st.P50, st.P99 = w.quantile(0.5), w.quantile(0.99)
 	return st
 }
 
