@@ -66,9 +66,149 @@ wait_gateway() {
 		{ echo "gateway did not start; see $state/caddy.log"; tail -20 "$state/caddy.log"; exit 1; }
 }
 
+# now: Unix seconds with a fraction, the clock of the "ts" in Caddy's log
+now() { date +%s.%N; }
+# since T0 [T1]: seconds from T0 to T1 (default now), one decimal
+since() { awk -v a="$1" -v b="${2:-$(now)}" 'BEGIN { printf "%.1f", b - a }'; }
+
+# --multicloud: a cloud incident on examples/multicloud/Caddyfile
+multicloud() {
+	export CLOUD_A_UPSTREAM=${CLOUD_A_UPSTREAM:-http://127.0.0.1:8011} CLOUD_A_MODEL=${CLOUD_A_MODEL:-gpt-4o-mini}
+	export CLOUD_B_UPSTREAM=${CLOUD_B_UPSTREAM:-http://127.0.0.1:8012} CLOUD_B_MODEL=${CLOUD_B_MODEL:-gpt-4o-mini}
+	export CLOUD_C_UPSTREAM=${CLOUD_C_UPSTREAM:-http://127.0.0.1:8013} CLOUD_C_MODEL=${CLOUD_C_MODEL:-gpt-4o-mini}
+	export MIRROR_UPSTREAM=${MIRROR_UPSTREAM:-http://127.0.0.1:8014} MIRROR_MODEL=${MIRROR_MODEL:-gpt-4o-next}
+	export CANARY_UPSTREAM=${CANARY_UPSTREAM:-http://127.0.0.1:8015} CANARY_MODEL=${CANARY_MODEL:-gpt-4o-next}
+	export CLOUD_A_API_KEY=${CLOUD_A_API_KEY:-sk-demo-cloud-a-0123456789}
+	export CLOUD_B_API_KEY=${CLOUD_B_API_KEY:-sk-demo-cloud-b-0123456789}
+	export CLOUD_C_API_KEY=${CLOUD_C_API_KEY:-sk-demo-cloud-c-0123456789}
+	export MIRROR_API_KEY=${MIRROR_API_KEY:-sk-demo-mirror-0123456789}
+	export CANARY_API_KEY=${CANARY_API_KEY:-sk-demo-canary-0123456789}
+	local rate=${INCIDENT_RATE:-20} fail='{"error_rate":0.1,"error_status":503,"stall":"1.1s"}'
+
+	# one simulated cloud: NAME UPSTREAM MODEL KEY [llmsim flags]
+	sim() {
+		local name=$1 addr=${2#http://} model=$3 key=$4
+		shift 4
+		bin/llmsim cloud --listen "$addr" --model "$model" --api-key "$key" "$@" >"$state/$name.log" 2>&1 &
+		pids+=($!)
+		echo $! >"$state/$name.pid"
+		for _ in $(seq 1 50); do
+			curl -fsS "http://$addr/healthz" >/dev/null 2>&1 && return 0
+			kill -0 "$(cat "$state/$name.pid")" 2>/dev/null || break
+			sleep 0.1
+		done
+		echo "simulator $name did not start on $addr; see $state/$name.log"; tail -5 "$state/$name.log"; exit 1
+	}
+	sim cloud-a "$CLOUD_A_UPSTREAM" "$CLOUD_A_MODEL" "$CLOUD_A_API_KEY" --ttft 40ms --itl 5ms
+	sim cloud-b "$CLOUD_B_UPSTREAM" "$CLOUD_B_MODEL" "$CLOUD_B_API_KEY" --ttft 40ms --itl 5ms
+	sim cloud-c "$CLOUD_C_UPSTREAM" "$CLOUD_C_MODEL" "$CLOUD_C_API_KEY" --ttft 40ms --itl 5ms
+	sim mirror "$MIRROR_UPSTREAM" "$MIRROR_MODEL" "$MIRROR_API_KEY" --ttft 400ms --itl 50ms
+	sim canary "$CANARY_UPSTREAM" "$CANARY_MODEL" "$CANARY_API_KEY" --ttft 40ms --itl 5ms
+	bin/caddy run --config examples/multicloud/Caddyfile --adapter caddyfile >"$state/caddy.log" 2>&1 &
+	pids+=($!)
+	echo $! >"$state/caddy.pid"
+	wait_gateway "$(cat "$state/caddy.pid")"
+
+	local a=$CLOUD_A_UPSTREAM/_sim/failures
+	echo
+	echo "# 1. the incident: $rate requests/s to chat-main (client demo) all along; per second, where the answers landed"
+	echo "#    (lines starting >> are the script's actions, at seconds since the traffic began)"
+	local t0 tinj tclr burst_pid burst_rc=0
+	t0=$(now)
+	bin/llmburst -url "$gw" -key "$HYBRID_CLIENT_KEY" -rate "$rate" -duration 60s &
+	burst_pid=$!
+	pids+=("$burst_pid")
+	sleep 5
+	tinj=$(now)
+	curl -fsS -o /dev/null -X POST "$a" -d "$fail" || { echo "could not inject failures at $a"; exit 1; }
+	echo "  >> $(since "$t0" "$tinj")s  cloud A turns slow and failing: POST $a $fail"
+	sleep 8
+	tclr=$(now)
+	curl -fsS -o /dev/null -X POST "$a" -d '{}' || { echo "could not clear the failures at $a"; exit 1; }
+	echo "  >> $(since "$t0" "$tclr")s  cloud A is well again: POST $a {}"
+	local back="" deadline=$((SECONDS + 25))
+	while [ "$SECONDS" -lt "$deadline" ]; do
+		if grep -q '"msg":"route healthy: cloud-a back at weight' "$state/caddy.log"; then back=1; break; fi
+		sleep 0.2
+	done
+	if [ -n "$back" ]; then
+		echo "  >> $(since "$t0")s  cloud A is back at its whole weight: the traffic stops"
+	else
+		echo "  >> $(since "$t0")s  cloud A is not back at its whole weight 25s after the failures ended: the traffic stops"
+	fi
+	kill -TERM "$burst_pid" 2>/dev/null || true
+	wait "$burst_pid" || burst_rc=$?
+
+	echo
+	echo "# 2. the scheduler's log ($state/caddy.log, logger http.handlers.hybrid_llm), seconds since the failures began"
+	grep '"logger":"http.handlers.hybrid_llm"' "$state/caddy.log" | grep -E '"msg":"(route|scheduler)[[ ]' >"$state/scheduler.log" || true
+	local line ts lvl msg nums
+	while IFS= read -r line; do
+		ts=$(printf '%s\n' "$line" | grep -oE '"ts":[0-9.eE+]+' | head -1 | cut -d: -f2)
+		lvl=$(printf '%s\n' "$line" | grep -oE '^\{"level":"[a-z]+"' | cut -d'"' -f4 | tr a-z A-Z)
+		msg=$(printf '%s\n' "$line" | sed -E 's/.*"msg":"(([^"\\]|\\.)*)".*/\1/')
+		nums=$(printf '%s\n' "$line" | grep -oE '"(error_rate|p99_ms|requests|from|to)":[0-9.eE+-]+' | tr -d '"' | tr ':' '=' | tr '\n' ' ' || true)
+		printf '  %ss  %-5s %s  %s\n' "$(awk -v a="$tinj" -v b="$ts" 'BEGIN { printf "%+6.2f", b - a }')" "$lvl" "$msg" "$nums"
+	done <"$state/scheduler.log"
+
+	# first_ts MSG-PREFIX: the ts of the first line whose msg starts with it
+	first_ts() {
+		grep -F "\"msg\":\"$1" "$state/scheduler.log" | head -1 | grep -oE '"ts":[0-9.eE+]+' | cut -d: -f2
+	}
+	local missing="" want t_deg t_rec
+	for want in 'route[cloud-a] ' 'scheduler degrade: weight cloud-a 60 -> 0' \
+		'scheduler promote: weight cloud-b 40 -> 100' 'route recovered, traffic fully on cloud-b'; do
+		[ -n "$(first_ts "$want")" ] || missing="$missing
+    $want ..."
+	done
+	if [ -n "$missing" ]; then
+		echo "FAILED: the scheduler did not log:$missing"
+		exit 1
+	fi
+	t_deg=$(first_ts 'scheduler degrade: weight cloud-a 60 -> 0')
+	t_rec=$(first_ts 'route recovered, traffic fully on cloud-b')
+	echo
+	echo "  failures injected -> cloud-a's weight at 0 (scheduler degrade):          $(awk -v a="$tinj" -v b="$t_deg" 'BEGIN { printf "%.3f", b - a }') s"
+	echo "  failures injected -> traffic fully on cloud-b (route recovered):        $(awk -v a="$tinj" -v b="$t_rec" 'BEGIN { printf "%.3f", b - a }') s"
+	if [ -z "$back" ]; then
+		echo "FAILED: cloud-a did not come back at its whole weight (no 'route healthy: cloud-a back at weight' in 25s)"
+		exit 1
+	fi
+	if [ "$burst_rc" != 0 ]; then
+		echo "FAILED: some of the clients' requests failed during the incident (llmburst exit $burst_rc; see above)"
+		exit 1
+	fi
+
+	echo
+	echo "# 3. the colored canary: X-Route-Tag: canary from the trusted client tester, then from the client demo"
+	local head=$state/head.txt
+	curl -sS -D "$head" -o "$state/out.json" "$gw/v1/chat/completions" -H "Authorization: Bearer $HYBRID_TESTER_KEY" \
+		-H 'X-Route-Tag: canary' -H 'Content-Type: application/json' -d "$chat"
+	echo "  tester: $(grep -iE '^x-hybrid-(target|color):' "$head" | tr -d '\r' | tr '\n' ' ')"
+	grep -qi '^x-hybrid-target: canary' "$head" && grep -qi '^x-hybrid-color: canary' "$head" ||
+		{ echo "FAILED: the tester's tagged request did not go to the canary: $(cat "$head" "$state/out.json")"; exit 1; }
+	curl -sS -D "$head" -o "$state/out.json" "$gw/v1/chat/completions" -H "Authorization: Bearer $HYBRID_CLIENT_KEY" \
+		-H 'X-Route-Tag: canary' -H 'Content-Type: application/json' -d "$chat"
+	echo "  demo:   $(grep -iE '^x-hybrid-(target|color):' "$head" | tr -d '\r' | tr '\n' ' ')"
+	grep -qiE '^x-hybrid-target: cloud-(a|b)' "$head" && grep -qi '^x-hybrid-color: ignored' "$head" ||
+		{ echo "FAILED: the demo client's tag was not ignored: $(cat "$head" "$state/out.json")"; exit 1; }
+
+	echo
+	echo "# 4. the mirror: ${MIRROR_RATIO:-10%} of chat-main copied to $MIRROR_MODEL, billed as validation (shadow)"
+	sleep 1 # the last copies (the mirror answers 10x slower) finish
+	bin/caddy hybrid-llm ledger --window 5m --address "$HYBRID_ADMIN" | tee "$state/ledger.txt"
+	grep -qE 'validation \(mirrors, [0-9]+ requests\)' "$state/ledger.txt" ||
+		{ echo "FAILED: the ledger has no validation (mirrors) line"; exit 1; }
+	echo
+	curl -fsS "http://$HYBRID_ADMIN/metrics" | grep -E 'caddy_hybrid_llm_(mirror_requests_total|tokens_total.*billing="shadow")' ||
+		{ echo "FAILED: no mirror metrics"; exit 1; }
+	echo; echo "multicloud demo passed"
+}
+
+chat='{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":8}'
+
 if [ "$mode" = "--multicloud" ]; then
-	# shellcheck source=examples/multicloud/demo-incident.sh
-	. "$root/examples/multicloud/demo-incident.sh"
+	multicloud
 	exit 0
 fi
 
@@ -84,14 +224,7 @@ bin/caddy run --config examples/Caddyfile --adapter caddyfile >"$state/caddy.log
 pids+=($!)
 echo $! >"$state/caddy.pid"
 
-# wait (bounded) until the gateway answers
-for _ in $(seq 1 100); do
-	if curl -fsS -H "$auth" "$gw/v1/models" >/dev/null 2>&1; then break; fi
-	sleep 0.1
-done
-curl -fsS -H "$auth" "$gw/v1/models" >/dev/null || { echo "gateway did not start; see $state/caddy.log"; tail -20 "$state/caddy.log"; exit 1; }
-
-chat='{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":8}'
+wait_gateway "$(cat "$state/caddy.pid")"
 
 burst() {
 	echo "# a burst of <clients>x<duration> phases: ${BURST_PROFILE:-3x4s,24x6s,3x6s}"

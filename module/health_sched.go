@@ -272,13 +272,20 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 	fields := func(m *healthscore.Member, extra ...zap.Field) []zap.Field {
 		f := []zap.Field{zap.String("gateway", hs.gw), zap.String("alias", hs.alias), zap.String("set", hs.set)}
 		if m != nil {
-			f = append(f, zap.String("member", m.Name), zap.String("level", m.Level.String()))
+			f = append(f, zap.String("member", m.Name), zap.String("health", m.Level.String()))
 		}
 		return append(f, extra...)
 	}
 	numbers := func(e healthscore.Event) []zap.Field {
 		return []zap.Field{zap.Float64("error_rate", e.Stats.ErrorRate), zap.Int64("p99_ms", e.Stats.P99.Milliseconds()),
 			zap.Int("requests", e.Stats.Requests)}
+	}
+	// a ramp's last step comes with the member's recovery
+	recovered := map[*healthscore.Member]bool{}
+	for _, e := range ev {
+		if e.Kind == healthscore.EventRecovered {
+			recovered[e.Member] = true
+		}
 	}
 	for _, e := range ev {
 		m := e.Member
@@ -313,7 +320,7 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 				verb = "degrade"
 			case m.Level == healthscore.Broken:
 				verb = "break"
-			case e.To > e.From && (m.Level == healthscore.Recovering || hs.s.Panic):
+			case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.s.Panic):
 				verb = "restore"
 			case e.To < e.From:
 				verb = "demote"

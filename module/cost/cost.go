@@ -93,7 +93,7 @@ func Compare(samples []Sample, p Prices, cloudUSD float64) Comparison {
 	c.AllCloud.CloudUSD = c.DemandGPUSecs * p.CloudPerGPUSec
 	c.AllCloud.TotalUSD = c.AllCloud.CloudUSD
 
-	c.AllSelfHosted.GPUs = math.Ceil(c.PeakDemandGPUs - 1e-9)
+	c.AllSelfHosted.GPUs = max(0, math.Ceil(c.PeakDemandGPUs-1e-9)) // no -0 without demand
 	c.AllSelfHosted.Utilization = util(c.DemandGPUSecs, c.AllSelfHosted.GPUs)
 	c.AllSelfHosted.SelfHostedUSD = fixed(c.AllSelfHosted.GPUs)
 	c.AllSelfHosted.TotalUSD = c.AllSelfHosted.SelfHostedUSD

@@ -344,3 +344,39 @@ func TestSchedulerNeverZeroesTheSet(t *testing.T) {
 		t.Fatalf("a out, b alone: %v, a at %d, b at %d (%d)", a.Level, a.Fine, b.Weight, b.Fine)
 	}
 }
+
+// A member ramping back steps only once its window shows it answering
+// (a quarter of min_requests), and one still failing at its small weight
+// goes out again on that much: it never ramps to full weight unjudged.
+func TestSchedulerRampsOnlyOnEvidence(t *testing.T) {
+	s, priv, pub := seedSet()
+	now := t0
+	feed(priv, now, 100, 0, 100*time.Millisecond)
+	feed(pub, now, 100, 10, 100*time.Millisecond)
+	s.Tick(now)
+	now = now.Add(DefaultHold)
+	s.Tick(now)
+	if pub.Level != Recovering || pub.Weight != 10 {
+		t.Fatalf("not recovering: %v at %d", pub.Level, pub.Weight)
+	}
+	// no traffic reached it: no step, however long
+	for range 5 {
+		now = now.Add(DefaultRampInterval)
+		s.Tick(now)
+	}
+	if pub.Weight != 10 || pub.Level != Recovering {
+		t.Fatalf("stepped without evidence: %v at %d", pub.Level, pub.Weight)
+	}
+	// four slow answers are not yet enough to judge; the fifth is
+	feed(pub, now, 4, 0, 1200*time.Millisecond)
+	now = now.Add(DefaultRampInterval)
+	s.Tick(now)
+	if pub.Level != Recovering || pub.Weight != 10 {
+		t.Fatalf("judged on 4 answers: %v at %d", pub.Level, pub.Weight)
+	}
+	feed(pub, now, 1, 0, 1200*time.Millisecond)
+	s.Tick(now)
+	if pub.Level != Degraded || pub.Weight != 0 {
+		t.Fatalf("still slow while ramping, yet %v at %d", pub.Level, pub.Weight)
+	}
+}

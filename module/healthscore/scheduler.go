@@ -17,7 +17,8 @@ type Policy struct {
 	P99 time.Duration
 	// The share of a threshold at which an alert is raised. Default 0.8.
 	AlertAt float64
-	// Requests the window must hold before its numbers count. Default 20.
+	// Requests the window must hold before its numbers count; a
+	// recovering member's count from a quarter of it. Default 20.
 	MinRequests int
 	// How long a degraded or broken member stays out (a broken one from
 	// its probes' first pass) before its weight ramps back; doubled for
@@ -25,7 +26,8 @@ type Policy struct {
 	Hold time.Duration
 	// The share of its weight a recovering member gets back per step, and
 	// the time between steps; a step waits while the member is at the
-	// alert level. Defaults 0.25 and 2s.
+	// alert level, or has not yet answered a quarter of MinRequests
+	// since it came back. Defaults 0.25 and 2s.
 	RampStep     float64
 	RampInterval time.Duration
 }
@@ -158,7 +160,13 @@ func (s *Set) Tick(now time.Time) []Event {
 		st := m.Window.Stats(now)
 		m.Last = st
 		p := m.Policy
-		enough := st.Requests >= p.MinRequests
+		bar := p.MinRequests
+		if m.Level == Recovering {
+			// a member ramping back gets little traffic: it is judged
+			// on less, and steps only on evidence
+			bar = max(1, (p.MinRequests+3)/4)
+		}
+		enough := st.Requests >= bar
 		over := func(share float64) bool {
 			return enough && ((p.ErrorRate > 0 && st.ErrorRate > share*p.ErrorRate) ||
 				(p.P99 > 0 && float64(st.P99) > share*float64(p.P99)))
@@ -245,7 +253,7 @@ func (s *Set) Tick(now time.Time) []Event {
 		}
 		switch {
 		case m.Level == Recovering:
-			if !vs[i].warn && now.Sub(m.stepAt) >= m.Policy.RampInterval {
+			if vs[i].enough && !vs[i].warn && now.Sub(m.stepAt) >= m.Policy.RampInterval {
 				m.ramp, m.stepAt = m.ramp+m.Policy.RampStep, now
 				if m.ramp >= 1-1e-9 {
 					m.Level, m.Since, m.relapses = OK, now, 0
