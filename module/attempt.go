@@ -40,7 +40,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	if t.health != nil || t.latency != nil {
+	if t.health != nil || t.latency != nil || (t.group.vllm != nil && t.group.vllm.scored) {
 		if t.health != nil {
 			t.health.inflight.Add(1)
 		}

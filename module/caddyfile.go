@@ -83,6 +83,9 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				load_time     <duration>
 //				uneject_on_probe on|off
 //			}
+//
+//			# kind vllm: health-score scheduling of its endpoints
+//			health { ... }           # as a weighted set's
 //		}
 //
 //		cloud_spend {

@@ -156,6 +156,16 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			}
 			grp.Cost = cc
 
+		case "health":
+			if grp.Health != nil {
+				return nil, d.Err("health already specified")
+			}
+			hc, err := unmarshalHealth(d)
+			if err != nil {
+				return nil, err
+			}
+			grp.Health = hc
+
 		case "breaker":
 			if grp.Breaker != nil {
 				return nil, d.Err("breaker already specified")

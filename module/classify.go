@@ -39,6 +39,7 @@ const (
 	reasonContextWindow = "context_window"
 	reasonOverflow      = "overflow"
 	reasonBreakerOpen   = "breaker_open"
+	reasonDegraded      = "degraded" // the health score took every eligible endpoint out
 	reasonDrained       = "drained"
 
 	reasonRedLine      reason = "red_line"
@@ -176,7 +177,7 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	}
 	switch why {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
-		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonOverflow, reasonContextWindow, reasonDrained,
+		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonDegraded, reasonOverflow, reasonContextWindow, reasonDrained,
 		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream

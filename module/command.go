@@ -151,6 +151,14 @@ func cmdState(cmd *cobra.Command) error {
 				if ep.Breaker != nil && ep.Breaker.State != "closed" {
 					epNotes = append(epNotes, "breaker "+ep.Breaker.State)
 				}
+				if h := ep.HealthScore; h != nil && (h.Level != "ok" || h.Sick) {
+					note := fmt.Sprintf("health %s at %d%% (errors %.1f%%, p99 %dms, %d requests)", h.Level, *ep.ServePercent,
+						h.ErrorRate*100, h.P99Ms, h.Requests)
+					if h.Sick {
+						note += ", kept: the last in service"
+					}
+					epNotes = append(epNotes, note)
+				}
 				if notes != "" {
 					epNotes = append(epNotes, notes)
 				}

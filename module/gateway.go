@@ -232,6 +232,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
+		if err := g.provisionEndpointHealth(grp); err != nil {
+			return fmt.Errorf("group %q: %v", name, err)
+		}
 		grp.streamUsage = !g.DisableStreamUsage
 		if grp.StreamUsage != nil {
 			grp.streamUsage = *grp.StreamUsage

@@ -73,6 +73,13 @@ type Group struct {
 	// group. Default: none.
 	Breaker *BreakerConfig `json:"breaker,omitempty"`
 
+	// Health-score scheduling of the group's endpoints (kind vllm): each
+	// is scored over its own window as a weighted set's member is, and
+	// one over a threshold (or failing its probes) gets no request, the
+	// others taking its share, until it ramps back after a hold. The
+	// last endpoint in service is kept. Default: none.
+	Health *HealthConfig `json:"health,omitempty"`
+
 	// The group's cost model, for the cost ledger and the cloud spend.
 	Cost *CostConfig `json:"cost,omitempty"`
 
@@ -120,8 +127,8 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	if len(grp.ProxyRaw) == 0 {
 		return fmt.Errorf("no proxy configured")
 	}
-	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil) {
-		return fmt.Errorf("max_num_seqs, max_queue, endpoints and probe apply to groups of kind %s only", KindVLLM)
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil || grp.Health != nil) {
+		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe and health apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
 	}
 	if grp.Kind == KindVLLM && (grp.ModelCheckInterval != 0 || grp.DisableModelCheck) {
 		return fmt.Errorf("model_check applies to groups of kind %s only; vLLM endpoints are checked by their probes", KindOpenAI)

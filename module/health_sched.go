@@ -95,10 +95,11 @@ func (hc *HealthConfig) window() time.Duration {
 }
 
 // setHealth is the scheduler of one weighted set whose members have a
-// health config.
+// health config, or of the endpoints of a vllm group with one.
 type setHealth struct {
 	gw, alias, set string
-	ws             *weightedSet
+	ws             *weightedSet // the set's; nil for a group's endpoints
+	group          string       // the group, for a group's endpoints
 	logger         *zap.Logger
 
 	mu      sync.Mutex
@@ -106,12 +107,22 @@ type setHealth struct {
 	members []*healthMember
 }
 
-// healthMember is one member's window and in-flight count.
+// healthMember is one member's window and in-flight count: a target of a
+// weighted set, or an endpoint of a vllm group.
 type healthMember struct {
 	hs       *setHealth
 	m        *healthscore.Member
 	target   *Target
+	ep       *endpoint
 	inflight atomic.Int64
+}
+
+// what names the set in log lines.
+func (hs *setHealth) what() string {
+	if hs.ws == nil {
+		return "the endpoints of group " + hs.group
+	}
+	return "set " + hs.set
 }
 
 var schedulerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -192,6 +203,12 @@ func (hs *setHealth) setBase(i, w int) {
 // apply hands the members' weights to the set's round robin, if they
 // changed (a new rotation starts).
 func (hs *setHealth) apply() {
+	if hs.ws == nil {
+		for i, hm := range hs.members {
+			hm.ep.score.fine.Store(int64(hs.s.Members[i].Fine))
+		}
+		return
+	}
 	w := make([]int, len(hs.s.Members))
 	same := true
 	for i, m := range hs.s.Members {
@@ -228,15 +245,24 @@ func (hs *setHealth) tick(t time.Time) {
 	hs.mu.Lock()
 	before := make([]healthscore.Level, len(hs.members))
 	for i, hm := range hs.members {
-		hm.m.ProbeDown = hm.target.group.probesDown()
-		hm.m.Inflight = hm.inflight.Load()
+		if ep := hm.ep; ep != nil {
+			hm.m.ProbeDown = ep.p.snap.Load().health == healthDown
+			hm.m.Inflight = ep.p.inflight.Load()
+		} else {
+			hm.m.ProbeDown = hm.target.group.probesDown()
+			hm.m.Inflight = hm.inflight.Load()
+		}
 		before[i] = hm.m.Level
 	}
 	ev := hs.s.Tick(t)
 	hs.apply()
 	for i, hm := range hs.members {
 		if hm.m.Level != before[i] {
-			schedulerTransitions.WithLabelValues(hs.gw, hs.alias, hm.target.Group, hm.m.Level.String()).Inc()
+			group := hs.group
+			if hm.target != nil {
+				group = hm.target.Group
+			}
+			schedulerTransitions.WithLabelValues(hs.gw, hs.alias, group, hm.m.Level.String()).Inc()
 		}
 	}
 	lines := hs.lines(ev, nil)
@@ -271,6 +297,9 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 	}
 	fields := func(m *healthscore.Member, extra ...zap.Field) []zap.Field {
 		f := []zap.Field{zap.String("gateway", hs.gw), zap.String("alias", hs.alias), zap.String("set", hs.set)}
+		if hs.ws == nil {
+			f = []zap.Field{zap.String("gateway", hs.gw), zap.String("group", hs.group)}
+		}
 		if m != nil {
 			f = append(f, zap.String("member", m.Name), zap.String("health", m.Level.String()))
 		}
@@ -308,9 +337,9 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: kept in service, the last member (or the most the set may take out)",
 				m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
 		case healthscore.EventPanic:
-			log(zapcore.ErrorLevel, "scheduler panic: every member of set "+hs.set+" is sick; traffic goes to all by weight", fields(nil)...)
+			log(zapcore.ErrorLevel, "scheduler panic: every member of "+hs.what()+" is sick; traffic goes to all by weight", fields(nil)...)
 		case healthscore.EventPanicOver:
-			log(zapcore.InfoLevel, "scheduler panic over: set "+hs.set+" has a healthy member again", fields(nil)...)
+			log(zapcore.InfoLevel, "scheduler panic over: "+hs.what()+" has a healthy member again", fields(nil)...)
 		case healthscore.EventWeight:
 			verb := "promote"
 			switch {
@@ -403,8 +432,9 @@ func (hm *healthMember) state() (*TargetHealthState, int) {
 	}, m.Weight
 }
 
-// observe counts an attempt in its member's window, if it is watched, and
-// its latency for its set's latency strategy, if it has one.
+// observe counts an attempt in its member's window, if it is watched, in
+// its endpoint's, if its vllm group has health, and its latency for its
+// set's latency strategy, if it has one.
 // The latency is to the first byte for a stream, of the whole answer
 // otherwise; attempts that say nothing of the upstream are left out.
 func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
@@ -412,10 +442,17 @@ func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
 	if hm != nil {
 		hm.inflight.Add(-1)
 	}
+	var epm *healthMember // the endpoint's, in a vllm group with health
+	if res.ep != nil && res.ep.score != nil {
+		epm = res.ep.score.hm
+	}
 	switch res.verdict {
 	case verdictFailure:
 		if hm != nil {
 			hm.record(true, 0)
+		}
+		if epm != nil {
+			epm.record(true, 0)
 		}
 	case verdictSuccess:
 		end := now()
@@ -425,6 +462,9 @@ func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
 		}
 		if hm != nil {
 			hm.record(false, lat)
+		}
+		if epm != nil {
+			epm.record(false, lat)
 		}
 		if t.latency != nil {
 			t.latency.add(end, lat)

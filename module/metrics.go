@@ -51,6 +51,7 @@ type stateCollector struct {
 	overflowActive, overflowTransitions, breakerOpen, breakerOpened                       *prometheus.Desc
 	utilization, selfPerMillion                                                           *prometheus.Desc
 	targetWeight, targetHealth                                                            *prometheus.Desc
+	endpointHealth, endpointServe                                                         *prometheus.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -91,6 +92,10 @@ func newStateCollector() *stateCollector {
 		targetHealth: prometheus.NewDesc(metricsNS+"_target_health_level",
 			"A watched weighted set member's health level: 0 ok, 1 alert, 2 recovering, 3 degraded, 4 broken.",
 			[]string{"gateway", "alias", "set", "group", "model"}, nil),
+		endpointHealth: d("endpoint_health_level",
+			"With the vllm group's health: the endpoint's health-score level, 0 ok, 1 alert, 2 recovering, 3 degraded, 4 broken."),
+		endpointServe: d("endpoint_serve_ratio",
+			"With the vllm group's health: the share of a whole endpoint the endpoint serves at (0 out, below 1 ramping back)."),
 		modelListed: prometheus.NewDesc(metricsNS+"_model_listed",
 			"1 when an openai group's /v1/models lists the model name its targets use, 0 when it does not (absent before the first successful check).",
 			[]string{"gateway", "group", "model"}, nil),
@@ -101,7 +106,7 @@ func newStateCollector() *stateCollector {
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.misconfigured, c.waiting, c.running, c.kv, c.metricsAge, c.inflight,
 		c.redLine, c.ttft, c.ttftP99, c.modelListed, c.overflowActive, c.overflowTransitions, c.breakerOpen, c.breakerOpened,
-		c.utilization, c.selfPerMillion, c.targetWeight, c.targetHealth} {
+		c.utilization, c.selfPerMillion, c.targetWeight, c.targetHealth, c.endpointHealth, c.endpointServe} {
 		ch <- d
 	}
 }
@@ -164,6 +169,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				breaker(es.Breaker, l...)
 				if es.Health != "unknown" {
 					gauge(c.up, b2f(es.Health == "up"), l...)
+				}
+				if h := es.HealthScore; h != nil {
+					gauge(c.endpointHealth, float64(healthLevel(h.Level)), l...)
+					gauge(c.endpointServe, float64(*es.ServePercent)/100, l...)
 				}
 				if es.ServedModels != nil {
 					for _, m := range grp.Models {

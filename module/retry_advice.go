@@ -48,7 +48,7 @@ func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
 			w = breakerWait(a.target, t0)
 		case a.reason == reasonRateLimited:
 			w = holdWait(a.target, t0)
-		case a.reason == reasonRedLine, a.reason == reasonOverflow,
+		case a.reason == reasonRedLine, a.reason == reasonOverflow, a.reason == reasonDegraded,
 			a.status == http.StatusTooManyRequests, a.status == http.StatusServiceUnavailable:
 			w = defaultRetryAfter
 		default:

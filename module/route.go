@@ -193,7 +193,7 @@ func (rt *route) fail(al *Alias) error {
 	for _, a := range rt.attempts {
 		switch a.reason {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
-			reasonOverflow, reasonBreakerOpen, reasonContextWindow, reasonDrained, reasonRateLimited,
+			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
 			reasonBudget, reasonSpendCap:
 		case reasonDeadline:
 			timedOut = true

@@ -138,6 +138,10 @@ type EndpointState struct {
 	Breaker      *BreakerState  `json:"breaker,omitempty"`
 	Weight       float64        `json:"weight"`
 	Metrics      MetricsState   `json:"metrics"`
+	// with the group's health: the endpoint's health-score level and
+	// window, and the share of a whole endpoint it serves at, in percent
+	HealthScore  *TargetHealthState `json:"health_score,omitempty"`
+	ServePercent *int               `json:"serve_percent,omitempty"`
 }
 
 // MetricsState is the last /metrics scrape of an endpoint.
@@ -253,6 +257,11 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 		es.Breaker = breakerState(ep.br)
 	}
 	es.Drained = ep.drained != nil && ep.drained.Load()
+	if sc := ep.score; sc != nil {
+		pct := int(math.Round(sc.share() * 100))
+		es.HealthScore, _ = sc.hm.state()
+		es.ServePercent = &pct
+	}
 	if snap.models != nil {
 		for _, m := range expect {
 			if _, ok := snap.models[m]; !ok {

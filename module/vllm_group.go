@@ -65,6 +65,7 @@ type vllmGroup struct {
 	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
 	poolCache  atomic.Pointer[poolEndpoints]
 	released   bool
+	scored     bool // the endpoints are health-scored (the group's health)
 }
 
 // endpoint is one vLLM replica of a group.
@@ -75,6 +76,7 @@ type endpoint struct {
 	drained    *atomic.Bool // set through the admin API
 	maxNumSeqs int
 	weight     float64
+	score      *endpointScore // with the group's health
 }
 
 // redLine is the most requests the gateway keeps in flight to the
@@ -160,6 +162,10 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 		maxNumSeqs: ep.maxNumSeqs,
 		weight:     ep.weight,
 	}
+	if ep.score != nil {
+		// ramping back: its load counts as if it had that much less room
+		v.weight *= ep.score.share()
+	}
 	if v.maxNumSeqs == 0 {
 		v.maxNumSeqs = g.maxNumSeqs
 	}
@@ -196,7 +202,7 @@ func skipRank(why reason) int {
 		return 6
 	case reasonStaleMetrics:
 		return 5
-	case reasonBreakerOpen, reasonRateLimited:
+	case reasonBreakerOpen, reasonRateLimited, reasonDegraded:
 		return 4
 	case reasonDrained:
 		return 4
@@ -267,6 +273,8 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				why = reasonRateLimited
 			case g.breakers && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
 				why = reasonBreakerOpen
+			case ep.score != nil && ep.score.fine.Load() == 0:
+				why = reasonDegraded // its health score took it out
 			}
 			var s float64
 			if why == "" {

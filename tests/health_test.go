@@ -106,6 +106,13 @@ func spreadMembers(t *testing.T, gw string) map[string]memberHealth {
 // where they landed; each must be answered.
 func send(t *testing.T, n int) map[string]int {
 	t.Helper()
+	return sendBody(t, spreadBody, n)
+}
+
+// sendBody posts n requests with body from 4 clients at once and counts
+// where they landed; each must be answered.
+func sendBody(t *testing.T, body string, n int) map[string]int {
+	t.Helper()
 	var mu sync.Mutex
 	counts := map[string]int{}
 	var wg sync.WaitGroup
@@ -114,9 +121,9 @@ func send(t *testing.T, n int) map[string]int {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += 4 {
-				resp, body := post(t, "/v1/chat/completions", spreadBody)
+				resp, answer := post(t, "/v1/chat/completions", body)
 				if resp.StatusCode != http.StatusOK {
-					t.Errorf("%d %s", resp.StatusCode, body)
+					t.Errorf("%d %s", resp.StatusCode, answer)
 					return
 				}
 				mu.Lock()

@@ -37,6 +37,10 @@ type stateDoc struct {
 					AgeSeconds *float64 `json:"age_seconds"`
 					Running    float64  `json:"running"`
 				} `json:"metrics"`
+				HealthScore *struct {
+					Level string `json:"level"`
+				} `json:"health_score"`
+				ServePercent *int `json:"serve_percent"`
 			} `json:"endpoints"`
 			ModelCheck *struct {
 				CheckedAt *string  `json:"checked_at"`
