@@ -58,6 +58,7 @@ func (g *Gateway) provisionEndpointHealth(grp *Group) error {
 		m := &healthscore.Member{Name: grp.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.window()),
 			Base: endpointBase, Since: now()}
 		hm := &healthMember{hs: hs, m: m, ep: ep}
+		hm.carry(endpointKey(g.Name, grp.name, dial))
 		ep.score = &endpointScore{hm: hm}
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)

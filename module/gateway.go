@@ -297,6 +297,7 @@ func (g *Gateway) Cleanup() error {
 		releaseLedger(g)
 	}
 	g.unregister()
+	g.uncarry()
 	for _, grp := range g.Groups {
 		grp.cleanup()
 	}

@@ -105,6 +105,7 @@ type setHealth struct {
 	mu      sync.Mutex
 	s       healthscore.Set
 	members []*healthMember
+	stopped atomic.Bool // its config stopped
 }
 
 // healthMember is one member's window and in-flight count: a target of a
@@ -115,6 +116,8 @@ type healthMember struct {
 	target   *Target
 	ep       *endpoint
 	inflight atomic.Int64
+	key      string        // across configs (see carry)
+	prev     *healthMember // the member it took the place of
 }
 
 // what names the set in log lines.
@@ -159,6 +162,7 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 		m := &healthscore.Member{Name: memberName(members, i), Policy: p,
 			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: now()}
 		hm := &healthMember{hs: hs, m: m, target: t}
+		hm.carry(memberKey(g.Name, al.name, ws.name, t))
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)
 		t.health = hm

@@ -288,3 +288,32 @@ func TestHealthBreaksOnHealthChecks(t *testing.T) {
 		t.Error("no health level metric")
 	}
 }
+
+// A reload keeps the scheduler's state: a member degraded before it
+// stays out for the rest of its hold, rather than coming back at its
+// whole weight with the new config.
+func TestHealthSurvivesAReload(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	a, _, aSrv, bSrv := twoClouds(t)
+	block := healthBlock(aSrv, bSrv, "\t\t\thold 1m\n\t\t\tmin_requests 10", "")
+	e.load(block)
+	a.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: http.StatusServiceUnavailable})
+	waitFor(t, "a degraded", func() bool {
+		send(t, 8)
+		return e.members()["a"].Health.Level != "ok"
+	})
+	a.SetFailures(simulator.Failures{})
+
+	e.load(block + "alias other {\n\ttarget b " + cloudModel + "\n}\n") // any change
+	m := e.members()
+	if h := m["a"].Health; (h.Level != "degraded" && h.Level != "broken") || *m["a"].Weight != 0 || *m["b"].Weight != 100 {
+		t.Fatalf("after the reload: a %s at %d, b at %d", h.Level, *m["a"].Weight, *m["b"].Weight)
+	}
+	before := len(posts(a.Requests()))
+	if c := send(t, 20); c["b"] != 20 {
+		t.Errorf("after the reload: %v", c)
+	}
+	if n := len(posts(a.Requests())) - before; n != 0 {
+		t.Errorf("a, in its hold, got %d requests after the reload", n)
+	}
+}

@@ -380,3 +380,39 @@ func TestSchedulerRampsOnlyOnEvidence(t *testing.T) {
 		t.Fatalf("still slow while ramping, yet %v at %d", pub.Level, pub.Weight)
 	}
 }
+
+// A member carried into a new config keeps its level, hold and window:
+// a degraded member stays out for the rest of its hold.
+func TestCarryKeepsTheHold(t *testing.T) {
+	s, priv, pub := seedSet()
+	now := t0
+	feed(priv, now, 100, 0, 100*time.Millisecond)
+	feed(pub, now, 100, 10, 100*time.Millisecond)
+	s.Tick(now)
+	if pub.Level != Degraded {
+		t.Fatalf("not degraded: %v", pub.Level)
+	}
+	s2, priv2, pub2 := seedSet()
+	priv2.Carry(priv)
+	pub2.Carry(pub)
+	s2.Rebalance()
+	if pub2.Level != Degraded || pub2.Weight != 0 || priv2.Weight != 100 {
+		t.Fatalf("carried: %v at %d/%d", pub2.Level, priv2.Weight, pub2.Weight)
+	}
+	if st := pub2.Window.Stats(now); st.Requests != 100 || st.Errors != 10 {
+		t.Errorf("the window was not carried: %+v", st)
+	}
+	// a copy: the old member's window is its own still
+	pub.Window.Add(now, true, 0)
+	if st := pub2.Window.Stats(now); st.Errors != 10 {
+		t.Errorf("the windows are shared: %+v", st)
+	}
+	s2.Tick(now.Add(DefaultHold - time.Second))
+	if pub2.Level != Degraded {
+		t.Errorf("out of its hold early: %v", pub2.Level)
+	}
+	s2.Tick(now.Add(DefaultHold))
+	if pub2.Level != Recovering {
+		t.Errorf("after its hold: %v", pub2.Level)
+	}
+}

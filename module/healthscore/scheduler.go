@@ -115,6 +115,18 @@ type Member struct {
 	drained  bool      // the end of its traffic was announced
 }
 
+// Carry takes over the state of old, the same member under the config
+// before: its level and since, hold, ramp and relapses, and its window's
+// requests when the window spans the same time. Its weight follows at the
+// next Rebalance.
+func (m *Member) Carry(old *Member) {
+	m.Level, m.Since, m.Sick, m.Last = old.Level, old.Since, old.Sick, old.Last
+	m.ramp, m.until, m.stepAt, m.relapses, m.drained = old.ramp, old.until, old.stepAt, old.relapses, old.drained
+	if old.Window != nil && m.Window != nil && old.Window.Span() == m.Window.Span() {
+		*m.Window = *old.Window
+	}
+}
+
 // Set is a weighted set's members and how many may be out at once.
 type Set struct {
 	Members []*Member
