@@ -155,16 +155,23 @@ func TestSchedulerDegradesAndRampsBack(t *testing.T) {
 	}
 }
 
-func TestSchedulerDoesNotFlap(t *testing.T) {
+// degradedSeedSet is the seed's set with pub-cloud-a degraded at t0 by
+// a 10% error rate.
+func degradedSeedSet(t *testing.T) (*Set, *Member, *Member) {
+	t.Helper()
 	s, priv, pub := seedSet()
-	now := t0
-	feed(priv, now, 100, 0, 100*time.Millisecond)
-	feed(pub, now, 100, 10, 100*time.Millisecond)
-	s.Tick(now)
+	feed(priv, t0, 100, 0, 100*time.Millisecond)
+	feed(pub, t0, 100, 10, 100*time.Millisecond)
+	s.Tick(t0)
 	if pub.Level != Degraded {
-		t.Fatal("not degraded")
+		t.Fatalf("not degraded: %v", pub.Level)
 	}
-	now = now.Add(DefaultHold)
+	return s, priv, pub
+}
+
+func TestSchedulerDoesNotFlap(t *testing.T) {
+	s, _, pub := degradedSeedSet(t)
+	now := t0.Add(DefaultHold)
 	s.Tick(now)
 	if pub.Level != Recovering {
 		t.Fatal("not recovering")
@@ -349,12 +356,8 @@ func TestSchedulerNeverZeroesTheSet(t *testing.T) {
 // (a quarter of min_requests), and one still failing at its small weight
 // goes out again on that much: it never ramps to full weight unjudged.
 func TestSchedulerRampsOnlyOnEvidence(t *testing.T) {
-	s, priv, pub := seedSet()
-	now := t0
-	feed(priv, now, 100, 0, 100*time.Millisecond)
-	feed(pub, now, 100, 10, 100*time.Millisecond)
-	s.Tick(now)
-	now = now.Add(DefaultHold)
+	s, _, pub := degradedSeedSet(t)
+	now := t0.Add(DefaultHold)
 	s.Tick(now)
 	if pub.Level != Recovering || pub.Weight != 10 {
 		t.Fatalf("not recovering: %v at %d", pub.Level, pub.Weight)
@@ -384,14 +387,8 @@ func TestSchedulerRampsOnlyOnEvidence(t *testing.T) {
 // A member carried into a new config keeps its level, hold and window:
 // a degraded member stays out for the rest of its hold.
 func TestCarryKeepsTheHold(t *testing.T) {
-	s, priv, pub := seedSet()
+	_, priv, pub := degradedSeedSet(t)
 	now := t0
-	feed(priv, now, 100, 0, 100*time.Millisecond)
-	feed(pub, now, 100, 10, 100*time.Millisecond)
-	s.Tick(now)
-	if pub.Level != Degraded {
-		t.Fatalf("not degraded: %v", pub.Level)
-	}
 	s2, priv2, pub2 := seedSet()
 	priv2.Carry(priv)
 	pub2.Carry(pub)
