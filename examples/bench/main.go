@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	promodel "github.com/prometheus/common/model"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 )
 
@@ -381,6 +384,7 @@ func main() {
 		fmt.Printf("%-40s %12s %12s %8s\n", "mirror "+*mirror+" to a 10x slower target", "without", "with", "ratio")
 		mrow("  main p50 latency at 500 req/s (ms)", m, 0)
 		mrow("  main p99 latency at 500 req/s (ms)", m, 1)
+		fmt.Printf("  mirror copies (by outcome, and dropped): %s\n", mirrorCounts(mirrored))
 	}
 	row("peak RSS (MiB)", rssPeak["plain"], rssPeak["hybrid"], rssPeak["hybrid"]/rssPeak["plain"])
 	if *idle > 0 {
@@ -580,6 +584,37 @@ func waitUp(p *proxyUnderTest) bool {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return false
+}
+
+// mirrorCounts sums the gateway's mirror copies by outcome, from its
+// metrics.
+func mirrorCounts(p *proxyUnderTest) string {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", p.admin))
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(promodel.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return err.Error()
+	}
+	counts := map[string]float64{}
+	for _, m := range families["caddy_hybrid_llm_mirror_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "outcome" {
+				counts[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	for _, m := range families["caddy_hybrid_llm_mirror_dropped_total"].GetMetric() {
+		counts["dropped"] += m.GetCounter().GetValue()
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, counts[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // fail stops what the run started and exits.
