@@ -317,3 +317,49 @@ func TestHealthSurvivesAReload(t *testing.T) {
 		t.Errorf("a, in its hold, got %d requests after the reload", n)
 	}
 }
+
+// A member whose p99 passes the alert level but not the threshold is at
+// the alert level: a WARN line, the level in the state and the metrics,
+// and nothing else (its weight stays); the alert ends once it is under
+// the level again.
+func TestHealthAlertsBelowTheThreshold(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	a, _, aSrv, bSrv := twoClouds(t)
+	logPath := e.loadWithGatewayLog(healthBlock(aSrv, bSrv,
+		"\t\t\tp99_latency 600ms\n\t\t\talert_at 40%\n\t\t\twindow 1s\n\t\t\tmin_requests 8", ""))
+	gw := e.gatewayName()
+	alerts := metricValue(t, "caddy_hybrid_llm_scheduler_transitions_total",
+		map[string]string{"gateway": gw, "alias": "spread", "group": "a", "level": "alert"})
+
+	a.SetFailures(simulator.Failures{Stall: 300 * time.Millisecond}) // over 240 ms, under 600 ms
+	waitFor(t, "a at the alert level", func() bool {
+		send(t, 8)
+		return e.members()["a"].Health.Level == "alert"
+	})
+	m := e.members()
+	if *m["a"].Weight != 60 || *m["b"].Weight != 40 {
+		t.Errorf("an alert moved weights: a %d, b %d", *m["a"].Weight, *m["b"].Weight)
+	}
+	if n := logLines(t, logPath, `"level":"warn"`, `"msg":"route[a] p99=`, "near the thresholds"); n != 1 {
+		t.Errorf("%d alert lines, want 1", n)
+	}
+	if n := logLines(t, logPath, "scheduler degrade:"); n != 0 {
+		t.Errorf("an alert degraded: %d lines", n)
+	}
+	if d := metricValue(t, "caddy_hybrid_llm_scheduler_transitions_total",
+		map[string]string{"gateway": gw, "alias": "spread", "group": "a", "level": "alert"}) - alerts; d != 1 {
+		t.Errorf("alert transitions moved by %v", d)
+	}
+	if l := metricValue(t, "caddy_hybrid_llm_target_health_level", map[string]string{"gateway": gw, "alias": "spread", "group": "a"}); l != 1 {
+		t.Errorf("a's level metric %v, want 1", l)
+	}
+
+	a.SetFailures(simulator.Failures{})
+	waitFor(t, "the alert over", func() bool {
+		send(t, 8)
+		return e.members()["a"].Health.Level == "ok"
+	})
+	if n := logLines(t, logPath, `"msg":"route[a] p99=`, "back under the alert levels"); n != 1 {
+		t.Errorf("%d alert-over lines, want 1", n)
+	}
+}
