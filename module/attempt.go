@@ -62,10 +62,10 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
 		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: avoid}
-		caddyhttp.SetVar(actx, varAttempt, &aw.slot)
+		holdSlot(actx, &rt.slots, &aw.slot)
 		defer func() {
 			aw.slot.release()
-			caddyhttp.SetVar(actx, varAttempt, nil)
+			rt.slots.p.Store(nil)
 		}()
 	}
 	if t.firstByte > 0 && rt.stream {

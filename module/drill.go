@@ -60,7 +60,7 @@ func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), nil, &caddyhttp.Server{})
 	slot := &attemptSlot{group: t.group.vllm, model: t.Model}
 	if slot.group != nil {
-		caddyhttp.SetVar(req.Context(), varAttempt, slot)
+		holdSlot(req.Context(), new(slotHolder), slot)
 	}
 	w := &bufferWriter{header: make(http.Header)}
 	start := time.Now()

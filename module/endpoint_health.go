@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"sync/atomic"
 
@@ -27,6 +28,13 @@ type endpointScore struct {
 // out, below 1 while it ramps back.
 func (es *endpointScore) share() float64 {
 	return min(1, float64(es.fine.Load())/(endpointBase*100))
+}
+
+// admits draws whether an endpoint ramping back takes this request: with
+// the probability of its share (always at a whole share).
+func (es *endpointScore) admits() bool {
+	f := es.share()
+	return f >= 1 || rand.Float64() < f
 }
 
 // provisionEndpointHealth sets up health-score scheduling of a vllm

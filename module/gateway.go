@@ -159,6 +159,7 @@ type Gateway struct {
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
 	healthSets   []*setHealth
 	strategySets []*weightedSet  // sets leaning by latency
+	colored      bool            // an alias has colors
 	ctx          context.Context // done when the config stops
 	mirrorLog    *zap.Logger     // the mirror copies' records
 }
@@ -249,6 +250,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 			return err
 		}
 		g.aliases[name] = al
+		g.colored = g.colored || len(al.Colors) > 0
 	}
 	for _, name := range sortedKeys(g.Groups) {
 		if !used[name] {

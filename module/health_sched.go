@@ -150,6 +150,9 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 			hs.s.MaxOut = max(hs.s.MaxOut, t.Health.MaxDegraded)
 		}
 	}
+	// every policy checked before any member takes over from the running
+	// config's (see carry)
+	policies := make([]healthscore.Policy, len(members))
 	for i, t := range members {
 		hc := t.Health
 		if hc == nil {
@@ -159,7 +162,14 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 		if err != nil {
 			return fmt.Errorf("set %q: target %q: %v", ws.name, t.Group, err)
 		}
-		m := &healthscore.Member{Name: memberName(members, i), Policy: p,
+		policies[i] = p
+	}
+	for i, t := range members {
+		hc := t.Health
+		if hc == nil {
+			hc = new(HealthConfig)
+		}
+		m := &healthscore.Member{Name: memberName(members, i), Policy: policies[i],
 			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: now()}
 		hm := &healthMember{hs: hs, m: m, target: t}
 		hm.carry(memberKey(g.Name, al.name, ws.name, t))
@@ -189,7 +199,7 @@ func memberName(members []*Target, i int) string {
 func (hm *healthMember) record(failed bool, latency time.Duration) {
 	hs := hm.hs
 	hs.mu.Lock()
-	hm.m.Window.Add(now(), failed, latency)
+	hm.m.Record(now(), failed, latency)
 	hs.mu.Unlock()
 }
 
@@ -429,10 +439,14 @@ func (hm *healthMember) state() (*TargetHealthState, int) {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	m := hm.m
+	inflight := hm.inflight.Load()
+	if hm.ep != nil {
+		inflight = hm.ep.p.inflight.Load()
+	}
 	return &TargetHealthState{
 		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.s.Panic,
 		ErrorRate: m.Last.ErrorRate, P99Ms: m.Last.P99.Milliseconds(), Requests: m.Last.Requests,
-		Inflight: hm.inflight.Load(),
+		Inflight: inflight,
 	}, m.Weight
 }
 

@@ -72,7 +72,9 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 			"The model `"+top.modelName()+"` does not exist.")
 	}
 	g.stripRouting(r, cl)
-	if al.Colors != nil {
+	if g.colored {
+		// a tag reaches an upstream only for a color that trusts it, on
+		// any alias of a gateway that has colors
 		rt.color = g.colorOf(w, r, al, cl, id)
 	}
 	if cl != nil && (cl.maxTokens > 0 || cl.maxN > 0) {

@@ -60,7 +60,7 @@ var (
 
 	mirrorDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "mirror_dropped_total",
-		Help: "Mirror copies not sent because the mirror had max_in_flight copies in flight.",
+		Help: "Mirror copies not sent: the mirror had max_in_flight copies in flight, or (a vllm group) no endpoint had room to spare.",
 	}, []string{"gateway", "alias", "group", "model"})
 
 	mirrorDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -195,9 +195,9 @@ func (c *mirrorCopy) run() {
 	defer stop()
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
-	slot := &attemptSlot{group: m.group.vllm, model: m.Model}
+	slot := &attemptSlot{group: m.group.vllm, model: m.Model, shadow: true}
 	if slot.group != nil {
-		caddyhttp.SetVar(req.Context(), varAttempt, slot)
+		holdSlot(req.Context(), new(slotHolder), slot)
 	}
 	w := &mirrorWriter{header: make(http.Header)}
 	start := time.Now()
@@ -206,6 +206,11 @@ func (c *mirrorCopy) run() {
 	slot.release()
 	dur := time.Since(start)
 	w.scan.finish(nil, aborted)
+	if slot.group != nil && slot.ep == nil && w.status == 0 {
+		// no endpoint had room to spare: the copy was never sent
+		m.series.dropped.Inc()
+		return
+	}
 
 	outcome := "ok"
 	switch {

@@ -66,6 +66,7 @@ type route struct {
 	priced    bool
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
+	slots slotHolder    // the current attempt's slot, for the selection policy
 	model modelRewriter // the answer's model rewrite, if its alias asks for one
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 )
@@ -122,7 +121,7 @@ func (s *LeastLoadSelection) Cleanup() error {
 
 // Select implements reverseproxy.Selector.
 func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
-	if slot, ok := caddyhttp.GetVar(r.Context(), varAttempt).(*attemptSlot); ok && slot.group != nil {
+	if slot := slotOf(r); slot != nil && slot.group != nil {
 		// a retry inside the group (lb_retries): the previous pick failed;
 		// give back its slot and settle its breaker, trial included
 		slot.release()

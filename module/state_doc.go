@@ -177,7 +177,11 @@ func state() StateDoc {
 					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(), Retries: tg.retries}
 				if ws := al.setAt(i); ws != nil {
 					// the weight served now, in the config's units
-					cur, conf := int(math.Round(float64(ws.rr.weight(i-ws.start))/100)), ws.configured[i-ws.start]
+					fine := ws.rr.weight(i - ws.start)
+					cur, conf := int(math.Round(float64(fine)/100)), ws.configured[i-ws.start]
+					if fine > 0 {
+						cur = max(cur, 1) // it takes requests
+					}
 					ts.Set, ts.Weight, ts.ConfiguredWeight, ts.Strategy = ws.name, &cur, &conf, ws.strategy
 					if tg.health != nil {
 						var w int

@@ -24,31 +24,6 @@ const defaultAssumedSeqs = 256
 // tie-breaker after the waiting queue and the running share.
 const kvWeight = 0.1
 
-// varAttempt is the request variable through which the gateway tells the
-// selection policy which group and model an attempt is for.
-const varAttempt = "hybrid_llm.attempt"
-
-// attemptSlot is one attempt's link between the gateway and the policy.
-type attemptSlot struct {
-	group *vllmGroup
-	model string
-	avoid []*endpoint // endpoints that failed this request already
-	ep    *endpoint   // the endpoint picked last, for the breaker's verdict
-	held  *prober     // whose in-flight slot this attempt holds
-	trial bool        // the attempt is its endpoint breaker's half-open trial
-	skip  reason      // why no endpoint was eligible
-	// endpoints that failed within this attempt (the proxy's own retries)
-	failed int
-}
-
-// release gives back the in-flight slot the attempt holds, if any.
-func (s *attemptSlot) release() {
-	if s.held != nil {
-		s.held.inflight.Add(-1)
-		s.held = nil
-	}
-}
-
 // vllmGroup is the runtime of a vLLM group: its endpoints with their
 // probers and limits.
 type vllmGroup struct {
@@ -106,6 +81,15 @@ type endpointView struct {
 	weight      float64
 }
 
+// roomToSpare reports whether the endpoint can take a mirror's copy: no
+// queue, and a quarter of its red line (one request at least) free.
+func (v *endpointView) roomToSpare() bool {
+	if v.load != nil && v.load.Waiting > 0 {
+		return false
+	}
+	return v.redLine == 0 || v.inflight < v.redLine-max(1, v.redLine/4)
+}
+
 // score returns the endpoint's load score (lower is better), or why it
 // must not get the request. The order of importance is the waiting queue,
 // then the running share of max_num_seqs, then KV-cache usage. vLLM's
@@ -161,10 +145,6 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 		redLine:    g.redLine(ep),
 		maxNumSeqs: ep.maxNumSeqs,
 		weight:     ep.weight,
-	}
-	if ep.score != nil {
-		// ramping back: its load counts as if it had that much less room
-		v.weight *= ep.score.share()
 	}
 	if v.maxNumSeqs == 0 {
 		v.maxNumSeqs = g.maxNumSeqs
@@ -229,6 +209,11 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			bestEP    *endpoint
 			bestScore = math.Inf(1)
 			skip      reason
+			// the best of the endpoints ramping back that sat this
+			// request out, should no other be eligible
+			spare      *reverseproxy.Upstream
+			spareEP    *endpoint
+			spareScore = math.Inf(1)
 		)
 		eps := g.endpointsOf(pool)
 		for i, u := range pool {
@@ -280,6 +265,9 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			if why == "" {
 				v := g.view(ep, slot.model, t)
 				s, why = v.score(g.unknownOK)
+				if why == "" && slot.shadow && !v.roomToSpare() {
+					why = reasonRedLine // a mirror's copy never crowds real requests
+				}
 			}
 			if why != "" {
 				if skipRank(why) > skipRank(skip) {
@@ -287,9 +275,19 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				}
 				continue
 			}
+			if ep.score != nil && !ep.score.admits() {
+				// ramping back: it takes its share of the requests
+				if s < spareScore {
+					spare, spareEP, spareScore = u, ep, s
+				}
+				continue
+			}
 			if s < bestScore {
 				best, bestEP, bestScore = u, ep, s
 			}
+		}
+		if best == nil {
+			best, bestEP = spare, spareEP
 		}
 		if best == nil {
 			if skip == "" {

@@ -68,20 +68,19 @@ func newSWRR(weights []int) *swrr {
 	return &swrr{weights: weights, current: make([]int, len(weights))}
 }
 
-// set changes a member's weight, and starts the rotation afresh.
-func (s *swrr) set(i, w int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.weights[i] = w
-	clear(s.current)
-}
-
-// setAll changes every member's weight, and starts the rotation afresh.
+// setAll changes every member's weight. The rotation goes on from where
+// it is (a member put at 0 leaves it): starting afresh would hand the
+// next pick to the heaviest member each time, and weights that move often
+// (a strategy, a ramp) would starve the lighter ones.
 func (s *swrr) setAll(w []int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	copy(s.weights, w)
-	clear(s.current)
+	for i, v := range w {
+		if v <= 0 {
+			s.current[i] = 0
+		}
+	}
 }
 
 // weight returns a member's weight now.

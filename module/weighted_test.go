@@ -32,6 +32,28 @@ func TestSWRRIsSmooth(t *testing.T) {
 	}
 }
 
+// Weights that move between picks (a strategy's, a ramp's) keep their
+// shares: the rotation is not restarted, which would give every pick to
+// the heaviest member.
+func TestSWRRKeepsItsPlaceWhenWeightsMove(t *testing.T) {
+	rr := newSWRR([]int{300, 100})
+	counts := [2]int{}
+	for i := range 400 {
+		rr.setAll([]int{300 + i%2, 100}) // a weight that jitters
+		counts[rr.next()]++
+	}
+	if counts[1] < 90 || counts[1] > 110 {
+		t.Errorf("the lighter member got %d of 400 picks, want about 100", counts[1])
+	}
+	// a member put at 0 leaves the rotation at once
+	rr.setAll([]int{0, 100})
+	for range 5 {
+		if rr.next() != 1 {
+			t.Fatal("a member at 0 was picked")
+		}
+	}
+}
+
 func TestWeightedOrder(t *testing.T) {
 	w := func(n int) *int { return &n }
 	a := &Target{Group: "a", Set: "s", Weight: w(60)}

@@ -105,6 +105,15 @@ func TestColorsFromTrustedSources(t *testing.T) {
 	if d := ignoredColors(t, gw, "unknown") - unknown; d != 1 {
 		t.Errorf("colors_ignored_total{reason=unknown} moved by %v", d)
 	}
+	// an alias without colors, on a gateway with colors: the tag goes nowhere
+	cloudFirst := strings.Replace(chatBody, "chat-main", "cloud-first", 1)
+	resp, body := post(t, "/v1/chat/completions", cloudFirst, "Authorization", "Bearer "+testerKey, "X-Route-Tag", "canary")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Color") != "ignored" {
+		t.Errorf("a tag on an alias without colors: %d, X-Hybrid-Color %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Color"), body)
+	}
+	if cp := e.cloudPosts(); len(cp) == 0 || cp[len(cp)-1].Header.Get("X-Route-Tag") != "" {
+		t.Errorf("the tag reached the upstream of an alias without colors")
+	}
 	// untagged requests are untouched
 	if resp, _ := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer "+testerKey); resp.Header.Get("X-Hybrid-Color") != "" {
 		t.Errorf("an untagged request got X-Hybrid-Color %q", resp.Header.Get("X-Hybrid-Color"))

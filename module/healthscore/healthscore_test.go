@@ -82,7 +82,7 @@ func seedSet() (*Set, *Member, *Member) {
 
 func feed(m *Member, at time.Time, n, errs int, lat time.Duration) {
 	for i := range n {
-		m.Window.Add(at, i < errs, lat)
+		m.Record(at, i < errs, lat)
 	}
 }
 
@@ -352,9 +352,11 @@ func TestSchedulerNeverZeroesTheSet(t *testing.T) {
 	}
 }
 
-// A member ramping back steps only once its window shows it answering
-// (a quarter of min_requests), and one still failing at its small weight
-// goes out again on that much: it never ramps to full weight unjudged.
+// A member ramping back steps only on evidence: a quarter of
+// min_requests answered since its last step, within the thresholds. One
+// still slow at its small weight does not step, and goes out again once
+// its window holds enough to judge: it never ramps to full weight
+// unjudged, and a single slow answer does not double its hold.
 func TestSchedulerRampsOnlyOnEvidence(t *testing.T) {
 	s, _, pub := degradedSeedSet(t)
 	now := t0.Add(DefaultHold)
@@ -370,17 +372,30 @@ func TestSchedulerRampsOnlyOnEvidence(t *testing.T) {
 	if pub.Weight != 10 || pub.Level != Recovering {
 		t.Fatalf("stepped without evidence: %v at %d", pub.Level, pub.Weight)
 	}
-	// four slow answers are not yet enough to judge; the fifth is
-	feed(pub, now, 4, 0, 1200*time.Millisecond)
+	// four good answers are not enough; a fifth is
+	feed(pub, now, 4, 0, 100*time.Millisecond)
 	now = now.Add(DefaultRampInterval)
 	s.Tick(now)
-	if pub.Level != Recovering || pub.Weight != 10 {
-		t.Fatalf("judged on 4 answers: %v at %d", pub.Level, pub.Weight)
+	if pub.Weight != 10 {
+		t.Fatalf("stepped on 4 answers: %d", pub.Weight)
 	}
-	feed(pub, now, 1, 0, 1200*time.Millisecond)
+	feed(pub, now, 1, 0, 100*time.Millisecond)
+	s.Tick(now)
+	if pub.Weight != 20 {
+		t.Fatalf("5 good answers did not step: %d", pub.Weight)
+	}
+	// slow answers earn no step, and one alone sends it nowhere
+	now = now.Add(DefaultRampInterval)
+	feed(pub, now, 5, 0, 1200*time.Millisecond)
+	s.Tick(now)
+	if pub.Level != Recovering || pub.Weight != 20 {
+		t.Fatalf("after 5 slow answers: %v at %d", pub.Level, pub.Weight)
+	}
+	// once its window holds min_requests, the slowness takes it out
+	feed(pub, now, 10, 0, 1200*time.Millisecond)
 	s.Tick(now)
 	if pub.Level != Degraded || pub.Weight != 0 {
-		t.Fatalf("still slow while ramping, yet %v at %d", pub.Level, pub.Weight)
+		t.Fatalf("still slow with a full window, yet %v at %d", pub.Level, pub.Weight)
 	}
 }
 

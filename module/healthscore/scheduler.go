@@ -17,8 +17,7 @@ type Policy struct {
 	P99 time.Duration
 	// The share of a threshold at which an alert is raised. Default 0.8.
 	AlertAt float64
-	// Requests the window must hold before its numbers count; a
-	// recovering member's count from a quarter of it. Default 20.
+	// Requests the window must hold before its numbers count. Default 20.
 	MinRequests int
 	// How long a degraded or broken member stays out (a broken one from
 	// its probes' first pass) before its weight ramps back; doubled for
@@ -26,8 +25,8 @@ type Policy struct {
 	Hold time.Duration
 	// The share of its weight a recovering member gets back per step, and
 	// the time between steps; a step waits while the member is at the
-	// alert level, or has not yet answered a quarter of MinRequests
-	// since it came back. Defaults 0.25 and 2s.
+	// alert level, and until it has answered a quarter of MinRequests
+	// since its last step within the thresholds. Defaults 0.25 and 2s.
 	RampStep     float64
 	RampInterval time.Duration
 }
@@ -113,6 +112,39 @@ type Member struct {
 	stepAt   time.Time // of the last ramp step
 	relapses int       // times in a row it went out while recovering
 	drained  bool      // the end of its traffic was announced
+
+	// its answers since the last ramp step: a step needs enough of them,
+	// within the thresholds
+	stepN, stepErrs, stepSlow int
+}
+
+// Record counts a request that ended at t, failed or answered after
+// latency, in the member's window and in its evidence for the next ramp
+// step.
+func (m *Member) Record(t time.Time, failed bool, latency time.Duration) {
+	m.Window.Add(t, failed, latency)
+	m.stepN++
+	switch {
+	case failed:
+		m.stepErrs++
+	case m.Policy.P99 > 0 && latency > m.Policy.P99:
+		m.stepSlow++
+	}
+}
+
+// stepEarned reports whether the member's answers since its last step
+// earn it the next: a quarter of MinRequests at least, their errors
+// within the error rate, at most one in a hundred slower than the p99
+// threshold.
+func (m *Member) stepEarned() bool {
+	p := m.Policy
+	return m.stepN >= max(1, (p.MinRequests+3)/4) &&
+		float64(m.stepErrs) <= p.ErrorRate*float64(m.stepN) && m.stepSlow <= m.stepN/100
+}
+
+// resetStep starts the evidence for the next step afresh.
+func (m *Member) resetStep() {
+	m.stepN, m.stepErrs, m.stepSlow = 0, 0, 0
 }
 
 // Carry takes over the state of old, the same member under the config
@@ -122,6 +154,7 @@ type Member struct {
 func (m *Member) Carry(old *Member) {
 	m.Level, m.Since, m.Sick, m.Last = old.Level, old.Since, old.Sick, old.Last
 	m.ramp, m.until, m.stepAt, m.relapses, m.drained = old.ramp, old.until, old.stepAt, old.relapses, old.drained
+	m.stepN, m.stepErrs, m.stepSlow = old.stepN, old.stepErrs, old.stepSlow
 	if old.Window != nil && m.Window != nil && old.Window.Span() == m.Window.Span() {
 		*m.Window = *old.Window
 	}
@@ -172,13 +205,7 @@ func (s *Set) Tick(now time.Time) []Event {
 		st := m.Window.Stats(now)
 		m.Last = st
 		p := m.Policy
-		bar := p.MinRequests
-		if m.Level == Recovering {
-			// a member ramping back gets little traffic: it is judged
-			// on less, and steps only on evidence
-			bar = max(1, (p.MinRequests+3)/4)
-		}
-		enough := st.Requests >= bar
+		enough := st.Requests >= p.MinRequests
 		over := func(share float64) bool {
 			return enough && ((p.ErrorRate > 0 && st.ErrorRate > share*p.ErrorRate) ||
 				(p.P99 > 0 && float64(st.P99) > share*float64(p.P99)))
@@ -201,6 +228,7 @@ func (s *Set) Tick(now time.Time) []Event {
 			m.Level, m.Since = Recovering, now
 			m.ramp, m.stepAt = m.Policy.RampStep, now
 			m.Window.Reset()
+			m.resetStep()
 			vs[i] = verdict{}
 		}
 	}
@@ -265,8 +293,9 @@ func (s *Set) Tick(now time.Time) []Event {
 		}
 		switch {
 		case m.Level == Recovering:
-			if vs[i].enough && !vs[i].warn && now.Sub(m.stepAt) >= m.Policy.RampInterval {
+			if m.stepEarned() && !vs[i].warn && now.Sub(m.stepAt) >= m.Policy.RampInterval {
 				m.ramp, m.stepAt = m.ramp+m.Policy.RampStep, now
+				m.resetStep()
 				if m.ramp >= 1-1e-9 {
 					m.Level, m.Since, m.relapses = OK, now, 0
 					recovered = append(recovered, Event{Kind: EventRecovered, Member: m})
