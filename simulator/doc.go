@@ -12,6 +12,11 @@
 // latency). With both set to zero the simulators never sleep or create
 // timers, which makes them suitable for high-rate load tests.
 //
+// VLLM's vllm:kv_cache_usage_perc follows a model of vLLM's paged KV cache
+// (VLLMConfig.KVCacheTokens per engine, filled by the prompt and generated
+// tokens of the running requests), and SetKVFloor, ClimbKV or POST /_sim/kv
+// can raise it on purpose, independent of traffic, on the simulator's Clock.
+//
 // Server runs a handler on a real loopback listener and can refuse and
 // accept connections on demand; WithControl adds the /_sim/ runtime control
 // endpoints used by the llmsim command.

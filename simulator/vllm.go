@@ -32,6 +32,12 @@ type VLLMConfig struct {
 	// MaxNumSeqs is the number of requests an engine runs at once
 	// (default 256); further requests wait in a FIFO queue.
 	MaxNumSeqs int
+	// KVCacheTokens is each engine's KV-cache capacity in tokens (default
+	// the larger of MaxNumSeqs × DefaultKVTokensPerSeq and MaxModelLen),
+	// split into blocks of 16 tokens: vllm:cache_config_info's
+	// num_gpu_blocks. It only drives vllm:kv_cache_usage_perc and
+	// vllm:num_preemptions_total; it never delays or refuses a request.
+	KVCacheTokens int
 	// MaxQueued caps waiting+running over all engines; requests beyond it
 	// get 503, like vLLM's --max-num-queued-reqs. 0 means unbounded.
 	MaxQueued int
@@ -53,6 +59,11 @@ type VLLMConfig struct {
 	// DisableRecording turns off request recording (Requests stays empty),
 	// for long or high-rate runs.
 	DisableRecording bool
+	// Clock returns the current time (default time.Now). It drives the
+	// KV-cache model (how many tokens a running request has generated, and
+	// the floor's climbs) and "created" timestamps, not the latencies: TTFT
+	// and ITL are waited for, and latency histograms measured, in real time.
+	Clock func() time.Time
 }
 
 // VLLM simulates a vLLM OpenAI-compatible API server (V1 engine).
@@ -61,9 +72,16 @@ type VLLMConfig struct {
 // /v1/chat/completions, /v1/completions and /v1/embeddings.
 //
 // Metrics: vllm:num_requests_running and vllm:num_requests_waiting follow
-// the scheduler live; vllm:kv_cache_usage_perc is running/MaxNumSeqs per
-// engine (each running request is taken to hold one full context of KV
-// blocks); vllm:time_to_first_token_seconds is measured from arrival, so it
+// the scheduler live. vllm:kv_cache_usage_perc is computed at each scrape
+// from a model of vLLM's paged KV cache: each engine has KVCacheTokens/16
+// blocks of 16 tokens, and each running request holds the blocks for its
+// prompt tokens (EstimateTokens) plus the tokens it has generated so far
+// (one per ITL of Clock after its first token), so usage grows with load
+// and context length and falls as requests finish. It is clamped to 1; a
+// request admitted when the free blocks cannot hold its prompt counts one
+// vllm:num_preemptions_total (the simulator still runs it, undelayed).
+// SetKVFloor and ClimbKV add an operator-set floor under the reported
+// usage. vllm:time_to_first_token_seconds is measured from arrival, so it
 // includes Stall and queue time.
 type VLLM struct {
 	cfg     VLLMConfig
@@ -77,6 +95,7 @@ type VLLM struct {
 	healthy  atomic.Bool
 	fail     injector
 	rec      recorder
+	kv       *kvCache
 }
 
 // NewVLLM returns a VLLM for cfg.
@@ -97,21 +116,29 @@ func NewVLLM(cfg VLLMConfig) *VLLM {
 	if cfg.Engines <= 0 {
 		cfg.Engines = 1
 	}
+	if cfg.KVCacheTokens <= 0 {
+		cfg.KVCacheTokens = max(cfg.MaxNumSeqs*DefaultKVTokensPerSeq, cfg.MaxModelLen)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	v := &VLLM{
 		cfg:     cfg,
 		model:   cfg.ServedModelNames[0],
-		created: time.Now().Unix(),
+		created: cfg.Clock().Unix(),
 		rec:     recorder{disabled: cfg.DisableRecording},
+		kv:      newKVCache(cfg.Engines, cfg.KVCacheTokens, cfg.ITL, cfg.Clock),
 	}
 	v.SetServedModelNames(cfg.ServedModelNames...)
-	v.metrics = newVLLMMetrics(v.model, cfg.Engines, cfg.MaxNumSeqs, cfg.MaxModelLen)
+	v.metrics = newVLLMMetrics(v.model, cfg.Engines, v.kv.blocks, newKVCollector(v.kv, v.model))
+	for e := range v.kv.engines {
+		v.kv.engines[e].preempt = v.metrics.engines[e].preempts
+	}
 	v.metricsH = promhttp.HandlerFor(v.metrics.reg, promhttp.HandlerOpts{})
-	slots := float64(cfg.MaxNumSeqs)
 	v.sched = newScheduler(cfg.Engines, cfg.MaxNumSeqs, cfg.MaxQueued, func(e, running, waiting int) {
 		em := &v.metrics.engines[e]
 		em.running.Set(float64(running))
 		em.waiting.Set(float64(waiting))
-		em.kvUsage.Set(float64(running) / slots)
 	})
 	v.healthy.Store(true)
 	v.fail.set(Failures{})
@@ -158,6 +185,23 @@ func (v *VLLM) ResetRequests() { v.rec.reset() }
 
 // Load returns the number of running and waiting requests right now.
 func (v *VLLM) Load() (running, waiting int) { return v.sched.load() }
+
+// SetKVFloor sets a floor under vllm:kv_cache_usage_perc, independent of
+// traffic: every engine reports max(its modelled usage, usage), usage
+// being clamped to 0..1. It ends any climb; 0 removes the floor. The floor
+// only changes what is reported: it neither delays requests nor counts
+// preemptions.
+func (v *VLLM) SetKVFloor(usage float64) { v.kv.setFloor(usage) }
+
+// ClimbKV moves the floor linearly from its current value to `to`
+// (clamped to 0..1) over `over` of the simulator's Clock, then holds it
+// there; over <= 0 sets it at once. The floor is computed from the clock
+// whenever it is read, so nothing runs in the background. It may also
+// descend.
+func (v *VLLM) ClimbKV(to float64, over time.Duration) { v.kv.climb(to, over) }
+
+// KVStatus returns the floor setting and each engine's KV-cache usage now.
+func (v *VLLM) KVStatus() KVStatus { return v.kv.status() }
 
 // ServeHTTP implements http.Handler.
 func (v *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -405,11 +449,13 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	if ep != epEmbedding {
 		tokens, finish = outputTokens(&req, v.cfg.OutputTokens, prompt, v.cfg.MaxModelLen)
 	}
+	seq := v.kv.admit(engine, prompt, tokens)
+	defer v.kv.free(seq)
 	sent, ok := v.generate(ctx, w, &completion{
-		d: dialectVLLM, ep: ep, id: newID(vllmIDPrefix[ep]), created: time.Now().Unix(), model: v.model,
+		d: dialectVLLM, ep: ep, id: newID(vllmIDPrefix[ep]), created: v.cfg.Clock().Unix(), model: v.model,
 		promptTokens: prompt, tokens: tokens, finish: finish,
 		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body,
-	}, fs, arrival, em)
+	}, fs, arrival, em, seq)
 	em.genTokens.Add(float64(sent))
 	if !ok {
 		finish = "abort"
@@ -421,13 +467,14 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 var vllmIDPrefix = [...]string{epChat: "chatcmpl-", epCompletion: "cmpl-", epEmbedding: "embd-"}
 
 // generate waits for the first token and writes the response.
-func (v *VLLM) generate(ctx context.Context, w http.ResponseWriter, c *completion, fs *failureState, arrival time.Time, em *engineMetrics) (int, bool) {
+func (v *VLLM) generate(ctx context.Context, w http.ResponseWriter, c *completion, fs *failureState, arrival time.Time, em *engineMetrics, seq *kvSeq) (int, bool) {
 	var timer *time.Timer
 	ok := pause(ctx, v.cfg.TTFT, &timer)
 	stopTimer(timer)
 	if !ok {
 		return 0, false
 	}
+	v.kv.decode(seq)
 	em.ttft.Observe(time.Since(arrival).Seconds())
 	em.promptTokens.Add(float64(c.promptTokens))
 	return c.respond(ctx, w, v.cfg.ITL, fs.cutAfter())

@@ -26,20 +26,21 @@ const vllmBlockSize = 16
 // engineMetrics holds one engine's resolved series, so the request path
 // never looks labels up.
 type engineMetrics struct {
-	running, waiting, kvUsage prometheus.Gauge
-	promptTokens, genTokens   prometheus.Counter
-	success                   [len(finishReasons)]prometheus.Counter
-	ttft, e2e, queue          prometheus.Observer
+	running, waiting                  prometheus.Gauge
+	promptTokens, genTokens, preempts prometheus.Counter
+	success                           [len(finishReasons)]prometheus.Counter
+	ttft, e2e, queue                  prometheus.Observer
 }
 
 // vllmMetrics is the metric set of one VLLM instance, in its own registry.
 // Names, types, help texts and labels follow vLLM's V1 PrometheusStatLogger.
+// vllm:kv_cache_usage_perc is computed at scrape time by a kvCollector.
 type vllmMetrics struct {
 	reg     *prometheus.Registry
 	engines []engineMetrics
 }
 
-func newVLLMMetrics(model string, engines, slots, maxModelLen int) *vllmMetrics {
+func newVLLMMetrics(model string, engines, blocks int, kv prometheus.Collector) *vllmMetrics {
 	labels := []string{"model_name", "engine"}
 	gauge := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
@@ -52,7 +53,6 @@ func newVLLMMetrics(model string, engines, slots, maxModelLen int) *vllmMetrics 
 	}
 	running := gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
 	waiting := gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
-	kv := gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
 	prompt := counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
 	gen := counter("vllm:generation_tokens_total", "Number of generation tokens processed.")
 	preempt := counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.")
@@ -69,25 +69,23 @@ func newVLLMMetrics(model string, engines, slots, maxModelLen int) *vllmMetrics 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(running, waiting, kv, prompt, gen, preempt, success, ttft, e2e, queue, cacheInfo)
 
-	// Enough blocks for every slot to hold a full context.
-	blocks := strconv.Itoa(slots * ((maxModelLen + vllmBlockSize - 1) / vllmBlockSize))
+	numBlocks := strconv.Itoa(blocks)
 	m := &vllmMetrics{reg: reg, engines: make([]engineMetrics, engines)}
 	for e := range m.engines {
 		id := strconv.Itoa(e)
 		em := &m.engines[e]
 		em.running = running.WithLabelValues(model, id)
 		em.waiting = waiting.WithLabelValues(model, id)
-		em.kvUsage = kv.WithLabelValues(model, id)
 		em.promptTokens = prompt.WithLabelValues(model, id)
 		em.genTokens = gen.WithLabelValues(model, id)
-		preempt.WithLabelValues(model, id)
+		em.preempts = preempt.WithLabelValues(model, id)
 		for i, reason := range finishReasons {
 			em.success[i] = success.WithLabelValues(model, id, reason)
 		}
 		em.ttft = ttft.WithLabelValues(model, id)
 		em.e2e = e2e.WithLabelValues(model, id)
 		em.queue = queue.WithLabelValues(model, id)
-		cacheInfo.WithLabelValues(strconv.Itoa(vllmBlockSize), "auto", "True", "0.9", blocks, id).Set(1)
+		cacheInfo.WithLabelValues(strconv.Itoa(vllmBlockSize), "auto", "True", "0.9", numBlocks, id).Set(1)
 	}
 	return m
 }

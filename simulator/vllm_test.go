@@ -370,7 +370,8 @@ func TestVLLMMetrics(t *testing.T) {
 		t.Errorf("TTFT buckets = %v", b)
 	}
 	cache := labels(mfs["vllm:cache_config_info"].GetMetric()[0])
-	if cache["block_size"] != "16" || cache["num_gpu_blocks"] == "" {
+	// 256 slots × 2048 tokens / 16
+	if cache["block_size"] != "16" || cache["num_gpu_blocks"] != "32768" {
 		t.Errorf("cache_config_info labels = %v", cache)
 	}
 }
@@ -392,9 +393,12 @@ func TestVLLMQueueGauges(t *testing.T) {
 
 	mfs := scrape(t, url)
 	one := map[string]string{"model_name": "qwen2.5-7b-instruct", "engine": "0"}
+	// The running request's 4-token prompt holds one block of the default
+	// 32768 tokens (the context length: more than 1 × 2048) = 2048 blocks;
+	// the waiting one holds none.
 	if r, w, kv := value(t, mfs, "vllm:num_requests_running", one), value(t, mfs, "vllm:num_requests_waiting", one),
-		value(t, mfs, "vllm:kv_cache_usage_perc", one); r != 1 || w != 1 || kv != 1 {
-		t.Errorf("running=%v waiting=%v kv=%v, want 1 1 1", r, w, kv)
+		value(t, mfs, "vllm:kv_cache_usage_perc", one); r != 1 || w != 1 || kv != 1.0/2048 {
+		t.Errorf("running=%v waiting=%v kv=%v, want 1 1 1/2048", r, w, kv)
 	}
 
 	cancelB()

@@ -9,7 +9,15 @@
 //
 // Both also accept failure-injection flags (--error-rate, --error-status,
 // --stall, --cut-after) and serve the runtime control endpoints
-// POST /_sim/health and GET/POST /_sim/failures (see simulator.WithControl).
+// POST /_sim/health and GET/POST /_sim/failures (see simulator.WithControl);
+// vllm also serves GET/POST /_sim/kv, which sets a floor under
+// vllm:kv_cache_usage_perc or makes it climb, for example
+//
+//	curl -d '{"climb_to":0.95,"over":"30s"}' http://127.0.0.1:8001/_sim/kv
+//
+// vllm's --kv-cache-tokens sets the KV-cache capacity per engine that its
+// modelled usage (prompt plus generated tokens of the running requests) is
+// measured against.
 // With --ttft 0 --itl 0 the simulators answer without any delay.
 package main
 
@@ -133,6 +141,8 @@ func runVLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&names, "served-model-name", "served model `name` (repeatable; the first names responses and metrics; default qwen2.5-7b-instruct)")
 	maxModelLen := fs.Int("max-model-len", 32768, "context length in tokens")
 	maxNumSeqs := fs.Int("max-num-seqs", 256, "requests running at once per engine")
+	kvCacheTokens := fs.Int("kv-cache-tokens", 0, "KV-cache capacity per engine in `tokens` (blocks of 16), against which vllm:kv_cache_usage_perc\n"+
+		"counts the running requests' prompt and generated tokens (0: the larger of max-num-seqs × 2048 and max-model-len)")
 	maxQueued := fs.Int("max-queued", 0, "cap on waiting+running requests, beyond it 503 (0: unbounded)")
 	engines := fs.Int("engines", 1, "number of engines (engine label series in /metrics)")
 	if code := parse(fs, args, &c); code >= 0 {
@@ -142,6 +152,7 @@ func runVLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ServedModelNames: names,
 		MaxModelLen:      *maxModelLen,
 		MaxNumSeqs:       *maxNumSeqs,
+		KVCacheTokens:    *kvCacheTokens,
 		MaxQueued:        *maxQueued,
 		TTFT:             c.ttft,
 		ITL:              c.itl,

@@ -99,7 +99,8 @@ func request(t *testing.T, method, url, body string, header ...string) (int, str
 
 func TestVLLMCommand(t *testing.T) {
 	url, stderr, stop := launch(t, "vllm", "--listen", "127.0.0.1:0", "--served-model-name", "m1",
-		"--served-model-name", "m2", "--ttft", "0", "--itl", "0", "--max-num-seqs", "2", "--output-tokens", "2")
+		"--served-model-name", "m2", "--ttft", "0", "--itl", "0", "--max-num-seqs", "2", "--output-tokens", "2",
+		"--kv-cache-tokens", "1600")
 	if code, body := request(t, "GET", url+"/v1/models", ""); code != 200 || !strings.Contains(body, `"id":"m2"`) {
 		t.Errorf("models: %d %s", code, body)
 	}
@@ -112,6 +113,15 @@ func TestVLLMCommand(t *testing.T) {
 	}
 	if code, _ := request(t, "GET", url+"/health", ""); code != 503 {
 		t.Errorf("health after control: %d", code)
+	}
+	if code, body := request(t, "GET", url+"/metrics", ""); code != 200 || !strings.Contains(body, `num_gpu_blocks="100"`) {
+		t.Errorf("metrics without num_gpu_blocks 1600/16: %d %s", code, body)
+	}
+	if code, body := request(t, "POST", url+"/_sim/kv", `{"usage":0.5}`); code != 200 || !strings.Contains(body, `"kv_cache_usage_perc":[0.5]`) {
+		t.Errorf("kv control: %d %s", code, body)
+	}
+	if _, body := request(t, "GET", url+"/metrics", ""); !strings.Contains(body, `vllm:kv_cache_usage_perc{engine="0",model_name="m1"} 0.5`+"\n") {
+		t.Errorf("metrics after the kv floor: %s", body)
 	}
 	if code, _ := request(t, "POST", url+"/_sim/failures", `{"error_rate":1,"error_status":502}`); code != 200 {
 		t.Errorf("failures control: %d", code)
@@ -177,7 +187,7 @@ func TestUsageErrors(t *testing.T) {
 	if code := run(context.Background(), []string{"vllm", "-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("-h: exit %d", code)
 	}
-	if !strings.Contains(stderr.String(), "-served-model-name") {
+	if !strings.Contains(stderr.String(), "-served-model-name") || !strings.Contains(stderr.String(), "-kv-cache-tokens") {
 		t.Errorf("-h output: %s", stderr.String())
 	}
 }
