@@ -63,6 +63,17 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if rt.color != nil {
 		enc.AddString("llm_color", rt.color.Tag)
 	}
+	if d := &rt.deg; d.degraded {
+		enc.AddBool("llm_degraded", true)
+		enc.AddString("llm_degraded_from", d.from)
+		enc.AddString("llm_degrade_reason", d.reason)
+		for k, v := range d.meta {
+			enc.AddFloat64("llm_degrade_"+k, v)
+		}
+		if d.clampedTo > 0 {
+			enc.AddInt("llm_degrade_max_tokens", d.clampedTo)
+		}
+	}
 	if rt.usage.found {
 		enc.AddInt64("llm_prompt_tokens", rt.usage.prompt)
 		enc.AddInt64("llm_completion_tokens", rt.usage.completion)

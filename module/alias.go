@@ -34,6 +34,11 @@ type Alias struct {
 	// Settings of the alias's weighted sets, by set name.
 	Sets map[string]*SetConfig `json:"sets,omitempty"`
 
+	// The degradation chain of the alias's tiers (targets with `tier`):
+	// its cap, triggers and marking. Default, when the alias has tiers:
+	// a cap of 20 % over a minute, the KV-cache trigger at 85 %.
+	Degrade *DegradeConfig `json:"degrade,omitempty"`
+
 	// Colored canaries: requests tagged with a color's X-Route-Tag, from
 	// a trusted source, go to its target.
 	Colors []*Color `json:"colors,omitempty"`
@@ -44,6 +49,7 @@ type Alias struct {
 	Mirrors []*Mirror `json:"mirrors,omitempty"`
 
 	name      string
+	chain     *chain         // with tiers
 	modelJSON []byte         // the name as a JSON string, when answers carry it
 	sets      []*weightedSet // runs of targets served by weight
 }
@@ -114,9 +120,19 @@ type Target struct {
 	// defaults). Default: none.
 	Health *HealthConfig `json:"health,omitempty"`
 
+	// Marks the target as a degraded tier of its alias (see
+	// DegradeConfig): it takes what the targets before it cannot serve,
+	// its answers marked degraded. Default: none.
+	Tier *TierConfig `json:"tier,omitempty"`
+
+	// The target's latency objective for the degradation chain's latency
+	// trigger (p99 time to first token), instead of the alias's.
+	SLO caddy.Duration `json:"slo,omitempty"`
+
 	group      *Group
-	timeout    time.Duration // 0: none
-	firstByte  time.Duration // 0: none
+	trigger    *degradeTrigger // with a tier after it, in a vllm group
+	timeout    time.Duration   // 0: none
+	firstByte  time.Duration   // 0: none
 	retries    int
 	fallbackOn statusSet
 	faults     faultLog
@@ -170,6 +186,9 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 		if ws.health == nil {
 			ws.serveLocked() // leaned by the strategy, if any; nothing runs yet
 		}
+	}
+	if err := g.provisionChain(al); err != nil {
+		return fmt.Errorf("alias %q: %v", name, err)
 	}
 	if err := g.provisionColors(al, used); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)

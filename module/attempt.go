@@ -215,6 +215,11 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 // swapped in and, if its group asks for stream usage, the usage asked
 // for (injected). It returns the body's length.
 func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected bool) {
+	if t.Tier != nil && t.Tier.MaxTokens > 0 {
+		if length, injected, ok := rt.tierBody(t, b); ok {
+			return length, injected
+		}
+	}
 	body, top := rt.body, &rt.top
 	if t.group.streamUsage && rt.withUsage != nil {
 		body, top = rt.withUsage.body, &rt.withUsage.top

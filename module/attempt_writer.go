@@ -37,6 +37,7 @@ type attemptWriter struct {
 	body   upstreamBody  // the request body this attempt sends
 
 	model *modelRewriter // puts the alias into the answer's model, if set
+	mark  []byte         // a degraded answer's mark, until it is written
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 400's body
@@ -136,6 +137,9 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt.status = status
 	t := aw.target
 	rt.answered = t
+	if t.Tier != nil {
+		rt.markDegraded(aw, h)
+	}
 	if !rt.g.DisableRouteHeaders {
 		// canonical keys, assigned directly, their values in one array
 		v := make([]string, 2, 4)
@@ -206,7 +210,11 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 
 // forward writes to the client, remembering the tail of an event stream.
 func (aw *attemptWriter) forward(p []byte) (int, error) {
-	n, err := aw.w.Write(p)
+	write := aw.w.Write
+	if aw.mark != nil {
+		write = aw.markBody
+	}
+	n, err := write(p)
 	if err != nil {
 		// the client's connection failed: the client left, whether or
 		// not its request's context has been canceled yet

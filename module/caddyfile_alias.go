@@ -21,6 +21,21 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 				return nil, err
 			}
 			al.Targets = append(al.Targets, t)
+		case "tier":
+			t, err := unmarshalTier(d)
+			if err != nil {
+				return nil, err
+			}
+			al.Targets = append(al.Targets, t)
+		case "degrade":
+			if al.Degrade != nil {
+				return nil, d.Err("degrade already specified")
+			}
+			dc, err := unmarshalDegrade(d)
+			if err != nil {
+				return nil, err
+			}
+			al.Degrade = dc
 		case "color":
 			c, err := unmarshalColor(d)
 			if err != nil {
@@ -233,6 +248,97 @@ func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
 	return c, nil
 }
 
+// unmarshalTier parses a degraded tier. Syntax:
+//
+//	tier <group> <model> [{
+//		quality    <share>
+//		max_tokens <n>
+//		formats    json_schema|json_object|tools...
+//		# and every target subdirective
+//	}]
+func unmarshalTier(d *caddyfile.Dispenser) (*Target, error) {
+	t := &Target{Tier: new(TierConfig)}
+	err := unmarshalTargetInto(d, t, "tier", false, func(d *caddyfile.Dispenser) (bool, error) {
+		switch d.Val() {
+		case "quality":
+			v, err := parseShare(d)
+			t.Tier.Quality = &v
+			return true, err
+		case "max_tokens":
+			n, err := parsePositiveInt(d)
+			t.Tier.MaxTokens = n
+			return true, err
+		case "formats":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return true, d.Err("formats needs at least one of json_schema, json_object, tools")
+			}
+			t.Tier.Formats = append(t.Tier.Formats, args...)
+			return true, nil
+		}
+		return false, nil
+	})
+	return t, err
+}
+
+// unmarshalDegrade parses an alias's degradation chain settings. Syntax:
+//
+//	degrade {
+//		cap         <share>|off   # default 20%
+//		window      <duration>    # default 1m
+//		at_cap      refuse|allow
+//		mark_body   on|off
+//		slo         <duration>
+//		slo_factor  <n>           # default 1.5
+//		queue_depth <n>           # default 10
+//		kv_cache    <share>|off   # default 85%
+//		kv_window   <duration>    # default 5s
+//		dwell       <duration>    # default 10s
+//	}
+func unmarshalDegrade(d *caddyfile.Dispenser) (*DegradeConfig, error) {
+	dc := new(DegradeConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch name := d.Val(); name {
+		case "cap":
+			var v float64
+			v, err = parseShareOr(d, "off", 1)
+			dc.Cap = &v
+		case "kv_cache":
+			var v float64
+			v, err = parseShareOr(d, "off", 0)
+			dc.KVCache = &v
+		case "window":
+			dc.Window, err = parseDuration(d)
+		case "slo":
+			dc.SLO, err = parseDuration(d)
+		case "kv_window":
+			dc.KVWindow, err = parseDuration(d)
+		case "dwell":
+			dc.Dwell, err = parseDuration(d)
+		case "at_cap":
+			if !d.AllArgs(&dc.AtCap) {
+				return nil, d.Err("at_cap needs refuse or allow")
+			}
+		case "mark_body":
+			dc.MarkBody, err = parseOnOff(d)
+		case "slo_factor":
+			dc.SLOFactor, err = parsePositiveFloat(d)
+		case "queue_depth":
+			dc.QueueDepth, err = parsePositiveFloat(d)
+		default:
+			return nil, d.Errf("unrecognized degrade option '%s'", name)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return dc, nil
+}
+
 // unmarshalMirror parses a mirror. Syntax:
 //
 //	mirror <group> <model> {
@@ -311,6 +417,12 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet b
 				return err
 			}
 			t.FirstByteTimeout = dur
+		case "slo":
+			dur, err := parseDuration(d)
+			if err != nil {
+				return err
+			}
+			t.SLO = dur
 		case "retries":
 			n, err := parseNonNegativeInt(d)
 			if err != nil {

@@ -175,3 +175,35 @@ func parseOnOff(d *caddyfile.Dispenser) (bool, error) {
 	}
 	return on, nil
 }
+
+// parseShareOr reads exactly one share (as parseShare), or the word word,
+// which stands for the value it returns.
+func parseShareOr(d *caddyfile.Dispenser, word string, value float64) (float64, error) {
+	if d.CountRemainingArgs() == 1 {
+		name := d.Val()
+		d.NextArg()
+		if d.Val() == word {
+			return value, nil
+		}
+		v, ok := share(d.Val())
+		if !ok {
+			return 0, d.Errf("invalid %s '%s': want a share from 0 to 1 (0.05), a percentage (5%%) or %s", name, d.Val(), word)
+		}
+		return v, nil
+	}
+	return parseShare(d)
+}
+
+// parsePositiveFloat reads exactly one positive number.
+func parsePositiveFloat(d *caddyfile.Dispenser) (float64, error) {
+	name := d.Val()
+	var s string
+	if !d.AllArgs(&s) {
+		return 0, d.ArgErr()
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, d.Errf("invalid %s '%s': want a positive number", name, s)
+	}
+	return v, nil
+}

@@ -31,15 +31,8 @@ func unmarshalHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
 		var err error
 		switch d.Val() {
 		case "error_rate":
-			v := 0.0 // off: not watched
-			if args := d.RemainingArgs(); len(args) != 1 {
-				err = d.ArgErr()
-			} else if args[0] != "off" {
-				var ok bool
-				if v, ok = share(args[0]); !ok {
-					err = d.Errf("invalid error_rate '%s': want a share from 0 to 1 (0.05), a percentage (5%%) or off", args[0])
-				}
-			}
+			var v float64
+			v, err = parseShareOr(d, "off", 0) // off: not watched
 			hc.ErrorRate = &v
 		case "p99_latency":
 			hc.P99Latency, err = parseDuration(d)

@@ -40,7 +40,12 @@ const (
 	reasonOverflow      = "overflow"
 	reasonBreakerOpen   = "breaker_open"
 	reasonDegraded      = "degraded" // the health score took every eligible endpoint out
-	reasonDrained       = "drained"
+	// the degradation chain's
+	reasonSLOBreach  = "slo_breach"         // p99 over the SLO with a queue: new requests degrade
+	reasonKVPressure = "kv_pressure"        // KV cache filling up: new requests degrade
+	reasonFormat     = "unsupported_format" // a tier that cannot produce the format the request needs
+	reasonDegradeCap = "degrade_cap"        // degrading would pass the alias's cap
+	reasonDrained    = "drained"
 
 	reasonRedLine      reason = "red_line"
 	reasonUnhealthy    reason = "unhealthy"
@@ -178,6 +183,7 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	switch why {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
 		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonDegraded, reasonOverflow, reasonContextWindow, reasonDrained,
+		reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
 		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream

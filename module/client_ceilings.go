@@ -74,29 +74,63 @@ func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 	if raw := values[len(keys)-1]; c.maxN > 0 && raw != nil && string(raw) != "null" && jsonscan.Int(raw) > int64(c.maxN) {
 		return nil, &ceilingRefusal{"n", fmt.Sprintf("n must be at most %d for this client", c.maxN)}
 	}
-	out, set := body, false
-	for i, f := range fields {
-		raw := values[i]
+	if c.ceilingMode == ceilingRefuse {
+		for i, f := range fields {
+			if raw := values[i]; raw != nil && string(raw) != "null" && jsonscan.Int(raw) > int64(c.maxTokens) {
+				return nil, &ceilingRefusal{f, fmt.Sprintf("%s must be at most %d for this client", f, c.maxTokens)}
+			}
+		}
+	}
+	if len(fields) == 0 {
+		return body, nil
+	}
+	out, _, err := clampTokens(body, path, c.maxTokens)
+	if err != nil {
+		return nil, &ceilingRefusal{fields[0], "could not apply the client's " + fields[0] + " ceiling"}
+	}
+	return out, nil
+}
+
+// clampTokens bounds an answer's length in a request body: a length
+// field over limit is set to it, and without any the first of
+// tokenFields is set. It returns the body to send (body itself when
+// nothing changed) and whether it changed.
+func clampTokens(body []byte, path string, limit int) ([]byte, bool, error) {
+	fields := tokenFields(path)
+	out, set, changed := body, false, false
+	for _, f := range fields {
+		raw := fieldRaw(body, f)
 		if raw == nil || string(raw) == "null" {
 			continue
 		}
 		set = true
-		if jsonscan.Int(raw) <= int64(c.maxTokens) {
+		if jsonscan.Int(raw) <= int64(limit) {
 			continue
 		}
-		if c.ceilingMode == ceilingRefuse {
-			return nil, &ceilingRefusal{f, fmt.Sprintf("%s must be at most %d for this client", f, c.maxTokens)}
-		}
 		var err error
-		if out, err = sjson.SetRawBytes(out, f, []byte(strconv.Itoa(c.maxTokens))); err != nil {
-			return nil, &ceilingRefusal{f, "could not apply the client's " + f + " ceiling"}
+		if out, err = sjson.SetRawBytes(out, f, []byte(strconv.Itoa(limit))); err != nil {
+			return nil, false, err
 		}
+		changed = true
 	}
 	if !set && len(fields) > 0 {
 		var err error
-		if out, err = sjson.SetRawBytes(out, fields[0], []byte(strconv.Itoa(c.maxTokens))); err != nil {
-			return nil, &ceilingRefusal{fields[0], "could not apply the client's " + fields[0] + " ceiling"}
+		if out, err = sjson.SetRawBytes(out, fields[0], []byte(strconv.Itoa(limit))); err != nil {
+			return nil, false, err
 		}
+		changed = true
 	}
-	return out, nil
+	return out, changed, nil
+}
+
+// fieldRaw returns the raw value of a top-level field, the last when it
+// repeats (as an upstream decoder reads it); nil when absent.
+func fieldRaw(body []byte, name string) []byte {
+	var v []byte
+	jsonscan.ObjectFields(body, jsonscan.SkipSpace(body, 0), jsonscan.MaxNesting, func(key, raw []byte, _ int) {
+		if string(key) == name {
+			v = raw
+		}
+	})
+	return v
 }

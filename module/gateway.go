@@ -158,10 +158,12 @@ type Gateway struct {
 	logger       *zap.Logger
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
 	healthSets   []*setHealth
-	strategySets []*weightedSet  // sets leaning by latency
-	colored      bool            // an alias has colors
-	ctx          context.Context // done when the config stops
-	mirrorLog    *zap.Logger     // the mirror copies' records
+	strategySets []*weightedSet // sets leaning by latency
+	colored      bool           // an alias has colors
+	// upper targets that may degrade their new requests
+	degradeTriggers []*degradeTrigger
+	ctx             context.Context // done when the config stops
+	mirrorLog       *zap.Logger     // the mirror copies' records
 }
 
 // CaddyModule returns the Caddy module information.
@@ -258,7 +260,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 	}
 
-	if len(g.healthSets) > 0 || len(g.strategySets) > 0 {
+	if len(g.healthSets) > 0 || len(g.strategySets) > 0 || len(g.degradeTriggers) > 0 {
 		go g.keepScheduling(ctx)
 	}
 	g.created = time.Now().Unix()

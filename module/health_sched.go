@@ -244,6 +244,9 @@ func (g *Gateway) keepScheduling(ctx caddy.Context) {
 			return
 		case <-t.C:
 			t := now()
+			for _, dt := range g.degradeTriggers {
+				dt.observe(t, g.logger)
+			}
 			for _, ws := range g.strategySets {
 				ws.relean(t)
 			}

@@ -26,7 +26,7 @@ const metricsNS = "caddy_hybrid_llm"
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
 		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
-			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions,
+			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions, degradedTotal,
 			colorsIgnored, mirrorRequests, mirrorDropped, mirrorDuration, mirrorTTFT}
 	})
 	if reg == nil {
@@ -52,6 +52,7 @@ type stateCollector struct {
 	utilization, selfPerMillion                                                           *prometheus.Desc
 	targetWeight, targetHealth                                                            *prometheus.Desc
 	endpointHealth, endpointServe                                                         *prometheus.Desc
+	degradeShare, degradeCapReached, degradeTrigger                                       *prometheus.Desc
 }
 
 func newStateCollector() *stateCollector {
@@ -96,6 +97,13 @@ func newStateCollector() *stateCollector {
 			"With the vllm group's health: the endpoint's health-score level, 0 ok, 1 alert, 2 recovering, 3 degraded, 4 broken."),
 		endpointServe: d("endpoint_serve_ratio",
 			"With the vllm group's health: the share of a whole endpoint the endpoint serves at (0 out, below 1 ramping back)."),
+		degradeShare: prometheus.NewDesc(metricsNS+"_degrade_share_ratio",
+			"Degraded answers among the alias's answered requests over its degrade window.", []string{"gateway", "alias"}, nil),
+		degradeCapReached: prometheus.NewDesc(metricsNS+"_degrade_cap_reached",
+			"1 while the alias's degraded share has reached its cap (no further degrading unless at_cap allow).", []string{"gateway", "alias"}, nil),
+		degradeTrigger: prometheus.NewDesc(metricsNS+"_degrade_trigger_active",
+			"1 while an upper target's trigger sends its new requests to the lower tiers, by reason (slo_breach, kv_pressure).",
+			[]string{"gateway", "alias", "group", "model"}, nil),
 		modelListed: prometheus.NewDesc(metricsNS+"_model_listed",
 			"1 when an openai group's /v1/models lists the model name its targets use, 0 when it does not (absent before the first successful check).",
 			[]string{"gateway", "group", "model"}, nil),
@@ -106,7 +114,8 @@ func newStateCollector() *stateCollector {
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.misconfigured, c.waiting, c.running, c.kv, c.metricsAge, c.inflight,
 		c.redLine, c.ttft, c.ttftP99, c.modelListed, c.overflowActive, c.overflowTransitions, c.breakerOpen, c.breakerOpened,
-		c.utilization, c.selfPerMillion, c.targetWeight, c.targetHealth, c.endpointHealth, c.endpointServe} {
+		c.utilization, c.selfPerMillion, c.targetWeight, c.targetHealth, c.endpointHealth, c.endpointServe,
+		c.degradeShare, c.degradeCapReached, c.degradeTrigger} {
 		ch <- d
 	}
 }
@@ -149,6 +158,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, gs := range state().Gateways {
 		for _, as := range gs.Aliases {
+			if d := as.Degrade; d != nil {
+				gauge(c.degradeShare, d.Share, gs.Name, as.Name)
+				gauge(c.degradeCapReached, b2f(d.CapReached), gs.Name, as.Name)
+				for _, tr := range d.Triggers {
+					gauge(c.degradeTrigger, b2f(tr.Active), gs.Name, as.Name, tr.Group, tr.Model)
+				}
+			}
 			for _, ts := range as.Targets {
 				if ts.Weight != nil {
 					gauge(c.targetWeight, float64(*ts.Weight), gs.Name, as.Name, ts.Set, ts.Group, ts.Model)

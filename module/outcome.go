@@ -23,6 +23,9 @@ func (rt *route) finish() {
 		rt.outcome = outcomeOK
 	}
 	rt.meter(rt.alias, group, rt.status, rt.outcome)
+	if rt.alias.chain != nil && rt.answered != nil && rt.status < 500 {
+		rt.countAnswer()
+	}
 	rt.cost()
 	if rt.usage.found {
 		rt.client.used(rt.usage.prompt+rt.usage.completion, now())

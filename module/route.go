@@ -42,6 +42,7 @@ type route struct {
 	order    [6]*Target // the plan's backing array, with weighted sets
 	ttfb     time.Duration
 	rule     string // the group a pre-routing rule sent the request to
+	deg      degradeRecord
 	color    *Color // the color the request asked for, if it counts
 	overflow string // group:signal of an overflow skip
 	noCloud  reason // why cloud targets are closed to the request, if they are
@@ -102,6 +103,12 @@ func (rt *route) run(ctx context.Context) error {
 			}
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonDeadline})
 			break
+		}
+		if al.chain != nil {
+			if why := rt.degradeSkip(t, plan[i+1:]); why != "" {
+				rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
+				continue
+			}
 		}
 		if why := rt.skip(t, f, minWindow); why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
@@ -195,6 +202,7 @@ func (rt *route) fail(al *Alias) error {
 		switch a.reason {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
 			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
+			reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
 			reasonBudget, reasonSpendCap:
 		case reasonDeadline:
 			timedOut = true
@@ -220,8 +228,23 @@ func (rt *route) fail(al *Alias) error {
 			status, code = http.StatusServiceUnavailable, "cloud_spend_cap"
 		}
 	}
+	// the degradation chain held the tiers back: the alias is
+	// unavailable for this request, not failing
+	capped, format := false, rt.unservedFormat()
+	for _, a := range rt.attempts {
+		capped = capped || a.reason == reasonDegradeCap
+	}
+	switch {
+	case format != "":
+		status, code, typ = http.StatusServiceUnavailable, "degraded_format_unsupported", errTypeServer
+	case capped:
+		status, code, typ = http.StatusServiceUnavailable, "degrade_cap_reached", errTypeServer
+	}
 	rt.status = status
 	switch never, after := rt.retryAdvice(now()); {
+	case capped && format == "":
+		// the share falls as the window's oldest answers leave it
+		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.alias.chain.retryAfter()))
 	case closed:
 		// the cloud opens again with the next UTC day (or month): an SDK
 		// that would retry within minutes is told not to
@@ -242,7 +265,17 @@ func (rt *route) fail(al *Alias) error {
 	var sb strings.Builder
 	sb.WriteString("no target could serve model `")
 	sb.WriteString(al.name)
-	sb.WriteString("`; tried: ")
+	switch {
+	case format != "":
+		// the upper targets failed and the tiers cannot produce it
+		sb.WriteString("`: its degraded tiers cannot produce ")
+		sb.WriteString(format)
+		sb.WriteString(" output; tried: ")
+	case capped:
+		sb.WriteString("`: degraded answers are at their cap; tried: ")
+	default:
+		sb.WriteString("`; tried: ")
+	}
 	for i, a := range rt.attempts {
 		if i > 0 {
 			sb.WriteString(", ")

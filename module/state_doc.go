@@ -28,6 +28,31 @@ type GatewayState struct {
 type AliasState struct {
 	Name    string        `json:"name"`
 	Targets []TargetState `json:"targets"`
+	// with tiers: the degradation chain's share, cap and triggers
+	Degrade *DegradeState `json:"degrade,omitempty"`
+}
+
+// DegradeState is an alias's degradation chain now.
+type DegradeState struct {
+	// degraded answers among the answered requests of the window
+	Share      float64 `json:"share"`
+	Answered   int     `json:"answered"`
+	Degraded   int     `json:"degraded"`
+	Cap        float64 `json:"cap"`
+	CapReached bool    `json:"cap_reached"`
+	// the upper targets' triggers
+	Triggers []DegradeTriggerState `json:"triggers"`
+}
+
+// DegradeTriggerState is one upper target's trigger.
+type DegradeTriggerState struct {
+	Group    string             `json:"group"`
+	Model    string             `json:"model"`
+	Active   bool               `json:"active"`
+	Reason   string             `json:"reason,omitempty"`
+	Since    string             `json:"since,omitempty"`
+	Why      string             `json:"why,omitempty"`
+	Metadata map[string]float64 `json:"metadata,omitempty"`
 }
 
 // TargetState is one target of an alias.
@@ -46,6 +71,8 @@ type TargetState struct {
 	ConfiguredWeight *int   `json:"configured_weight,omitempty"`
 	// the set's strategy, when it has one other than weighted
 	Strategy string `json:"strategy,omitempty"`
+	// a degraded tier: its quality, max_tokens and formats
+	Tier *TierConfig `json:"tier,omitempty"`
 	// health-score scheduling, when the set's members are watched
 	Health *TargetHealthState `json:"health,omitempty"`
 }
@@ -191,7 +218,13 @@ func state() StateDoc {
 						}
 					}
 				}
+				if tc := tg.Tier; tc != nil {
+					ts.Tier = tc
+				}
 				as.Targets = append(as.Targets, ts)
+			}
+			if c := al.chain; c != nil {
+				as.Degrade = c.state(t)
 			}
 			gs.Aliases = append(gs.Aliases, as)
 		}

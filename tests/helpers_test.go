@@ -79,7 +79,13 @@ func newEnv(t *testing.T, selfCfg simulator.VLLMConfig, cloudCfg simulator.Cloud
 // for groups of two endpoints; it stops with the test.
 func secondSelf(t *testing.T) (*simulator.VLLM, *simulator.Server) {
 	t.Helper()
-	v := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
+	return startVLLM(t, simulator.VLLMConfig{ServedModelNames: []string{selfModel}})
+}
+
+// startVLLM starts a simulated vLLM; it stops with the test.
+func startVLLM(t *testing.T, cfg simulator.VLLMConfig) (*simulator.VLLM, *simulator.Server) {
+	t.Helper()
+	v := simulator.NewVLLM(cfg)
 	srv, err := simulator.Start("127.0.0.1:0", v)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,367 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/degrade"
+)
+
+// DegradeConfig is an alias's degradation chain: its targets marked as
+// tiers take the requests its upper targets cannot serve, with a lower
+// quality. Unlike a fallback (a copy of the same model elsewhere), a
+// degraded answer is marked, sent only to tiers that produce the format
+// the request needs, decided before the first byte, and capped.
+type DegradeConfig struct {
+	// The most degraded answers may make of the alias's answered
+	// requests over the window, 0 to 1. Default: 0.2; 1: no cap.
+	Cap *float64 `json:"cap,omitempty"`
+
+	// The sliding window of the cap. Default: 1m.
+	Window caddy.Duration `json:"window,omitempty"`
+
+	// What a request that would pass the cap does: `refuse` (the
+	// tiers are passed over: the targets after them, if any, else 503
+	// with Retry-After) or `allow` (it degrades anyway; the alert
+	// stands). Default: refuse.
+	AtCap string `json:"at_cap,omitempty"`
+
+	// Mark degraded answers in the body too: a top-level `degraded`
+	// object in a JSON answer and in a stream's first chunk. Default:
+	// headers only (strict clients may refuse unknown fields).
+	MarkBody bool `json:"mark_body,omitempty"`
+
+	// The upper targets' latency objective (p99 time to first token),
+	// for the latency trigger: new requests degrade while a target's
+	// p99 is over slo_factor × this and its queue deeper than
+	// queue_depth. A target's own `slo` overrides it. Default: none
+	// (the trigger is off).
+	SLO caddy.Duration `json:"slo,omitempty"`
+
+	// Default: 1.5.
+	SLOFactor float64 `json:"slo_factor,omitempty"`
+
+	// Default: 10.
+	QueueDepth float64 `json:"queue_depth,omitempty"`
+
+	// The KV-cache usage (0..1) over which, while it rises over
+	// kv_window, new requests degrade before the upper target runs out
+	// of cache. Default: 0.85; 0 turns it off.
+	KVCache *float64 `json:"kv_cache,omitempty"`
+
+	// Default: 5s.
+	KVWindow caddy.Duration `json:"kv_window,omitempty"`
+
+	// The shortest time a trigger's state is held. Default: 10s.
+	Dwell caddy.Duration `json:"dwell,omitempty"`
+}
+
+// TierConfig marks a target as a degraded tier of its alias.
+type TierConfig struct {
+	// Its quality relative to the upper targets, 0 to 1; reported.
+	Quality *float64 `json:"quality,omitempty"`
+
+	// The longest answer it is asked for: a request asking for more (or
+	// not saying) is sent with this, and the answer says so.
+	MaxTokens int `json:"max_tokens,omitempty"`
+
+	// The structured outputs it produces reliably: `json_schema`,
+	// `json_object`, `tools`. A request that needs one goes only to
+	// tiers that list it. Default: none.
+	Formats []string `json:"formats,omitempty"`
+}
+
+// Output formats a request may need.
+const (
+	formatJSONSchema = "json_schema"
+	formatJSONObject = "json_object"
+	formatTools      = "tools"
+)
+
+const (
+	atCapRefuse = "refuse"
+	atCapAllow  = "allow"
+)
+
+// degradeMinAnswers is the least window the cap judges on: an idle
+// alias's first degraded answer is not a share of 100 %.
+const degradeMinAnswers = 10
+
+// chain is an alias's degradation runtime.
+type chain struct {
+	cap      float64
+	atCap    string
+	markBody bool
+	share    *degrade.Share
+	window   time.Duration
+	// the cap was reached: logged once per crossing
+	capped atomic.Bool
+	// the alias's triggers, for the state
+	triggers []*degradeTrigger
+}
+
+// degradeTrigger is one upper target's trigger: evaluated by the
+// gateway's scheduler from its group's signals, read by requests.
+type degradeTrigger struct {
+	alias  string
+	t      *Target
+	active atomic.Bool
+	mu     sync.Mutex
+	tr     *degrade.Trigger
+	d      degrade.Decision // the last, under mu
+}
+
+var (
+	degradedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "degraded_total",
+		Help: "Degraded answers, by alias, the upper target's group they were meant for (from), the tier's group that answered (to) and reason.",
+	}, []string{"gateway", "alias", "from", "to", "reason"})
+)
+
+// provisionChain checks the alias's tiers and sets up its degradation
+// runtime; an alias without tiers has none.
+func (g *Gateway) provisionChain(al *Alias) error {
+	first := slices.IndexFunc(al.Targets, func(t *Target) bool { return t.Tier != nil })
+	if first < 0 {
+		if al.Degrade != nil {
+			return fmt.Errorf("degrade needs tiers (targets marked tier)")
+		}
+		return nil
+	}
+	if first == 0 {
+		return fmt.Errorf("the first target is a tier: a degraded tier needs an upper target before it")
+	}
+	dc := al.Degrade
+	if dc == nil {
+		dc = new(DegradeConfig)
+	}
+	c := &chain{cap: 0.2, atCap: atCapRefuse, markBody: dc.MarkBody}
+	if dc.Cap != nil {
+		c.cap = *dc.Cap
+	}
+	switch {
+	case math.IsNaN(c.cap) || c.cap < 0 || c.cap > 1:
+		return fmt.Errorf("degrade: cap must be a share from 0 to 1")
+	case dc.Window < 0 || dc.SLO < 0 || dc.KVWindow < 0 || dc.Dwell < 0 || dc.SLOFactor < 0 || dc.QueueDepth < 0:
+		return fmt.Errorf("degrade: values must not be negative")
+	case dc.KVCache != nil && (math.IsNaN(*dc.KVCache) || *dc.KVCache < 0 || *dc.KVCache > 1):
+		return fmt.Errorf("degrade: kv_cache must be a share from 0 to 1")
+	}
+	switch dc.AtCap {
+	case "", atCapRefuse:
+	case atCapAllow:
+		c.atCap = atCapAllow
+	default:
+		return fmt.Errorf("degrade: at_cap must be refuse or allow, got %q", dc.AtCap)
+	}
+	window := time.Minute
+	if dc.Window > 0 {
+		window = time.Duration(dc.Window)
+	}
+	c.share, c.window = degrade.NewShare(window), window
+	for i, t := range al.Targets {
+		if tc := t.Tier; tc != nil {
+			if t.Set != "" {
+				return fmt.Errorf("target %d (group %q): a tier cannot be in a weighted set", i, t.Group)
+			}
+			if tc.MaxTokens < 0 || (tc.Quality != nil && (math.IsNaN(*tc.Quality) || *tc.Quality < 0 || *tc.Quality > 1)) {
+				return fmt.Errorf("target %d (group %q): tier max_tokens must not be negative, quality a share from 0 to 1", i, t.Group)
+			}
+			for _, f := range tc.Formats {
+				if f != formatJSONSchema && f != formatJSONObject && f != formatTools {
+					return fmt.Errorf("target %d (group %q): unknown tier format %q: want json_schema, json_object or tools", i, t.Group, f)
+				}
+			}
+		}
+		// a vllm target with a tier after it may degrade its new requests
+		if t.group.vllm == nil || !slices.ContainsFunc(al.Targets[i+1:], func(o *Target) bool { return o.Tier != nil }) {
+			continue
+		}
+		cfg := degrade.Config{SLO: time.Duration(dc.SLO), Factor: dc.SLOFactor, QueueDepth: dc.QueueDepth,
+			KVWindow: time.Duration(dc.KVWindow), Dwell: time.Duration(dc.Dwell)}
+		if t.SLO > 0 {
+			cfg.SLO = time.Duration(t.SLO)
+		}
+		if dc.KVCache != nil {
+			cfg.KVLevel = *dc.KVCache
+			if cfg.KVLevel == 0 {
+				cfg.KVLevel = -1 // off
+			}
+		}
+		dt := &degradeTrigger{alias: al.name, t: t, tr: degrade.NewTrigger(cfg)}
+		t.trigger = dt
+		c.triggers = append(c.triggers, dt)
+		g.degradeTriggers = append(g.degradeTriggers, dt)
+	}
+	al.chain = c
+	return nil
+}
+
+// retryAfter is the wait advised at the cap: a slot of the window, after
+// which its oldest answers leave the share.
+func (c *chain) retryAfter() time.Duration {
+	return max(time.Second, c.window/12)
+}
+
+// state renders the chain for the state document.
+func (c *chain) state(t time.Time) *DegradeState {
+	a, d := c.share.At(t)
+	ds := &DegradeState{Answered: a, Degraded: d, Cap: c.cap, CapReached: c.capped.Load(),
+		Triggers: []DegradeTriggerState{}}
+	if a > 0 {
+		ds.Share = float64(d) / float64(a)
+	}
+	for _, dt := range c.triggers {
+		dec := dt.decision()
+		ts := DegradeTriggerState{Group: dt.t.Group, Model: dt.t.Model, Active: dec.Active, Reason: dec.Reason,
+			Why: dec.Why, Metadata: dec.Metadata}
+		if !dec.Since.IsZero() {
+			ts.Since = dec.Since.UTC().Format(time.RFC3339)
+		}
+		ds.Triggers = append(ds.Triggers, ts)
+	}
+	return ds
+}
+
+// observe evaluates the trigger from its group's signals at t, logging a
+// change.
+func (dt *degradeTrigger) observe(t time.Time, logger *zap.Logger) {
+	s := dt.t.group.vllm.signals(t)
+	dt.mu.Lock()
+	d, changed := dt.tr.Observe(t, degrade.Signals{P99: s.ttftP99, Queue: s.waiting, KV: s.kv})
+	dt.d = d
+	dt.active.Store(d.Active)
+	dt.mu.Unlock()
+	if !changed {
+		return
+	}
+	fields := []zap.Field{zap.String("alias", dt.alias), zap.String("group", dt.t.Group), zap.String("model", dt.t.Model)}
+	if d.Active {
+		for _, k := range sortedKeys(d.Metadata) {
+			fields = append(fields, zap.Float64(k, d.Metadata[k]))
+		}
+		logger.Warn("degrade on: "+dt.t.Group+" "+d.Reason+": "+d.Why+"; new requests go to the lower tiers", fields...)
+		return
+	}
+	logger.Info("degrade off: "+dt.t.Group+" "+d.Why, fields...)
+}
+
+// decision returns the trigger's state.
+func (dt *degradeTrigger) decision() degrade.Decision {
+	dt.mu.Lock()
+	defer dt.mu.Unlock()
+	return dt.d
+}
+
+// tierRefusal returns why a tier must not take the request, if so: the
+// format it needs, or the cap.
+func (rt *route) tierRefusal(t *Target) reason {
+	for _, need := range rt.formats() {
+		if !slices.Contains(t.Tier.Formats, need) {
+			return reasonFormat
+		}
+	}
+	c := rt.alias.chain
+	if c.cap < 1 && !c.share.Allows(now(), c.cap, degradeMinAnswers) {
+		rt.g.capReached(rt.alias)
+		if c.atCap == atCapRefuse {
+			return reasonDegradeCap
+		}
+	}
+	return ""
+}
+
+// degradeSkip returns why the request passes over the target of its
+// alias's chain before trying it, if it does: a tier that cannot take it
+// (its format, the cap), or an upper target whose trigger sends new
+// requests to a tier after it.
+func (rt *route) degradeSkip(t *Target, rest []*Target) reason {
+	if t.Tier != nil {
+		return rt.tierRefusal(t)
+	}
+	if rt.degradeNow(t, rest) {
+		d := t.trigger.decision()
+		if d.Active {
+			rt.deg.meta = d.Metadata
+			return reason(d.Reason)
+		}
+	}
+	return ""
+}
+
+// unservedFormat returns the format the request needs that kept it from
+// every tier, if that is why it failed.
+func (rt *route) unservedFormat() string {
+	formatRefused := false
+	for _, a := range rt.attempts {
+		formatRefused = formatRefused || a.reason == reasonFormat
+	}
+	if !formatRefused {
+		return ""
+	}
+	return strings.Join(rt.formats(), ", ")
+}
+
+// degradeNow reports whether the request should leave the target for a
+// lower tier before trying it: its trigger is on, and a tier after it can
+// take the request.
+func (rt *route) degradeNow(t *Target, rest []*Target) bool {
+	if t.trigger == nil || !t.trigger.active.Load() {
+		return false
+	}
+	for _, o := range rest {
+		if o.Tier != nil && rt.tierRefusal(o) == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// capReached logs the cap's crossing once, until the share is under it
+// again.
+func (g *Gateway) capReached(al *Alias) {
+	c := al.chain
+	if c.capped.CompareAndSwap(false, true) {
+		g.logger.Error("degrade cap reached: degraded answers would pass their share; no further degrading",
+			zap.String("alias", al.name), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(now())),
+			zap.String("at_cap", c.atCap))
+	}
+}
+
+// countAnswer counts an answered request in the alias's share, and ends
+// a cap crossing once the share is under the cap again.
+func (rt *route) countAnswer() {
+	c := rt.alias.chain
+	t := now()
+	c.share.Add(t, rt.deg.degraded)
+	if c.capped.Load() && c.share.Ratio(t) < c.cap && c.capped.CompareAndSwap(true, false) {
+		rt.g.logger.Info("degrade cap: the share is under the cap again",
+			zap.String("alias", rt.alias.name), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(t)))
+	}
+}
+
+// degradeOrigin returns the upper target a degraded answer was meant for
+// and why it was left: the request's first attempt.
+func (rt *route) degradeOrigin() (from string, why reason) {
+	for _, a := range rt.attempts {
+		if a.target.Tier == nil {
+			return a.target.Group, a.reason
+		}
+	}
+	if len(rt.attempts) > 0 {
+		return rt.attempts[0].target.Group, rt.attempts[0].reason
+	}
+	return rt.alias.Targets[0].Group, ""
+}

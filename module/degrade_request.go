@@ -1,0 +1,143 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// degradeRecord is what a request's degradation was: where it was meant
+// to go, why it left, what the trigger saw, and what the tier was asked.
+type degradeRecord struct {
+	degraded  bool
+	from      string
+	reason    string
+	meta      map[string]float64 // the trigger's numbers, when one sent it
+	clampedTo int                // the tier's max_tokens, when it clamped the request
+	needs     []string           // the formats the request needs
+	needsRead bool
+}
+
+// formats returns the structured output the request needs, if any
+// (json_schema or json_object from response_format, tools from tools or
+// functions), read once, with gjson.
+func (rt *route) formats() []string {
+	d := &rt.deg
+	if d.needsRead {
+		return d.needs
+	}
+	d.needsRead = true
+	for _, path := range []string{"response_format.type", "text.format.type"} {
+		switch gjson.GetBytes(rt.body, path).String() {
+		case formatJSONSchema:
+			d.needs = append(d.needs, formatJSONSchema)
+		case formatJSONObject:
+			d.needs = append(d.needs, formatJSONObject)
+		}
+	}
+	for _, field := range []string{"tools", "functions"} {
+		if v := gjson.GetBytes(rt.body, field); v.IsArray() && len(v.Array()) > 0 {
+			d.needs = append(d.needs, formatTools)
+			break
+		}
+	}
+	return d.needs
+}
+
+// tierBody sets b to the request body as a tier with a max_tokens gets
+// it: clamped to it (or given it, when the request says nothing), its
+// model swapped and, if its group asks for stream usage, the usage asked
+// for. ok is false when the request asks for no more than the tier's
+// max_tokens: the common body serves.
+func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, ok bool) {
+	out, changed, err := clampTokens(rt.body, rt.r.URL.Path, t.Tier.MaxTokens)
+	if err != nil || !changed {
+		return 0, false, false
+	}
+	top, _ := scanTop(out, rt.g.watch...)
+	var splices [2]splice
+	n := 0
+	if sp, ok := t.modelSplice(&top); ok {
+		splices[n], n = sp, n+1
+	}
+	if t.group.streamUsage && (rt.inject.with != nil || rt.withUsage != nil) {
+		if sp, rewritten, ok := withStreamUsage(out, &top); ok {
+			injected = true
+			if rewritten != nil {
+				out = rewritten
+				top, _ = scanTop(out, rt.g.watch...)
+				n = 0
+				if sp, ok := t.modelSplice(&top); ok {
+					splices[n], n = sp, n+1
+				}
+			} else {
+				splices[n], n = sp, n+1
+			}
+		}
+	}
+	rt.deg.clampedTo = t.Tier.MaxTokens
+	return b.set(out, splices[:n]...), injected, true
+}
+
+// markDegraded marks the answer of a tier as degraded: in the headers
+// (whatever route_headers says: the caller may need to know), in the
+// metrics and, with mark_body, in the body.
+func (rt *route) markDegraded(aw *attemptWriter, h http.Header) {
+	t := aw.target
+	d := &rt.deg
+	d.degraded = true
+	from, why := rt.degradeOrigin()
+	d.from, d.reason = from, string(why)
+	h["X-Hybrid-Degraded"] = []string{"true"}
+	h["X-Hybrid-Degraded-From"] = []string{from}
+	h["X-Hybrid-Degrade-Reason"] = []string{d.reason}
+	if d.clampedTo > 0 {
+		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.clampedTo)}
+	}
+	degradedTotal.WithLabelValues(rt.g.Name, rt.alias.name, from, t.Group, d.reason).Inc()
+	if rt.alias.chain.markBody {
+		mark := map[string]any{"from": from, "reason": d.reason}
+		if q := t.Tier.Quality; q != nil {
+			mark["quality"] = *q
+		}
+		if d.clampedTo > 0 {
+			mark["max_tokens"] = d.clampedTo
+		}
+		if len(d.meta) > 0 {
+			mark["metadata"] = d.meta
+		}
+		b, _ := json.Marshal(mark)
+		aw.mark = append(append([]byte(`"degraded":`), b...), ',')
+		h.Del("Content-Length") // the body grows
+	}
+}
+
+// markBody writes p to the client with the degraded mark spliced in after
+// the first '{': a JSON answer's object, or a stream's first chunk. It
+// returns the bytes of p written.
+func (aw *attemptWriter) markBody(p []byte) (int, error) {
+	i := bytes.IndexByte(p, '{')
+	if i < 0 {
+		return aw.w.Write(p)
+	}
+	mark := aw.mark
+	aw.mark = nil
+	if i+1 < len(p) && p[i+1] == '}' {
+		mark = mark[:len(mark)-1] // an empty object: no comma
+	}
+	n, err := aw.w.Write(p[:i+1])
+	if err != nil {
+		return n, err
+	}
+	if _, err := aw.w.Write(mark); err != nil {
+		return n, err
+	}
+	m, err := aw.w.Write(p[i+1:])
+	return n + m, err
+}
