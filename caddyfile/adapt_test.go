@@ -90,3 +90,52 @@ func TestExamplesAdaptAndProvision(t *testing.T) {
 func adapt(input string) ([]byte, []caddyconfig.Warning, error) {
 	return caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), map[string]any{"filename": "Caddyfile"})
 }
+
+// Provisioning refuses a chain, a color or a mirror that cannot work,
+// saying why.
+func TestProvisionRefusesBrokenChainsColorsAndMirrors(t *testing.T) {
+	const groups = `
+			group big {
+				kind openai
+				model_check off
+				proxy 127.0.0.1:1
+			}
+			group small {
+				kind openai
+				model_check off
+				proxy 127.0.0.1:2
+			}
+`
+	for _, tc := range []struct{ name, alias, want string }{
+		{"tier first", "tier small s\ntarget big b", "the first target is a tier"},
+		{"unknown format", "target big b\ntier small s {\nformats yaml\n}", `unknown tier format "yaml"`},
+		{"degrade without tiers", "target big b\ndegrade {\ncap 10%\n}", "degrade needs tiers"},
+		{"bad at_cap", "target big b\ntier small s\ndegrade {\nat_cap maybe\n}", "at_cap must be refuse or allow"},
+		{"color nobody may use", "target big b\ncolor canary small s", "nobody may use it"},
+		{"color range", "target big b\ncolor canary small s {\ntrusted_ranges 10.0.0.0/33\n}", "neither a CIDR range nor an IP"},
+		{"two colors one tag", "target big b\ncolor c small s {\ntrusted_ranges 10.0.0.0/8\n}\ncolor c big b {\ntrusted_ranges 10.0.0.0/8\n}", `color "c" twice`},
+		{"mirror without timeout", "target big b\nmirror small s {\nratio 5%\ntimeout off\n}", "a mirror needs a timeout"},
+		{"a working chain", "target big b\ntier small s {\nmax_tokens 100\nformats tools\n}\ndegrade {\ncap off\n}", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			input := ":9080 {\n\thandle /v1/* {\n\t\thybrid_llm {\n" + groups + "alias a {\n" + tc.alias + "\n}\n\t\t}\n\t}\n}\n"
+			cfgJSON, _, err := adapt(input)
+			if err != nil {
+				t.Fatalf("adapt: %v", err)
+			}
+			var cfg caddy.Config
+			if err := json.Unmarshal(cfgJSON, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			err = caddy.Validate(&cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("provisioned, want an error containing %q", tc.want)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Errorf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -13,6 +13,14 @@
 #                                   turns slow and failing, the health-score scheduler moves its
 #                                   weight to cloud-b and back once A is well; the scheduler's log
 #                                   and the switch time, then the canary, the mirror and the ledger
+#   bash examples/demo.sh --degrade
+#                                   the degradation chain on examples/degradation/Caddyfile, then exit:
+#                                   three simulated vLLMs, big (127.0.0.1:8021), medium (8022) and
+#                                   small (8023), steady traffic to chat-main; big's KV cache climbs
+#                                   past 85% (pre-emptive degrade to medium, kv_pressure, until the
+#                                   cap), big dies (immediate degrade until the cap: the alert, then
+#                                   503 with Retry-After), big returns; the gateway's degrade log,
+#                                   the alias's degrade state and metrics
 #
 # Everything listens on loopback only.
 set -euo pipefail

@@ -150,6 +150,24 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				trusted_ranges  <cidr...>
 //				# and every target subdirective
 //			}]
+//			tier <group> <model> [{          # a degraded tier, after the upper targets
+//				quality    <share>
+//				max_tokens <n>
+//				formats    json_schema|json_object|tools...
+//				# and every target subdirective
+//			}]
+//			degrade {                        # the degradation chain
+//				cap         <share>|off      # default 20%
+//				window      <duration>       # default 1m
+//				at_cap      refuse|allow
+//				mark_body   on|off
+//				slo         <duration>       # the upper targets' p99 TTFT objective
+//				slo_factor  <n>              # default 1.5
+//				queue_depth <n>              # default 10
+//				kv_cache    <share>|off      # default 85%
+//				kv_window   <duration>       # default 5s
+//				dwell       <duration>       # default 10s
+//			}
 //			mirror <group> <model> {         # a copy of a share of requests
 //				ratio         <share>           # 10% or 0.1
 //				max_in_flight <n>               # default 32

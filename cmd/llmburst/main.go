@@ -11,7 +11,10 @@
 // With -rate it sends instead a fixed number of requests per second (open
 // loop: a slow answer does not slow the sending) for -duration or until it
 // gets SIGINT or SIGTERM, and prints each second as soon as it is over, so
-// that one watches an incident as it happens.
+// that one watches an incident as it happens. There a second's line also
+// says which answers were degraded and why (X-Hybrid-Degraded,
+// X-Hybrid-Degrade-Reason) and which requests failed how (the status, the
+// error code of the answer and its Retry-After).
 //
 //	llmburst [-url http://127.0.0.1:8080] [-model chat-main] [-key sk-...] [-profile 4x4s,24x6s,3x6s]
 //	llmburst -rate 20 -duration 60s [-url ...] [-model ...] [-key ...]
@@ -142,14 +145,14 @@ func main() {
 					s.mu.Lock()
 					s.maxFlight = max(s.maxFlight, n)
 					s.mu.Unlock()
-					group, reason, ok := send(client, *target+"/v1/chat/completions", *key, body)
+					res := send(client, *target+"/v1/chat/completions", *key, body)
 					inflight.Add(-1)
 					s = slot()
 					s.mu.Lock()
-					if ok {
-						s.landed[group]++
-						if reason != "" {
-							s.reasons[reason]++
+					if res.ok {
+						s.landed[res.group]++
+						if res.reason != "" {
+							s.reasons[res.reason]++
 						}
 					} else {
 						s.failed++
@@ -203,6 +206,7 @@ func runRate(client *http.Client, url, key string, body []byte, rate int, dur ti
 		sent, failed, skipped int
 		maxFlight             int64
 		landed, reasons       map[string]int
+		degraded, failures    map[string]int
 	}
 	var (
 		mu       sync.Mutex // guards secs and printed; the slot is read under it
@@ -216,7 +220,8 @@ func runRate(client *http.Client, url, key string, body []byte, rate int, dur ti
 	at := func() *sec {
 		i := int(time.Since(start) / time.Second)
 		for len(secs) <= i {
-			secs = append(secs, &sec{landed: map[string]int{}, reasons: map[string]int{}})
+			secs = append(secs, &sec{landed: map[string]int{}, reasons: map[string]int{},
+				degraded: map[string]int{}, failures: map[string]int{}})
 		}
 		return secs[i]
 	}
@@ -227,6 +232,12 @@ func runRate(client *http.Client, url, key string, body []byte, rate int, dur ti
 			extra := ""
 			if s.skipped > 0 {
 				extra = fmt.Sprintf("  skipped %d (over %d in flight)", s.skipped, maxRateInflight)
+			}
+			if len(s.degraded) > 0 {
+				extra += "  degraded: " + counts(s.degraded)
+			}
+			if len(s.failures) > 0 {
+				extra += "  failed: " + failureCounts(s.failures)
 			}
 			fmt.Printf("%4d  %4d  %8d  %-26s  %6d  %s%s\n", printed+1, s.sent, s.maxFlight, counts(s.landed), s.failed, counts(s.reasons), extra)
 		}
@@ -265,17 +276,21 @@ loop:
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				group, reason, ok := send(client, url, key, body)
+				res := send(client, url, key, body)
 				inflight.Add(-1)
 				mu.Lock()
 				s := at()
-				if ok {
-					s.landed[group]++
-					if reason != "" {
-						s.reasons[reason]++
+				if res.ok {
+					s.landed[res.group]++
+					if res.reason != "" {
+						s.reasons[res.reason]++
+					}
+					if res.degraded != "" {
+						s.degraded[res.degraded]++
 					}
 				} else {
 					s.failed++
+					s.failures[res.failure]++
 				}
 				mu.Unlock()
 			}()
@@ -285,24 +300,47 @@ loop:
 	mu.Lock()
 	defer mu.Unlock()
 	flush(len(secs))
-	sum, failed, sent := map[string]int{}, 0, 0
+	sum, degraded, failures, failed, sent := map[string]int{}, map[string]int{}, map[string]int{}, 0, 0
 	for _, s := range secs {
 		for k, v := range s.landed {
 			sum[k] += v
 		}
+		for k, v := range s.degraded {
+			degraded[k] += v
+		}
+		for k, v := range s.failures {
+			failures[k] += v
+		}
 		failed += s.failed + s.skipped
 		sent += s.sent
 	}
-	fmt.Printf("total: sent %d, answered by %s, failed %d\n", sent, counts(sum), failed)
+	extra := ""
+	if len(degraded) > 0 {
+		extra += "; degraded: " + counts(degraded)
+	}
+	if len(failures) > 0 {
+		extra += "; failed: " + failureCounts(failures)
+	}
+	fmt.Printf("total: sent %d, answered by %s, failed %d%s\n", sent, counts(sum), failed, extra)
 	return failed
 }
 
-// send posts one request and returns the group that answered and why the
-// earlier targets were passed over.
-func send(client *http.Client, url, key string, body []byte) (string, string, bool) {
+// result is how one request ended.
+type result struct {
+	ok       bool
+	group    string // answered: the group that answered (X-Hybrid-Target)
+	reason   string // answered: why the earlier targets were passed over
+	degraded string // answered by a degraded tier: why (X-Hybrid-Degrade-Reason)
+	failure  string // not answered: "503 code", with ", Retry-After N" if the answer had one, or "no answer"
+}
+
+// send posts one request and returns how it ended: the group that
+// answered, why the earlier targets were passed over and, for a degraded
+// answer, why it was degraded; or how it failed.
+func send(client *http.Client, url, key string, body []byte) result {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return "", "", false
+		return result{failure: "no request"}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -310,18 +348,40 @@ func send(client *http.Client, url, key string, body []byte) (string, string, bo
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", "", false
+		return result{failure: "no answer"}
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error struct {
+				Code any `json:"code"`
+			} `json:"error"`
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		failure := strconv.Itoa(resp.StatusCode)
+		if json.Unmarshal(b, &e) == nil && e.Error.Code != nil {
+			failure += " " + fmt.Sprint(e.Error.Code)
+		}
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			failure += ", Retry-After " + ra
+		}
+		return result{failure: failure}
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", "", false
-	}
 	reason := resp.Header.Get("X-Hybrid-Fallback-Reason")
 	if i := strings.LastIndexByte(reason, ':'); i >= 0 {
 		reason = reason[i+1:]
 	}
-	return resp.Header.Get("X-Hybrid-Target"), reason, true
+	res := result{ok: true, group: resp.Header.Get("X-Hybrid-Target"), reason: reason}
+	if resp.Header.Get("X-Hybrid-Degraded") == "true" {
+		res.degraded = resp.Header.Get("X-Hybrid-Degrade-Reason")
+		if res.degraded == "" {
+			res.degraded = "unknown"
+		}
+	}
+	return res
 }
 
 func counts(m map[string]int) string {
@@ -335,6 +395,20 @@ func counts(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// failureCounts renders failures by kind: "3×503 degrade_cap_reached, Retry-After 5; 1×no answer".
+func failureCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d×%s", m[k], k))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func isLoopback(host string) bool {
