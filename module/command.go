@@ -174,7 +174,45 @@ func cmdState(cmd *cobra.Command) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	return printSets(doc)
+	if err := printSets(doc); err != nil {
+		return err
+	}
+	return printChains(doc)
+}
+
+// printChains prints the aliases' degradation chains: the degraded share
+// against its cap, and each upper target's trigger.
+func printChains(doc StateDoc) error {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	header := false
+	for _, g := range doc.Gateways {
+		for _, al := range g.Aliases {
+			d := al.Degrade
+			if d == nil {
+				continue
+			}
+			if !header {
+				fmt.Fprintln(tw, "\nGATEWAY\tALIAS\tDEGRADED\tCAP\tTRIGGER\tSTATE")
+				header = true
+			}
+			capNote := fmt.Sprintf("%.0f%%", d.Cap*100)
+			if d.CapReached {
+				capNote += " REACHED"
+			}
+			share := fmt.Sprintf("%.1f%% (%d of %d)", d.Share*100, d.Degraded, d.Answered)
+			if len(d.Triggers) == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\n", g.Name, al.Name, share, capNote)
+			}
+			for _, tr := range d.Triggers {
+				state := "off"
+				if tr.Active {
+					state = "ON " + tr.Reason + ": " + tr.Why
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", g.Name, al.Name, share, capNote, tr.Group, state)
+			}
+		}
+	}
+	return tw.Flush()
 }
 
 // printSets prints the weighted sets' members, with their health when
