@@ -363,5 +363,6 @@ func (rt *route) degradeOrigin() (from string, why reason) {
 	if len(rt.attempts) > 0 {
 		return rt.attempts[0].target.Group, rt.attempts[0].reason
 	}
-	return rt.alias.Targets[0].Group, ""
+	// nothing tried before the tier: a pre-routing rule sent it there
+	return rt.alias.Targets[0].Group, "route"
 }

@@ -102,7 +102,7 @@ func newStateCollector() *stateCollector {
 		degradeCapReached: prometheus.NewDesc(metricsNS+"_degrade_cap_reached",
 			"1 while the alias's degraded share has reached its cap (no further degrading unless at_cap allow).", []string{"gateway", "alias"}, nil),
 		degradeTrigger: prometheus.NewDesc(metricsNS+"_degrade_trigger_active",
-			"1 while an upper target's trigger sends its new requests to the lower tiers, by reason (slo_breach, kv_pressure).",
+			"1 while an upper target's trigger (slo_breach, kv_pressure) sends its new requests to the lower tiers.",
 			[]string{"gateway", "alias", "group", "model"}, nil),
 		modelListed: prometheus.NewDesc(metricsNS+"_model_listed",
 			"1 when an openai group's /v1/models lists the model name its targets use, 0 when it does not (absent before the first successful check).",
