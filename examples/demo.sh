@@ -213,10 +213,231 @@ multicloud() {
 	echo; echo "multicloud demo passed"
 }
 
+# --degrade: the degradation chain on examples/degradation/Caddyfile
+degrade() {
+	export BIG_UPSTREAMS=${BIG_UPSTREAMS:-127.0.0.1:8021} BIG_MODEL=${BIG_MODEL:-llama-70b}
+	export MEDIUM_UPSTREAMS=${MEDIUM_UPSTREAMS:-127.0.0.1:8022} MEDIUM_MODEL=${MEDIUM_MODEL:-llama-13b}
+	export SMALL_UPSTREAMS=${SMALL_UPSTREAMS:-127.0.0.1:8023} SMALL_MODEL=${SMALL_MODEL:-llama-7b}
+	export DEGRADE_CAP=${DEGRADE_CAP:-20%}
+	# the simulators serve the first address of each group
+	local rate=${DEGRADE_RATE:-10} big=${BIG_UPSTREAMS%% *} metrics=http://$HYBRID_ADMIN/metrics
+	local kv=http://${BIG_UPSTREAMS%% *}/_sim/kv log=$state/caddy.log
+
+	# one simulated vLLM (quick answers, slots enough that the demo's load never queues): NAME ADDR MODEL
+	vsim() {
+		local name=$1 addr=$2 model=$3
+		bin/llmsim vllm --listen "$addr" --served-model-name "$model" \
+			--ttft 30ms --itl 5ms --max-num-seqs 64 >"$state/$name.log" 2>&1 &
+		pids+=($!)
+		echo $! >"$state/$name.pid"
+		for _ in $(seq 1 50); do
+			curl -fsS "http://$addr/health" >/dev/null 2>&1 && return 0
+			kill -0 "$(cat "$state/$name.pid")" 2>/dev/null || break
+			sleep 0.1
+		done
+		echo "simulator $name did not start on $addr; see $state/$name.log"; tail -5 "$state/$name.log"; exit 1
+	}
+	vsim big "$big" "$BIG_MODEL"
+	vsim medium "${MEDIUM_UPSTREAMS%% *}" "$MEDIUM_MODEL"
+	vsim small "${SMALL_UPSTREAMS%% *}" "$SMALL_MODEL"
+	bin/caddy run --config examples/degradation/Caddyfile --adapter caddyfile >"$log" 2>&1 &
+	pids+=($!)
+	echo $! >"$state/caddy.pid"
+	wait_gateway "$(cat "$state/caddy.pid")"
+
+	# the gateway's log lines (logger http.handlers.hybrid_llm) whose msg starts with MSG-PREFIX
+	glines() { grep '"logger":"http.handlers.hybrid_llm"' "$log" | grep -F "\"msg\":\"$1" || true; }
+	# log_count MSG-PREFIX: how many there are
+	log_count() { glines "$1" | grep -c . || true; }
+	# wait_log MSG-PREFIX SECONDS [N]: wait, at most SECONDS, until there are more than N (default 0)
+	wait_log() {
+		for _ in $(seq 1 $(($2 * 10))); do
+			[ "$(log_count "$1")" -gt "${3:-0}" ] && return 0
+			sleep 0.1
+		done
+		return 1
+	}
+	# field NAME: a field of the log line on stdin; msg, level (upper case), ts, or NAME=value for numbers
+	field() {
+		case $1 in
+		msg) sed -E 's/.*"msg":"(([^"\\]|\\.)*)".*/\1/' ;;
+		level) grep -oE '^\{"level":"[a-z]+"' | cut -d'"' -f4 | tr a-z A-Z ;;
+		ts) grep -oE '"ts":[0-9.eE+]+' | head -1 | cut -d: -f2 ;;
+		*) grep -oE "\"$1\":[0-9.eE+-]+" | tr -d '"' | tr ':' '=' | awk -F= '{ printf "%s=%.3g\n", $1, $2 }' ;;
+		esac
+	}
+	# logged MSG-PREFIX [N]: the (N+1)th such line (default the first), as LEVEL "msg" and its share
+	logged() {
+		local l
+		l=$(glines "$1" | sed -n "$((${2:-0} + 1))p")
+		echo "$(field level <<<"$l") \"$(field msg <<<"$l")\"$(field share <<<"$l" | sed 's/^./ &/')"
+	}
+	# until_t T: sleep until T seconds after the traffic began
+	until_t() { sleep "$(awk -v a="$t0" -v b="$(now)" -v t="$1" 'BEGIN { d = a + t - b; if (d < 0) d = 0; printf "%.2f", d }')"; }
+	# post URL BODY: a control request to a simulator
+	post() { curl -fsS -o /dev/null -X POST "$1" -d "$2" || { echo "FAILED: POST $1 $2"; exit 1; }; }
+	# degraded_for_failure: degraded answers counted with a reason other than the triggers' (the upper target failed)
+	degraded_for_failure() {
+		curl -fsS "$metrics" >"$state/metrics.txt" || true
+		grep '^caddy_hybrid_llm_degraded_total{' "$state/metrics.txt" | grep -vE 'reason="(kv_pressure|slo_breach)"' || true
+	}
+
+	echo
+	echo "# 1. the story: $rate requests/s to chat-main (client demo) all along; per second, where the answers landed,"
+	echo "#    the degraded ones by reason (X-Hybrid-Degrade-Reason) and the failures by status and error code"
+	echo "#    (lines starting >> are the script's actions and what the gateway did, at seconds since the traffic began)"
+	local t0 tkill tback burst_pid cap0 first="" capped="" back="" n
+	t0=$(now)
+	bin/llmburst -url "$gw" -key "$HYBRID_CLIENT_KEY" -rate "$rate" -duration 55s > >(tee "$state/burst.txt") &
+	burst_pid=$!
+	pids+=("$burst_pid")
+
+	until_t 4
+	post "$kv" '{"usage":0.80}'
+	post "$kv" '{"climb_to":0.97,"over":"6s"}'
+	echo "  >> $(since "$t0")s  big's KV cache at 80%, climbing to 97% over 6s: POST $kv {\"usage\":0.80}, then {\"climb_to\":0.97,\"over\":\"6s\"}"
+	if wait_log 'degrade on: big kv_pressure' 10; then
+		echo "  >> $(since "$t0")s  the gateway: $(logged 'degrade on: big kv_pressure')"
+		echo "           new requests go to medium (reason kv_pressure) while big is still healthy"
+	else
+		echo "  >> $(since "$t0")s  the gateway did not turn degrade on for big's KV cache within 10s"
+	fi
+	if wait_log 'degrade cap reached' 8; then
+		echo "  >> $(since "$t0")s  the gateway: $(logged 'degrade cap reached')"
+		echo "           at the cap a request is not degraded: it goes to big, which is healthy, so no request fails;"
+		echo "           as big's answers bring the share under $DEGRADE_CAP, medium takes the next one: about 1 in 5 while the trigger is on"
+	else
+		echo "  >> $(since "$t0")s  the cap was not reached during the KV pressure"
+	fi
+
+	until_t 12
+	post "$kv" '{}'
+	echo "  >> $(since "$t0")s  big's KV cache is relieved: POST $kv {} (the floor removed)"
+	if wait_log 'degrade off: big' 10; then
+		echo "  >> $(since "$t0")s  the gateway: $(logged 'degrade off: big'); new requests stay on big"
+		echo "           (while the trigger was on, the share crossed the cap back and forth: 'degrade cap reached' was logged"
+		echo "           $(log_count 'degrade cap reached') times, each followed by 'degrade cap: the share is under the cap again')"
+	else
+		echo "  >> $(since "$t0")s  the gateway did not turn degrade off for big within 10s"
+	fi
+
+	until_t 20
+	cap0=$(log_count 'degrade cap reached')
+	tkill=$(now)
+	kill "$(cat "$state/big.pid")"
+	echo "  >> $(since "$t0" "$tkill")s  big's node fails: its simulator (pid $(cat "$state/big.pid")) is killed"
+	for _ in $(seq 1 80); do
+		if [ -z "$first" ] && [ -n "$(degraded_for_failure)" ]; then
+			first=$(degraded_for_failure | head -1 | grep -oE 'reason="[^"]*"' | cut -d'"' -f2)
+			echo "  >> $(since "$t0")s  the gateway degrades at once: the first answers from medium with reason $first, $(since "$tkill")s after the failure"
+		fi
+		if [ -z "$capped" ] && [ "$(log_count 'degrade cap reached')" -gt "$cap0" ]; then
+			capped=1
+			echo "  >> $(since "$t0")s  the gateway: $(logged 'degrade cap reached' "$cap0")"
+			echo "           the alert: no further degrading, requests get 503 degrade_cap_reached with Retry-After"
+		fi
+		[ -n "$first" ] && [ -n "$capped" ] && break
+		sleep 0.1
+	done
+	sleep 3
+
+	tback=$(now)
+	vsim big-back "$big" "$BIG_MODEL"
+	echo "  >> $(since "$t0" "$tback")s  big is back: its simulator restarted on $big (a fresh one: no KV floor)"
+	for _ in $(seq 1 150); do
+		n=$(grep -c 'POST /v1/chat/completions .*status=200' "$state/big-back.log" || true)
+		if [ -z "$back" ] && [ "$n" -ge 1 ]; then
+			back=$(since "$tback")
+			echo "  >> $(since "$t0")s  big answers again, ${back}s after its return (the gateway's health check passed)"
+		fi
+		[ "$n" -ge 10 ] && break
+		sleep 0.1
+	done
+	if [ -n "$back" ] && [ "$n" -ge 10 ]; then
+		echo "  >> $(since "$t0")s  big has answered 10 requests: the traffic goes on 2s, then stops"
+		sleep 2
+	else
+		back=""
+		echo "  >> $(since "$t0")s  big did not answer 10 requests within 15s of its return: the traffic stops"
+	fi
+	kill -TERM "$burst_pid" 2>/dev/null || true
+	wait "$burst_pid" || true
+	sleep 0.2 # tee prints the last lines
+
+	echo
+	echo "# 2. the gateway's degrade log ($log, logger http.handlers.hybrid_llm), seconds since the traffic began"
+	echo "#    (a run of cap crossings less than 1s apart is shortened after its first two lines)"
+	glines 'degrade' >"$state/degrade.log"
+	local line ts rel msg run=0 cut=0 last="" lastcap=""
+	while IFS= read -r line; do
+		ts=$(field ts <<<"$line")
+		rel=$(awk -v a="$t0" -v b="$ts" 'BEGIN { printf "%.2f", b - a }')
+		msg=$(field msg <<<"$line")
+		case $msg in
+		'degrade cap'*)
+			if [ -n "$lastcap" ] && awk -v a="$lastcap" -v b="$rel" 'BEGIN { exit !(b - a < 1) }'; then
+				run=$((run + 1))
+			else
+				run=1
+			fi
+			lastcap=$rel
+			if [ "$run" -gt 2 ]; then
+				cut=$((cut + 1)) last=$rel
+				continue
+			fi
+			;;
+		esac
+		if [ "$cut" -gt 0 ]; then
+			printf '  %7s  ... %d more such lines, the cap reached and the share under it again in turns, until %ss\n' '' "$cut" "$last"
+			cut=0 run=0
+		fi
+		printf '  %7ss  %-5s %s  %s\n' "$rel" "$(field level <<<"$line")" "$msg" "$(field share <<<"$line")"
+	done <"$state/degrade.log"
+	if [ "$cut" -gt 0 ]; then
+		printf '  %7s  ... %d more such lines, the cap reached and the share under it again in turns, until %ss\n' '' "$cut" "$last"
+	fi
+
+	echo
+	echo "# 3. the 503s in the access log, by what the gateway tried (llm_tried)"
+	grep '"logger":"http.log.access' "$log" | grep '"status":503' | grep -oE '"llm_tried":\[[^]]*\]' | sort | uniq -c |
+		sed -E 's/"llm_tried"://; s/^ */  /' || true
+
+	echo
+	echo "# 4. the alias's degrade state (GET http://$HYBRID_ADMIN/hybrid_llm/state) and metrics ($metrics)"
+	curl -fsS "http://$HYBRID_ADMIN/hybrid_llm/state" >"$state/state.json" || { echo "FAILED: no state from the admin API"; exit 1; }
+	echo "  chat-main degrade: $(tr -d ' \t\r\n' <"$state/state.json" | grep -oE '"degrade":\{"share":[^{}]*' | head -1 |
+		grep -oE '"(share|answered|degraded|cap|cap_reached)":[^,}]*' | tr -d '"' | tr ':' '=' | tr '\n' ' ')"
+	curl -fsS "$metrics" >"$state/metrics.txt" || { echo "FAILED: no metrics"; exit 1; }
+	grep -E '^caddy_hybrid_llm_(degraded_total|degrade_share_ratio|degrade_cap_reached|degrade_trigger_active)' "$state/metrics.txt" |
+		sed 's/^/  /' || true
+
+	local missing=""
+	[ "$(log_count 'degrade on: big kv_pressure')" -gt 0 ] &&
+		grep -q '^caddy_hybrid_llm_degraded_total{.*reason="kv_pressure"' "$state/metrics.txt" || missing="$missing
+    no answer degraded for kv_pressure (a 'degrade on: big kv_pressure' line and degraded_total{reason=\"kv_pressure\"})"
+	[ -n "$first" ] || missing="$missing
+    no answer degraded at once after big died (degraded_total with a failure reason within 8s of the kill)"
+	[ -n "$capped" ] || missing="$missing
+    no 'degrade cap reached' line after big died"
+	grep -q '503 degrade_cap_reached, Retry-After' "$state/burst.txt" || missing="$missing
+    no 503 degrade_cap_reached with Retry-After while big was down"
+	[ -n "$back" ] || missing="$missing
+    big did not get traffic back after its return"
+	if [ -n "$missing" ]; then
+		echo "FAILED:$missing"
+		exit 1
+	fi
+	echo; echo "degrade demo passed"
+}
+
 chat='{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":8}'
 
 if [ "$mode" = "--multicloud" ]; then
 	multicloud
+	exit 0
+fi
+if [ "$mode" = "--degrade" ]; then
+	degrade
 	exit 0
 fi
 

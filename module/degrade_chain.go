@@ -340,13 +340,18 @@ func (g *Gateway) capReached(al *Alias) {
 	}
 }
 
+// capClearAt is the share of the cap the degraded share must fall under
+// to end a crossing: a dead band, so that a share held at the cap by a
+// trigger is one crossing, not one per answer.
+const capClearAt = 0.8
+
 // countAnswer counts an answered request in the alias's share, and ends
-// a cap crossing once the share is under the cap again.
+// a cap crossing once the share is well under the cap again.
 func (rt *route) countAnswer() {
 	c := rt.alias.chain
 	t := now()
 	c.share.Add(t, rt.deg.degraded)
-	if c.capped.Load() && c.share.Ratio(t) < c.cap && c.capped.CompareAndSwap(true, false) {
+	if c.capped.Load() && c.share.Ratio(t) < capClearAt*c.cap && c.capped.CompareAndSwap(true, false) {
 		rt.g.logger.Info("degrade cap: the share is under the cap again",
 			zap.String("alias", rt.alias.name), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(t)))
 	}
