@@ -315,8 +315,8 @@ degrade() {
 	echo "  >> $(since "$t0")s  big's KV cache is relieved: POST $kv {} (the floor removed)"
 	if wait_log 'degrade off: big' 10; then
 		echo "  >> $(since "$t0")s  the gateway: $(logged 'degrade off: big'); new requests stay on big"
-		echo "           (while the trigger was on, the share crossed the cap back and forth: 'degrade cap reached' was logged"
-		echo "           $(log_count 'degrade cap reached') times, each followed by 'degrade cap: the share is under the cap again')"
+		echo "           (the share stayed at the cap while the trigger was on: one crossing, 'degrade cap reached' logged"
+		echo "           $(log_count 'degrade cap reached') time(s); it ends once the share is under 80% of the cap)"
 	else
 		echo "  >> $(since "$t0")s  the gateway did not turn degrade off for big within 10s"
 	fi
@@ -366,36 +366,14 @@ degrade() {
 
 	echo
 	echo "# 2. the gateway's degrade log ($log, logger http.handlers.hybrid_llm), seconds since the traffic began"
-	echo "#    (a run of cap crossings less than 1s apart is shortened after its first two lines)"
 	glines 'degrade' >"$state/degrade.log"
-	local line ts rel msg run=0 cut=0 last="" lastcap=""
+	local line ts rel msg
 	while IFS= read -r line; do
 		ts=$(field ts <<<"$line")
 		rel=$(awk -v a="$t0" -v b="$ts" 'BEGIN { printf "%.2f", b - a }')
 		msg=$(field msg <<<"$line")
-		case $msg in
-		'degrade cap'*)
-			if [ -n "$lastcap" ] && awk -v a="$lastcap" -v b="$rel" 'BEGIN { exit !(b - a < 1) }'; then
-				run=$((run + 1))
-			else
-				run=1
-			fi
-			lastcap=$rel
-			if [ "$run" -gt 2 ]; then
-				cut=$((cut + 1)) last=$rel
-				continue
-			fi
-			;;
-		esac
-		if [ "$cut" -gt 0 ]; then
-			printf '  %7s  ... %d more such lines, the cap reached and the share under it again in turns, until %ss\n' '' "$cut" "$last"
-			cut=0 run=0
-		fi
 		printf '  %7ss  %-5s %s  %s\n' "$rel" "$(field level <<<"$line")" "$msg" "$(field share <<<"$line")"
 	done <"$state/degrade.log"
-	if [ "$cut" -gt 0 ]; then
-		printf '  %7s  ... %d more such lines, the cap reached and the share under it again in turns, until %ss\n' '' "$cut" "$last"
-	fi
 
 	echo
 	echo "# 3. the 503s in the access log, by what the gateway tried (llm_tried)"
