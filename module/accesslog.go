@@ -63,7 +63,7 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if rt.color != nil {
 		enc.AddString("llm_color", rt.color.Tag)
 	}
-	if d := &rt.deg; d.degraded {
+	if d := rt.deg; d != nil && d.degraded {
 		enc.AddBool("llm_degraded", true)
 		enc.AddString("llm_degraded_from", d.from)
 		enc.AddString("llm_degrade_reason", d.reason)

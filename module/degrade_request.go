@@ -28,7 +28,7 @@ type degradeRecord struct {
 // (json_schema or json_object from response_format, tools from tools or
 // functions), read once, with gjson.
 func (rt *route) formats() []string {
-	d := &rt.deg
+	d := rt.deg
 	if d.needsRead {
 		return d.needs
 	}
@@ -90,7 +90,7 @@ func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, o
 // metrics and, with mark_body, in the body.
 func (rt *route) markDegraded(aw *attemptWriter, h http.Header) {
 	t := aw.target
-	d := &rt.deg
+	d := rt.deg
 	d.degraded = true
 	from, why := rt.degradeOrigin()
 	d.from, d.reason = from, string(why)

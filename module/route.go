@@ -42,7 +42,7 @@ type route struct {
 	order    [6]*Target // the plan's backing array, with weighted sets
 	ttfb     time.Duration
 	rule     string // the group a pre-routing rule sent the request to
-	deg      degradeRecord
+	deg      *degradeRecord // with a degradation chain
 	color    *Color // the color the request asked for, if it counts
 	overflow string // group:signal of an overflow skip
 	noCloud  reason // why cloud targets are closed to the request, if they are
@@ -83,6 +83,9 @@ func (rt *route) run(ctx context.Context) error {
 		rt.rule = rule.Target
 	}
 	plan = al.ordered(plan, rt.order[:])
+	if al.chain != nil {
+		rt.deg = new(degradeRecord)
+	}
 	if c := rt.color; c != nil {
 		// the color's target first; the alias's own after it, if the
 		// color falls back
