@@ -41,11 +41,11 @@ type route struct {
 	tried    [4]attempt // attempts' first backing array
 	order    [6]*Target // the plan's backing array, with weighted sets
 	ttfb     time.Duration
-	rule     string // the group a pre-routing rule sent the request to
+	rule     string         // the group a pre-routing rule sent the request to
 	deg      *degradeRecord // with a degradation chain
-	color    *Color // the color the request asked for, if it counts
-	overflow string // group:signal of an overflow skip
-	noCloud  reason // why cloud targets are closed to the request, if they are
+	color    *Color         // the color the request asked for, if it counts
+	overflow string         // group:signal of an overflow skip
+	noCloud  reason         // why cloud targets are closed to the request, if they are
 	// and for how long
 	noCloudFor time.Duration
 	injected   bool // the current attempt asked for stream usage on its own
