@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"time"
 
@@ -40,6 +41,15 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
+	if rt.first.rt != nil {
+		// a later attempt: the request's variables in a map of its own.
+		// The proxy writes them as it prepares the request, while the
+		// transport may still read them from an earlier attempt's dial
+		// (net/http dials on a goroutine of its own, which outlives an
+		// attempt given up).
+		vars, _ := actx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+		actx = context.WithValue(actx, caddyhttp.VarsCtxKey, maps.Clone(vars))
+	}
 	if t.health != nil || t.latency != nil || (t.group.vllm != nil && t.group.vllm.scored) {
 		if t.health != nil {
 			t.health.inflight.Add(1)
@@ -215,9 +225,12 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 // swapped in and, if its group asks for stream usage, the usage asked
 // for (injected). It returns the body's length.
 func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected bool) {
-	if t.Tier != nil && t.Tier.MaxTokens > 0 {
-		if length, injected, ok := rt.tierBody(t, b); ok {
-			return length, injected
+	if t.Tier != nil && rt.deg != nil {
+		rt.deg.clampedTo = 0 // this attempt's, if it clamps
+		if t.Tier.MaxTokens > 0 {
+			if length, injected, ok := rt.tierBody(t, b); ok {
+				return length, injected
+			}
 		}
 	}
 	body, top := rt.body, &rt.top

@@ -84,7 +84,7 @@ func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 	if len(fields) == 0 {
 		return body, nil
 	}
-	out, _, err := clampTokens(body, path, c.maxTokens)
+	out, _, err := clampTokens(body, path, c.maxTokens, true)
 	if err != nil {
 		return nil, &ceilingRefusal{fields[0], "could not apply the client's " + fields[0] + " ceiling"}
 	}
@@ -92,10 +92,10 @@ func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 }
 
 // clampTokens bounds an answer's length in a request body: a length
-// field over limit is set to it, and without any the first of
-// tokenFields is set. It returns the body to send (body itself when
-// nothing changed) and whether it changed.
-func clampTokens(body []byte, path string, limit int) ([]byte, bool, error) {
+// field over limit is set to it, and without any (and with setMissing)
+// the first of tokenFields is set. It returns the body to send (body
+// itself when nothing changed) and whether it changed.
+func clampTokens(body []byte, path string, limit int, setMissing bool) ([]byte, bool, error) {
 	fields := tokenFields(path)
 	out, set, changed := body, false, false
 	for _, f := range fields {
@@ -113,7 +113,7 @@ func clampTokens(body []byte, path string, limit int) ([]byte, bool, error) {
 		}
 		changed = true
 	}
-	if !set && len(fields) > 0 {
+	if !set && setMissing && len(fields) > 0 {
 		var err error
 		if out, err = sjson.SetRawBytes(out, fields[0], []byte(strconv.Itoa(limit))); err != nil {
 			return nil, false, err
@@ -121,6 +121,24 @@ func clampTokens(body []byte, path string, limit int) ([]byte, bool, error) {
 		changed = true
 	}
 	return out, changed, nil
+}
+
+// repeatedField returns the first of fields given more than once at the
+// top level of body, if any: the gateway reads the first, an upstream's
+// decoder the last.
+func repeatedField(body []byte, fields []string) string {
+	var counts [4]int
+	jsonscan.ObjectFields(body, jsonscan.SkipSpace(body, 0), jsonscan.MaxNesting, func(key, _ []byte, _ int) {
+		if i := slices.Index(fields, string(key)); i >= 0 && i < len(counts) {
+			counts[i]++
+		}
+	})
+	for i, f := range fields {
+		if i < len(counts) && counts[i] > 1 {
+			return f
+		}
+	}
+	return ""
 }
 
 // fieldRaw returns the raw value of a top-level field, the last when it

@@ -62,8 +62,8 @@ func (g *Gateway) provisionColors(al *Alias, used map[string]bool) error {
 		if slices.IndexFunc(al.Colors[:i], func(o *Color) bool { return o.Tag == c.Tag }) >= 0 {
 			return fmt.Errorf("color %q twice", c.Tag)
 		}
-		if c.Set != "" || c.Weight != nil || c.Health != nil {
-			return fmt.Errorf("color %q: set, weight and health belong to weighted targets", c.Tag)
+		if c.Set != "" || c.Weight != nil || c.Health != nil || c.Tier != nil || c.SLO != 0 {
+			return fmt.Errorf("color %q: set, weight, health, tier and slo do not apply to a color", c.Tag)
 		}
 		if err := g.provisionTarget(al, &c.Target, used); err != nil {
 			return fmt.Errorf("color %q (group %q): %v", c.Tag, c.Group, err)

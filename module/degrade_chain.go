@@ -206,6 +206,7 @@ func (g *Gateway) provisionChain(al *Alias) error {
 		g.degradeTriggers = append(g.degradeTriggers, dt)
 	}
 	al.chain = c
+	g.chained = append(g.chained, al)
 	return nil
 }
 
@@ -267,17 +268,33 @@ func (dt *degradeTrigger) decision() degrade.Decision {
 
 // tierRefusal returns why a tier must not take the request, if so: the
 // format it needs, or the cap.
-func (rt *route) tierRefusal(t *Target) reason {
+// With reserve, a tier about to be tried takes the request's place in the
+// cap's share (once per request), so that requests in flight count.
+func (rt *route) tierRefusal(t *Target, reserve bool) reason {
 	for _, need := range rt.formats() {
 		if !slices.Contains(t.Tier.Formats, need) {
 			return reasonFormat
 		}
 	}
 	c := rt.alias.chain
-	if c.cap < 1 && !c.share.Allows(now(), c.cap, degradeMinAnswers) {
+	if c.cap >= 1 || rt.deg.reserved {
+		return ""
+	}
+	ok := false
+	if reserve {
+		ok = c.share.Reserve(now(), c.cap, degradeMinAnswers)
+		rt.deg.reserved = ok
+	} else {
+		ok = c.share.Allows(now(), c.cap, degradeMinAnswers)
+	}
+	if !ok {
 		rt.g.capReached(rt.alias)
 		if c.atCap == atCapRefuse {
 			return reasonDegradeCap
+		}
+		if reserve {
+			c.share.Reserve(now(), 1, 0) // allowed past the cap: counted all the same
+			rt.deg.reserved = true
 		}
 	}
 	return ""
@@ -289,12 +306,16 @@ func (rt *route) tierRefusal(t *Target) reason {
 // requests to a tier after it.
 func (rt *route) degradeSkip(t *Target, rest []*Target) reason {
 	if t.Tier != nil {
-		return rt.tierRefusal(t)
+		return rt.tierRefusal(t, true)
+	}
+	if t == rt.deg.deferred {
+		return "" // the tiers failed: its turn after all
 	}
 	if rt.degradeNow(t, rest) {
 		d := t.trigger.decision()
 		if d.Active {
 			rt.deg.meta = d.Metadata
+			rt.deg.deferred = t
 			return reason(d.Reason)
 		}
 	}
@@ -322,7 +343,8 @@ func (rt *route) degradeNow(t *Target, rest []*Target) bool {
 		return false
 	}
 	for _, o := range rest {
-		if o.Tier != nil && rt.tierRefusal(o) == "" {
+		if o.Tier != nil && rt.tierRefusal(o, false) == "" && rt.skip(o, &rt.features, 0) == "" &&
+			(o.group.Breaker == nil || o.group.shared.breaker.wouldAllow(now())) {
 			return true
 		}
 	}
@@ -345,29 +367,42 @@ func (g *Gateway) capReached(al *Alias) {
 // trigger is one crossing, not one per answer.
 const capClearAt = 0.8
 
-// countAnswer counts an answered request in the alias's share, and ends
-// a cap crossing once the share is well under the cap again.
-func (rt *route) countAnswer() {
+// settleChain counts an ended request in its alias's share: the answer,
+// if there was one, and the place it reserved given back.
+func (rt *route) settleChain() {
 	c := rt.alias.chain
-	t := now()
-	c.share.Add(t, rt.deg.degraded)
-	if c.capped.Load() && c.share.Ratio(t) < capClearAt*c.cap && c.capped.CompareAndSwap(true, false) {
-		rt.g.logger.Info("degrade cap: the share is under the cap again",
-			zap.String("alias", rt.alias.name), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(t)))
+	if rt.answered != nil && rt.status < 500 {
+		c.share.Add(now(), rt.deg.degraded)
+	}
+	if rt.deg.reserved {
+		c.share.Release()
+	}
+}
+
+// tick ends a cap crossing once the share is well under the cap again,
+// judged as the cap judges it; run by the scheduler, so that an alias that
+// went quiet does not keep its alert.
+func (c *chain) tick(t time.Time, logger *zap.Logger, alias string) {
+	if !c.capped.Load() {
+		return
+	}
+	if share := c.share.Judged(t, degradeMinAnswers); share < capClearAt*c.cap && c.capped.CompareAndSwap(true, false) {
+		logger.Info("degrade cap: the share is under the cap again",
+			zap.String("alias", alias), zap.Float64("cap", c.cap), zap.Float64("share", share))
 	}
 }
 
 // degradeOrigin returns the upper target a degraded answer was meant for
 // and why it was left: the request's first attempt.
 func (rt *route) degradeOrigin() (from string, why reason) {
+	if len(rt.attempts) == 0 || (rt.rule != "" && rt.attempts[0].target.Tier != nil) {
+		// nothing tried before the tiers: a pre-routing rule sent it there
+		return rt.alias.Targets[0].Group, "route"
+	}
 	for _, a := range rt.attempts {
 		if a.target.Tier == nil {
 			return a.target.Group, a.reason
 		}
 	}
-	if len(rt.attempts) > 0 {
-		return rt.attempts[0].target.Group, rt.attempts[0].reason
-	}
-	// nothing tried before the tier: a pre-routing rule sent it there
-	return rt.alias.Targets[0].Group, "route"
+	return rt.attempts[0].target.Group, rt.attempts[0].reason
 }

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/tidwall/gjson"
 )
@@ -22,6 +24,10 @@ type degradeRecord struct {
 	clampedTo int                // the tier's max_tokens, when it clamped the request
 	needs     []string           // the formats the request needs
 	needsRead bool
+	// the upper target a trigger passed over, tried last should the
+	// tiers fail
+	deferred *Target
+	reserved bool // a degraded answer is reserved in the cap's share
 }
 
 // formats returns the structured output the request needs, if any
@@ -41,8 +47,10 @@ func (rt *route) formats() []string {
 			d.needs = append(d.needs, formatJSONObject)
 		}
 	}
-	for _, field := range []string{"tools", "functions"} {
-		if v := gjson.GetBytes(rt.body, field); v.IsArray() && len(v.Array()) > 0 {
+	// tools the request forbids calling (tool_choice none) need nothing
+	for _, f := range [][2]string{{"tools", "tool_choice"}, {"functions", "function_call"}} {
+		v := gjson.GetBytes(rt.body, f[0])
+		if v.IsArray() && len(v.Array()) > 0 && gjson.GetBytes(rt.body, f[1]).String() != "none" {
 			d.needs = append(d.needs, formatTools)
 			break
 		}
@@ -56,7 +64,10 @@ func (rt *route) formats() []string {
 // for. ok is false when the request asks for no more than the tier's
 // max_tokens: the common body serves.
 func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, ok bool) {
-	out, changed, err := clampTokens(rt.body, rt.r.URL.Path, t.Tier.MaxTokens)
+	// the legacy completions endpoint answers 16 tokens when asked for
+	// none: a tier's ceiling is no reason to ask for more
+	legacy := !strings.HasSuffix(rt.r.URL.Path, "/chat/completions") && strings.HasSuffix(rt.r.URL.Path, "/completions")
+	out, changed, err := clampTokens(rt.body, rt.r.URL.Path, t.Tier.MaxTokens, !legacy)
 	if err != nil || !changed {
 		return 0, false, false
 	}
@@ -101,7 +112,7 @@ func (rt *route) markDegraded(aw *attemptWriter, h http.Header) {
 		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.clampedTo)}
 	}
 	degradedTotal.WithLabelValues(rt.g.Name, rt.alias.name, from, t.Group, d.reason).Inc()
-	if rt.alias.chain.markBody {
+	if rt.alias.chain.markBody && aw.scan != nil { // a plain JSON or event-stream body
 		mark := map[string]any{"from": from, "reason": d.reason}
 		if q := t.Tier.Quality; q != nil {
 			mark["quality"] = *q
@@ -128,7 +139,7 @@ func (aw *attemptWriter) markBody(p []byte) (int, error) {
 	}
 	mark := aw.mark
 	aw.mark = nil
-	if i+1 < len(p) && p[i+1] == '}' {
+	if j := bytes.IndexFunc(p[i+1:], func(r rune) bool { return !unicode.IsSpace(r) }); j >= 0 && p[i+1+j] == '}' {
 		mark = mark[:len(mark)-1] // an empty object: no comma
 	}
 	n, err := aw.w.Write(p[:i+1])

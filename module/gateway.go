@@ -162,6 +162,7 @@ type Gateway struct {
 	colored      bool           // an alias has colors
 	// upper targets that may degrade their new requests
 	degradeTriggers []*degradeTrigger
+	chained         []*Alias // aliases with a degradation chain
 	ctx             context.Context // done when the config stops
 	mirrorLog       *zap.Logger     // the mirror copies' records
 }
@@ -260,7 +261,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 	}
 
-	if len(g.healthSets) > 0 || len(g.strategySets) > 0 || len(g.degradeTriggers) > 0 {
+	if len(g.healthSets) > 0 || len(g.strategySets) > 0 || len(g.chained) > 0 {
 		go g.keepScheduling(ctx)
 	}
 	g.created = time.Now().Unix()

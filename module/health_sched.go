@@ -247,6 +247,9 @@ func (g *Gateway) keepScheduling(ctx caddy.Context) {
 			for _, dt := range g.degradeTriggers {
 				dt.observe(t, g.logger)
 			}
+			for _, al := range g.chained {
+				al.chain.tick(t, g.logger, al.name)
+			}
 			for _, ws := range g.strategySets {
 				ws.relean(t)
 			}

@@ -71,6 +71,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"The model `"+top.modelName()+"` does not exist.")
 	}
+	if al.chain != nil {
+		// a tier's max_tokens must bound what the upstream reads
+		if f := repeatedField(body, tokenFields(r.URL.Path)); f != "" {
+			return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", f,
+				"the request body has more than one "+f+" field")
+		}
+	}
 	g.stripRouting(r, cl)
 	if g.colored {
 		// a tag reaches an upstream only for a color that trusts it, on

@@ -90,8 +90,8 @@ func (g *Gateway) provisionMirrors(al *Alias, used map[string]bool) error {
 		if m == nil {
 			return fmt.Errorf("mirror %d: empty", i)
 		}
-		if m.Set != "" || m.Weight != nil || m.Health != nil || m.FallbackOn != nil {
-			return fmt.Errorf("mirror %d (group %q): set, weight, health and fallback_on do not apply to a mirror", i, m.Group)
+		if m.Set != "" || m.Weight != nil || m.Health != nil || m.FallbackOn != nil || m.Tier != nil || m.SLO != 0 {
+			return fmt.Errorf("mirror %d (group %q): set, weight, health, fallback_on, tier and slo do not apply to a mirror", i, m.Group)
 		}
 		if !(m.Ratio > 0 && m.Ratio <= 1) || math.IsNaN(m.Ratio) {
 			return fmt.Errorf("mirror %d (group %q): ratio must be a share over 0 and at most 1 (100%%)", i, m.Group)

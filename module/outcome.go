@@ -23,8 +23,8 @@ func (rt *route) finish() {
 		rt.outcome = outcomeOK
 	}
 	rt.meter(rt.alias, group, rt.status, rt.outcome)
-	if rt.alias.chain != nil && rt.answered != nil && rt.status < 500 {
-		rt.countAnswer()
+	if rt.alias.chain != nil {
+		rt.settleChain()
 	}
 	rt.cost()
 	if rt.usage.found {

@@ -99,7 +99,8 @@ func (rt *route) run(ctx context.Context) error {
 		rt.mirror()
 	}
 	minWindow := 0 // a context-length error proved the request needs more
-	for i, t := range plan {
+	for i := 0; i < len(plan); i++ {
+		t := plan[i]
 		if err := ctx.Err(); err != nil {
 			if rt.r.Context().Err() != nil {
 				break // the client left
@@ -110,6 +111,11 @@ func (rt *route) run(ctx context.Context) error {
 		if al.chain != nil {
 			if why := rt.degradeSkip(t, plan[i+1:]); why != "" {
 				rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
+				if t == rt.deg.deferred {
+					// left for a tier: should every tier fail, it is
+					// tried last after all
+					plan = append(plan[:len(plan):len(plan)], t)
+				}
 				continue
 			}
 		}
@@ -233,9 +239,15 @@ func (rt *route) fail(al *Alias) error {
 	}
 	// the degradation chain held the tiers back: the alias is
 	// unavailable for this request, not failing
-	capped, format := false, rt.unservedFormat()
-	for _, a := range rt.attempts {
-		capped = capped || a.reason == reasonDegradeCap
+	capped, format := false, ""
+	if n := len(rt.attempts); n > 0 && !closed {
+		// only when the tiers were the last thing tried
+		switch rt.attempts[n-1].reason {
+		case reasonDegradeCap:
+			capped = true
+		case reasonFormat:
+			format = rt.unservedFormat()
+		}
 	}
 	switch {
 	case format != "":

@@ -97,6 +97,11 @@ func TestDegradeWhenTheUpperTierIsDown(t *testing.T) {
 	if entry["llm_degraded"] != true || entry["llm_degraded_from"] != "big" || entry["llm_degrade_reason"] != "connection_refused" {
 		t.Errorf("access log: %v", entry)
 	}
+	// a repeated max_tokens would let the upstream read another than the
+	// tier's clamp: refused
+	twice := strings.Replace(chatBody, `"max_tokens":4`, `"max_tokens":4,"max_tokens":5000`, 1)
+	resp2, body2 := post(t, "/v1/chat/completions", twice)
+	wantError(t, resp2, body2, http.StatusBadRequest, "invalid_json")
 	// the body is not marked without mark_body
 	if gjson.GetBytes(body, "degraded").Exists() {
 		t.Errorf("marked in the body: %s", body)
@@ -144,6 +149,11 @@ func TestDegradeOnlyToTiersThatProduceTheFormat(t *testing.T) {
 	}
 	if resp, body := post(t, "/v1/chat/completions", chatBody); resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "small" {
 		t.Errorf("plain text: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	// tools it may not call need no tool calls
+	noCalls := withField(`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"none"`)
+	if resp, body := post(t, "/v1/chat/completions", noCalls); resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "small" {
+		t.Errorf("tool_choice none: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
 	}
 }
 
@@ -235,6 +245,14 @@ func TestDegradeOnARisingKVCache(t *testing.T) {
 	if n := logLines(t, logPath, `"msg":"degrade on: big kv_pressure: kv_cache_usage=`); n != 1 {
 		t.Errorf("%d degrade-on lines", n)
 	}
+	// both tiers failing: the big model, passed over, is tried last
+	e.medium.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503})
+	e.small.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503})
+	if resp, body := post(t, "/v1/chat/completions", chatBody); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "big" {
+		t.Errorf("with the tiers failing: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	e.medium.SetFailures(simulator.Failures{})
+	e.small.SetFailures(simulator.Failures{})
 	e.self.SetKVFloor(0.30)
 	waitFor(t, "the big model back", func() bool {
 		resp, _ := post(t, "/v1/chat/completions", chatBody)

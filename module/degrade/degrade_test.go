@@ -106,3 +106,45 @@ func TestShareSlidesAndCaps(t *testing.T) {
 		t.Error("a third degraded answer of 3 passes a 20% cap")
 	}
 }
+
+// Off is held the dwell too: a trigger that just turned off does not turn
+// on again at the next tick.
+func TestDwellHoldsBothStates(t *testing.T) {
+	tr := NewTrigger(Config{SLO: time.Second, Dwell: 10 * time.Second})
+	slow := Signals{P99: 2, Queue: 20, KV: nan}
+	tr.Observe(t0, slow)
+	if d, _ := tr.Observe(t0.Add(11*time.Second), Signals{P99: 0.5, Queue: 0, KV: nan}); d.Active {
+		t.Fatal("not off after the dwell")
+	}
+	if d, _ := tr.Observe(t0.Add(12*time.Second), slow); d.Active {
+		t.Fatal("on again within the off state's dwell")
+	}
+	if d, _ := tr.Observe(t0.Add(21*time.Second), slow); !d.Active {
+		t.Fatal("not on after the off state's dwell")
+	}
+}
+
+// Reserved places count against the cap: requests in flight that degrade
+// at once cannot all pass it.
+func TestReservationsCountAgainstTheCap(t *testing.T) {
+	s := NewShare(time.Minute)
+	granted := 0
+	for range 50 {
+		if s.Reserve(t0, 0.2, 10) {
+			granted++
+		}
+	}
+	if granted != 2 {
+		t.Fatalf("%d of 50 concurrent degraded requests reserved, want 2 (20%% of 10)", granted)
+	}
+	s.Add(t0, true)
+	s.Release()
+	s.Add(t0, true)
+	s.Release()
+	if r := s.Judged(t0, 10); r != 0.2 {
+		t.Errorf("judged share %v", r)
+	}
+	if s.Allows(t0, 0.2, 10) {
+		t.Error("a third degraded answer passes the cap")
+	}
+}

@@ -125,8 +125,8 @@ func (tr *Trigger) Observe(t time.Time, s Signals) (Decision, bool) {
 		s.P99 > c.Factor*c.SLO.Seconds() && s.Queue > c.QueueDepth
 	kvOn := c.KVLevel > 0 && !math.IsNaN(s.KV) && slopeOK && s.KV > c.KVLevel && slope > 0
 	st := &tr.state
-	if st.Active && t.Sub(st.Since) < c.Dwell {
-		return *st, false
+	if !st.Since.IsZero() && t.Sub(st.Since) < c.Dwell {
+		return *st, false // each state is held at least the dwell
 	}
 	if !st.Active {
 		switch {
