@@ -162,7 +162,7 @@ type Gateway struct {
 	colored      bool           // an alias has colors
 	// upper targets that may degrade their new requests
 	degradeTriggers []*degradeTrigger
-	chained         []*Alias // aliases with a degradation chain
+	chained         []*Alias        // aliases with a degradation chain
 	ctx             context.Context // done when the config stops
 	mirrorLog       *zap.Logger     // the mirror copies' records
 }
