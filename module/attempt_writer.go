@@ -38,6 +38,7 @@ type attemptWriter struct {
 
 	model *modelRewriter // puts the alias into the answer's model, if set
 	mark  []byte         // a degraded answer's mark, until it is written
+	began time.Time      // the attempt's start
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 400's body
@@ -136,7 +137,7 @@ func (aw *attemptWriter) commit(status int) bool {
 	}
 	rt.status = status
 	t := aw.target
-	rt.answered = t
+	rt.answered, rt.answerBegan = t, aw.began
 	if t.Tier != nil {
 		rt.markDegraded(aw, h)
 	}

@@ -163,6 +163,8 @@ type Gateway struct {
 	// upper targets that may degrade their new requests
 	degradeTriggers []*degradeTrigger
 	chained         []*Alias        // aliases with a degradation chain
+	cloudSlotGPUs   float64         // the GPUs a cloud request in flight stands for
+	selfGPUs        float64         // the self-hosted GPUs with a cost model
 	ctx             context.Context // done when the config stops
 	mirrorLog       *zap.Logger     // the mirror copies' records
 }
@@ -245,6 +247,8 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		}
 		g.streamUsage = g.streamUsage || grp.streamUsage
 	}
+
+	g.provisionOccupancy()
 
 	g.aliases = make(map[string]*Alias, len(g.Aliases))
 	for _, name := range sortedKeys(g.Aliases) {

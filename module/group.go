@@ -80,6 +80,10 @@ type Group struct {
 	// last endpoint in service is kept. Default: none.
 	Health *HealthConfig `json:"health,omitempty"`
 
+	// the GPUs one request in flight occupies, for the ledger (see
+	// provisionOccupancy); 0: not counted
+	occupancy float64
+
 	// The group's cost model, for the cost ledger and the cloud spend.
 	Cost *CostConfig `json:"cost,omitempty"`
 

@@ -112,6 +112,14 @@ type ledger struct {
 	perToken   atomic.Uint64 // float64 bits
 	perTokenAt atomic.Int64
 	wg         sync.WaitGroup
+
+	// the demand now, in GPU equivalents (see occupy), and when it was
+	// last integrated into the buckets
+	curSelf, curCloud float64
+	lastAt            time.Time
+	// the self-hosted GPUs: what self-hosted requests in flight beyond
+	// them wait in vLLM's queues, demand the GPUs are not serving
+	selfGPUs float64
 }
 
 var ledgers = caddy.NewUsagePool()
@@ -131,6 +139,8 @@ func acquireLedger(g *Gateway) *ledger {
 	l.mu.Lock()
 	l.instances = append(l.instances, g)
 	l.current = g
+	l.advanceLocked(now())
+	l.selfGPUs = g.selfGPUs
 	l.mu.Unlock()
 	if !loaded {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -165,13 +175,11 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			// the buckets are kept up to date between the attempts'
+			// starts and ends, which integrate the demand
 			l.mu.Lock()
-			g := l.current
+			l.advanceLocked(now())
 			l.mu.Unlock()
-			if g != nil {
-				self, cloud := g.demand()
-				l.add(now(), ledgerTick, self, cloud, 0, 0, 0)
-			}
 		}
 	}
 }
@@ -202,23 +210,6 @@ func (l *ledger) addShadow(t time.Time, prompt, completion int64, usd float64) {
 	v.PromptTokens += prompt
 	v.CompletionTokens += completion
 	v.USD += usd
-}
-
-// add records demand (GPU equivalents for dur) and request results.
-func (l *ledger) add(t time.Time, dur time.Duration, self, cloud float64, prompt, completion int64, cloudUSD float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.bucketLocked(t)
-	secs := dur.Seconds()
-	b.dur += dur
-	b.selfSecs += self * secs
-	b.cloudGS += cloud * secs
-	if dur > 0 {
-		b.peak = max(b.peak, self+cloud)
-	}
-	b.promptTokens += prompt
-	b.completionTokens += completion
-	b.cloudUSD += cloudUSD
 }
 
 func (l *ledger) bucketLocked(t time.Time) *ledgerBucketData {
@@ -277,71 +268,38 @@ func (l *ledger) window(t0 time.Time) ledgerWindow {
 	return w
 }
 
-// demand returns the gateway's current load in GPU equivalents: the busy
-// share of each vllm group's GPUs, and the cloud's in-flight requests
-// counted as sequence slots of those GPUs.
-func (g *Gateway) demand() (self, cloud float64) {
-	var gpus, slots float64
-	for _, grp := range g.Groups {
-		vg := grp.vllm
-		if vg == nil || grp.Cost == nil || grp.Cost.GPUs <= 0 || len(vg.endpoints) == 0 {
-			continue
-		}
-		t := now()
-		perEP := grp.Cost.GPUs / float64(len(vg.endpoints))
-		for _, ep := range vg.endpoints {
-			n := float64(ep.maxNumSeqs)
-			if n == 0 {
-				n = float64(vg.maxNumSeqs)
-			}
-			if n == 0 {
-				n = defaultAssumedSeqs
-			}
-			running := float64(ep.p.inflight.Load())
-			snap := ep.p.snap.Load()
-			if !snap.metricsAt.IsZero() && t.Sub(snap.metricsAt) <= vg.staleAfter {
-				r := 0.0
-				for _, ld := range snap.loads {
-					r += ld.Running
-				}
-				running = r
-			}
-			self += min(running/n, 1) * perEP
-			slots += n
-		}
-		gpus += grp.Cost.GPUs
-	}
-	if slots == 0 {
-		return self, 0
-	}
-	for _, grp := range g.Groups {
-		if grp.Kind == KindOpenAI {
-			cloud += float64(grp.inflight.Load()) * gpus / slots
-		}
-	}
-	return self, cloud
-}
-
 // comparison computes the three-way comparison over the last window.
 func (g *Gateway) comparison(window time.Duration) cost.Comparison {
 	var p cost.Prices
-	for _, grp := range g.Groups {
-		if cc := grp.Cost; cc != nil && grp.Kind == KindVLLM {
-			p.SelfGPUs += cc.GPUs
-			p.GPUCostPerMonth = max(p.GPUCostPerMonth, cc.GPUCostPerMonth)
+	monthly := 0.0 // all self-hosted GPUs at their own prices
+	for _, name := range sortedKeys(g.Groups) {
+		if grp := g.Groups[name]; grp.Cost != nil && grp.Kind == KindVLLM {
+			p.SelfGPUs += grp.Cost.GPUs
+			monthly += grp.Cost.GPUs * grp.Cost.GPUCostPerMonth
 		}
+	}
+	if p.SelfGPUs > 0 {
+		p.GPUCostPerMonth = monthly / p.SelfGPUs // the average GPU's
 	}
 	w := g.ledger.window(now().Add(-window))
 	// the cloud's price per GPU-equivalent second when it is priced per
 	// second; with token prices, all-cloud is every token at those cost.Prices
+	// the first priced cloud group by name: the same answer every time
 	allCloudTokens := -1.0
-	for _, grp := range g.Groups {
-		if cc := grp.Cost; cc != nil && grp.Kind == KindOpenAI {
-			if cc.PerSecond > 0 {
-				p.CloudPerGPUSec = cc.PerSecond
-			} else if allCloudTokens < 0 {
-				allCloudTokens = cc.requestCost(w.prompt, w.completion, 0)
+	for _, name := range sortedKeys(g.Groups) {
+		grp := g.Groups[name]
+		cc := grp.Cost
+		if cc == nil || grp.Kind != KindOpenAI || p.CloudPerGPUSec > 0 || allCloudTokens >= 0 {
+			continue
+		}
+		if cc.PerSecond > 0 {
+			// per request-second; a request in flight is one slot of
+			// the self-hosted GPUs, cloudSlotGPUs of a GPU
+			if g.cloudSlotGPUs > 0 {
+				p.CloudPerGPUSec = cc.PerSecond / g.cloudSlotGPUs
 			}
+		} else {
+			allCloudTokens = cc.requestCost(w.prompt, w.completion, 0)
 		}
 	}
 	c := cost.Compare(w.samples, p, w.cloudUSD)

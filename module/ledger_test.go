@@ -16,13 +16,10 @@ func TestLedgerWindow(t *testing.T) {
 	clock := fakeClock(t)
 	l := &ledger{}
 	start := clock.Truncate(ledgerBucket)
-	for i := range 60 { // a minute: 0.5 GPUs self-hosted, 1 GPU in the cloud for the last 20s
-		cloud := 0.0
-		if i >= 40 {
-			cloud = 1
-		}
-		l.add(start.Add(time.Duration(i)*time.Second), time.Second, 0.5, cloud, 0, 0, 0)
-	}
+	// a minute: 0.5 GPUs self-hosted, 1 GPU in the cloud for the last 20s
+	l.occupy(start, 0.5, 0)
+	l.occupy(start.Add(40*time.Second), 0, 1)
+	l.occupy(start.Add(60*time.Second), 0, 0)
 	l.addRequest(start.Add(50*time.Second), "team-b", false, 100, 50, 0.25)
 	l.addRequest(start.Add(10*time.Second), "team-a", true, 1000, 500, 0)
 	l.addRequest(start.Add(20*time.Second), "team-a", false, 10, 5, 0.5)
@@ -51,5 +48,65 @@ func TestLedgerWindow(t *testing.T) {
 	w = l.window(start.Add(40 * time.Second))
 	if c := cost.Compare(w.samples, cost.Prices{SelfGPUs: 1}, -1); c.WindowSeconds != 20 || math.Abs(c.DemandGPUSecs-30) > 1e-9 {
 		t.Errorf("last 20s: %v s, %v GPU-s", c.WindowSeconds, c.DemandGPUSecs)
+	}
+}
+
+// Every request counts, however short: twenty 100 ms requests a second
+// apart, each a slot of a 4-slot GPU, make 0.5 GPU-seconds, exactly (a
+// sampler looking once a second saw none of them).
+func TestLedgerCountsShortRequests(t *testing.T) {
+	fakeClock(t)
+	l := &ledger{}
+	start := time.Unix(1_800_000_000, 0)
+	for i := range 20 {
+		at := start.Add(time.Duration(i) * time.Second)
+		l.occupy(at, 0.25, 0)
+		l.occupy(at.Add(100*time.Millisecond), -0.25, 0)
+	}
+	l.occupy(start.Add(20*time.Second), 0, 0)
+	c := cost.Compare(l.window(start).samples, cost.Prices{SelfGPUs: 1}, -1)
+	if math.Abs(c.DemandGPUSecs-0.5) > 1e-9 || c.WindowSeconds != 20 || c.PeakDemandGPUs != 0.25 {
+		t.Errorf("demand %v GPU-s over %v s, peak %v; want 0.5 over 20, peak 0.25", c.DemandGPUSecs, c.WindowSeconds, c.PeakDemandGPUs)
+	}
+}
+
+// Cloud prices per second are per request-second: the all-cloud scenario
+// charges a request in flight (one slot of the self-hosted GPUs) its
+// price, not a whole GPU's; several vllm groups cost their own GPUs at
+// their own prices.
+func TestComparisonUnits(t *testing.T) {
+	clock := fakeClock(t)
+	l := &ledger{}
+	g := &Gateway{ledger: l, Groups: map[string]*Group{
+		"big":   {Kind: KindVLLM, Cost: &CostConfig{GPUs: 2, GPUCostPerMonth: 3000}},
+		"small": {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 600}},
+		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.001}},
+	}, cloudSlotGPUs: 0.25}
+	start := clock.Truncate(ledgerBucket)
+	// one cloud request in flight for 100 s: 25 GPU-seconds
+	l.occupy(start, 0, 0.25)
+	*clock = start.Add(100 * time.Second)
+	l.occupy(*clock, 0, -0.25)
+	c := g.comparison(time.Hour)
+	if math.Abs(c.AllCloud.CloudUSD-0.1) > 1e-9 {
+		t.Errorf("all cloud %v USD, want 100 request-seconds at 0.001 = 0.1", c.AllCloud.CloudUSD)
+	}
+	month := (2*3000.0 + 600) * c.WindowSeconds / cost.SecondsPerMonth
+	if math.Abs(c.Hybrid.SelfHostedUSD-month) > 1e-9 {
+		t.Errorf("self-hosted %v USD, want %v (each group's GPUs at their price)", c.Hybrid.SelfHostedUSD, month)
+	}
+}
+
+// Self-hosted requests beyond the GPUs wait in vLLM's queues: demand the
+// GPUs are not serving, not busy GPU time.
+func TestLedgerQueuedIsDemandNotBusy(t *testing.T) {
+	fakeClock(t)
+	l := &ledger{selfGPUs: 1}
+	start := time.Unix(1_800_000_000, 0).Truncate(ledgerBucket)
+	l.occupy(start, 1.5, 0) // six requests on 4 slots of one GPU
+	l.occupy(start.Add(10*time.Second), -1.5, 0)
+	c := cost.Compare(l.window(start).samples, cost.Prices{SelfGPUs: 1}, -1)
+	if u := *c.Hybrid.Utilization; math.Abs(u-1) > 1e-9 || math.Abs(c.DemandGPUSecs-15) > 1e-9 || c.PeakDemandGPUs != 1.5 {
+		t.Errorf("utilization %v (want 1), demand %v GPU-s (want 15), peak %v (want 1.5)", u, c.DemandGPUSecs, c.PeakDemandGPUs)
 	}
 }

@@ -61,10 +61,13 @@ type route struct {
 	withUsage *usageBody
 	usage     usageScanner
 	answered  *Target // the target whose response the client got
-	status    int     // the status the client got
-	outcome   string
-	costUSD   float64 // what the answer cost, if priced
-	priced    bool
+	// when the answering attempt started: a cloud priced per second
+	// bills its attempt, not the time failed attempts took before it
+	answerBegan time.Time
+	status      int // the status the client got
+	outcome     string
+	costUSD     float64 // what the answer cost, if priced
+	priced      bool
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
 	slots slotHolder    // the current attempt's slot, for the selection policy
