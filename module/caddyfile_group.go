@@ -375,6 +375,7 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 //		gpus               <n>
 //		gpu_cost_per_month <usd>
 //		input_per_million  <usd>
+//		cached_input_per_million <usd>
 //		output_per_million <usd>
 //		per_second         <usd>
 //	}
@@ -392,6 +393,8 @@ func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
 			dst = &cc.GPUCostPerMonth
 		case "input_per_million":
 			dst = &cc.InputPerMillion
+		case "cached_input_per_million":
+			dst = &cc.CachedInputPerMillion
 		case "output_per_million":
 			dst = &cc.OutputPerMillion
 		case "per_second":

@@ -31,6 +31,11 @@ type CostConfig struct {
 	// USD per million input (prompt) tokens (kind openai).
 	InputPerMillion float64 `json:"input_per_million,omitempty"`
 
+	// USD per million input tokens the provider served from its prompt
+	// cache (usage.prompt_tokens_details.cached_tokens), when it bills
+	// them apart (kind openai). Default: the input price.
+	CachedInputPerMillion float64 `json:"cached_input_per_million,omitempty"`
+
 	// USD per million output (completion) tokens (kind openai).
 	OutputPerMillion float64 `json:"output_per_million,omitempty"`
 
@@ -40,14 +45,14 @@ type CostConfig struct {
 }
 
 func (cc *CostConfig) validate(kind string) error {
-	for _, v := range []float64{cc.GPUs, cc.GPUCostPerMonth, cc.InputPerMillion, cc.OutputPerMillion, cc.PerSecond} {
+	for _, v := range []float64{cc.GPUs, cc.GPUCostPerMonth, cc.InputPerMillion, cc.OutputPerMillion, cc.PerSecond, cc.CachedInputPerMillion} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("cost values must be finite and not negative")
 		}
 	}
 	switch kind {
 	case KindVLLM:
-		if cc.InputPerMillion != 0 || cc.OutputPerMillion != 0 || cc.PerSecond != 0 {
+		if cc.InputPerMillion != 0 || cc.OutputPerMillion != 0 || cc.PerSecond != 0 || cc.CachedInputPerMillion != 0 {
 			return fmt.Errorf("a vllm group's cost is gpus and gpu_cost_per_month")
 		}
 		if cc.GPUs == 0 {
@@ -64,12 +69,18 @@ func (cc *CostConfig) validate(kind string) error {
 	return nil
 }
 
-// requestCost is what one cloud request costs.
-func (cc *CostConfig) requestCost(prompt, completion int64, dur time.Duration) float64 {
+// requestCost is what one cloud request costs; cached is the part of
+// the prompt served from the provider's cache.
+func (cc *CostConfig) requestCost(prompt, completion, cached int64, dur time.Duration) float64 {
 	if cc.PerSecond > 0 {
 		return dur.Seconds() * cc.PerSecond
 	}
-	return (float64(prompt)*cc.InputPerMillion + float64(completion)*cc.OutputPerMillion) / 1e6
+	cachedPrice := cc.InputPerMillion
+	if cc.CachedInputPerMillion > 0 {
+		cachedPrice = cc.CachedInputPerMillion
+	}
+	cached = min(max(cached, 0), prompt)
+	return (float64(prompt-cached)*cc.InputPerMillion + float64(cached)*cachedPrice + float64(completion)*cc.OutputPerMillion) / 1e6
 }
 
 // The live ledger: a sampler per gateway that records, every second, the
@@ -299,7 +310,7 @@ func (g *Gateway) comparison(window time.Duration) cost.Comparison {
 				p.CloudPerGPUSec = cc.PerSecond / g.cloudSlotGPUs
 			}
 		} else {
-			allCloudTokens = cc.requestCost(w.prompt, w.completion, 0)
+			allCloudTokens = cc.requestCost(w.prompt, w.completion, 0, 0)
 		}
 	}
 	c := cost.Compare(w.samples, p, w.cloudUSD)

@@ -244,7 +244,7 @@ func (c *mirrorCopy) run() {
 	switch cc := m.group.Cost; {
 	case cc == nil:
 	case m.group.Kind == KindOpenAI:
-		usd, priced = cc.requestCost(u.prompt, u.completion, dur), true
+		usd, priced = cc.requestCost(u.prompt, u.completion, u.cached, dur), true
 		s.cost.Add(usd)
 	case c.g.ledger != nil:
 		usd, priced = float64(u.prompt+u.completion)*c.g.selfCostPerToken(), true

@@ -45,7 +45,7 @@ func (rt *route) cost() {
 	switch {
 	case cc == nil:
 	case t.group.Kind == KindOpenAI:
-		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, time.Since(rt.answerBegan))
+		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, time.Since(rt.answerBegan))
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName(), billingBusiness).Add(usd)
 	default:

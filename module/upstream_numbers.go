@@ -20,6 +20,9 @@ const maxUpstreamCount = 1e9
 // anything else: a fraction, a negative or absurd number, a string, null
 // or nothing.
 func upstreamCount(raw []byte) (int64, bool) {
+	if absentValue(raw) {
+		return 0, false // without parsing: a parse error allocates
+	}
 	if n, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
 		if n < 0 || n > maxUpstreamCount {
 			return 0, false

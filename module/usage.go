@@ -37,6 +37,7 @@ type usageScanner struct {
 	full       bool    // a JSON body outgrew maxUsageBody
 
 	prompt, completion int64
+	cached             int64 // prompt tokens the provider served from its cache
 	found              bool
 	bad                bool // the upstream sent a usage value that is no count
 }
@@ -198,23 +199,33 @@ func (u *usageScanner) readUsageJSON(body []byte) {
 	// the usage object comes last in OpenAI-style bodies: read it alone
 	// rather than walking the whole answer
 	if i := bytes.LastIndex(body, usageKey); i >= 0 {
-		var prompt, completion []byte
+		var prompt, completion, details []byte
 		_, ok := jsonscan.ObjectFields(body, i+len(usageKey)-1, 4, func(key, raw []byte, _ int) {
 			switch string(key) {
 			case "prompt_tokens":
 				prompt = raw
 			case "completion_tokens":
 				completion = raw
+			case "prompt_tokens_details":
+				details = raw
 			}
 		})
 		if ok && (prompt != nil || completion != nil) {
-			u.setUsage(prompt, completion)
+			var cached []byte
+			if len(details) > 0 {
+				jsonscan.ObjectFields(details, 0, 1, func(key, raw []byte, _ int) {
+					if string(key) == "cached_tokens" {
+						cached = raw
+					}
+				})
+			}
+			u.setUsage(prompt, completion, cached)
 			return
 		}
 	}
-	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens")
+	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens")
 	if r[0].Exists() || r[1].Exists() {
-		u.setUsage(rawBytes(r[0]), rawBytes(r[1]))
+		u.setUsage(rawBytes(r[0]), rawBytes(r[1]), rawBytes(r[2]))
 	}
 }
 
@@ -222,14 +233,15 @@ func (u *usageScanner) readUsageJSON(body []byte) {
 // values (nil when absent). A value that is not a count (negative,
 // fractional, absurd, not a number) is ignored and flagged; the last
 // valid usage seen wins (continuous usage stats repeat it).
-func (u *usageScanner) setUsage(prompt, completion []byte) {
+func (u *usageScanner) setUsage(prompt, completion, cached []byte) {
 	p, pok := upstreamCount(prompt)
 	c, cok := upstreamCount(completion)
-	if !pok && !absentValue(prompt) || !cok && !absentValue(completion) {
+	k, kok := upstreamCount(cached)
+	if !pok && !absentValue(prompt) || !cok && !absentValue(completion) || !kok && !absentValue(cached) {
 		u.bad = true
 	}
 	if pok || cok {
-		u.prompt, u.completion, u.found = p, c, true
+		u.prompt, u.completion, u.cached, u.found = p, c, min(k, p), true
 	}
 }
 

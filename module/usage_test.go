@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +333,32 @@ func TestWarnEvery(t *testing.T) {
 		if got := w.allow(t0.Add(tc.after)); got != tc.want {
 			t.Errorf("at +%v: %v", tc.after, got)
 		}
+	}
+}
+
+// Clouds report the prompt tokens served from their cache apart, and may
+// bill them at their own price: read from a JSON answer and from a
+// stream's usage chunk, and priced.
+func TestCachedPromptTokens(t *testing.T) {
+	body := `{"id":"x","choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":10,"prompt_tokens_details":{"cached_tokens":800,"audio_tokens":0}}}`
+	u := &usageScanner{}
+	feed(u, body, 7)
+	if u.prompt != 1000 || u.cached != 800 {
+		t.Fatalf("json: prompt %d cached %d", u.prompt, u.cached)
+	}
+	chunk := "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":10,\"prompt_tokens_details\":{\"cached_tokens\":800}}}\n\n"
+	u = &usageScanner{sse: true}
+	feed(u, chunkRole+chunk+chunkDone, 5)
+	if u.cached != 800 {
+		t.Fatalf("stream: cached %d", u.cached)
+	}
+	cc := &CostConfig{InputPerMillion: 2.5, CachedInputPerMillion: 1.25, OutputPerMillion: 10}
+	if got, want := cc.requestCost(1000, 10, 800, 0), (200*2.5+800*1.25+10*10)/1e6; math.Abs(got-want) > 1e-15 {
+		t.Errorf("cost %v, want %v", got, want)
+	}
+	// without a cached price, cached tokens are input tokens
+	cc.CachedInputPerMillion = 0
+	if got, want := cc.requestCost(1000, 10, 800, 0), (1000*2.5+10*10)/1e6; math.Abs(got-want) > 1e-15 {
+		t.Errorf("cost without a cached price %v, want %v", got, want)
 	}
 }
