@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -175,20 +176,18 @@ func serveDrill(w http.ResponseWriter, r *http.Request) error {
 }
 
 // serveLedger answers GET /hybrid_llm/ledger?gateway=<name>&window=<duration>
-// with the three-way cost comparison of the window (default 1h, at most a
-// day) for each gateway, or the one named.
+// (or &from=<RFC 3339>&to=<RFC 3339>) with the three-way cost comparison
+// of the window (default 1h, at most 31 days, the unfinished minute it
+// ends in included) for each gateway, or the one named.
 func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed; use GET", r.Method)}
 	}
-	window := time.Hour
-	if v := r.URL.Query().Get("window"); v != "" {
-		d, err := caddy.ParseDuration(v)
-		if err != nil || d <= 0 || d > 24*time.Hour {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("window must be a duration up to 24h, got %q", v)}
-		}
-		window = d
+	from, to, err := ledgerWindowOf(r.URL.Query(), now())
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
+	window := to.Sub(from)
 	name := r.URL.Query().Get("gateway")
 	type entry struct {
 		Gateway string `json:"gateway"`
@@ -199,8 +198,8 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	out := []entry{}
 	for _, g := range liveGateways() {
 		if name == "" || g.Name == name {
-			c := g.comparison(window)
-			uses := g.ledger.clientWindow(now().Add(-window))
+			c := g.comparison(from, to)
+			uses := g.ledger.clientWindow(from, to)
 			if c.SelfHostedPerMillionTokens != nil {
 				for i := range uses {
 					uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6
@@ -226,6 +225,43 @@ func serveState(w http.ResponseWriter, r *http.Request) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(state())
+}
+
+// maxLedgerWindow is the longest window the ledger answers for: what it
+// holds.
+const maxLedgerWindow = ledgerBuckets * ledgerBucket
+
+// ledgerWindowOf reads a ledger query's window: window=<duration> back
+// from t (default 1h; 7d, 30d), or from= and to= as RFC 3339 times. The
+// window ends after the minute t is in, so that it includes it.
+func ledgerWindowOf(q url.Values, t time.Time) (from, to time.Time, err error) {
+	to = t.Truncate(ledgerBucket).Add(ledgerBucket)
+	if f, tt := q.Get("from"), q.Get("to"); f != "" || tt != "" {
+		if q.Get("window") != "" {
+			return from, to, fmt.Errorf("give window, or from and to, not both")
+		}
+		if from, err = time.Parse(time.RFC3339, f); err != nil {
+			return from, to, fmt.Errorf("from must be an RFC 3339 time, got %q", f)
+		}
+		if tt != "" {
+			if to, err = time.Parse(time.RFC3339, tt); err != nil {
+				return from, to, fmt.Errorf("to must be an RFC 3339 time, got %q", tt)
+			}
+		}
+		if !from.Before(to) || to.Sub(from) > maxLedgerWindow {
+			return from, to, fmt.Errorf("from must be before to, at most 31 days apart")
+		}
+		return from, to, nil
+	}
+	window := time.Hour
+	if v := q.Get("window"); v != "" {
+		d, err := caddy.ParseDuration(v)
+		if err != nil || d <= 0 || d > maxLedgerWindow {
+			return from, to, fmt.Errorf("window must be a duration up to 31 days (744h, 31d), got %q", v)
+		}
+		window = d
+	}
+	return t.Add(-window), to, nil
 }
 
 // Interface guards

@@ -83,13 +83,13 @@ func (cc *CostConfig) requestCost(prompt, completion, cached int64, dur time.Dur
 	return (float64(prompt-cached)*cc.InputPerMillion + float64(cached)*cachedPrice + float64(completion)*cc.OutputPerMillion) / 1e6
 }
 
-// The live ledger: a sampler per gateway that records, every second, the
-// demand in GPU equivalents and how it was split, kept in 10-second
-// buckets for a day, across config reloads.
+// The live ledger: the demand in GPU equivalents and how it was split,
+// the tokens, the spend and each client's share, in one-minute buckets for
+// 31 days, across config reloads and, through Caddy's storage, restarts.
 const (
 	ledgerTick    = time.Second
-	ledgerBucket  = 10 * time.Second
-	ledgerBuckets = 24 * 360 // a day
+	ledgerBucket  = time.Minute
+	ledgerBuckets = 31 * 24 * 60
 )
 
 // ledgerBucketData is one bucket of the ledger.
@@ -103,6 +103,13 @@ type ledgerBucketData struct {
 	selfTokens        int64
 	cloudUSD          float64
 	shadow            cost.Validation // mirror copies, outside the business bill
+	clients           []clientUse     // each client's share, with clients
+}
+
+// in reports whether the bucket falls in [from, to): a window takes the
+// bucket its start is in, and the unfinished one it ends in.
+func (b *ledgerBucketData) in(from, to time.Time) bool {
+	return !b.start.Before(from.Truncate(ledgerBucket)) && b.start.Before(to)
 }
 
 // ledger is a gateway's record of demand and spend; it lives in shared
@@ -111,10 +118,7 @@ type ledger struct {
 	mu      sync.Mutex
 	buckets []ledgerBucketData // ring, oldest first once full
 	next    int
-	// each client's use, by the minute (see ledger_clients.go)
-	clientBuckets []clientLedgerBucketData
-	clientNext    int
-	current       *Gateway // the gateway whose groups the sampler reads
+	current *Gateway // the gateway whose groups the sampler reads
 	// every provisioned instance of the gateway, oldest first: when a
 	// new config fails to start, the running one is current again
 	instances []*Gateway
@@ -199,10 +203,10 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 func (l *ledger) addRequest(t time.Time, client string, selfHosted bool, prompt, completion int64, cloudUSD float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if client != "" {
-		l.addClientLocked(t, client, selfHosted, prompt, completion, cloudUSD)
-	}
 	b := l.bucketLocked(t)
+	if client != "" {
+		b.addClient(client, selfHosted, prompt, completion, cloudUSD)
+	}
 	b.promptTokens += prompt
 	b.completionTokens += completion
 	if selfHosted {
@@ -251,12 +255,13 @@ type ledgerWindow struct {
 }
 
 // window returns what the ledger saw since t0.
-func (l *ledger) window(t0 time.Time) ledgerWindow {
+func (l *ledger) window(from, to time.Time) ledgerWindow {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var w ledgerWindow
-	for _, b := range l.buckets {
-		if b.start.Before(t0.Truncate(ledgerBucket)) {
+	for i := range l.buckets {
+		b := &l.buckets[i]
+		if !b.in(from, to) {
 			continue
 		}
 		if b.dur > 0 {
@@ -279,8 +284,8 @@ func (l *ledger) window(t0 time.Time) ledgerWindow {
 	return w
 }
 
-// comparison computes the three-way comparison over the last window.
-func (g *Gateway) comparison(window time.Duration) cost.Comparison {
+// comparison computes the three-way comparison over [from, to).
+func (g *Gateway) comparison(from, to time.Time) cost.Comparison {
 	var p cost.Prices
 	monthly := 0.0 // all self-hosted GPUs at their own prices
 	for _, name := range sortedKeys(g.Groups) {
@@ -292,7 +297,7 @@ func (g *Gateway) comparison(window time.Duration) cost.Comparison {
 	if p.SelfGPUs > 0 {
 		p.GPUCostPerMonth = monthly / p.SelfGPUs // the average GPU's
 	}
-	w := g.ledger.window(now().Add(-window))
+	w := g.ledger.window(from, to)
 	// the cloud's price per GPU-equivalent second when it is priced per
 	// second; with token prices, all-cloud is every token at those cost.Prices
 	// the first priced cloud group by name: the same answer every time
@@ -338,7 +343,7 @@ func (g *Gateway) selfCostPerToken() float64 {
 		return math.Float64frombits(l.perToken.Load())
 	}
 	v := 0.0
-	if c := g.comparison(5 * time.Minute); c.SelfHostedPerMillionTokens != nil {
+	if c := g.comparison(t.Add(-5*time.Minute), t.Add(ledgerBucket)); c.SelfHostedPerMillionTokens != nil {
 		v = *c.SelfHostedPerMillionTokens / 1e6
 	}
 	l.perToken.Store(math.Float64bits(v))

@@ -9,14 +9,6 @@ import (
 	"time"
 )
 
-// The ledger's per-client record: what each client's answers used and
-// cost, by the minute for a day (finer than the demand's 10-second
-// buckets is not needed to split a window's cost among clients).
-const (
-	clientLedgerBucket  = time.Minute
-	clientLedgerBuckets = 24 * 60
-)
-
 // clientUse is one client's use in a bucket or a window.
 type clientUse struct {
 	Client           string  `json:"client"`
@@ -29,37 +21,14 @@ type clientUse struct {
 	SelfHostedUSD float64 `json:"self_hosted_usd"`
 }
 
-type clientLedgerBucketData struct {
-	start time.Time
-	uses  []clientUse // a handful of clients a minute: searched in order
-}
-
-// addClientLocked records a client's answer. l.mu is held.
-func (l *ledger) addClientLocked(t time.Time, client string, selfHosted bool, prompt, completion int64, cloudUSD float64) {
-	start := t.Truncate(clientLedgerBucket)
-	var b *clientLedgerBucketData
-	if n := len(l.clientBuckets); n > 0 {
-		if last := &l.clientBuckets[(l.clientNext-1+n)%n]; last.start.Equal(start) {
-			b = last
-		}
-	}
-	if b == nil {
-		if len(l.clientBuckets) < clientLedgerBuckets {
-			l.clientBuckets = append(l.clientBuckets, clientLedgerBucketData{start: start})
-			l.clientNext = len(l.clientBuckets) % clientLedgerBuckets
-			b = &l.clientBuckets[len(l.clientBuckets)-1]
-		} else {
-			b = &l.clientBuckets[l.clientNext]
-			*b = clientLedgerBucketData{start: start, uses: b.uses[:0]}
-			l.clientNext = (l.clientNext + 1) % clientLedgerBuckets
-		}
-	}
-	i := slices.IndexFunc(b.uses, func(u clientUse) bool { return u.Client == client })
+// addClient records a client's answer in bucket b.
+func (b *ledgerBucketData) addClient(client string, selfHosted bool, prompt, completion int64, cloudUSD float64) {
+	i := slices.IndexFunc(b.clients, func(u clientUse) bool { return u.Client == client })
 	if i < 0 {
-		b.uses = append(b.uses, clientUse{Client: client})
-		i = len(b.uses) - 1
+		b.clients = append(b.clients, clientUse{Client: client})
+		i = len(b.clients) - 1
 	}
-	u := &b.uses[i]
+	u := &b.clients[i]
 	u.PromptTokens += prompt
 	u.CompletionTokens += completion
 	if selfHosted {
@@ -68,17 +37,17 @@ func (l *ledger) addClientLocked(t time.Time, client string, selfHosted bool, pr
 	u.CloudUSD += cloudUSD
 }
 
-// clientWindow sums each client's use since t0, by client name.
-func (l *ledger) clientWindow(t0 time.Time) []clientUse {
+// clientWindow sums each client's use in [from, to), by client name.
+func (l *ledger) clientWindow(from, to time.Time) []clientUse {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []clientUse
-	from := t0.Truncate(clientLedgerBucket)
-	for _, b := range l.clientBuckets {
-		if b.start.Before(from) {
+	for i := range l.buckets {
+		b := &l.buckets[i]
+		if !b.in(from, to) {
 			continue
 		}
-		for _, u := range b.uses {
+		for _, u := range b.clients {
 			i := slices.IndexFunc(out, func(o clientUse) bool { return o.Client == u.Client })
 			if i < 0 {
 				out = append(out, clientUse{Client: u.Client})

@@ -5,49 +5,54 @@ package hybridllm
 
 import (
 	"math"
+	"net/url"
 	"testing"
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 )
 
-// The live ledger keeps 10-second buckets; a window sums what fell in it.
+// The live ledger keeps one-minute buckets; a window sums those it covers.
 func TestLedgerWindow(t *testing.T) {
 	clock := fakeClock(t)
 	l := &ledger{}
 	start := clock.Truncate(ledgerBucket)
-	// a minute: 0.5 GPUs self-hosted, 1 GPU in the cloud for the last 20s
+	// three minutes: 0.5 GPUs self-hosted, 1 GPU in the cloud in the last
 	l.occupy(start, 0.5, 0)
-	l.occupy(start.Add(40*time.Second), 0, 1)
-	l.occupy(start.Add(60*time.Second), 0, 0)
-	l.addRequest(start.Add(50*time.Second), "team-b", false, 100, 50, 0.25)
+	l.occupy(start.Add(2*time.Minute), 0, 1)
+	l.occupy(start.Add(3*time.Minute), 0, 0)
+	l.addRequest(start.Add(150*time.Second), "team-b", false, 100, 50, 0.25)
 	l.addRequest(start.Add(10*time.Second), "team-a", true, 1000, 500, 0)
-	l.addRequest(start.Add(20*time.Second), "team-a", false, 10, 5, 0.5)
+	l.addRequest(start.Add(80*time.Second), "team-a", false, 10, 5, 0.5)
 	l.addRequest(start.Add(30*time.Second), "", true, 1, 1, 0) // no clients
 
-	w := l.window(start)
+	end := start.Add(3 * time.Minute)
+	w := l.window(start, end)
 	c := cost.Compare(w.samples, cost.Prices{SelfGPUs: 1, GPUCostPerMonth: 2592, CloudPerGPUSec: 0.01}, w.cloudUSD)
-	if c.WindowSeconds != 60 || math.Abs(c.DemandGPUSecs-50) > 1e-9 || c.PeakDemandGPUs != 1.5 {
+	if c.WindowSeconds != 180 || math.Abs(c.DemandGPUSecs-150) > 1e-9 || c.PeakDemandGPUs != 1.5 {
 		t.Errorf("window %v s, demand %v GPU-s, peak %v", c.WindowSeconds, c.DemandGPUSecs, c.PeakDemandGPUs)
 	}
 	if u := *c.Hybrid.Utilization; math.Abs(u-0.5) > 1e-9 {
 		t.Errorf("hybrid utilization %v, want 0.5", u)
 	}
-	if c.Hybrid.CloudUSD != 0.75 || math.Abs(c.Hybrid.SelfHostedUSD-0.06) > 1e-9 {
-		t.Errorf("hybrid spend: cloud %v (recorded 0.75), self-hosted %v (60s of $2592/month = 0.06)", c.Hybrid.CloudUSD, c.Hybrid.SelfHostedUSD)
+	if c.Hybrid.CloudUSD != 0.75 || math.Abs(c.Hybrid.SelfHostedUSD-0.18) > 1e-9 {
+		t.Errorf("hybrid spend: cloud %v (recorded 0.75), self-hosted %v (180s of $2592/month = 0.18)", c.Hybrid.CloudUSD, c.Hybrid.SelfHostedUSD)
 	}
 	if w.prompt != 1111 || w.completion != 556 || w.selfTokens != 1502 {
 		t.Errorf("tokens %d %d self %d", w.prompt, w.completion, w.selfTokens)
 	}
-	uses := l.clientWindow(start)
+	uses := l.clientWindow(start, end)
 	if len(uses) != 2 || uses[0].Client != "team-a" || uses[0].PromptTokens != 1010 || uses[0].SelfHostedTokens != 1500 ||
 		uses[0].CloudUSD != 0.5 || uses[1].Client != "team-b" || uses[1].CloudUSD != 0.25 {
 		t.Errorf("per client: %+v", uses)
 	}
-	// the last 20 seconds only
-	w = l.window(start.Add(40 * time.Second))
-	if c := cost.Compare(w.samples, cost.Prices{SelfGPUs: 1}, -1); c.WindowSeconds != 20 || math.Abs(c.DemandGPUSecs-30) > 1e-9 {
-		t.Errorf("last 20s: %v s, %v GPU-s", c.WindowSeconds, c.DemandGPUSecs)
+	// the last minute only
+	w = l.window(start.Add(2*time.Minute), end)
+	if c := cost.Compare(w.samples, cost.Prices{SelfGPUs: 1}, -1); c.WindowSeconds != 60 || math.Abs(c.DemandGPUSecs-90) > 1e-9 {
+		t.Errorf("last minute: %v s, %v GPU-s", c.WindowSeconds, c.DemandGPUSecs)
+	}
+	if uses := l.clientWindow(start.Add(2*time.Minute), end); len(uses) != 1 || uses[0].Client != "team-b" {
+		t.Errorf("last minute per client: %+v", uses)
 	}
 }
 
@@ -64,7 +69,7 @@ func TestLedgerCountsShortRequests(t *testing.T) {
 		l.occupy(at.Add(100*time.Millisecond), -0.25, 0)
 	}
 	l.occupy(start.Add(20*time.Second), 0, 0)
-	c := cost.Compare(l.window(start).samples, cost.Prices{SelfGPUs: 1}, -1)
+	c := cost.Compare(l.window(start, start.Add(time.Hour)).samples, cost.Prices{SelfGPUs: 1}, -1)
 	if math.Abs(c.DemandGPUSecs-0.5) > 1e-9 || c.WindowSeconds != 20 || c.PeakDemandGPUs != 0.25 {
 		t.Errorf("demand %v GPU-s over %v s, peak %v; want 0.5 over 20, peak 0.25", c.DemandGPUSecs, c.WindowSeconds, c.PeakDemandGPUs)
 	}
@@ -87,7 +92,7 @@ func TestComparisonUnits(t *testing.T) {
 	l.occupy(start, 0, 0.25)
 	*clock = start.Add(100 * time.Second)
 	l.occupy(*clock, 0, -0.25)
-	c := g.comparison(time.Hour)
+	c := g.comparison(start, start.Add(time.Hour))
 	if math.Abs(c.AllCloud.CloudUSD-0.1) > 1e-9 {
 		t.Errorf("all cloud %v USD, want 100 request-seconds at 0.001 = 0.1", c.AllCloud.CloudUSD)
 	}
@@ -105,8 +110,41 @@ func TestLedgerQueuedIsDemandNotBusy(t *testing.T) {
 	start := time.Unix(1_800_000_000, 0).Truncate(ledgerBucket)
 	l.occupy(start, 1.5, 0) // six requests on 4 slots of one GPU
 	l.occupy(start.Add(10*time.Second), -1.5, 0)
-	c := cost.Compare(l.window(start).samples, cost.Prices{SelfGPUs: 1}, -1)
+	c := cost.Compare(l.window(start, start.Add(time.Hour)).samples, cost.Prices{SelfGPUs: 1}, -1)
 	if u := *c.Hybrid.Utilization; math.Abs(u-1) > 1e-9 || math.Abs(c.DemandGPUSecs-15) > 1e-9 || c.PeakDemandGPUs != 1.5 {
 		t.Errorf("utilization %v (want 1), demand %v GPU-s (want 15), peak %v (want 1.5)", u, c.DemandGPUSecs, c.PeakDemandGPUs)
+	}
+}
+
+// The ledger answers windows up to what it holds, 31 days, by duration or
+// by times, always including the unfinished minute it ends in.
+func TestLedgerWindowQuery(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 30, 20, 0, time.UTC)
+	for _, tc := range []struct {
+		query    string
+		from, to string // RFC 3339; empty: an error
+	}{
+		{"", "2026-12-01T09:30:20Z", "2026-12-01T10:31:00Z"},
+		{"window=30d", "2026-11-01T10:30:20Z", "2026-12-01T10:31:00Z"},
+		{"window=7d", "2026-11-24T10:30:20Z", "2026-12-01T10:31:00Z"},
+		{"window=32d", "", ""},
+		{"window=-1h", "", ""},
+		{"from=2026-11-30T00:00:00Z&to=2026-12-01T00:00:00Z", "2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"},
+		{"from=2026-11-30T00:00:00Z", "2026-11-30T00:00:00Z", "2026-12-01T10:31:00Z"},
+		{"from=2026-12-02T00:00:00Z&to=2026-12-01T00:00:00Z", "", ""},
+		{"from=yesterday", "", ""},
+		{"window=1h&from=2026-11-30T00:00:00Z", "", ""},
+	} {
+		q, _ := url.ParseQuery(tc.query)
+		from, to, err := ledgerWindowOf(q, at)
+		if tc.from == "" {
+			if err == nil {
+				t.Errorf("%q: no error", tc.query)
+			}
+			continue
+		}
+		if err != nil || from.Format(time.RFC3339) != tc.from || to.Format(time.RFC3339) != tc.to {
+			t.Errorf("%q: %v to %v (%v), want %s to %s", tc.query, from, to, err, tc.from, tc.to)
+		}
 	}
 }

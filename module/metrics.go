@@ -149,10 +149,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if g.ledger == nil || !g.hasSelfCost() {
 			continue
 		}
-		if u := g.comparison(time.Minute).Hybrid.Utilization; u != nil {
+		t := now()
+		if u := g.comparison(t.Add(-time.Minute), t.Add(ledgerBucket)).Hybrid.Utilization; u != nil {
 			gauge(c.utilization, *u, g.Name)
 		}
-		if pm := g.comparison(5 * time.Minute).SelfHostedPerMillionTokens; pm != nil {
+		if pm := g.comparison(t.Add(-5*time.Minute), t.Add(ledgerBucket)).SelfHostedPerMillionTokens; pm != nil {
 			gauge(c.selfPerMillion, *pm, g.Name)
 		}
 	}
