@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 )
 
@@ -162,11 +163,12 @@ type Gateway struct {
 	colored      bool           // an alias has colors
 	// upper targets that may degrade their new requests
 	degradeTriggers []*degradeTrigger
-	chained         []*Alias        // aliases with a degradation chain
-	cloudSlotGPUs   float64         // the GPUs a cloud request in flight stands for
-	selfGPUs        float64         // the self-hosted GPUs with a cost model
-	ctx             context.Context // done when the config stops
-	mirrorLog       *zap.Logger     // the mirror copies' records
+	chained         []*Alias          // aliases with a degradation chain
+	cloudSlotGPUs   float64           // the GPUs a cloud request in flight stands for
+	selfGPUs        float64           // the self-hosted GPUs with a cost model
+	ctx             context.Context   // done when the config stops
+	storage         certmagic.Storage // Caddy's, where the ledger persists
+	mirrorLog       *zap.Logger       // the mirror copies' records
 }
 
 // CaddyModule returns the Caddy module information.
@@ -181,6 +183,7 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	g.ctx = ctx.Context
+	g.storage = ctx.Storage()
 	g.mirrorLog = g.logger.Named("mirror")
 	g.badUsage = new(warnEvery)
 	if g.Name == "" {

@@ -135,6 +135,9 @@ type ledger struct {
 	// the self-hosted GPUs: what self-hosted requests in flight beyond
 	// them wait in vLLM's queues, demand the GPUs are not serving
 	selfGPUs float64
+	// where it persists, and from when it has not been saved yet
+	store   *ledgerStore
+	savedAt time.Time
 }
 
 var ledgers = caddy.NewUsagePool()
@@ -144,13 +147,33 @@ func (l *ledger) Destruct() error {
 		l.cancel()
 		l.wg.Wait()
 	}
+	// the last minutes, for the next start
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t := now()
+	l.mu.Lock()
+	l.advanceLocked(t)
+	l.mu.Unlock()
+	l.save(ctx, l.savedAt, t)
 	return nil
 }
 
-// acquireLedger returns the gateway's ledger, starting its sampler.
+// acquireLedger returns the gateway's ledger, starting its sampler; a new
+// one reads back what Caddy's storage keeps of the gateway's last 31 days.
 func acquireLedger(g *Gateway) *ledger {
 	val, loaded := ledgers.LoadOrStore(g.Name, &ledger{})
 	l := val.(*ledger)
+	if !loaded && g.storage != nil {
+		instance := "default"
+		if id, err := caddy.InstanceID(); err == nil {
+			instance = id.String()
+		}
+		l.store = newLedgerStore(g.storage, g.Name, instance, g.logger)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		l.savedAt = now()
+		l.load(ctx, l.savedAt)
+		cancel()
+	}
 	l.mu.Lock()
 	l.instances = append(l.instances, g)
 	l.current = g
@@ -185,16 +208,24 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 	defer logPanic(logger, "ledger sampler")
 	t := time.NewTicker(ledgerTick)
 	defer t.Stop()
+	lastSave := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case tick := <-t.C:
 			// the buckets are kept up to date between the attempts'
 			// starts and ends, which integrate the demand
+			at := now()
 			l.mu.Lock()
-			l.advanceLocked(now())
+			l.advanceLocked(at)
 			l.mu.Unlock()
+			if tick.Sub(lastSave) >= ledgerSaveEvery {
+				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				l.save(sctx, l.savedAt, at)
+				cancel()
+				l.savedAt, lastSave = at, tick
+			}
 		}
 	}
 }

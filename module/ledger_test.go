@@ -4,10 +4,16 @@
 package hybridllm
 
 import (
+	"context"
 	"math"
 	"net/url"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 )
@@ -146,5 +152,58 @@ func TestLedgerWindowQuery(t *testing.T) {
 		if err != nil || from.Format(time.RFC3339) != tc.from || to.Format(time.RFC3339) != tc.to {
 			t.Errorf("%q: %v to %v (%v), want %s to %s", tc.query, from, to, err, tc.from, tc.to)
 		}
+	}
+}
+
+// The ledger persists through Caddy's storage: a new ledger (a restart)
+// reads back the days before; a day that is not a ledger is set aside,
+// never deleted, and the ledger goes on without it.
+func TestLedgerPersists(t *testing.T) {
+	clock := fakeClock(t)
+	storage := &certmagic.FileStorage{Path: t.TempDir()}
+	store := newLedgerStore(storage, "gw/one", "instance", zap.NewNop())
+	start := clock.Truncate(ledgerBucket)
+	l := &ledger{store: store}
+	l.occupy(start.Add(-25*time.Hour), 0.5, 0) // yesterday, into today
+	l.addRequest(start.Add(-25*time.Hour), "team-a", true, 100, 10, 0)
+	l.occupy(start.Add(-24*time.Hour), -0.5, 0)
+	l.occupy(start, 0, 1)
+	l.addRequest(start.Add(10*time.Second), "team-b", false, 7, 3, 0.5)
+	l.occupy(start.Add(time.Minute), 0, -1)
+	l.addShadow(start.Add(20*time.Second), 5, 5, 0.1)
+	ctx := context.Background()
+	l.save(ctx, start.Add(-25*time.Hour), start.Add(time.Minute))
+
+	back := &ledger{store: store}
+	back.load(ctx, start.Add(time.Minute))
+	for _, w := range []struct{ from, to time.Time }{{start.Add(-26 * time.Hour), start.Add(2 * time.Minute)}, {start, start.Add(time.Minute)}} {
+		want, got := l.window(w.from, w.to), back.window(w.from, w.to)
+		cw, cg := cost.Compare(want.samples, cost.Prices{SelfGPUs: 1}, -1), cost.Compare(got.samples, cost.Prices{SelfGPUs: 1}, -1)
+		if cw.DemandGPUSecs != cg.DemandGPUSecs || cw.WindowSeconds != cg.WindowSeconds || want.prompt != got.prompt ||
+			want.cloudUSD != got.cloudUSD || want.shadow != got.shadow {
+			t.Errorf("window %v: read back %+v / %+v, saved %+v / %+v", w.from, cg, got, cw, want)
+		}
+	}
+	if uses := back.clientWindow(start.Add(-26*time.Hour), start.Add(time.Minute)); len(uses) != 2 || uses[0].PromptTokens != 100 || uses[1].CloudUSD != 0.5 {
+		t.Errorf("clients read back: %+v", uses)
+	}
+
+	// today's day broken: set aside, yesterday still read
+	key := store.key(start)
+	if err := storage.Store(ctx, key, []byte("{not a ledger")); err != nil {
+		t.Fatal(err)
+	}
+	broken := &ledger{store: store}
+	broken.load(ctx, start.Add(time.Minute))
+	if storage.Exists(ctx, key) {
+		t.Error("the broken day is still under its key")
+	}
+	keys, _ := storage.List(ctx, store.prefix, false)
+	aside := slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, ".corrupt-") })
+	if !aside {
+		t.Errorf("the broken day was not set aside: %v", keys)
+	}
+	if w := broken.window(start.Add(-26*time.Hour), start); w.prompt != 100 {
+		t.Errorf("yesterday was not read: %d prompt tokens", w.prompt)
 	}
 }

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
 
@@ -546,7 +544,7 @@ func TestClientCloudBudget(t *testing.T) {
 
 	// a reload stops the config: the spend is in storage
 	e.load(defaultGateway)
-	path := filepath.Join(caddy.AppDataDir(), "hybrid_llm", "spend", e.gatewayName()+".json")
+	path := filepath.Join(testStorage, "hybrid_llm", "spend", e.gatewayName()+".json")
 	var doc struct {
 		Clients map[string]struct {
 			DayUSD float64 `json:"day_usd"`

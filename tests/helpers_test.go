@@ -195,11 +195,43 @@ func waitProbed(t *testing.T) {
 	})
 }
 
+// testStorage is Caddy's storage for this run of the tests: what persists
+// there (the ledger, the local CA) starts afresh with every run, so that
+// -count=2 sees what one run sees.
+var testStorage string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hybrid-llm-tests-")
+	if err != nil {
+		panic(err)
+	}
+	testStorage = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// withTestStorage sets the run's storage in a Caddyfile's global options.
+func withTestStorage(cfg string) string {
+	storage := "\tstorage file_system {\n\t\troot " + testStorage + "\n\t}\n"
+	at := 0 // the first line that is not a comment
+	for _, line := range strings.SplitAfter(cfg, "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "#") {
+			if l == "{" {
+				return cfg[:at+len(line)] + storage + cfg[at+len(line):]
+			}
+			break
+		}
+		at += len(line)
+	}
+	return "{\n" + storage + "}\n" + cfg
+}
+
 // loadRaw runs Caddy with a whole Caddyfile.
 func loadRaw(t *testing.T, cfg string) *caddytest.Tester {
 	t.Helper()
 	tc := caddytest.NewTester(t)
-	tc.InitServer(cfg, "caddyfile")
+	tc.InitServer(withTestStorage(cfg), "caddyfile")
 	// the reload closes the old server's idle keep-alive connections; a
 	// POST on one of them would fail before reaching the new config
 	client.CloseIdleConnections()

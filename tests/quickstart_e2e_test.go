@@ -43,7 +43,7 @@ func loadQuickstart(t *testing.T, e *env, edit func(cfg string) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caddytest.NewTester(t).InitServer(edit(string(cfg)), "caddyfile")
+	caddytest.NewTester(t).InitServer(withTestStorage(edit(string(cfg))), "caddyfile")
 	client.CloseIdleConnections()
 	waitProbed(t)
 }

@@ -1,0 +1,169 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
+)
+
+// The ledger persists through Caddy's storage (its data directory, or the
+// storage module configured, so that a cluster's storage serves too): a
+// key per gateway, Caddy instance and UTC day, holding that day's
+// buckets. It is saved every minute and when the ledger ends, and the
+// last 31 days are read back when it starts.
+
+const (
+	ledgerKeyPrefix = "hybrid_llm/ledger/"
+	ledgerSaveEvery = time.Minute
+	ledgerFormat    = 1
+)
+
+// ledgerDay is one day of a ledger as stored.
+type ledgerDay struct {
+	Version int            `json:"version"`
+	Buckets []storedBucket `json:"buckets"`
+}
+
+// storedBucket is a bucket as stored.
+type storedBucket struct {
+	Start            int64            `json:"start"` // Unix seconds
+	DurationMS       int64            `json:"duration_ms"`
+	SelfGPUSeconds   float64          `json:"self_gpu_seconds"`
+	CloudGPUSeconds  float64          `json:"cloud_gpu_seconds"`
+	PeakGPUs         float64          `json:"peak_gpus"`
+	PromptTokens     int64            `json:"prompt_tokens"`
+	CompletionTokens int64            `json:"completion_tokens"`
+	SelfTokens       int64            `json:"self_tokens"`
+	CloudUSD         float64          `json:"cloud_usd"`
+	Shadow           *cost.Validation `json:"shadow,omitempty"`
+	Clients          []clientUse      `json:"clients,omitempty"`
+}
+
+// ledgerStore is where a ledger is kept.
+type ledgerStore struct {
+	storage certmagic.Storage
+	prefix  string // the gateway's and instance's keys
+	logger  *zap.Logger
+}
+
+func newLedgerStore(storage certmagic.Storage, gateway, instance string, logger *zap.Logger) *ledgerStore {
+	return &ledgerStore{storage: storage, prefix: ledgerKeyPrefix + url.PathEscape(gateway) + "/" + instance + "/", logger: logger}
+}
+
+func (s *ledgerStore) key(day time.Time) string {
+	return s.prefix + day.UTC().Format(time.DateOnly) + ".json"
+}
+
+// save stores the days from since to t.
+func (l *ledger) save(ctx context.Context, since, t time.Time) {
+	s := l.store
+	if s == nil {
+		return
+	}
+	for day := since.UTC().Truncate(24 * time.Hour); !day.After(t); day = day.Add(24 * time.Hour) {
+		next := day.Add(24 * time.Hour)
+		doc := ledgerDay{Version: ledgerFormat}
+		l.mu.Lock()
+		for i := range l.buckets {
+			if b := &l.buckets[i]; b.in(day, next) && (b.dur > 0 || b.promptTokens > 0 || b.completionTokens > 0 || b.shadow.Requests > 0) {
+				doc.Buckets = append(doc.Buckets, storeBucket(b))
+			}
+		}
+		l.mu.Unlock()
+		if len(doc.Buckets) == 0 {
+			continue
+		}
+		slices.SortFunc(doc.Buckets, func(a, b storedBucket) int { return int(a.Start - b.Start) })
+		data, err := json.Marshal(doc)
+		if err == nil {
+			err = s.storage.Store(ctx, s.key(day), data)
+		}
+		if err != nil {
+			s.logger.Error("saving the ledger", zap.String("key", s.key(day)), zap.Error(err))
+		}
+	}
+}
+
+func storeBucket(b *ledgerBucketData) storedBucket {
+	sb := storedBucket{Start: b.start.Unix(), DurationMS: b.dur.Milliseconds(), SelfGPUSeconds: b.selfSecs,
+		CloudGPUSeconds: b.cloudGS, PeakGPUs: b.peak, PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens,
+		SelfTokens: b.selfTokens, CloudUSD: b.cloudUSD, Clients: slices.Clone(b.clients)}
+	if b.shadow.Requests > 0 {
+		v := b.shadow
+		sb.Shadow = &v
+	}
+	return sb
+}
+
+// load reads back the last 31 days before t into an empty ledger. A day
+// that cannot be read as a ledger is logged and set aside under another
+// key, never deleted, and the ledger goes on without it.
+func (l *ledger) load(ctx context.Context, t time.Time) {
+	s := l.store
+	if s == nil {
+		return
+	}
+	var all []storedBucket
+	first := t.UTC().Truncate(24*time.Hour).AddDate(0, 0, -30)
+	for day := first; !day.After(t); day = day.Add(24 * time.Hour) {
+		key := s.key(day)
+		data, err := s.storage.Load(ctx, key)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			s.logger.Error("reading the ledger", zap.String("key", key), zap.Error(err))
+			continue
+		}
+		var doc ledgerDay
+		if err := json.Unmarshal(data, &doc); err != nil || doc.Version != ledgerFormat {
+			if err == nil {
+				err = fmt.Errorf("format %d, want %d", doc.Version, ledgerFormat)
+			}
+			aside := key + ".corrupt-" + strconv.FormatInt(t.Unix(), 10)
+			if serr := s.storage.Store(ctx, aside, data); serr == nil {
+				_ = s.storage.Delete(ctx, key)
+			}
+			s.logger.Error("a day of the ledger could not be read; set aside, the ledger goes on without it",
+				zap.String("key", key), zap.String("set_aside_as", aside), zap.Error(err))
+			continue
+		}
+		all = append(all, doc.Buckets...)
+	}
+	slices.SortFunc(all, func(a, b storedBucket) int { return int(a.Start - b.Start) })
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, sb := range all {
+		start := time.Unix(sb.Start, 0)
+		if t.Sub(start) > ledgerBuckets*ledgerBucket {
+			continue
+		}
+		b := l.bucketLocked(start)
+		b.dur += time.Duration(sb.DurationMS) * time.Millisecond
+		b.selfSecs += sb.SelfGPUSeconds
+		b.cloudGS += sb.CloudGPUSeconds
+		b.peak = max(b.peak, sb.PeakGPUs)
+		b.promptTokens += sb.PromptTokens
+		b.completionTokens += sb.CompletionTokens
+		b.selfTokens += sb.SelfTokens
+		b.cloudUSD += sb.CloudUSD
+		if sb.Shadow != nil {
+			b.shadow = *sb.Shadow
+		}
+		b.clients = append(b.clients, sb.Clients...)
+	}
+}

@@ -1,0 +1,51 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+)
+
+// The ledger survives a restart: a config without the gateway ends it
+// (what Caddy does when it stops), and the next one with it reads back
+// what Caddy's storage kept.
+func TestLedgerSurvivesARestart(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	block := strings.Replace(defaultGateway, "\tkind vllm\n", "\tkind vllm\n\tcost {\n\t\tgpus 1\n\t\tgpu_cost_per_month 1000\n\t}\n", 1)
+	e.load(block)
+	gw := e.gatewayName()
+	read := func() (tokens int, demand float64) {
+		t.Helper()
+		var doc struct {
+			Gateways []struct {
+				Tokens map[string]int `json:"tokens"`
+				Demand float64        `json:"demand_gpu_seconds"`
+			} `json:"gateways"`
+		}
+		if err := json.Unmarshal(adminGet(t, "/hybrid_llm/ledger?window=1h&gateway="+gw), &doc); err != nil || len(doc.Gateways) != 1 {
+			t.Fatalf("ledger: %v %+v", err, doc)
+		}
+		return doc.Gateways[0].Tokens["prompt"] + doc.Gateways[0].Tokens["completion"], doc.Gateways[0].Demand
+	}
+	for range 5 {
+		if group, _ := routeOf(t); group != "self" {
+			t.Fatalf("answered by %q", group)
+		}
+	}
+	tokens, demand := read()
+	if tokens == 0 || demand <= 0 {
+		t.Fatalf("before the restart: %d tokens, %v GPU-seconds", tokens, demand)
+	}
+
+	loadRaw(t, "{\n\tadmin localhost:2999\n\tskip_install_trust\n\thttp_port 9080\n}\nhttp://127.0.0.1:9080 {\n\trespond \"down\" 503\n}\n")
+	e.load(block)
+	again, againDemand := read()
+	if again < tokens || againDemand < demand {
+		t.Errorf("after the restart: %d tokens and %v GPU-seconds, before it %d and %v", again, againDemand, tokens, demand)
+	}
+}
