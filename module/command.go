@@ -382,6 +382,24 @@ func cmdLedger(cmd *cobra.Command) error {
 		}
 		_ = ct.Flush()
 	}()
+	defer func() {
+		// the break-even figures, under the table
+		for _, g := range out.Gateways {
+			var parts []string
+			if v := g.HybridBeatsSelfHostedAbove; v != nil {
+				parts = append(parts, fmt.Sprintf("the hybrid costs less than all-self-hosted above $%.2f per GPU-month", *v))
+			}
+			if v := g.HybridBeatsCloudBelow; v != nil {
+				parts = append(parts, fmt.Sprintf("less than all-cloud below $%.2f", *v))
+			}
+			if v := g.BreakEvenUtilization; v != nil {
+				parts = append(parts, fmt.Sprintf("a self-hosted GPU pays for itself above %.1f%% utilization", *v*100))
+			}
+			if len(parts) > 0 {
+				fmt.Printf("%s: %s\n", g.Gateway, strings.Join(parts, "; "))
+			}
+		}
+	}()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tSCENARIO\tGPUS\tUTILIZATION\tSELF-HOSTED USD\tCLOUD USD\tTOTAL USD")
 	for _, g := range out.Gateways {

@@ -37,6 +37,17 @@ type Comparison struct {
 	// mirror copies over the window: validation traffic, in none of the
 	// scenarios above; absent when there were none
 	Validation *Validation `json:"validation,omitempty"`
+	// the utilization above which a self-hosted GPU costs less than the
+	// cloud for the same work: its cost per second over the cloud's
+	// price per GPU-equivalent second (its per-second price, or what the
+	// window's cloud work cost); null when either is unknown
+	BreakEvenUtilization *float64 `json:"break_even_utilization"`
+	// the seed's break-even GPU prices (USD per GPU-month): above the
+	// first the hybrid as run costs less than all-self-hosted, below the
+	// second less than all-cloud; null when not defined (no GPUs to save,
+	// no self-hosted GPUs)
+	HybridBeatsSelfHostedAbove *float64 `json:"hybrid_beats_self_hosted_above_gpu_usd_per_month"`
+	HybridBeatsCloudBelow      *float64 `json:"hybrid_beats_cloud_below_gpu_usd_per_month"`
 }
 
 // Validation is what mirror copies (shadow traffic) used and cost.
@@ -106,5 +117,24 @@ func Compare(samples []Sample, p Prices, cloudUSD float64) Comparison {
 		c.Hybrid.CloudUSD = cloudUSD
 	}
 	c.Hybrid.TotalUSD = c.Hybrid.SelfHostedUSD + c.Hybrid.CloudUSD
+	perGPUSec := p.CloudPerGPUSec
+	if perGPUSec == 0 && cloudSecs > 0 && c.Hybrid.CloudUSD > 0 {
+		perGPUSec = c.Hybrid.CloudUSD / cloudSecs
+	}
+	if perGPUSec > 0 && p.GPUCostPerMonth > 0 {
+		u := p.GPUCostPerMonth / SecondsPerMonth / perGPUSec
+		c.BreakEvenUtilization = &u
+	}
+	// hybrid = S·C·m + cloud, all-self-hosted = N·C·m, all-cloud = A
+	if m := c.WindowSeconds / SecondsPerMonth; m > 0 {
+		if extra := c.AllSelfHosted.GPUs - p.SelfGPUs; extra > 0 {
+			v := c.Hybrid.CloudUSD / (extra * m)
+			c.HybridBeatsSelfHostedAbove = &v
+		}
+		if p.SelfGPUs > 0 && c.AllCloud.CloudUSD > c.Hybrid.CloudUSD {
+			v := (c.AllCloud.CloudUSD - c.Hybrid.CloudUSD) / (p.SelfGPUs * m)
+			c.HybridBeatsCloudBelow = &v
+		}
+	}
 	return c
 }

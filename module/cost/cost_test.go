@@ -42,6 +42,11 @@ func TestSeedExample(t *testing.T) {
 	check("hybrid total (C + cloud)", c.Hybrid.TotalUSD, "2137.24", "%.2f")
 	// the seed's break-even points: hybrid beats all-self-hosted above
 	// C = 568.62 and all-cloud below C = 1465.78
+	check("break-even with all-self-hosted", *c.HybridBeatsSelfHostedAbove, "568.62", "%.2f")
+	check("break-even with all-cloud", *c.HybridBeatsCloudBelow, "1465.78", "%.2f")
+	// a GPU-second self-hosted costs 1000/2,592,000 = 0.000386: it pays
+	// for itself above 39.6% of the cloud's 0.000975
+	check("break-even utilization", *c.BreakEvenUtilization*100, "39.6", "%.1f")
 	for _, tc := range []struct {
 		gpuCost               float64
 		beatsSelf, beatsCloud bool
