@@ -74,6 +74,22 @@ wait_gateway() {
 		{ echo "gateway did not start; see $state/caddy.log"; tail -20 "$state/caddy.log"; exit 1; }
 }
 
+# start_sim NAME HEALTH-URL LLMSIM-ARGS...: start a simulator in the background and
+# wait (bounded) until it answers HEALTH-URL; fail if it exits or does not answer
+start_sim() {
+	local name=$1 health=$2
+	shift 2
+	bin/llmsim "$@" >"$state/$name.log" 2>&1 &
+	pids+=($!)
+	echo $! >"$state/$name.pid"
+	for _ in $(seq 1 50); do
+		curl -fsS "$health" >/dev/null 2>&1 && return 0
+		kill -0 "$(cat "$state/$name.pid")" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "simulator $name did not start ($health); see $state/$name.log"; tail -5 "$state/$name.log"; exit 1
+}
+
 # now: Unix seconds with a fraction, the clock of the "ts" in Caddy's log
 now() { date +%s.%N; }
 # since T0 [T1]: seconds from T0 to T1 (default now), one decimal
@@ -97,15 +113,7 @@ multicloud() {
 	sim() {
 		local name=$1 addr=${2#http://} model=$3 key=$4
 		shift 4
-		bin/llmsim cloud --listen "$addr" --model "$model" --api-key "$key" "$@" >"$state/$name.log" 2>&1 &
-		pids+=($!)
-		echo $! >"$state/$name.pid"
-		for _ in $(seq 1 50); do
-			curl -fsS "http://$addr/healthz" >/dev/null 2>&1 && return 0
-			kill -0 "$(cat "$state/$name.pid")" 2>/dev/null || break
-			sleep 0.1
-		done
-		echo "simulator $name did not start on $addr; see $state/$name.log"; tail -5 "$state/$name.log"; exit 1
+		start_sim "$name" "http://$addr/healthz" cloud --listen "$addr" --model "$model" --api-key "$key" "$@"
 	}
 	sim cloud-a "$CLOUD_A_UPSTREAM" "$CLOUD_A_MODEL" "$CLOUD_A_API_KEY" --ttft 40ms --itl 5ms
 	sim cloud-b "$CLOUD_B_UPSTREAM" "$CLOUD_B_MODEL" "$CLOUD_B_API_KEY" --ttft 40ms --itl 5ms
@@ -225,17 +233,7 @@ degrade() {
 
 	# one simulated vLLM (quick answers, slots enough that the demo's load never queues): NAME ADDR MODEL
 	vsim() {
-		local name=$1 addr=$2 model=$3
-		bin/llmsim vllm --listen "$addr" --served-model-name "$model" \
-			--ttft 30ms --itl 5ms --max-num-seqs 64 >"$state/$name.log" 2>&1 &
-		pids+=($!)
-		echo $! >"$state/$name.pid"
-		for _ in $(seq 1 50); do
-			curl -fsS "http://$addr/health" >/dev/null 2>&1 && return 0
-			kill -0 "$(cat "$state/$name.pid")" 2>/dev/null || break
-			sleep 0.1
-		done
-		echo "simulator $name did not start on $addr; see $state/$name.log"; tail -5 "$state/$name.log"; exit 1
+		start_sim "$1" "http://$2/health" vllm --listen "$2" --served-model-name "$3" --ttft 30ms --itl 5ms --max-num-seqs 64
 	}
 	vsim big "$big" "$BIG_MODEL"
 	vsim medium "${MEDIUM_UPSTREAMS%% *}" "$MEDIUM_MODEL"

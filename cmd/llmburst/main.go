@@ -385,30 +385,26 @@ func send(client *http.Client, url, key string, body []byte) result {
 }
 
 func counts(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
-	}
-	return strings.Join(parts, " ")
+	return join(m, " ", func(k string, n int) string { return fmt.Sprintf("%s=%d", k, n) })
 }
 
 // failureCounts renders failures by kind: "3×503 degrade_cap_reached, Retry-After 5; 1×no answer".
 func failureCounts(m map[string]int) string {
+	return join(m, "; ", func(k string, n int) string { return fmt.Sprintf("%d×%s", n, k) })
+}
+
+// join renders a map's entries in key order, each with item.
+func join(m map[string]int, sep string, item func(k string, n int) string) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var parts []string
+	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%d×%s", m[k], k))
+		parts = append(parts, item(k, m[k]))
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, sep)
 }
 
 func isLoopback(host string) bool {
