@@ -58,6 +58,8 @@ func TestMirrorCopiesAndMetersShadow(t *testing.T) {
 	shadowBefore := mirrorMetric(t, "tokens_total", gw, "group", "mirror", "billing", "shadow")
 	businessBefore := mirrorMetric(t, "tokens_total", gw, "group", "mirror", "billing", "business")
 	okBefore := mirrorMetric(t, "mirror_requests_total", gw, "outcome", "ok")
+	// the ledger persists across runs of the test: what this run adds
+	validationBefore, usdBefore := validation(t, gw)
 
 	resp, body := post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer sk-client-own-key", "Api-Key", "sk-client-own-key")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
@@ -99,6 +101,14 @@ func TestMirrorCopiesAndMetersShadow(t *testing.T) {
 	if n := logLines(t, logPath, `"msg":"mirror request"`, `"billing":"shadow"`, `"parent_request_id":"`+id+`"`, `"llm_model":"`+mirrorModel+`"`); n != 1 {
 		t.Errorf("%d shadow records of %s", n, id)
 	}
+	if n, usd := validation(t, gw); n-validationBefore != 2 || usd <= usdBefore {
+		t.Errorf("the ledger's validation line moved by %d requests, %v USD; want 2 and some", n-validationBefore, usd-usdBefore)
+	}
+}
+
+// validation reads the ledger's validation line of the last hour.
+func validation(t *testing.T, gw string) (requests int64, usd float64) {
+	t.Helper()
 	var ledger struct {
 		Gateways []struct {
 			Validation *struct {
@@ -110,9 +120,10 @@ func TestMirrorCopiesAndMetersShadow(t *testing.T) {
 	if err := json.Unmarshal(adminGet(t, "/hybrid_llm/ledger?window=1h&gateway="+gw), &ledger); err != nil || len(ledger.Gateways) != 1 {
 		t.Fatalf("ledger: %v", err)
 	}
-	if v := ledger.Gateways[0].Validation; v == nil || v.Requests != 2 || v.USD <= 0 {
-		t.Errorf("the ledger's validation line: %+v", v)
+	if v := ledger.Gateways[0].Validation; v != nil {
+		return v.Requests, v.USD
 	}
+	return 0, 0
 }
 
 // A mirror that hangs, fails or is full changes nothing for the client:
