@@ -57,7 +57,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 			self, cloud = 0, occ
 		}
 		l.occupy(now(), self, cloud)
-		defer l.occupy(now(), -self, -cloud)
+		defer l.release(self, cloud) // its time read at the end
 	}
 	if t.health != nil || t.latency != nil || (t.group.vllm != nil && t.group.vllm.scored) {
 		if t.health != nil {

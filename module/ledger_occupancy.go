@@ -66,6 +66,9 @@ func (l *ledger) occupy(t time.Time, dSelf, dCloud float64) {
 	b.peak = max(b.peak, l.curSelf+l.curCloud)
 }
 
+// release ends what occupy began, now.
+func (l *ledger) release(dSelf, dCloud float64) { l.occupy(now(), -dSelf, -dCloud) }
+
 func snapZero(v float64) float64 {
 	if v < 1e-6 {
 		return 0

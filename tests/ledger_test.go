@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
@@ -47,5 +48,43 @@ func TestLedgerSurvivesARestart(t *testing.T) {
 	again, againDemand := read()
 	if again < tokens || againDemand < demand {
 		t.Errorf("after the restart: %d tokens and %v GPU-seconds, before it %d and %v", again, againDemand, tokens, demand)
+	}
+}
+
+// An attempt counts in the ledger until it ends: a request that holds
+// one of four slots of a GPU for at least 1.2 s adds at least 0.3
+// GPU-seconds of demand, and the ledger's window reaches its end (the
+// end's time was once read when the attempt began, and the demand
+// between the last tick and the end was lost).
+func TestLedgerCountsAnAttemptToItsEnd(t *testing.T) {
+	const ttft = 1200 * time.Millisecond
+	e := newEnv(t, simulator.VLLMConfig{TTFT: ttft, MaxNumSeqs: 4}, simulator.CloudConfig{})
+	e.load(vllmBlock("\tmax_num_seqs 4\n\tcost {\n\t\tgpus 1\n\t\tgpu_cost_per_month 1000\n\t}\n"))
+	gw := e.gatewayName()
+	read := func() (demand, covered float64) {
+		t.Helper()
+		var doc struct {
+			Gateways []struct {
+				Demand  float64 `json:"demand_gpu_seconds"`
+				Covered float64 `json:"covered_seconds"`
+			} `json:"gateways"`
+		}
+		if err := json.Unmarshal(adminGet(t, "/hybrid_llm/ledger?window=1h&gateway="+gw), &doc); err != nil || len(doc.Gateways) != 1 {
+			t.Fatalf("ledger: %v %+v", err, doc)
+		}
+		return doc.Gateways[0].Demand, doc.Gateways[0].Covered
+	}
+	demand0, covered0 := read()
+	began := time.Now()
+	if group, _ := routeOf(t); group != "self" {
+		t.Fatalf("answered by %q", group)
+	}
+	took := time.Since(began)
+	demand, covered := read()
+	if got, least := demand-demand0, ttft.Seconds()/4; got < least || got > took.Seconds()/4+1e-6 {
+		t.Errorf("one request of %v on a quarter of a GPU added %.4f GPU-seconds, want %.4f to %.4f", took, got, least, took.Seconds()/4)
+	}
+	if covered-covered0 < ttft.Seconds() {
+		t.Errorf("the ledger's window grew by %.3f s over a request of %v", covered-covered0, took)
 	}
 }
