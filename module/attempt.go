@@ -50,13 +50,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		vars, _ := actx.Value(caddyhttp.VarsCtxKey).(map[string]any)
 		actx = context.WithValue(actx, caddyhttp.VarsCtxKey, maps.Clone(vars))
 	}
-	if occ, l := t.group.occupancy, rt.g.ledger; occ > 0 && l != nil {
-		// the GPUs it occupies, from start to end, failed or not
-		self, cloud := occ, 0.0
-		if t.group.Kind == KindOpenAI {
-			self, cloud = 0, occ
-		}
-		l.occupy(now(), self, cloud)
+	if l, self, cloud := rt.occupyGPUs(t); l != nil {
 		defer l.release(self, cloud) // its time read at the end
 	}
 	if t.health != nil || t.latency != nil || (t.group.vllm != nil && t.group.vllm.scored) {
@@ -69,7 +63,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: time.Now()}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: now()}
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
 	pr.ContentLength, rt.injected = rt.bodyFor(t, &aw.body)

@@ -217,9 +217,7 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 			// the buckets are kept up to date between the attempts'
 			// starts and ends, which integrate the demand
 			at := now()
-			l.mu.Lock()
-			l.advanceLocked(at)
-			l.mu.Unlock()
+			l.tick(at)
 			if tick.Sub(lastSave) >= ledgerSaveEvery {
 				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				l.save(sctx, l.savedAt, at)
@@ -228,6 +226,14 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 			}
 		}
 	}
+}
+
+// tick brings the buckets up to t: the time since the last attempt began
+// or ended, at the demand then.
+func (l *ledger) tick(t time.Time) {
+	l.mu.Lock()
+	l.advanceLocked(t)
+	l.mu.Unlock()
 }
 
 // addRequest records a finished request's tokens and cloud cost.

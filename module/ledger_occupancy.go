@@ -53,6 +53,22 @@ func (g *vllmGroup) seqSlots(ep *endpoint) int {
 	return defaultAssumedSeqs
 }
 
+// occupyGPUs counts an attempt on t in the ledger's demand from now on,
+// failed or not (the GPUs were occupied), until the ledger's release with
+// the shares it returns; a nil ledger when nothing is counted.
+func (rt *route) occupyGPUs(t *Target) (l *ledger, self, cloud float64) {
+	occ, l := t.group.occupancy, rt.g.ledger
+	if occ <= 0 || l == nil {
+		return nil, 0, 0
+	}
+	self = occ
+	if t.group.Kind == KindOpenAI {
+		self, cloud = 0, occ
+	}
+	l.occupy(now(), self, cloud)
+	return l, self, cloud
+}
+
 // occupy changes the demand at t by dSelf and dCloud GPU equivalents,
 // once the demand so far is integrated up to t.
 func (l *ledger) occupy(t time.Time, dSelf, dCloud float64) {

@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/url"
 	"slices"
@@ -205,5 +206,98 @@ func TestLedgerPersists(t *testing.T) {
 	}
 	if w := broken.window(start.Add(-26*time.Hour), start); w.prompt != 100 {
 		t.Errorf("yesterday was not read: %d prompt tokens", w.prompt)
+	}
+}
+
+// The seed's month, through the path a request takes: every attempt
+// occupies its slot from start to end (occupyGPUs and release, as try
+// does), each answered request is priced as it ends (cost, per
+// request-second), the sampler ticks every minute, and the ledger's
+// window gives the seed's table to the cent. One GPU of ten slots; each
+// day 0.4 GPUs of demand (4 requests) but from 14:24 to 21:36, 2.5 GPUs:
+// ten requests self-hosted, fifteen in the cloud at 0.000975 per
+// GPU-second, a tenth of that per request-second.
+func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
+	clock := fakeClock(t)
+	self := &Group{Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 1000},
+		vllm: &vllmGroup{endpoints: map[string]*endpoint{"10.0.0.5:8000": {maxNumSeqs: 10}}}}
+	cloud := &Group{Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.0000975}}
+	g := &Gateway{Name: "seed-month", Groups: map[string]*Group{"self": self, "cloud": cloud}, logger: zap.NewNop()}
+	g.provisionOccupancy()
+	g.ledger = &ledger{selfGPUs: g.selfGPUs}
+	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", group: self}, cloud: {Group: "cloud", Model: "gpt", group: cloud}}
+
+	type attempt struct {
+		rt          *route
+		l           *ledger
+		self, cloud float64
+	}
+	var running []attempt
+	start := func(grp *Group, n int) {
+		for range n {
+			rt := &route{g: g}
+			l, s, c := rt.occupyGPUs(targets[grp])
+			rt.answered, rt.answerBegan = targets[grp], now()
+			rt.usage.prompt, rt.usage.completion = 200, 25
+			running = append(running, attempt{rt, l, s, c})
+		}
+	}
+	endAll := func() {
+		for _, a := range running {
+			a.l.release(a.self, a.cloud)
+			a.rt.cost()
+		}
+		running = running[:0]
+	}
+	until := func(at time.Time) {
+		for clock.Before(at) {
+			*clock = clock.Add(time.Minute)
+			if clock.After(at) {
+				*clock = at
+			}
+			g.ledger.tick(*clock)
+		}
+	}
+	month := clock.Truncate(24 * time.Hour)
+	*clock = month
+	for day := range 30 {
+		d := month.Add(time.Duration(day) * 24 * time.Hour)
+		start(self, 4)
+		until(d.Add(14*time.Hour + 24*time.Minute))
+		endAll()
+		start(self, 10)
+		start(cloud, 15)
+		until(d.Add(21*time.Hour + 36*time.Minute))
+		endAll()
+		start(self, 4)
+		until(d.Add(24 * time.Hour))
+		endAll()
+	}
+
+	// the last answers end as the month does: their minute is in the window
+	c := g.comparison(month, month.Add(cost.SecondsPerMonth*time.Second+ledgerBucket))
+	if c.WindowSeconds != cost.SecondsPerMonth || math.Abs(c.DemandGPUSecs-2_669_760) > 1e-3 {
+		t.Errorf("%v s of %v GPU-seconds, want 2,592,000 of 2,669,760", c.WindowSeconds, c.DemandGPUSecs)
+	}
+	for _, f := range []struct {
+		what, got, want string
+	}{
+		{"all-cloud", fmt.Sprintf("%.2f", c.AllCloud.TotalUSD), "2603.02"},
+		{"all-self-hosted GPUs", fmt.Sprintf("%g", c.AllSelfHosted.GPUs), "3"},
+		{"all-self-hosted utilization", fmt.Sprintf("%.1f", *c.AllSelfHosted.Utilization*100), "34.3"},
+		{"all-self-hosted (3C)", fmt.Sprintf("%.2f", c.AllSelfHosted.TotalUSD), "3000.00"},
+		{"hybrid utilization", fmt.Sprintf("%.1f", *c.Hybrid.Utilization*100), "58.0"},
+		{"hybrid cloud spend, priced request by request", fmt.Sprintf("%.2f", c.Hybrid.CloudUSD), "1137.24"},
+		{"hybrid (C + cloud)", fmt.Sprintf("%.2f", c.Hybrid.TotalUSD), "2137.24"},
+		{"hybrid beats all-self-hosted above", fmt.Sprintf("%.2f", *c.HybridBeatsSelfHostedAbove), "568.62"},
+		{"hybrid beats all-cloud below", fmt.Sprintf("%.2f", *c.HybridBeatsCloudBelow), "1465.78"},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s: %s, want %s", f.what, f.got, f.want)
+		}
+	}
+	// 30 days of 4 + 10 + 4 self-hosted requests and 15 cloud ones
+	if c.Tokens["self_hosted"] != 30*18*225 || c.Tokens["prompt"] != 30*33*200 {
+		t.Errorf("tokens %v", c.Tokens)
 	}
 }

@@ -3,8 +3,6 @@
 
 package hybridllm
 
-import "time"
-
 // finish settles the request's outcome and records its metrics.
 func (rt *route) finish() {
 	group := ""
@@ -45,7 +43,7 @@ func (rt *route) cost() {
 	switch {
 	case cc == nil:
 	case t.group.Kind == KindOpenAI:
-		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, time.Since(rt.answerBegan))
+		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, now().Sub(rt.answerBegan))
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName(), billingBusiness).Add(usd)
 	default:
