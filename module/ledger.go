@@ -357,7 +357,7 @@ func (g *Gateway) comparison(from, to time.Time) cost.Comparison {
 	}
 	c := cost.Compare(w.samples, p, w.cloudUSD)
 	if p.CloudPerGPUSec == 0 && allCloudTokens >= 0 {
-		c.AllCloud.CloudUSD, c.AllCloud.TotalUSD = allCloudTokens, allCloudTokens
+		c.SetAllCloud(allCloudTokens, p.SelfGPUs)
 	}
 	if w.shadow.Requests > 0 {
 		c.Validation = &w.shadow

@@ -113,9 +113,9 @@ func (l *ledger) advanceLocked(t time.Time) {
 		}
 		b.dur += d
 		b.selfSecs += busy * secs
-		// demand the self-hosted GPUs did not serve: the cloud's, and the
-		// queued; an all-cloud or larger self-hosted setup serves both
-		b.cloudGS += (l.curCloud + l.curSelf - busy) * secs
+		// the cloud's demand; requests waiting in vLLM's queues are not:
+		// their wait is latency, the work they need counts when they run
+		b.cloudGS += l.curCloud * secs
 		b.peak = max(b.peak, l.curSelf+l.curCloud)
 		l.lastAt = end
 	}

@@ -109,17 +109,21 @@ func TestComparisonUnits(t *testing.T) {
 	}
 }
 
-// Self-hosted requests beyond the GPUs wait in vLLM's queues: demand the
-// GPUs are not serving, not busy GPU time.
-func TestLedgerQueuedIsDemandNotBusy(t *testing.T) {
+// Self-hosted requests beyond the GPUs wait in vLLM's queues: neither
+// busy GPU time nor demand (the wait is latency; the work is counted when
+// they run), though they count for the peak. Six requests of 10 s on the
+// four slots of a GPU: four run at once, two wait 10 s and then run, 15
+// GPU-seconds of work over 20 s.
+func TestLedgerQueuedIsNotDemand(t *testing.T) {
 	fakeClock(t)
 	l := &ledger{selfGPUs: 1}
 	start := time.Unix(1_800_000_000, 0).Truncate(ledgerBucket)
-	l.occupy(start, 1.5, 0) // six requests on 4 slots of one GPU
-	l.occupy(start.Add(10*time.Second), -1.5, 0)
+	l.occupy(start, 1.5, 0)
+	l.occupy(start.Add(10*time.Second), -1, 0) // four done, the two waiting run
+	l.occupy(start.Add(20*time.Second), -0.5, 0)
 	c := cost.Compare(l.window(start, start.Add(time.Hour)).samples, cost.Prices{SelfGPUs: 1}, -1)
-	if u := *c.Hybrid.Utilization; math.Abs(u-1) > 1e-9 || math.Abs(c.DemandGPUSecs-15) > 1e-9 || c.PeakDemandGPUs != 1.5 {
-		t.Errorf("utilization %v (want 1), demand %v GPU-s (want 15), peak %v (want 1.5)", u, c.DemandGPUSecs, c.PeakDemandGPUs)
+	if u := *c.Hybrid.Utilization; math.Abs(u-0.75) > 1e-9 || math.Abs(c.DemandGPUSecs-15) > 1e-9 || c.PeakDemandGPUs != 1.5 {
+		t.Errorf("utilization %v (want 0.75), demand %v GPU-s (want 15), peak %v (want 1.5)", u, c.DemandGPUSecs, c.PeakDemandGPUs)
 	}
 }
 
@@ -300,4 +304,37 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	if c.Tokens["self_hosted"] != 30*18*225 || c.Tokens["prompt"] != 30*33*200 {
 		t.Errorf("tokens %v", c.Tokens)
 	}
+}
+
+// A cloud priced per token has its all-cloud scenario priced per token,
+// and the break-even below which the hybrid beats it comes with it.
+func TestComparisonTokenPricedCloudBreakEven(t *testing.T) {
+	clock := fakeClock(t)
+	l := &ledger{}
+	g := &Gateway{ledger: l, Groups: map[string]*Group{
+		"self":  {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 1000}},
+		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 2}},
+	}, cloudSlotGPUs: 0.25}
+	start := clock.Truncate(ledgerBucket)
+	l.occupy(start, 0.25, 0)
+	l.addRequest(start.Add(time.Second), "", true, 2_000_000, 1_000_000, 0) // 2M prompt and 1M completion tokens: $4
+	l.addRequest(start.Add(2*time.Second), "", false, 1_000_000, 0, 1)      // $1 spent
+	*clock = start.Add(25920 * time.Second)                                 // a hundredth of a month
+	l.occupy(*clock, -0.25, 0)
+	c := g.comparison(start, start.Add(24*time.Hour))
+	if math.Abs(c.AllCloud.TotalUSD-5) > 1e-9 {
+		t.Errorf("all cloud %v, want every token at the cloud's prices: 5", c.AllCloud.TotalUSD)
+	}
+	// the hybrid ($10 of GPU for the hundredth, plus $1) beats all-cloud
+	// ($5) for GPUs below (5-1)/0.01 = $400 a month
+	if c.HybridBeatsCloudBelow == nil || math.Abs(*c.HybridBeatsCloudBelow-400) > 1e-6 {
+		t.Errorf("hybrid beats all-cloud below %v, want 400", ptrOr(c.HybridBeatsCloudBelow))
+	}
+}
+
+func ptrOr(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
 }

@@ -53,12 +53,8 @@ func (rep *report) chart() []byte {
 	// the loads, stacked: self-hosted, then the cloud on top
 	area := func(lower, upper func(int) float64, fill string) {
 		var p strings.Builder
-		for i := range n {
-			fmt.Fprintf(&p, "%.1f,%.1f %.1f,%.1f ", x(float64(i)), y(upper(i)), x(float64(i+1)), y(upper(i)))
-		}
-		for i := n - 1; i >= 0; i-- {
-			fmt.Fprintf(&p, "%.1f,%.1f %.1f,%.1f ", x(float64(i+1)), y(lower(i)), x(float64(i)), y(lower(i)))
-		}
+		steps(&p, n, func(i int) float64 { return x(float64(i)) }, func(i int) float64 { return y(upper(i)) }, false)
+		steps(&p, n, func(i int) float64 { return x(float64(i)) }, func(i int) float64 { return y(lower(i)) }, true)
 		fmt.Fprintf(&b, `<polygon points="%s" fill="%s" stroke="none"/>`+"\n", strings.TrimSpace(p.String()), fill)
 	}
 	zero := func(int) float64 { return 0 }
@@ -72,9 +68,7 @@ func (rep *report) chart() []byte {
 	fmt.Fprintf(&b, `<line x1="%g" y1="%.1f" x2="%g" y2="%.1f" stroke="#1f3b5c" stroke-dasharray="6 4"/>`, left, y(gpus), width-right, y(gpus))
 	fmt.Fprintf(&b, `<text x="%g" y="%.1f" text-anchor="end" fill="#1f3b5c">self-hosted GPUs: %g</text>`+"\n", width-right-4, y(gpus)-5, gpus)
 	var d strings.Builder
-	for i := range n {
-		fmt.Fprintf(&d, "%.1f,%.1f %.1f,%.1f ", x(float64(i)), y(s.demand[i]), x(float64(i+1)), y(s.demand[i]))
-	}
+	steps(&d, n, func(i int) float64 { return x(float64(i)) }, func(i int) float64 { return y(s.demand[i]) }, false)
 	fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="black" stroke-width="1.5"/>`+"\n", strings.TrimSpace(d.String()))
 
 	// the states, as bands under the plot
@@ -114,6 +108,35 @@ func (rep *report) chart() []byte {
 	b.WriteString("\n</svg>\n")
 	return b.Bytes()
 }
+
+// steps writes the points of a step line over n intervals, interval i
+// from xs(i) to xs(i+1) at ys(i), leaving out the points a level run
+// does not need; backwards from the last interval to the first.
+func steps(p *strings.Builder, n int, xs, ys func(int) float64, backwards bool) {
+	pt := func(x, y float64) { fmt.Fprintf(p, "%.1f,%.1f ", x, y) }
+	if !backwards {
+		for i := range n {
+			if i == 0 || !same(ys(i), ys(i-1)) {
+				pt(xs(i), ys(i))
+			}
+			if i == n-1 || !same(ys(i), ys(i+1)) {
+				pt(xs(i+1), ys(i))
+			}
+		}
+		return
+	}
+	for i := n - 1; i >= 0; i-- {
+		if i == n-1 || !same(ys(i), ys(i+1)) {
+			pt(xs(i+1), ys(i))
+		}
+		if i == 0 || !same(ys(i), ys(i-1)) {
+			pt(xs(i), ys(i))
+		}
+	}
+}
+
+// same reports whether two coordinates print alike.
+func same(a, b float64) bool { return math.Round(a*10) == math.Round(b*10) }
 
 // gridStep is a round step for the GPUs axis.
 func gridStep(ymax float64) float64 {

@@ -46,7 +46,11 @@ type setup struct {
 // quickstart does; Caddy's logs go to out/caddy.log and its storage (the
 // ledger's days) to a directory of its own, so that nothing from an
 // earlier run is in the ledger.
-func startAll(cfgPath string, m trace.Model, gpus, gpuCost, cloudPerGPUSec float64, out string) (*setup, error) {
+//
+// A Caddyfile that prices the cloud per token (the quickstart) gets a
+// price per completion token equal to the per-second price for a request
+// of completion tokens, so that its dollars compare with the ideal's.
+func startAll(cfgPath string, m trace.Model, completion int, gpus, gpuCost, cloudPerGPUSec float64, out string) (*setup, error) {
 	slots := int(m.SlotsPerGPU * gpus)
 	vllm := simulator.NewVLLM(simulator.VLLMConfig{
 		ServedModelNames: []string{selfModel}, MaxNumSeqs: slots,
@@ -77,11 +81,13 @@ func startAll(cfgPath string, m trace.Model, gpus, gpuCost, cloudPerGPUSec float
 		"HYBRID_LISTEN": listen, "HYBRID_ADMIN": admin,
 		"SELF_UPSTREAMS": selfSrv.Addr(), "SELF_MODEL": selfModel,
 		"SELF_MAX_NUM_SEQS": strconv.Itoa(slots),
-		"SELF_GPUS": fmtFloat(gpus), "SELF_GPU_COST_PER_MONTH": fmtFloat(gpuCost),
+		"SELF_GPUS":         fmtFloat(gpus), "SELF_GPU_COST_PER_MONTH": fmtFloat(gpuCost),
 		"CLOUD_UPSTREAM": cloudSrv.URL(), "CLOUD_MODEL": cloudModel, "CLOUD_API_KEY": cloudKey,
 		// a request-second is one slot of a GPU
-		"CLOUD_PER_SECOND":   fmtFloat(cloudPerGPUSec / m.SlotsPerGPU),
-		"HYBRID_CLIENT_KEYS": "replay=" + clientKey,
+		"CLOUD_PER_SECOND":         fmtFloat(cloudPerGPUSec / m.SlotsPerGPU),
+		"CLOUD_INPUT_PER_MILLION":  "0",
+		"CLOUD_OUTPUT_PER_MILLION": fmtFloat(cloudPerGPUSec / m.SlotsPerGPU * m.Service(completion).Seconds() / float64(completion) * 1e6),
+		"HYBRID_CLIENT_KEYS":       "replay=" + clientKey,
 	}
 	for k, v := range env {
 		if err := os.Setenv(k, v); err != nil {

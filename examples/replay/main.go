@@ -116,7 +116,7 @@ func replay(ctx context.Context, o options, w io.Writer) (*report, error) {
 			return nil, err
 		}
 		_ = os.RemoveAll(filepath.Join(out, "storage"))
-		if s, err = startAll(o.config, o.model, o.gpus, o.gpuCost, o.cloudPerGPUSec, out); err != nil {
+		if s, err = startAll(o.config, o.model, tr.Rows[0].Completion, o.gpus, o.gpuCost, o.cloudPerGPUSec, out); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(w, "gateway %s (admin %s) from %s, its log in %s\n", s.gateway, s.admin, o.config, filepath.Join(o.out, "caddy.log"))

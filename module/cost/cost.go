@@ -131,10 +131,24 @@ func Compare(samples []Sample, p Prices, cloudUSD float64) Comparison {
 			v := c.Hybrid.CloudUSD / (extra * m)
 			c.HybridBeatsSelfHostedAbove = &v
 		}
-		if p.SelfGPUs > 0 && c.AllCloud.CloudUSD > c.Hybrid.CloudUSD {
-			v := (c.AllCloud.CloudUSD - c.Hybrid.CloudUSD) / (p.SelfGPUs * m)
-			c.HybridBeatsCloudBelow = &v
-		}
 	}
+	c.beatsCloud(p.SelfGPUs)
 	return c
+}
+
+// SetAllCloud prices the all-cloud scenario at usd, when the cloud bills
+// tokens rather than time: every token of the window at its prices.
+func (c *Comparison) SetAllCloud(usd, selfGPUs float64) {
+	c.AllCloud.CloudUSD, c.AllCloud.TotalUSD = usd, usd
+	c.beatsCloud(selfGPUs)
+}
+
+// beatsCloud sets the GPU price below which the hybrid as run costs less
+// than all-cloud: hybrid = S·C·m + cloud < all-cloud.
+func (c *Comparison) beatsCloud(selfGPUs float64) {
+	c.HybridBeatsCloudBelow = nil
+	if m := c.WindowSeconds / SecondsPerMonth; m > 0 && selfGPUs > 0 && c.AllCloud.CloudUSD > c.Hybrid.CloudUSD {
+		v := (c.AllCloud.CloudUSD - c.Hybrid.CloudUSD) / (selfGPUs * m)
+		c.HybridBeatsCloudBelow = &v
+	}
 }
