@@ -198,10 +198,13 @@ func (rep *report) print(w io.Writer) {
 
 	spillN, spillOn := episodes(rep.s.spill, rep.s.step)
 	ctlN, ctlOn := episodes(rep.s.controller, rep.s.step)
-	fmt.Fprintf(w, "\n%-50s %14s %14s\n", "transitions (time on, of the trace)", "as run", "the demand's")
-	fmt.Fprintf(w, "%-50s %14s %14s\n", "spill to the cloud (self-hosted full)",
-		fmt.Sprintf("%d (%s)", spillN, hours(spillOn)), fmt.Sprintf("%d (%s)", rep.ideal.Transitions, hours(rep.ideal.SpillSeconds)))
-	fmt.Fprintf(w, "%-50s %14s\n", "overflow controller (vLLM's queue)", fmt.Sprintf("%d (%s)", r.transitions, hours(ctlOn)))
+	total := rep.tr.Duration()
+	onOff := func(n int, on float64) string {
+		return fmt.Sprintf("%d (on %s, off %s)", n, hours(on), hours(max(total-on, 0)))
+	}
+	fmt.Fprintf(w, "\n%-40s %28s %28s\n", "transitions (time in each state)", "as run", "the demand's")
+	fmt.Fprintf(w, "%-40s %28s %28s\n", "spill to the cloud (self-hosted full)", onOff(spillN, spillOn), onOff(rep.ideal.Transitions, rep.ideal.SpillSeconds))
+	fmt.Fprintf(w, "%-40s %28s\n", "overflow controller (vLLM's queue)", onOff(int(r.transitions), ctlOn))
 	if int64(ctlN) != r.transitions {
 		fmt.Fprintf(w, "  (the samples every %s saw %d of the controller's transitions)\n", seconds(rep.s.step/rep.compress), ctlN)
 	}
