@@ -46,7 +46,8 @@ func TestLedgerSurvivesARestart(t *testing.T) {
 	loadRaw(t, "{\n\tadmin localhost:2999\n\tskip_install_trust\n\thttp_port 9080\n}\nhttp://127.0.0.1:9080 {\n\trespond \"down\" 503\n}\n")
 	e.load(block)
 	again, againDemand := read()
-	if again < tokens || againDemand < demand {
+	// the demand read back is summed anew: it may differ in its last bits
+	if again < tokens || againDemand < demand*(1-1e-9) {
 		t.Errorf("after the restart: %d tokens and %v GPU-seconds, before it %d and %v", again, againDemand, tokens, demand)
 	}
 }
