@@ -109,18 +109,30 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no group %q", g.Name, req.Group)}
 	}
 	what := map[string]any{"gateway": g.Name, "group": req.Group, "drained": drain}
-	if req.Endpoint == "" {
-		grp.shared.drained.Store(drain)
-	} else {
+	var ep *endpoint
+	if req.Endpoint != "" {
 		if grp.vllm == nil {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("endpoints are drained one by one in groups of kind %s; drain group %q as a whole", KindVLLM, req.Group)}
 		}
-		ep := grp.vllm.endpoints[req.Endpoint]
-		if ep == nil {
+		if ep = grp.vllm.endpoints[req.Endpoint]; ep == nil {
 			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("group %q has no endpoint %q", req.Group, req.Endpoint)}
 		}
-		ep.drained.Store(drain)
 		what["endpoint"] = req.Endpoint
+	}
+	switch {
+	case g.fleet != nil:
+		// the whole fleet drains: through the registry, applied here as
+		// on every gateway by the watch
+		rev, err := g.fleet.writeDrain(r.Context(), req.Group, req.Endpoint, drain)
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
+		}
+		what["registry_revision"] = rev
+		g.awaitRegistry(rev)
+	case ep != nil:
+		ep.drained.Store(drain)
+	default:
+		grp.shared.drained.Store(drain)
 	}
 	verb := "undrained"
 	if drain {
@@ -154,12 +166,23 @@ func serveWeight(w http.ResponseWriter, r *http.Request) error {
 	if req.Weight == nil || *req.Weight < 0 {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("weight must be given and not negative")}
 	}
-	if !g.setWeight(al, req.Group, *req.Weight) {
+	if !al.hasMember(req.Group) {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("alias %q has no weighted set with group %q", req.Alias, req.Group)}
+	}
+	what := map[string]any{"gateway": g.Name, "alias": req.Alias, "group": req.Group, "weight": *req.Weight}
+	if g.fleet != nil {
+		rev, err := g.fleet.writeWeight(r.Context(), req.Alias, req.Group, *req.Weight)
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
+		}
+		what["registry_revision"] = rev
+		g.awaitRegistry(rev)
+	} else {
+		g.setWeight(al, req.Group, *req.Weight)
 	}
 	g.logger.Warn("weight set through the admin API", zap.String("alias", req.Alias), zap.String("group", req.Group), zap.Int("weight", *req.Weight))
 	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(map[string]any{"gateway": g.Name, "alias": req.Alias, "group": req.Group, "weight": *req.Weight})
+	return json.NewEncoder(w).Encode(what)
 }
 
 // serveDrill runs a fallback drill for an alias: each target in turn.

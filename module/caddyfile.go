@@ -110,6 +110,14 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			}]
 //		}
 //
+//		registry etcd {           # drains and weights shared by the fleet
+//			endpoints    <url...>   # etcd's client URLs (comma or space separated)
+//			prefix       <key>      # default /hybrid-llm/<name>
+//			username     <user>
+//			password     <password>
+//			dial_timeout <duration> # default 5s
+//		}
+//
 //		alias <name> {
 //			response_model alias|upstream
 //			target <group> <model> [{
@@ -310,6 +318,15 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 				if err != nil {
 					return err
 				}
+			}
+
+		case "registry":
+			if g.Registry != nil {
+				return d.Err("registry already specified")
+			}
+			g.Registry = new(RegistryConfig)
+			if err := unmarshalRegistry(d, g.Registry); err != nil {
+				return err
 			}
 
 		case "clients":

@@ -309,3 +309,43 @@ func TestUnmarshalHealth(t *testing.T) {
 		t.Errorf("error_rate off: %v", er)
 	}
 }
+
+func TestUnmarshalRegistry(t *testing.T) {
+	g := new(Gateway)
+	err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`hybrid_llm {
+		registry etcd {
+			endpoints http://127.0.0.1:2379,http://127.0.0.1:22379 http://127.0.0.1:32379
+			prefix /hybrid-llm/prod
+			username gw
+			password {env.ETCD_PASSWORD}
+			dial_timeout 2s
+		}
+		group self {
+			kind vllm
+			proxy 127.0.0.1:8001
+		}
+		alias chat-main {
+			target self qwen
+		}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := g.Registry
+	if rc == nil || len(rc.Endpoints) != 2 || rc.Prefix != "/hybrid-llm/prod" || rc.Username != "gw" ||
+		rc.Password != "{env.ETCD_PASSWORD}" || time.Duration(rc.DialTimeout) != 2*time.Second {
+		t.Errorf("registry %+v", rc)
+	}
+	for _, tc := range []struct{ input, want string }{
+		{"hybrid_llm {\n registry consul {\n endpoints x\n }\n}", `registry "consul": the registry is etcd`},
+		{"hybrid_llm {\n registry etcd {\n prefix /x\n }\n}", "endpoints are required"},
+		{"hybrid_llm {\n registry etcd {\n endpoints http://a:1\n prefix x\n }\n}", `registry prefix "x"`},
+		{"hybrid_llm {\n registry etcd {\n endpoints http://a:1\n lease 5s\n }\n}", "unrecognized registry option 'lease'"},
+		{"hybrid_llm {\n registry etcd {\n endpoints http://a:1\n }\n registry etcd {\n endpoints http://a:1\n }\n}", "registry already specified"},
+	} {
+		err := new(Gateway).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Testfile:") {
+			t.Errorf("%q: %v, want %q with its line", tc.input, err, tc.want)
+		}
+	}
+}

@@ -141,6 +141,10 @@ type Gateway struct {
 	// the handler.
 	Clients *Clients `json:"clients,omitempty"`
 
+	// The runtime state shared with other gateways: drains and weights,
+	// kept in etcd and watched. Default: each gateway its own.
+	Registry *RegistryConfig `json:"registry,omitempty"`
+
 	pass         *headerPass
 	paths        *inferencePaths
 	routeHeaders []string                   // the headers route rules read
@@ -169,6 +173,8 @@ type Gateway struct {
 	ctx             context.Context   // done when the config stops
 	storage         certmagic.Storage // Caddy's, where the ledger persists
 	mirrorLog       *zap.Logger       // the mirror copies' records
+	fleet           *fleet            // with a registry
+	applied         *registryApplied  // with a registry: what the gateway applied of it
 }
 
 // CaddyModule returns the Caddy module information.
@@ -290,6 +296,11 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		return err
 	}
 	g.ledger = acquireLedger(g)
+	if g.Registry != nil {
+		if err := g.provisionRegistry(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -305,6 +316,7 @@ func (g *Gateway) Validate() error {
 
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
+	g.releaseRegistry()
 	if g.ledger != nil {
 		releaseLedger(g)
 	}

@@ -22,6 +22,21 @@ type GatewayState struct {
 	Name    string       `json:"name"`
 	Aliases []AliasState `json:"aliases"`
 	Groups  []GroupState `json:"groups"`
+	// with a registry: what the gateway last applied of it
+	Registry *RegistryState `json:"registry,omitempty"`
+}
+
+// RegistryState is the shared registry as the gateway sees it.
+type RegistryState struct {
+	Prefix   string `json:"prefix"`
+	Revision int64  `json:"revision"`
+	// full reads of the prefix so far (the first, then one after each
+	// compaction or change of etcd's history)
+	Resyncs int64 `json:"resyncs"`
+	// when etcd last answered, and how long ago: how stale the snapshot
+	// applied may be; null before it ever answered
+	LastContact  *time.Time `json:"last_contact"`
+	StaleSeconds *float64   `json:"stale_seconds"`
 }
 
 // AliasState is one alias and its targets in order.
@@ -195,7 +210,7 @@ func state() StateDoc {
 	doc := StateDoc{Gateways: []GatewayState{}}
 	t := now()
 	for _, g := range liveGateways() {
-		gs := GatewayState{Name: g.Name, Aliases: []AliasState{}, Groups: []GroupState{}}
+		gs := GatewayState{Name: g.Name, Aliases: []AliasState{}, Groups: []GroupState{}, Registry: g.registryState()}
 		for _, name := range sortedKeys(g.aliases) {
 			as := AliasState{Name: name}
 			al := g.aliases[name]

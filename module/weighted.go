@@ -145,6 +145,18 @@ func weightKey(gw, alias, set, group string) string {
 	return gw + "\x00" + alias + "\x00" + set + "\x00" + group
 }
 
+// hasMember reports whether a weighted set of the alias has the group.
+func (al *Alias) hasMember(group string) bool {
+	for _, ws := range al.sets {
+		for _, t := range al.Targets[ws.start:ws.end] {
+			if t.Group == group {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // setWeight sets the weight of the members of the alias's sets in a
 // group, for this config and the reloads that keep its weight; it reports
 // false when the group is in no set of the alias.

@@ -1,0 +1,243 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package registry is the runtime state that several gateways share
+// through etcd: per group its endpoints, their weights and drains, and
+// per alias its targets' weights. Structure and credentials stay in each
+// gateway's config; the registry holds what an operator or a control
+// plane changes all day.
+//
+// Keys are readable JSON under a prefix, so that etcdctl works as well
+// as the gateway's own tools:
+//
+//	<prefix>/groups/<group>    {"drained": false, "endpoints": [{"address": "10.0.0.5:8000", "weight": 1, "drained": false}]}
+//	<prefix>/aliases/<alias>   {"weights": {"cloud-a": 60, "cloud-b": 40}}
+//
+// A group's "endpoints" are those of its config's endpoints the registry
+// says something about. A malformed or wrongly typed value is refused
+// with an error naming its key; the key's last good value stays.
+package registry
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"strings"
+)
+
+// Endpoint is one address of a group.
+type Endpoint struct {
+	Address string `json:"address"`
+	// Weight 0 takes it out like a drain; other weights are kept for
+	// the endpoint lists the registry will hold.
+	Weight *int `json:"weight,omitempty"`
+	// Drained takes it out of the selection; requests in flight finish.
+	Drained bool `json:"drained,omitempty"`
+}
+
+// Group is a group's runtime state.
+type Group struct {
+	Drained bool `json:"drained,omitempty"`
+	// Endpoints are the config's endpoints the registry drains (or
+	// keeps in).
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+}
+
+// Alias is an alias's runtime state: its targets' weights by group.
+type Alias struct {
+	Weights map[string]int `json:"weights"`
+}
+
+// Snapshot is the registry at one etcd revision. It is never changed once
+// handed out: an update makes a new one.
+type Snapshot struct {
+	Revision int64            `json:"revision"`
+	Groups   map[string]Group `json:"groups"`
+	Aliases  map[string]Alias `json:"aliases"`
+}
+
+// Empty is the registry before anything was read.
+func Empty() *Snapshot {
+	return &Snapshot{Groups: map[string]Group{}, Aliases: map[string]Alias{}}
+}
+
+// Kind is what a key names.
+type Kind string
+
+const (
+	KindGroup Kind = "groups"
+	KindAlias Kind = "aliases"
+)
+
+// Key is the etcd key of a group's or an alias's state.
+func Key(prefix string, kind Kind, name string) string {
+	return strings.TrimSuffix(prefix, "/") + "/" + string(kind) + "/" + name
+}
+
+// ParseKey splits a key under prefix into its kind and name.
+func ParseKey(prefix, key string) (Kind, string, error) {
+	rest, ok := strings.CutPrefix(key, strings.TrimSuffix(prefix, "/")+"/")
+	if !ok {
+		return "", "", fmt.Errorf("key %q is not under the prefix %q", key, prefix)
+	}
+	kind, name, ok := strings.Cut(rest, "/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("key %q: want %s/groups/<group> or %s/aliases/<alias>", key, prefix, prefix)
+	}
+	switch Kind(kind) {
+	case KindGroup, KindAlias:
+		return Kind(kind), name, nil
+	}
+	return "", "", fmt.Errorf("key %q: unknown kind %q (groups, aliases)", key, kind)
+}
+
+// DecodeGroup reads a group's value, strictly: unknown fields, wrong
+// types, a bad address or a negative weight are errors.
+func DecodeGroup(value []byte) (Group, error) {
+	var g Group
+	if err := decodeStrict(value, &g); err != nil {
+		return g, err
+	}
+	seen := map[string]bool{}
+	for i, ep := range g.Endpoints {
+		if _, port, err := net.SplitHostPort(ep.Address); err != nil || port == "" {
+			return g, fmt.Errorf("endpoints[%d].address %q: want host:port", i, ep.Address)
+		}
+		if seen[ep.Address] {
+			return g, fmt.Errorf("endpoints[%d].address %q is listed twice", i, ep.Address)
+		}
+		seen[ep.Address] = true
+		if ep.Weight != nil && *ep.Weight < 0 {
+			return g, fmt.Errorf("endpoints[%d].weight %d: not negative", i, *ep.Weight)
+		}
+	}
+	return g, nil
+}
+
+// DecodeAlias reads an alias's value, strictly.
+func DecodeAlias(value []byte) (Alias, error) {
+	var a Alias
+	if err := decodeStrict(value, &a); err != nil {
+		return a, err
+	}
+	if a.Weights == nil {
+		return a, fmt.Errorf(`want {"weights": {"<group>": <weight>, ...}}`)
+	}
+	for g, w := range a.Weights {
+		if w < 0 || w > 1000 {
+			return a, fmt.Errorf("weights[%q] %d: want 0 to 1000", g, w)
+		}
+	}
+	return a, nil
+}
+
+func decodeStrict(value []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("more than one JSON value")
+	}
+	return nil
+}
+
+// Change is one key's new value at a revision; a nil value deletes it.
+type Change struct {
+	Key      string
+	Value    []byte
+	Revision int64 // the key's modification revision
+}
+
+// Rejected is a change refused: the key keeps its last good value.
+type Rejected struct {
+	Key string
+	Err error
+}
+
+func (r Rejected) Error() string { return fmt.Sprintf("registry key %s: %v", r.Key, r.Err) }
+
+// Apply returns the snapshot with the changes made, at revision rev. The
+// changes must come after the snapshot's revision; one at or before it is
+// already in it and is skipped, so a change is never applied twice.
+// Refused changes leave their keys as they were and are returned.
+func (s *Snapshot) Apply(prefix string, rev int64, changes []Change) (*Snapshot, []Rejected) {
+	next := &Snapshot{Revision: max(rev, s.Revision), Groups: maps.Clone(s.Groups), Aliases: maps.Clone(s.Aliases)}
+	var rejected []Rejected
+	for _, c := range changes {
+		if c.Revision != 0 && c.Revision <= s.Revision {
+			continue
+		}
+		if err := next.set(prefix, c); err != nil {
+			rejected = append(rejected, Rejected{Key: c.Key, Err: err})
+		}
+	}
+	return next, rejected
+}
+
+// Load builds a snapshot from a full read at revision rev. A key refused
+// keeps its value from prev, the snapshot before, if it had one.
+func Load(prefix string, rev int64, kvs []Change, prev *Snapshot) (*Snapshot, []Rejected) {
+	s := Empty()
+	s.Revision = rev
+	var rejected []Rejected
+	for _, c := range kvs {
+		if err := s.set(prefix, c); err != nil {
+			rejected = append(rejected, Rejected{Key: c.Key, Err: err})
+			if prev != nil {
+				s.keep(prefix, c.Key, prev)
+			}
+		}
+	}
+	return s, rejected
+}
+
+func (s *Snapshot) set(prefix string, c Change) error {
+	kind, name, err := ParseKey(prefix, c.Key)
+	if err != nil {
+		return err
+	}
+	switch kind {
+	case KindGroup:
+		if c.Value == nil {
+			delete(s.Groups, name)
+			return nil
+		}
+		g, err := DecodeGroup(c.Value)
+		if err != nil {
+			return err
+		}
+		s.Groups[name] = g
+	case KindAlias:
+		if c.Value == nil {
+			delete(s.Aliases, name)
+			return nil
+		}
+		a, err := DecodeAlias(c.Value)
+		if err != nil {
+			return err
+		}
+		s.Aliases[name] = a
+	}
+	return nil
+}
+
+func (s *Snapshot) keep(prefix, key string, prev *Snapshot) {
+	kind, name, err := ParseKey(prefix, key)
+	if err != nil {
+		return
+	}
+	switch kind {
+	case KindGroup:
+		if g, ok := prev.Groups[name]; ok {
+			s.Groups[name] = g
+		}
+	case KindAlias:
+		if a, ok := prev.Aliases[name]; ok {
+			s.Aliases[name] = a
+		}
+	}
+}

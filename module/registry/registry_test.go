@@ -1,0 +1,95 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package registry
+
+import (
+	"strings"
+	"testing"
+)
+
+const prefix = "/hybrid-llm/gw"
+
+func TestParseKey(t *testing.T) {
+	for _, tc := range []struct {
+		key, kind, name, err string
+	}{
+		{"/hybrid-llm/gw/groups/self", "groups", "self", ""},
+		{"/hybrid-llm/gw/aliases/chat-main", "aliases", "chat-main", ""},
+		{"/hybrid-llm/other/groups/self", "", "", "not under the prefix"},
+		{"/hybrid-llm/gw/groups/", "", "", "want /hybrid-llm/gw/groups/<group>"},
+		{"/hybrid-llm/gw/groups/a/b", "", "", "want"},
+		{"/hybrid-llm/gw/models/x", "", "", `unknown kind "models"`},
+	} {
+		kind, name, err := ParseKey(prefix, tc.key)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want %q", tc.key, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || string(kind) != tc.kind || name != tc.name {
+			t.Errorf("%s: %s %s %v", tc.key, kind, name, err)
+		}
+	}
+}
+
+// A value is read strictly: what a typo or a wrong type would silently
+// drop is refused with the reason.
+func TestDecodeRefuses(t *testing.T) {
+	for _, tc := range []struct{ value, err string }{
+		{`{"drained": "yes"}`, "cannot unmarshal string"},
+		{`{"drain": true}`, `unknown field "drain"`},
+		{`{"endpoints": [{"address": "10.0.0.5"}]}`, `endpoints[0].address "10.0.0.5": want host:port`},
+		{`{"endpoints": [{"address": "a:1"}, {"address": "a:1"}]}`, "listed twice"},
+		{`{"endpoints": [{"address": "a:1", "weight": -2}]}`, "weight -2"},
+		{`{} {}`, "more than one JSON value"},
+		{``, "EOF"},
+	} {
+		if _, err := DecodeGroup([]byte(tc.value)); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("group %q: %v, want %q", tc.value, err, tc.err)
+		}
+	}
+	for _, tc := range []struct{ value, err string }{
+		{`{}`, "want {\"weights\""},
+		{`{"weights": {"a": 1.5}}`, "cannot unmarshal number 1.5"},
+		{`{"weights": {"a": 5000}}`, "want 0 to 1000"},
+	} {
+		if _, err := DecodeAlias([]byte(tc.value)); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("alias %q: %v, want %q", tc.value, err, tc.err)
+		}
+	}
+}
+
+// Changes apply on a copy: the snapshot handed out never moves; one at or
+// before the snapshot's revision is in it already and is skipped; one
+// refused leaves its key as it was.
+func TestApply(t *testing.T) {
+	s, rej := Load(prefix, 10, []Change{
+		{Key: Key(prefix, KindGroup, "self"), Value: []byte(`{"endpoints":[{"address":"10.0.0.5:8000"}]}`), Revision: 7},
+		{Key: Key(prefix, KindAlias, "chat"), Value: []byte(`{"weights":{"a":60,"b":40}}`), Revision: 9},
+	}, nil)
+	if len(rej) != 0 || len(s.Groups["self"].Endpoints) != 1 || s.Aliases["chat"].Weights["a"] != 60 {
+		t.Fatalf("loaded %+v, refused %v", s, rej)
+	}
+	next, rej := s.Apply(prefix, 13, []Change{
+		{Key: Key(prefix, KindGroup, "self"), Value: []byte(`{"drained":true}`), Revision: 9}, // already in s
+		{Key: Key(prefix, KindAlias, "chat"), Value: []byte(`{"weights":{"a":"x"}}`), Revision: 11},
+		{Key: Key(prefix, KindGroup, "cloud"), Value: []byte(`{"drained":true}`), Revision: 12},
+		{Key: Key(prefix, KindGroup, "self"), Revision: 13}, // deleted
+	})
+	if len(rej) != 1 || rej[0].Key != Key(prefix, KindAlias, "chat") {
+		t.Errorf("refused %v, want the alias's bad weights", rej)
+	}
+	if _, ok := next.Groups["self"]; ok || !next.Groups["cloud"].Drained || next.Aliases["chat"].Weights["a"] != 60 || next.Revision != 13 {
+		t.Errorf("applied: %+v", next)
+	}
+	if len(s.Groups["self"].Endpoints) != 1 || s.Groups["cloud"].Drained || s.Revision != 10 {
+		t.Errorf("the snapshot handed out moved: %+v", s)
+	}
+	// a full read with a bad value keeps the key's value from before
+	again, rej := Load(prefix, 20, []Change{{Key: Key(prefix, KindAlias, "chat"), Value: []byte(`nope`)}}, next)
+	if len(rej) != 1 || again.Aliases["chat"].Weights["b"] != 40 {
+		t.Errorf("reloaded with a bad value: %+v, refused %v", again, rej)
+	}
+}
