@@ -150,8 +150,8 @@ func gridStep(ymax float64) float64 {
 
 // timeTicks are round trace times across the trace.
 func timeTicks(total float64) []float64 {
-	step := 3600.0
-	for _, s := range []float64{60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86400} {
+	step := 7 * 86400.0
+	for _, s := range []float64{60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 86400, 2 * 86400} {
 		if total/s <= 12 {
 			step = s
 			break

@@ -33,10 +33,11 @@ const (
 type record struct {
 	start, end float64
 	side       side
-	// it went to the cloud because self-hosted was full or overflowing
-	// (X-Hybrid-Fallback-Reason red_line or overflow)
-	spill  bool
-	status int
+	// it went to the cloud because the self-hosted slots were full
+	// (X-Hybrid-Fallback-Reason red_line), or because the overflow
+	// controller was on (overflow)
+	spill, overflowed bool
+	status            int
 }
 
 // controllerSample is the overflow controller's state at a moment.
@@ -110,22 +111,22 @@ func (p *player) play(ctx context.Context) (*run, error) {
 
 	bodies := make(map[[2]int][]byte) // by prompt and completion tokens
 	first := p.tr.Rows[0].Second
-	next := 0.0 // the next arrival, real seconds since the start
 	lastTenth := -1
-	for next < r.duration && ctx.Err() == nil {
-		row := p.tr.At(first + next*p.compress)
-		if row.Rate <= 0 {
-			// nothing until the next row
-			next = nextRowStart(p.tr, first+next*p.compress, first, p.compress)
-			continue
+	schedule(p.tr, p.compress, func(t float64, row trace.Row) bool {
+		if ctx.Err() != nil {
+			return false
 		}
-		if wait := time.Until(r.began.Add(seconds(next))); wait > 0 {
+		if wait := time.Until(r.began.Add(seconds(t))); wait > 0 {
 			time.Sleep(wait)
 		}
-		if tenth := int(10 * next / r.duration); p.progress != nil && tenth != lastTenth {
+		if tenth := int(10 * t / r.duration); p.progress != nil && tenth != lastTenth {
 			lastTenth = tenth
 			fmt.Fprintf(p.progress, "  %3d%%  trace %s  %5.1f requests/s  %d in flight\n",
-				tenth*10, clock(first+next*p.compress), row.Rate, inflight.Load())
+				tenth*10, clock(first+t*p.compress), row.Rate, inflight.Load())
+		}
+		if inflight.Load() >= int64(p.maxInFlight) {
+			r.notSent++
+			return true
 		}
 		key := [2]int{row.Prompt, row.Completion}
 		body, ok := bodies[key]
@@ -133,22 +134,18 @@ func (p *player) play(ctx context.Context) (*run, error) {
 			body = requestBody(row.Prompt, row.Completion)
 			bodies[key] = body
 		}
-		if inflight.Load() >= int64(p.maxInFlight) {
-			r.notSent++
-		} else {
-			inflight.Add(1)
-			wg.Add(1)
-			go func(body []byte) {
-				defer wg.Done()
-				defer inflight.Add(-1)
-				rec := p.send(ctx, r.began, body)
-				mu.Lock()
-				r.records = append(r.records, rec)
-				mu.Unlock()
-			}(body)
-		}
-		next += 1 / row.Rate
-	}
+		inflight.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer inflight.Add(-1)
+			rec := p.send(ctx, r.began, body)
+			mu.Lock()
+			r.records = append(r.records, rec)
+			mu.Unlock()
+		}()
+		return true
+	})
 	wg.Wait()
 	stopSampling()
 	<-sampled
@@ -161,21 +158,38 @@ func (p *player) play(ctx context.Context) (*run, error) {
 	return r, err
 }
 
-// nextRowStart is the real time (since the start) at which the row after
-// trace second s begins.
-func nextRowStart(tr *trace.Trace, s, first, compress float64) float64 {
-	for i := range tr.Rows {
-		if tr.Rows[i].Second > s {
-			return (tr.Rows[i].Second - first) / compress
+// schedule calls send at each request's time, in real seconds since the
+// start, with its row, until it returns false. Request k goes when the
+// rate's integral reaches k: what a row leaves of a request carries into
+// the next, so that every row sends its rate × its real length, however
+// short or sparse.
+func schedule(tr *trace.Trace, compress float64, send func(t float64, row trace.Row) bool) {
+	first := tr.Rows[0].Second
+	carry := 0.5 // a request at the middle of its share of time
+	for i, row := range tr.Rows {
+		a, b := (row.Second-first)/compress, (tr.Until(i)-first)/compress
+		if row.Rate <= 0 {
+			continue
 		}
+		t := a + (1-carry)/row.Rate
+		for ; t < b; t += 1 / row.Rate {
+			if !send(t, row) {
+				return
+			}
+		}
+		carry = 1 - (t-b)*row.Rate
 	}
-	return (tr.End - first) / compress
 }
 
 // send makes one request and records how it went.
 func (p *player) send(ctx context.Context, began time.Time, body []byte) record {
+	rec := p.do(ctx, began, body)
+	rec.end = time.Since(began).Seconds()
+	return rec
+}
+
+func (p *player) do(ctx context.Context, began time.Time, body []byte) record {
 	rec := record{start: time.Since(began).Seconds()}
-	defer func() { rec.end = time.Since(began).Seconds() }()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.s.gateway+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return rec
@@ -184,12 +198,10 @@ func (p *player) send(ctx context.Context, began time.Time, body []byte) record 
 	req.Header.Set("Authorization", "Bearer "+p.s.key)
 	resp, err := p.client.Do(req)
 	if err != nil {
-		rec.end = time.Since(began).Seconds()
 		return rec
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
-	rec.end = time.Since(began).Seconds()
 	rec.status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
 		return rec
@@ -199,7 +211,8 @@ func (p *player) send(ctx context.Context, began time.Time, body []byte) record 
 		rec.side = sideSelf
 	}
 	why := resp.Header.Get("X-Hybrid-Fallback-Reason")
-	rec.spill = rec.side == sideCloud && (strings.Contains(why, "red_line") || strings.Contains(why, "overflow"))
+	rec.spill = rec.side == sideCloud && strings.Contains(why, "red_line")
+	rec.overflowed = rec.side == sideCloud && strings.Contains(why, "overflow")
 	return rec
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -51,7 +52,7 @@ type setup struct {
 // price per completion token equal to the per-second price for a request
 // of completion tokens, so that its dollars compare with the ideal's.
 func startAll(cfgPath string, m trace.Model, completion int, gpus, gpuCost, cloudPerGPUSec float64, out string) (*setup, error) {
-	slots := int(m.SlotsPerGPU * gpus)
+	slots := int(math.Round(m.SlotsPerGPU * gpus))
 	vllm := simulator.NewVLLM(simulator.VLLMConfig{
 		ServedModelNames: []string{selfModel}, MaxNumSeqs: slots,
 		TTFT: m.TTFT, ITL: m.ITL, DisableRecording: true,
@@ -89,13 +90,12 @@ func startAll(cfgPath string, m trace.Model, completion int, gpus, gpuCost, clou
 		"CLOUD_OUTPUT_PER_MILLION": fmtFloat(cloudPerGPUSec / m.SlotsPerGPU * m.Service(completion).Seconds() / float64(completion) * 1e6),
 		"HYBRID_CLIENT_KEYS":       "replay=" + clientKey,
 	}
-	for k, v := range env {
-		if err := os.Setenv(k, v); err != nil {
-			stopSims()
-			return nil, err
-		}
-	}
+	restore := setEnv(env)
+	stopSims = func() { _ = selfSrv.Close(); _ = cloudSrv.Close(); restore() }
 	cfg, err := gatewayConfig(cfgPath, filepath.Join(out, "caddy.log"), filepath.Join(out, "storage"))
+	if err == nil {
+		err = loopbackOnly(cfg)
+	}
 	if err == nil {
 		err = caddy.Load(cfg, true)
 	}
@@ -154,7 +154,7 @@ func gatewayConfig(path, logFile, storage string) ([]byte, error) {
 }
 
 // waitReady waits until the gateway's self-hosted endpoints have been
-// probed healthy and an answer comes back.
+// probed healthy.
 func (s *setup) waitReady() error {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
@@ -164,6 +164,68 @@ func (s *setup) waitReady() error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("the gateway at %s did not report its self-hosted endpoints healthy within 15s", s.admin)
+}
+
+// setEnv sets the variables the Caddyfile reads; what it returns puts
+// back the ones it replaced.
+func setEnv(env map[string]string) (restore func()) {
+	old := map[string]*string{}
+	for k, v := range env {
+		if prev, ok := os.LookupEnv(k); ok {
+			old[k] = &prev
+		} else {
+			old[k] = nil
+		}
+		_ = os.Setenv(k, v)
+	}
+	return func() {
+		for k, v := range old {
+			if v == nil {
+				_ = os.Unsetenv(k)
+			} else {
+				_ = os.Setenv(k, *v)
+			}
+		}
+	}
+}
+
+// loopbackOnly refuses a config whose proxies dial anything but loopback:
+// a Caddyfile given with -config could name a real cloud, and the replay
+// sends its load only to this machine.
+func loopbackOnly(cfg []byte) error {
+	var doc any
+	if err := json.Unmarshal(cfg, &doc); err != nil {
+		return err
+	}
+	repl := caddy.NewReplacer()
+	var bad error
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if s, ok := e.(string); ok && k == "dial" && bad == nil {
+					addr := repl.ReplaceAll(s, "")
+					if _, _, err := net.SplitHostPort(addr); err != nil {
+						addr = net.JoinHostPort(addr, "80")
+					}
+					if err := simulator.CheckLoopback(addr); err != nil {
+						bad = fmt.Errorf("an upstream dials %s: the replay sends traffic only to loopback addresses", s)
+					}
+				}
+				if k == "dynamic_upstreams" && bad == nil {
+					bad = fmt.Errorf("dynamic upstreams: the replay sends traffic only to upstreams it can check are on loopback")
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(doc)
+	return bad
 }
 
 // checkTarget refuses any URL whose host is not loopback.

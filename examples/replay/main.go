@@ -110,6 +110,22 @@ func replay(ctx context.Context, o options, w io.Writer) (*report, error) {
 			}
 		}
 		s = &setup{gateway: o.gateway, admin: o.admin, key: o.key, stop: func() {}}
+		st, err := readState(o.admin)
+		if err != nil {
+			return nil, fmt.Errorf("reading the gateway's state at %s: %v", o.admin, err)
+		}
+		if err := st.loopbackEndpoints(); err != nil {
+			return nil, err
+		}
+		// the ledger's window starts at a minute: one that began before
+		// the replay would count that minute's traffic too
+		wait := time.Until(time.Now().Truncate(time.Minute).Add(time.Minute))
+		fmt.Fprintf(w, "waiting %s for the ledger's next minute; the gateway's other traffic during the replay is counted too\n", wait.Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
 	} else {
 		out, err := filepath.Abs(o.out)
 		if err != nil {
@@ -128,13 +144,14 @@ func replay(ctx context.Context, o options, w io.Writer) (*report, error) {
 		maxInFlight: int(4*peak) + 64,
 		client: &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: int(2*peak) + 16, IdleConnTimeout: 30 * time.Second,
-		}, Timeout: 2 * time.Minute},
+		}, Timeout: longestService(tr, o.model) + 2*time.Minute},
 		tick:     sampleStep(tr.Duration() / o.compress),
 		progress: w,
 	}
 	fmt.Fprintf(w, "playing %s: %s of trace in %s, up to %.0f requests in flight\n", name, hours(tr.Duration()),
 		seconds(tr.Duration()/o.compress).Round(time.Second), math.Ceil(peak))
 	r, err := p.play(ctx)
+	p.client.CloseIdleConnections()
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +200,8 @@ func (o *options) check(tr *trace.Trace) error {
 		return errors.New("-ttft must be positive and -itl not negative")
 	case o.gpus <= 0 || o.gpuCost < 0 || o.cloudPerGPUSec < 0:
 		return errors.New("-gpus must be positive, the prices not negative")
+	case m.SlotsPerGPU*o.gpus != math.Round(m.SlotsPerGPU*o.gpus):
+		return fmt.Errorf("-gpus %g × -slots %g: the simulated vLLM needs a whole number of slots", o.gpus, m.SlotsPerGPU)
 	case (o.gateway == "") != (o.admin == ""):
 		return errors.New("-gateway and -admin go together")
 	}
@@ -192,11 +211,23 @@ func (o *options) check(tr *trace.Trace) error {
 	if peak := peakConcurrency(tr, m); peak > 4000 {
 		return fmt.Errorf("the trace needs %.0f requests in flight at its peak; this replay plays up to 4000", peak)
 	}
+	if longest := longestService(tr, m); longest > 10*time.Minute {
+		return fmt.Errorf("a request of the trace would take %s: the gateway's attempts give up at 10 minutes", longest)
+	}
 	return nil
 }
 
 func (o *options) prices() cost.Prices {
 	return cost.Prices{SelfGPUs: o.gpus, GPUCostPerMonth: o.gpuCost, CloudPerGPUSec: o.cloudPerGPUSec}
+}
+
+// longestService is the longest a request of the trace takes.
+func longestService(tr *trace.Trace, m trace.Model) time.Duration {
+	var d time.Duration
+	for _, r := range tr.Rows {
+		d = max(d, m.Service(r.Completion))
+	}
+	return d
 }
 
 // peakConcurrency is the most requests the trace keeps in flight.

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/examples/replay/trace"
 )
 
 // The seed's day compressed into a few seconds, through a real Caddy
@@ -31,9 +33,10 @@ func TestReplaySeedDay(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	r := rep.r
-	self, cloud, spilled, failed, codes := r.counts()
-	if failed > 0 || r.notSent > 0 || self == 0 || cloud == 0 || spilled != cloud {
-		t.Errorf("self-hosted %d, cloud %d (spilled %d), failed %d %v, not sent %d", self, cloud, spilled, failed, codes, r.notSent)
+	self, cloud, spilled, overflowed, failed, codes := r.counts()
+	if failed > 0 || r.notSent > 0 || self == 0 || cloud == 0 || spilled != cloud || overflowed != 0 {
+		t.Errorf("self-hosted %d, cloud %d (spilled %d, by the controller %d), failed %d %v, not sent %d",
+			self, cloud, spilled, overflowed, failed, codes, r.notSent)
 	}
 	// the spill, point by point: through most of the peak, hardly ever
 	// in the trough (a stalled moment of this machine may spill one)
@@ -62,12 +65,23 @@ func TestReplaySeedDay(t *testing.T) {
 	if d := led.DemandGPUSecs / id.DemandGPUSecs; d < 0.9 || d > 1.1 {
 		t.Errorf("the ledger counted %v GPU-seconds of demand, the trace makes %v", led.DemandGPUSecs, id.DemandGPUSecs)
 	}
-	// what the hybrid buys: utilization, and less than all-cloud spends
-	if *led.Hybrid.Utilization <= *led.AllSelfHosted.Utilization || led.Hybrid.CloudUSD >= led.AllCloud.CloudUSD || led.AllSelfHosted.GPUs != 3 {
-		t.Errorf("hybrid %v%% and $%v, all-self-hosted %v%% on %v GPUs, all-cloud $%v", *led.Hybrid.Utilization*100, led.Hybrid.CloudUSD,
-			*led.AllSelfHosted.Utilization*100, led.AllSelfHosted.GPUs, led.AllCloud.CloudUSD)
+	// what the hybrid buys: utilization, and less than all-cloud spends;
+	// near the ideal (a config that flaps its overflow is 13 points and
+	// 30% away), with room for a machine that stalls under the race
+	// detector
+	hu, iu := *led.Hybrid.Utilization, *id.Hybrid.Utilization
+	if hu <= *led.AllSelfHosted.Utilization || led.Hybrid.CloudUSD >= led.AllCloud.CloudUSD || hu < iu-0.06 || hu > iu+0.02 {
+		t.Errorf("hybrid %.1f%% (ideal %.1f%%) and $%v, all-self-hosted %.1f%%, all-cloud $%v", hu*100, iu*100, led.Hybrid.CloudUSD,
+			*led.AllSelfHosted.Utilization*100, led.AllCloud.CloudUSD)
 	}
-	for _, want := range []string{"hybrid: utilization", "58.0%", "spill to the cloud (self-hosted full)", "overflow controller"} {
+	if d := led.Hybrid.CloudUSD / id.Hybrid.CloudUSD; d < 0.9 || d > 1.25 {
+		t.Errorf("the hybrid's cloud spend %v, ideally %v", led.Hybrid.CloudUSD, id.Hybrid.CloudUSD)
+	}
+	// the peak is an instant: a stall of the machine may hold a few more
+	if g := led.AllSelfHosted.GPUs; g != 3 && g != 4 {
+		t.Errorf("all-self-hosted on %v GPUs, want 3 (or 4 after a stall)", g)
+	}
+	for _, want := range []string{"hybrid: utilization", "over the trace's own", "spill to the cloud (self-hosted slots full)", "overflow controller"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
@@ -103,6 +117,16 @@ func TestReplayRefuses(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("second,requests_per_second,prompt_tokens,completion_tokens\n0,5,10,10\n10,-3,10,10\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// a Caddyfile that would send the load off this machine
+	elsewhere := filepath.Join(t.TempDir(), "Caddyfile")
+	cfg, err := os.ReadFile("Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = bytes.Replace(cfg, []byte("{$CLOUD_UPSTREAM:http://127.0.0.1:8092}"), []byte("https://10.9.8.7"), 1)
+	if err := os.WriteFile(elsewhere, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		set  func(*options)
 		want string
@@ -116,6 +140,9 @@ func TestReplayRefuses(t *testing.T) {
 		{func(o *options) { o.compress = 1 }, "compress it more"},
 		{func(o *options) { o.model.SlotsPerGPU = 2.5 }, "-slots 2.5"},
 		{func(o *options) { o.model.SlotsPerGPU = 4000 }, "requests in flight at its peak"},
+		{func(o *options) { o.gpus = 0.3 }, "a whole number of slots"},
+		{func(o *options) { o.completion = 100_000 }, "the gateway's attempts give up at 10 minutes"},
+		{func(o *options) { o.config = elsewhere }, "an upstream dials 10.9.8.7:443"},
 	} {
 		o := defaults()
 		o.out = t.TempDir()
@@ -123,6 +150,39 @@ func TestReplayRefuses(t *testing.T) {
 		_, err := replay(context.Background(), o, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", o, err, tc.want)
+		}
+	}
+}
+
+// Every row sends its rate times its real length, a dense row after a
+// sparse one included, and rows of no traffic end (a rate-0 row whose
+// end, turned to real time and back, came out just short of it once
+// looped for good).
+func TestSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		csv      string
+		compress float64
+		want     int
+	}{
+		{"0,0.1,1,1\n10,100,1,1\n20,0,1,1\n", 1, 1001},
+		{"0,0,1,1\n13,5,1,1\n20,0,1,1\n3900,40,1,1\n7380,0,1,1\n", 7200, 19},
+		{"0,0,1,1\n13,5,1,1\n20,0,1,1\n", 360, 0},
+		{"0,3,1,1\n1,3,1,1\n2,3,1,1\n3,3,1,1\n", 2, 6},
+	} {
+		tr, err := trace.Parse(strings.NewReader("second,requests_per_second,prompt_tokens,completion_tokens\n" + tc.csv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, last := 0, -1.0
+		schedule(tr, tc.compress, func(at float64, _ trace.Row) bool {
+			if at < last || n > 1_000_000 {
+				t.Fatalf("%q: arrival %d at %v after %v", tc.csv, n, at, last)
+			}
+			n, last = n+1, at
+			return true
+		})
+		if n != tc.want {
+			t.Errorf("%q at %g×: %d arrivals, want %d", tc.csv, tc.compress, n, tc.want)
 		}
 	}
 }

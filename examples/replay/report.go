@@ -21,7 +21,7 @@ type series struct {
 	demand     []float64 // the trace's demand, GPUs
 	self       []float64 // self-hosted load as run, GPUs (from the answers' spans)
 	cloud      []float64 // cloud load as run, GPU equivalents
-	spill      []bool    // some request went to the cloud because self-hosted was full
+	spill      []bool    // some request went to the cloud because the self-hosted slots were full
 	controller []bool    // the overflow controller was on
 }
 
@@ -105,7 +105,7 @@ func newReport(name string, tr *trace.Trace, m trace.Model, p cost.Prices, compr
 }
 
 // counts are the requests by how they ended.
-func (r *run) counts() (self, cloud, spilled, failed int, codes map[int]int) {
+func (r *run) counts() (self, cloud, spilled, overflowed, failed int, codes map[int]int) {
 	codes = map[int]int{}
 	for _, rec := range r.records {
 		switch rec.side {
@@ -120,6 +120,9 @@ func (r *run) counts() (self, cloud, spilled, failed int, codes map[int]int) {
 		if rec.spill {
 			spilled++
 		}
+		if rec.overflowed {
+			overflowed++
+		}
 	}
 	return
 }
@@ -127,11 +130,12 @@ func (r *run) counts() (self, cloud, spilled, failed int, codes map[int]int) {
 // print writes the report as text.
 func (rep *report) print(w io.Writer) {
 	r, id, led := rep.r, rep.ideal.Comparison, rep.r.ledger
-	self, cloud, spilled, failed, codes := r.counts()
+	self, cloud, spilled, overflowed, failed, codes := r.counts()
 	fmt.Fprintf(w, "\n%s: %s of trace in %s (compressed %g×); %g sequence slots per GPU, a request of %d tokens holds one for %s\n",
 		rep.name, hours(rep.tr.Duration()), seconds(r.duration).Round(time.Second), rep.compress, rep.m.SlotsPerGPU,
 		rep.tr.Rows[0].Completion, rep.m.Service(rep.tr.Rows[0].Completion))
-	fmt.Fprintf(w, "sent %d: self-hosted %d, cloud %d (%d of them spilled: self-hosted full), failed %d", len(r.records), self, cloud, spilled, failed)
+	fmt.Fprintf(w, "sent %d: self-hosted %d, cloud %d (%d spilled: the self-hosted slots full; %d by the overflow controller), failed %d",
+		len(r.records), self, cloud, spilled, overflowed, failed)
 	if failed > 0 {
 		fmt.Fprintf(w, " %v", codes)
 	}
@@ -203,7 +207,7 @@ func (rep *report) print(w io.Writer) {
 		return fmt.Sprintf("%d (on %s, off %s)", n, hours(on), hours(max(total-on, 0)))
 	}
 	fmt.Fprintf(w, "\n%-40s %28s %28s\n", "transitions (time in each state)", "as run", "the demand's")
-	fmt.Fprintf(w, "%-40s %28s %28s\n", "spill to the cloud (self-hosted full)", onOff(spillN, spillOn), onOff(rep.ideal.Transitions, rep.ideal.SpillSeconds))
+	fmt.Fprintf(w, "%-40s %28s %28s\n", "spill to the cloud (self-hosted slots full)", onOff(spillN, spillOn), onOff(rep.ideal.Transitions, rep.ideal.SpillSeconds))
 	fmt.Fprintf(w, "%-40s %28s\n", "overflow controller (vLLM's queue)", onOff(int(r.transitions), ctlOn))
 	if int64(ctlN) != r.transitions {
 		fmt.Fprintf(w, "  (the samples every %s saw %d of the controller's transitions)\n", seconds(rep.s.step/rep.compress), ctlN)

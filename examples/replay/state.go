@@ -5,7 +5,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+
+	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
 
 // gatewayState is the part of GET /hybrid_llm/state the replay reads.
@@ -20,7 +23,8 @@ type gatewayState struct {
 				Transitions int64 `json:"transitions"`
 			} `json:"overflow"`
 			Endpoints []struct {
-				Health string `json:"health"`
+				Address string `json:"address"`
+				Health  string `json:"health"`
 			} `json:"endpoints"`
 		} `json:"groups"`
 	} `json:"gateways"`
@@ -46,6 +50,21 @@ func (st *gatewayState) probed() bool {
 		}
 	}
 	return n > 0
+}
+
+// loopbackEndpoints refuses a gateway whose vLLM endpoints are not on
+// loopback: the replay's load would reach them.
+func (st *gatewayState) loopbackEndpoints() error {
+	for _, g := range st.Gateways {
+		for _, grp := range g.Groups {
+			for _, ep := range grp.Endpoints {
+				if err := simulator.CheckLoopback(ep.Address); err != nil {
+					return fmt.Errorf("group %s's endpoint %s: the replay sends traffic only to loopback addresses", grp.Name, ep.Address)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // vllmGroups are the names of the self-hosted groups.

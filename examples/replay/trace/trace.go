@@ -228,7 +228,7 @@ func (t *Trace) IdealFor(m Model, p cost.Prices, compress float64, idle time.Dur
 			Self: self, Cloud: d - self,
 		})
 		spill := d > p.SelfGPUs
-		if spill != over && (i > 0 || spill) {
+		if spill != over {
 			id.Transitions++
 		}
 		over = spill
