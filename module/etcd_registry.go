@@ -5,9 +5,11 @@ package hybridllm
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -61,9 +63,18 @@ type fleet struct {
 	file    string
 	logger  *zap.Logger
 
+	member string // this process's key under members/, held by its lease
+
 	mu       sync.Mutex
 	gateways []*Gateway // every provisioned gateway on it; each applies its groups
 }
+
+// memberTTL is the lease of a gateway's membership: a replica that dies
+// leaves the others' count within it.
+const memberTTL = 5
+
+// fleetShare is a process's place among the fleet's live members.
+type fleetShare struct{ rank, n int }
 
 var fleets = caddy.NewUsagePool()
 
@@ -127,10 +138,21 @@ func (g *Gateway) provisionRegistry() error {
 			f.watcher.Seed(s)
 			g.logger.Info("registry: starting from the last snapshot applied", zap.String("file", f.file), zap.Int64("revision", s.Revision))
 		}
+		host, _ := os.Hostname()
+		var suffix [4]byte
+		_, _ = rand.Read(suffix[:])
+		f.member = fmt.Sprintf("%s-%d-%x", safeFileName(host), os.Getpid(), suffix)
 		ctx, cancel := context.WithCancel(context.Background())
 		f.cancel = cancel
+		members := make(chan struct{})
+		go func() {
+			defer close(members)
+			defer logPanic(g.logger, "registry membership")
+			f.keepMember(ctx, host)
+		}()
 		go func() {
 			defer close(f.done)
+			defer func() { <-members }()
 			defer logPanic(g.logger, "registry watcher")
 			f.watcher.Run(ctx)
 		}()
@@ -161,6 +183,53 @@ func (g *Gateway) releaseRegistry() {
 	_, _ = fleets.Delete(f.key)
 }
 
+// keepMember holds the process's membership key under a lease, and
+// takes a new lease whenever the old one is lost (etcd restarted or
+// unreachable longer than the lease); at the end it revokes it, so that
+// the others count one fewer at once.
+func (f *fleet) keepMember(ctx context.Context, host string) {
+	key := registry.Key(f.prefix, registry.KindMember, f.member)
+	value, _ := json.Marshal(registry.Member{Host: host, Since: time.Now().UTC().Truncate(time.Second)})
+	for ctx.Err() == nil {
+		lease, err := f.client.Grant(ctx, memberTTL)
+		if err == nil {
+			_, err = f.client.Put(ctx, key, string(value), clientv3.WithLease(lease.ID))
+			if err == nil {
+				var ch <-chan *clientv3.LeaseKeepAliveResponse
+				if ch, err = f.client.KeepAlive(ctx, lease.ID); err == nil {
+					for range ch {
+					}
+				}
+			}
+			if ctx.Err() != nil {
+				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, _ = f.client.Revoke(rctx, lease.ID)
+				cancel()
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// share is the process's place among the members the snapshot lists (and
+// itself, before its own key is seen).
+func (f *fleet) share(s *registry.Snapshot) fleetShare {
+	ids := make([]string, 0, len(s.Members)+1)
+	for id := range s.Members {
+		ids = append(ids, id)
+	}
+	if _, ok := s.Members[f.member]; !ok {
+		ids = append(ids, f.member)
+	}
+	slices.Sort(ids)
+	return fleetShare{rank: slices.Index(ids, f.member), n: len(ids)}
+}
+
 // apply hands a new snapshot to the fleet's gateways and keeps it on disk.
 func (f *fleet) apply(s *registry.Snapshot) {
 	f.mu.Lock()
@@ -179,9 +248,13 @@ func (f *fleet) apply(s *registry.Snapshot) {
 // it does not; an alias's weights are the registry's where it has them,
 // else the config's. Names the gateway does not have are logged.
 func (g *Gateway) applyRegistry(s *registry.Snapshot) {
+	share := g.fleet.share(s)
 	for name, grp := range g.Groups {
 		if grp.shared == nil {
 			continue
+		}
+		if vg := grp.vllm; vg != nil {
+			vg.share.Store(&share)
 		}
 		rg := s.Groups[name]
 		grp.shared.drained.Store(rg.Drained)
@@ -334,7 +407,8 @@ func (g *Gateway) registryState() *RegistryState {
 	if f == nil {
 		return nil
 	}
-	st := &RegistryState{Prefix: f.prefix, Revision: g.applied.rev.Load(), Resyncs: f.watcher.Resyncs()}
+	sh := f.share(f.watcher.Snapshot())
+	st := &RegistryState{Prefix: f.prefix, Revision: g.applied.rev.Load(), Resyncs: f.watcher.Resyncs(), Member: f.member, Members: sh.n}
 	if at := f.watcher.LastContact(); !at.IsZero() {
 		age := time.Since(at).Seconds()
 		st.LastContact, st.StaleSeconds = &at, &age

@@ -30,6 +30,10 @@ type GatewayState struct {
 type RegistryState struct {
 	Prefix   string `json:"prefix"`
 	Revision int64  `json:"revision"`
+	// this process's member key, and the live members (this one
+	// included) each endpoint's red line is split among
+	Member  string `json:"member"`
+	Members int    `json:"members"`
 	// full reads of the prefix so far (the first, then one after each
 	// compaction or change of etcd's history)
 	Resyncs int64 `json:"resyncs"`
@@ -176,10 +180,13 @@ type EndpointState struct {
 	ModelsError  string         `json:"models_error,omitempty"`
 	Drained      bool           `json:"drained"`
 	InFlight     int64          `json:"in_flight"`
-	RedLine      int64          `json:"red_line,omitempty"`
-	Breaker      *BreakerState  `json:"breaker,omitempty"`
-	Weight       float64        `json:"weight"`
-	Metrics      MetricsState   `json:"metrics"`
+	// the most requests this gateway keeps in flight to the endpoint
+	// (with a registry, its share among the live gateways; -1 when the
+	// share is none); absent without a limit
+	RedLine int64         `json:"red_line,omitempty"`
+	Breaker *BreakerState `json:"breaker,omitempty"`
+	Weight  float64       `json:"weight"`
+	Metrics MetricsState  `json:"metrics"`
 	// with the group's health: the endpoint's health-score level and
 	// window, and the share of a whole endpoint it serves at, in percent
 	HealthScore  *TargetHealthState `json:"health_score,omitempty"`

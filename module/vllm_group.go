@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"go.uber.org/zap"
 )
@@ -30,6 +31,9 @@ type vllmGroup struct {
 	name       string
 	maxNumSeqs int
 	maxQueue   int
+	// with a registry: this gateway's place among the live ones, which
+	// split each endpoint's red line
+	share      atomic.Pointer[fleetShare]
 	staleAfter time.Duration
 	unknownOK  bool
 	breakers   bool                                 // endpoint breakers are on
@@ -64,8 +68,25 @@ func (g *vllmGroup) redLine(ep *endpoint) int64 {
 	if n == 0 {
 		return 0
 	}
-	return int64(n + g.maxQueue)
+	return g.shareOf(n + g.maxQueue)
 }
+
+// shareOf is this gateway's share of an endpoint's limit among the live
+// gateways of a registry; redLineNone when the share is nothing.
+func (g *vllmGroup) shareOf(limit int) int64 {
+	sh := g.share.Load()
+	if sh == nil || sh.n <= 1 {
+		return int64(limit)
+	}
+	if v := registry.Share(limit, sh.rank, sh.n); v > 0 {
+		return int64(v)
+	}
+	return redLineNone
+}
+
+// redLineNone is a red line that admits nothing: this gateway's share of
+// the endpoint, with more gateways than the endpoint's slots.
+const redLineNone = -1
 
 // endpointView is what the score is computed from.
 type endpointView struct {
@@ -101,7 +122,7 @@ func (v *endpointView) score(unknownOK bool) (float64, reason) {
 		return 0, reasonUnhealthy
 	case v.modelsKnown && !v.serves:
 		return 0, reasonMisconfig
-	case v.redLine > 0 && v.inflight >= v.redLine:
+	case v.redLine != 0 && v.inflight >= v.redLine:
 		return 0, reasonRedLine
 	case v.load == nil && !v.pending && !unknownOK:
 		return 0, reasonStaleMetrics
@@ -234,7 +255,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				n := int64(u.NumRequests())
 				v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1}
 				if g.maxNumSeqs > 0 {
-					v.redLine = int64(g.maxNumSeqs + g.maxQueue)
+					v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
 				}
 				switch s, why := v.score(true); {
 				case why != "":
@@ -361,7 +382,7 @@ func (g *vllmGroup) endpointsOf(pool reverseproxy.UpstreamPool) []*endpoint {
 func (p *prober) reserve(limit int64) bool {
 	for {
 		cur := p.inflight.Load()
-		if limit > 0 && cur >= limit {
+		if limit != 0 && cur >= limit {
 			return false
 		}
 		if p.inflight.CompareAndSwap(cur, cur+1) {

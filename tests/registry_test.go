@@ -4,10 +4,14 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry/registrytest"
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
@@ -114,4 +118,84 @@ func TestRegistrySnapshotWhenEtcdIsDown(t *testing.T) {
 	if r, contacted := registryState(t); r < rev || contacted {
 		t.Errorf("started without etcd: revision %d (want %d), etcd contacted %v", r, rev, contacted)
 	}
+}
+
+// Each live gateway of a registry holds its share of an endpoint's red
+// line, so that together they never send it more than max_num_seqs +
+// max_queue: with two other members under leases, this one keeps 1 of 3
+// slots (three slow requests at once: one self-hosted, two to the cloud);
+// when their leases expire, it has all 3 again.
+func TestRegistrySharesTheRedLine(t *testing.T) {
+	te := registrytest.Start(t)
+	e := newEnv(t, simulator.VLLMConfig{TTFT: 600 * time.Millisecond}, simulator.CloudConfig{})
+	e.load("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + vllmBlock("\tmax_num_seqs 3\n\tmax_queue 0\n"))
+	prefix := "/hybrid-llm/" + e.gatewayName()
+	redLine := func() (int64, int) {
+		t.Helper()
+		var doc struct {
+			Gateways []struct {
+				Registry struct {
+					Members int `json:"members"`
+				} `json:"registry"`
+				Groups []struct {
+					Endpoints []struct {
+						RedLine int64 `json:"red_line"`
+					} `json:"endpoints"`
+				} `json:"groups"`
+			} `json:"gateways"`
+		}
+		if err := json.Unmarshal(adminGet(t, "/hybrid_llm/state"), &doc); err != nil || len(doc.Gateways) != 1 {
+			t.Fatalf("state: %v", err)
+		}
+		for _, g := range doc.Gateways[0].Groups {
+			for _, ep := range g.Endpoints {
+				return ep.RedLine, doc.Gateways[0].Registry.Members
+			}
+		}
+		t.Fatal("no endpoint")
+		return 0, 0
+	}
+	waitFor(t, "this gateway's membership", func() bool { _, n := redLine(); return n == 1 })
+	if rl, _ := redLine(); rl != 3 {
+		t.Fatalf("alone: red line %d, want 3", rl)
+	}
+
+	ctx := context.Background()
+	lease, err := te.Client.Grant(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"~other-1", "~other-2"} { // after this one's id: it ranks first
+		if _, err := te.Client.Put(ctx, prefix+"/members/"+id, `{"host":"elsewhere","since":"2026-12-01T00:00:00Z"}`, clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the other members", func() bool { _, n := redLine(); return n == 3 })
+	if rl, _ := redLine(); rl != 1 {
+		t.Fatalf("one of three gateways: red line %d, want 1 (3 slots over 3)", rl)
+	}
+	groups := make(chan string, 3)
+	for range 3 {
+		go func() {
+			resp, err := client.Post(gateway+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+			if err != nil {
+				groups <- err.Error()
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			groups <- resp.Header.Get("X-Hybrid-Target")
+		}()
+	}
+	got := map[string]int{}
+	for range 3 {
+		got[<-groups]++
+	}
+	if got["self"] != 1 || got["cloud"] != 2 {
+		t.Errorf("three requests at once with a red line of 1: %v", got)
+	}
+
+	began := time.Now()
+	waitFor(t, "the other members' leases to expire", func() bool { rl, n := redLine(); return n == 1 && rl == 3 })
+	t.Logf("the red line was 3 again %v after the others' leases (2 s) were last renewed", time.Since(began))
 }

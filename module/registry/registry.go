@@ -12,6 +12,7 @@
 //
 //	<prefix>/groups/<group>    {"drained": false, "endpoints": [{"address": "10.0.0.5:8000", "weight": 1, "drained": false}]}
 //	<prefix>/aliases/<alias>   {"weights": {"cloud-a": 60, "cloud-b": 40}}
+//	<prefix>/members/<id>      {"host": "gw-1", "since": "2026-12-01T10:00:00Z"}, under the member's lease
 //
 // A group's "endpoints" are those of its config's endpoints the registry
 // says something about. A malformed or wrongly typed value is refused
@@ -25,6 +26,7 @@ import (
 	"maps"
 	"net"
 	"strings"
+	"time"
 )
 
 // Endpoint is one address of a group.
@@ -50,25 +52,33 @@ type Alias struct {
 	Weights map[string]int `json:"weights"`
 }
 
+// Member is a live gateway process: its key lives as long as its lease.
+type Member struct {
+	Host  string    `json:"host"`
+	Since time.Time `json:"since"`
+}
+
 // Snapshot is the registry at one etcd revision. It is never changed once
 // handed out: an update makes a new one.
 type Snapshot struct {
-	Revision int64            `json:"revision"`
-	Groups   map[string]Group `json:"groups"`
-	Aliases  map[string]Alias `json:"aliases"`
+	Revision int64             `json:"revision"`
+	Groups   map[string]Group  `json:"groups"`
+	Aliases  map[string]Alias  `json:"aliases"`
+	Members  map[string]Member `json:"members"`
 }
 
 // Empty is the registry before anything was read.
 func Empty() *Snapshot {
-	return &Snapshot{Groups: map[string]Group{}, Aliases: map[string]Alias{}}
+	return &Snapshot{Groups: map[string]Group{}, Aliases: map[string]Alias{}, Members: map[string]Member{}}
 }
 
 // Kind is what a key names.
 type Kind string
 
 const (
-	KindGroup Kind = "groups"
-	KindAlias Kind = "aliases"
+	KindGroup  Kind = "groups"
+	KindAlias  Kind = "aliases"
+	KindMember Kind = "members"
 )
 
 // Key is the etcd key of a group's or an alias's state.
@@ -87,10 +97,10 @@ func ParseKey(prefix, key string) (Kind, string, error) {
 		return "", "", fmt.Errorf("key %q: want %s/groups/<group> or %s/aliases/<alias>", key, prefix, prefix)
 	}
 	switch Kind(kind) {
-	case KindGroup, KindAlias:
+	case KindGroup, KindAlias, KindMember:
 		return Kind(kind), name, nil
 	}
-	return "", "", fmt.Errorf("key %q: unknown kind %q (groups, aliases)", key, kind)
+	return "", "", fmt.Errorf("key %q: unknown kind %q (groups, aliases, members)", key, kind)
 }
 
 // DecodeGroup reads a group's value, strictly: unknown fields, wrong
@@ -165,7 +175,10 @@ func (r Rejected) Error() string { return fmt.Sprintf("registry key %s: %v", r.K
 // already in it and is skipped, so a change is never applied twice.
 // Refused changes leave their keys as they were and are returned.
 func (s *Snapshot) Apply(prefix string, rev int64, changes []Change) (*Snapshot, []Rejected) {
-	next := &Snapshot{Revision: max(rev, s.Revision), Groups: maps.Clone(s.Groups), Aliases: maps.Clone(s.Aliases)}
+	next := &Snapshot{Revision: max(rev, s.Revision), Groups: maps.Clone(s.Groups), Aliases: maps.Clone(s.Aliases), Members: maps.Clone(s.Members)}
+	if next.Members == nil {
+		next.Members = map[string]Member{}
+	}
 	var rejected []Rejected
 	for _, c := range changes {
 		if c.Revision != 0 && c.Revision <= s.Revision {
@@ -221,8 +234,33 @@ func (s *Snapshot) set(prefix string, c Change) error {
 			return err
 		}
 		s.Aliases[name] = a
+	case KindMember:
+		if c.Value == nil {
+			delete(s.Members, name)
+			return nil
+		}
+		var m Member
+		if err := decodeStrict(c.Value, &m); err != nil {
+			return err
+		}
+		s.Members[name] = m
 	}
 	return nil
+}
+
+// Share is what one of n members gets of a limit: the limit split as
+// evenly as whole numbers allow, the first limit%n members by ID one
+// more, so that the shares add up to the limit exactly. With more members
+// than the limit, the last get none.
+func Share(limit int, rank, n int) int {
+	if n <= 1 {
+		return limit
+	}
+	q, r := limit/n, limit%n
+	if rank < r {
+		return q + 1
+	}
+	return q
 }
 
 func (s *Snapshot) keep(prefix, key string, prev *Snapshot) {

@@ -93,3 +93,22 @@ func TestApply(t *testing.T) {
 		t.Errorf("reloaded with a bad value: %+v, refused %v", again, rej)
 	}
 }
+
+// The members' shares of a limit add up to it, never more, and differ by
+// one at most; with more members than the limit, the last get none.
+func TestShare(t *testing.T) {
+	for _, tc := range []struct{ limit, n int }{{12, 1}, {12, 3}, {12, 5}, {3, 2}, {3, 3}, {2, 5}, {0, 2}} {
+		sum, lo, hi := 0, tc.limit, 0
+		for rank := range tc.n {
+			s := Share(tc.limit, rank, tc.n)
+			sum += s
+			lo, hi = min(lo, s), max(hi, s)
+		}
+		if sum != tc.limit || hi-lo > 1 {
+			t.Errorf("%d over %d: sum %d, from %d to %d", tc.limit, tc.n, sum, lo, hi)
+		}
+	}
+	if Share(2, 4, 5) != 0 || Share(2, 0, 5) != 1 {
+		t.Errorf("2 over 5: the first two get one each, the rest none")
+	}
+}
