@@ -52,6 +52,7 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 		})},
 		{Pattern: "/hybrid_llm/drill", Handler: caddy.AdminHandlerFunc(serveDrill)},
 		{Pattern: "/hybrid_llm/weight", Handler: caddy.AdminHandlerFunc(serveWeight)},
+		{Pattern: "/hybrid_llm/registry", Handler: caddy.AdminHandlerFunc(serveRegistry)},
 	}
 }
 
@@ -79,21 +80,27 @@ func readAction(r *http.Request) (*actionRequest, *Gateway, error) {
 	if err := dec.Decode(&req); err != nil {
 		return nil, nil, caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("decoding request: %v", err)}
 	}
-	live := liveGateways()
-	var g *Gateway
-	for _, candidate := range live {
-		if candidate.Name == req.Gateway || (req.Gateway == "" && len(live) == 1) {
-			g = candidate
-		}
-	}
-	if g == nil {
-		msg := fmt.Errorf("no gateway named %q", req.Gateway)
-		if req.Gateway == "" {
-			msg = fmt.Errorf("%d gateways are running: name one with \"gateway\"", len(live))
-		}
-		return nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: msg}
+	g, err := gatewayNamed(req.Gateway)
+	if err != nil {
+		return nil, nil, err
 	}
 	return &req, g, nil
+}
+
+// gatewayNamed finds a live gateway by name, or the only one when name is
+// empty.
+func gatewayNamed(name string) (*Gateway, error) {
+	live := liveGateways()
+	for _, g := range live {
+		if g.Name == name || (name == "" && len(live) == 1) {
+			return g, nil
+		}
+	}
+	msg := fmt.Errorf("no gateway named %q", name)
+	if name == "" {
+		msg = fmt.Errorf("%d gateways are running: name one with \"gateway\"", len(live))
+	}
+	return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: msg}
 }
 
 // serveDrain drains (or undrains) a group or one endpoint of a vllm

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ reload command does: --address, else --config, else localhost:2019).
   caddy hybrid-llm ledger  [--window 24h]              the cost comparison
   caddy hybrid-llm clients                             clients, limits, cloud spend and budget left
   caddy hybrid-llm weight  --alias chat-main --group cloud --weight 0   a weighted set member's weight
+  caddy hybrid-llm registry get [groups/self]         what etcd holds under the gateway's prefix
+  caddy hybrid-llm registry put groups/self '{"drained":true}'   checked, written, applied by every gateway
+  caddy hybrid-llm registry rm  groups/self
 
 --gateway names the gateway when a config has several. --json prints the
 admin API's JSON instead of a table.
@@ -68,6 +72,14 @@ admin API's JSON instead of a table.
 			c.Flags().String("alias", "", "The alias")
 			c.Flags().String("group", "", "The member's group")
 			c.Flags().Int("weight", -1, "The weight")
+			reg := &cobra.Command{Use: "registry", Short: "Read and write the registry the gateways share (etcd)"}
+			cmd.AddCommand(reg)
+			reg.AddCommand(&cobra.Command{Use: "get [key]", Short: "Show the keys under the gateway's prefix, or one", Args: cobra.MaximumNArgs(1),
+				RunE: func(c *cobra.Command, args []string) error { return cmdRegistryGet(c, args) }})
+			reg.AddCommand(&cobra.Command{Use: "put <key> <json>", Short: "Put a group's or an alias's value", Args: cobra.ExactArgs(2),
+				RunE: func(c *cobra.Command, args []string) error { return cmdRegistryWrite(c, args[0], args[1]) }})
+			reg.AddCommand(&cobra.Command{Use: "rm <key>", Short: "Delete a group's or an alias's key", Args: cobra.ExactArgs(1),
+				RunE: func(c *cobra.Command, args []string) error { return cmdRegistryWrite(c, args[0], "") }})
 		},
 	})
 }
@@ -177,7 +189,24 @@ func cmdState(cmd *cobra.Command) error {
 	if err := printSets(doc); err != nil {
 		return err
 	}
+	printRegistries(doc)
 	return printChains(doc)
+}
+
+// printRegistries prints, for each gateway with a registry, what it
+// applied of it and how fresh that is.
+func printRegistries(doc StateDoc) {
+	for _, g := range doc.Gateways {
+		r := g.Registry
+		if r == nil {
+			continue
+		}
+		contact := "etcd never answered"
+		if r.StaleSeconds != nil {
+			contact = fmt.Sprintf("etcd last answered %.1fs ago", *r.StaleSeconds)
+		}
+		fmt.Printf("\n%s: registry %s at revision %d, %d gateway(s) sharing the red lines, %s\n", g.Name, r.Prefix, r.Revision, r.Members, contact)
+	}
 }
 
 // printChains prints the aliases' degradation chains: the degraded share
@@ -466,4 +495,63 @@ func cmdClients(cmd *cobra.Command) error {
 		}
 	}
 	return tw.Flush()
+}
+
+func cmdRegistryGet(cmd *cobra.Command, args []string) error {
+	gateway, _ := cmd.Flags().GetString("gateway")
+	q := url.Values{}
+	if gateway != "" {
+		q.Set("gateway", gateway)
+	}
+	if len(args) == 1 {
+		q.Set("key", args[0])
+	}
+	b, err := adminCall(cmd, http.MethodGet, "/hybrid_llm/registry?"+q.Encode(), nil)
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	var doc struct {
+		Prefix   string          `json:"prefix"`
+		Revision int64           `json:"revision"`
+		Applied  int64           `json:"applied_revision"`
+		Keys     []registryEntry `json:"keys"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	fmt.Printf("prefix %s, revision %d (applied here: %d)\n", doc.Prefix, doc.Revision, doc.Applied)
+	for _, e := range doc.Keys {
+		var v bytes.Buffer
+		if json.Compact(&v, e.Value) != nil {
+			v.Write(e.Value)
+		}
+		fmt.Printf("%-32s %s\n", e.Key, v.String())
+	}
+	return nil
+}
+
+// cmdRegistryWrite puts value under key, or deletes key when value is "".
+func cmdRegistryWrite(cmd *cobra.Command, key, value string) error {
+	gateway, _ := cmd.Flags().GetString("gateway")
+	req := registryWrite{Gateway: gateway, Key: key, Delete: value == ""}
+	if value != "" {
+		if !json.Valid([]byte(value)) {
+			return fmt.Errorf("the value must be JSON, such as '{\"drained\": true}'")
+		}
+		req.Value = json.RawMessage(value)
+	}
+	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/registry", req)
+	if err != nil || printJSON(cmd, b) {
+		return err
+	}
+	var out struct {
+		Revision int64 `json:"revision"`
+	}
+	_ = json.Unmarshal(b, &out)
+	verb := "put"
+	if req.Delete {
+		verb = "deleted"
+	}
+	fmt.Printf("%s %s at revision %d\n", key, verb, out.Revision)
+	return nil
 }

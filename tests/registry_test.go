@@ -4,6 +4,7 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -198,4 +199,63 @@ func TestRegistrySharesTheRedLine(t *testing.T) {
 	began := time.Now()
 	waitFor(t, "the other members' leases to expire", func() bool { rl, n := redLine(); return n == 1 && rl == 3 })
 	t.Logf("the red line was 3 again %v after the others' leases (2 s) were last renewed", time.Since(began))
+}
+
+// The registry through the admin API (what `caddy hybrid-llm registry`
+// calls): a put is checked as the watch checks it, written and applied
+// when the call returns; a get shows what etcd holds; members' keys are
+// the gateways' own; a gateway without a registry says so.
+func TestRegistryThroughTheAdminAPI(t *testing.T) {
+	te := registrytest.Start(t)
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + defaultGateway)
+
+	status, body := adminPost(t, "/hybrid_llm/registry", "application/json", `{"key":"groups/self","value":{"drained":true}}`)
+	if status != 200 {
+		t.Fatalf("put: %d %s", status, body)
+	}
+	if group, _ := routeOf(t); group != "cloud" {
+		t.Errorf("after the put returned: answered by %s", group)
+	}
+	var doc struct {
+		Prefix string `json:"prefix"`
+		Keys   []struct {
+			Key   string          `json:"key"`
+			Value json.RawMessage `json:"value"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(adminGet(t, "/hybrid_llm/registry"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for _, k := range doc.Keys {
+		var v bytes.Buffer
+		_ = json.Compact(&v, k.Value)
+		keys[k.Key] = v.String()
+	}
+	if keys["groups/self"] != `{"drained":true}` || len(doc.Keys) != 2 { // and this gateway's member key
+		t.Errorf("registry %s: %v", doc.Prefix, keys)
+	}
+	for body, want := range map[string]string{
+		`{"key":"groups/self","value":{"drained":"yes"}}`:          "cannot unmarshal",
+		`{"key":"members/me","value":{"host":"x"}}`:                "the gateways' own",
+		`{"key":"models/x","value":{}}`:                            `unknown kind`,
+		`{"key":"aliases/chat-main","value":{"weights":{"a":-1}}}`: "want 0 to 1000",
+	} {
+		if status, got := adminPost(t, "/hybrid_llm/registry", "application/json", body); status != 400 || !strings.Contains(string(got), want) {
+			t.Errorf("%s: %d %s, want 400 with %q", body, status, got, want)
+		}
+	}
+	if status, body := adminPost(t, "/hybrid_llm/registry", "application/json", `{"key":"groups/self","delete":true}`); status != 200 {
+		t.Fatalf("rm: %d %s", status, body)
+	}
+	if group, _ := routeOf(t); group != "self" {
+		t.Errorf("after the key was deleted: answered by %s", group)
+	}
+
+	e.load(defaultGateway)
+	if status, body := adminPost(t, "/hybrid_llm/registry", "application/json", `{"key":"groups/self","delete":true}`); status != 404 ||
+		!strings.Contains(string(body), "has no registry") {
+		t.Errorf("without a registry: %d %s", status, body)
+	}
 }
