@@ -116,6 +116,12 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			username     <user>
 //			password     <password>
 //			dial_timeout <duration> # default 5s
+//			tls {                   # https:// endpoints
+//				ca <pem file>
+//				cert <pem file>
+//				key <pem file>
+//				server_name <name>
+//			}
 //		}
 //
 //		alias <name> {

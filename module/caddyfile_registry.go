@@ -15,6 +15,12 @@ import (
 //		username     <user>
 //		password     <password>
 //		dial_timeout <duration>
+//		tls {
+//			ca          <pem file>
+//			cert        <pem file>
+//			key         <pem file>
+//			server_name <name>
+//		}
 //	}
 func unmarshalRegistry(d *caddyfile.Dispenser, rc *RegistryConfig) error {
 	if !d.NextArg() {
@@ -34,25 +40,46 @@ func unmarshalRegistry(d *caddyfile.Dispenser, rc *RegistryConfig) error {
 				return d.ArgErr()
 			}
 			rc.Endpoints = append(rc.Endpoints, args...)
-		case "prefix", "username", "password":
-			name := d.Val()
-			if !d.NextArg() {
-				return d.ArgErr()
+		case "prefix":
+			if err := parseOneArg(d, &rc.Prefix); err != nil {
+				return err
 			}
-			v := d.Val()
+			if len(rc.Prefix) < 2 || rc.Prefix[0] != '/' {
+				return d.Errf("registry prefix %q: want a key such as /hybrid-llm/prod", rc.Prefix)
+			}
+		case "username":
+			if err := parseOneArg(d, &rc.Username); err != nil {
+				return err
+			}
+		case "password":
+			if err := parseOneArg(d, &rc.Password); err != nil {
+				return err
+			}
+		case "tls":
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			switch name {
-			case "prefix":
-				if len(v) < 2 || v[0] != '/' {
-					return d.Errf("registry prefix %q: want a key such as /hybrid-llm/prod", v)
+			rc.TLS = new(RegistryTLS)
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				var dst *string
+				switch d.Val() {
+				case "ca":
+					dst = &rc.TLS.CA
+				case "cert":
+					dst = &rc.TLS.Cert
+				case "key":
+					dst = &rc.TLS.Key
+				case "server_name":
+					dst = &rc.TLS.ServerName
+				default:
+					return d.Errf("unrecognized registry tls option '%s'", d.Val())
 				}
-				rc.Prefix = v
-			case "username":
-				rc.Username = v
-			default:
-				rc.Password = v
+				if err := parseOneArg(d, dst); err != nil {
+					return err
+				}
+			}
+			if (rc.TLS.Cert == "") != (rc.TLS.Key == "") {
+				return d.Err("registry tls: cert and key go together")
 			}
 		case "dial_timeout":
 			dur, err := parseDuration(d)

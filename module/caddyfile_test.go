@@ -310,6 +310,16 @@ func TestUnmarshalHealth(t *testing.T) {
 	}
 }
 
+// registryTestGroups ends a hybrid_llm block with a group and an alias.
+const registryTestGroups = `group self {
+			kind vllm
+			proxy 127.0.0.1:8001
+		}
+		alias chat-main {
+			target self qwen
+		}
+	}`
+
 func TestUnmarshalRegistry(t *testing.T) {
 	g := new(Gateway)
 	err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`hybrid_llm {
@@ -320,14 +330,7 @@ func TestUnmarshalRegistry(t *testing.T) {
 			password {env.ETCD_PASSWORD}
 			dial_timeout 2s
 		}
-		group self {
-			kind vllm
-			proxy 127.0.0.1:8001
-		}
-		alias chat-main {
-			target self qwen
-		}
-	}`))
+	` + registryTestGroups))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,5 +350,33 @@ func TestUnmarshalRegistry(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "Testfile:") {
 			t.Errorf("%q: %v, want %q with its line", tc.input, err, tc.want)
 		}
+	}
+}
+
+func TestUnmarshalRegistryTLS(t *testing.T) {
+	g := new(Gateway)
+	err := g.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`hybrid_llm {
+		registry etcd {
+			endpoints https://10.0.0.9:2379
+			tls {
+				ca /etc/etcd/ca.pem
+				cert /etc/etcd/gw.pem
+				key /etc/etcd/gw-key.pem
+				server_name etcd.internal
+			}
+		}
+	` + registryTestGroups))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc := g.Registry.TLS; tc == nil || tc.CA != "/etc/etcd/ca.pem" || tc.Key != "/etc/etcd/gw-key.pem" || tc.ServerName != "etcd.internal" {
+		t.Errorf("tls %+v", g.Registry.TLS)
+	}
+	err = new(Gateway).UnmarshalCaddyfile(caddyfile.NewTestDispenser("hybrid_llm {\n registry etcd {\n endpoints https://a:1\n tls {\n cert /x.pem\n }\n }\n}"))
+	if err == nil || !strings.Contains(err.Error(), "cert and key go together") {
+		t.Errorf("a cert without its key: %v", err)
+	}
+	if _, err := (&RegistryTLS{CA: "/nonexistent/ca.pem"}).config(); err == nil || !strings.Contains(err.Error(), "registry tls ca") {
+		t.Errorf("a CA file that is not there: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ package hybridllm
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +48,48 @@ type RegistryConfig struct {
 
 	// How long to wait for etcd when connecting. Default: 5s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+
+	// TLS to etcd (https:// endpoints): a private CA, and a client
+	// certificate when etcd asks for one.
+	TLS *RegistryTLS `json:"tls,omitempty"`
+}
+
+// RegistryTLS is how the gateway speaks TLS to etcd.
+type RegistryTLS struct {
+	// PEM files: the CA that signed etcd's certificate (default: the
+	// system's roots), and the client certificate and its key.
+	CA   string `json:"ca,omitempty"`
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+	// The name etcd's certificate must carry. Default: the endpoint's host.
+	ServerName string `json:"server_name,omitempty"`
+}
+
+// config builds the TLS configuration.
+func (rt *RegistryTLS) config() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: rt.ServerName}
+	if rt.CA != "" {
+		pem, err := os.ReadFile(rt.CA)
+		if err != nil {
+			return nil, fmt.Errorf("registry tls ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("registry tls ca %s: no PEM certificate in it", rt.CA)
+		}
+		cfg.RootCAs = pool
+	}
+	if (rt.Cert == "") != (rt.Key == "") {
+		return nil, fmt.Errorf("registry tls: cert and key go together")
+	}
+	if rt.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(rt.Cert, rt.Key)
+		if err != nil {
+			return nil, fmt.Errorf("registry tls: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
 }
 
 // fleet is one watched registry, shared by the gateways (and their
@@ -123,11 +167,18 @@ func (g *Gateway) provisionRegistry() error {
 		if dial <= 0 {
 			dial = 5 * time.Second
 		}
-		cli, err := clientv3.New(clientv3.Config{
+		cc := clientv3.Config{
 			Endpoints: endpoints, DialTimeout: dial,
 			Username: repl.ReplaceAll(rc.Username, ""), Password: repl.ReplaceAll(rc.Password, ""),
 			Logger: g.logger.Named("etcd").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
-		})
+		}
+		if rc.TLS != nil {
+			var err error
+			if cc.TLS, err = rc.TLS.config(); err != nil {
+				return nil, err
+			}
+		}
+		cli, err := clientv3.New(cc)
 		if err != nil {
 			return nil, fmt.Errorf("registry: %v", err)
 		}

@@ -259,3 +259,15 @@ func TestRegistryThroughTheAdminAPI(t *testing.T) {
 		t.Errorf("without a registry: %d %s", status, body)
 	}
 }
+
+// etcd over TLS, with a private CA and client certificates: the gateway
+// presents its own and follows the registry as over plain HTTP.
+func TestRegistryOverTLS(t *testing.T) {
+	te := registrytest.StartTLS(t)
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	c := te.Certs
+	e.load("registry etcd {\n\tendpoints " + te.URL + "\n\ttls {\n\t\tca " + c.CA + "\n\t\tcert " + c.ClientCert + "\n\t\tkey " + c.ClientKey +
+		"\n\t}\n}\n" + defaultGateway)
+	te.Put("/hybrid-llm/"+e.gatewayName()+"/groups/self", `{"drained": true}`)
+	waitFor(t, "the drain over TLS", func() bool { g, _ := routeOf(t); return g == "cloud" })
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -25,15 +26,42 @@ type Etcd struct {
 	peer   string
 	e      *embed.Etcd
 	Client *clientv3.Client
+	// with StartTLS: the certificates; clients must present one
+	Certs *Certs
 }
 
 // Start starts an etcd that stops with the test.
 func Start(t *testing.T) *Etcd {
 	t.Helper()
-	te := &Etcd{t: t, Dir: t.TempDir(), URL: "http://" + freeAddr(t), peer: "http://" + freeAddr(t)}
+	return start(t, nil)
+}
+
+// StartTLS starts an etcd that serves its clients over TLS, with a
+// certificate of a CA of its own, and asks them for theirs.
+func StartTLS(t *testing.T) *Etcd {
+	t.Helper()
+	c := NewCerts(t, t.TempDir())
+	return start(t, &c)
+}
+
+func start(t *testing.T, certs *Certs) *Etcd {
+	scheme := "http://"
+	if certs != nil {
+		scheme = "https://"
+	}
+	te := &Etcd{t: t, Dir: t.TempDir(), URL: scheme + freeAddr(t), peer: "http://" + freeAddr(t), Certs: certs}
 	te.Restart()
 	t.Cleanup(te.Stop)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{te.URL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cc := clientv3.Config{Endpoints: []string{te.URL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if certs != nil {
+		info := transport.TLSInfo{CertFile: certs.ClientCert, KeyFile: certs.ClientKey, TrustedCAFile: certs.CA}
+		tc, err := info.ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc.TLS = tc
+	}
+	cli, err := clientv3.New(cc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +81,9 @@ func (te *Etcd) Restart() {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
+	if c := te.Certs; c != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: c.ServerCert, KeyFile: c.ServerKey, TrustedCAFile: c.CA, ClientCertAuth: true}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		te.t.Fatal(err)
