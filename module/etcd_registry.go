@@ -239,6 +239,13 @@ func (g *Gateway) releaseRegistry() {
 // unreachable longer than the lease); at the end it revokes it, so that
 // the others count one fewer at once.
 func (f *fleet) keepMember(ctx context.Context, host string) {
+	// a config that is only validated (caddy validate, adapt --validate)
+	// is cleaned up at once: it must not join the fleet, even briefly
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Second):
+	}
 	key := registry.Key(f.prefix, registry.KindMember, f.member)
 	value, _ := json.Marshal(registry.Member{Host: host, Since: time.Now().UTC().Truncate(time.Second)})
 	for ctx.Err() == nil {
