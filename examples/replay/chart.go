@@ -164,20 +164,16 @@ func timeTicks(total float64) []float64 {
 	return ticks
 }
 
-// tickLabel is a time of day, 24:00 at a day's end, with the day after
-// the first.
+// tickLabel is a time of day, 24:00 at a day's end (with the day after
+// the first).
 func tickLabel(s float64) string {
-	if d := int(s) / 86400; d > 0 && int(s)%86400 == 0 {
-		return fmt.Sprintf("%s%02d:00", dayPrefix(d-1), 24)
+	switch d := int(s) / 86400; {
+	case d == 1 && int(s)%86400 == 0:
+		return "24:00"
+	case d > 1 && int(s)%86400 == 0:
+		return fmt.Sprintf("day %d 24:00", d)
 	}
 	return clock(s)
-}
-
-func dayPrefix(d int) string {
-	if d == 0 {
-		return ""
-	}
-	return fmt.Sprintf("day %d ", d+1)
 }
 
 func esc(s string) string {

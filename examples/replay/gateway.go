@@ -12,6 +12,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -205,11 +206,7 @@ func loopbackOnly(cfg []byte) error {
 		case map[string]any:
 			for k, e := range v {
 				if s, ok := e.(string); ok && k == "dial" && bad == nil {
-					addr := repl.ReplaceAll(s, "")
-					if _, _, err := net.SplitHostPort(addr); err != nil {
-						addr = net.JoinHostPort(addr, "80")
-					}
-					if err := simulator.CheckLoopback(addr); err != nil {
+					if err := checkLoopback(repl.ReplaceAll(s, "")); err != nil {
 						bad = fmt.Errorf("an upstream dials %s: the replay sends traffic only to loopback addresses", s)
 					}
 				}
@@ -230,18 +227,23 @@ func loopbackOnly(cfg []byte) error {
 
 // checkTarget refuses any URL whose host is not loopback.
 func checkTarget(raw string) error {
-	u, err := urlParse(raw)
+	u, err := url.Parse(raw)
 	if err != nil {
 		return err
 	}
-	host := u.Host
-	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), "80")
-	}
-	if err := simulator.CheckLoopback(host); err != nil {
+	if err := checkLoopback(u.Host); err != nil {
 		return fmt.Errorf("%s: the replay sends traffic only to loopback addresses", raw)
 	}
 	return nil
+}
+
+// checkLoopback is simulator.CheckLoopback for an address that may lack
+// its port.
+func checkLoopback(addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		addr = net.JoinHostPort(addr, "80")
+	}
+	return simulator.CheckLoopback(addr)
 }
 
 func freePort() string {

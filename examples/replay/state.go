@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 
 	"github.com/hybridllm/caddy-hybrid-llm/simulator"
 )
@@ -104,5 +103,3 @@ func (st *gatewayState) transitions() int64 {
 	}
 	return n
 }
-
-func urlParse(raw string) (*url.URL, error) { return url.Parse(raw) }

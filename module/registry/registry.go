@@ -215,37 +215,34 @@ func (s *Snapshot) set(prefix string, c Change) error {
 	}
 	switch kind {
 	case KindGroup:
-		if c.Value == nil {
-			delete(s.Groups, name)
-			return nil
-		}
-		g, err := DecodeGroup(c.Value)
-		if err != nil {
-			return err
-		}
-		s.Groups[name] = g
+		return setKey(s.Groups, name, c.Value, DecodeGroup)
 	case KindAlias:
-		if c.Value == nil {
-			delete(s.Aliases, name)
-			return nil
-		}
-		a, err := DecodeAlias(c.Value)
-		if err != nil {
-			return err
-		}
-		s.Aliases[name] = a
+		return setKey(s.Aliases, name, c.Value, DecodeAlias)
 	case KindMember:
-		if c.Value == nil {
-			delete(s.Members, name)
-			return nil
-		}
-		var m Member
-		if err := decodeStrict(c.Value, &m); err != nil {
-			return err
-		}
-		s.Members[name] = m
+		return setKey(s.Members, name, c.Value, decodeMember)
 	}
 	return nil
+}
+
+// setKey puts the decoded value under name, or deletes name for a nil
+// value; a value that does not decode leaves the map as it was.
+func setKey[T any](m map[string]T, name string, value []byte, decode func([]byte) (T, error)) error {
+	if value == nil {
+		delete(m, name)
+		return nil
+	}
+	v, err := decode(value)
+	if err != nil {
+		return err
+	}
+	m[name] = v
+	return nil
+}
+
+func decodeMember(value []byte) (Member, error) {
+	var m Member
+	err := decodeStrict(value, &m)
+	return m, err
 }
 
 // Share is what one of n members gets of a limit: the limit split as
