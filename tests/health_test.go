@@ -144,7 +144,7 @@ func TestHealthDegradesAndRampsBack(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	a, _, aSrv, bSrv := twoClouds(t)
 	logPath := e.loadWithGatewayLog(healthBlock(aSrv, bSrv,
-		"\t\t\terror_rate 5%\n\t\t\thold 1s\n\t\t\tramp_interval 200ms", "")) // the default window
+		"\t\t\terror_rate 5%\n\t\t\thold 3s\n\t\t\tramp_interval 200ms", "")) // the default window
 	gw := e.gatewayName()
 	degradedBefore := metricValue(t, "caddy_hybrid_llm_scheduler_transitions_total",
 		map[string]string{"gateway": gw, "alias": "spread", "group": "a", "level": "degraded"})
@@ -169,6 +169,11 @@ func TestHealthDegradesAndRampsBack(t *testing.T) {
 	if *m["a"].Weight != 0 || *m["b"].Weight != 100 || *m["a"].ConfiguredWeight != 60 {
 		t.Fatalf("weights after the degrade: a %d, b %d", *m["a"].Weight, *m["b"].Weight)
 	}
+	// read before the 3 s hold can end and a ramps back
+	if w := metricValue(t, "caddy_hybrid_llm_target_weight",
+		map[string]string{"gateway": gw, "alias": "spread", "set": "clouds", "group": "b", "model": cloudModel}); w != 100 {
+		t.Errorf("b's weight metric %v", w)
+	}
 	before := len(posts(a.Requests()))
 	if c := send(t, 40); c["b"] != 40 {
 		t.Errorf("with a degraded: %v", c)
@@ -183,10 +188,6 @@ func TestHealthDegradesAndRampsBack(t *testing.T) {
 	if got := metricValue(t, "caddy_hybrid_llm_scheduler_transitions_total",
 		map[string]string{"gateway": gw, "alias": "spread", "group": "a", "level": "degraded"}) - degradedBefore; got != 1 {
 		t.Errorf("degraded transitions: %v, want 1", got)
-	}
-	if w := metricValue(t, "caddy_hybrid_llm_target_weight",
-		map[string]string{"gateway": gw, "alias": "spread", "set": "clouds", "group": "b", "model": cloudModel}); w != 100 {
-		t.Errorf("b's weight metric %v", w)
 	}
 
 	// a is well again: after the hold it ramps back a quarter at a time

@@ -10,12 +10,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,6 +46,7 @@ type env struct {
 	cloudSrv *simulator.Server
 	logPath  string
 	tester   *caddytest.Tester
+	name     string // the gateway's, see gatewayName
 }
 
 func newEnv(t *testing.T, selfCfg simulator.VLLMConfig, cloudCfg simulator.CloudConfig) *env {
@@ -59,6 +62,7 @@ func newEnv(t *testing.T, selfCfg simulator.VLLMConfig, cloudCfg simulator.Cloud
 	}
 	e := &env{
 		t:       t,
+		name:    runName(t),
 		self:    simulator.NewVLLM(selfCfg),
 		cloud:   simulator.NewCloud(cloudCfg),
 		logPath: filepath.Join(t.TempDir(), "access.log"),
@@ -138,8 +142,25 @@ func (e *env) load(block string) {
 
 // gatewayName is the name load gives the test's gateway, so that state
 // kept across reloads (breakers, overflow) does not leak between tests.
-func (e *env) gatewayName() string {
-	return strings.NewReplacer("/", "-", " ", "-").Replace(e.t.Name())
+// A test run again in the same process (-count=2) gets a name of its
+// own, since state kept by name (health, breakers, ledger) outlives it.
+func (e *env) gatewayName() string { return e.name }
+
+// runs counts each test's runs in this process.
+var (
+	runsMu sync.Mutex
+	runs   = map[string]int{}
+)
+
+func runName(t *testing.T) string {
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	runs[t.Name()]++
+	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	if n := runs[t.Name()]; n > 1 {
+		name += fmt.Sprintf("-run%d", n)
+	}
+	return name
 }
 
 // loadWithGlobal is load with extra global options.
