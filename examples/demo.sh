@@ -160,7 +160,7 @@ multicloud() {
 	grep '"logger":"http.handlers.hybrid_llm"' "$state/caddy.log" | grep -E '"msg":"(route|scheduler)[[ ]' >"$state/scheduler.log" || true
 	local line ts lvl msg nums
 	while IFS= read -r line; do
-		ts=$(printf '%s\n' "$line" | grep -oE '"ts":[0-9.eE+]+' | head -1 | cut -d: -f2)
+		ts=$(printf '%s\n' "$line" | grep -oE '"ts":[0-9.eE+]+' | sed -n 1p | cut -d: -f2)
 		lvl=$(printf '%s\n' "$line" | grep -oE '^\{"level":"[a-z]+"' | cut -d'"' -f4 | tr a-z A-Z)
 		msg=$(printf '%s\n' "$line" | sed -E 's/.*"msg":"(([^"\\]|\\.)*)".*/\1/')
 		nums=$(printf '%s\n' "$line" | grep -oE '"(error_rate|p99_ms|requests|from|to)":[0-9.eE+-]+' | tr -d '"' | tr ':' '=' | tr '\n' ' ' || true)
@@ -169,7 +169,7 @@ multicloud() {
 
 	# first_ts MSG-PREFIX: the ts of the first line whose msg starts with it
 	first_ts() {
-		grep -F "\"msg\":\"$1" "$state/scheduler.log" | head -1 | grep -oE '"ts":[0-9.eE+]+' | cut -d: -f2
+		grep -F "\"msg\":\"$1" "$state/scheduler.log" | sed -n 1p | grep -oE '"ts":[0-9.eE+]+' | cut -d: -f2
 	}
 	local missing="" want t_deg t_rec
 	for want in 'route[cloud-a] ' 'scheduler degrade: weight cloud-a 60 -> 0' \
@@ -260,7 +260,7 @@ degrade() {
 		case $1 in
 		msg) sed -E 's/.*"msg":"(([^"\\]|\\.)*)".*/\1/' ;;
 		level) grep -oE '^\{"level":"[a-z]+"' | cut -d'"' -f4 | tr a-z A-Z ;;
-		ts) grep -oE '"ts":[0-9.eE+]+' | head -1 | cut -d: -f2 ;;
+		ts) grep -oE '"ts":[0-9.eE+]+' | sed -n 1p | cut -d: -f2 ;;
 		*) grep -oE "\"$1\":[0-9.eE+-]+" | tr -d '"' | tr ':' '=' | awk -F= '{ printf "%s=%.3g\n", $1, $2 }' ;;
 		esac
 	}
@@ -326,7 +326,7 @@ degrade() {
 	echo "  >> $(since "$t0" "$tkill")s  big's node fails: its simulator (pid $(cat "$state/big.pid")) is killed"
 	for _ in $(seq 1 80); do
 		if [ -z "$first" ] && [ -n "$(degraded_for_failure)" ]; then
-			first=$(degraded_for_failure | head -1 | grep -oE 'reason="[^"]*"' | cut -d'"' -f2)
+			first=$(degraded_for_failure | sed -n 1p | grep -oE 'reason="[^"]*"' | cut -d'"' -f2)
 			echo "  >> $(since "$t0")s  the gateway degrades at once: the first answers from medium with reason $first, $(since "$tkill")s after the failure"
 		fi
 		if [ -z "$capped" ] && [ "$(log_count 'degrade cap reached')" -gt "$cap0" ]; then
@@ -381,7 +381,7 @@ degrade() {
 	echo
 	echo "# 4. the alias's degrade state (GET http://$HYBRID_ADMIN/hybrid_llm/state) and metrics ($metrics)"
 	curl -fsS "http://$HYBRID_ADMIN/hybrid_llm/state" >"$state/state.json" || { echo "FAILED: no state from the admin API"; exit 1; }
-	echo "  chat-main degrade: $(tr -d ' \t\r\n' <"$state/state.json" | grep -oE '"degrade":\{"share":[^{}]*' | head -1 |
+	echo "  chat-main degrade: $(tr -d ' \t\r\n' <"$state/state.json" | grep -oE '"degrade":\{"share":[^{}]*' | sed -n 1p |
 		grep -oE '"(share|answered|degraded|cap|cap_reached)":[^,}]*' | tr -d '"' | tr ':' '=' | tr '\n' ' ')"
 	curl -fsS "$metrics" >"$state/metrics.txt" || { echo "FAILED: no metrics"; exit 1; }
 	grep -E '^caddy_hybrid_llm_(degraded_total|degrade_share_ratio|degrade_cap_reached|degrade_trigger_active)' "$state/metrics.txt" |
