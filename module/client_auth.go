@@ -105,12 +105,17 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, why string)
 // OpenAI API does: 429, rate_limit_exceeded, and when to come back.
 func (g *Gateway) limited(w http.ResponseWriter, cl *client, limit string, wait time.Duration) error {
 	clientsLimited.WithLabelValues(g.Name, cl.name, limit).Inc()
-	n := cl.rpm
+	rpm, tpm := cl.limits()
+	n, of := rpm, cl.rpm
 	if limit == "tokens" {
-		n = cl.tpm
+		n, of = tpm, cl.tpm
+	}
+	share := ""
+	if n != of {
+		share = " (this gateway's share of the fleet's " + strconv.Itoa(of) + ")"
 	}
 	w.Header().Set("Retry-After", retryAfterSeconds(wait))
 	return writeError(w, http.StatusTooManyRequests, limit, "rate_limit_exceeded", "",
-		"rate limit reached for client "+cl.name+": "+strconv.Itoa(n)+" "+limit+" per minute; try again in "+
+		"rate limit reached for client "+cl.name+": "+strconv.Itoa(n)+" "+limit+" per minute"+share+"; try again in "+
 			retryAfterSeconds(wait)+"s")
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
 // rateLimit is a per-minute limit kept as a generic cell rate (GCRA): tat
@@ -97,11 +99,12 @@ func (c *client) admit(t time.Time) (wait time.Duration, limit string) {
 	if c == nil || c.usage == nil {
 		return 0, ""
 	}
+	rpm, tpm := c.limits()
 	// tokens first: a request refused for tokens takes no request slot
-	if w := c.usage.tokens.wait(c.tpm, t); w > 0 {
+	if w := c.usage.tokens.wait(tpm, t); w > 0 {
 		return w, "tokens"
 	}
-	if w := c.usage.requests.take(c.rpm, t); w > 0 {
+	if w := c.usage.requests.take(rpm, t); w > 0 {
 		return w, "requests"
 	}
 	return 0, ""
@@ -110,6 +113,30 @@ func (c *client) admit(t time.Time) (wait time.Duration, limit string) {
 // used charges a client's answered tokens.
 func (c *client) used(tokens int64, t time.Time) {
 	if c != nil && c.usage != nil {
-		c.usage.tokens.charge(c.tpm, tokens, t)
+		_, tpm := c.limits()
+		c.usage.tokens.charge(tpm, tokens, t)
 	}
+}
+
+// limits returns the client's per-minute limits on this gateway. With a
+// registry they are its share among the fleet's live gateways, split as
+// the red lines are (registry.Share) but never below one, so that the
+// fleet together allows the configured limit: exactly, when the limit is
+// at least the number of gateways.
+func (c *client) limits() (rpm, tpm int) {
+	rpm, tpm = c.rpm, c.tpm
+	if c.fleet == nil {
+		return rpm, tpm
+	}
+	if sh := c.fleet.Load(); sh != nil && sh.n > 1 {
+		rpm, tpm = fleetLimit(rpm, sh), fleetLimit(tpm, sh)
+	}
+	return rpm, tpm
+}
+
+func fleetLimit(limit int, sh *fleetShare) int {
+	if limit <= 0 {
+		return limit
+	}
+	return max(1, registry.Share(limit, sh.rank, sh.n))
 }

@@ -109,7 +109,10 @@ type client struct {
 	models   []byte          // its GET /v1/models answer, when aliases is set
 	rpm, tpm int
 	usage    *clientUsage // set when it has limits
-	trusted  bool
+	// with a registry: the gateway's place in the fleet, which divides
+	// rpm and tpm
+	fleet   *atomic.Pointer[fleetShare]
+	trusted bool
 
 	maxTokens, maxN int
 	ceilingMode     string
@@ -162,6 +165,9 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 			budgetDay: c.BudgetDayUSD, budgetMonth: c.BudgetMonthUSD}
 		if c.RPM > 0 || c.TPM > 0 {
 			pc.usage = usageOf(g.Name, name)
+			if g.Registry != nil {
+				pc.fleet = g.fleetShare
+			}
 		}
 		if c.Aliases != nil {
 			pc.aliases = make(map[string]bool, len(c.Aliases))

@@ -65,7 +65,8 @@ func (g *Gateway) clientsDoc(t time.Time) ClientsDoc {
 			st.Aliases = append(st.Aliases, a)
 		}
 		if c.usage != nil {
-			w := max(c.usage.tokens.wait(c.tpm, t), c.usage.requests.wait(c.rpm, t))
+			rpm, tpm := c.limits()
+			w := max(c.usage.tokens.wait(tpm, t), c.usage.requests.wait(rpm, t))
 			st.WaitSeconds = w.Seconds()
 		}
 		if g.spend != nil {

@@ -145,7 +145,7 @@ func (rc *RegistryConfig) prefix(gw string) string {
 // provisionRegistry joins the gateway to its registry: the watcher starts
 // (or is shared), and the gateway applies the registry's state now and on
 // every change.
-func (g *Gateway) provisionRegistry() error {
+func (g *Gateway) provisionRegistry(ctx caddy.Context) error {
 	rc := g.Registry
 	if len(rc.Endpoints) == 0 {
 		return fmt.Errorf("registry: no etcd endpoints")
@@ -214,6 +214,10 @@ func (g *Gateway) provisionRegistry() error {
 	}
 	f := val.(*fleet)
 	g.fleet, g.applied = f, new(registryApplied)
+	if g.spend != nil {
+		g.spendName = spendName(g.Name)
+		go g.publishSpend(ctx)
+	}
 	f.mu.Lock()
 	f.gateways = append(f.gateways, g)
 	f.mu.Unlock()
@@ -307,6 +311,8 @@ func (f *fleet) apply(s *registry.Snapshot) {
 // else the config's. Names the gateway does not have are logged.
 func (g *Gateway) applyRegistry(s *registry.Snapshot) {
 	share := g.fleet.share(s)
+	g.fleetShare.Store(&share)
+	g.applySpend(s)
 	for name, grp := range g.Groups {
 		if grp.shared == nil {
 			continue

@@ -167,14 +167,16 @@ type Gateway struct {
 	colored      bool           // an alias has colors
 	// upper targets that may degrade their new requests
 	degradeTriggers []*degradeTrigger
-	chained         []*Alias          // aliases with a degradation chain
-	cloudSlotGPUs   float64           // the GPUs a cloud request in flight stands for
-	selfGPUs        float64           // the self-hosted GPUs with a cost model
-	ctx             context.Context   // done when the config stops
-	storage         certmagic.Storage // Caddy's, where the ledger persists
-	mirrorLog       *zap.Logger       // the mirror copies' records
-	fleet           *fleet            // with a registry
-	applied         *registryApplied  // with a registry: what the gateway applied of it
+	chained         []*Alias                    // aliases with a degradation chain
+	cloudSlotGPUs   float64                     // the GPUs a cloud request in flight stands for
+	selfGPUs        float64                     // the self-hosted GPUs with a cost model
+	ctx             context.Context             // done when the config stops
+	storage         certmagic.Storage           // Caddy's, where the ledger persists
+	mirrorLog       *zap.Logger                 // the mirror copies' records
+	fleet           *fleet                      // with a registry
+	applied         *registryApplied            // with a registry: what the gateway applied of it
+	fleetShare      *atomic.Pointer[fleetShare] // with a registry: its place among the live gateways
+	spendName       string                      // with a registry: its book's name there
 }
 
 // CaddyModule returns the Caddy module information.
@@ -283,8 +285,18 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
 		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
 	}
+	if g.Registry != nil {
+		g.fleetShare = new(atomic.Pointer[fleetShare])
+	}
 	if g.Clients != nil || g.CloudSpend != nil {
-		g.spend = spendBookOf(ctx, g.Name, g.logger)
+		book := g.Name
+		if g.Registry != nil {
+			// replicas may share Caddy's storage: each keeps its own book
+			if id, err := caddy.InstanceID(); err == nil {
+				book += "." + id.String()
+			}
+		}
+		g.spend = spendBookOf(ctx, book, g.logger)
 		go g.keepSaving(ctx)
 	}
 	if g.Clients != nil {
@@ -297,7 +309,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	g.ledger = acquireLedger(g)
 	if g.Registry != nil {
-		if err := g.provisionRegistry(); err != nil {
+		if err := g.provisionRegistry(ctx); err != nil {
 			return err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io/fs"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -39,6 +40,7 @@ func (s *spend) roll(t time.Time) {
 // across config reloads (kept by gateway name) and restarts (saved in
 // Caddy's storage).
 type spendBook struct {
+	name string // in storage: the gateway's name, and with a registry the Caddy instance's ID
 	// one save at a time: the one that writes last took the newest
 	// snapshot (a config stopping and the next one's ticker may meet)
 	saveMu  sync.Mutex
@@ -46,7 +48,10 @@ type spendBook struct {
 	total   spend
 	clients map[string]*spend
 	dirty   bool
+	version uint64 // counts the additions, for the registry's copy
 	warned  string // the day the spend cap's warning was logged
+	// with a registry: what the fleet's other processes spent
+	others atomic.Pointer[fleetSpend]
 }
 
 var (
@@ -62,7 +67,7 @@ func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger) *spendBo
 	if b := spendBooks[gateway]; b != nil {
 		return b
 	}
-	b := &spendBook{clients: map[string]*spend{}}
+	b := &spendBook{name: gateway, clients: map[string]*spend{}}
 	if st := ctx.Storage(); st != nil {
 		if err := b.load(ctx, st, gateway); err != nil {
 			logger.Error("cloud spend in storage not readable; counting from zero", zap.Error(err))
@@ -123,17 +128,27 @@ func (b *spendBook) add(client string, usd float64, t time.Time) {
 		s.MonthUSD += usd
 	}
 	b.dirty = true
+	b.version++
 }
 
-// spent returns what the gateway and a client spent today and this month.
+// spent returns what the gateway and a client spent today and this month:
+// with a registry, on all the fleet's processes.
 func (b *spendBook) spent(client string, t time.Time) (total, cl spend) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.total.roll(t)
 	total = b.total
 	if s := b.clients[client]; s != nil {
 		s.roll(t)
 		cl = *s
+	} else {
+		cl.roll(t)
+	}
+	b.mu.Unlock()
+	if o := b.others.Load(); o != nil {
+		o.add(&total, "")
+		if client != "" {
+			o.add(&cl, client)
+		}
 	}
 	return total, cl
 }
@@ -183,12 +198,12 @@ func (g *Gateway) keepSaving(ctx caddy.Context) {
 		case <-ctx.Done():
 			// the next config's gateway, if any, carries on from the
 			// same book
-			if err := g.spend.save(context.Background(), st, g.Name); err != nil {
+			if err := g.spend.save(context.Background(), st, g.spend.name); err != nil {
 				g.logger.Error("saving cloud spend", zap.Error(err))
 			}
 			return
 		case <-t.C:
-			if err := g.spend.save(ctx, st, g.Name); err != nil {
+			if err := g.spend.save(ctx, st, g.spend.name); err != nil {
 				g.logger.Error("saving cloud spend", zap.Error(err))
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +272,100 @@ func TestRegistryOverTLS(t *testing.T) {
 		"\n\t}\n}\n" + defaultGateway)
 	te.Put("/hybrid-llm/"+e.gatewayName()+"/groups/self", `{"drained": true}`)
 	waitFor(t, "the drain over TLS", func() bool { g, _ := routeOf(t); return g == "cloud" })
+}
+
+// Budgets and the spend cap hold across the fleet: the gateway publishes
+// its cloud spend under the registry's spend/ keys, and counts another
+// replica's book of the same gateway as its own spend; a client's rate
+// limits are divided among the live gateways.
+func TestRegistryFleetBudgetsAndLimits(t *testing.T) {
+	te := registrytest.Start(t)
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	thrifty, rich, paced := "thrifty-"+run, "rich-"+run, "paced-"+run
+	e.load("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + pricedCloud(t) +
+		"clients {\n\tclient " + thrifty + " " + hashed("sk-thrifty-"+run) + " {\n\t\tbudget_day_usd 0.05\n\t}\n" +
+		"\tclient " + rich + " " + hashed("sk-rich-"+run) + "\n" +
+		"\tclient " + paced + " " + hashed("sk-paced-"+run) + " {\n\t\trpm 3\n\t}\n}\n")
+	prefix := "/hybrid-llm/" + e.gatewayName()
+	cloudFirst := strings.Replace(chatBody, "chat-main", "cloud-first", 1)
+	send := func(key string) (*http.Response, []byte) {
+		return post(t, "/v1/chat/completions", cloudFirst, "Authorization", "Bearer "+key)
+	}
+
+	// this gateway's spend goes to etcd, by client, without the keys
+	if resp, body := send("sk-rich-" + run); resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("rich: %d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	var published string
+	waitFor(t, "the gateway's cloud spend in etcd", func() bool {
+		resp, err := te.Client.Get(context.Background(), prefix+"/spend/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			if v := string(kv.Value); strings.Contains(v, `"gateway":"`+e.gatewayName()+`"`) && strings.Contains(v, `"`+rich+`":{`) {
+				published = v
+				return true
+			}
+		}
+		return false
+	})
+	if strings.Contains(published, "sk-rich") {
+		t.Errorf("the published spend holds a key: %s", published)
+	}
+
+	// another replica spent thrifty's day budget: this one closes the
+	// cloud to thrifty without having spent anything for it
+	day := time.Now().UTC()
+	spent := `{"day":"` + day.Format(time.DateOnly) + `","month":"` + day.Format("2006-01") + `","day_usd":0.05,"month_usd":0.05}`
+	te.Put(prefix+"/spend/another-replica", `{"gateway":"`+e.gatewayName()+`","total":`+spent+`,"clients":{"`+thrifty+`":`+spent+`}}`)
+	var doc []byte
+	defer func() {
+		if t.Failed() {
+			t.Logf("clients: %s", doc)
+		}
+	}()
+	waitFor(t, "the other replica's spend counted", func() bool {
+		doc = adminGet(t, "/hybrid_llm/clients?gateway="+e.gatewayName())
+		return strings.Contains(strings.ReplaceAll(string(doc), " ", ""), `"budget_left_usd":0`)
+	})
+	resp, body := send("sk-thrifty-" + run)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Fallback-Reason") != "cloud:client_budget" {
+		t.Errorf("thrifty, whose budget another replica spent: %d from %q (%q): %s", resp.StatusCode,
+			resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+	}
+	if resp, _ := send("sk-rich-" + run); resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Errorf("rich lost the cloud: %q", resp.Header.Get("X-Hybrid-Target"))
+	}
+	// a malformed book is refused, and the last good one stays
+	rev := te.Put(prefix+"/spend/another-replica", `{"gateway":"`+e.gatewayName()+`","total":{"day_usd":-5}}`)
+	waitFor(t, "the malformed book read", func() bool { r, _ := registryState(t); return r >= rev })
+	if resp, _ := send("sk-thrifty-" + run); resp.Header.Get("X-Hybrid-Fallback-Reason") != "cloud:client_budget" {
+		t.Errorf("after a malformed book: %q", resp.Header.Get("X-Hybrid-Fallback-Reason"))
+	}
+
+	// three live gateways: paced's 3 requests a minute are one here
+	lease, err := te.Client.Grant(context.Background(), 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"~other-1", "~other-2"} {
+		if _, err := te.Client.Put(context.Background(), prefix+"/members/"+id, `{"host":"elsewhere","since":"2026-12-01T00:00:00Z"}`, clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the other members", func() bool {
+		return strings.Contains(strings.ReplaceAll(string(adminGet(t, "/hybrid_llm/state?gateway="+e.gatewayName())), " ", ""), `"members":3`)
+	})
+	if resp, body := send("sk-paced-" + run); resp.StatusCode != 200 {
+		t.Fatalf("paced, first request: %d %s", resp.StatusCode, body)
+	}
+	resp, body = send("sk-paced-" + run)
+	if ae := wantError(t, resp, body, http.StatusTooManyRequests, "rate_limit_exceeded"); !strings.Contains(ae.Error.Message, "1 requests per minute (this gateway's share of the fleet's 3)") {
+		t.Errorf("paced, second request: %q", ae.Error.Message)
+	}
+	if _, err := te.Client.Revoke(context.Background(), lease.ID); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -13,6 +13,12 @@
 //	<prefix>/groups/<group>    {"drained": false, "endpoints": [{"address": "10.0.0.5:8000", "weight": 1, "drained": false}]}
 //	<prefix>/aliases/<alias>   {"weights": {"cloud-a": 60, "cloud-b": 40}}
 //	<prefix>/members/<id>      {"host": "gw-1", "since": "2026-12-01T10:00:00Z"}, under the member's lease
+//	<prefix>/spend/<id>        {"gateway": "main", "total": {"day": "2026-12-01", "month": "2026-12", "day_usd": 1.5, "month_usd": 20}, "clients": {...}}
+//
+// A member's key lives as long as its lease. A spend key is one gateway
+// process's cloud spend (its Caddy instance and gateway name), which the
+// others add to their own; it is not leased, since a month's spend must
+// outlive the process.
 //
 // A group's "endpoints" are those of its config's endpoints the registry
 // says something about. A malformed or wrongly typed value is refused
@@ -24,6 +30,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -58,6 +65,21 @@ type Member struct {
 	Since time.Time `json:"since"`
 }
 
+// Spend is cloud spend in USD in a UTC day and month.
+type Spend struct {
+	Day      string  `json:"day"`   // 2006-01-02
+	Month    string  `json:"month"` // 2006-01
+	DayUSD   float64 `json:"day_usd"`
+	MonthUSD float64 `json:"month_usd"`
+}
+
+// Book is one gateway process's cloud spend, in all and per client.
+type Book struct {
+	Gateway string           `json:"gateway"`
+	Total   Spend            `json:"total"`
+	Clients map[string]Spend `json:"clients,omitempty"`
+}
+
 // Snapshot is the registry at one etcd revision. It is never changed once
 // handed out: an update makes a new one.
 type Snapshot struct {
@@ -65,11 +87,12 @@ type Snapshot struct {
 	Groups   map[string]Group  `json:"groups"`
 	Aliases  map[string]Alias  `json:"aliases"`
 	Members  map[string]Member `json:"members"`
+	Spend    map[string]Book   `json:"spend,omitempty"`
 }
 
 // Empty is the registry before anything was read.
 func Empty() *Snapshot {
-	return &Snapshot{Groups: map[string]Group{}, Aliases: map[string]Alias{}, Members: map[string]Member{}}
+	return &Snapshot{Groups: map[string]Group{}, Aliases: map[string]Alias{}, Members: map[string]Member{}, Spend: map[string]Book{}}
 }
 
 // Kind is what a key names.
@@ -79,6 +102,7 @@ const (
 	KindGroup  Kind = "groups"
 	KindAlias  Kind = "aliases"
 	KindMember Kind = "members"
+	KindSpend  Kind = "spend"
 )
 
 // Key is the etcd key of a group's or an alias's state.
@@ -97,10 +121,10 @@ func ParseKey(prefix, key string) (Kind, string, error) {
 		return "", "", fmt.Errorf("key %q: want %s/groups/<group> or %s/aliases/<alias>", key, prefix, prefix)
 	}
 	switch Kind(kind) {
-	case KindGroup, KindAlias, KindMember:
+	case KindGroup, KindAlias, KindMember, KindSpend:
 		return Kind(kind), name, nil
 	}
-	return "", "", fmt.Errorf("key %q: unknown kind %q (groups, aliases, members)", key, kind)
+	return "", "", fmt.Errorf("key %q: unknown kind %q (groups, aliases, members, spend)", key, kind)
 }
 
 // DecodeGroup reads a group's value, strictly: unknown fields, wrong
@@ -175,9 +199,13 @@ func (r Rejected) Error() string { return fmt.Sprintf("registry key %s: %v", r.K
 // already in it and is skipped, so a change is never applied twice.
 // Refused changes leave their keys as they were and are returned.
 func (s *Snapshot) Apply(prefix string, rev int64, changes []Change) (*Snapshot, []Rejected) {
-	next := &Snapshot{Revision: max(rev, s.Revision), Groups: maps.Clone(s.Groups), Aliases: maps.Clone(s.Aliases), Members: maps.Clone(s.Members)}
+	next := &Snapshot{Revision: max(rev, s.Revision), Groups: maps.Clone(s.Groups), Aliases: maps.Clone(s.Aliases),
+		Members: maps.Clone(s.Members), Spend: maps.Clone(s.Spend)}
 	if next.Members == nil {
 		next.Members = map[string]Member{}
+	}
+	if next.Spend == nil {
+		next.Spend = map[string]Book{}
 	}
 	var rejected []Rejected
 	for _, c := range changes {
@@ -220,6 +248,8 @@ func (s *Snapshot) set(prefix string, c Change) error {
 		return setKey(s.Aliases, name, c.Value, DecodeAlias)
 	case KindMember:
 		return setKey(s.Members, name, c.Value, decodeMember)
+	case KindSpend:
+		return setKey(s.Spend, name, c.Value, DecodeBook)
 	}
 	return nil
 }
@@ -237,6 +267,65 @@ func setKey[T any](m map[string]T, name string, value []byte, decode func([]byte
 	}
 	m[name] = v
 	return nil
+}
+
+// DecodeBook reads a spend key's value, strictly: amounts are finite and
+// not negative, days and months are dates.
+func DecodeBook(value []byte) (Book, error) {
+	var b Book
+	if err := decodeStrict(value, &b); err != nil {
+		return b, err
+	}
+	check := func(what string, s Spend) error {
+		if s.DayUSD < 0 || s.MonthUSD < 0 || math.IsInf(s.DayUSD+s.MonthUSD, 0) {
+			return fmt.Errorf("%s: amounts must be finite and not negative", what)
+		}
+		if _, err := time.Parse(time.DateOnly, s.Day); err != nil {
+			return fmt.Errorf("%s: day %q is not a date (2006-01-02)", what, s.Day)
+		}
+		if _, err := time.Parse("2006-01", s.Month); err != nil {
+			return fmt.Errorf("%s: month %q is not a month (2006-01)", what, s.Month)
+		}
+		return nil
+	}
+	if err := check("total", b.Total); err != nil {
+		return b, err
+	}
+	for name, s := range b.Clients {
+		if err := check(fmt.Sprintf("clients[%q]", name), s); err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// Spent is what the books of a gateway, other than the one under key
+// self, say was spent on day and in month, in all and by client; books
+// of another day or month count nothing for it.
+func (s *Snapshot) Spent(gateway, self, day, month string) (total Spend, clients map[string]Spend) {
+	total = Spend{Day: day, Month: month}
+	clients = map[string]Spend{}
+	add := func(to *Spend, from Spend) {
+		if from.Day == day {
+			to.DayUSD += from.DayUSD
+		}
+		if from.Month == month {
+			to.MonthUSD += from.MonthUSD
+		}
+	}
+	for key, b := range s.Spend {
+		if key == self || b.Gateway != gateway {
+			continue
+		}
+		add(&total, b.Total)
+		for name, cs := range b.Clients {
+			c := clients[name]
+			c.Day, c.Month = day, month
+			add(&c, cs)
+			clients[name] = c
+		}
+	}
+	return total, clients
 }
 
 func decodeMember(value []byte) (Member, error) {
@@ -273,6 +362,10 @@ func (s *Snapshot) keep(prefix, key string, prev *Snapshot) {
 	case KindAlias:
 		if a, ok := prev.Aliases[name]; ok {
 			s.Aliases[name] = a
+		}
+	case KindSpend:
+		if b, ok := prev.Spend[name]; ok {
+			s.Spend[name] = b
 		}
 	}
 }

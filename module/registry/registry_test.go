@@ -140,3 +140,44 @@ func BenchmarkApply100(b *testing.B) {
 		}
 	}
 }
+
+// The spend another process publishes is read strictly too: a negative
+// or non-date value would lift or lower every gateway's budgets.
+func TestDecodeBookRefuses(t *testing.T) {
+	ok := `{"gateway": "main", "total": {"day": "2026-12-01", "month": "2026-12", "day_usd": 1.5, "month_usd": 20}}`
+	if _, err := DecodeBook([]byte(ok)); err != nil {
+		t.Fatalf("good book refused: %v", err)
+	}
+	for _, tc := range []struct{ value, err string }{
+		{`{"gateway": "main", "total": {"day": "2026-12-01", "month": "2026-12", "day_usd": -1, "month_usd": 0}}`, "not negative"},
+		{`{"gateway": "main", "total": {"day": "yesterday", "month": "2026-12"}}`, `day "yesterday" is not a date`},
+		{`{"gateway": "main", "total": {"day": "2026-12-01", "month": "12/2026"}}`, `month "12/2026"`},
+		{`{"gateway": "main", "total": {"day": "2026-12-01", "month": "2026-12"}, "clients": {"a": {"day": "2026-12-01", "month": "2026-12", "day_usd": "1"}}}`, "cannot unmarshal string"},
+	} {
+		if _, err := DecodeBook([]byte(tc.value)); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("book %q: %v, want %q", tc.value, err, tc.err)
+		}
+	}
+}
+
+// What the others spent counts for the day and the month it was spent in,
+// for the same gateway only, and never the process's own book.
+func TestSpentAddsTheOthers(t *testing.T) {
+	s := Empty()
+	day := func(d string, usd float64) Spend { return Spend{Day: d, Month: d[:7], DayUSD: usd, MonthUSD: usd * 10} }
+	s.Spend["self.main"] = Book{Gateway: "main", Total: day("2026-12-01", 100)}
+	s.Spend["b.main"] = Book{Gateway: "main", Total: day("2026-12-01", 2), Clients: map[string]Spend{"team-a": day("2026-12-01", 1)}}
+	s.Spend["c.main"] = Book{Gateway: "main", Total: day("2026-11-30", 3), Clients: map[string]Spend{"team-a": day("2026-11-30", 3)}}
+	s.Spend["d.other"] = Book{Gateway: "other", Total: day("2026-12-01", 50)}
+	total, clients := s.Spent("main", "self.main", "2026-12-01", "2026-12")
+	if total.DayUSD != 2 || total.MonthUSD != 20 {
+		t.Errorf("total: %+v, want day 2 and month 20 (b only: c's book is November's)", total)
+	}
+	if a := clients["team-a"]; a.DayUSD != 1 || a.MonthUSD != 10 {
+		t.Errorf("team-a: %+v, want day 1, month 10", a)
+	}
+	total, _ = s.Spent("main", "self.main", "2026-12-02", "2026-12")
+	if total.DayUSD != 0 || total.MonthUSD != 20 {
+		t.Errorf("the next day: %+v, want nothing for the day and b's 20 for the month", total)
+	}
+}

@@ -1,0 +1,127 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
+)
+
+// Cloud spend across a fleet: each gateway process publishes its book to
+// the registry (under its Caddy instance ID and the gateway's name, not
+// leased: a month's spend outlives the process), and adds the others'
+// books of the same gateway name to its own when it checks the spend cap
+// and the client budgets. The sum is eventually consistent: what another
+// replica spent shows here within fleetSpendInterval plus the watch's
+// delay, so the fleet can overshoot a cap by what the other replicas
+// spend in that time, besides the requests in flight when it is reached.
+
+// fleetSpendInterval is how often a gateway publishes its book when it
+// changed.
+const fleetSpendInterval = 2 * time.Second
+
+// fleetSpend is what the fleet's other processes spent, as last read.
+type fleetSpend struct {
+	total   registry.Spend
+	clients map[string]registry.Spend
+}
+
+// add counts the others' spend into a day and month of this book; theirs
+// counts only for the same day and month.
+func (o *fleetSpend) add(s *spend, client string) {
+	from := o.total
+	if client != "" {
+		from = o.clients[client]
+	}
+	if from.Day == s.Day {
+		s.DayUSD += from.DayUSD
+	}
+	if from.Month == s.Month {
+		s.MonthUSD += from.MonthUSD
+	}
+}
+
+// spendName is the registry name of this process's book of a gateway.
+func spendName(gateway string) string {
+	id, err := caddy.InstanceID()
+	if err != nil {
+		return "" // not published: the others cannot count it
+	}
+	return id.String() + "." + safeFileName(gateway)
+}
+
+// applySpend takes the others' books from a snapshot.
+func (g *Gateway) applySpend(s *registry.Snapshot) {
+	if g.spend == nil {
+		return
+	}
+	t := now().UTC()
+	total, clients := s.Spent(g.Name, g.spendName, t.Format(time.DateOnly), t.Format("2006-01"))
+	g.spend.others.Store(&fleetSpend{total: total, clients: clients})
+}
+
+// book is the book as published: the total, and the clients that spent
+// this month.
+func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.total.roll(t)
+	rb := registry.Book{Gateway: gateway, Total: registry.Spend(b.total)}
+	for name, s := range b.clients {
+		s.roll(t)
+		if s.MonthUSD > 0 {
+			if rb.Clients == nil {
+				rb.Clients = map[string]registry.Spend{}
+			}
+			rb.Clients[name] = registry.Spend(*s)
+		}
+	}
+	return rb, b.version
+}
+
+// publishSpend writes the gateway's book to the registry whenever it
+// changed, every fleetSpendInterval, and once more when the config stops.
+func (g *Gateway) publishSpend(ctx context.Context) {
+	if g.spendName == "" {
+		return
+	}
+	key := registry.Key(g.fleet.prefix, registry.KindSpend, g.spendName)
+	var published uint64
+	var day string
+	publish := func(ctx context.Context) {
+		t := now()
+		b, v := g.spend.book(g.Name, t)
+		if v == published && b.Total.Day == day {
+			return
+		}
+		raw, err := json.Marshal(b)
+		if err != nil {
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := g.fleet.client.Put(pctx, key, string(raw)); err != nil {
+			g.logger.Debug("registry: could not publish the cloud spend; trying again", zap.Error(err))
+			return
+		}
+		published, day = v, b.Total.Day
+	}
+	tick := time.NewTicker(fleetSpendInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			publish(context.Background())
+			return
+		case <-tick.C:
+			publish(ctx)
+		}
+	}
+}
