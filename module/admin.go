@@ -121,7 +121,7 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 		if grp.vllm == nil {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("endpoints are drained one by one in groups of kind %s; drain group %q as a whole", KindVLLM, req.Group)}
 		}
-		if ep = grp.vllm.endpoints[req.Endpoint]; ep == nil {
+		if ep = grp.vllm.lookup(req.Endpoint); ep == nil {
 			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("group %q has no endpoint %q", req.Group, req.Endpoint)}
 		}
 		what["endpoint"] = req.Endpoint

@@ -129,8 +129,12 @@ func (f *fleet) read(ctx context.Context, key string) ([]registryEntry, int64, e
 func (f *fleet) write(ctx context.Context, req registryWrite) (int64, error) {
 	full := f.prefix + "/" + strings.TrimPrefix(req.Key, "/")
 	kind, _, err := registry.ParseKey(f.prefix, full)
-	if err == nil && kind == registry.KindMember {
+	switch {
+	case err != nil:
+	case kind == registry.KindMember:
 		err = fmt.Errorf("members/ keys are the gateways' own, held by their leases")
+	case kind == registry.KindSpend:
+		err = fmt.Errorf("spend/ keys are the gateways' own books; each writes its own")
 	}
 	if err == nil && !req.Delete {
 		switch kind {

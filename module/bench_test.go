@@ -5,8 +5,10 @@ package hybridllm
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,8 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
 // chatRequest builds a chat request body of about size bytes.
@@ -183,3 +187,48 @@ func BenchmarkUsageJSON(b *testing.B) {
 type discard struct{}
 
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// BenchmarkRegistryEndpoints100 applies a registry group of 100 endpoints
+// the config lacks: their weights changed, and all of them added and
+// removed (the probers' start and stop stubbed out).
+func BenchmarkRegistryEndpoints100(b *testing.B) {
+	list := func(w float64) []registry.Endpoint {
+		out := make([]registry.Endpoint, 100)
+		for i := range out {
+			out[i] = registry.Endpoint{Address: fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250+1), Weight: &w}
+		}
+		return out
+	}
+	one, two := list(1), list(2)
+	newGroup := func() *vllmGroup {
+		return &vllmGroup{name: "self", endpoints: map[string]*endpoint{},
+			spawn: func(dial string) (*endpoint, error) {
+				return &endpoint{dial: dial, weight: 1, drained: new(atomic.Bool)}, nil
+			},
+			unspawn: func(*endpoint) {}}
+	}
+	logger := zap.NewNop()
+	b.Run("weights", func(b *testing.B) {
+		g := newGroup()
+		g.applyEndpoints(one, logger)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%2 == 0 {
+				g.applyEndpoints(two, logger)
+			} else {
+				g.applyEndpoints(one, logger)
+			}
+		}
+	})
+	b.Run("add_remove", func(b *testing.B) {
+		g := newGroup()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if i%2 == 0 {
+				g.applyEndpoints(one, logger)
+			} else {
+				g.applyEndpoints(nil, logger)
+			}
+		}
+	})
+}

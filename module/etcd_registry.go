@@ -124,6 +124,7 @@ var fleets = caddy.NewUsagePool()
 
 // registryApplied is what a gateway applied of its registry.
 type registryApplied struct {
+	mu      sync.Mutex   // one snapshot applied at a time
 	rev     atomic.Int64 // the revision last applied
 	notes   sync.Map     // names the registry has and the gateway lacks, logged
 	weights sync.Map     // alias|group: the weight last set from the registry
@@ -310,6 +311,13 @@ func (f *fleet) apply(s *registry.Snapshot) {
 // it does not; an alias's weights are the registry's where it has them,
 // else the config's. Names the gateway does not have are logged.
 func (g *Gateway) applyRegistry(s *registry.Snapshot) {
+	// the watcher and the gateway's provisioning may both apply: the
+	// newer snapshot wins
+	g.applied.mu.Lock()
+	defer g.applied.mu.Unlock()
+	if s.Revision < g.applied.rev.Load() {
+		return
+	}
 	share := g.fleet.share(s)
 	g.fleetShare.Store(&share)
 	g.applySpend(s)
@@ -323,16 +331,9 @@ func (g *Gateway) applyRegistry(s *registry.Snapshot) {
 		rg := s.Groups[name]
 		grp.shared.drained.Store(rg.Drained)
 		if vg := grp.vllm; vg != nil {
-			drained := map[string]bool{}
-			for _, ep := range rg.Endpoints {
-				drained[ep.Address] = ep.Drained || (ep.Weight != nil && *ep.Weight == 0)
-				if vg.endpoints[ep.Address] == nil {
-					g.registryNote("registry: an endpoint the group does not have", zap.String("endpoint", name+" "+ep.Address))
-				}
-			}
-			for addr, ep := range vg.endpoints {
-				ep.drained.Store(drained[addr])
-			}
+			vg.applyEndpoints(rg.Endpoints, g.logger)
+		} else if len(rg.Endpoints) > 0 {
+			g.registryNote("registry: endpoints are listed for vllm groups only; the group's are its config's", zap.String("group", name))
 		}
 	}
 	for name := range s.Groups {

@@ -208,7 +208,7 @@ func (t *Target) contextWindow() int {
 		return 0
 	}
 	window := 0
-	for _, ep := range vg.endpoints {
+	for ep := range vg.all() {
 		if n := ep.p.snap.Load().models[t.Model]; n > 0 && (window == 0 || n < window) {
 			window = n
 		}

@@ -235,6 +235,7 @@ func (grp *Group) cleanup() {
 		return
 	}
 	grp.vllm.released = true
+	grp.vllm.releaseAdded()
 	for _, ep := range grp.vllm.endpoints {
 		releaseProber(ep.p, grp)
 	}

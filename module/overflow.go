@@ -217,7 +217,7 @@ func fmtSignal(v float64, unit string) string {
 // signals gathers a vLLM group's overflow inputs: fresh metrics only.
 func (g *vllmGroup) signals(t time.Time) signals {
 	s := signals{waiting: math.NaN(), ttftP99: math.NaN(), kv: math.NaN()}
-	for _, ep := range g.endpoints {
+	for ep := range g.all() {
 		snap := ep.p.snap.Load()
 		s.inflight += float64(ep.p.inflight.Load())
 		if snap.metricsAt.IsZero() || t.Sub(snap.metricsAt) > g.staleAfter {

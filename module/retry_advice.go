@@ -94,7 +94,7 @@ func breakerWait(t *Target, t0 time.Time) time.Duration {
 	}
 	var w time.Duration
 	if vg := grp.vllm; vg != nil && vg.breakers {
-		for _, ep := range vg.endpoints {
+		for ep := range vg.all() {
 			if st, until := ep.br.view(); st == "open" && until.After(t0) {
 				if d := until.Sub(t0); w == 0 || d < w {
 					w = d
@@ -142,7 +142,7 @@ func retryAfterSeconds(d time.Duration) string {
 func holdWait(t *Target, t0 time.Time) time.Duration {
 	var w time.Duration
 	if vg := t.group.vllm; vg != nil {
-		for _, ep := range vg.endpoints {
+		for ep := range vg.all() {
 			if u := ep.br.holdUntil.Load(); u > t0.UnixNano() {
 				if d := time.Duration(u - t0.UnixNano()); w == 0 || d < w {
 					w = d

@@ -134,7 +134,7 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Requ
 			slot.ep, slot.trial = nil, false
 			slot.failed++
 		}
-		if len(slot.group.endpoints) > 0 {
+		if len(slot.group.endpoints) > 0 || slot.group.added.Load() != nil {
 			return slot.group.selectEndpoint(pool, slot)
 		}
 		// a group without probed upstreams (dynamic): fall through

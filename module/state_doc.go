@@ -186,7 +186,9 @@ type EndpointState struct {
 	RedLine int64         `json:"red_line,omitempty"`
 	Breaker *BreakerState `json:"breaker,omitempty"`
 	Weight  float64       `json:"weight"`
-	Metrics MetricsState  `json:"metrics"`
+	// listed by the registry, not the config
+	Added   bool         `json:"added,omitempty"`
+	Metrics MetricsState `json:"metrics"`
 	// with the group's health: the endpoint's health-score level and
 	// window, and the share of a whole endpoint it serves at, in percent
 	HealthScore  *TargetHealthState `json:"health_score,omitempty"`
@@ -268,6 +270,13 @@ func (grp *Group) state(t time.Time) GroupState {
 		for _, dial := range sortedKeys(vg.endpoints) {
 			gs.Endpoints = append(gs.Endpoints, vg.endpointState(vg.endpoints[dial], grp.expect, t))
 		}
+		if a := vg.added.Load(); a != nil {
+			for _, ep := range a.eps {
+				es := vg.endpointState(ep, grp.expect, t)
+				es.Added = true
+				gs.Endpoints = append(gs.Endpoints, es)
+			}
+		}
 	}
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil && grp.shared != nil {
 		st := &grp.shared.overflow
@@ -310,7 +319,7 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 		ModelsError:   snap.modelsErr,
 		InFlight:      ep.p.inflight.Load(),
 		RedLine:       vg.redLine(ep),
-		Weight:        ep.weight,
+		Weight:        ep.weightNow(),
 	}
 	if vg.breakers && ep.br != nil {
 		es.Breaker = breakerState(ep.br)

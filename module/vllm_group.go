@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,13 @@ type vllmGroup struct {
 	poolCache  atomic.Pointer[poolEndpoints]
 	released   bool
 	scored     bool // the endpoints are health-scored (the group's health)
+
+	// the endpoints a registry adds beside the config's
+	added    atomic.Pointer[addedEndpoints]
+	addedMu  sync.Mutex // serializes changes to added
+	spawn    func(dial string) (*endpoint, error)
+	unspawn  func(*endpoint)
+	addedOff bool // the group is cleaned up: nothing more is added
 }
 
 // endpoint is one vLLM replica of a group.
@@ -54,8 +62,17 @@ type endpoint struct {
 	br         *breaker     // consulted when the group has a breaker
 	drained    *atomic.Bool // set through the admin API
 	maxNumSeqs int
-	weight     float64
+	weight     float64        // the config's
+	regWeight  atomic.Uint64  // with a registry: its weight there (float64 bits; 0: none)
 	score      *endpointScore // with the group's health
+}
+
+// weightNow is the endpoint's weight: the registry's, else the config's.
+func (ep *endpoint) weightNow() float64 {
+	if b := ep.regWeight.Load(); b != 0 {
+		return math.Float64frombits(b)
+	}
+	return ep.weight
 }
 
 // redLine is the most requests the gateway keeps in flight to the
@@ -165,7 +182,7 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 		atScrape:   snap.inflightAtScrape,
 		redLine:    g.redLine(ep),
 		maxNumSeqs: ep.maxNumSeqs,
-		weight:     ep.weight,
+		weight:     ep.weightNow(),
 	}
 	if v.maxNumSeqs == 0 {
 		v.maxNumSeqs = g.maxNumSeqs
@@ -237,7 +254,19 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			spareScore = math.Inf(1)
 		)
 		eps := g.endpointsOf(pool)
-		for i, u := range pool {
+		added := g.added.Load()
+		n := len(pool)
+		if added != nil {
+			n += len(added.eps)
+		}
+		for i := range n {
+			var u *reverseproxy.Upstream
+			var ep *endpoint
+			if i < len(pool) {
+				u, ep = pool[i], eps[i]
+			} else {
+				u, ep = added.ups[i-len(pool)], added.eps[i-len(pool)]
+			}
 			if !u.Available() {
 				why := reasonUnhealthy
 				if u.Full() {
@@ -248,7 +277,6 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				}
 				continue
 			}
-			ep := eps[i]
 			if ep == nil {
 				// not probed (a unix socket, a placeholder): balanced on
 				// Caddy's own request count, without a reserved slot
@@ -422,6 +450,15 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 			scheme = "https"
 		}
 	}
+	vg.spawn = func(dial string) (*endpoint, error) {
+		p, err := acquireProber(scheme+"://"+dial, grp, settings, ctx.Logger())
+		if err != nil {
+			return nil, err
+		}
+		es := grp.shared.endpoint(dial)
+		return &endpoint{dial: dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}, nil
+	}
+	vg.unspawn = func(ep *endpoint) { releaseProber(ep.p, grp) }
 	for _, u := range grp.proxy.Upstreams {
 		if !probeable(u.Dial) {
 			ctx.Logger().Warn("upstream address cannot be probed; it is balanced on in-flight counts only",
@@ -432,12 +469,10 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 			vg.byUpstream[u] = ep
 			continue
 		}
-		p, err := acquireProber(scheme+"://"+u.Dial, grp, settings, ctx.Logger())
+		ep, err := vg.spawn(u.Dial)
 		if err != nil {
 			return fmt.Errorf("probing %s: %v", u.Dial, err)
 		}
-		es := grp.shared.endpoint(u.Dial)
-		ep := &endpoint{dial: u.Dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}
 		vg.endpoints[u.Dial] = ep
 		vg.byUpstream[u] = ep
 	}

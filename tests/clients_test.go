@@ -447,6 +447,27 @@ func pricedCloud(t *testing.T) string {
 	return block
 }
 
+// clientDoc is a client as GET /hybrid_llm/clients shows it.
+type clientDoc struct {
+	Name          string   `json:"name"`
+	CloudUSDToday float64  `json:"cloud_usd_today"`
+	BudgetLeftUSD *float64 `json:"budget_left_usd"`
+}
+
+// clientsOf reads the clients of the one gateway of a clients document.
+func clientsOf(t *testing.T, raw []byte) []clientDoc {
+	t.Helper()
+	var doc struct {
+		Gateways []struct {
+			Clients []clientDoc `json:"clients"`
+		} `json:"gateways"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Gateways) != 1 {
+		t.Fatalf("clients: %v %s", err, raw)
+	}
+	return doc.Gateways[0].Clients
+}
+
 // A client whose cloud budget is spent stays on self-hosted targets; with
 // none left it gets 429 insufficient_quota. Other clients keep the cloud.
 // What was spent is kept in Caddy's storage when the config stops.
@@ -478,19 +499,11 @@ func TestClientCloudBudget(t *testing.T) {
 	if strings.Contains(string(raw), "sk-thrifty") || strings.Contains(string(raw), "sk-rich") {
 		t.Errorf("the admin API shows a key: %s", raw)
 	}
-	var clients struct {
-		Gateways []struct {
-			Clients []struct {
-				Name          string   `json:"name"`
-				CloudUSDToday float64  `json:"cloud_usd_today"`
-				BudgetLeftUSD *float64 `json:"budget_left_usd"`
-			} `json:"clients"`
-		} `json:"gateways"`
+	clients := clientsOf(t, raw)
+	if len(clients) != 2 {
+		t.Fatalf("clients: %s", raw)
 	}
-	if err := json.Unmarshal(raw, &clients); err != nil || len(clients.Gateways) != 1 || len(clients.Gateways[0].Clients) != 2 {
-		t.Fatalf("clients: %v %s", err, raw)
-	}
-	for _, c := range clients.Gateways[0].Clients {
+	for _, c := range clients {
 		switch c.Name {
 		case thrifty:
 			if c.CloudUSDToday < 0.01 || c.BudgetLeftUSD == nil || *c.BudgetLeftUSD != 0 {

@@ -4,6 +4,7 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -211,6 +212,10 @@ func TestRegistryThroughTheAdminAPI(t *testing.T) {
 	te := registrytest.Start(t)
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + defaultGateway)
+	waitFor(t, "the gateway's member key", func() bool {
+		resp, err := te.Client.Get(context.Background(), "/hybrid-llm/"+e.gatewayName()+"/members/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 1
+	})
 
 	status, body := adminPost(t, "/hybrid_llm/registry", "application/json", `{"key":"groups/self","value":{"drained":true}}`)
 	if status != 200 {
@@ -241,6 +246,7 @@ func TestRegistryThroughTheAdminAPI(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"key":"groups/self","value":{"drained":"yes"}}`:          "cannot unmarshal",
 		`{"key":"members/me","value":{"host":"x"}}`:                "the gateways' own",
+		`{"key":"spend/me","value":{}}`:                            "the gateways' own books",
 		`{"key":"models/x","value":{}}`:                            `unknown kind`,
 		`{"key":"aliases/chat-main","value":{"weights":{"a":-1}}}`: "want 0 to 1000",
 	} {
@@ -320,15 +326,13 @@ func TestRegistryFleetBudgetsAndLimits(t *testing.T) {
 	day := time.Now().UTC()
 	spent := `{"day":"` + day.Format(time.DateOnly) + `","month":"` + day.Format("2006-01") + `","day_usd":0.05,"month_usd":0.05}`
 	te.Put(prefix+"/spend/another-replica", `{"gateway":"`+e.gatewayName()+`","total":`+spent+`,"clients":{"`+thrifty+`":`+spent+`}}`)
-	var doc []byte
-	defer func() {
-		if t.Failed() {
-			t.Logf("clients: %s", doc)
-		}
-	}()
 	waitFor(t, "the other replica's spend counted", func() bool {
-		doc = adminGet(t, "/hybrid_llm/clients?gateway="+e.gatewayName())
-		return strings.Contains(strings.ReplaceAll(string(doc), " ", ""), `"budget_left_usd":0`)
+		for _, c := range clientsOf(t, adminGet(t, "/hybrid_llm/clients?gateway="+e.gatewayName())) {
+			if c.Name == thrifty {
+				return c.CloudUSDToday == 0.05 && c.BudgetLeftUSD != nil && *c.BudgetLeftUSD == 0
+			}
+		}
+		return false
 	})
 	resp, body := send("sk-thrifty-" + run)
 	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Fallback-Reason") != "cloud:client_budget" {
@@ -367,5 +371,140 @@ func TestRegistryFleetBudgetsAndLimits(t *testing.T) {
 	}
 	if _, err := te.Client.Revoke(context.Background(), lease.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The registry lists a vLLM group's endpoints: an address the config
+// lacks is added without a reload (probed, then selected); one it stops
+// listing takes no new requests while a stream already on it runs to its
+// end; a weight in the registry is the endpoint's weight.
+func TestRegistryAddsAndRemovesEndpoints(t *testing.T) {
+	te := registrytest.Start(t)
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	added, addedSrv := startVLLM(t, simulator.VLLMConfig{ServedModelNames: []string{selfModel}, ITL: 40 * time.Millisecond, OutputTokens: 50})
+	e.load("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + defaultGateway)
+	key := "/hybrid-llm/" + e.gatewayName() + "/groups/self"
+	type endpointDoc struct {
+		Address string  `json:"address"`
+		Health  string  `json:"health"`
+		Drained bool    `json:"drained"`
+		Weight  float64 `json:"weight"`
+		Added   bool    `json:"added"`
+	}
+	endpoints := func() map[string]endpointDoc {
+		t.Helper()
+		var doc struct {
+			Gateways []struct {
+				Groups []struct {
+					Name      string        `json:"name"`
+					Endpoints []endpointDoc `json:"endpoints"`
+				} `json:"groups"`
+			} `json:"gateways"`
+		}
+		if err := json.Unmarshal(adminGet(t, "/hybrid_llm/state?gateway="+e.gatewayName()), &doc); err != nil || len(doc.Gateways) != 1 {
+			t.Fatalf("state: %v", err)
+		}
+		out := map[string]endpointDoc{}
+		for _, g := range doc.Gateways[0].Groups {
+			if g.Name == "self" {
+				for _, ep := range g.Endpoints {
+					out[ep.Address] = ep
+				}
+			}
+		}
+		return out
+	}
+	configured, extra := e.selfSrv.Addr(), addedSrv.Addr()
+
+	te.Put(key, `{"endpoints": [{"address": "`+configured+`", "drained": true}, {"address": "`+extra+`", "weight": 2}]}`)
+	waitFor(t, "the added endpoint probed", func() bool { ep := endpoints()[extra]; return ep.Added && ep.Health == "up" })
+	if ep := endpoints()[extra]; ep.Weight != 2 || ep.Drained {
+		t.Errorf("the added endpoint: %+v, want weight 2, not drained", ep)
+	}
+	if ep := endpoints()[configured]; !ep.Drained || ep.Added {
+		t.Errorf("the config's endpoint: %+v, want drained, not added", ep)
+	}
+	e.self.ResetRequests()
+	if group, reason := routeOf(t); group != "self" {
+		t.Fatalf("with the config's endpoint drained and one added: answered by %s (%s)", group, reason)
+	}
+	if n, m := inferences(added), inferences(e.self); n != 1 || m != 0 {
+		t.Fatalf("the added endpoint got %d requests and the drained one %d, want 1 and 0", n, m)
+	}
+
+	// a stream runs on the added endpoint when the registry drops it
+	resp, err := client.Post(gateway+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"Say hello"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("the stream's first line: %q %v", line, err)
+	}
+	te.Put(key, `{"endpoints": [{"address": "`+configured+`", "weight": 3}]}`)
+	waitFor(t, "the added endpoint gone", func() bool { _, ok := endpoints()[extra]; return !ok })
+	if ep := endpoints()[configured]; ep.Drained || ep.Weight != 3 {
+		t.Errorf("the config's endpoint: %+v, want undrained with weight 3", ep)
+	}
+	for range 3 {
+		if group, reason := routeOf(t); group != "self" {
+			t.Fatalf("after the removal: answered by %s (%s)", group, reason)
+		}
+	}
+	if n := inferences(added); n != 2 {
+		t.Errorf("the removed endpoint got %d requests, want 2 (none after its removal)", n)
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(rest)), "data: [DONE]") {
+		t.Errorf("the stream on the removed endpoint did not finish: %v, ends %q", err, string(rest[max(0, len(rest)-80):]))
+	}
+}
+
+// inferences counts the POSTs a simulated vLLM got (not the probes).
+func inferences(v *simulator.VLLM) int {
+	n := 0
+	for _, r := range v.Requests() {
+		if r.Method == http.MethodPost {
+			n++
+		}
+	}
+	return n
+}
+
+// Registry entries for names the gateway does not have (another fleet's
+// group, a typo) change nothing here and are logged once with the name;
+// a malformed value is logged with its key, and the key keeps its last
+// good value.
+func TestRegistryNamesTheGatewayLacks(t *testing.T) {
+	te := registrytest.Start(t)
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	logPath := e.loadWithGatewayLog("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + defaultGateway)
+	prefix := "/hybrid-llm/" + e.gatewayName()
+	te.Put(prefix+"/groups/nosuch", `{"drained": true}`)
+	te.Put(prefix+"/aliases/nosuch-alias", `{"weights": {"self": 1}}`)
+	te.Put(prefix+"/groups/cloud", `{"endpoints": [{"address": "10.0.0.9:443"}]}`)
+	te.Put(prefix+"/groups/self", `{"drained": true}`)
+	rev := te.Put(prefix+"/groups/self", `{"drained": "no"}`)
+	waitFor(t, "the last change applied", func() bool { r, _ := registryState(t); return r >= rev })
+	te.Put(prefix+"/groups/nosuch", `{"drained": false}`)
+	rev = te.Put(prefix+"/aliases/nosuch-alias", `{"weights": {"self": 2}}`)
+	waitFor(t, "the second changes applied", func() bool { r, _ := registryState(t); return r >= rev })
+
+	for _, want := range [][]string{
+		{`"msg":"registry: a group the gateway does not have"`, `"group":"nosuch"`},
+		{`"msg":"registry: an alias the gateway does not have"`, `"alias":"nosuch-alias"`},
+		{`"msg":"registry: endpoints are listed for vllm groups only`, `"group":"cloud"`},
+	} {
+		if n := logLines(t, logPath, want...); n != 1 {
+			t.Errorf("%d lines with %q, want 1", n, want)
+		}
+	}
+	if n := logLines(t, logPath, prefix+"/groups/self", "cannot unmarshal"); n != 1 {
+		t.Errorf("%d lines naming the malformed key, want 1", n)
+	}
+	if group, reason := routeOf(t); group != "cloud" || !strings.Contains(reason, "self:drained") {
+		t.Errorf("self's last good value is a drain: answered by %s (%s)", group, reason)
 	}
 }

@@ -20,8 +20,10 @@
 // others add to their own; it is not leased, since a month's spend must
 // outlive the process.
 //
-// A group's "endpoints" are those of its config's endpoints the registry
-// says something about. A malformed or wrongly typed value is refused
+// A group's "endpoints" drain or weigh the config's endpoints, and add
+// the addresses the config lacks (vLLM groups); an added endpoint the
+// registry no longer lists leaves the group, its requests in flight
+// finishing. A malformed or wrongly typed value is refused
 // with an error naming its key; the key's last good value stays.
 package registry
 
@@ -39,9 +41,10 @@ import (
 // Endpoint is one address of a group.
 type Endpoint struct {
 	Address string `json:"address"`
-	// Weight 0 takes it out like a drain; other weights are kept for
-	// the endpoint lists the registry will hold.
-	Weight *int `json:"weight,omitempty"`
+	// Its share of the group's requests against the others' (as the
+	// config's endpoint weight); 0 takes it out like a drain. Default: the
+	// config's weight, or 1.
+	Weight *float64 `json:"weight,omitempty"`
 	// Drained takes it out of the selection; requests in flight finish.
 	Drained bool `json:"drained,omitempty"`
 }
@@ -143,8 +146,8 @@ func DecodeGroup(value []byte) (Group, error) {
 			return g, fmt.Errorf("endpoints[%d].address %q is listed twice", i, ep.Address)
 		}
 		seen[ep.Address] = true
-		if ep.Weight != nil && *ep.Weight < 0 {
-			return g, fmt.Errorf("endpoints[%d].weight %d: not negative", i, *ep.Weight)
+		if ep.Weight != nil && (*ep.Weight < 0 || *ep.Weight > 1000) {
+			return g, fmt.Errorf("endpoints[%d].weight %g: want 0 to 1000", i, *ep.Weight)
 		}
 	}
 	return g, nil

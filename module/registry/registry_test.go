@@ -43,7 +43,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{`{"drain": true}`, `unknown field "drain"`},
 		{`{"endpoints": [{"address": "10.0.0.5"}]}`, `endpoints[0].address "10.0.0.5": want host:port`},
 		{`{"endpoints": [{"address": "a:1"}, {"address": "a:1"}]}`, "listed twice"},
-		{`{"endpoints": [{"address": "a:1", "weight": -2}]}`, "weight -2"},
+		{`{"endpoints": [{"address": "a:1", "weight": -2}]}`, "weight -2: want 0 to 1000"},
 		{`{} {}`, "more than one JSON value"},
 		{``, "EOF"},
 	} {
