@@ -36,6 +36,7 @@ const (
 	etcdClient = "127.0.0.1:23791"
 	etcdPeer   = "127.0.0.1:23801"
 	vllmAddr   = "127.0.0.1:9191"
+	vllm2Addr  = "127.0.0.1:9193" // the vLLM the registry adds
 	cloudAddr  = "127.0.0.1:9192"
 	clientKey  = "sk-cluster-client-0123456789"
 	cloudKey   = "sk-cluster-cloud-0123456789"
@@ -104,6 +105,12 @@ func run(bin, etcdBin, state string) error {
 		return err
 	}
 	defer cs.Close()
+	vllm2 := simulator.NewVLLM(simulator.VLLMConfig{MaxNumSeqs: maxSeqs, TTFT: 300 * time.Millisecond, ITL: 10 * time.Millisecond})
+	vs2, err := simulator.Start(vllm2Addr, vllm2)
+	if err != nil {
+		return err
+	}
+	defer vs2.Close()
 
 	// three gateways on one registry
 	gws := make([]*gateway, replicas)
@@ -157,7 +164,34 @@ func run(bin, etcdBin, state string) error {
 		return err
 	}
 
-	fmt.Println("\n# 3. a burst of 45 requests at once, 15 through each gateway: the vLLM never holds more than its slots and queue")
+	fmt.Println("\n# 3. a second vLLM, listed in the registry through gateway 3's admin API, joins all three without a reload")
+	began = time.Now()
+	if err := post(gws[2].admin+"/hybrid_llm/registry", `{"key":"groups/self","value":{"endpoints":[{"address":"`+vllm2Addr+`"}]}}`); err != nil {
+		return err
+	}
+	if err := eachSees(gws, began, vllm2Addr+" probed and up", func(s *gwState) bool { return s.endpointUp(vllm2Addr) }); err != nil {
+		return err
+	}
+	where, failed := burst(gws, 12)
+	served := 0
+	for _, r := range vllm2.Requests() {
+		if r.Method == http.MethodPost {
+			served++
+		}
+	}
+	fmt.Printf("   12 requests: answered by %v, failed %d; %d of them by the added vLLM\n", where, failed, served)
+	if failed > 0 || served == 0 {
+		return fmt.Errorf("the added vLLM served %d, %d failed", served, failed)
+	}
+	began = time.Now()
+	if err := post(gws[2].admin+"/hybrid_llm/registry", `{"key":"groups/self","delete":true}`); err != nil {
+		return err
+	}
+	if err := eachSees(gws, began, "removed", func(s *gwState) bool { return !s.endpointUp(vllm2Addr) }); err != nil {
+		return err
+	}
+
+	fmt.Println("\n# 4. a burst of 45 requests at once, 15 through each gateway: the vLLM never holds more than its slots and queue")
 	var peak atomic.Int64
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
@@ -175,7 +209,7 @@ func run(bin, etcdBin, state string) error {
 			}
 		}
 	}()
-	where, failed := burst(gws, 45)
+	where, failed = burst(gws, 45)
 	close(stop)
 	<-sampled
 	fmt.Printf("   answered by %v, failed %d; the vLLM's requests at most %d (running + waiting), its limit %d\n", where, failed, peak.Load(), maxSeqs+maxQueue)
@@ -183,7 +217,7 @@ func run(bin, etcdBin, state string) error {
 		return fmt.Errorf("the shared red line did not hold: peak %d, %v, %d failed", peak.Load(), where, failed)
 	}
 
-	fmt.Println("\n# 4. etcd is killed: traffic goes on")
+	fmt.Println("\n# 5. etcd is killed: traffic goes on")
 	_ = etcd.Process.Kill()
 	_, _ = etcd.Process.Wait()
 	where, failed = burst(gws, 9)
@@ -220,7 +254,7 @@ func run(bin, etcdBin, state string) error {
 		return err
 	}
 
-	fmt.Println("\n# 5. gateway 3 is killed (no goodbye): its lease expires, the other two share the red line")
+	fmt.Println("\n# 6. gateway 3 is killed (no goodbye): its lease expires, the other two share the red line")
 	_ = gws[2].cmd.Process.Signal(syscall.SIGKILL)
 	_, _ = gws[2].cmd.Process.Wait()
 	began = time.Now()
@@ -359,7 +393,9 @@ type gwState struct {
 			Name      string `json:"name"`
 			Drained   bool   `json:"drained"`
 			Endpoints []struct {
-				RedLine int64 `json:"red_line"`
+				Address string `json:"address"`
+				Health  string `json:"health"`
+				RedLine int64  `json:"red_line"`
 			} `json:"endpoints"`
 		} `json:"groups"`
 	} `json:"gateways"`
@@ -401,3 +437,14 @@ func (s *gwState) self() (drained bool, redLine int64) {
 
 func (s *gwState) selfDrained() bool { d, _ := s.self(); return d }
 func (s *gwState) redLine() int64    { _, r := s.self(); return r }
+
+func (s *gwState) endpointUp(addr string) bool {
+	for _, g := range s.Gateways[0].Groups {
+		for _, ep := range g.Endpoints {
+			if g.Name == "self" && ep.Address == addr {
+				return ep.Health == "up"
+			}
+		}
+	}
+	return false
+}
