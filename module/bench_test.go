@@ -203,7 +203,7 @@ func BenchmarkRegistryEndpoints100(b *testing.B) {
 	newGroup := func() *vllmGroup {
 		return &vllmGroup{name: "self", endpoints: map[string]*endpoint{},
 			spawn: func(dial string) (*endpoint, error) {
-				return &endpoint{dial: dial, weight: 1, drained: new(atomic.Bool)}, nil
+				return &endpoint{dial: dial, weight: 1, drained: new(atomic.Bool), br: new(breaker)}, nil
 			},
 			unspawn: func(*endpoint) {}}
 	}

@@ -253,86 +253,84 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			spareEP    *endpoint
 			spareScore = math.Inf(1)
 		)
-		eps := g.endpointsOf(pool)
-		added := g.added.Load()
-		n := len(pool)
-		if added != nil {
-			n += len(added.eps)
-		}
-		for i := range n {
-			var u *reverseproxy.Upstream
-			var ep *endpoint
-			if i < len(pool) {
-				u, ep = pool[i], eps[i]
-			} else {
-				u, ep = added.ups[i-len(pool)], added.eps[i-len(pool)]
+		ups, eps := pool, g.endpointsOf(pool)
+		for seg := range 2 {
+			if seg == 1 { // then the endpoints the registry added, if any
+				added := g.added.Load()
+				if added == nil {
+					break
+				}
+				ups, eps = added.ups, added.eps
 			}
-			if !u.Available() {
-				why := reasonUnhealthy
-				if u.Full() {
-					why = reasonRedLine // Caddy's max_requests
-				}
-				if skipRank(why) > skipRank(skip) {
-					skip = why
-				}
-				continue
-			}
-			if ep == nil {
-				// not probed (a unix socket, a placeholder): balanced on
-				// Caddy's own request count, without a reserved slot
-				n := int64(u.NumRequests())
-				v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1}
-				if g.maxNumSeqs > 0 {
-					v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
-				}
-				switch s, why := v.score(true); {
-				case why != "":
+			for i, u := range ups {
+				ep := eps[i]
+				if !u.Available() {
+					why := reasonUnhealthy
+					if u.Full() {
+						why = reasonRedLine // Caddy's max_requests
+					}
 					if skipRank(why) > skipRank(skip) {
 						skip = why
 					}
-				case s < bestScore:
-					best, bestEP, bestScore = u, nil, s
+					continue
 				}
-				continue
-			}
-			var why reason
-			switch {
-			case slices.Contains(excluded[:round], ep):
-				continue
-			case ep.drained != nil && ep.drained.Load():
-				why = reasonDrained
-			case slices.Contains(slot.avoid, ep):
-				why = reasonAvoided
-			case ep.br.held(t):
-				why = reasonRateLimited
-			case g.breakers && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
-				why = reasonBreakerOpen
-			case ep.score != nil && ep.score.fine.Load() == 0:
-				why = reasonDegraded // its health score took it out
-			}
-			var s float64
-			if why == "" {
-				v := g.view(ep, slot.model, t)
-				s, why = v.score(g.unknownOK)
-				if why == "" && slot.shadow && !v.roomToSpare() {
-					why = reasonRedLine // a mirror's copy never crowds real requests
+				if ep == nil {
+					// not probed (a unix socket, a placeholder): balanced on
+					// Caddy's own request count, without a reserved slot
+					n := int64(u.NumRequests())
+					v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1}
+					if g.maxNumSeqs > 0 {
+						v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
+					}
+					switch s, why := v.score(true); {
+					case why != "":
+						if skipRank(why) > skipRank(skip) {
+							skip = why
+						}
+					case s < bestScore:
+						best, bestEP, bestScore = u, nil, s
+					}
+					continue
 				}
-			}
-			if why != "" {
-				if skipRank(why) > skipRank(skip) {
-					skip = why
+				var why reason
+				switch {
+				case slices.Contains(excluded[:round], ep):
+					continue
+				case ep.drained != nil && ep.drained.Load():
+					why = reasonDrained
+				case slices.Contains(slot.avoid, ep):
+					why = reasonAvoided
+				case ep.br.held(t):
+					why = reasonRateLimited
+				case g.breakers && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
+					why = reasonBreakerOpen
+				case ep.score != nil && ep.score.fine.Load() == 0:
+					why = reasonDegraded // its health score took it out
 				}
-				continue
-			}
-			if ep.score != nil && !ep.score.admits() {
-				// ramping back: it takes its share of the requests
-				if s < spareScore {
-					spare, spareEP, spareScore = u, ep, s
+				var s float64
+				if why == "" {
+					v := g.view(ep, slot.model, t)
+					s, why = v.score(g.unknownOK)
+					if why == "" && slot.shadow && !v.roomToSpare() {
+						why = reasonRedLine // a mirror's copy never crowds real requests
+					}
 				}
-				continue
-			}
-			if s < bestScore {
-				best, bestEP, bestScore = u, ep, s
+				if why != "" {
+					if skipRank(why) > skipRank(skip) {
+						skip = why
+					}
+					continue
+				}
+				if ep.score != nil && !ep.score.admits() {
+					// ramping back: it takes its share of the requests
+					if s < spareScore {
+						spare, spareEP, spareScore = u, ep, s
+					}
+					continue
+				}
+				if s < bestScore {
+					best, bestEP, bestScore = u, ep, s
+				}
 			}
 		}
 		if best == nil {

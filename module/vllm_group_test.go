@@ -357,7 +357,7 @@ func BenchmarkSelect16(b *testing.B) {
 			metricsAt: now(),
 		})
 		u := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: dial}
-		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1}
+		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1, br: new(breaker)}
 		g.byUpstream[u] = g.endpoints[dial]
 		pool = append(pool, u)
 	}
