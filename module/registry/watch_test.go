@@ -102,9 +102,11 @@ func TestWatcherResyncsAfterCompaction(t *testing.T) {
 	if s := w.Snapshot(); s.Revision != rev || len(s.Groups) != 1 {
 		t.Errorf("the failed watch applied something: %+v", s)
 	}
+	began := time.Now()
 	if _, err := w.resync(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the full read after the compaction took %v", time.Since(began))
 	s := w.Snapshot()
 	if _, gone := s.Groups["gone"]; gone || !s.Groups["self"].Drained || s.Aliases["chat"].Weights["a"] != 1 || s.Revision < last {
 		t.Errorf("after the full read: %+v", s)
