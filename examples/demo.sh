@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The caddy-hybrid-llm demo: builds Caddy with the module, starts a
 # simulated self-hosted vLLM (127.0.0.1:8001) and a simulated cloud API
-# (127.0.0.1:8002), and runs Caddy with examples/Caddyfile on :8080.
+# (127.0.0.1:8002), and runs Caddy with examples/Caddyfile on 127.0.0.1:8080.
 #
 #   bash examples/demo.sh           run until Ctrl-C
 #   bash examples/demo.sh --burst   baseline, peak, baseline: watch the overflow to the cloud and back, then exit
@@ -31,7 +31,7 @@ mode=${1:-run}
 state=$root/.demo
 mkdir -p "$state" bin
 
-export HYBRID_LISTEN=${HYBRID_LISTEN:-:8080}
+export HYBRID_LISTEN=${HYBRID_LISTEN:-127.0.0.1:8080}
 export HYBRID_ADMIN=${HYBRID_ADMIN:-localhost:2019}
 export SELF_UPSTREAMS=${SELF_UPSTREAMS:-127.0.0.1:8001}
 export SELF_MODEL=${SELF_MODEL:-qwen2.5-7b-instruct}
@@ -90,6 +90,23 @@ start_sim() {
 	echo "simulator $name did not start ($health); see $state/$name.log"; tail -5 "$state/$name.log"; exit 1
 }
 
+# ports_free VAR...: fail before starting anything when something already
+# listens on the address a variable holds (its first one), naming the port
+# and the variable that moves it
+ports_free() {
+	local var addr host port
+	for var in "$@"; do
+		addr=${!var%% *}
+		addr=${addr#http://}
+		host=${addr%:*} port=${addr##*:}
+		case "$host" in "" | localhost) host=127.0.0.1 ;; esac
+		if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+			echo "port $port is in use ($var=${!var}): stop what listens there, or set $var to a free address" >&2
+			exit 1
+		fi
+	done
+}
+
 # now: Unix seconds with a fraction, the clock of the "ts" in Caddy's log
 now() { date +%s.%N; }
 # since T0 [T1]: seconds from T0 to T1 (default now), one decimal
@@ -115,6 +132,7 @@ multicloud() {
 		shift 4
 		start_sim "$name" "http://$addr/healthz" cloud --listen "$addr" --model "$model" --api-key "$key" "$@"
 	}
+	ports_free HYBRID_LISTEN HYBRID_ADMIN CLOUD_A_UPSTREAM CLOUD_B_UPSTREAM CLOUD_C_UPSTREAM MIRROR_UPSTREAM CANARY_UPSTREAM
 	sim cloud-a "$CLOUD_A_UPSTREAM" "$CLOUD_A_MODEL" "$CLOUD_A_API_KEY" --ttft 40ms --itl 5ms
 	sim cloud-b "$CLOUD_B_UPSTREAM" "$CLOUD_B_MODEL" "$CLOUD_B_API_KEY" --ttft 40ms --itl 5ms
 	sim cloud-c "$CLOUD_C_UPSTREAM" "$CLOUD_C_MODEL" "$CLOUD_C_API_KEY" --ttft 40ms --itl 5ms
@@ -230,6 +248,7 @@ degrade() {
 	# the simulators serve the first address of each group
 	local rate=${DEGRADE_RATE:-10} big=${BIG_UPSTREAMS%% *} metrics=http://$HYBRID_ADMIN/metrics
 	local kv=http://${BIG_UPSTREAMS%% *}/_sim/kv log=$state/caddy.log
+	ports_free HYBRID_LISTEN HYBRID_ADMIN BIG_UPSTREAMS MEDIUM_UPSTREAMS SMALL_UPSTREAMS
 
 	# one simulated vLLM (quick answers, slots enough that the demo's load never queues): NAME ADDR MODEL
 	vsim() {
@@ -417,6 +436,7 @@ if [ "$mode" = "--degrade" ]; then
 	exit 0
 fi
 
+ports_free HYBRID_LISTEN HYBRID_ADMIN SELF_UPSTREAMS CLOUD_UPSTREAM
 bin/llmsim vllm --listen "$self_addr" --served-model-name "$SELF_MODEL" \
 	--max-num-seqs 4 --ttft 40ms --itl 15ms >"$state/self.log" 2>&1 &
 pids+=($!)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,11 +97,43 @@ func gatewayNamed(name string) (*Gateway, error) {
 			return g, nil
 		}
 	}
-	msg := fmt.Errorf("no gateway named %q", name)
 	if name == "" {
-		msg = fmt.Errorf("%d gateways are running: name one with \"gateway\"", len(live))
+		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound,
+			Err: fmt.Errorf("%d gateways are running (%s): name one with \"gateway\"", len(live), gatewayNames(live))}
 	}
-	return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: msg}
+	return nil, noGateway(name, live)
+}
+
+// gatewaysNamed returns the live gateways, or the one named.
+func gatewaysNamed(name string) ([]*Gateway, error) {
+	live := liveGateways()
+	if name == "" {
+		return live, nil
+	}
+	for _, g := range live {
+		if g.Name == name {
+			return []*Gateway{g}, nil
+		}
+	}
+	return nil, noGateway(name, live)
+}
+
+// noGateway is the answer for a gateway name that is not running: 404,
+// naming those that are.
+func noGateway(name string, live []*Gateway) error {
+	if len(live) == 0 {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no gateway named %q: no hybrid_llm gateway is running", name)}
+	}
+	return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no gateway named %q; running: %s", name, gatewayNames(live))}
+}
+
+func gatewayNames(live []*Gateway) string {
+	names := make([]string, len(live))
+	for i, g := range live {
+		names[i] = g.Name
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // serveDrain drains (or undrains) a group or one endpoint of a vllm
@@ -113,7 +146,7 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	}
 	grp := g.Groups[req.Group]
 	if grp == nil || grp.shared == nil {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no group %q", g.Name, req.Group)}
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no group %q; its groups: %s", g.Name, req.Group, strings.Join(sortedKeys(g.Groups), ", "))}
 	}
 	what := map[string]any{"gateway": g.Name, "group": req.Group, "drained": drain}
 	var ep *endpoint
@@ -158,7 +191,7 @@ func readAliasAction(r *http.Request) (*actionRequest, *Gateway, *Alias, error) 
 	}
 	al := g.aliases[req.Alias]
 	if al == nil {
-		return nil, nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q", g.Name, req.Alias)}
+		return nil, nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q; its aliases: %s", g.Name, req.Alias, strings.Join(sortedKeys(g.aliases), ", "))}
 	}
 	return req, g, al, nil
 }
@@ -218,7 +251,10 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
 	window := to.Sub(from)
-	name := r.URL.Query().Get("gateway")
+	gws, err := gatewaysNamed(r.URL.Query().Get("gateway"))
+	if err != nil {
+		return err
+	}
 	type entry struct {
 		Gateway string `json:"gateway"`
 		cost.Comparison
@@ -226,20 +262,15 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 		Clients []clientUse `json:"clients,omitempty"`
 	}
 	out := []entry{}
-	for _, g := range liveGateways() {
-		if name == "" || g.Name == name {
-			c := g.comparison(from, to)
-			uses := g.ledger.clientWindow(from, to)
-			if c.SelfHostedPerMillionTokens != nil {
-				for i := range uses {
-					uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6
-				}
+	for _, g := range gws {
+		c := g.comparison(from, to)
+		uses := g.ledger.clientWindow(from, to)
+		if c.SelfHostedPerMillionTokens != nil {
+			for i := range uses {
+				uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6
 			}
-			out = append(out, entry{Gateway: g.Name, Comparison: c, Clients: uses})
 		}
-	}
-	if name != "" && len(out) == 0 {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no gateway named %q", name)}
+		out = append(out, entry{Gateway: g.Name, Comparison: c, Clients: uses})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
@@ -251,10 +282,14 @@ func serveState(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed; use GET", r.Method)}
 	}
+	gws, err := gatewaysNamed(r.URL.Query().Get("gateway"))
+	if err != nil {
+		return err
+	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(state())
+	return enc.Encode(stateOf(gws))
 }
 
 // maxLedgerWindow is the longest window the ledger answers for: what it

@@ -95,16 +95,14 @@ func serveClients(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed; use GET", r.Method)}
 	}
-	name := r.URL.Query().Get("gateway")
+	gws, err := gatewaysNamed(r.URL.Query().Get("gateway"))
+	if err != nil {
+		return err
+	}
 	out := []ClientsDoc{}
 	t := now()
-	for _, g := range liveGateways() {
-		if name == "" || g.Name == name {
-			out = append(out, g.clientsDoc(t))
-		}
-	}
-	if name != "" && len(out) == 0 {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no gateway named %q", name)}
+	for _, g := range gws {
+		out = append(out, g.clientsDoc(t))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

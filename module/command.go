@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -44,6 +45,19 @@ reload command does: --address, else --config, else localhost:2019).
 admin API's JSON instead of a table.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
+			// a subcommand missing or mistyped is a usage error: usage on
+			// stderr, exit status 2
+			cmd.Args = cobra.ArbitraryArgs
+			cmd.RunE = func(c *cobra.Command, args []string) error {
+				c.SetOut(c.ErrOrStderr())
+				_ = c.Usage()
+				return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) {
+					if len(args) == 0 {
+						return 2, fmt.Errorf("hybrid-llm: a subcommand is required")
+					}
+					return 2, fmt.Errorf("hybrid-llm: unknown subcommand %q", args[0])
+				})(c, args)
+			}
 			cmd.PersistentFlags().String("address", "", "The address of the admin API")
 			cmd.PersistentFlags().StringP("config", "c", "", "Configuration file, to find the admin address")
 			cmd.PersistentFlags().StringP("adapter", "a", "", "Name of the config adapter")
@@ -122,7 +136,11 @@ func printJSON(cmd *cobra.Command, b []byte) bool {
 }
 
 func cmdState(cmd *cobra.Command) error {
-	b, err := adminCall(cmd, http.MethodGet, "/hybrid_llm/state", nil)
+	uri := "/hybrid_llm/state"
+	if gateway, _ := cmd.Flags().GetString("gateway"); gateway != "" {
+		uri += "?gateway=" + url.QueryEscape(gateway)
+	}
+	b, err := adminCall(cmd, http.MethodGet, uri, nil)
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
@@ -355,17 +373,8 @@ func cmdDrill(cmd *cobra.Command) error {
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("reading the drill: %v", err)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tMODEL\tRESULT\tSTATUS\tLATENCY\tANSWERED AS\tERROR")
-	failed := 0
-	for _, r := range out.Targets {
-		result := "ok"
-		if !r.OK {
-			result, failed = "FAILED", failed+1
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.0fms\t%s\t%s\n", r.Group, r.Model, result, r.Status, r.LatencyMS, r.AnsweredModel, r.Error)
-	}
-	if err := tw.Flush(); err != nil {
+	failed, err := writeDrill(os.Stdout, out.Targets)
+	if err != nil {
 		return err
 	}
 	if failed > 0 {
@@ -374,12 +383,48 @@ func cmdDrill(cmd *cobra.Command) error {
 	return nil
 }
 
+// writeDrill prints a drill's results as a table, "-" for what did not
+// happen (no status or latency from a target that could not be reached),
+// and returns how many targets failed.
+func writeDrill(w io.Writer, targets []DrillResult) (int, error) {
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tMODEL\tRESULT\tSTATUS\tLATENCY\tANSWERED AS\tERROR")
+	failed := 0
+	for _, r := range targets {
+		result := "ok"
+		if !r.OK {
+			result, failed = "FAILED", failed+1
+		}
+		status, latency, answered := "-", "-", "-"
+		if r.Reachable {
+			status, latency = strconv.Itoa(r.Status), fmt.Sprintf("%.0fms", r.LatencyMS)
+		}
+		if r.AnsweredModel != "" {
+			answered = r.AnsweredModel
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Model, result, status, latency, answered, r.Error)
+	}
+	return failed, tw.Flush()
+}
+
+// usd prints an amount in dollars: cents from a dollar up, and three
+// significant digits below, so that a short window's costs (a fraction
+// of a cent) still compare.
+func usd(v float64) string {
+	a := math.Abs(v)
+	if a == 0 || a >= 1 {
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	decimals := min(2-int(math.Floor(math.Log10(a))), 9)
+	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
+
 func cmdLedger(cmd *cobra.Command) error {
 	window, _ := cmd.Flags().GetString("window")
 	gateway, _ := cmd.Flags().GetString("gateway")
 	uri := "/hybrid_llm/ledger?window=" + window
 	if gateway != "" {
-		uri += "&gateway=" + gateway
+		uri += "&gateway=" + url.QueryEscape(gateway)
 	}
 	b, err := adminCall(cmd, http.MethodGet, uri, nil)
 	if err != nil || printJSON(cmd, b) {
@@ -440,12 +485,12 @@ func cmdLedger(cmd *cobra.Command) error {
 			if sc.c.Utilization != nil {
 				util = fmt.Sprintf("%.1f%%", *sc.c.Utilization*100)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%.2f\t%.2f\t%.2f\n", g.Gateway, sc.name, sc.c.GPUs, util,
-				sc.c.SelfHostedUSD, sc.c.CloudUSD, sc.c.TotalUSD)
+			fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", g.Gateway, sc.name, sc.c.GPUs, util,
+				usd(sc.c.SelfHostedUSD), usd(sc.c.CloudUSD), usd(sc.c.TotalUSD))
 		}
 		if v := g.Validation; v != nil {
 			// mirror copies: in no scenario, and in no business bill
-			fmt.Fprintf(tw, "%s\tvalidation (mirrors, %d requests)\t\t\t\t\t%.2f\n", g.Gateway, v.Requests, v.USD)
+			fmt.Fprintf(tw, "%s\tvalidation (mirrors, %d requests)\t\t\t\t\t%s\n", g.Gateway, v.Requests, usd(v.USD))
 		}
 	}
 	return tw.Flush()
@@ -455,7 +500,7 @@ func cmdClients(cmd *cobra.Command) error {
 	gateway, _ := cmd.Flags().GetString("gateway")
 	uri := "/hybrid_llm/clients"
 	if gateway != "" {
-		uri += "?gateway=" + gateway
+		uri += "?gateway=" + url.QueryEscape(gateway)
 	}
 	b, err := adminCall(cmd, http.MethodGet, uri, nil)
 	if err != nil || printJSON(cmd, b) {

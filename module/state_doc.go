@@ -215,10 +215,13 @@ type ModelCheckState struct {
 }
 
 // state renders the current state of all live gateways.
-func state() StateDoc {
+func state() StateDoc { return stateOf(liveGateways()) }
+
+// stateOf describes the given gateways.
+func stateOf(gws []*Gateway) StateDoc {
 	doc := StateDoc{Gateways: []GatewayState{}}
 	t := now()
-	for _, g := range liveGateways() {
+	for _, g := range gws {
 		gs := GatewayState{Name: g.Name, Aliases: []AliasState{}, Groups: []GroupState{}, Registry: g.registryState()}
 		for _, name := range sortedKeys(g.aliases) {
 			as := AliasState{Name: name}

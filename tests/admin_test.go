@@ -122,17 +122,35 @@ func TestAdminRoutesRefuseBadRequests(t *testing.T) {
 	for _, tc := range []struct {
 		path, ct, body string
 		want           int
+		says           string // what the error names
 	}{
-		{"/hybrid_llm/drain", "text/plain", `{"gateway":"` + gw + `","group":"self"}`, http.StatusUnsupportedMediaType},
-		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","group":"nope"}`, http.StatusNotFound},
-		{"/hybrid_llm/drain", "application/json", `{"gateway":"nope","group":"self"}`, http.StatusNotFound},
-		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","group":"cloud","endpoint":"x:1"}`, http.StatusBadRequest},
-		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","grop":"self"}`, http.StatusBadRequest},
-		{"/hybrid_llm/drill", "application/json", `{"gateway":"` + gw + `","alias":"nope"}`, http.StatusNotFound},
+		{"/hybrid_llm/drain", "text/plain", `{"gateway":"` + gw + `","group":"self"}`, http.StatusUnsupportedMediaType, ""},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","group":"nope"}`, http.StatusNotFound, `has no group \"nope\"; its groups: cloud, self`},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"nope","group":"self"}`, http.StatusNotFound, `no gateway named \"nope\"; running: ` + gw},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","group":"cloud","endpoint":"x:1"}`, http.StatusBadRequest, ""},
+		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","grop":"self"}`, http.StatusBadRequest, ""},
+		{"/hybrid_llm/drill", "application/json", `{"gateway":"` + gw + `","alias":"nope"}`, http.StatusNotFound, `has no alias \"nope\"; its aliases: chat-main`},
 	} {
-		if code, b := adminPost(t, tc.path, tc.ct, tc.body); code != tc.want {
-			t.Errorf("%s %s %s: %d %s, want %d", tc.path, tc.ct, tc.body, code, b, tc.want)
+		if code, b := adminPost(t, tc.path, tc.ct, tc.body); code != tc.want || !strings.Contains(string(b), tc.says) {
+			t.Errorf("%s %s %s: %d %s, want %d saying %q", tc.path, tc.ct, tc.body, code, b, tc.want, tc.says)
 		}
+	}
+	// a gateway named in a query that is not running is an error that
+	// names those that are, never a silent "everything"
+	for _, path := range []string{"/hybrid_llm/state", "/hybrid_llm/ledger", "/hybrid_llm/clients"} {
+		resp, err := http.Get("http://localhost:2999" + path + "?gateway=nosuch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `no gateway named \"nosuch\"; running: `+gw) {
+			t.Errorf("%s?gateway=nosuch: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	var st stateDoc
+	if err := json.Unmarshal(adminGet(t, "/hybrid_llm/state?gateway="+gw), &st); err != nil || len(st.Gateways) != 1 {
+		t.Errorf("the state of one gateway: %v %+v", err, st)
 	}
 	resp, err := http.Get("http://localhost:2999/hybrid_llm/drain")
 	if err == nil {

@@ -1,0 +1,94 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+// hybridCommand builds `caddy hybrid-llm` as Caddy's command line does.
+func hybridCommand(t *testing.T) *cobra.Command {
+	t.Helper()
+	def, ok := caddycmd.Commands()["hybrid-llm"]
+	if !ok {
+		t.Fatal("the hybrid-llm command is not registered")
+	}
+	cmd := &cobra.Command{Use: def.Name}
+	def.CobraFunc(cmd)
+	return cmd
+}
+
+// exitCode is the status Caddy's main exits with for a command's error.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if v := reflect.ValueOf(err); v.Kind() == reflect.Pointer {
+		if f := v.Elem().FieldByName("ExitCode"); f.IsValid() {
+			return int(f.Int())
+		}
+	}
+	return 1
+}
+
+// A mistyped or missing subcommand is a usage error: the usage goes to
+// stderr, nothing to stdout, and the exit status is 2.
+func TestCommandUnknownSubcommand(t *testing.T) {
+	for _, args := range [][]string{{"stat"}, {}} {
+		cmd := hybridCommand(t)
+		var stdout, stderr bytes.Buffer
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		if code := exitCode(err); code != 2 {
+			t.Errorf("%q: exit status %d (%v), want 2", args, code, err)
+		}
+		if stdout.Len() != 0 || !strings.Contains(stderr.String(), "Available Commands:") {
+			t.Errorf("%q: stdout %q, stderr %q: want the usage on stderr only", args, stdout.String(), stderr.String())
+		}
+		if len(args) > 0 && (err == nil || !strings.Contains(err.Error(), `unknown subcommand "stat"`)) {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+}
+
+// The drill's table shows "-" for what did not happen: a target that
+// could not be reached has no status and no latency.
+func TestDrillTable(t *testing.T) {
+	var out bytes.Buffer
+	failed, err := writeDrill(&out, []DrillResult{
+		{Group: "self", Model: "qwen", Reachable: true, Status: 200, OK: true, LatencyMS: 41.6, AnsweredModel: "qwen"},
+		{Group: "cloud", Model: "gpt-4o-mini", Error: "dial tcp 127.0.0.1:8002: connection refused"},
+	})
+	if err != nil || failed != 1 {
+		t.Fatalf("failed %d, %v", failed, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("table: %q", out.String())
+	}
+	if f := strings.Fields(lines[1]); len(f) < 6 || f[3] != "200" || f[4] != "42ms" || f[5] != "qwen" {
+		t.Errorf("the answered target: %q", lines[1])
+	}
+	if f := strings.Fields(lines[2]); len(f) < 6 || f[2] != "FAILED" || f[3] != "-" || f[4] != "-" || f[5] != "-" {
+		t.Errorf("the unreachable target: %q", lines[2])
+	}
+}
+
+// The ledger's amounts keep three significant digits below a dollar: a
+// short window's costs must not all print as 0.00.
+func TestUSD(t *testing.T) {
+	for v, want := range map[float64]string{0: "0.00", 1234.567: "1234.57", 1: "1.00", 0.5: "0.500", 0.002134: "0.00213", 0.0000412: "0.0000412", -0.25: "-0.250"} {
+		if got := usd(v); got != want {
+			t.Errorf("usd(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
