@@ -60,6 +60,8 @@ type Target struct {
 	// The name of the group.
 	Group string `json:"group,omitempty"`
 
+	pos string // in a Caddyfile: where it is, for errors
+
 	// The model name the group serves for this alias; the request's
 	// `model` is rewritten to it for this target only.
 	Model string `json:"model,omitempty"`

@@ -4,10 +4,15 @@
 package hybridllm
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+	"github.com/tidwall/gjson"
 )
 
 // ParseCaddyfile sets up the handler from Caddyfile tokens. It is the
@@ -377,12 +382,8 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 	if len(g.Aliases) == 0 {
 		return d.Err("hybrid_llm needs at least one alias")
 	}
-	for name, al := range g.Aliases {
-		for _, t := range al.Targets {
-			if _, ok := g.Groups[t.Group]; !ok {
-				return d.Errf("alias '%s': target refers to unknown group '%s'", name, t.Group)
-			}
-		}
+	if err := g.checkNames(); err != nil {
+		return err
 	}
 	if g.Clients != nil {
 		for name, c := range g.Clients.Clients {
@@ -395,6 +396,58 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 	}
 	return nil
 }
+
+// checkNames refuses, at the line that says it, a target naming a group
+// that is not defined, a route to a group that is not among its alias's
+// targets, and a vllm group with nothing to send to.
+func (g *Gateway) checkNames() error {
+	groups := strings.Join(sortedKeys(g.Groups), ", ")
+	for _, name := range sortedKeys(g.Aliases) {
+		al := g.Aliases[name]
+		known := func(t *Target, what string) error {
+			if _, ok := g.Groups[t.Group]; !ok {
+				return fmt.Errorf("alias '%s': %s refers to unknown group '%s' (the groups: %s), at %s", name, what, t.Group, groups, t.pos)
+			}
+			return nil
+		}
+		targets := map[string]bool{}
+		for _, t := range al.Targets {
+			if err := known(t, "target"); err != nil {
+				return err
+			}
+			targets[t.Group] = true
+		}
+		for _, c := range al.Colors {
+			if err := known(&c.Target, "color"); err != nil {
+				return err
+			}
+		}
+		for _, m := range al.Mirrors {
+			if err := known(&m.Target, "mirror"); err != nil {
+				return err
+			}
+		}
+		for _, r := range al.Routes {
+			if !targets[r.Target] {
+				return fmt.Errorf("alias '%s': route sends to group '%s', which is not among the alias's targets (%s), at %s",
+					name, r.Target, strings.Join(sortedKeys(targets), ", "), r.pos)
+			}
+		}
+	}
+	if g.Registry != nil {
+		return nil // the registry may list a vllm group's endpoints
+	}
+	for _, name := range sortedKeys(g.Groups) {
+		grp := g.Groups[name]
+		if grp.Kind == KindVLLM && !gjson.GetBytes(grp.ProxyRaw, "upstreams").Exists() && !gjson.GetBytes(grp.ProxyRaw, "dynamic_upstreams").Exists() {
+			return fmt.Errorf("group '%s' of kind vllm has no upstream: give its vLLM servers' addresses (proxy 10.0.0.5:8000 ...), at %s", name, grp.pos)
+		}
+	}
+	return nil
+}
+
+// posOf is where the dispenser's token is, as Caddy's parse errors say it.
+func posOf(d *caddyfile.Dispenser) string { return d.File() + ":" + strconv.Itoa(d.Line()) }
 
 // Interface guards
 var _ caddyfile.Unmarshaler = (*Gateway)(nil)

@@ -139,7 +139,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 //		field              <name>
 //	}
 func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
-	r := new(Rule)
+	r := &Rule{pos: posOf(d)}
 	if !d.Args(&r.Target) {
 		return nil, d.Err("route needs the group of the target to send matching requests to")
 	}
@@ -382,6 +382,7 @@ func unmarshalTarget(d *caddyfile.Dispenser, inSet bool, extra func(*caddyfile.D
 // unmarshalTargetInto parses a target's group, model and block into t;
 // what names the directive in errors.
 func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet bool, extra func(*caddyfile.Dispenser) (bool, error)) error {
+	t.pos = posOf(d)
 	if !d.Args(&t.Group, &t.Model) {
 		return d.Errf("%s needs a group and a model name after its arguments: %s ... <group> <model>", what, what)
 	}

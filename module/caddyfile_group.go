@@ -17,7 +17,7 @@ import (
 // unmarshalGroup parses a group block; its syntax is in the doc of
 // Gateway.UnmarshalCaddyfile.
 func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Group, error) {
-	grp := new(Group)
+	grp := &Group{pos: posOf(d)}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "kind":

@@ -108,6 +108,9 @@ type fleet struct {
 	logger  *zap.Logger
 
 	member string // this process's key under members/, held by its lease
+	host   string
+	ctx    context.Context // ends when the last gateway on it goes
+	began  sync.Once
 
 	mu       sync.Mutex
 	gateways []*Gateway // every provisioned gateway on it; each applies its groups
@@ -130,8 +133,29 @@ type registryApplied struct {
 	weights sync.Map     // alias|group: the weight last set from the registry
 }
 
+// begin starts the watch and the membership, once: when the first
+// gateway on the registry runs (a config that is only validated never
+// joins the fleet, even briefly).
+func (f *fleet) begin() {
+	f.began.Do(func() {
+		members := make(chan struct{})
+		go func() {
+			defer close(members)
+			defer logPanic(f.logger, "registry membership")
+			f.keepMember(f.ctx, f.host)
+		}()
+		go func() {
+			defer close(f.done)
+			defer func() { <-members }()
+			defer logPanic(f.logger, "registry watcher")
+			f.watcher.Run(f.ctx)
+		}()
+	})
+}
+
 func (f *fleet) Destruct() error {
 	f.cancel()
+	f.began.Do(func() { close(f.done) }) // never begun: nothing to wait for
 	<-f.done
 	return f.client.Close()
 }
@@ -146,7 +170,7 @@ func (rc *RegistryConfig) prefix(gw string) string {
 // provisionRegistry joins the gateway to its registry: the watcher starts
 // (or is shared), and the gateway applies the registry's state now and on
 // every change.
-func (g *Gateway) provisionRegistry(ctx caddy.Context) error {
+func (g *Gateway) provisionRegistry() error {
 	rc := g.Registry
 	if len(rc.Endpoints) == 0 {
 		return fmt.Errorf("registry: no etcd endpoints")
@@ -190,24 +214,11 @@ func (g *Gateway) provisionRegistry(ctx caddy.Context) error {
 			f.watcher.Seed(s)
 			g.logger.Info("registry: starting from the last snapshot applied", zap.String("file", f.file), zap.Int64("revision", s.Revision))
 		}
-		host, _ := os.Hostname()
+		f.host, _ = os.Hostname()
 		var suffix [4]byte
 		_, _ = rand.Read(suffix[:])
-		f.member = fmt.Sprintf("%s-%d-%x", safeFileName(host), os.Getpid(), suffix)
-		ctx, cancel := context.WithCancel(context.Background())
-		f.cancel = cancel
-		members := make(chan struct{})
-		go func() {
-			defer close(members)
-			defer logPanic(g.logger, "registry membership")
-			f.keepMember(ctx, host)
-		}()
-		go func() {
-			defer close(f.done)
-			defer func() { <-members }()
-			defer logPanic(g.logger, "registry watcher")
-			f.watcher.Run(ctx)
-		}()
+		f.member = fmt.Sprintf("%s-%d-%x", safeFileName(f.host), os.Getpid(), suffix)
+		f.ctx, f.cancel = context.WithCancel(context.Background())
 		return f, nil
 	})
 	if err != nil {
@@ -217,7 +228,6 @@ func (g *Gateway) provisionRegistry(ctx caddy.Context) error {
 	g.fleet, g.applied = f, new(registryApplied)
 	if g.spend != nil {
 		g.spendName = spendName(g.Name)
-		go g.publishSpend(ctx)
 	}
 	f.mu.Lock()
 	f.gateways = append(f.gateways, g)
@@ -244,13 +254,6 @@ func (g *Gateway) releaseRegistry() {
 // unreachable longer than the lease); at the end it revokes it, so that
 // the others count one fewer at once.
 func (f *fleet) keepMember(ctx context.Context, host string) {
-	// a config that is only validated (caddy validate, adapt --validate)
-	// is cleaned up at once: it must not join the fleet, even briefly
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(time.Second):
-	}
 	key := registry.Key(f.prefix, registry.KindMember, f.member)
 	value, _ := json.Marshal(registry.Member{Host: host, Since: time.Now().UTC().Truncate(time.Second)})
 	for ctx.Err() == nil {

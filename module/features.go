@@ -22,6 +22,8 @@ type Rule struct {
 	// in that group).
 	Target string `json:"target"`
 
+	pos string // in a Caddyfile: where it is, for errors
+
 	// Matches when the estimated prompt tokens (bytes of the text of the
 	// messages, prompt or input, divided by 4) exceed this.
 	PromptTokensOver int `json:"prompt_tokens_over,omitempty"`

@@ -249,6 +249,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
+		if grp.Kind == KindVLLM && len(grp.proxy.Upstreams) == 0 && grp.proxy.DynamicUpstreams == nil && g.Registry == nil {
+			return fmt.Errorf("group %q of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)", name)
+		}
 		if err := g.provisionEndpointHealth(grp); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
@@ -309,10 +312,11 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	}
 	g.ledger = acquireLedger(g)
 	if g.Registry != nil {
-		if err := g.provisionRegistry(ctx); err != nil {
+		if err := g.provisionRegistry(); err != nil {
 			return err
 		}
 	}
+	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }
 

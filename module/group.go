@@ -20,6 +20,8 @@ import (
 // Group is a named set of interchangeable endpoints that serve the same
 // model names, proxied through one embedded `reverse_proxy`.
 type Group struct {
+	pos string // in a Caddyfile: where it is, for errors
+
 	// The kind of API behind the group: `vllm` (self-hosted vLLM) or
 	// `openai` (a cloud or other OpenAI-compatible API). Required.
 	Kind string `json:"kind,omitempty"`
@@ -192,17 +194,17 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		key := caddy.NewReplacer().ReplaceAll(grp.APIKey, "")
 		grp.key = key
 		if key == "" {
-			ctx.Logger().Warn("api_key of group resolves to an empty value; requests go out without credentials",
-				zap.String("group", name))
-		} else {
-			// the key goes into the proxy's own header operations, which
-			// act on its copy of the request: it never touches the
-			// request the access log sees
-			var err error
-			raw, err = sjson.SetBytes(slices.Clone(raw), "headers.request.set.Authorization", []string{"Bearer " + key})
-			if err != nil {
-				return fmt.Errorf("setting api_key: %v", err)
-			}
+			// an unset variable would send every request without
+			// credentials, and every answer would be the cloud's 401
+			return fmt.Errorf("api_key %s resolves to an empty value: set it (is the environment variable exported?), or write api_key \"\" to send no credentials", grp.APIKey)
+		}
+		// the key goes into the proxy's own header operations, which act
+		// on its copy of the request: it never touches the request the
+		// access log sees
+		var err error
+		raw, err = sjson.SetBytes(slices.Clone(raw), "headers.request.set.Authorization", []string{"Bearer " + key})
+		if err != nil {
+			return fmt.Errorf("setting api_key: %v", err)
 		}
 	}
 	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
@@ -214,8 +216,6 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	switch grp.Kind {
 	case KindVLLM:
 		return grp.provisionVLLM(ctx)
-	case KindOpenAI:
-		grp.startModelCheck(ctx)
 	}
 	return nil
 }

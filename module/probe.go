@@ -122,6 +122,8 @@ type prober struct {
 	wg        sync.WaitGroup
 	wake      [3]chan struct{} // health, metrics, models: probe now
 	started   atomic.Bool
+	life      sync.Mutex // orders begin and Destruct
+	stopped   bool       // destructed: begin does nothing
 
 	badMetrics warnEvery // rate-limits the warning about invalid metric values
 }
@@ -181,7 +183,15 @@ func (p *prober) register(owner any, s probeSettings) {
 	p.owners[owner] = s
 	p.applySettingsLocked()
 	p.mu.Unlock()
-	if p.started.CompareAndSwap(false, true) {
+}
+
+// begin starts the probes, once: a gateway's when its config starts
+// running (never for a config that is only validated), the standalone
+// policy's at once.
+func (p *prober) begin() {
+	p.life.Lock()
+	defer p.life.Unlock()
+	if !p.stopped && p.started.CompareAndSwap(false, true) {
 		p.start()
 	}
 }
@@ -260,8 +270,12 @@ func (p *prober) applySettingsLocked() {
 // Destruct stops the probes; the UsagePool calls it when no config uses
 // the endpoint any more.
 func (p *prober) Destruct() error {
-	if p.cancel != nil {
-		p.cancel()
+	p.life.Lock()
+	p.stopped = true
+	cancel := p.cancel
+	p.life.Unlock()
+	if cancel != nil {
+		cancel()
 		p.wg.Wait()
 	}
 	p.own.CloseIdleConnections() // a group's transport is its proxy's to close

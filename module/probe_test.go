@@ -39,6 +39,7 @@ func TestProberIsSharedAndStopsWithLastUser(t *testing.T) {
 	if a != b {
 		t.Fatal("two probers for one address")
 	}
+	a.begin()
 	eff := a.settings.Load()
 	if eff.healthInterval != time.Minute || len(eff.expect) != 2 {
 		t.Errorf("merged settings: %+v", eff)
@@ -78,6 +79,7 @@ func TestShorterIntervalAppliesAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.begin()
 	waitUntil(t, "the first probes", func() bool {
 		s := p.snap.Load()
 		return s.health == healthUp && !s.metricsAt.IsZero()
@@ -141,6 +143,7 @@ func TestProbesUseTheGroupTransport(t *testing.T) {
 
 	plain := newProber(srv.URL, zap.NewNop())
 	plain.register(new(int), settings)
+	plain.begin()
 	defer plain.Destruct()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
@@ -151,6 +154,7 @@ func TestProbesUseTheGroupTransport(t *testing.T) {
 	settings.transport = ht
 	group := newProber(srv.URL, zap.NewNop())
 	group.register(new(int), settings)
+	group.begin()
 	defer group.Destruct()
 
 	waitUntil(t, "both probed", func() bool {

@@ -63,6 +63,9 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 			logger.Warn("registry: the endpoint cannot be probed; not added", zap.String("group", g.name), zap.String("endpoint", addr), zap.Error(err))
 			continue
 		}
+		if g.running {
+			ep.p.begin()
+		}
 		kept[addr] = ep
 		changed = true
 		logger.Info("registry: endpoint added", zap.String("group", g.name), zap.String("endpoint", addr))

@@ -214,6 +214,7 @@ func (s *LeastLoadSelection) endpoint(dial string, t time.Time) *endpoint {
 	var ep *endpoint
 	if probeable(dial) {
 		if p, err := acquireProber("http://"+dial, s, s.settings, s.logger); err == nil {
+			p.begin()
 			ep = &endpoint{dial: dial, p: p}
 		}
 	}

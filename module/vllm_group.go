@@ -53,6 +53,7 @@ type vllmGroup struct {
 	spawn    func(dial string) (*endpoint, error)
 	unspawn  func(*endpoint)
 	addedOff bool // the group is cleaned up: nothing more is added
+	running  bool // its config runs: added endpoints are probed at once
 }
 
 // endpoint is one vLLM replica of a group.
