@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -64,6 +65,18 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		aw = new(attemptWriter)
 	}
 	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: now()}
+	if rt.traced() != nil {
+		var span trace.Span
+		actx, span = rt.startAttemptSpan(actx, t)
+		before := len(rt.attempts)
+		defer func() {
+			var failed *attempt
+			if len(rt.attempts) > before {
+				failed = &rt.attempts[len(rt.attempts)-1]
+			}
+			rt.endAttemptSpan(span, t, &res, aw.status, failed)
+		}()
+	}
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
 	pr.ContentLength, rt.injected = rt.bodyFor(t, &aw.body)

@@ -28,6 +28,7 @@ func (rt *route) finish() {
 	if rt.usage.found {
 		rt.client.used(rt.usage.prompt+rt.usage.completion, now())
 	}
+	rt.traceOutcome()
 }
 
 // cost prices the request on the side that served it: a cloud's tokens

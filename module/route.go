@@ -109,11 +109,13 @@ func (rt *route) run(ctx context.Context) error {
 				break // the client left
 			}
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonDeadline})
+			rt.traceSkip(t, reasonDeadline)
 			break
 		}
 		if al.chain != nil {
 			if why := rt.degradeSkip(t, plan[i+1:]); why != "" {
 				rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
+				rt.traceSkip(t, why)
 				if t == rt.deg.deferred {
 					// left for a tier: should every tier fail, it is
 					// tried last after all
@@ -124,6 +126,7 @@ func (rt *route) run(ctx context.Context) error {
 		}
 		if why := rt.skip(t, f, minWindow); why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
+			rt.traceSkip(t, why)
 			continue
 		}
 		groupTrial := false
@@ -131,6 +134,7 @@ func (rt *route) run(ctx context.Context) error {
 			ok, trial := t.group.shared.breaker.allow(now())
 			if !ok {
 				rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonBreakerOpen})
+				rt.traceSkip(t, reasonBreakerOpen)
 				continue
 			}
 			groupTrial = trial

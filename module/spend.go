@@ -137,16 +137,18 @@ func (b *spendBook) spent(client string, t time.Time) (total, cl spend) {
 	b.mu.Lock()
 	b.total.roll(t)
 	total = b.total
-	if s := b.clients[client]; s != nil {
+	s := b.clients[client]
+	if s != nil {
 		s.roll(t)
 		cl = *s
-	} else {
-		cl.roll(t)
 	}
 	b.mu.Unlock()
 	if o := b.others.Load(); o != nil {
 		o.add(&total, "")
 		if client != "" {
+			if s == nil {
+				cl.Day, cl.Month = total.Day, total.Month
+			}
 			o.add(&cl, client)
 		}
 	}

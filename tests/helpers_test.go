@@ -166,6 +166,13 @@ func runName(t *testing.T) string {
 // loadWithGlobal is load with extra global options.
 func (e *env) loadWithGlobal(block, global string) {
 	e.t.Helper()
+	e.loadSite(block, global, "")
+}
+
+// loadSite is load with extra global options, and handler directives
+// that run before the gateway.
+func (e *env) loadSite(block, global, before string) {
+	e.t.Helper()
 	if !strings.HasPrefix(block, "name ") {
 		block = "name " + e.gatewayName() + "\n" + block
 	}
@@ -183,6 +190,7 @@ http://127.0.0.1:9080 {
 		format json
 	}
 	handle /v1/* {
+		` + before + `
 		hybrid_llm {
 ` + block + `
 		}
