@@ -53,8 +53,8 @@ gw=http://127.0.0.1:${HYBRID_LISTEN##*:}
 
 echo "building bin/caddy and bin/llmsim ..."
 go build -o bin/caddy ./xcaddy/cmd/caddy
-go build -o bin/llmsim ./cmd/llmsim
-go build -o bin/llmburst ./cmd/llmburst
+go build -o bin/llmsim ./examples/llmsim
+go build -o bin/llmburst ./examples/llmburst
 
 pids=()
 cleanup() {

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 func TestScoreOrder(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 func adminPost(t *testing.T, path, contentType, body string) (int, []byte) {

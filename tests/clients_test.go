@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 const (

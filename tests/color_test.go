@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 const (

@@ -25,7 +25,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/hybridllm/caddy-hybrid-llm"
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 const (

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 // The ledger survives a restart: a config without the gateway ends it

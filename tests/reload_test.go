@@ -8,7 +8,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 // A config that fails to start (its listener address is taken) leaves the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 func TestAliasGoesToFirstTargetWithItsModelName(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 type stateDoc struct {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 // strategyBlock is alias spread over clouds a and b, 50/50, leaning by

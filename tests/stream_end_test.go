@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 // A chat stream whose upstream closes it cleanly before any chunk with a

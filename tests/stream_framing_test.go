@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 // framedStandIn answers every request with a stream framed with eol: a

@@ -11,5 +11,5 @@ cd "$root"
 mkdir -p bin
 echo "building bin/caddy and bin/llmsim ..." >&2
 go build -o bin/caddy ./xcaddy/cmd/caddy
-go build -o bin/llmsim ./cmd/llmsim
+go build -o bin/llmsim ./examples/llmsim
 exec go run ./examples/bench -bin bin "$@"

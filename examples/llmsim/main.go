@@ -38,7 +38,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 func main() {

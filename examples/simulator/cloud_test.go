@@ -15,7 +15,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/hybridllm/caddy-hybrid-llm/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
 
 // fakeClock is a settable clock.
