@@ -18,8 +18,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
-	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 )
 
 func TestScoreOrder(t *testing.T) {
