@@ -4,6 +4,8 @@
 package hybridllm
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -45,6 +47,48 @@ type OverflowConfig struct {
 type Threshold struct {
 	Trigger float64 `json:"trigger"`
 	Recover float64 `json:"recover"`
+
+	durations bool // written as duration strings ("2s"), in JSON
+}
+
+// UnmarshalJSON reads a threshold whose levels are numbers, or, for
+// ttft_p99, durations as Caddy writes them ("2s", "800ms"), as the
+// Caddyfile takes them.
+func (th *Threshold) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Trigger json.RawMessage `json:"trigger"`
+		Recover json.RawMessage `json:"recover"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	level := func(name string, v json.RawMessage) (float64, error) {
+		if len(v) == 0 {
+			return 0, nil
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			d, err := caddy.ParseDuration(s)
+			if err != nil {
+				return 0, fmt.Errorf("%s: %q is neither a number nor a duration", name, s)
+			}
+			th.durations = true
+			return d.Seconds(), nil
+		}
+		var f float64
+		if err := json.Unmarshal(v, &f); err != nil {
+			return 0, fmt.Errorf("%s: want a number or a duration string, got %s", name, v)
+		}
+		return f, nil
+	}
+	var err error
+	if th.Trigger, err = level("trigger", raw.Trigger); err != nil {
+		return err
+	}
+	th.Recover, err = level("recover", raw.Recover)
+	return err
 }
 
 const defaultDwell = 10 * time.Second
@@ -93,6 +137,9 @@ func (oc *OverflowConfig) validate() error {
 			continue
 		}
 		any = true
+		if d.th.durations && d.name != "ttft_p99" {
+			return fmt.Errorf("overflow %s: a count or a share, not a duration", d.name)
+		}
 		if d.th.Trigger <= 0 || d.th.Recover < 0 || d.th.Recover >= d.th.Trigger ||
 			math.IsNaN(d.th.Trigger) || math.IsNaN(d.th.Recover) {
 			return fmt.Errorf("overflow %s: want a positive trigger above a non-negative recover level, got %v and %v",

@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -159,6 +160,32 @@ func TestOverflowEvaluateDoesNotAllocate(t *testing.T) {
 		oc.evaluate(st, signals{waiting: waiting}, t0, logger, "self")
 		if n := testing.AllocsPerRun(100, func() { oc.evaluate(st, signals{waiting: waiting}, t0, logger, "self") }); n != 0 {
 			t.Errorf("waiting=%v: %v allocations per request", waiting, n)
+		}
+	}
+}
+
+// In JSON, ttft_p99's levels are durations as Caddy writes them, or
+// seconds; a duration for a count is refused, as is an unknown field.
+func TestThresholdJSON(t *testing.T) {
+	var oc OverflowConfig
+	if err := json.Unmarshal([]byte(`{"ttft_p99": {"trigger": "2s", "recover": "800ms"}, "waiting": {"trigger": 8, "recover": 2}}`), &oc); err != nil {
+		t.Fatal(err)
+	}
+	if oc.TTFTP99.Trigger != 2 || oc.TTFTP99.Recover != 0.8 || oc.Waiting.Trigger != 8 || oc.validate() != nil {
+		t.Errorf("ttft_p99 %+v, waiting %+v, %v", oc.TTFTP99, oc.Waiting, oc.validate())
+	}
+	for body, want := range map[string]string{
+		`{"waiting": {"trigger": "2s", "recover": "1s"}}`:  "overflow waiting: a count or a share, not a duration",
+		`{"ttft_p99": {"trigger": "soon", "recover": 0}}`: `trigger: "soon" is neither a number nor a duration`,
+		`{"ttft_p99": {"trigger": 2, "recovr": 1}}`:       `unknown field "recovr"`,
+	} {
+		var oc OverflowConfig
+		err := json.Unmarshal([]byte(body), &oc)
+		if err == nil {
+			err = oc.validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
 		}
 	}
 }

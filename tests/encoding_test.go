@@ -64,6 +64,9 @@ func TestCompressingUpstreamIsMetered(t *testing.T) {
 		}
 		// the cloud did compress: the gateway's transport asked for gzip
 		reqs := e.cloudPosts()
+		if len(reqs) == 0 {
+			t.Fatalf("%s: the cloud got no request", tc.name)
+		}
 		if ae := reqs[len(reqs)-1].Header.Get("Accept-Encoding"); ae != "gzip" {
 			t.Errorf("%s: the cloud was sent Accept-Encoding %q", tc.name, ae)
 		}
