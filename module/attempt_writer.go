@@ -141,7 +141,7 @@ func (aw *attemptWriter) commit(status int) bool {
 	if t.Tier != nil {
 		rt.markDegraded(aw, h)
 	}
-	if !rt.g.DisableRouteHeaders {
+	if rt.g.routeHeadersOn() {
 		// canonical keys, assigned directly, their values in one array
 		v := make([]string, 2, 4)
 		v[0], v[1] = t.Group, t.Model

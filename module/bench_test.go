@@ -105,10 +105,10 @@ func BenchmarkGjsonValid(b *testing.B) {
 func BenchmarkFeatures(b *testing.B) {
 	al := &Alias{name: "chat-main", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
 	al.Routes = []*Rule{
-		{Target: "cloud", Header: map[string]string{"X-Workload": "batch"}},
-		{Target: "cloud", Fields: []string{"tools"}},
-		{Target: "cloud", MaxTokensOver: 4000},
-		{Target: "cloud", PromptTokensOver: 100000},
+		{Group: "cloud", Header: map[string]string{"X-Workload": "batch"}},
+		{Group: "cloud", Fields: []string{"tools"}},
+		{Group: "cloud", MaxTokensOver: 4000},
+		{Group: "cloud", PromptTokensOver: 100000},
 	}
 	g := new(Gateway)
 	for _, r := range al.Routes {

@@ -259,14 +259,14 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 			if err != nil {
 				return err
 			}
-			g.DisableRouteHeaders = !on
+			g.RouteHeaders = &on
 
 		case "stream_usage":
 			on, err := parseOnOff(d)
 			if err != nil {
 				return err
 			}
-			g.DisableStreamUsage = !on
+			g.StreamUsage = &on
 
 		case "pass_headers":
 			names := d.RemainingArgs()
@@ -428,9 +428,9 @@ func (g *Gateway) checkNames() error {
 			}
 		}
 		for _, r := range al.Routes {
-			if !targets[r.Target] {
+			if !targets[r.Group] {
 				return fmt.Errorf("alias '%s': route sends to group '%s', which is not among the alias's targets (%s), at %s",
-					name, r.Target, strings.Join(sortedKeys(targets), ", "), r.pos)
+					name, r.Group, strings.Join(sortedKeys(targets), ", "), r.pos)
 			}
 		}
 	}

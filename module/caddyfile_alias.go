@@ -140,7 +140,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 //	}
 func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
 	r := &Rule{pos: posOf(d)}
-	if !d.Args(&r.Target) {
+	if !d.Args(&r.Group) {
 		return nil, d.Err("route needs the group of the target to send matching requests to")
 	}
 	if d.NextArg() {
@@ -180,7 +180,7 @@ func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
 		}
 	}
 	if r.PromptTokensOver == 0 && r.MaxTokensOver == 0 && len(r.Header) == 0 && len(r.Fields) == 0 {
-		return nil, d.Errf("route %s has no condition", r.Target)
+		return nil, d.Errf("route %s has no condition", r.Group)
 	}
 	return r, nil
 }

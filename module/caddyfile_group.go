@@ -177,25 +177,24 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			grp.Breaker = bc
 
 		case "model_check":
-			if grp.ModelCheckInterval != 0 || grp.DisableModelCheck {
+			if grp.ModelCheck != "" {
 				return nil, d.Err("model_check already specified")
 			}
 			if !d.NextArg() {
 				return nil, d.ArgErr()
 			}
 			if d.Val() == "off" {
-				grp.DisableModelCheck = true
+				grp.ModelCheck = "off"
 				if d.NextArg() {
 					return nil, d.ArgErr()
 				}
 				break
 			}
 			d.Prev()
-			dur, err := parseDuration(d)
-			if err != nil {
+			if _, err := parseDuration(d); err != nil {
 				return nil, err
 			}
-			grp.ModelCheckInterval = dur
+			grp.ModelCheck = d.Val() // as written: JSON takes the same words
 
 		case "proxy":
 			if grp.ProxyRaw != nil {
@@ -224,7 +223,7 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil) {
 		return nil, d.Errf("max_num_seqs, max_queue, endpoint and probe apply to groups of kind %s only", KindVLLM)
 	}
-	if grp.Kind != KindOpenAI && (grp.ModelCheckInterval != 0 || grp.DisableModelCheck) {
+	if grp.Kind != KindOpenAI && grp.ModelCheck != "" {
 		return nil, d.Errf("model_check applies to groups of kind %s only", KindOpenAI)
 	}
 	if grp.ProxyRaw == nil {

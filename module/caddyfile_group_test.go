@@ -78,7 +78,7 @@ func TestUnmarshalVLLMGroupOptions(t *testing.T) {
 	if bc := self.Breaker; bc == nil || bc.Cooldown != caddy.Duration(time.Minute) || bc.unejectOnProbe() {
 		t.Errorf("breaker: %+v", bc)
 	}
-	if g.Groups["cloud"].ModelCheckInterval != caddy.Duration(10*time.Minute) || !g.Groups["other"].DisableModelCheck {
+	if g.Groups["cloud"].ModelCheck != "10m" || g.Groups["other"].ModelCheck != "off" {
 		t.Errorf("model_check: %+v %+v", g.Groups["cloud"], g.Groups["other"])
 	}
 }

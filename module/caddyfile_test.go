@@ -52,8 +52,8 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	if err := g.UnmarshalCaddyfile(d); err != nil {
 		t.Fatal(err)
 	}
-	if g.MaxBodySize != 1<<20 || g.Deadline != caddy.Duration(90*time.Second) || !g.DisableRouteHeaders {
-		t.Errorf("globals: max_body_size=%d deadline=%v disable_route_headers=%v", g.MaxBodySize, g.Deadline, g.DisableRouteHeaders)
+	if g.MaxBodySize != 1<<20 || g.Deadline != caddy.Duration(90*time.Second) || g.routeHeadersOn() {
+		t.Errorf("globals: max_body_size=%d deadline=%v route_headers=%v", g.MaxBodySize, g.Deadline, g.RouteHeaders)
 	}
 	self, cloud := g.Groups["self"], g.Groups["cloud"]
 	if self == nil || cloud == nil {

@@ -152,7 +152,7 @@ func (g *Gateway) colorOf(w http.ResponseWriter, r *http.Request, al *Alias, cl 
 	for _, c := range al.Colors {
 		if c.Tag == tag && len(v) == 1 {
 			if c.trusts(r, cl) {
-				if !g.DisableRouteHeaders {
+				if g.routeHeadersOn() {
 					w.Header().Set("X-Hybrid-Color", c.Tag)
 				}
 				return c

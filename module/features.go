@@ -20,7 +20,7 @@ import (
 type Rule struct {
 	// The group of the target to start at (the first target of the alias
 	// in that group).
-	Target string `json:"target"`
+	Group string `json:"group"`
 
 	pos string // in a Caddyfile: where it is, for errors
 
@@ -173,18 +173,18 @@ func (r *Rule) provision(g *Gateway, al *Alias) error {
 		}
 	}
 	for i, t := range al.Targets {
-		if t.Group == r.Target {
+		if t.Group == r.Group {
 			r.start = i
 			if r.PromptTokensOver < 0 || r.MaxTokensOver < 0 {
-				return fmt.Errorf("route to %q: thresholds must not be negative", r.Target)
+				return fmt.Errorf("route to %q: thresholds must not be negative", r.Group)
 			}
 			if r.PromptTokensOver == 0 && r.MaxTokensOver == 0 && len(r.Header) == 0 && len(r.Fields) == 0 {
-				return fmt.Errorf("route to %q has no condition", r.Target)
+				return fmt.Errorf("route to %q has no condition", r.Group)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("route to %q: the alias has no target in that group", r.Target)
+	return fmt.Errorf("route to %q: the alias has no target in that group", r.Group)
 }
 
 // plan returns the targets to try, in order: from the first matching

@@ -17,10 +17,10 @@ func TestFieldRules(t *testing.T) {
 	g := new(Gateway)
 	al := &Alias{name: "a", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
 	for i := range maxWatched {
-		al.Routes = append(al.Routes, &Rule{Target: "cloud", Fields: []string{"filler" + strconv.Itoa(i)}})
+		al.Routes = append(al.Routes, &Rule{Group: "cloud", Fields: []string{"filler" + strconv.Itoa(i)}})
 	}
-	watched := &Rule{Target: "cloud", Fields: []string{"filler3", "tools"}}
-	searched := &Rule{Target: "cloud", Fields: []string{"response_format"}}
+	watched := &Rule{Group: "cloud", Fields: []string{"filler3", "tools"}}
+	searched := &Rule{Group: "cloud", Fields: []string{"response_format"}}
 	al.Routes = append(al.Routes, watched, searched)
 	for _, r := range al.Routes {
 		if err := r.provision(g, al); err != nil {

@@ -99,17 +99,17 @@ type Gateway struct {
 	// `chat/completions`, `completions`, `embeddings`, `responses`.
 	Paths []string `json:"paths,omitempty"`
 
-	// Turns off the X-Hybrid-* response headers. The X-Request-Id
-	// header is always sent.
-	DisableRouteHeaders bool `json:"disable_route_headers,omitempty"`
+	// Whether the X-Hybrid-* response headers are sent. Default: true.
+	// The X-Request-Id header is always sent.
+	RouteHeaders *bool `json:"route_headers,omitempty"`
 
-	// By default, a streamed (chat) completion whose client did not ask
-	// for usage is sent upstream with stream_options.include_usage, so
-	// that its tokens are counted; the extra usage chunk (and the
+	// Whether a streamed (chat) completion whose client did not ask for
+	// usage is sent upstream with stream_options.include_usage, so that
+	// its tokens are counted; the extra usage chunk (and the
 	// "usage":null of the other chunks) is removed before the client
-	// sees it. This turns that off for the groups that do not set their
-	// own stream_usage: their streams are then not counted.
-	DisableStreamUsage bool `json:"disable_stream_usage,omitempty"`
+	// sees it. false turns that off for the groups that do not set their
+	// own stream_usage: their streams are then not counted. Default: true.
+	StreamUsage *bool `json:"stream_usage,omitempty"`
 
 	// Upstream response headers the client gets although the gateway
 	// holds them back by default. By default the client gets none of
@@ -255,7 +255,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		if err := g.provisionEndpointHealth(grp); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
-		grp.streamUsage = !g.DisableStreamUsage
+		grp.streamUsage = g.StreamUsage == nil || *g.StreamUsage
 		if grp.StreamUsage != nil {
 			grp.streamUsage = *grp.StreamUsage
 		}
@@ -319,6 +319,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }
+
+// routeHeadersOn reports whether the X-Hybrid-* headers are sent.
+func (g *Gateway) routeHeadersOn() bool { return g.RouteHeaders == nil || *g.RouteHeaders }
 
 // Validate checks the gateway's configuration.
 func (g *Gateway) Validate() error {

@@ -20,7 +20,9 @@ import (
 // Group is a named set of interchangeable endpoints that serve the same
 // model names, proxied through one embedded `reverse_proxy`.
 type Group struct {
-	pos string // in a Caddyfile: where it is, for errors
+	pos        string        // in a Caddyfile: where it is, for errors
+	checkOff   bool          // model_check off
+	checkEvery time.Duration // model_check's interval; 0: the default
 
 	// The kind of API behind the group: `vllm` (self-hosted vLLM) or
 	// `openai` (a cloud or other OpenAI-compatible API). Required.
@@ -60,12 +62,10 @@ type Group struct {
 
 	// How often the target model names are checked against the group's
 	// GET /v1/models (kind openai), sent through the group's proxy with
-	// its credentials. A name the API does not list is logged as an
-	// error at once; it does not stop the config. Default: 5m.
-	ModelCheckInterval caddy.Duration `json:"model_check_interval,omitempty"`
-
-	// Turns the model name check of an openai group off.
-	DisableModelCheck bool `json:"disable_model_check,omitempty"`
+	// its credentials: a duration, or "off". A name the API does not
+	// list is logged as an error at once; it does not stop the config.
+	// Default: 5m.
+	ModelCheck string `json:"model_check,omitempty"`
 
 	// When the group overflows (kind vllm): new requests skip it while
 	// it is congested.
@@ -136,11 +136,22 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil || grp.Health != nil) {
 		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe and health apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
 	}
-	if grp.Kind == KindVLLM && (grp.ModelCheckInterval != 0 || grp.DisableModelCheck) {
+	if grp.Kind == KindVLLM && grp.ModelCheck != "" {
 		return fmt.Errorf("model_check applies to groups of kind %s only; vLLM endpoints are checked by their probes", KindOpenAI)
 	}
-	if grp.MaxNumSeqs < 0 || grp.MaxQueue < 0 || grp.ModelCheckInterval < 0 {
-		return fmt.Errorf("max_num_seqs, max_queue and model_check_interval must not be negative")
+	if grp.MaxNumSeqs < 0 || grp.MaxQueue < 0 {
+		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
+	}
+	switch grp.ModelCheck {
+	case "":
+	case "off":
+		grp.checkOff = true
+	default:
+		d, err := caddy.ParseDuration(grp.ModelCheck)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("model_check: want a positive duration or off, got %q", grp.ModelCheck)
+		}
+		grp.checkEvery = d
 	}
 	if grp.Cost != nil {
 		if err := grp.Cost.validate(grp.Kind); err != nil {

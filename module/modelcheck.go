@@ -77,10 +77,10 @@ func (mc *modelCheck) result() (time.Time, []string, string) {
 // and then every interval, until the config is unloaded: a wrong cloud
 // model name shows up on an ordinary day, not on the day of the fallback.
 func (grp *Group) startModelCheck(ctx caddy.Context) {
-	if grp.DisableModelCheck || len(grp.expect) == 0 {
+	if grp.checkOff || len(grp.expect) == 0 {
 		return
 	}
-	interval := time.Duration(grp.ModelCheckInterval)
+	interval := grp.checkEvery
 	if interval == 0 {
 		interval = defaultModelCheckInterval
 	}

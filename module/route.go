@@ -83,7 +83,7 @@ func (rt *route) run(ctx context.Context) error {
 	f := &rt.features
 	plan, rule := al.plan(f)
 	if rule != nil {
-		rt.rule = rule.Target
+		rt.rule = rule.Group
 	}
 	plan = al.ordered(plan, rt.order[:])
 	if al.chain != nil {

@@ -297,7 +297,7 @@ func (grp *Group) state(t time.Time) GroupState {
 	if grp.Breaker != nil && grp.shared != nil {
 		gs.Breaker = breakerState(&grp.shared.breaker)
 	}
-	if grp.Kind == KindOpenAI && !grp.DisableModelCheck && len(grp.expect) > 0 {
+	if grp.Kind == KindOpenAI && !grp.checkOff && len(grp.expect) > 0 {
 		at, missing, errText := grp.check.result()
 		mc := &ModelCheckState{Missing: missing, Error: errText}
 		if mc.Missing == nil {
