@@ -175,7 +175,7 @@ func TestThresholdJSON(t *testing.T) {
 		t.Errorf("ttft_p99 %+v, waiting %+v, %v", oc.TTFTP99, oc.Waiting, oc.validate())
 	}
 	for body, want := range map[string]string{
-		`{"waiting": {"trigger": "2s", "recover": "1s"}}`:  "overflow waiting: a count or a share, not a duration",
+		`{"waiting": {"trigger": "2s", "recover": "1s"}}`: "overflow waiting: a count or a share, not a duration",
 		`{"ttft_p99": {"trigger": "soon", "recover": 0}}`: `trigger: "soon" is neither a number nor a duration`,
 		`{"ttft_p99": {"trigger": 2, "recovr": 1}}`:       `unknown field "recovr"`,
 	} {
