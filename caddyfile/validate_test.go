@@ -13,6 +13,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // validate does what `caddy validate` does with a Caddyfile: adapt it,
@@ -23,6 +25,12 @@ func validate(t *testing.T, caddyfile string) error {
 	if err != nil {
 		return err
 	}
+	return validateJSON(t, raw)
+}
+
+// validateJSON does what `caddy validate` does with a JSON config.
+func validateJSON(t *testing.T, raw []byte) error {
+	t.Helper()
 	var cfg caddy.Config
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		t.Fatal(err)
@@ -82,5 +90,32 @@ func TestValidateEmptyAPIKey(t *testing.T) {
 	}
 	if err := validate(t, strings.Replace(site, "{KEY}", `""`, 1)); err != nil {
 		t.Errorf(`api_key "": %v`, err)
+	}
+}
+
+// A JSON config's vllm group without upstreams fails validation, as the
+// Caddyfile's does at adapt: it would have nothing to send to.
+func TestValidateVLLMGroupWithoutUpstreams(t *testing.T) {
+	site := strings.NewReplacer("{TMP}", t.TempDir(), "{UPSTREAM}", "127.0.0.1:1", "{KEY}", "sk-test").Replace(validateSite)
+	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(site), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := ""
+	gjson.GetBytes(raw, "apps.http.servers.srv0.routes.0.handle.0.routes.0.handle").ForEach(func(k, v gjson.Result) bool {
+		if v.Get("handler").String() == "hybrid_llm" {
+			handler = "apps.http.servers.srv0.routes.0.handle.0.routes.0.handle." + k.String()
+		}
+		return handler == ""
+	})
+	if handler == "" {
+		t.Fatalf("no hybrid_llm handler in %s", raw)
+	}
+	raw, err = sjson.DeleteBytes(raw, handler+".groups.self.proxy.upstreams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validateJSON(t, raw); err == nil || !strings.Contains(err.Error(), `group "self" of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)`) {
+		t.Errorf("validate: %v", err)
 	}
 }
