@@ -169,8 +169,11 @@ func TestRegistrySharesTheRedLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"~other-1", "~other-2"} { // after this one's id: it ranks first
-		if _, err := te.Client.Put(ctx, prefix+"/members/"+id, `{"host":"elsewhere","since":"2026-12-01T00:00:00Z"}`, clientv3.WithLease(lease.ID)); err != nil {
+	// two more members, after this one's id (it ranks first), whose
+	// clocks are years off: membership is their leases, kept by etcd's
+	// clock, and the time they say they joined plays no part
+	for id, since := range map[string]string{"~other-1": "1999-01-01T00:00:00Z", "~other-2": "2099-01-01T00:00:00Z"} {
+		if _, err := te.Client.Put(ctx, prefix+"/members/"+id, `{"host":"elsewhere","since":"`+since+`"}`, clientv3.WithLease(lease.ID)); err != nil {
 			t.Fatal(err)
 		}
 	}
