@@ -232,7 +232,12 @@ func (g *Gateway) provisionRegistry() error {
 	f.mu.Lock()
 	f.gateways = append(f.gateways, g)
 	f.mu.Unlock()
-	g.applyRegistry(f.watcher.Snapshot())
+	// the watcher stores a snapshot before it hands it to the gateways,
+	// which now include this one: read under the lock, the snapshot
+	// applied here is never older than one the watcher applies after
+	g.applied.mu.Lock()
+	g.applyRegistryLocked(f.watcher.Snapshot())
+	g.applied.mu.Unlock()
 	return nil
 }
 
@@ -314,13 +319,16 @@ func (f *fleet) apply(s *registry.Snapshot) {
 // it does not; an alias's weights are the registry's where it has them,
 // else the config's. Names the gateway does not have are logged.
 func (g *Gateway) applyRegistry(s *registry.Snapshot) {
-	// the watcher and the gateway's provisioning may both apply: the
-	// newer snapshot wins
+	// the watcher and the gateway's provisioning may both apply, one at
+	// a time (provisioning reads the watcher's snapshot under the lock:
+	// see provisionRegistry). Not ordered by revision: an etcd restored
+	// or started afresh is at a lower one, and its snapshots must apply.
 	g.applied.mu.Lock()
 	defer g.applied.mu.Unlock()
-	if s.Revision < g.applied.rev.Load() {
-		return
-	}
+	g.applyRegistryLocked(s)
+}
+
+func (g *Gateway) applyRegistryLocked(s *registry.Snapshot) {
 	share := g.fleet.share(s)
 	g.fleetShare.Store(&share)
 	g.applySpend(s)

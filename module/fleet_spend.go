@@ -87,41 +87,57 @@ func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64) {
 }
 
 // publishSpend writes the gateway's book to the registry whenever it
-// changed, every fleetSpendInterval, and once more when the config stops.
+// changed, every fleetSpendInterval, until the config stops; Cleanup
+// writes it once more (see finalSpend).
 func (g *Gateway) publishSpend(ctx context.Context) {
 	if g.spendName == "" {
 		return
 	}
-	key := registry.Key(g.fleet.prefix, registry.KindSpend, g.spendName)
 	var published uint64
 	var day string
-	publish := func(ctx context.Context) {
-		t := now()
-		b, v := g.spend.book(g.Name, t)
-		if v == published && b.Total.Day == day {
-			return
-		}
-		raw, err := json.Marshal(b)
-		if err != nil {
-			return
-		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if _, err := g.fleet.client.Put(pctx, key, string(raw)); err != nil {
-			g.logger.Debug("registry: could not publish the cloud spend; trying again", zap.Error(err))
-			return
-		}
-		published, day = v, b.Total.Day
-	}
 	tick := time.NewTicker(fleetSpendInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			publish(context.Background())
 			return
 		case <-tick.C:
-			publish(ctx)
+			b, v := g.spend.book(g.Name, now())
+			if v == published && b.Total.Day == day {
+				continue
+			}
+			if err := g.putSpend(ctx, b); err != nil {
+				g.logger.Debug("registry: could not publish the cloud spend; trying again", zap.Error(err))
+				continue
+			}
+			published, day = v, b.Total.Day
 		}
+	}
+}
+
+// putSpend writes a book under the gateway's spend key.
+func (g *Gateway) putSpend(ctx context.Context, b registry.Book) error {
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = g.fleet.client.Put(ctx, registry.Key(g.fleet.prefix, registry.KindSpend, g.spendName), string(raw))
+	return err
+}
+
+// finalSpend writes the book once more as the config stops, before the
+// registry's client may close: the others count this process's last
+// spend too (the key outlives it).
+func (g *Gateway) finalSpend() {
+	if g.fleet == nil || g.spend == nil || g.spendName == "" || g.begun == nil || !g.begun.Load() {
+		return
+	}
+	b, _ := g.spend.book(g.Name, now())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := g.putSpend(ctx, b); err != nil {
+		g.logger.Warn("registry: could not publish the cloud spend as the config stops", zap.Error(err))
 	}
 }

@@ -177,6 +177,7 @@ type Gateway struct {
 	applied         *registryApplied            // with a registry: what the gateway applied of it
 	fleetShare      *atomic.Pointer[fleetShare] // with a registry: its place among the live gateways
 	spendName       string                      // with a registry: its book's name there
+	begun           *atomic.Bool                // its config started: its network work began
 }
 
 // CaddyModule returns the Caddy module information.
@@ -288,6 +289,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
 		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
 	}
+	g.begun = new(atomic.Bool)
 	if g.Registry != nil {
 		g.fleetShare = new(atomic.Pointer[fleetShare])
 	}
@@ -335,6 +337,7 @@ func (g *Gateway) Validate() error {
 
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
+	g.finalSpend()
 	g.releaseRegistry()
 	if g.ledger != nil {
 		releaseLedger(g)

@@ -63,6 +63,8 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 			logger.Warn("registry: the endpoint cannot be probed; not added", zap.String("group", g.name), zap.String("endpoint", addr), zap.Error(err))
 			continue
 		}
+		ep.added = true
+		setListed(ep, listed[addr]) // before it can be selected
 		if g.running {
 			ep.p.begin()
 		}
@@ -70,10 +72,11 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 		changed = true
 		logger.Info("registry: endpoint added", zap.String("group", g.name), zap.String("endpoint", addr))
 	}
+	var removed []*endpoint
 	for addr, ep := range kept {
 		if _, ok := listed[addr]; !ok {
 			delete(kept, addr)
-			g.unspawn(ep)
+			removed = append(removed, ep)
 			changed = true
 			logger.Info("registry: endpoint removed; requests in flight on it finish", zap.String("group", g.name), zap.String("endpoint", addr))
 		}
@@ -89,15 +92,27 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 		}
 		g.added.Store(next)
 	}
+	for _, ep := range removed {
+		g.unspawn(ep) // out of the selection first
+	}
 	for ep := range g.all() {
 		e, ok := listed[ep.dial]
-		ep.drained.Store(ok && (e.Drained || (e.Weight != nil && *e.Weight == 0)))
-		var bits uint64
-		if ok && e.Weight != nil && *e.Weight > 0 {
-			bits = math.Float64bits(*e.Weight)
+		if !ok {
+			e = registry.Endpoint{}
 		}
-		ep.regWeight.Store(bits)
+		setListed(ep, e)
 	}
+}
+
+// setListed gives an endpoint its registry drain and weight (the zero
+// Endpoint: neither).
+func setListed(ep *endpoint, e registry.Endpoint) {
+	ep.drained.Store(e.Drained || (e.Weight != nil && *e.Weight == 0))
+	var bits uint64
+	if e.Weight != nil && *e.Weight > 0 {
+		bits = math.Float64bits(*e.Weight)
+	}
+	ep.regWeight.Store(bits)
 }
 
 // releaseAdded stops the added endpoints' probers when the group goes.

@@ -44,6 +44,7 @@ func (h *startedHook) Handle(context.Context, caddy.Event) error {
 
 // begin starts the gateway's network work once its config runs.
 func (g *Gateway) begin(ctx caddy.Context) {
+	g.begun.Store(true)
 	for _, name := range sortedKeys(g.Groups) {
 		grp := g.Groups[name]
 		if vg := grp.vllm; vg != nil {

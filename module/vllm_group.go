@@ -66,6 +66,7 @@ type endpoint struct {
 	weight     float64        // the config's
 	regWeight  atomic.Uint64  // with a registry: its weight there (float64 bits; 0: none)
 	score      *endpointScore // with the group's health
+	added      bool           // listed by the registry: selected once its probes say it is up
 }
 
 // weightNow is the endpoint's weight: the registry's, else the config's.
@@ -299,6 +300,8 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 					continue
 				case ep.drained != nil && ep.drained.Load():
 					why = reasonDrained
+				case ep.added && ep.p.snap.Load().health != healthUp:
+					why = reasonUnhealthy // not probed yet, or down
 				case slices.Contains(slot.avoid, ep):
 					why = reasonAvoided
 				case ep.br.held(t):

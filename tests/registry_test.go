@@ -511,3 +511,25 @@ func TestRegistryNamesTheGatewayLacks(t *testing.T) {
 		t.Errorf("self's last good value is a drain: answered by %s (%s)", group, reason)
 	}
 }
+
+// An etcd that comes back without its data starts at a lower revision:
+// the gateway applies what the new etcd holds, not only what comes after
+// the old revision.
+func TestRegistryAfterEtcdLostItsHistory(t *testing.T) {
+	te := registrytest.Start(t)
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + defaultGateway)
+	key := "/hybrid-llm/" + e.gatewayName() + "/groups/self"
+	for i := range 20 { // a history longer than the new one will be
+		te.Put(key, `{"drained": `+strconv.FormatBool(i%2 == 1)+`}`)
+	}
+	waitFor(t, "the drain applied", func() bool { g, _ := routeOf(t); return g == "cloud" })
+	te.Stop()
+	te.Dir = t.TempDir()
+	te.Restart()
+	rev := te.Put(key, `{"drained": false}`)
+	waitFor(t, "the new etcd's undrain applied", func() bool { g, _ := routeOf(t); return g == "self" })
+	if r, _ := registryState(t); r != rev {
+		t.Errorf("applied revision %d, want the new etcd's %d", r, rev)
+	}
+}
