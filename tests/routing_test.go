@@ -331,7 +331,6 @@ func TestAccessLogRecordsTheRoute(t *testing.T) {
 		"llm_endpoint":        e.cloudSrv.Addr(),
 		"llm_attempts":        float64(2),
 		"llm_fallback":        true,
-		"llm_fallback_reason": "connection_refused",
 		"llm_outcome":         "ok",
 	}
 	for k, v := range want {
@@ -339,11 +338,17 @@ func TestAccessLogRecordsTheRoute(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, entry[k], v)
 		}
 	}
+	// refused, or reset: the gateway's keep-alive connection from the
+	// first request may meet the upstream's close before the pool sees it
+	reason, _ := entry["llm_fallback_reason"].(string)
+	if reason != "connection_refused" && reason != "connection_reset" {
+		t.Errorf("llm_fallback_reason = %v, want connection_refused (or connection_reset)", entry["llm_fallback_reason"])
+	}
 	// the client's Accept-Encoding is kept from the upstreams, not from the log
 	if req, _ := entry["request"].(map[string]any); req == nil || fmt.Sprint(req["headers"].(map[string]any)["Accept-Encoding"]) != "[gzip, br]" {
 		t.Errorf("the access log's request: %v", entry["request"])
 	}
-	if tried, _ := entry["llm_tried"].([]any); len(tried) != 1 || tried[0] != "self:connection_refused" {
+	if tried, _ := entry["llm_tried"].([]any); len(tried) != 1 || tried[0] != "self:"+reason {
 		t.Errorf("llm_tried = %v", entry["llm_tried"])
 	}
 	if ttfb, _ := entry["llm_ttfb"].(float64); ttfb <= 0 {
