@@ -325,13 +325,13 @@ func TestAccessLogRecordsTheRoute(t *testing.T) {
 	}
 	entry := e.accessLog("log-me-1")
 	want := map[string]any{
-		"llm_alias":           "chat-main",
-		"llm_group":           "cloud",
-		"llm_model":           cloudModel,
-		"llm_endpoint":        e.cloudSrv.Addr(),
-		"llm_attempts":        float64(2),
-		"llm_fallback":        true,
-		"llm_outcome":         "ok",
+		"llm_alias":    "chat-main",
+		"llm_group":    "cloud",
+		"llm_model":    cloudModel,
+		"llm_endpoint": e.cloudSrv.Addr(),
+		"llm_attempts": float64(2),
+		"llm_fallback": true,
+		"llm_outcome":  "ok",
 	}
 	for k, v := range want {
 		if entry[k] != v {
