@@ -8,9 +8,14 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// headerMaps keeps the attempts' own header maps for reuse: a map is
+// emptied once its entries have moved to the client's at the commit.
+var headerMaps = sync.Pool{New: func() any { return make(http.Header, 8) }}
 
 // attemptWriter stands between one attempt's reverse proxy and the
 // client. Each attempt gets its own header map, so nothing a failed
@@ -58,7 +63,7 @@ const (
 
 func (aw *attemptWriter) Header() http.Header {
 	if aw.header == nil {
-		aw.header = make(http.Header)
+		aw.header = headerMaps.Get().(http.Header)
 	}
 	return aw.header
 }
@@ -158,7 +163,13 @@ func (aw *attemptWriter) commit(status int) bool {
 		}
 	}
 	// from now on the proxy writes straight into the client's header
-	// map, so that trailers it sets after the body reach the client
+	// map, so that trailers it sets after the body reach the client; the
+	// attempt's own map is no longer read (the proxy asks for Header()
+	// again after WriteHeader)
+	if own := aw.header; own != nil {
+		clear(own)
+		headerMaps.Put(own)
+	}
 	aw.header = h
 	aw.w.WriteHeader(status)
 	return true

@@ -384,9 +384,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 }
 
-// logFields returns the access log's extra fields of the request, if any.
+// logFields returns the access log's extra fields of the request, if any:
+// none where the server writes no access log (Caddy's Add costs an
+// allocation on every call).
 func logFields(r *http.Request) *caddyhttp.ExtraLogFields {
-	extra, _ := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	ctx := r.Context()
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.Logs == nil {
+		return nil
+	}
+	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
 	return extra
 }
 

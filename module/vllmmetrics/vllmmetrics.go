@@ -7,6 +7,7 @@
 package vllmmetrics
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -64,8 +65,13 @@ type Histogram struct {
 // negative, over 1e9, a KV usage over 1) is left out as if absent;
 // invalid names the first one, for a warning.
 func Parse(r io.Reader) (loads map[string]*ModelLoad, invalid string, err error) {
+	selected, release, err := readSelected(r)
+	if err != nil {
+		return nil, "", fmt.Errorf("reading metrics: %w", err)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(io.LimitReader(r, maxMetricsBytes))
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(selected))
+	release() // the families hold copies of what they read
 	if err != nil {
 		return nil, "", fmt.Errorf("parsing metrics: %w", err)
 	}
