@@ -235,10 +235,7 @@ func (g *Gateway) provisionTarget(al *Alias, t *Target, used map[string]bool) er
 	}
 	t.fallbackOn = set
 	t.group = grp
-	t.retries = grp.defaultRetries()
-	if g.Registry != nil && grp.Kind == KindVLLM {
-		t.retries = 1 // the registry may list more endpoints than the config
-	}
+	t.retries = grp.defaultRetries(g.Registry != nil)
 	if t.Retries != nil {
 		t.retries = *t.Retries
 	}

@@ -253,11 +253,12 @@ func (grp *Group) cleanup() {
 }
 
 // defaultRetries is how many more attempts a target on the group gets by
-// default: one on a vllm group of several endpoints, so that a failing
-// replica hands the request to a healthy one rather than to the next
-// target (the cloud); none elsewhere.
-func (grp *Group) defaultRetries() int {
-	if grp.Kind == KindVLLM && (len(grp.proxy.Upstreams) > 1 || grp.proxy.DynamicUpstreams != nil) {
+// default: one on a vllm group that has or may have several endpoints
+// (dynamic upstreams, or a registry that lists more than the config), so
+// that a failing replica hands the request to a healthy one rather than
+// to the next target (the cloud); none elsewhere.
+func (grp *Group) defaultRetries(registry bool) int {
+	if grp.Kind == KindVLLM && (len(grp.proxy.Upstreams) > 1 || grp.proxy.DynamicUpstreams != nil || registry) {
 		return 1
 	}
 	return 0

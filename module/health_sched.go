@@ -416,14 +416,14 @@ func healthNumbers(st healthscore.Stats, p healthscore.Policy, mark bool) string
 // never down.
 func (grp *Group) probesDown() bool {
 	if vg := grp.vllm; vg != nil {
-		any := false
+		seen := false
 		for ep := range vg.all() { // the registry's endpoints too
 			if ep.p.snap.Load().health != healthDown {
 				return false
 			}
-			any = true
+			seen = true
 		}
-		return any
+		return seen
 	}
 	hc := grp.proxy.HealthChecks
 	if hc == nil || hc.Active == nil || len(grp.proxy.Upstreams) == 0 {
