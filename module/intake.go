@@ -97,7 +97,8 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		}
 	}
 	// a request refused above takes no request of the rpm
-	if wait, limit := cl.admit(now()); wait > 0 {
+	at := now()
+	if wait, limit := cl.admit(at); wait > 0 {
 		return g.limited(w, cl, limit, wait)
 	}
 	for _, h := range credentialHeaders {
@@ -137,7 +138,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	}
 
 	if g.spend != nil {
-		rt.noCloud, rt.noCloudFor = g.cloudClosed(cl, now())
+		rt.noCloud, rt.noCloudFor = g.cloudClosed(cl, at)
 	}
 	rt.alias, rt.stream = al, stream
 	rt.attempts = rt.tried[:0]

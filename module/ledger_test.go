@@ -249,7 +249,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	endAll := func() {
 		for _, a := range running {
 			a.l.release(a.self, a.cloud)
-			a.rt.cost()
+			a.rt.cost(now())
 		}
 		running = running[:0]
 	}

@@ -3,6 +3,8 @@
 
 package hybridllm
 
+import "time"
+
 // finish settles the request's outcome and records its metrics.
 func (rt *route) finish() {
 	group := ""
@@ -24,17 +26,19 @@ func (rt *route) finish() {
 	if rt.alias.chain != nil {
 		rt.settleChain()
 	}
-	rt.cost()
+	at := now()
+	rt.cost(at)
 	if rt.usage.found {
-		rt.client.used(rt.usage.prompt+rt.usage.completion, now())
+		rt.client.used(rt.usage.prompt+rt.usage.completion, at)
 	}
 	rt.traceOutcome()
 }
 
 // cost prices the request on the side that served it: a cloud's tokens
 // or seconds at its prices, self-hosted tokens at the recent fixed cost
-// per token; it goes into the ledger, the cloud spend and the log.
-func (rt *route) cost() {
+// per token; it goes into the ledger, the cloud spend and the log. at is
+// when the answer ended.
+func (rt *route) cost(at time.Time) {
 	t := rt.answered
 	if t == nil || rt.g.ledger == nil {
 		return
@@ -44,13 +48,13 @@ func (rt *route) cost() {
 	switch {
 	case cc == nil:
 	case t.group.Kind == KindOpenAI:
-		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, now().Sub(rt.answerBegan))
+		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, at.Sub(rt.answerBegan))
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName(), billingBusiness).Add(usd)
 	default:
 		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
 	}
-	rt.g.ledger.addRequest(now(), rt.clientName(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
-	rt.g.spent(rt.client, cloudUSD, now())
+	rt.g.ledger.addRequest(at, rt.clientName(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
+	rt.g.spent(rt.client, cloudUSD, at)
 	rt.costUSD, rt.priced = usd, cc != nil
 }

@@ -25,15 +25,37 @@ type spend struct {
 	MonthUSD float64 `json:"month_usd"`
 }
 
-// roll starts a new day or month when t is in one.
+// roll starts a new day or month when t is in one. Within the same day it
+// formats nothing: every request reads the spend.
 func (s *spend) roll(t time.Time) {
 	t = t.UTC()
-	if d := t.Format(time.DateOnly); s.Day != d {
-		s.Day, s.DayUSD = d, 0
+	y, m, d := t.Date()
+	if !isMonth(s.Month, y, m) {
+		if v := t.Format("2006-01"); s.Month != v {
+			s.Month, s.MonthUSD = v, 0
+		}
 	}
-	if m := t.Format("2006-01"); s.Month != m {
-		s.Month, s.MonthUSD = m, 0
+	if len(s.Day) != len(time.DateOnly) || !isMonth(s.Day[:7], y, m) || s.Day[7] != '-' || !isDigits(s.Day[8:], d) {
+		if v := t.Format(time.DateOnly); s.Day != v {
+			s.Day, s.DayUSD = v, 0
+		}
 	}
+}
+
+// isMonth reports whether v is year y and month m as "2006-01" writes them.
+func isMonth(v string, y int, m time.Month) bool {
+	return len(v) == 7 && v[4] == '-' && isDigits(v[:4], y) && isDigits(v[5:], int(m))
+}
+
+// isDigits reports whether v is n in decimal, zero-padded to v's length.
+func isDigits(v string, n int) bool {
+	for i := len(v) - 1; i >= 0; i-- {
+		if v[i] != byte('0'+n%10) {
+			return false
+		}
+		n /= 10
+	}
+	return n == 0
 }
 
 // spendBook is a gateway's cloud spend, in all and per client. It lasts
@@ -216,18 +238,17 @@ func (g *Gateway) keepSaving(ctx caddy.Context) {
 // gateway's daily spend cap is reached, or the client's budget is spent),
 // and until when.
 func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
-	if g.spend == nil {
-		return "", 0
+	capped := g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
+	if g.spend == nil || !capped && (cl == nil || cl.budgetMonth <= 0 && cl.budgetDay <= 0) {
+		return "", 0 // nothing to check the spend against
 	}
 	name := ""
 	if cl != nil {
 		name = cl.name
 	}
 	total, s := g.spend.spent(name, t)
-	if c := g.CloudSpend; c != nil && c.DailyUSD > 0 {
-		if total.DayUSD >= c.DailyUSD {
-			return reasonSpendCap, untilTomorrow(t)
-		}
+	if capped && total.DayUSD >= g.CloudSpend.DailyUSD {
+		return reasonSpendCap, untilTomorrow(t)
 	}
 	if cl == nil {
 		return "", 0
