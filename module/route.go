@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // attempt is the record of one try of one target.
@@ -68,6 +69,8 @@ type route struct {
 	outcome     string
 	costUSD     float64 // what the answer cost, if priced
 	priced      bool
+	span        trace.Span // the request's span, if recorded (see traced)
+	spanRead    bool
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
 	slots slotHolder    // the current attempt's slot, for the selection policy

@@ -45,12 +45,17 @@ func providerName(grp *Group) string {
 	return "openai"
 }
 
-// traced is the request's span when it is being recorded, else nil.
+// traced is the request's span when it is being recorded, else nil. It is
+// looked up once: a lookup walks the whole context chain when there is
+// no span.
 func (rt *route) traced() trace.Span {
-	if s := trace.SpanFromContext(rt.r.Context()); s.IsRecording() {
-		return s
+	if !rt.spanRead {
+		if s := trace.SpanFromContext(rt.r.Context()); s.IsRecording() {
+			rt.span = s
+		}
+		rt.spanRead = true
 	}
-	return nil
+	return rt.span
 }
 
 // startAttemptSpan starts the span of an attempt on t, when the request
