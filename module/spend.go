@@ -35,11 +35,16 @@ func (s *spend) roll(t time.Time) {
 			s.Month, s.MonthUSD = v, 0
 		}
 	}
-	if len(s.Day) != len(time.DateOnly) || !isMonth(s.Day[:7], y, m) || s.Day[7] != '-' || !isDigits(s.Day[8:], d) {
+	if !isDate(s.Day, y, m, d) {
 		if v := t.Format(time.DateOnly); s.Day != v {
 			s.Day, s.DayUSD = v, 0
 		}
 	}
+}
+
+// isDate reports whether v is the date y-m-d as time.DateOnly writes it.
+func isDate(v string, y int, m time.Month, d int) bool {
+	return len(v) == len(time.DateOnly) && v[7] == '-' && isMonth(v[:7], y, m) && isDigits(v[8:], d)
 }
 
 // isMonth reports whether v is year y and month m as "2006-01" writes them.
