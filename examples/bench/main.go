@@ -87,7 +87,18 @@ func main() {
 	quickstart := flag.String("quickstart", "examples/Caddyfile", "the quickstart Caddyfile to measure (empty skips it)")
 	profiles := flag.String("profile", "", "folder for CPU profiles of each proxy during its throughput runs (from its admin's /debug/pprof)")
 	mirror := flag.String("mirror", "", "a share such as 10%: measure the main requests' latency with a mirror of that share to a 10x slower target (empty skips it)")
+	pinCPUs := flag.String("pin", "", "CPUs for the proxies under test, such as 1 or 8-15; the load and the simulators get the others (Linux; empty: no pinning)")
 	flag.Parse()
+
+	var pins *pinning
+	if *pinCPUs != "" {
+		var err error
+		if pins, err = newPinning(*pinCPUs); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "pinned:", pins)
+	}
 
 	work, err := os.MkdirTemp("", "hybrid-bench")
 	must(err)
@@ -126,6 +137,9 @@ func main() {
 		home := filepath.Join(work, fmt.Sprintf("home-%d", len(procs)))
 		must(os.Mkdir(home, 0o700))
 		c.Env = append(append(os.Environ(), "HOME="+home, "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home), env...)
+		if pins != nil && name == "caddy" {
+			c.Env = append(c.Env, pins.proxyEnv()...)
+		}
 		must(c.Start())
 		procs = append(procs, c)
 		return c
@@ -249,6 +263,11 @@ func main() {
 			b, _ := os.ReadFile(filepath.Join(work, fmt.Sprintf("caddy-%d.log", slices.Index(procs, p.cmd))))
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 			fail(p.name + " did not answer within 30s; its log ends:\n" + strings.Join(lines[max(0, len(lines)-15):], "\n"))
+		}
+		if pins != nil {
+			if err := pins.pin(p.cmd.Process.Pid); err != nil {
+				fail(err.Error())
+			}
 		}
 	}
 
