@@ -88,11 +88,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
 		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: avoid}
-		holdSlot(actx, &rt.slots, &aw.slot)
-		defer func() {
-			aw.slot.release()
-			rt.slots.p.Store(nil)
-		}()
+		defer aw.slot.release()
 	}
 	if t.firstByte > 0 && rt.stream {
 		// a stream that sends nothing in time is abandoned for the next

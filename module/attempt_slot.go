@@ -3,38 +3,22 @@
 
 package hybridllm
 
-import (
-	"context"
-	"net/http"
-	"sync/atomic"
+import "net/http"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-)
-
-// varAttempt is the request variable through which the gateway tells the
-// selection policy which group and model an attempt is for: a
-// *slotHolder.
-const varAttempt = "hybrid_llm.attempt"
-
-// slotHolder holds the current attempt's slot. The request's variables
-// are set once: the proxy's transport may still read them from the dial
-// of an earlier attempt (net/http dials on a goroutine of its own), so
-// each attempt changes the holder, not the map.
-type slotHolder struct{ p atomic.Pointer[attemptSlot] }
-
-// holdSlot puts slot in the holder, the first time also in the request's
-// variables.
-func holdSlot(ctx context.Context, h *slotHolder, slot *attemptSlot) {
-	if h.p.Load() == nil && caddyhttp.GetVar(ctx, varAttempt) == nil {
-		caddyhttp.SetVar(ctx, varAttempt, h)
-	}
-	h.p.Store(slot)
+// slotWriter is the response writer of a request the gateway sends
+// through a vLLM group's proxy: an attempt, a mirror's copy, a drill. The
+// proxy hands the selection policy the writer it was given, so the writer
+// carries the request's slot to the policy.
+type slotWriter interface {
+	// heldSlot returns the slot, if any; its group is nil where the
+	// request's group is not vLLM's
+	heldSlot() *attemptSlot
 }
 
-// slotOf returns the attempt slot of a request, if any.
-func slotOf(r *http.Request) *attemptSlot {
-	if h, ok := caddyhttp.GetVar(r.Context(), varAttempt).(*slotHolder); ok {
-		return h.p.Load()
+// slotOf returns the attempt slot the proxy's writer w carries, if any.
+func slotOf(w http.ResponseWriter) *attemptSlot {
+	if sw, ok := w.(slotWriter); ok {
+		return sw.heldSlot()
 	}
 	return nil
 }

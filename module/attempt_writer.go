@@ -36,8 +36,8 @@ type attemptWriter struct {
 	status int
 	state  atomic.Int32
 	sse    bool
-	tail   [2]byte // the last bytes of an event stream written so far
-	slot   attemptSlot
+	tail   [2]byte       // the last bytes of an event stream written so far
+	slot   attemptSlot   // for the selection policy, on a vLLM group
 	scan   *usageScanner // reads the usage from the response on its way
 	body   upstreamBody  // the request body this attempt sends
 
@@ -60,6 +60,8 @@ const (
 	attemptCommitted
 	attemptAbandoned
 )
+
+func (aw *attemptWriter) heldSlot() *attemptSlot { return &aw.slot }
 
 func (aw *attemptWriter) Header() http.Header {
 	if aw.header == nil {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 
 	"github.com/tidwall/sjson"
@@ -64,36 +63,50 @@ type splice struct {
 // bytes with the gateway's splices (the model swapped, stream usage asked
 // for), read from where they are rather than copied into a new body.
 type upstreamBody struct {
-	net.Buffers
-	parts [5][]byte
-	orig  [5][]byte // parts before reading, for a replay
-	n     int
+	parts  [5][]byte
+	n      int // parts in use
+	at     int // the part being read
+	offset int // in it
+}
+
+// Read implements io.Reader.
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	if b.at >= b.n {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < len(p) && b.at < b.n {
+		c := copy(p[n:], b.parts[b.at][b.offset:])
+		n += c
+		if b.offset += c; b.offset == len(b.parts[b.at]) {
+			b.at, b.offset = b.at+1, 0
+		}
+	}
+	return n, nil
 }
 
 // Close implements io.Closer.
 func (*upstreamBody) Close() error { return nil }
 
-// set makes b read body with the splices applied, and returns its length.
-// The splices are in order and do not overlap.
+// set makes b read body with at most two splices applied, and returns its
+// length. The splices are in order and do not overlap.
 func (b *upstreamBody) set(body []byte, splices ...splice) int64 {
-	b.Buffers = b.parts[:0]
-	last, size := 0, int64(len(body))
+	n, last, size := 0, 0, int64(len(body))
 	for _, s := range splices {
-		b.Buffers = append(b.Buffers, body[last:s.from], s.with)
+		b.parts[n], b.parts[n+1] = body[last:s.from], s.with
+		n += 2
 		size += int64(len(s.with) - (s.to - s.from))
 		last = s.to
 	}
-	b.Buffers = append(b.Buffers, body[last:])
-	b.n = copy(b.orig[:], b.Buffers)
+	b.parts[n] = body[last:]
+	b.n, b.at, b.offset = n+1, 0, 0
 	return size
 }
 
 // replay returns the body again from its start, for a request the
 // transport resends (see try).
 func (b *upstreamBody) replay() (io.ReadCloser, error) {
-	r := new(upstreamBody)
-	r.Buffers = append(r.parts[:0], b.orig[:b.n]...)
-	return r, nil
+	return &upstreamBody{parts: b.parts, n: b.n}, nil
 }
 
 // modelSplice swaps the body's model value, at the position scanTop

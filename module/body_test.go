@@ -64,6 +64,49 @@ func readUpstream(t *testing.T, body []byte, splices ...splice) string {
 	return string(got)
 }
 
+// A request the transport sends again (its pooled connection was found
+// closed) carries the whole body, however much of it the first try read,
+// and reads in any chunk size give the same bytes.
+func TestUpstreamBodyReplaysFromTheStart(t *testing.T) {
+	in := []byte(`{"model":"chat-main","stream":true}`)
+	want := `{"model":"qwen","stream":true,"stream_options":{"include_usage":true}}`
+	top, _ := scanTop(in)
+	tg := &Target{Model: "qwen", modelJSON: []byte(`"qwen"`)}
+	model, _ := tg.modelSplice(&top)
+	usage, _, _ := withStreamUsage(in, &top)
+	var ub upstreamBody
+	if n := ub.set(in, model, usage); n != int64(len(want)) {
+		t.Fatalf("declared length %d, want %d", n, len(want))
+	}
+	first := make([]byte, 20) // the first try got this far
+	if n, err := io.ReadFull(&ub, first); n != 20 || err != nil {
+		t.Fatalf("first read: %d bytes, %v", n, err)
+	}
+	again, _ := ub.replay()
+	for _, size := range []int{1, 3, 7, 512} {
+		var got []byte
+		buf := make([]byte, size)
+		for {
+			n, err := again.Read(buf)
+			got = append(got, buf[:n]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil || n == 0 {
+				t.Fatalf("chunks of %d: read %d bytes, %v", size, n, err)
+			}
+		}
+		if string(got) != want {
+			t.Errorf("chunks of %d: replayed %s\nwant %s", size, got, want)
+		}
+		again, _ = ub.replay()
+	}
+	rest, _ := io.ReadAll(&ub)
+	if string(first)+string(rest) != want {
+		t.Errorf("the first try's body, read on: %s%s", first, rest)
+	}
+}
+
 func TestStreamUsageSplice(t *testing.T) {
 	tg := &Target{Model: "qwen", modelJSON: []byte(`"qwen"`)}
 	for _, tc := range []struct{ in, want string }{

@@ -59,10 +59,7 @@ func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
 	req.Header.Set("X-Request-Id", "drill-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), nil, &caddyhttp.Server{})
 	slot := &attemptSlot{group: t.group.vllm, model: t.Model}
-	if slot.group != nil {
-		holdSlot(req.Context(), new(slotHolder), slot)
-	}
-	w := &bufferWriter{header: make(http.Header)}
+	w := &bufferWriter{header: make(http.Header), slot: slot}
 	start := time.Now()
 	aborted, err := proxy(t.group.proxy, w, req)
 	slot.release()

@@ -196,10 +196,7 @@ func (c *mirrorCopy) run() {
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
 	slot := &attemptSlot{group: m.group.vllm, model: m.Model, shadow: true}
-	if slot.group != nil {
-		holdSlot(req.Context(), new(slotHolder), slot)
-	}
-	w := &mirrorWriter{header: make(http.Header)}
+	w := &mirrorWriter{header: make(http.Header), slot: slot}
 	start := time.Now()
 	w.start = start
 	aborted, err := proxy(m.group.proxy, w, req)
@@ -282,7 +279,10 @@ type mirrorWriter struct {
 	ttfb   time.Duration // to the first body byte
 	scan   usageScanner
 	reads  bool // the body is one the scanner reads
+	slot   *attemptSlot
 }
+
+func (w *mirrorWriter) heldSlot() *attemptSlot { return w.slot }
 
 func (w *mirrorWriter) Header() http.Header { return w.header }
 

@@ -188,7 +188,10 @@ type bufferWriter struct {
 	header http.Header
 	status int
 	buf    bytes.Buffer
+	slot   *attemptSlot // a drill's, for the selection policy
 }
+
+func (w *bufferWriter) heldSlot() *attemptSlot { return w.slot }
 
 func (w *bufferWriter) Header() http.Header { return w.header }
 

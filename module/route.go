@@ -37,7 +37,6 @@ type route struct {
 	id       string
 	client   *client // who sent it, when clients are configured
 	start    time.Time
-	stream   bool
 	attempts []attempt
 	tried    [4]attempt // attempts' first backing array
 	order    [6]*Target // the plan's backing array, with weighted sets
@@ -49,10 +48,13 @@ type route struct {
 	noCloud  reason         // why cloud targets are closed to the request, if they are
 	// and for how long
 	noCloudFor time.Duration
+	stream     bool // the client asked for a stream
 	injected   bool // the current attempt asked for stream usage on its own
 	// an attempt was sent again after its connection failed as it was
 	// written (see try)
 	staleRetried bool
+	priced       bool // costUSD is set
+	spanRead     bool // span is looked up
 	body         []byte
 	top          topFields // the body's fields, and where its model is
 	features     features
@@ -67,13 +69,10 @@ type route struct {
 	answerBegan time.Time
 	status      int // the status the client got
 	outcome     string
-	costUSD     float64 // what the answer cost, if priced
-	priced      bool
+	costUSD     float64    // what the answer cost, if priced
 	span        trace.Span // the request's span, if recorded (see traced)
-	spanRead    bool
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
-	slots slotHolder    // the current attempt's slot, for the selection policy
 	model modelRewriter // the answer's model rewrite, if its alias asks for one
 }
 

@@ -120,8 +120,8 @@ func (s *LeastLoadSelection) Cleanup() error {
 }
 
 // Select implements reverseproxy.Selector.
-func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, _ http.ResponseWriter) *reverseproxy.Upstream {
-	if slot := slotOf(r); slot != nil && slot.group != nil {
+func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+	if slot := slotOf(w); slot != nil && slot.group != nil {
 		// a retry inside the group (lb_retries): the previous pick failed;
 		// give back its slot and settle its breaker, trial included
 		slot.release()
