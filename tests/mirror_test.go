@@ -106,6 +106,54 @@ func TestMirrorCopiesAndMetersShadow(t *testing.T) {
 	}
 }
 
+// A mirror to a vLLM group picks its endpoint through the group's
+// selection policy, as an attempt does, and as a copy: it reaches an
+// endpoint with room to spare, with the group's model name, and is
+// dropped and counted where the endpoint has none (a red line of one
+// sequence), so that it never takes a real request's place.
+func TestMirrorToVLLMGroup(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	next := simulator.NewVLLM(simulator.VLLMConfig{ServedModelNames: []string{"qwen-next"}})
+	srv, err := simulator.Start("127.0.0.1:0", next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	config := func(maxNumSeqs string) string {
+		return strings.Replace(defaultGateway, "alias chat-main {\n", "alias chat-main {\n\tmirror next qwen-next {\n\t\tratio 100%\n\t}\n", 1) +
+			"group next {\n\tkind vllm\n\tmax_num_seqs " + maxNumSeqs + "\n\tproxy " + srv.Addr() + "\n}\n"
+	}
+	e.load(config("8"))
+	gw := e.gatewayName()
+	ok := func() float64 { return mirrorMetric(t, "mirror_requests_total", gw, "outcome", "ok") }
+	dropped := func() float64 { return mirrorMetric(t, "mirror_dropped_total", gw) }
+	send := func() {
+		t.Helper()
+		resp, body := post(t, "/v1/chat/completions", chatBody)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
+			t.Fatalf("%d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+		}
+	}
+
+	okBefore, droppedBefore := ok(), dropped()
+	send()
+	waitFor(t, "the copy metered", func() bool { return ok()-okBefore == 1 })
+	if d := dropped() - droppedBefore; d != 0 {
+		t.Errorf("mirror_dropped_total moved by %v with room to spare", d)
+	}
+	if got := models(posts(next.Requests())); len(got) != 1 || got[0] != "qwen-next" {
+		t.Fatalf("the vLLM mirror got %v, want one copy for qwen-next", got)
+	}
+
+	e.load(config("1"))
+	droppedBefore = dropped()
+	send()
+	waitFor(t, "the copy dropped", func() bool { return dropped()-droppedBefore == 1 })
+	if n := len(posts(next.Requests())); n != 1 {
+		t.Errorf("the vLLM mirror without room to spare got %d copies in all, want the first one only", n)
+	}
+}
+
 // validation reads the ledger's validation line of the last hour.
 func validation(t *testing.T, gw string) (requests int64, usd float64) {
 	t.Helper()
