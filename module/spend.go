@@ -30,6 +30,8 @@ type spend struct {
 func (s *spend) roll(t time.Time) {
 	t = t.UTC()
 	y, m, d := t.Date()
+	// isMonth and isDate know four-digit years only; for others the
+	// formatted value decides
 	if !isMonth(s.Month, y, m) {
 		if v := t.Format("2006-01"); s.Month != v {
 			s.Month, s.MonthUSD = v, 0
