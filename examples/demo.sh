@@ -31,7 +31,7 @@ mode=${1:-run}
 state=$root/.demo
 mkdir -p "$state" bin
 
-export HYBRID_LISTEN=${HYBRID_LISTEN:-127.0.0.1:8080}
+export HYBRID_PORT=${HYBRID_PORT:-8080} HYBRID_BIND=${HYBRID_BIND:-127.0.0.1}
 export HYBRID_ADMIN=${HYBRID_ADMIN:-localhost:2019}
 export SELF_UPSTREAMS=${SELF_UPSTREAMS:-127.0.0.1:8001}
 export SELF_MODEL=${SELF_MODEL:-qwen2.5-7b-instruct}
@@ -49,7 +49,7 @@ else
 fi
 auth="Authorization: Bearer $HYBRID_CLIENT_KEY"
 self_addr=${SELF_UPSTREAMS%% *}
-gw=http://127.0.0.1:${HYBRID_LISTEN##*:}
+gw=http://127.0.0.1:$HYBRID_PORT
 
 echo "building bin/caddy and bin/llmsim ..."
 go build -o bin/caddy ./xcaddy/cmd/caddy
@@ -98,6 +98,7 @@ ports_free() {
 	for var in "$@"; do
 		addr=${!var%% *}
 		addr=${addr#http://}
+		case $addr in *:*) ;; *) addr=127.0.0.1:$addr ;; esac # a port alone
 		host=${addr%:*} port=${addr##*:}
 		case "$host" in "" | localhost) host=127.0.0.1 ;; esac
 		if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
@@ -132,7 +133,7 @@ multicloud() {
 		shift 4
 		start_sim "$name" "http://$addr/healthz" cloud --listen "$addr" --model "$model" --api-key "$key" "$@"
 	}
-	ports_free HYBRID_LISTEN HYBRID_ADMIN CLOUD_A_UPSTREAM CLOUD_B_UPSTREAM CLOUD_C_UPSTREAM MIRROR_UPSTREAM CANARY_UPSTREAM
+	ports_free HYBRID_PORT HYBRID_ADMIN CLOUD_A_UPSTREAM CLOUD_B_UPSTREAM CLOUD_C_UPSTREAM MIRROR_UPSTREAM CANARY_UPSTREAM
 	sim cloud-a "$CLOUD_A_UPSTREAM" "$CLOUD_A_MODEL" "$CLOUD_A_API_KEY" --ttft 40ms --itl 5ms
 	sim cloud-b "$CLOUD_B_UPSTREAM" "$CLOUD_B_MODEL" "$CLOUD_B_API_KEY" --ttft 40ms --itl 5ms
 	sim cloud-c "$CLOUD_C_UPSTREAM" "$CLOUD_C_MODEL" "$CLOUD_C_API_KEY" --ttft 40ms --itl 5ms
@@ -248,7 +249,7 @@ degrade() {
 	# the simulators serve the first address of each group
 	local rate=${DEGRADE_RATE:-10} big=${BIG_UPSTREAMS%% *} metrics=http://$HYBRID_ADMIN/metrics
 	local kv=http://${BIG_UPSTREAMS%% *}/_sim/kv log=$state/caddy.log
-	ports_free HYBRID_LISTEN HYBRID_ADMIN BIG_UPSTREAMS MEDIUM_UPSTREAMS SMALL_UPSTREAMS
+	ports_free HYBRID_PORT HYBRID_ADMIN BIG_UPSTREAMS MEDIUM_UPSTREAMS SMALL_UPSTREAMS
 
 	# one simulated vLLM (quick answers, slots enough that the demo's load never queues): NAME ADDR MODEL
 	vsim() {
@@ -436,7 +437,7 @@ if [ "$mode" = "--degrade" ]; then
 	exit 0
 fi
 
-ports_free HYBRID_LISTEN HYBRID_ADMIN SELF_UPSTREAMS CLOUD_UPSTREAM
+ports_free HYBRID_PORT HYBRID_ADMIN SELF_UPSTREAMS CLOUD_UPSTREAM
 bin/llmsim vllm --listen "$self_addr" --served-model-name "$SELF_MODEL" \
 	--max-num-seqs 4 --ttft 40ms --itl 15ms >"$state/self.log" 2>&1 &
 pids+=($!)

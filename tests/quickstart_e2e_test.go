@@ -32,7 +32,7 @@ const quickstartKey = "sk-e2e-client-0123456789abcdef"
 func loadQuickstart(t *testing.T, e *env, edit func(cfg string) string) {
 	t.Helper()
 	for k, v := range map[string]string{
-		"HYBRID_LISTEN": "127.0.0.1:9080", "HYBRID_ADMIN": "localhost:2999",
+		"HYBRID_PORT": "9080", "HYBRID_BIND": "127.0.0.1", "HYBRID_ADMIN": "localhost:2999",
 		"SELF_UPSTREAMS": e.selfSrv.Addr(), "SELF_MODEL": selfModel,
 		"CLOUD_UPSTREAM": e.cloudSrv.URL(), "CLOUD_MODEL": cloudModel, "CLOUD_API_KEY": cloudKey,
 		"HYBRID_CLIENT_KEYS": "e2e=" + quickstartKey + " other=sk-other-client", "HYBRID_CLIENT_KEYS_FILE": "",
@@ -145,6 +145,33 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	reqs := e.cloudPosts()
 	if ae := reqs[len(reqs)-1].Header.Get("Accept-Encoding"); ae != "gzip" {
 		t.Errorf("the cloud was sent Accept-Encoding %q", ae)
+	}
+}
+
+// The quickstart answers whatever Host the client names, as the README's
+// `curl localhost:8080` does: the address it listens on is a bind, not a
+// host matcher that would leave other names an empty 200 from Caddy.
+func TestQuickstartAnswersEveryHost(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	loadQuickstart(t, e, func(cfg string) string { return cfg })
+
+	for _, host := range []string{"localhost:9080", "127.0.0.1:9080", "gateway.internal"} {
+		req, err := http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(chatBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		if resp, body := do(t, req); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"invalid_api_key"`) {
+			t.Errorf("%s, no key: %d %q", host, resp.StatusCode, body)
+		}
+		req, _ = http.NewRequest(http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(chatBody))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+quickstartKey)
+		if resp, body := do(t, req); resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"model":"chat-main"`) {
+			t.Errorf("%s: %d %q", host, resp.StatusCode, body)
+		}
 	}
 }
 

@@ -218,14 +218,14 @@ func main() {
 		qpath := filepath.Join(work, "quickstart.caddyfile")
 		must(os.WriteFile(qpath, []byte(cfg), 0o600))
 		quick.cmd = start([]string{
-			"HYBRID_LISTEN=127.0.0.1:18103",
+			"HYBRID_PORT=18103",
 			"SELF_UPSTREAMS=" + simAddr, "SELF_MODEL=" + model,
 			// the simulator's own --max-num-seqs: the red line is vLLM's
 			"SELF_MAX_NUM_SEQS=100000",
 			"CLOUD_UPSTREAM=http://" + cloudSimAddr, "CLOUD_API_KEY=sk-bench",
 			"HYBRID_CLIENT_KEYS=bench=" + benchClientKey,
 		}, "caddy", "run", "--config", qpath, "--adapter", "caddyfile")
-		plainCfg := global(plainLog) + fmt.Sprintf("http://127.0.0.1:%d {\n\tlog {\n\t\tformat filter {\n"+
+		plainCfg := global(plainLog) + fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tlog {\n\t\tformat filter {\n"+
 			"\t\t\trequest>headers>Api-Key delete\n\t\t\trequest>headers>X-Api-Key delete\n\t\t}\n\t}\n\tencode\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
 			"\thandle {\n\t\trespond \"not found: the API is under /v1/\" 404\n\t}\n}\n", plainLog.port, simAddr)
 		ppath := filepath.Join(work, "plain-log.caddyfile")

@@ -118,7 +118,7 @@ func run(bin, etcdBin, state string) error {
 		g := &gateway{n: i + 1, listen: fmt.Sprintf("127.0.0.1:918%d", i+1), admin: fmt.Sprintf("127.0.0.1:219%d", i+1)}
 		g.cmd = exec.Command(filepath.Join(bin, "caddy"), "run", "--config", "examples/cluster/Caddyfile")
 		g.cmd.Env = append(os.Environ(),
-			"ETCD_ENDPOINTS=http://"+etcdClient, "HYBRID_LISTEN="+g.listen, "HYBRID_ADMIN="+g.admin,
+			"ETCD_ENDPOINTS=http://"+etcdClient, "HYBRID_PORT="+strings.TrimPrefix(g.listen, "127.0.0.1:"), "HYBRID_ADMIN="+g.admin,
 			"SELF_UPSTREAMS="+vllmAddr, fmt.Sprintf("SELF_MAX_NUM_SEQS=%d", maxSeqs), fmt.Sprintf("SELF_MAX_QUEUE=%d", maxQueue),
 			"CLOUD_UPSTREAM=http://"+cloudAddr, "CLOUD_API_KEY="+cloudKey, "HYBRID_CLIENT_KEYS=demo="+clientKey,
 			"XDG_DATA_HOME="+filepath.Join(state, fmt.Sprint("gw", g.n)), "XDG_CONFIG_HOME="+filepath.Join(state, fmt.Sprint("gw", g.n)))

@@ -80,7 +80,7 @@ func startAll(cfgPath string, m trace.Model, completion int, gpus, gpuCost, clou
 	}
 	clientKey := "sk-replay-client-" + randomHex(12)
 	env := map[string]string{
-		"HYBRID_LISTEN": listen, "HYBRID_ADMIN": admin,
+		"HYBRID_PORT": port(listen), "HYBRID_ADMIN": admin,
 		"SELF_UPSTREAMS": selfSrv.Addr(), "SELF_MODEL": selfModel,
 		"SELF_MAX_NUM_SEQS": strconv.Itoa(slots),
 		"SELF_GPUS":         fmtFloat(gpus), "SELF_GPU_COST_PER_MONTH": fmtFloat(gpuCost),
@@ -244,6 +244,12 @@ func checkLoopback(addr string) error {
 		addr = net.JoinHostPort(addr, "80")
 	}
 	return simulator.CheckLoopback(addr)
+}
+
+// port is the port of a host:port address.
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
 }
 
 func freePort() string {
