@@ -42,7 +42,9 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 				return nil, d.Err("api_key already specified")
 			}
 			if !d.NextArg() {
-				return nil, d.ArgErr()
+				// an unset {$VAR} leaves nothing behind it
+				return nil, d.Err("api_key needs a value: write api_key {env.CLOUD_API_KEY} to read the key from the environment at start-up " +
+					"(an unset {$VAR} is replaced by nothing as the Caddyfile is read), or api_key \"\" to send no credentials")
 			}
 			grp.APIKey = d.Val()
 			if d.NextArg() {
@@ -203,7 +205,11 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			rp := new(reverseproxy.Handler)
 			// the segment starts with "proxy", which the reverse_proxy
 			// parser consumes as its directive name
-			if err := rp.UnmarshalCaddyfile(d.NewFromNextSegment()); err != nil {
+			seg := d.NewFromNextSegment()
+			if err := checkProxyUpstreams(seg); err != nil {
+				return nil, err
+			}
+			if err := rp.UnmarshalCaddyfile(seg); err != nil {
 				return nil, err
 			}
 			if helper != nil {

@@ -223,6 +223,9 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		return fmt.Errorf("loading proxy: %v", err)
 	}
 	grp.proxy = mod.(*reverseproxy.Handler)
+	if grp.key != "" {
+		grp.warnKeyExposure(ctx.Logger(), name)
+	}
 
 	switch grp.Kind {
 	case KindVLLM:

@@ -1,0 +1,60 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// A group key that others may read is warned of at start: written into
+// the config, or sent over plain HTTP beyond loopback and private
+// addresses. The warnings never hold the key.
+func TestWarnKeyExposure(t *testing.T) {
+	for _, tc := range []struct {
+		name, key, dial string
+		tls             bool
+		want            []string // the warnings' messages, by their first words
+	}{
+		{"from the environment, over TLS", "{env.CLOUD_API_KEY}", "api.openai.com:443", true, nil},
+		{"from a file, to loopback", "{file./run/secrets/key}", "127.0.0.1:8002", false, nil},
+		{"to localhost", "{env.K}", "localhost:8002", false, nil},
+		{"to a private address", "{env.K}", "10.0.0.5:8000", false, nil},
+		{"to a public name over plain HTTP", "{env.K}", "api.openai.com:80", false, []string{"api_key goes to this upstream over plain HTTP"}},
+		{"to a public address over plain HTTP", "{env.K}", "203.0.113.7:80", false, []string{"api_key goes to this upstream over plain HTTP"}},
+		{"written into the config", "sk-literal-0123", "api.openai.com:443", true, []string{"api_key is written into the config"}},
+		{"both", "sk-literal-0123", "api.openai.com:80", false, []string{"api_key is written into the config", "api_key goes to this upstream over plain HTTP"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &reverseproxy.HTTPTransport{}
+			if tc.tls {
+				tr.TLS = &reverseproxy.TLSConfig{}
+			}
+			grp := &Group{APIKey: tc.key, proxy: &reverseproxy.Handler{Transport: tr, Upstreams: reverseproxy.UpstreamPool{{Dial: tc.dial}}}}
+			core, logs := observer.New(zapcore.WarnLevel)
+			grp.warnKeyExposure(zap.New(core), "cloud")
+			var got []string
+			for _, e := range logs.All() {
+				got = append(got, e.Message)
+				if strings.Contains(e.Message+fmt.Sprint(e.ContextMap()), "sk-literal") {
+					t.Errorf("a warning holds the key: %v", e)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("warnings %q, want %q", got, tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("warning %d: %q, want %q...", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
