@@ -468,8 +468,9 @@ if [ "$mode" = "--check" ]; then
 	echo; echo "# 1. chat-main is served by the self-hosted vLLM"
 	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H "$auth" -H 'Content-Type: application/json' -d "$chat"
 	show < "$state/head.txt"
-	# the answer names the alias (response_model), X-Hybrid-Model the name the upstream was sent
-	grep -qi '^x-hybrid-model: '"$SELF_MODEL" "$state/head.txt" && grep -q '"model":"chat-main"' "$state/out.json" ||
+	# the answer names the alias (response_model), and no header names the served model
+	grep -qi '^x-hybrid-target: self' "$state/head.txt" && ! grep -qi '^x-hybrid-model' "$state/head.txt" &&
+		grep -q '"model":"chat-main"' "$state/out.json" ||
 		{ echo "unexpected: $(cat "$state/head.txt" "$state/out.json")"; exit 1; }
 	cat "$state/out.json"; echo
 
@@ -548,7 +549,7 @@ Watch the overflow: a scripted burst prints, per second, where requests landed:
   bin/llmburst -url $gw -key $HYBRID_CLIENT_KEY -profile 3x4s,24x6s,3x6s
 
 Watch the fallback: stop the self-hosted simulator, then send the request again.
-X-Hybrid-Target turns to "cloud" and the answer's model to $CLOUD_MODEL:
+X-Hybrid-Target turns to "cloud" (the answer's model stays chat-main):
 
   kill \$(cat $state/self.pid)
 
@@ -560,8 +561,8 @@ Operate it (admin API on $HYBRID_ADMIN):
   bin/caddy hybrid-llm ledger --window 1h --address $HYBRID_ADMIN
   bin/caddy hybrid-llm clients --address $HYBRID_ADMIN
 
-Or keep it running but make its /health fail (Caddy's active health check
-takes it out within 2s):
+Or keep it running but make its /health fail (the gateway's probe takes it
+out after two failed checks, within about 4s):
 
   curl -X POST http://$self_addr/_sim/health -d '{"healthy":false}'
 

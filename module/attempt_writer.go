@@ -152,7 +152,12 @@ func (aw *attemptWriter) commit(status int) bool {
 		// canonical keys, assigned directly, their values in one array
 		v := make([]string, 2, 4)
 		v[0], v[1] = t.Group, t.Model
-		h["X-Hybrid-Target"], h["X-Hybrid-Model"] = v[0:1:1], v[1:2:2]
+		h["X-Hybrid-Target"] = v[0:1:1]
+		if rt.alias.modelJSON == nil {
+			// the answer names the upstream's model anyway (response_model
+			// upstream); otherwise no served model name reaches the client
+			h["X-Hybrid-Model"] = v[1:2:2]
+		}
 		if len(rt.attempts) > 0 {
 			v = append(v, "true", rt.fallbackReasons())
 			h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]

@@ -63,8 +63,8 @@ const DefaultMaxBodySize = 8 << 20
 // Each request gets an id (an incoming `X-Request-Id` is honoured, else
 // one is generated), echoed in the response and sent upstream. Unless
 // disabled, the response also carries `X-Hybrid-Target` (the group that
-// answered), `X-Hybrid-Model` (the model name it was sent) and, after a
-// fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`.
+// answered), with `response_model upstream` `X-Hybrid-Model` (the model
+// name it was sent) and, after a fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`.
 // Upstream response headers that tell where the request landed are not
 // passed on (see PassHeaders), and answers carry the alias as their
 // `model` (see ResponseModel). The access log entry of each request gets

@@ -116,8 +116,9 @@ func TestUpstreamHeadersHeldBack(t *testing.T) {
 }
 
 // By default answers name the alias the client sent, in a JSON answer
-// and in every chunk of a stream; response_model upstream keeps the
-// upstream's name, and an alias can choose for itself.
+// and in every chunk of a stream, and no header names the served model;
+// response_model upstream keeps the upstream's name, says it in
+// X-Hybrid-Model too, and an alias can choose for itself.
 func TestResponseModel(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	cloud := cloudStandIn(t)
@@ -158,10 +159,13 @@ func TestResponseModel(t *testing.T) {
 		return "", chunks
 	}
 	streamed := strings.Replace(streamBody, `"stream":true`, `"stream":true,"stream_options":{"include_usage":true}`, 1)
-	expect := func(t *testing.T, alias, want string) {
+	expect := func(t *testing.T, alias, want, header string) {
 		t.Helper()
 		if got, _ := models(t, strings.Replace(chatBody, "chat-main", alias, 1)); got != want {
 			t.Errorf("%s: answer's model %q, want %q", alias, got, want)
+		}
+		if resp, _ := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", alias, 1)); resp.Header.Get("X-Hybrid-Model") != header {
+			t.Errorf("%s: X-Hybrid-Model %q, want %q", alias, resp.Header.Get("X-Hybrid-Model"), header)
 		}
 		for _, body := range []string{streamBody, streamed} {
 			_, chunks := models(t, strings.Replace(body, "chat-main", alias, 1))
@@ -174,13 +178,13 @@ func TestResponseModel(t *testing.T) {
 	}
 
 	e.load(block)
-	expect(t, "chat-main", "chat-main")
+	expect(t, "chat-main", "chat-main", "")
 
 	upstream := strings.Replace(block, "alias cloud-first {", "alias cloud-first {\n\tresponse_model alias", 1)
 	e.load("response_model upstream\n" + upstream)
-	expect(t, "chat-main", "gpt-4o-mini-2024-07-18")
+	expect(t, "chat-main", "gpt-4o-mini-2024-07-18", "qwen2.5-7b-instruct")
 	// cloud-first goes to the cloud simulator, which echoes the name it got
-	expect(t, "cloud-first", "cloud-first")
+	expect(t, "cloud-first", "cloud-first", "")
 }
 
 // The official OpenAI Go SDK reads the alias as the answer's model,
@@ -197,8 +201,8 @@ func TestOpenAISDKSeesAlias(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Model != "chat-main" || last.Header.Get("X-Hybrid-Model") != selfModel || resp.Usage.CompletionTokens != 6 {
-		t.Errorf("model %q from %q, usage %+v", resp.Model, last.Header.Get("X-Hybrid-Model"), resp.Usage)
+	if resp.Model != "chat-main" || last.Header.Get("X-Hybrid-Target") != "self" || resp.Usage.CompletionTokens != 6 {
+		t.Errorf("model %q from %q, usage %+v", resp.Model, last.Header.Get("X-Hybrid-Target"), resp.Usage)
 	}
 
 	stream := sdk.Chat.Completions.NewStreaming(ctx, params)

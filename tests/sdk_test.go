@@ -83,8 +83,8 @@ alias embed {
 		if err := stream.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if last.Header.Get("X-Hybrid-Model") != cloudModel || last.Header.Get("X-Hybrid-Fallback") != "true" {
-			t.Errorf("model %q, fallback %q", last.Header.Get("X-Hybrid-Model"), last.Header.Get("X-Hybrid-Fallback"))
+		if last.Header.Get("X-Hybrid-Target") != "cloud" || last.Header.Get("X-Hybrid-Fallback") != "true" {
+			t.Errorf("target %q, fallback %q", last.Header.Get("X-Hybrid-Target"), last.Header.Get("X-Hybrid-Fallback"))
 		}
 	})
 
