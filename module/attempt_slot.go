@@ -35,7 +35,10 @@ type attemptSlot struct {
 	// endpoints that failed within this attempt (the proxy's own retries)
 	failed int
 	// a mirror's copy: it goes only to an endpoint with room to spare
+	// whose breaker is closed
 	shadow bool
+	// a drill: it goes to drained endpoints and through open breakers
+	drill bool
 }
 
 // release gives back the in-flight slot the attempt holds, if any.

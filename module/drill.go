@@ -58,11 +58,11 @@ func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", "drill-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), nil, &caddyhttp.Server{})
-	slot := &attemptSlot{group: t.group.vllm, model: t.Model}
+	slot := &attemptSlot{group: t.group.vllm, model: t.Model, drill: true}
 	w := &bufferWriter{header: make(http.Header), slot: slot}
+	defer slot.release() // whatever the proxy panics with
 	start := time.Now()
 	aborted, err := proxy(t.group.proxy, w, req)
-	slot.release()
 	res.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	switch {
 	case w.status != 0 && !aborted:

@@ -197,10 +197,10 @@ func (c *mirrorCopy) run() {
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
 	slot := &attemptSlot{group: m.group.vllm, model: m.Model, shadow: true}
 	w := &mirrorWriter{header: make(http.Header), slot: slot}
+	defer slot.release() // whatever the proxy panics with
 	start := time.Now()
 	w.start = start
 	aborted, err := proxy(m.group.proxy, w, req)
-	slot.release()
 	dur := time.Since(start)
 	w.scan.finish(nil, aborted)
 	if slot.group != nil && slot.ep == nil && w.status == 0 {

@@ -298,7 +298,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				switch {
 				case slices.Contains(excluded[:round], ep):
 					continue
-				case ep.drained != nil && ep.drained.Load():
+				case ep.drained != nil && ep.drained.Load() && !slot.drill:
 					why = reasonDrained
 				case ep.added && ep.p.snap.Load().health != healthUp:
 					why = reasonUnhealthy // not probed yet, or down
@@ -306,7 +306,9 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 					why = reasonAvoided
 				case ep.br.held(t):
 					why = reasonRateLimited
-				case g.breakers && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
+				case g.breakers && slot.shadow && ep.br.state.Load() != breakerClosed:
+					why = reasonBreakerOpen // a copy never takes a real request's trial
+				case g.breakers && !slot.drill && !slot.shadow && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
 					why = reasonBreakerOpen
 				case ep.score != nil && ep.score.fine.Load() == 0:
 					why = reasonDegraded // its health score took it out
@@ -356,7 +358,9 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			continue
 		}
 		trial := false
-		if g.breakers {
+		if g.breakers && !slot.shadow && !slot.drill {
+			// copies and drills leave the breaker alone: no verdict of
+			// theirs is ever recorded
 			var ok bool
 			if ok, trial = bestEP.br.allow(t); !ok {
 				bestEP.p.inflight.Add(-1)

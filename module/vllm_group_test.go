@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,6 +418,60 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != a.Addr() {
 		t.Errorf("a's breaker closed, yet %v was chosen", u)
 	}
+}
+
+// A mirror's copy and a drill leave an endpoint's breaker as they found
+// it: a copy never goes to an endpoint whose breaker is not closed (it
+// would take the half-open trial, whose outcome nobody records, and the
+// endpoint would get no request ever again); a drill goes through an open
+// breaker and to a drained endpoint, without taking the trial, so that an
+// endpoint can be tried before it is put back.
+func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
+	clock := fakeClock(t)
+	_, a := startSim(t, simulator.VLLMConfig{})
+	g, pool := testGroup(t, 8, 0, a)
+	g.unknownOK, g.breakers = true, true
+	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
+	epA := g.endpoints[a.Addr()]
+	epA.br = new(breaker)
+	epA.br.failure(cfg, *clock, false, failCause{})
+
+	for _, at := range []time.Duration{0, time.Minute} { // open, then past its cooldown
+		*clock = clock.Add(at)
+		copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
+		if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != reasonBreakerOpen {
+			t.Fatalf("+%v: a copy went to %v (skip %q) with the breaker not closed", at, u, copySlot.skip)
+		}
+		drill := &attemptSlot{group: g, model: "qwen", drill: true}
+		if u := g.selectEndpoint(pool, drill); u == nil || drill.trial {
+			t.Fatalf("+%v: the drill got %v, trial %v", at, u, drill.trial)
+		}
+		drill.release()
+	}
+	// the trial is still there for a real request, which closes the breaker
+	slot := &attemptSlot{group: g, model: "qwen"}
+	if u := g.selectEndpoint(pool, slot); u == nil || !slot.trial {
+		t.Fatalf("no half-open trial left for a real request: %v trial=%v", u, slot.trial)
+	}
+	epA.br.success(slot.trial)
+	slot.release()
+	copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
+	if u := g.selectEndpoint(pool, copySlot); u == nil {
+		t.Fatalf("a copy found no endpoint once the breaker closed: %q", copySlot.skip)
+	}
+	copySlot.release()
+
+	// drained: real requests and copies stay away, a drill goes
+	epA.drained = new(atomic.Bool)
+	epA.drained.Store(true)
+	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonDrained {
+		t.Fatalf("a drained endpoint got %v (%q)", u, why)
+	}
+	drill := &attemptSlot{group: g, model: "qwen", drill: true}
+	if u := g.selectEndpoint(pool, drill); u == nil {
+		t.Fatalf("the drill could not reach the drained endpoint: %q", drill.skip)
+	}
+	drill.release()
 }
 
 // An upstream of a vLLM group that cannot be probed (a unix socket, a
