@@ -158,6 +158,11 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 			if aborted || cut {
 				rt.outcome = outcomeClientCanceled
 			}
+		case (aborted || cut) && ctx.Err() != nil:
+			// the gateway's deadline, which covers every attempt
+			// together, cut it: no evidence against the upstream, as
+			// before the first byte
+			rt.outcome = outcomeInterrupted
 		case aborted || cut:
 			res.verdict = verdictFailure // the upstream broke off
 			rt.outcome = outcomeInterrupted

@@ -124,10 +124,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	// a request that finds its pooled keep-alive connection closed by the
 	// upstream (a restart, an idle timeout) before any answer is sent
 	// again on a new connection, as Go's transport does for idempotent
-	// requests: an inference has no side effect. The nil value marks the
-	// request replayable without sending the header.
+	// requests: an inference has no side effect. The header carries the
+	// request id: a proxy with header operations (an api_key, header_up,
+	// a TLS upstream's Host) copies the request's headers value by value,
+	// and would drop a marker without one.
 	if _, ok := r.Header[idempotencyKey]; !ok {
-		r.Header[idempotencyKey] = nil
+		r.Header[idempotencyKey] = []string{id}
 	}
 
 	ctx := r.Context()

@@ -513,3 +513,23 @@ func TestRetryAfterKeepsTheEndpointOut(t *testing.T) {
 		t.Errorf("the cloud got %d requests", n)
 	}
 }
+
+// The gateway's deadline covers every attempt together: when it cuts a
+// stream that was going well, the endpoint is not to blame, after the
+// first byte as before it. Its breaker stays closed and the next request
+// goes to it.
+func TestGatewayDeadlineIsNoUpstreamFailure(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{ITL: 100 * time.Millisecond}, simulator.CloudConfig{})
+	e.load("deadline 600ms\n" + withBreaker(defaultGateway, "self", "\t\tallowed_fails 1\n\t\tcooldown 1h\n"))
+	long := `{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"hi"}],"max_tokens":100}`
+	resp, body := post(t, "/v1/chat/completions", long)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" || !strings.Contains(string(body), "did not finish in time") {
+		t.Fatalf("%d %q %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	if b := endpointBreaker(t, "self", e.selfSrv.Addr()); b.State != "closed" {
+		t.Errorf("the gateway's deadline opened the endpoint's breaker: %+v", b)
+	}
+	if resp, body := post(t, "/v1/chat/completions", chatBody); resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
+		t.Errorf("next request: %d from %q (%s) %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+	}
+}

@@ -408,57 +408,67 @@ func TestPlain404IsTheAnswer(t *testing.T) {
 // An upstream closes a kept-alive connection just as the gateway sends the
 // next request on it (an idle timeout, a restart): nothing was answered,
 // so the request goes again on a new connection, and the client gets the
-// upstream's answer, not a fallback or a reset.
+// upstream's answer, not a fallback or a reset. So too for a group whose
+// proxy rebuilds the request's headers (an api_key): the upstream sees the
+// request id as X-Idempotency-Key, the mark Go's transport resends by.
 func TestClosedKeepAliveConnectionIsResent(t *testing.T) {
-	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	var (
-		mu      sync.Mutex
-		perConn = map[string]int{}
-		closed  atomic.Int32
-	)
-	up, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		perConn[r.RemoteAddr]++
-		n := perConn[r.RemoteAddr]
-		mu.Unlock()
-		body, _ := io.ReadAll(r.Body)
-		if n == 2 {
-			// the connection's second request is closed unanswered
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				closed.Add(1)
-				_ = conn.Close()
+	for _, withKey := range []bool{false, true} {
+		t.Run(fmt.Sprintf("api_key %v", withKey), func(t *testing.T) {
+			e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+			var (
+				mu      sync.Mutex
+				perConn = map[string]int{}
+				closed  atomic.Int32
+			)
+			up, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				perConn[r.RemoteAddr]++
+				n := perConn[r.RemoteAddr]
+				mu.Unlock()
+				body, _ := io.ReadAll(r.Body)
+				if n == 2 {
+					// the connection's second request is closed unanswered
+					if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+						closed.Add(1)
+						_ = conn.Close()
+					}
+					return
+				}
+				if !strings.Contains(string(body), `"model":"`+selfModel+`"`) {
+					http.Error(w, "body not replayed whole: "+string(body), http.StatusTeapot)
+					return
+				}
+				if id := r.Header.Get("X-Idempotency-Key"); id == "" || id != r.Header.Get("X-Request-Id") {
+					http.Error(w, "X-Idempotency-Key "+id+", not the request id", http.StatusTeapot)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"`+selfModel+`","choices":[{"index":0,`+
+					`"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+			}))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return
-		}
-		if !strings.Contains(string(body), `"model":"`+selfModel+`"`) {
-			http.Error(w, "body not replayed whole: "+string(body), http.StatusTeapot)
-			return
-		}
-		if _, ok := r.Header["X-Idempotency-Key"]; ok {
-			http.Error(w, "the replay mark reached the upstream", http.StatusTeapot)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"`+selfModel+`","choices":[{"index":0,`+
-			`"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	e.load(withPlainSelf(defaultGateway, up.URL()))
+			defer up.Close()
+			block := withPlainSelf(defaultGateway, up.URL())
+			if withKey {
+				block = strings.Replace(block, "group self {\n\tkind openai\n", "group self {\n\tkind openai\n\tapi_key sk-self-key-0123\n", 1)
+			}
+			e.load(block)
 
-	for i := range 4 {
-		resp, body := post(t, "/v1/chat/completions", chatBody)
-		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Fallback") != "" {
-			t.Fatalf("request %d: %d from %q (%q): %s", i, resp.StatusCode, resp.Header.Get("X-Hybrid-Target"),
-				resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
-		}
-	}
-	if closed.Load() == 0 {
-		t.Fatal("no request met a closed connection: the test proves nothing")
-	}
-	if n := len(e.cloudPosts()); n != 0 {
-		t.Errorf("the cloud got %d requests", n)
+			for i := range 4 {
+				resp, body := post(t, "/v1/chat/completions", chatBody)
+				if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" || resp.Header.Get("X-Hybrid-Fallback") != "" {
+					t.Fatalf("request %d: %d from %q (%q): %s", i, resp.StatusCode, resp.Header.Get("X-Hybrid-Target"),
+						resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
+				}
+			}
+			if closed.Load() == 0 {
+				t.Fatal("no request met a closed connection: the test proves nothing")
+			}
+			if n := len(e.cloudPosts()); n != 0 {
+				t.Errorf("the cloud got %d requests", n)
+			}
+		})
 	}
 }
