@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -295,6 +296,15 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 	switch {
 	case ctx.Err() != nil:
 		msg = "the upstream did not finish in time"
+	case ended && aw.scan.errored:
+		// in the gateway's words and shape, with no served model name
+		msg = "the upstream failed mid-stream"
+		if m := strings.ReplaceAll(aw.scan.upstreamError, aw.target.Model, rt.alias.name); m != "" {
+			if len(m) > 300 {
+				m = strings.ToValidUTF8(m[:300], "")
+			}
+			msg += ": " + m
+		}
 	case ended:
 		msg = "the upstream ended the stream before its last chunk"
 	}

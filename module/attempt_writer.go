@@ -126,9 +126,11 @@ func (aw *attemptWriter) commit(status int) bool {
 	alias := rt.alias.modelJSON // set when answers carry the alias
 	switch {
 	case aw.sse:
-		// a (chat) completion stream ends with a finish_reason
-		rt.usage = usageScanner{sse: true, strip: rt.injected, whole: alias != nil,
-			wantFinish: status < 300 && completionsPath(rt.r.URL.Path)}
+		// a (chat) completion stream ends with a finish_reason, and it is
+		// passed on whole events at a time, so that an end before it is
+		// the gateway's to tell
+		wantFinish := status < 300 && completionsPath(rt.r.URL.Path)
+		rt.usage = usageScanner{sse: true, strip: rt.injected, whole: alias != nil || wantFinish, wantFinish: wantFinish}
 		aw.scan = &rt.usage
 	case plain && strings.HasPrefix(ct, "application/json"):
 		rt.usage = usageScanner{}

@@ -183,24 +183,6 @@ func (m *modelRewriter) writeModel(w io.Writer, b []byte, vs, ve int) error {
 	return err
 }
 
-var dataField = []byte("data:")
-
-// dataStart returns the offset of the value of an event's first data
-// line, or -1.
-func dataStart(ev []byte) int {
-	for at := 0; at < len(ev); {
-		if bytes.HasPrefix(ev[at:], dataField) {
-			return at + len(dataField)
-		}
-		j := bytes.IndexAny(ev[at:], "\r\n")
-		if j < 0 {
-			return -1
-		}
-		at += j + 1
-	}
-	return -1
-}
-
 // topModel finds the string value of the top-level "model" field of the
 // JSON object at i. It walks the fields before it only, and stops there.
 // ve is -1 when data ends before the model or the object does (more may

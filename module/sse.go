@@ -7,6 +7,7 @@ import (
 	"bytes"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
+	"github.com/tidwall/gjson"
 )
 
 // sseEvents splits a buffer of server-sent events into events, each up to
@@ -152,3 +153,58 @@ func emptyChoices(b []byte) bool {
 	j := jsonscan.SkipSpace(b, v+1)
 	return j < len(b) && b[j] == ']'
 }
+
+var dataField = []byte("data:")
+
+// dataStart returns the offset of the value of an event's first data
+// line, or -1.
+func dataStart(ev []byte) int {
+	for at := 0; at < len(ev); {
+		if bytes.HasPrefix(ev[at:], dataField) {
+			return at + len(dataField)
+		}
+		j := bytes.IndexAny(ev[at:], "\r\n")
+		if j < 0 {
+			return -1
+		}
+		at += j + 1
+	}
+	return -1
+}
+
+// streamEnd tells the events that end a (chat) completion stream before
+// its finish_reason: vLLM's error event, and the [DONE] after it.
+type streamEnd int
+
+const (
+	streamGoesOn streamEnd = iota
+	streamDone             // data: [DONE]
+	streamError            // data: {"error":{...}}, or vLLM's flat {"object":"error",...}
+)
+
+var doneData = []byte("[DONE]")
+
+// endOf reads what an event says of the stream's end, and an error
+// event's message.
+func endOf(ev []byte) (streamEnd, string) {
+	i := dataStart(ev)
+	if i < 0 {
+		return streamGoesOn, ""
+	}
+	data := ev[jsonscan.SkipSpace(ev, i):]
+	if bytes.HasPrefix(data, doneData) {
+		return streamDone, ""
+	}
+	if len(data) == 0 || data[0] != '{' || !bytes.Contains(data, errorName) {
+		return streamGoesOn, ""
+	}
+	if msg := gjson.GetBytes(data, "error.message"); msg.Exists() {
+		return streamError, msg.String()
+	}
+	if gjson.GetBytes(data, "object").String() == "error" {
+		return streamError, gjson.GetBytes(data, "message").String()
+	}
+	return streamGoesOn, ""
+}
+
+var errorName = []byte(`"error"`)

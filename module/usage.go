@@ -29,12 +29,17 @@ type usageScanner struct {
 	strip      bool
 	whole      bool // pass a stream on whole events at a time (strip does too)
 	wantFinish bool
-	finished   bool    // a chunk carried a finish_reason
-	cr         bool    // the last event ended in "\r" at the end of the bytes so far
-	dropped    bool    // the last event was not passed on
-	buf        []byte  // the JSON body so far, or the current partial SSE event
-	pooled     *[]byte // buf's holder from usageBufs, if any
-	full       bool    // a JSON body outgrew maxUsageBody
+	finished   bool // a chunk carried a finish_reason
+	// the upstream ended the stream before its finish_reason with an
+	// error event, whose message this is; the event is not passed on (the
+	// gateway sends its own), nor the [DONE] after it
+	upstreamError string
+	errored       bool
+	cr            bool    // the last event ended in "\r" at the end of the bytes so far
+	dropped       bool    // the last event was not passed on
+	buf           []byte  // the JSON body so far, or the current partial SSE event
+	pooled        *[]byte // buf's holder from usageBufs, if any
+	full          bool    // a JSON body outgrew maxUsageBody
 
 	prompt, completion int64
 	cached             int64 // prompt tokens the provider served from its cache
@@ -138,11 +143,26 @@ func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 // event reads the usage and the finish of one event and, when w is not
 // nil, writes it to w, stripped.
 func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
+	u.dropped = false
 	if u.wantFinish && !u.finished {
 		// a finish_reason that is not null
 		u.finished = hasValue(event, finishReasonName, '"')
+		if !u.finished && w != nil {
+			// an end before the finish is a cut: the client gets the
+			// gateway's error event as the stream's last (see
+			// midStreamFailure), never the upstream's own, nor one after
+			// [DONE]
+			switch end, msg := endOf(event); end {
+			case streamError:
+				u.errored, u.upstreamError = true, msg
+				u.dropped = true
+				return 0, nil
+			case streamDone:
+				u.dropped = true
+				return 0, nil
+			}
+		}
 	}
-	u.dropped = false
 	if hasValue(event, usageName, '{') {
 		u.readUsage(event)
 		if u.strip && w != nil && emptyChoices(event) {

@@ -14,6 +14,7 @@ import (
 const (
 	chunkRole  = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}` + "\n\n"
 	chunkTok   = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}` + "\n\n"
+	chunkStop  = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n"
 	chunkUsage = `data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}` + "\n\n"
 	chunkDone  = "data: [DONE]\n\n"
 )
@@ -219,7 +220,7 @@ func FuzzUsageScannerFraming(f *testing.F) {
 			}
 			return choices[i%len(choices)]
 		}
-		events := []string{chunkRole, chunkTok, ": keep-alive\n\n", chunkTok, chunkUsage, chunkDone}
+		events := []string{chunkRole, chunkTok, ": keep-alive\n\n", chunkTok, chunkStop, chunkUsage, chunkDone}
 		var in strings.Builder
 		var want []string
 		n := 0

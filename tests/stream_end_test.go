@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +19,16 @@ import (
 
 // A chat stream whose upstream closes it cleanly before any chunk with a
 // finish_reason was cut short all the same: the client gets the error
-// event, and the request counts as interrupted.
+// event as the stream's last, never a [DONE] before or after it, and the
+// request counts as interrupted. An upstream's own error event (vLLM's,
+// in either of its shapes) is told in the gateway's event, with the alias
+// for the served model name.
 func TestStreamEndingBeforeFinishIsInterrupted(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	for _, tail := range []string{"", "data: [DONE]\n\n"} {
+	for _, tail := range []string{"", "data: [DONE]\n\n",
+		`data: {"error":{"message":"engine dead for ` + selfModel + `","type":"InternalServerError","param":null,"code":500}}` + "\r\n\r\ndata: [DONE]\r\n\r\n",
+		`data: {"object":"error","message":"engine dead for ` + selfModel + `","type":"InternalServerError","param":null,"code":500}` + "\n\ndata: [DONE]\n\n",
+	} {
 		upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -35,8 +42,12 @@ func TestStreamEndingBeforeFinishIsInterrupted(t *testing.T) {
 		interrupted0 := metricValue(t, "caddy_hybrid_llm_requests_total", labels)
 		resp, body := post(t, "/v1/chat/completions", streamBody)
 		events := sseEvents(body)
-		if resp.StatusCode != http.StatusOK || len(events) == 0 || !strings.Contains(events[len(events)-1], `"code":"stream_interrupted"`) {
+		if resp.StatusCode != http.StatusOK || len(events) == 0 || !strings.Contains(events[len(events)-1], `"code":"stream_interrupted"`) ||
+			slices.Contains(events, "[DONE]") || strings.Contains(string(body), selfModel) {
 			t.Errorf("tail %q: %d %q", tail, resp.StatusCode, events)
+		}
+		if strings.Contains(tail, "engine dead") && (len(events) != 2 || !strings.Contains(events[1], `"the upstream failed mid-stream: engine dead for chat-main"`)) {
+			t.Errorf("tail %q: the upstream's error was not told in the gateway's event: %q", tail, events)
 		}
 		if got := e.accessLog(resp.Header.Get("X-Request-Id"))["llm_outcome"]; got != "interrupted" {
 			t.Errorf("tail %q: access log llm_outcome %v", tail, got)
