@@ -144,6 +144,9 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	if err != nil {
 		return err
 	}
+	if req.Group == "" {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf(`name the group: {"group":"self"}, with "endpoint" for one endpoint of a %s group; the groups: %s`, KindVLLM, strings.Join(sortedKeys(g.Groups), ", "))}
+	}
 	grp := g.Groups[req.Group]
 	if grp == nil || grp.shared == nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no group %q; its groups: %s", g.Name, req.Group, strings.Join(sortedKeys(g.Groups), ", "))}
@@ -155,7 +158,12 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("endpoints are drained one by one in groups of kind %s; drain group %q as a whole", KindVLLM, req.Group)}
 		}
 		if ep = grp.vllm.lookup(req.Endpoint); ep == nil {
-			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("group %q has no endpoint %q", req.Group, req.Endpoint)}
+			var dials []string
+			for ep := range grp.vllm.all() {
+				dials = append(dials, ep.dial)
+			}
+			slices.Sort(dials)
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("group %q has no endpoint %q; its endpoints: %s", req.Group, req.Endpoint, strings.Join(dials, ", "))}
 		}
 		what["endpoint"] = req.Endpoint
 	}
@@ -173,6 +181,19 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 		ep.drained.Store(drain)
 	default:
 		grp.shared.drained.Store(drain)
+	}
+	if !drain && ep == nil && grp.vllm != nil {
+		// a group's undrain leaves its endpoints' own drains as they are
+		var still []string
+		for ep := range grp.vllm.all() {
+			if ep.drained != nil && ep.drained.Load() {
+				still = append(still, ep.dial)
+			}
+		}
+		if len(still) > 0 {
+			slices.Sort(still)
+			what["endpoints_still_drained"] = still
+		}
 	}
 	verb := "undrained"
 	if drain {

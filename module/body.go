@@ -5,16 +5,57 @@ package hybridllm
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/sjson"
 )
 
 // errBodyTooLarge reports a body over the configured cap.
 var errBodyTooLarge = errors.New("request body too large")
+
+var (
+	// errUnsupportedEncoding is a request body compressed in a way the
+	// gateway does not decode.
+	errUnsupportedEncoding = errors.New("unsupported request Content-Encoding")
+	// errBadEncoding is a request body that does not decode.
+	errBadEncoding = errors.New("the request body is not valid gzip")
+)
+
+// readRequestBody reads the body as readBody does, decoded first when the
+// client sent it gzip-compressed (the limit counts the decoded bytes).
+// The Content-Encoding header goes: upstreams get the plain body.
+func readRequestBody(r *http.Request, limit int64) ([]byte, error) {
+	ce, ok := r.Header["Content-Encoding"]
+	if !ok {
+		return readBody(r, limit)
+	}
+	switch strings.ToLower(strings.TrimSpace(strings.Join(ce, ","))) {
+	case "", "identity":
+		delete(r.Header, "Content-Encoding")
+		return readBody(r, limit)
+	case "gzip", "x-gzip":
+	default:
+		return nil, errUnsupportedEncoding
+	}
+	if r.ContentLength > limit {
+		return nil, errBodyTooLarge // it will not be smaller decoded, as a rule
+	}
+	zr, err := gzip.NewReader(r.Body)
+	if err != nil {
+		return nil, errBadEncoding
+	}
+	body, err := readBody(&http.Request{Body: zr, ContentLength: -1}, limit)
+	if err != nil && !errors.Is(err, errBodyTooLarge) {
+		return nil, errBadEncoding
+	}
+	delete(r.Header, "Content-Encoding")
+	return body, err
+}
 
 // readBody reads the whole request body, refusing more than limit bytes.
 // A declared Content-Length over the limit is refused before reading.

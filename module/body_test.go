@@ -4,6 +4,8 @@
 package hybridllm
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"io"
 	"net/http"
@@ -231,5 +233,46 @@ func TestNewRequestIDShape(t *testing.T) {
 			t.Fatalf("id %q repeats", id)
 		}
 		seen[id] = true
+	}
+}
+
+// A gzip-compressed request body is read decoded, its limit counted in
+// decoded bytes (a small bomb is refused), and the header goes so that
+// upstreams get what they are sent: the plain body. Other encodings are
+// refused, not read as JSON.
+func TestReadRequestBodyDecodesGzip(t *testing.T) {
+	const limit = 1 << 10
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, _ = zw.Write([]byte(s))
+		_ = zw.Close()
+		return b.Bytes()
+	}
+	for _, tc := range []struct {
+		name, encoding string
+		body           []byte
+		want           string
+		wantErr        error
+	}{
+		{"gzip", "gzip", gz(`{"model":"chat-main"}`), `{"model":"chat-main"}`, nil},
+		{"x-gzip", "X-Gzip", gz(`{}`), `{}`, nil},
+		{"identity", "identity", []byte(`{}`), `{}`, nil},
+		{"a bomb", "gzip", gz(strings.Repeat("a", 100*limit)), "", errBodyTooLarge},
+		{"not gzip", "gzip", []byte(`{"model":"chat-main"}`), "", errBadEncoding},
+		{"cut short", "gzip", gz(`{"model":"chat-main"}`)[:12], "", errBadEncoding},
+		{"brotli", "br", []byte{0x0b, 0x02, 0x80}, "", errUnsupportedEncoding},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(tc.body))
+			r.Header.Set("Content-Encoding", tc.encoding)
+			got, err := readRequestBody(r, limit)
+			if !errors.Is(err, tc.wantErr) || string(got) != tc.want {
+				t.Fatalf("%q %v, want %q %v", got, err, tc.want, tc.wantErr)
+			}
+			if _, still := r.Header["Content-Encoding"]; err == nil && still {
+				t.Error("the Content-Encoding stays on a decoded body")
+			}
+		})
 	}
 }

@@ -13,7 +13,8 @@ import (
 // checkProxyUpstreams reads a group's proxy segment (from its "proxy"
 // token) for upstreams written as an SDK's base URL, such as
 // https://api.openai.com/v1, which reverse_proxy refuses with a message
-// that does not say what to write instead. The dispenser is left where
+// that does not say what to write instead, and for a comma-separated
+// list, which it would take as one address. The dispenser is left where
 // it started.
 func checkProxyUpstreams(seg *caddyfile.Dispenser) error {
 	defer seg.Reset()
@@ -22,6 +23,9 @@ func checkProxyUpstreams(seg *caddyfile.Dispenser) error {
 	}
 	check := func(args []string) error {
 		for _, a := range args {
+			if strings.Contains(a, ",") && !strings.Contains(a, "{") {
+				return seg.Errf("proxy upstream %q: separate upstreams with spaces, not commas", a)
+			}
 			if !strings.Contains(a, "://") || strings.Contains(a, "{") {
 				continue
 			}

@@ -302,6 +302,10 @@ func withKeys(configured map[string]*Client, pairs string) (map[string]*Client, 
 		if !ok || name == "" || key == "" {
 			return nil, fmt.Errorf("want name=key pairs separated by spaces, got a pair without a name or key")
 		}
+		if strings.ContainsAny(key, ",;") && strings.Contains(key, "=") {
+			// "a=k1,b=k2": one client whose key would be "k1,b=k2"
+			return nil, fmt.Errorf("client %q: its key holds another name=key pair: separate the pairs with spaces, not commas", name)
+		}
 		c, found := out[name]
 		switch {
 		case !found:

@@ -102,6 +102,8 @@ admin API's JSON instead of a table.
 func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error) {
 	fl := cmd.Flags()
 	addrFlag, _ := fl.GetString("address")
+	// an address as a URL, as one would paste it from a browser
+	addrFlag = strings.TrimSuffix(strings.TrimPrefix(addrFlag, "http://"), "/")
 	configFlag, _ := fl.GetString("config")
 	adapterFlag, _ := fl.GetString("adapter")
 	addr, err := caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
@@ -338,6 +340,12 @@ func cmdDrain(cmd *cobra.Command, verb string) error {
 		what = "endpoint " + endpoint + " of group " + group
 	}
 	fmt.Printf("%s: %sed\n", what, verb)
+	var out struct {
+		Still []string `json:"endpoints_still_drained"`
+	}
+	if json.Unmarshal(b, &out) == nil && len(out.Still) > 0 {
+		fmt.Printf("its endpoints %s stay drained: undrain them with --endpoint\n", strings.Join(out.Still, ", "))
+	}
 	return nil
 }
 
@@ -464,10 +472,15 @@ func cmdLedger(cmd *cobra.Command) error {
 				parts = append(parts, fmt.Sprintf("the hybrid costs less than all-self-hosted above $%.2f per GPU-month", *v))
 			}
 			if v := g.HybridBeatsCloudBelow; v != nil {
-				parts = append(parts, fmt.Sprintf("less than all-cloud below $%.2f", *v))
+				parts = append(parts, fmt.Sprintf("the hybrid costs less than all-cloud below $%.2f per GPU-month", *v))
 			}
 			if v := g.BreakEvenUtilization; v != nil {
-				parts = append(parts, fmt.Sprintf("a self-hosted GPU pays for itself above %.1f%% utilization", *v*100))
+				if *v > 1 {
+					// a GPU busy all the time still costs more than the cloud
+					parts = append(parts, fmt.Sprintf("a self-hosted GPU does not pay for itself at these prices, even fully used (it would need %.0f%% utilization)", *v*100))
+				} else {
+					parts = append(parts, fmt.Sprintf("a self-hosted GPU pays for itself above %.1f%% utilization", *v*100))
+				}
 			}
 			if len(parts) > 0 {
 				fmt.Printf("%s: %s\n", g.Gateway, strings.Join(parts, "; "))

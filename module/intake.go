@@ -35,11 +35,17 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(rt))
 	}
-	body, err := readBody(r, g.MaxBodySize)
+	body, err := readRequestBody(r, g.MaxBodySize)
 	if err != nil {
-		if errors.Is(err, errBodyTooLarge) {
+		switch {
+		case errors.Is(err, errBodyTooLarge):
 			return writeError(w, http.StatusRequestEntityTooLarge, errTypeInvalidRequest, "request_too_large", "",
 				"request body exceeds the limit of "+strconv.FormatInt(g.MaxBodySize, 10)+" bytes")
+		case errors.Is(err, errUnsupportedEncoding):
+			return writeError(w, http.StatusUnsupportedMediaType, errTypeInvalidRequest, "unsupported_content_encoding", "",
+				"the request body's Content-Encoding "+strconv.Quote(r.Header.Get("Content-Encoding"))+" is not supported: send it uncompressed, or gzip")
+		case errors.Is(err, errBadEncoding):
+			return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "", err.Error())
 		}
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "",
 			"could not read the request body")

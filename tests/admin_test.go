@@ -112,6 +112,11 @@ func TestDrainOneEndpoint(t *testing.T) {
 	if n := len(posts(second.Requests())); n != 6 {
 		t.Errorf("the other endpoint got %d of 6", n)
 	}
+	// undraining the group leaves the endpoint's own drain, and says so
+	code, b := adminPost(t, "/hybrid_llm/undrain", "application/json", `{"gateway":"`+gw+`","group":"self"}`)
+	if code != 200 || !strings.Contains(string(b), `"endpoints_still_drained":["`+e.selfSrv.Addr()+`"]`) {
+		t.Errorf("group undrain: %d %s", code, b)
+	}
 	_, _ = adminPost(t, "/hybrid_llm/undrain", "application/json", `{"gateway":"`+gw+`","group":"self","endpoint":"`+e.selfSrv.Addr()+`"}`)
 }
 
@@ -129,6 +134,8 @@ func TestAdminRoutesRefuseBadRequests(t *testing.T) {
 		{"/hybrid_llm/drain", "application/json", `{"gateway":"nope","group":"self"}`, http.StatusNotFound, `no gateway named \"nope\"; running: ` + gw},
 		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","group":"cloud","endpoint":"x:1"}`, http.StatusBadRequest, ""},
 		{"/hybrid_llm/drain", "application/json", `{"gateway":"` + gw + `","grop":"self"}`, http.StatusBadRequest, ""},
+		{"/hybrid_llm/drain", "application/json", `{}`, http.StatusBadRequest, `name the group: {\"group\":\"self\"}`},
+		{"/hybrid_llm/drain", "application/json", `{"group":"self","endpoint":"10.9.9.9:1"}`, http.StatusNotFound, `has no endpoint \"10.9.9.9:1\"; its endpoints: ` + e.selfSrv.Addr()},
 		{"/hybrid_llm/drill", "application/json", `{"gateway":"` + gw + `","alias":"nope"}`, http.StatusNotFound, `has no alias \"nope\"; its aliases: chat-main`},
 	} {
 		if code, b := adminPost(t, tc.path, tc.ct, tc.body); code != tc.want || !strings.Contains(string(b), tc.says) {

@@ -145,3 +145,36 @@ http://127.0.0.1:9080 {
 		t.Fatalf("the first event did not arrive while the stream was open: %q %v", line, err)
 	}
 }
+
+// A client that compresses its request body (Content-Encoding: gzip) is
+// answered as if it had not: the gateway reads the decoded body, routes on
+// its alias and sends the upstream the plain body, without the header.
+// An encoding the gateway does not decode is a 415 that names it, never
+// a misleading "not JSON".
+func TestCompressedRequestBody(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	var gz strings.Builder
+	zw := gzip.NewWriter(&gz)
+	_, _ = io.WriteString(zw, chatBody)
+	_ = zw.Close()
+
+	resp, body := post(t, "/v1/chat/completions", gz.String(), "Content-Encoding", "gzip")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" || !strings.Contains(string(body), `"model":"chat-main"`) {
+		t.Fatalf("gzip body: %d %s", resp.StatusCode, body)
+	}
+	reqs := e.selfPosts()
+	got := reqs[len(reqs)-1]
+	if ce := got.Header.Get("Content-Encoding"); ce != "" || !strings.Contains(string(got.Body), `"model":"`+selfModel+`"`) {
+		t.Errorf("the upstream got Content-Encoding %q and %q", ce, got.Body)
+	}
+
+	resp, body = post(t, "/v1/chat/completions", "\x0b\x02\x80", "Content-Encoding", "br")
+	if resp.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(body), `"code":"unsupported_content_encoding"`) || !strings.Contains(string(body), `\"br\"`) {
+		t.Errorf("br body: %d %s", resp.StatusCode, body)
+	}
+	resp, body = post(t, "/v1/chat/completions", chatBody, "Content-Encoding", "gzip")
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "not valid gzip") {
+		t.Errorf("plain body labelled gzip: %d %s", resp.StatusCode, body)
+	}
+}
