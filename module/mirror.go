@@ -133,6 +133,13 @@ func (rt *route) mirror() {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
+		if grp := m.group; grp.shared.drained.Load() || grp.check.lacks(m.Model) ||
+			(grp.Breaker != nil && grp.shared.breaker.state.Load() != breakerClosed) {
+			// a group taken out, or failing, gets no copies either (nor
+			// does a copy take its breaker's trial)
+			m.series.dropped.Inc()
+			continue
+		}
 		if m.inflight.Add(1) > int64(m.MaxInFlight) {
 			m.inflight.Add(-1)
 			m.series.dropped.Inc()

@@ -220,3 +220,33 @@ func TestMirrorIsolation(t *testing.T) {
 	}
 	waitFor(t, "three failed copies", func() bool { return done("failed")-failed == 3 })
 }
+
+// A mirror's group that is drained gets no copies: they are dropped and
+// counted until it is undrained, as the real traffic it would get.
+func TestMirrorSkipsADrainedGroup(t *testing.T) {
+	e, m, block := mirrorEnv(t)
+	e.load(block("\t\tratio 100%"))
+	gw := e.gatewayName()
+	dropped := func() float64 { return mirrorMetric(t, "mirror_dropped_total", gw) }
+	if code, b := adminPost(t, "/hybrid_llm/drain", "application/json", `{"gateway":"`+gw+`","group":"mirror"}`); code != http.StatusOK {
+		t.Fatalf("drain: %d %s", code, b)
+	}
+	droppedBefore := dropped()
+	if resp, body := post(t, "/v1/chat/completions", chatBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if d := dropped() - droppedBefore; d != 1 {
+		t.Errorf("mirror_dropped_total moved by %v for a copy to a drained group, want 1", d)
+	}
+	if n := len(posts(m.Requests())); n != 0 {
+		t.Errorf("the drained mirror got %d copies", n)
+	}
+
+	if code, b := adminPost(t, "/hybrid_llm/undrain", "application/json", `{"gateway":"`+gw+`","group":"mirror"}`); code != http.StatusOK {
+		t.Fatalf("undrain: %d %s", code, b)
+	}
+	if resp, body := post(t, "/v1/chat/completions", chatBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	waitFor(t, "a copy once undrained", func() bool { return len(posts(m.Requests())) == 1 })
+}
