@@ -128,15 +128,24 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		// is the answer, unless the first-byte timer abandoned the
 		// attempt first (an answer cut short is no answer: the attempt
 		// failed)
-		if aw.status == http.StatusNotFound {
+		switch aw.status {
+		case http.StatusNotFound:
 			modelMissing = isModelNotFound(aw.held.Bytes())
-		} else {
-			contextErr = isContextError(aw.held.Bytes())
+		case http.StatusBadRequest:
+			contextErr = aw.holdBadRequest && isContextError(aw.held.Bytes())
 		}
-		if !contextErr && !modelMissing && aw.commit(aw.status) {
-			_, _ = aw.w.Write(aw.held.Bytes())
-			res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
-			return res, nil
+		if !contextErr && !modelMissing {
+			held := aw.held.Bytes()
+			body := upstreamErrorBody(held, aw.status, t.Model, rt.alias.name)
+			if h := aw.Header(); string(body) != string(held) {
+				delete(h, "Content-Length")
+				h["Content-Type"] = []string{"application/json"}
+			}
+			if aw.commit(aw.status) {
+				_, _ = aw.w.Write(body)
+				res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
+				return res, nil
+			}
 		}
 	}
 	if aw.heldStatus != 0 && !aborted && err == nil {

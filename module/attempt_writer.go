@@ -79,10 +79,11 @@ func (aw *attemptWriter) WriteHeader(status int) {
 		// informational responses are not passed on
 	case aw.target.fallsBackOn(status) || status == statusClientClosed:
 		aw.status = status
-	case status == http.StatusBadRequest && aw.holdBadRequest, status == http.StatusNotFound:
+	case status >= 400 && status < 500:
 		// held whole: a context-length 400 goes to the next target, and
 		// so does a 404 that says the model does not exist (the gateway
-		// chose that name); any other is the answer
+		// chose that name); any other is the answer, put in the OpenAI
+		// shape (see upstreamErrorBody)
 		aw.status = status
 		aw.held = new(bytes.Buffer)
 	case aw.holdUntilBody:

@@ -79,7 +79,7 @@ func TestUpstreamThatNeverAnswers(t *testing.T) {
 func TestBodilessAnswerToAStreamIsPassedOn(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	srv, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusConflict)
+		w.WriteHeader(http.StatusNoContent)
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestBodilessAnswerToAStreamIsPassedOn(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	e.load(withPlainSelf(defaultGateway, srv.URL()))
 	resp, body := post(t, "/v1/chat/completions", streamBody)
-	if resp.StatusCode != http.StatusConflict || resp.Header.Get("X-Hybrid-Target") != "self" || len(body) != 0 {
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("X-Hybrid-Target") != "self" || len(body) != 0 {
 		t.Errorf("%d %s %q", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
 	}
 	if n := len(e.cloudPosts()); n != 0 {

@@ -378,7 +378,7 @@ func TestPlain404IsTheAnswer(t *testing.T) {
 
 	for range 3 {
 		resp, body := post(t, "/v1/chat/completions", chatBody)
-		if resp.StatusCode != http.StatusNotFound || string(body) != `{"detail":"Not Found"}` || resp.Header.Get("X-Hybrid-Target") != "self" {
+		if resp.StatusCode != http.StatusNotFound || string(body) != `{"error":{"message":"Not Found","type":"invalid_request_error","param":null,"code":null}}` || resp.Header.Get("X-Hybrid-Target") != "self" {
 			t.Fatalf("a plain 404: %d from %q (%s): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), body)
 		}
 	}
@@ -470,5 +470,32 @@ func TestClosedKeepAliveConnectionIsResent(t *testing.T) {
 				t.Errorf("the cloud got %d requests", n)
 			}
 		})
+	}
+}
+
+// A 400 that is the answer (the request's own fault) reaches the client in
+// the OpenAI shape whatever shape the upstream gave it: vLLM's flat one
+// with its numeric code becomes {"error":{...}} with a null code, and the
+// served model name in its message becomes the alias.
+func TestUpstreamBadRequestInTheOpenAIShape(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"object":"error","message":"model `+selfModel+`: temperature must be in [0, 2]","type":"BadRequestError","param":"temperature","code":400}`)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Close()
+	e.load(withPlainSelf(defaultGateway, upstream.URL()))
+	resp, body := post(t, "/v1/chat/completions", chatBody)
+	want := `{"error":{"message":"model chat-main: temperature must be in [0, 2]","type":"invalid_request_error","param":"temperature","code":null}}`
+	if resp.StatusCode != http.StatusBadRequest || string(body) != want || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("%d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if n := len(e.cloudPosts()); n != 0 {
+		t.Errorf("the cloud got %d requests for the client's own error", n)
 	}
 }

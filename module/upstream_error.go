@@ -1,0 +1,86 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// maxErrorText caps the text kept of an upstream's error page that is not
+// JSON.
+const maxErrorText = 500
+
+// upstreamErrorBody is an upstream's 4xx answer as the client gets it: in
+// the OpenAI error shape whatever the upstream's (vLLM's flat shape and
+// its numeric codes, a proxy's plain-text or HTML page), with the served
+// model name replaced by the alias. An answer in that shape already,
+// without the served name, is kept byte for byte.
+func upstreamErrorBody(body []byte, status int, served, alias string) []byte {
+	var msg, typ, param, code gjson.Result
+	switch e := gjson.GetBytes(body, "error"); {
+	case e.IsObject():
+		msg, typ, param, code = e.Get("message"), e.Get("type"), e.Get("param"), e.Get("code")
+		if msg.Type == gjson.String && (code.Type == gjson.String || code.Type == gjson.Null) &&
+			(served == "" || !bytes.Contains(body, []byte(served))) {
+			return body
+		}
+	case gjson.ValidBytes(body) && gjson.GetBytes(body, "object").String() == "error":
+		r := gjson.ParseBytes(body)
+		msg, typ, param, code = r.Get("message"), r.Get("type"), r.Get("param"), r.Get("code")
+	case gjson.GetBytes(body, "detail").Type == gjson.String:
+		// FastAPI's own answers (an unknown path, say)
+		msg = gjson.GetBytes(body, "detail")
+	default:
+		text := strings.TrimSpace(string(body))
+		if len(text) > maxErrorText {
+			text = strings.ToValidUTF8(text[:maxErrorText], "")
+		}
+		if text == "" {
+			text = http.StatusText(status)
+		}
+		return errorJSON(errTypeInvalidRequest, "", "", renamed(text, served, alias))
+	}
+	t := typ.String()
+	if typ.Type != gjson.String || !isErrorType(t) {
+		t = errTypeInvalidRequest // vLLM's are Python class names: BadRequestError
+	}
+	c, p := "", ""
+	if code.Type == gjson.String {
+		c = code.String() // a number is vLLM's copy of the status
+	}
+	if param.Type == gjson.String {
+		p = param.String()
+	}
+	m := msg.String()
+	if m == "" {
+		m = http.StatusText(status)
+	}
+	return errorJSON(t, c, p, renamed(m, served, alias))
+}
+
+// renamed replaces the served model name in s with the alias.
+func renamed(s, served, alias string) string {
+	if served == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, served, alias)
+}
+
+// isErrorType reports whether t reads as an OpenAI error type
+// (invalid_request_error): lower case and underscores.
+func isErrorType(t string) bool {
+	if t == "" {
+		return false
+	}
+	for _, c := range t {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
