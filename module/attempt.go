@@ -91,11 +91,12 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: avoid}
 		defer aw.slot.release()
 	}
+	var timer *time.Timer
 	if t.firstByte > 0 && rt.stream {
 		// a stream that sends nothing in time is abandoned for the next
 		// target, before anything reached the client
 		aw.holdUntilBody = true
-		timer := time.AfterFunc(t.firstByte, func() {
+		timer = time.AfterFunc(t.firstByte, func() {
 			if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
 				cancel()
 			}
@@ -105,8 +106,13 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	t.group.inflight.Add(1)
 	aborted, err := proxy(t.group.proxy, aw, pr)
 	t.group.inflight.Add(-1)
-	// from here the timer may still fire (Stop does not wait for it): an
-	// answer that is not committed yet must win the state before it is sent
+	if timer != nil {
+		// an answer the proxy has read whole (a held 400) is no late one
+		timer.Stop()
+	}
+	// a timer that fired before Stop may still be running (Stop does not
+	// wait for it): an answer that is not committed yet must win the state
+	// before it is sent
 
 	// the breakers' verdict on this attempt, settled however it ends (a
 	// mid-stream failure ends in a panic)

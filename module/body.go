@@ -15,6 +15,10 @@ import (
 	"github.com/tidwall/sjson"
 )
 
+// bodySlack is how much a request body may grow on its way upstream: a
+// longer model name swapped in, the stream usage asked for.
+const bodySlack = 4 << 10
+
 // errBodyTooLarge reports a body over the configured cap.
 var errBodyTooLarge = errors.New("request body too large")
 

@@ -196,7 +196,9 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	if (gjson.GetBytes(raw, "load_balancing.retries").Int() > 0 || gjson.GetBytes(raw, "load_balancing.try_duration").Exists()) &&
 		!gjson.GetBytes(raw, "request_buffers").Exists() {
 		var err error
-		raw, err = sjson.SetBytes(slices.Clone(raw), "request_buffers", maxBody)
+		// room for the body as sent: the model name swapped, the stream
+		// usage asked for
+		raw, err = sjson.SetBytes(slices.Clone(raw), "request_buffers", maxBody+bodySlack)
 		if err != nil {
 			return fmt.Errorf("setting request_buffers: %v", err)
 		}
