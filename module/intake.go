@@ -135,7 +135,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	// a TLS upstream's Host) copies the request's headers value by value,
 	// and would drop a marker without one.
 	if _, ok := r.Header[idempotencyKey]; !ok {
-		r.Header[idempotencyKey] = []string{id}
+		r.Header[idempotencyKey] = r.Header["X-Request-Id"][:1:1] // the same value, no copy
 	}
 
 	ctx := r.Context()
