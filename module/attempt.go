@@ -129,7 +129,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 
 	contextErr, modelMissing := false, false
 	if aw.held != nil && !aborted && err == nil {
-		// a held 400 or 404, read whole: the next target gets the request
+		// a held 4xx, read whole: the next target gets the request
 		// only for a context-length error or a missing model; any other
 		// is the answer, unless the first-byte timer abandoned the
 		// attempt first (an answer cut short is no answer: the attempt
@@ -206,6 +206,8 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		a.reason = reasonContextLength
 	case modelMissing:
 		a.reason = reasonModelNotFound
+	case aw.notAPI:
+		a.reason = reasonNotAPI
 	case aw.status != 0 && aw.held == nil:
 		// the upstream's own status, even if the timer fired after it
 		a.reason = statusReason(aw.status, aw.notFound)

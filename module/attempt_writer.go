@@ -46,11 +46,12 @@ type attemptWriter struct {
 	began time.Time      // the attempt's start
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
-	held           *bytes.Buffer // the held 400's body
+	held           *bytes.Buffer // the held 4xx's body
 	clientLost     bool          // a write to the client failed
 	holdUntilBody  bool          // commit on the first body byte, not the header
 	heldStatus     int
 	notFound       []byte // the start of a held 404's body
+	notAPI         bool   // the answer is an HTML page, not the API's
 }
 
 // Attempt states; the first-byte timer races the proxy for the change
@@ -79,6 +80,9 @@ func (aw *attemptWriter) WriteHeader(status int) {
 		// informational responses are not passed on
 	case aw.target.fallsBackOn(status) || status == statusClientClosed:
 		aw.status = status
+	case status < 300 && strings.HasPrefix(aw.Header().Get("Content-Type"), "text/html"):
+		// no API answers with a page: the group's address is wrong
+		aw.status, aw.notAPI = status, true
 	case status >= 400 && status < 500:
 		// held whole: a context-length 400 goes to the next target, and
 		// so does a 404 that says the model does not exist (the gateway
@@ -195,8 +199,9 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 			if aw.held.Len()+len(p) <= maxHeldBody {
 				return aw.held.Write(p)
 			}
-			// too long for a context-length error: the 400 is the
-			// answer, and goes to the client whole
+			// too long for a context-length error or a missing model:
+			// the 4xx is the answer, and goes to the client whole, as
+			// it came
 			held := aw.held.Bytes()
 			aw.held, aw.heldStatus, aw.status = nil, aw.status, 0
 			if _, err := aw.Write(held); err != nil {
@@ -277,7 +282,7 @@ func (aw *attemptWriter) finishBody(aborted bool) {
 	}
 }
 
-// maxHeldBody caps a held 400 body; error bodies are small.
+// maxHeldBody caps a held 4xx body; error bodies are small.
 const maxHeldBody = 64 << 10
 
 // maxNotFoundBody caps what is kept of a held 404's body.

@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"errors"
 	"io"
@@ -54,8 +55,9 @@ func readRequestBody(r *http.Request, limit int64) ([]byte, error) {
 		return nil, errBadEncoding
 	}
 	body, err := readBody(&http.Request{Body: zr, ContentLength: -1}, limit)
-	if err != nil && !errors.Is(err, errBodyTooLarge) {
-		return nil, errBadEncoding
+	var corrupt flate.CorruptInputError
+	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &corrupt) {
+		return nil, errBadEncoding // not the client's connection, nor a size limit
 	}
 	delete(r.Header, "Content-Encoding")
 	return body, err

@@ -124,6 +124,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 			"proxy upstream https://api.openai.com/v1: write https://api.openai.com, without /v1"},
 		{"upstream with a path prefix", "hybrid_llm {" + self + "group cloud {\nkind openai\nproxy {\nto https://gw.example.com/openai/v1/\n}\n}" + alias + "}",
 			"write https://gw.example.com, and add the prefix with rewrite /openai{uri} in the proxy block"},
+		{"upstream under another API path", "hybrid_llm {" + self + "group cloud {\nkind openai\nproxy https://generativelanguage.googleapis.com/v1beta/openai/\n}" + alias + "}",
+			"write https://generativelanguage.googleapis.com; each request keeps its own path (/v1/chat/completions), so an API under /v1beta/openai needs its path mapped"},
 		{"comma-separated upstreams", "hybrid_llm {\ngroup self {\nkind vllm\nproxy 127.0.0.1:8001,127.0.0.1:8003\n}" + alias + "}",
 			`proxy upstream "127.0.0.1:8001,127.0.0.1:8003": separate upstreams with spaces, not commas`},
 		{"upstream with a trailing slash", "hybrid_llm {" + self + "group cloud {\nkind openai\nproxy http://127.0.0.1:8002/\n}" + alias + "}",

@@ -41,8 +41,10 @@ func checkProxyUpstreams(seg *caddyfile.Dispenser) error {
 			if prefix == "/v1" {
 				return seg.Errf("proxy upstream %s: write %s, without /v1: each request keeps its own path (/v1/chat/completions), and an upstream is scheme://host[:port] only", a, base)
 			}
-			prefix = strings.TrimSuffix(prefix, "/v1")
-			return seg.Errf("proxy upstream %s: an upstream is scheme://host[:port] only, since each request keeps its own path (/v1/chat/completions): write %s, and add the prefix with rewrite %s{uri} in the proxy block", a, base, prefix)
+			if p, ok := strings.CutSuffix(prefix, "/v1"); ok {
+				return seg.Errf("proxy upstream %s: an upstream is scheme://host[:port] only, since each request keeps its own path (/v1/chat/completions): write %s, and add the prefix with rewrite %s{uri} in the proxy block", a, base, p)
+			}
+			return seg.Errf("proxy upstream %s: an upstream is scheme://host[:port] only: write %s; each request keeps its own path (/v1/chat/completions), so an API under %s needs its path mapped in the proxy block (rewrite)", a, base, prefix)
 		}
 		return nil
 	}

@@ -57,6 +57,9 @@ const (
 	reasonUpstreamAuth  reason = "upstream_auth"   // 401, 403
 	reasonModelNotFound reason = "model_not_found" // 404 naming the model
 	reasonNotFound      reason = "http_404"        // any other 404, with 404 in fallback_on
+	// a 2xx that is an HTML page, not the API's answer: the group's
+	// address reaches a web server or a proxy's login page
+	reasonNotAPI reason = "not_an_api_answer"
 	// every endpoint left already failed this request
 	reasonAvoided reason = "retries_exhausted"
 

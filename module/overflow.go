@@ -35,8 +35,9 @@ type OverflowConfig struct {
 	// KV-cache usage (0..1), the fullest endpoint's.
 	KVCacheUsage *Threshold `json:"kv_cache_usage,omitempty"`
 
-	// The gateway's own requests in flight to the group: the instant
-	// signal, while vLLM's gauges lag.
+	// This Caddy's requests in flight to the group's endpoints (every
+	// gateway's, mirror copies included; not other replicas'): the
+	// instant signal, while vLLM's gauges lag.
 	InFlight *Threshold `json:"inflight,omitempty"`
 
 	// The shortest time a state is held once entered. Default: 10s.

@@ -70,7 +70,7 @@ func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
 // target falls back on, or its context window is too small.
 func permanentFailure(a *attempt) bool {
 	switch a.reason {
-	case reasonMisconfig, reasonContextWindow, reasonContextLength, reasonUpstreamAuth, reasonModelNotFound:
+	case reasonMisconfig, reasonContextWindow, reasonContextLength, reasonUpstreamAuth, reasonModelNotFound, reasonNotAPI:
 		return true
 	}
 	if !strings.HasPrefix(string(a.reason), "http_4") {

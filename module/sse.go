@@ -179,7 +179,7 @@ type streamEnd int
 const (
 	streamGoesOn streamEnd = iota
 	streamDone             // data: [DONE]
-	streamError            // data: {"error":{...}}, or vLLM's flat {"object":"error",...}
+	streamError            // data: {"error":{...}}, vLLM's flat {"object":"error",...}, TGI's {"error":"..."}
 )
 
 var doneData = []byte("[DONE]")
@@ -198,8 +198,11 @@ func endOf(ev []byte) (streamEnd, string) {
 	if len(data) == 0 || data[0] != '{' || !bytes.Contains(data, errorName) {
 		return streamGoesOn, ""
 	}
-	if msg := gjson.GetBytes(data, "error.message"); msg.Exists() {
-		return streamError, msg.String()
+	switch e := gjson.GetBytes(data, "error"); {
+	case e.IsObject():
+		return streamError, e.Get("message").String()
+	case e.Type == gjson.String:
+		return streamError, e.String() // TGI's {"error":"..."}
 	}
 	if gjson.GetBytes(data, "object").String() == "error" {
 		return streamError, gjson.GetBytes(data, "message").String()

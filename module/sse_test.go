@@ -19,6 +19,7 @@ func TestEndOf(t *testing.T) {
 		{`data: {"error":{"message":"engine dead","type":"InternalServerError","param":null,"code":500}}` + "\n\n", streamError, "engine dead"},
 		{`data: {"object":"error","message":"out of memory","type":"InternalServerError","param":null,"code":500}` + "\r\r", streamError, "out of memory"},
 		{"event: error\ndata: {\"error\":{\"message\":\"x\"}}\n\n", streamError, "x"},
+		{`data: {"error":"Input validation error: too long"}` + "\n\n", streamError, "Input validation error: too long"},
 		{`data: {"id":"c","choices":[{"delta":{"content":"\"error\""}}]}` + "\n\n", streamGoesOn, ""},
 		{`data: {"id":"c","choices":[{"delta":{"content":"hi"}}],"error":null}` + "\n\n", streamGoesOn, ""},
 		{": keep-alive\n\n", streamGoesOn, ""},

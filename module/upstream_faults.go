@@ -23,7 +23,7 @@ import (
 // isConfigFault reports whether a reason is the gateway's configuration
 // at fault rather than the upstream's health.
 func isConfigFault(why reason) bool {
-	return why == reasonUpstreamAuth || why == reasonModelNotFound
+	return why == reasonUpstreamAuth || why == reasonModelNotFound || why == reasonNotAPI
 }
 
 // faultLog remembers the configuration faults of a target that were
@@ -92,6 +92,8 @@ func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
 	switch a.reason {
 	case reasonUpstreamAuth:
 		msg = "the upstream refused the gateway's credentials: check the group's api_key; requests fall back to the next target"
+	case reasonNotAPI:
+		msg = "the upstream answered with an HTML page, not the API: check the group's upstream address (scheme, host, port); requests fall back to the next target"
 	case reasonModelNotFound:
 		msg = "the upstream does not know the target's model name: requests fall back to the next target"
 		if ep != nil {

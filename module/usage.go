@@ -147,18 +147,19 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 	if u.wantFinish && !u.finished {
 		// a finish_reason that is not null
 		u.finished = hasValue(event, finishReasonName, '"')
-		if !u.finished && w != nil {
+		if !u.finished {
 			// an end before the finish is a cut: the client gets the
 			// gateway's error event as the stream's last (see
 			// midStreamFailure), never the upstream's own, nor one after
-			// [DONE]
+			// [DONE]; without w (a last event the stream did not end)
+			// only what it says is kept
 			switch end, msg := endOf(event); end {
 			case streamError:
 				u.errored, u.upstreamError = true, msg
-				u.dropped = true
+				u.dropped = w != nil
 				return 0, nil
 			case streamDone:
-				u.dropped = true
+				u.dropped = w != nil
 				return 0, nil
 			}
 		}

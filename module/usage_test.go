@@ -363,3 +363,24 @@ func TestCachedPromptTokens(t *testing.T) {
 		t.Errorf("cost without a cached price %v, want %v", got, want)
 	}
 }
+
+// A completion stream that ends before its finish_reason, on an error event
+// of the upstream's or a [DONE]: neither is passed on (the gateway's own
+// event ends the stream), and the error's message is kept, also when the
+// stream closed before the event's blank line.
+func TestUsageScannerHoldsBackAnEarlyEnd(t *testing.T) {
+	const errEvent = `data: {"error":{"message":"engine dead","type":"InternalServerError","param":null,"code":500}}`
+	for _, tc := range []struct{ name, in, msg string }{
+		{"error, then [DONE]", chunkTok + errEvent + "\n\n" + chunkDone, "engine dead"},
+		{"an error the stream did not end", chunkTok + errEvent, "engine dead"},
+		{"[DONE] alone", chunkTok + chunkDone, ""},
+	} {
+		for _, n := range []int{1, 7, 4096} {
+			u := &usageScanner{sse: true, whole: true, wantFinish: true}
+			out := feed(u, tc.in, n)
+			if out != chunkTok || u.complete() || u.upstreamError != tc.msg || u.errored != (tc.msg != "") {
+				t.Errorf("%s, %d-byte writes: passed on %q, complete %v, error %v %q", tc.name, n, out, u.complete(), u.errored, u.upstreamError)
+			}
+		}
+	}
+}

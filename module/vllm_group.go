@@ -295,11 +295,17 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 					continue
 				}
 				var why reason
+				spareOnly := false
 				switch {
 				case slices.Contains(excluded[:round], ep):
 					continue
-				case ep.drained != nil && ep.drained.Load() && !slot.drill:
+				case ep.drained != nil && ep.drained.Load():
 					why = reasonDrained
+					if slot.drill {
+						// a drill tries what serves first, a drained
+						// endpoint when nothing else answers
+						why, spareOnly = "", true
+					}
 				case ep.added && ep.p.snap.Load().health != healthUp:
 					why = reasonUnhealthy // not probed yet, or down
 				case slices.Contains(slot.avoid, ep):
@@ -327,7 +333,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 					}
 					continue
 				}
-				if ep.score != nil && !ep.score.admits() {
+				if spareOnly || (ep.score != nil && !ep.score.admits()) {
 					// ramping back: it takes its share of the requests
 					if s < spareScore {
 						spare, spareEP, spareScore = u, ep, s

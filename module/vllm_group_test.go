@@ -461,15 +461,30 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	}
 	copySlot.release()
 
-	// drained: real requests and copies stay away, a drill goes
+	// drained: real requests and copies stay away; a drill goes there
+	// only when nothing else serves
 	epA.drained = new(atomic.Bool)
 	epA.drained.Store(true)
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonDrained {
 		t.Fatalf("a drained endpoint got %v (%q)", u, why)
 	}
+	copySlot = &attemptSlot{group: g, model: "qwen", shadow: true}
+	if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != reasonDrained {
+		t.Fatalf("a copy went to the drained endpoint: %v (%q)", u, copySlot.skip)
+	}
 	drill := &attemptSlot{group: g, model: "qwen", drill: true}
 	if u := g.selectEndpoint(pool, drill); u == nil {
 		t.Fatalf("the drill could not reach the drained endpoint: %q", drill.skip)
+	}
+	drill.release()
+	_, b := startSim(t, simulator.VLLMConfig{})
+	g2, pool2 := testGroup(t, 8, 0, a, b)
+	g2.unknownOK = true
+	g2.endpoints[a.Addr()].drained = epA.drained
+	g2.endpoints[b.Addr()].p.inflight.Add(3) // busier, yet serving
+	drill = &attemptSlot{group: g2, model: "qwen", drill: true}
+	if u := g2.selectEndpoint(pool2, drill); u == nil || u.Dial != b.Addr() {
+		t.Fatalf("the drill went to %v rather than the endpoint that serves", u)
 	}
 	drill.release()
 }

@@ -476,11 +476,17 @@ func TestClosedKeepAliveConnectionIsResent(t *testing.T) {
 // A 400 that is the answer (the request's own fault) reaches the client in
 // the OpenAI shape whatever shape the upstream gave it: vLLM's flat one
 // with its numeric code becomes {"error":{...}} with a null code, and the
-// served model name in its message becomes the alias.
+// served model name in its message becomes the alias. A 4xx without a body
+// gets one that says its status.
 func TestUpstreamBadRequestInTheOpenAIShape(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	var bodiless atomic.Bool
 	upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if bodiless.Load() {
+			w.WriteHeader(http.StatusConflict)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprint(w, `{"object":"error","message":"model `+selfModel+`: temperature must be in [0, 2]","type":"BadRequestError","param":"temperature","code":400}`)
@@ -495,7 +501,51 @@ func TestUpstreamBadRequestInTheOpenAIShape(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || string(body) != want || resp.Header.Get("Content-Type") != "application/json" {
 		t.Errorf("%d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}
+	bodiless.Store(true)
+	resp, body = post(t, "/v1/chat/completions", chatBody)
+	want = `{"error":{"message":"Conflict","type":"invalid_request_error","param":null,"code":null}}`
+	if resp.StatusCode != http.StatusConflict || string(body) != want {
+		t.Errorf("a bodiless 409: %d %s", resp.StatusCode, body)
+	}
 	if n := len(e.cloudPosts()); n != 0 {
 		t.Errorf("the cloud got %d requests for the client's own error", n)
+	}
+}
+
+// An upstream that answers with an HTML page (a web server or a proxy's
+// login page at the group's address) is no API: the request falls back
+// (reason not_an_api_answer, counted and logged as a configuration fault),
+// and no byte of the page reaches the client. With no other target, the
+// client gets the gateway's 502 and is told a retry will not help.
+func TestHTMLPageIsNoAnswer(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, "<html><body>Please sign in to "+selfModel+"</body></html>")
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upstream.Close()
+	e.load(withPlainSelf(defaultGateway, upstream.URL()))
+	series := map[string]string{"gateway": e.gatewayName(), "alias": "chat-main", "from": "self", "reason": "not_an_api_answer"}
+	before := metricValue(t, "caddy_hybrid_llm_fallbacks_total", series)
+	for _, body := range []string{chatBody, streamBody} {
+		resp, got := post(t, "/v1/chat/completions", body)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "cloud" ||
+			resp.Header.Get("X-Hybrid-Fallback-Reason") != "self:not_an_api_answer" || strings.Contains(string(got), "<html>") {
+			t.Errorf("%d from %q (%q): %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"), got)
+		}
+	}
+	if got := metricValue(t, "caddy_hybrid_llm_fallbacks_total", series) - before; got != 2 {
+		t.Errorf("not_an_api_answer fallbacks grew by %v, want 2", got)
+	}
+
+	// the page is the only target
+	e.load(strings.Replace(withPlainSelf(defaultGateway, upstream.URL()), "\ttarget cloud "+cloudModel+"\n", "", 1))
+	resp, got := post(t, "/v1/chat/completions", chatBody)
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Should-Retry") != "false" || strings.Contains(string(got), "<html>") {
+		t.Errorf("the only target: %d x-should-retry %q: %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), got)
 	}
 }
