@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -316,10 +315,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 	case ended && aw.scan.errored:
 		// in the gateway's words and shape, with no served model name
 		msg = "the upstream failed mid-stream"
-		if m := strings.ReplaceAll(aw.scan.upstreamError, aw.target.Model, rt.alias.name); m != "" {
-			if len(m) > 300 {
-				m = strings.ToValidUTF8(m[:300], "")
-			}
+		if m := capped(renamed(aw.scan.upstreamError, aw.target.Model, rt.alias.name), 300); m != "" {
 			msg += ": " + m
 		}
 	case ended:

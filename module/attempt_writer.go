@@ -80,7 +80,7 @@ func (aw *attemptWriter) WriteHeader(status int) {
 		// informational responses are not passed on
 	case aw.target.fallsBackOn(status) || status == statusClientClosed:
 		aw.status = status
-	case status < 300 && strings.HasPrefix(aw.Header().Get("Content-Type"), "text/html"):
+	case status < 300 && isHTML(aw.header["Content-Type"]):
 		// no API answers with a page: the group's address is wrong
 		aw.status, aw.notAPI = status, true
 	case status >= 400 && status < 500:
@@ -280,6 +280,11 @@ func (aw *attemptWriter) finishBody(aborted bool) {
 	if aw.model != nil {
 		aw.model.finish(toClient{aw})
 	}
+}
+
+// isHTML reports whether a Content-Type says HTML.
+func isHTML(ct []string) bool {
+	return len(ct) > 0 && strings.HasPrefix(ct[0], "text/html")
 }
 
 // maxHeldBody caps a held 4xx body; error bodies are small.

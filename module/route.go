@@ -183,11 +183,8 @@ func (rt *route) run(ctx context.Context) error {
 // skip returns why the target must not be tried for this request, if so:
 // its group overflows, or its context window cannot hold the request.
 func (rt *route) skip(t *Target, f *features, minWindow int) reason {
-	if t.group.shared.drained.Load() {
-		return reasonDrained
-	}
-	if t.group.check.lacks(t.Model) {
-		return reasonMisconfig // the cloud's model list lacks the name
+	if why := t.takenOut(); why != "" {
+		return why
 	}
 	if rt.noCloud != "" && t.group.Kind == KindOpenAI {
 		return rt.noCloud
@@ -206,6 +203,18 @@ func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 			}
 			return reasonOverflow
 		}
+	}
+	return ""
+}
+
+// takenOut says why nothing may go to a target, whatever the request: its
+// group is drained, or its cloud's model list lacks the name.
+func (t *Target) takenOut() reason {
+	if t.group.shared.drained.Load() {
+		return reasonDrained
+	}
+	if t.group.check.lacks(t.Model) {
+		return reasonMisconfig // the cloud's model list lacks the name
 	}
 	return ""
 }

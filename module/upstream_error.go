@@ -36,10 +36,7 @@ func upstreamErrorBody(body []byte, status int, served, alias string) []byte {
 		// FastAPI's own answers (an unknown path, say)
 		msg = gjson.GetBytes(body, "detail")
 	default:
-		text := strings.TrimSpace(string(body))
-		if len(text) > maxErrorText {
-			text = strings.ToValidUTF8(text[:maxErrorText], "")
-		}
+		text := capped(strings.TrimSpace(string(body)), maxErrorText)
 		if text == "" {
 			text = http.StatusText(status)
 		}
@@ -69,6 +66,14 @@ func renamed(s, served, alias string) string {
 		return s
 	}
 	return strings.ReplaceAll(s, served, alias)
+}
+
+// capped cuts s to at most n bytes, on a character boundary.
+func capped(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "")
 }
 
 // isErrorType reports whether t reads as an OpenAI error type

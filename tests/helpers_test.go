@@ -124,6 +124,18 @@ alias cloud-first {
 }
 `
 
+// standIn starts an upstream of the test's own on loopback, closed when
+// the test ends.
+func standIn(t *testing.T, h http.HandlerFunc) *simulator.Server {
+	t.Helper()
+	srv, err := simulator.Start("127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
 // withPlainSelf replaces the self group of a block with one of kind
 // openai (no probes, no model check) proxying to the given upstream and
 // options; for tests of the generic proxy path with stand-in upstreams.

@@ -358,7 +358,7 @@ func TestSDKDoesNotRetryWhatCannotHelp(t *testing.T) {
 func TestPlain404IsTheAnswer(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	missing := atomic.Bool{}
-	upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := standIn(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
@@ -367,11 +367,7 @@ func TestPlain404IsTheAnswer(t *testing.T) {
 			return
 		}
 		fmt.Fprint(w, `{"detail":"Not Found"}`)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer upstream.Close()
+	})
 	e.load(withBreaker(withPlainSelf(defaultGateway, upstream.URL()), "self", "\t\tallowed_fails 1\n\t\tcooldown 1h\n"))
 	gw := e.gatewayName()
 	cloud0 := len(e.cloudPosts())
@@ -420,7 +416,7 @@ func TestClosedKeepAliveConnectionIsResent(t *testing.T) {
 				perConn = map[string]int{}
 				closed  atomic.Int32
 			)
-			up, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			up := standIn(t, func(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				perConn[r.RemoteAddr]++
 				n := perConn[r.RemoteAddr]
@@ -445,11 +441,7 @@ func TestClosedKeepAliveConnectionIsResent(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"`+selfModel+`","choices":[{"index":0,`+
 					`"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
-			}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer up.Close()
+			})
 			block := withPlainSelf(defaultGateway, up.URL())
 			if withKey {
 				block = strings.Replace(block, "group self {\n\tkind openai\n", "group self {\n\tkind openai\n\tapi_key sk-self-key-0123\n", 1)
@@ -481,7 +473,7 @@ func TestClosedKeepAliveConnectionIsResent(t *testing.T) {
 func TestUpstreamBadRequestInTheOpenAIShape(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	var bodiless atomic.Bool
-	upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := standIn(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		if bodiless.Load() {
 			w.WriteHeader(http.StatusConflict)
@@ -490,11 +482,7 @@ func TestUpstreamBadRequestInTheOpenAIShape(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprint(w, `{"object":"error","message":"model `+selfModel+`: temperature must be in [0, 2]","type":"BadRequestError","param":"temperature","code":400}`)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer upstream.Close()
+	})
 	e.load(withPlainSelf(defaultGateway, upstream.URL()))
 	resp, body := post(t, "/v1/chat/completions", chatBody)
 	want := `{"error":{"message":"model chat-main: temperature must be in [0, 2]","type":"invalid_request_error","param":"temperature","code":null}}`
@@ -519,15 +507,11 @@ func TestUpstreamBadRequestInTheOpenAIShape(t *testing.T) {
 // client gets the gateway's 502 and is told a retry will not help.
 func TestHTMLPageIsNoAnswer(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	upstream, err := simulator.Start("127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := standIn(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, "<html><body>Please sign in to "+selfModel+"</body></html>")
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer upstream.Close()
+	})
 	e.load(withPlainSelf(defaultGateway, upstream.URL()))
 	series := map[string]string{"gateway": e.gatewayName(), "alias": "chat-main", "from": "self", "reason": "not_an_api_answer"}
 	before := metricValue(t, "caddy_hybrid_llm_fallbacks_total", series)
