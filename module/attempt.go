@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"maps"
@@ -25,8 +26,10 @@ type attemptResult struct {
 	ep      *endpoint // the vLLM endpoint it went to, if known
 	verdict verdict   // what it says about the upstream
 	cause   failCause // of a failure, for the endpoint's breaker
-	held    bool      // the endpoint answered 429 with Retry-After and is held out
-	gone    bool      // the client left before the first byte
+	// the endpoint answered 429 with Retry-After, or a cloud group 429,
+	// and is held out
+	held bool
+	gone bool // the client left before the first byte
 	// the request could not be written on a pooled connection the
 	// upstream had closed: it goes again, once, on a new one
 	stale bool
@@ -246,6 +249,11 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		if a.status == http.StatusTooManyRequests {
 			res.held = ep.br.holdFor(a.wait, now())
 		}
+	} else if a.status == http.StatusTooManyRequests && t.group.vllm == nil {
+		// a cloud's rate limit: the group gets nothing for as long as it
+		// asked (a second when it did not say), rather than every
+		// request of a peak in turn; a rate limit is no fault
+		res.held = t.group.shared.breaker.holdFor(cmp.Or(a.wait, defaultRetryAfter), now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),

@@ -128,6 +128,13 @@ func (b *breaker) held(t time.Time) bool {
 	return u != 0 && t.UnixNano() < u
 }
 
+// heldNow is held at the current time; it reads the clock only once a
+// hold was set.
+func (b *breaker) heldNow() bool {
+	u := b.holdUntil.Load()
+	return u != 0 && now().UnixNano() < u
+}
+
 // uneject ends the cooldown of a breaker that opened on a connection
 // failure once the endpoint's health probe has passed rise times in a row
 // since that failure: the next request is its half-open trial. It
@@ -321,9 +328,12 @@ func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *
 			ev = verdictNone
 		}
 		rt.judge(ep.br, bc, ev, slot.trial, t.Group, ep.dial, res.cause)
-		if v == verdictFailure && (res.held || failedBefore+slot.failed < 1) {
+		if v == verdictFailure && failedBefore+slot.failed < 1 {
 			v = verdictNone
 		}
+	}
+	if res.held {
+		v = verdictNone // busy, not broken
 	}
 	if groupTrial || v != verdictNone {
 		rt.judge(&t.group.shared.breaker, bc, v, groupTrial, t.Group, "", failCause{})

@@ -343,7 +343,7 @@ func (rt *route) degradeNow(t *Target, rest []*Target) bool {
 		return false
 	}
 	for _, o := range rest {
-		if o.Tier != nil && rt.tierRefusal(o, false) == "" && rt.skip(o, &rt.features, 0) == "" &&
+		if o.Tier != nil && rt.tierRefusal(o, false) == "" && rt.skip(o, &rt.features, 0, true) == "" &&
 			(o.group.Breaker == nil || o.group.shared.breaker.wouldAllow(now())) {
 			return true
 		}

@@ -137,10 +137,14 @@ func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(max(s, 1), 10)
 }
 
-// holdWait is the time until the first endpoint of the target's group
-// that an upstream's Retry-After holds out may take a request again.
+// holdWait is the time until the target's cloud group, or the first
+// endpoint of its vLLM group, that an upstream's 429 holds out may take a
+// request again.
 func holdWait(t *Target, t0 time.Time) time.Duration {
 	var w time.Duration
+	if u := t.group.shared.breaker.holdUntil.Load(); u > t0.UnixNano() {
+		w = time.Duration(u - t0.UnixNano()) // a cloud group's
+	}
 	if vg := t.group.vllm; vg != nil {
 		for ep := range vg.all() {
 			if u := ep.br.holdUntil.Load(); u > t0.UnixNano() {

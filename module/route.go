@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -104,7 +105,18 @@ func (rt *route) run(ctx context.Context) error {
 		rt.mirror()
 	}
 	minWindow := 0 // a context-length error proved the request needs more
-	for i := 0; i < len(plan); i++ {
+	// targets passed over because they overflow: overflow is a
+	// preference, not a limit, so what every later target refuses comes
+	// back to them, up to their red line, before any degraded tier
+	var spilled, returned []*Target
+	for i := 0; ; i++ {
+		if len(spilled) > 0 && (i == len(plan) || plan[i].Tier != nil) {
+			plan = slices.Concat(plan[:i], spilled, plan[i:])
+			returned, spilled = append(returned, spilled...), nil
+		}
+		if i == len(plan) {
+			break
+		}
 		t := plan[i]
 		if err := ctx.Err(); err != nil {
 			if rt.r.Context().Err() != nil {
@@ -126,9 +138,12 @@ func (rt *route) run(ctx context.Context) error {
 				continue
 			}
 		}
-		if why := rt.skip(t, f, minWindow); why != "" {
+		if why := rt.skip(t, f, minWindow, !slices.Contains(returned, t)); why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
+			if why == reasonOverflow {
+				spilled = append(spilled, t)
+			}
 			continue
 		}
 		groupTrial := false
@@ -181,8 +196,9 @@ func (rt *route) run(ctx context.Context) error {
 }
 
 // skip returns why the target must not be tried for this request, if so:
-// its group overflows, or its context window cannot hold the request.
-func (rt *route) skip(t *Target, f *features, minWindow int) reason {
+// it is taken out, its group overflows (when overflow applies), or its
+// context window cannot hold the request.
+func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reason {
 	if why := t.takenOut(); why != "" {
 		return why
 	}
@@ -195,7 +211,7 @@ func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 		}
 	}
 	grp := t.group
-	if oc := grp.Overflow; oc != nil && grp.vllm != nil {
+	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
 		t0 := now()
 		if on, signal := oc.evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
 			if rt.overflow == "" {
@@ -208,13 +224,17 @@ func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 }
 
 // takenOut says why nothing may go to a target, whatever the request: its
-// group is drained, or its cloud's model list lacks the name.
+// group is drained, its cloud's model list lacks the name, or the cloud
+// asked to be left alone (a 429).
 func (t *Target) takenOut() reason {
 	if t.group.shared.drained.Load() {
 		return reasonDrained
 	}
 	if t.group.check.lacks(t.Model) {
 		return reasonMisconfig // the cloud's model list lacks the name
+	}
+	if t.group.vllm == nil && t.group.shared.breaker.heldNow() {
+		return reasonRateLimited
 	}
 	return ""
 }
@@ -224,8 +244,11 @@ func (t *Target) takenOut() reason {
 func (rt *route) fail(al *Alias) error {
 	status := http.StatusServiceUnavailable
 	code := "no_target_available"
+	typ := errTypeServer
 	timedOut := false
+	full := len(rt.attempts) > 0 // every target was only full
 	for _, a := range rt.attempts {
+		full = full && atCapacity(&a)
 		switch a.reason {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
 			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
@@ -234,13 +257,19 @@ func (rt *route) fail(al *Alias) error {
 		case reasonDeadline:
 			timedOut = true
 		default:
-			status, code = http.StatusBadGateway, "all_targets_failed"
+			if a.status != http.StatusTooManyRequests { // busy, not failing
+				status, code = http.StatusBadGateway, "all_targets_failed"
+			}
 		}
 	}
-	if timedOut && status == http.StatusServiceUnavailable {
+	switch {
+	case timedOut && status == http.StatusServiceUnavailable:
 		status, code = http.StatusGatewayTimeout, "deadline_exceeded"
+	case full:
+		// self-hosted at its red line and the cloud rate-limited: the
+		// alias has no room now, as an API over its rate limit says
+		status, code, typ = http.StatusTooManyRequests, "capacity_exceeded", "requests"
 	}
-	typ := errTypeServer
 	closed := false // a cloud target was passed over for spend
 	for _, a := range rt.attempts {
 		closed = closed || (a.reason == rt.noCloud && a.reason != "")
@@ -304,6 +333,8 @@ func (rt *route) fail(al *Alias) error {
 		sb.WriteString("`: its degraded tiers cannot produce ")
 		sb.WriteString(format)
 		sb.WriteString(" output; tried: ")
+	case full:
+		sb.WriteString("`: every target is at capacity; tried: ")
 	case capped:
 		sb.WriteString("`: degraded answers are at their cap; tried: ")
 	default:
@@ -319,6 +350,17 @@ func (rt *route) fail(al *Alias) error {
 		sb.WriteString(")")
 	}
 	return writeError(rt.w, status, typ, code, "", sb.String())
+}
+
+// atCapacity reports whether an attempt found its target full rather than
+// failing: past its red line, overflowing (and every later target
+// refused it as well), or rate-limited by its upstream.
+func atCapacity(a *attempt) bool {
+	switch a.reason {
+	case reasonRedLine, reasonOverflow, reasonRateLimited:
+		return true
+	}
+	return a.status == http.StatusTooManyRequests
 }
 
 // fallbackReasons renders the failed attempts for a response header.

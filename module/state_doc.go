@@ -127,6 +127,9 @@ type GroupState struct {
 	Overflow   *OverflowState   `json:"overflow,omitempty"`
 	Drained    bool             `json:"drained"`
 	Breaker    *BreakerState    `json:"breaker,omitempty"`
+	// until when the group (kind openai) gets no request, as its 429
+	// asked (Retry-After, or a second); absent when it is not held
+	RateLimitedUntil *time.Time `json:"rate_limited_until,omitempty"`
 }
 
 // OverflowState is a group's overflow controller and its signals now.
@@ -158,6 +161,15 @@ func breakerState(b *breaker) *BreakerState {
 	return bs
 }
 
+// heldUntil is the end of a 429's hold, if it is after t.
+func heldUntil(b *breaker, t time.Time) *time.Time {
+	if u := b.holdUntil.Load(); u > t.UnixNano() {
+		until := time.Unix(0, u)
+		return &until
+	}
+	return nil
+}
+
 func optional(v float64) *float64 {
 	if math.IsNaN(v) {
 		return nil
@@ -185,6 +197,9 @@ type EndpointState struct {
 	// share is none); absent without a limit
 	RedLine int64         `json:"red_line,omitempty"`
 	Breaker *BreakerState `json:"breaker,omitempty"`
+	// until when the endpoint gets no request, as its 429 with
+	// Retry-After asked; absent when it is not held
+	RateLimitedUntil *time.Time `json:"rate_limited_until,omitempty"`
 	Weight  float64       `json:"weight"`
 	// listed by the registry, not the config
 	Added   bool         `json:"added,omitempty"`
@@ -297,6 +312,9 @@ func (grp *Group) state(t time.Time) GroupState {
 	if grp.Breaker != nil && grp.shared != nil {
 		gs.Breaker = breakerState(&grp.shared.breaker)
 	}
+	if grp.shared != nil && grp.vllm == nil {
+		gs.RateLimitedUntil = heldUntil(&grp.shared.breaker, t)
+	}
 	if grp.Kind == KindOpenAI && !grp.checkOff && len(grp.expect) > 0 {
 		at, missing, errText := grp.check.result()
 		mc := &ModelCheckState{Missing: missing, Error: errText}
@@ -323,6 +341,9 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 		InFlight:      ep.p.inflight.Load(),
 		RedLine:       vg.redLine(ep),
 		Weight:        ep.weightNow(),
+	}
+	if ep.br != nil {
+		es.RateLimitedUntil = heldUntil(ep.br, t)
 	}
 	if vg.breakers && ep.br != nil {
 		es.Breaker = breakerState(ep.br)

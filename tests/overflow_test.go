@@ -4,15 +4,18 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/tidwall/gjson"
 )
 
 // A bounded burst against a self-hosted group of 4 slots with a queue
@@ -329,5 +332,154 @@ func TestRetriesAvoidTheFailedEndpoint(t *testing.T) {
 		if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "self" {
 			t.Errorf("with one endpoint healthy: %d %s (%s)", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason"))
 		}
+	}
+}
+
+// A peak spills to the cloud; what a rate-limited cloud refuses comes
+// back to self-hosted up to its red line, and only what neither can take
+// gets 429 with Retry-After. A 429 keeps the cloud out as long as it
+// asked: it is not hit again by every request of the peak.
+func TestRateLimitedCloudHandsOverflowBack(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	// self-hosted holds every completion until the test lets go, so that
+	// its red line (4 + 4 per endpoint) is reached and stays reached
+	gate, arrived := make(chan struct{}), make(chan struct{}, 64)
+	self := standIn(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			arrived <- struct{}{}
+			select {
+			case <-gate:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		e.self.ServeHTTP(w, r) // probes see a healthy vLLM
+	})
+	// a cloud that is not ours: the first three completions answered,
+	// then its rate limit, asking for 30s
+	var cloudGot, cloudOK atomic.Int32
+	cloud := standIn(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"`+cloudModel+`","object":"model","created":0,"owned_by":"system"}]}`)
+			return
+		}
+		cloudGot.Add(1)
+		if cloudOK.Add(1) > 3 {
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached for `+cloudModel+` on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":0,"model":"`+cloudModel+`","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	})
+	block := strings.Replace(vllmBlock(`	max_num_seqs 4
+	max_queue 4
+	overflow {
+		inflight 2 1
+		dwell 1h
+	}
+`), "proxy {SELF}", "proxy "+self.URL(), 1)
+	e.load(strings.Replace(block, "proxy {CLOUD}", "proxy "+cloud.URL(), 1))
+
+	type answer struct {
+		status             int
+		target, retryAfter string
+		code               string
+	}
+	answers := make(chan answer, 64)
+	send := func() {
+		resp, body := post(t, "/v1/chat/completions", chatBody)
+		a := answer{status: resp.StatusCode, target: resp.Header.Get("X-Hybrid-Target"), retryAfter: resp.Header.Get("Retry-After")}
+		if resp.StatusCode != http.StatusOK {
+			var ae apiErr
+			if err := json.Unmarshal(body, &ae); err != nil || ae.Error.Code == nil {
+				t.Errorf("%d is not an OpenAI error: %s", resp.StatusCode, body)
+			} else {
+				a.code = *ae.Error.Code
+			}
+		}
+		answers <- a
+	}
+	// one request at a time, each placed (held by self-hosted, or
+	// answered) before the next: the two that start the overflow and
+	// the six that come back from the rate-limited cloud fill self-hosted
+	// to its red line, the cloud answers three, and the rest are refused
+	var got []answer
+	held := 0
+	for i := range 30 {
+		go send()
+		select {
+		case <-arrived:
+			held++
+		case a := <-answers:
+			got = append(got, a)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("request %d: neither held by self-hosted nor answered", i)
+		}
+	}
+	// then fifty at once, while both are full
+	for range 50 {
+		go send()
+	}
+	for range 50 {
+		select {
+		case a := <-answers:
+			got = append(got, a)
+		case <-arrived:
+			t.Fatal("self-hosted got a request past its red line")
+		case <-time.After(20 * time.Second):
+			t.Fatal("no answer")
+		}
+	}
+	if held != 8 {
+		t.Errorf("self-hosted held %d requests, want its red line, 8", held)
+	}
+	count := map[string]int{}
+	for _, a := range got {
+		switch {
+		case a.status == http.StatusOK:
+			count["200 "+a.target]++
+		case a.status == http.StatusTooManyRequests && a.code == "capacity_exceeded" && a.retryAfter != "":
+			count["429"]++
+		default:
+			t.Errorf("answer %+v, want 200 or 429 capacity_exceeded with Retry-After", a)
+		}
+	}
+	if count["200 cloud"] != 3 || count["429"] != 80-8-3 {
+		t.Errorf("answers %v, want 3 from the cloud and %d refused with 429", count, 80-8-3)
+	}
+	if n := cloudGot.Load(); n != 4 {
+		t.Errorf("the cloud got %d requests, want its 3 and the one it refused with Retry-After", n)
+	}
+	st := adminGet(t, "/hybrid_llm/state")
+	until := gjson.GetBytes(st, `gateways.0.groups.#(name=="cloud").rate_limited_until`).Time()
+	if d := time.Until(until); d < 20*time.Second || d > 30*time.Second {
+		t.Errorf("the state says the cloud is rate-limited until %v, want about 30s from now", until)
+	}
+
+	next := func() answer {
+		select {
+		case a := <-answers:
+			return a
+		case <-time.After(20 * time.Second):
+			t.Fatal("no answer")
+		}
+		return answer{}
+	}
+	close(gate)
+	for range held {
+		if a := next(); a.status != http.StatusOK || a.target != "self" {
+			t.Errorf("a request held by self-hosted: %+v", a)
+		}
+	}
+	// overflow still on (its dwell), the cloud still asking for time:
+	// self-hosted, under its red line again, takes the next one
+	go send()
+	if a := next(); a.status != http.StatusOK || a.target != "self" {
+		t.Errorf("after the peak: %+v", a)
+	}
+	if n := cloudGot.Load(); n != 4 {
+		t.Errorf("the cloud got %d requests within its Retry-After", n)
 	}
 }
