@@ -200,7 +200,7 @@ type EndpointState struct {
 	// until when the endpoint gets no request, as its 429 with
 	// Retry-After asked; absent when it is not held
 	RateLimitedUntil *time.Time `json:"rate_limited_until,omitempty"`
-	Weight  float64       `json:"weight"`
+	Weight           float64    `json:"weight"`
 	// listed by the registry, not the config
 	Added   bool         `json:"added,omitempty"`
 	Metrics MetricsState `json:"metrics"`
