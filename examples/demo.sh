@@ -5,6 +5,7 @@
 #
 #   bash examples/demo.sh           run until Ctrl-C
 #   bash examples/demo.sh --burst   baseline, peak, baseline: watch the overflow to the cloud and back, then exit
+#                                   (CLOUD_RATE_LIMIT=20: the cloud takes 20 requests a second, then 429s)
 #   bash examples/demo.sh --check   scripted tour (normal, stream, burst, fallback), then exit
 #   bash examples/demo.sh --multicloud
 #                                   a cloud incident on examples/multicloud/Caddyfile, then exit:
@@ -442,10 +443,16 @@ bin/llmsim vllm --listen "$self_addr" --served-model-name "$SELF_MODEL" \
 	--max-num-seqs 4 --ttft 40ms --itl 15ms >"$state/self.log" 2>&1 &
 pids+=($!)
 echo $! >"$state/self.pid"
-bin/llmsim cloud --listen "${CLOUD_UPSTREAM#http://}" --model "$CLOUD_MODEL" \
-	--api-key "$CLOUD_API_KEY" --ttft 80ms --itl 10ms >"$state/cloud.log" 2>&1 &
-pids+=($!)
-echo $! >"$state/cloud.pid"
+# start_cloud [RATE]: the simulated cloud, with RATE requests a second at
+# most (beyond it 429 with Retry-After; default CLOUD_RATE_LIMIT, 0: none)
+start_cloud() {
+	bin/llmsim cloud --listen "${CLOUD_UPSTREAM#http://}" --model "$CLOUD_MODEL" \
+		--api-key "$CLOUD_API_KEY" --ttft 80ms --itl 10ms --rate-limit "${1:-${CLOUD_RATE_LIMIT:-0}}" >>"$state/cloud.log" 2>&1 &
+	pids+=($!)
+	echo $! >"$state/cloud.pid"
+}
+: >"$state/cloud.log"
+start_cloud
 bin/caddy run --config examples/Caddyfile --adapter caddyfile >"$state/caddy.log" 2>&1 &
 pids+=($!)
 echo $! >"$state/caddy.pid"
@@ -455,6 +462,9 @@ wait_gateway "$(cat "$state/caddy.pid")"
 burst() {
 	echo "# a burst of <clients>x<duration> phases: ${BURST_PROFILE:-3x4s,24x6s,3x6s}"
 	echo "#   self-hosted: 4 slots, 4 queued at most; overflow when vLLM queues 3, back at 0"
+	if [ "${CLOUD_RATE_LIMIT:-0}" != 0 ]; then
+		echo "#   the cloud takes $CLOUD_RATE_LIMIT requests a second, then answers 429 with Retry-After"
+	fi
 	bin/llmburst -url "$gw" -profile "${BURST_PROFILE:-3x4s,24x6s,3x6s}"
 }
 
@@ -481,6 +491,20 @@ if [ "$mode" = "--check" ]; then
 
 	echo; echo "# 3. the peak goes to the cloud, the baseline stays self-hosted"
 	BURST_PROFILE=3x3s,24x4s,3x4s burst
+
+	echo; echo "# 3a. the same peak with a cloud that takes 20 requests a second: what it refuses waits on"
+	echo "#     self-hosted up to its red line; what neither takes gets 429 with Retry-After, never 502"
+	kill "$(cat "$state/cloud.pid")"
+	wait "$(cat "$state/cloud.pid")" 2>/dev/null || true
+	start_cloud 20
+	for _ in $(seq 1 50); do curl -fsS "$CLOUD_UPSTREAM/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+	CLOUD_RATE_LIMIT=20 BURST_PROFILE=3x3s,24x4s,3x4s burst | tee "$state/limited.txt"
+	grep -q 'cloud=' "$state/limited.txt" ||
+		{ echo "unexpected: the rate-limited peak"; exit 1; }
+	kill "$(cat "$state/cloud.pid")"
+	wait "$(cat "$state/cloud.pid")" 2>/dev/null || true
+	start_cloud
+	for _ in $(seq 1 50); do curl -fsS "$CLOUD_UPSTREAM/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
 
 	echo; echo "# 3b. operators: state, a fallback drill, and a drain for maintenance (caddy hybrid-llm ...)"
 	hl() { bin/caddy hybrid-llm "$@" --address "$HYBRID_ADMIN"; }

@@ -6,7 +6,10 @@
 // baseline again) and prints, every second, how many requests were in
 // flight and where the answered ones landed, so that one sees the
 // self-hosted group carry the baseline, the cloud take the peak, and the
-// traffic come back.
+// traffic come back. A client whose request is refused with 429 and
+// Retry-After (no room on self-hosted or the cloud) waits that long, as
+// the OpenAI SDKs do, and the refusals are listed apart from failures:
+// only failures make llmburst exit 1.
 //
 // With -rate it sends instead a fixed number of requests per second (open
 // loop: a slow answer does not slow the sending) for -duration or until it
@@ -71,6 +74,8 @@ type second struct {
 	mu        sync.Mutex
 	landed    map[string]int
 	reasons   map[string]int
+	refused   map[string]int // 429 with Retry-After, by kind
+	failures  map[string]int // anything else that is no answer, by kind
 	failed    int
 	maxFlight int64
 }
@@ -119,7 +124,7 @@ func main() {
 	}
 	seconds := make([]*second, int(total/time.Second)+2)
 	for i := range seconds {
-		seconds[i] = &second{landed: map[string]int{}, reasons: map[string]int{}}
+		seconds[i] = &second{landed: map[string]int{}, reasons: map[string]int{}, refused: map[string]int{}, failures: map[string]int{}}
 	}
 	start := time.Now()
 	slot := func() *second {
@@ -149,15 +154,27 @@ func main() {
 					inflight.Add(-1)
 					s = slot()
 					s.mu.Lock()
-					if res.ok {
+					switch {
+					case res.ok:
 						s.landed[res.group]++
 						if res.reason != "" {
 							s.reasons[res.reason]++
 						}
-					} else {
+					case res.retryAfter > 0 && res.status == http.StatusTooManyRequests:
+						s.refused[res.failure]++
+					default:
 						s.failed++
+						s.failures[res.failure]++
 					}
 					s.mu.Unlock()
+					if res.retryAfter > 0 {
+						// as the OpenAI SDKs do: wait as long as the
+						// answer asks, within the phase
+						select {
+						case <-ctx.Done():
+						case <-time.After(res.retryAfter):
+						}
+					}
 				}
 			}()
 		}
@@ -168,19 +185,41 @@ func main() {
 	wg.Wait()
 
 	fmt.Printf("%4s  %8s  %-28s  %s\n", "sec", "inflight", "answered by", "why not self-hosted")
-	var sum = map[string]int{}
+	sum, refused, failures := map[string]int{}, map[string]int{}, map[string]int{}
 	failed := 0
 	for i, s := range seconds {
-		if len(s.landed) == 0 && s.failed == 0 && s.maxFlight == 0 {
+		if len(s.landed) == 0 && s.failed == 0 && len(s.refused) == 0 && s.maxFlight == 0 {
 			continue
 		}
-		fmt.Printf("%4d  %8d  %-28s  %s\n", i+1, s.maxFlight, counts(s.landed), counts(s.reasons))
+		extra := ""
+		if len(s.refused) > 0 {
+			extra += "  refused: " + failureCounts(s.refused)
+		}
+		if len(s.failures) > 0 {
+			extra += "  failed: " + failureCounts(s.failures)
+		}
+		fmt.Printf("%4d  %8d  %-28s  %s%s\n", i+1, s.maxFlight, counts(s.landed), counts(s.reasons), extra)
 		for k, v := range s.landed {
 			sum[k] += v
 		}
+		for k, v := range s.refused {
+			refused[k] += v
+		}
+		for k, v := range s.failures {
+			failures[k] += v
+		}
 		failed += s.failed
 	}
-	fmt.Printf("total: %s, failed %d\n", counts(sum), failed)
+	extra := ""
+	if len(refused) > 0 {
+		// no room anywhere, said with Retry-After: the clients waited
+		// and came back, as SDKs do; not a failure
+		extra += "; refused, to retry after: " + failureCounts(refused)
+	}
+	if len(failures) > 0 {
+		extra += "; failed: " + failureCounts(failures)
+	}
+	fmt.Printf("total: %s, failed %d%s\n", counts(sum), failed, extra)
 	if failed > 0 {
 		os.Exit(1)
 	}
@@ -327,11 +366,13 @@ loop:
 
 // result is how one request ended.
 type result struct {
-	ok       bool
-	group    string // answered: the group that answered (X-Hybrid-Target)
-	reason   string // answered: why the earlier targets were passed over
-	degraded string // answered by a degraded tier: why (X-Hybrid-Degrade-Reason)
-	failure  string // not answered: "503 code", with ", Retry-After N" if the answer had one, or "no answer"
+	ok         bool
+	status     int           // not answered: the status, if any
+	retryAfter time.Duration // not answered: the Retry-After asked for, if any
+	group      string        // answered: the group that answered (X-Hybrid-Target)
+	reason     string        // answered: why the earlier targets were passed over
+	degraded   string        // answered by a degraded tier: why (X-Hybrid-Degrade-Reason)
+	failure    string        // not answered: "503 code", with ", Retry-After N" if the answer had one, or "no answer"
 }
 
 // send posts one request and returns how it ended: the group that
@@ -363,10 +404,15 @@ func send(client *http.Client, url, key string, body []byte) result {
 		if json.Unmarshal(b, &e) == nil && e.Error.Code != nil {
 			failure += " " + fmt.Sprint(e.Error.Code)
 		}
+		res := result{status: resp.StatusCode}
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			failure += ", Retry-After " + ra
+			if n, err := strconv.Atoi(ra); err == nil && n > 0 {
+				res.retryAfter = min(time.Duration(n)*time.Second, time.Minute)
+			}
 		}
-		return result{failure: failure}
+		res.failure = failure
+		return res
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
