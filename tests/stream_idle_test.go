@@ -149,16 +149,27 @@ func TestFrozenUpstreamIsCutWhenIdle(t *testing.T) {
 
 // A stream from a vLLM endpoint that freezes ends as soon as the health
 // probes mark the endpoint down, with no idle_timeout to wait for: the
-// client gets the chunks, then the stream_interrupted error event.
+// client gets the chunks, then the stream_interrupted error event; the
+// request's span says why too.
 func TestStreamEndsWhenItsEndpointIsMarkedDown(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	up := frozenUpstream(t, e.self) // the simulator answers the probes
 	block := strings.Replace(vllmBlock("\tprobe {\n\t\thealth_interval 50ms\n\t}\n"), "proxy {SELF}", "proxy "+up.URL(), 1)
 	block = strings.Replace(block, "\ttarget self "+selfModel+"\n", "\ttarget self "+selfModel+" {\n\t\tidle_timeout off\n\t}\n", 1)
-	e.load(block)
+	e.loadSite(block, "", "test_request_span")
+	const cause = "the endpoint was marked down (its health probes failed)"
+	before := len(testSpans.Ended())
 	n, last, err := streamUntilCut(t, func() { e.self.SetHealthy(false) })
-	e.wantCut(n, last, err, "the endpoint was marked down (its health probes failed)")
+	e.wantCut(n, last, err, cause)
 	if last.Header.Get("X-Hybrid-Target") != "self" {
 		t.Errorf("answered by %q", last.Header.Get("X-Hybrid-Target"))
 	}
+	waitFor(t, "the request's span with the cause", func() bool {
+		for _, s := range testSpans.Ended()[before:] {
+			if s.Name() == "handler" && spanAttrs(s)["hybrid_llm.interrupt_cause"].AsString() == cause {
+				return true
+			}
+		}
+		return false
+	})
 }
