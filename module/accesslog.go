@@ -30,6 +30,9 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddBool("llm_stream", true)
 	}
 	enc.AddString("llm_outcome", rt.outcome)
+	if rt.interruption != "" {
+		enc.AddString("llm_interrupt_cause", rt.interruption)
+	}
 	if t := rt.answered; t != nil {
 		enc.AddString("llm_group", t.Group)
 		enc.AddString("llm_model", t.Model)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -82,6 +83,18 @@ type Target struct {
 	// means no limit.
 	FirstByteTimeout *caddy.Duration `json:"first_byte_timeout,omitempty"`
 
+	// The longest a started response may go without a body read from the
+	// upstream, counted from its response head (a stream's first body
+	// byte, when first_byte_timeout holds it until then); like nginx's
+	// proxy_read_timeout. Passing it ends a stream with an SSE error
+	// event (stream_interrupted, "the upstream sent nothing for ...") and
+	// aborts any other answer, and counts as a failure of the upstream for
+	// its breakers: a wedged or frozen upstream that keeps its connection
+	// open does not keep the client waiting until timeout. A client that
+	// reads slowly is not an idle upstream. Mirror copies are bounded by
+	// their timeout alone. Default: 60s; 0 means no limit.
+	IdleTimeout *caddy.Duration `json:"idle_timeout,omitempty"`
+
 	// Further attempts on this target after a failure before the next
 	// target is tried; on a vllm group they avoid the endpoints that
 	// failed. Default: 1 on a vllm group of several endpoints (a replica
@@ -135,6 +148,8 @@ type Target struct {
 	trigger    *degradeTrigger // with a tier after it, in a vllm group
 	timeout    time.Duration   // 0: none
 	firstByte  time.Duration   // 0: none
+	idle       time.Duration   // 0: none
+	idleCause  string          // what an idle cut tells the client
 	retries    int
 	fallbackOn statusSet
 	faults     faultLog
@@ -248,10 +263,12 @@ func (g *Gateway) provisionTarget(al *Alias, t *Target, used map[string]bool) er
 
 // Attempt limits when a target sets none. A non-stream answer starts only
 // when its generation ends, so the whole attempt gets minutes; a stream's
-// first token (queueing and prefill) should come within a minute.
+// first token (queueing and prefill) should come within a minute, and so
+// should each read of a started answer (nginx's proxy_read_timeout).
 const (
 	DefaultAttemptTimeout   = 10 * time.Minute
 	DefaultFirstByteTimeout = 60 * time.Second
+	DefaultIdleTimeout      = 60 * time.Second
 )
 
 // provisionLimits resolves the target's time limits: unset is the
@@ -265,6 +282,7 @@ func (t *Target) provisionLimits() error {
 	}{
 		{"timeout", t.Timeout, DefaultAttemptTimeout, &t.timeout},
 		{"first_byte_timeout", t.FirstByteTimeout, DefaultFirstByteTimeout, &t.firstByte},
+		{"idle_timeout", t.IdleTimeout, DefaultIdleTimeout, &t.idle},
 	} {
 		switch {
 		case l.set == nil:
@@ -275,5 +293,29 @@ func (t *Target) provisionLimits() error {
 			*l.dst = time.Duration(*l.set)
 		}
 	}
+	if t.idle > 0 {
+		t.idleCause = "the upstream sent nothing for " + seconds(t.idle)
+	}
 	return nil
+}
+
+// limitOf returns the target's time limit of that name: timeout,
+// first_byte_timeout or idle_timeout.
+func (t *Target) limitOf(name string) **caddy.Duration {
+	switch name {
+	case "timeout":
+		return &t.Timeout
+	case "first_byte_timeout":
+		return &t.FirstByteTimeout
+	}
+	return &t.IdleTimeout
+}
+
+// seconds writes a duration as a user wrote it: whole seconds as 60s
+// (not 1m0s), anything else as Go does (300ms).
+func seconds(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	}
+	return d.String()
 }

@@ -41,7 +41,8 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if t.timeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, t.timeout)
-	} else if t.firstByte > 0 && rt.stream {
+	} else if (t.firstByte > 0 && rt.stream) || t.idle > 0 || t.group.vllm != nil {
+		// the first-byte timer, or the answer's watchdog, may cut it
 		actx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
@@ -67,7 +68,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: now()}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: now(), cancel: cancel}
 	if rt.traced() != nil {
 		var span trace.Span
 		actx, span = rt.startAttemptSpan(actx, t)
@@ -108,6 +109,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	t.group.inflight.Add(1)
 	aborted, err := proxy(t.group.proxy, aw, pr)
 	t.group.inflight.Add(-1)
+	aw.unwatch() // the answer's reading is over
 	if timer != nil {
 		// an answer the proxy has read whole (a held 400) is no late one
 		timer.Stop()
@@ -310,14 +312,20 @@ func proxy(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (abo
 var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
 // midStreamFailure ends a response whose upstream failed after the first
-// byte (ended: it ended the stream early, without an error). An SSE stream gets an error event, so the client never mistakes
-// the cut for a clean end; anything else is aborted.
+// byte (ended: it ended the stream early, without an error), or that the
+// gateway cut (see watchdog). An SSE stream gets an error event, so the
+// client never mistakes the cut for a clean end; anything else is
+// aborted. Either way the cause goes to the log and the access log.
 func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended bool) {
-	if rt.r.Context().Err() != nil || aw.clientLost || !aw.sse {
+	if rt.r.Context().Err() != nil || aw.clientLost {
 		panic(http.ErrAbortHandler)
 	}
 	msg := "the upstream connection failed mid-stream"
-	switch {
+	switch cut := aw.cut.Load(); {
+	case cut == cutIdle:
+		msg = aw.target.idleCause
+	case cut == cutDown:
+		msg = causeEndpointDown
 	case ctx.Err() != nil:
 		msg = "the upstream did not finish in time"
 	case ended && aw.scan.errored:
@@ -328,6 +336,11 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 		}
 	case ended:
 		msg = "the upstream ended the stream before its last chunk"
+	}
+	rt.interruption = msg
+	if !aw.sse {
+		rt.g.logger.Warn("answer interrupted after the first byte", rt.interruptedFields(aw, msg)...)
+		panic(http.ErrAbortHandler)
 	}
 	// the cut may have come inside an event: end it first, so that the
 	// error is an event of its own rather than glued onto a partial one
@@ -340,10 +353,15 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 	}
 	_, _ = rt.w.Write(sseErrorEvent("stream_interrupted", msg))
 	_ = http.NewResponseController(rt.w).Flush()
-	rt.g.logger.Warn("stream interrupted after the first byte",
-		zap.String("request_id", rt.id),
+	rt.g.logger.Warn("stream interrupted after the first byte", rt.interruptedFields(aw, msg)...)
+}
+
+// interruptedFields are the log fields of an answer interrupted after
+// its first byte, for the given cause.
+func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field {
+	return []zap.Field{zap.String("request_id", rt.id),
 		zap.String("outcome", outcomeInterrupted),
-		zap.String("cause", msg),
+		zap.String("cause", cause),
 		zap.String("group", aw.target.Group),
-		zap.String("model", aw.target.Model))
+		zap.String("model", aw.target.Model)}
 }

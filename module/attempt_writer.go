@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -52,6 +53,14 @@ type attemptWriter struct {
 	heldStatus     int
 	notFound       []byte // the start of a held 404's body
 	notAPI         bool   // the answer is an HTML page, not the API's
+
+	// the answer's watch (see watchdog): the attempt's cancel, which cuts
+	// it short, the reason it was cut, and its body writes, counted twice
+	// each (odd while one is under way)
+	cancel context.CancelFunc
+	cut    atomic.Int32
+	reads  atomic.Uint32
+	dog    *watchdog
 }
 
 // Attempt states; the first-byte timer races the proxy for the change
@@ -93,7 +102,9 @@ func (aw *attemptWriter) WriteHeader(status int) {
 	case aw.holdUntilBody:
 		aw.heldStatus = status
 	default:
-		aw.commit(status)
+		if aw.commit(status) {
+			aw.watch()
+		}
 	}
 }
 
@@ -225,7 +236,16 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 		if !aw.commit(status) {
 			return 0, errAbandoned
 		}
+		aw.watch()
 	}
+	aw.reads.Add(1) // odd: a write under way, which the watchdog waits for
+	n, err := aw.pass(p)
+	aw.reads.Add(1)
+	return n, err
+}
+
+// pass writes a committed answer's body on its way to the client.
+func (aw *attemptWriter) pass(p []byte) (int, error) {
 	if aw.scan != nil {
 		if _, err := aw.scan.write(forwarder{aw}, p); err != nil {
 			return 0, err

@@ -134,6 +134,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			target <group> <model> [{
 //				timeout            <duration>|off   # default 10m
 //				first_byte_timeout <duration>|off   # default 60s, streams
+//				idle_timeout       <duration>|off   # default 60s, between reads of a started answer
 //				retries            <n>
 //				context_window     <tokens>
 //				fallback_on        <statuses...>

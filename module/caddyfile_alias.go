@@ -400,24 +400,16 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet b
 			}
 		}
 		switch d.Val() {
-		case "timeout":
-			if t.Timeout != nil {
-				return d.Err("timeout already specified")
+		case "timeout", "first_byte_timeout", "idle_timeout":
+			dst := t.limitOf(d.Val())
+			if *dst != nil {
+				return d.Errf("%s already specified", d.Val())
 			}
 			dur, err := parseLimit(d)
 			if err != nil {
 				return err
 			}
-			t.Timeout = dur
-		case "first_byte_timeout":
-			if t.FirstByteTimeout != nil {
-				return d.Err("first_byte_timeout already specified")
-			}
-			dur, err := parseLimit(d)
-			if err != nil {
-				return err
-			}
-			t.FirstByteTimeout = dur
+			*dst = dur
 		case "slo":
 			dur, err := parseDuration(d)
 			if err != nil {

@@ -137,6 +137,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"bad deadline", "hybrid_llm {\ndeadline -3s" + self + alias + "}", "invalid deadline '-3s'"},
 		{"bad timeout", "hybrid_llm {" + self + "alias a {\ntarget self m {\ntimeout soon\n}\n}\n}", "invalid timeout 'soon'"},
 		{"negative first_byte_timeout", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfirst_byte_timeout -1s\n}\n}\n}", "invalid first_byte_timeout '-1s'"},
+		{"idle_timeout twice", "hybrid_llm {" + self + "alias a {\ntarget self m {\nidle_timeout 1s\nidle_timeout 2s\n}\n}\n}", "idle_timeout already specified"},
 		{"bad route_headers", "hybrid_llm {\nroute_headers maybe" + self + alias + "}", "route_headers must be 'on' or 'off'"},
 		{"unknown target option", "hybrid_llm {" + self + "alias a {\ntarget self m {\npriority 3\n}\n}\n}", "unrecognized target subdirective 'priority'"},
 		{"weight outside a set", "hybrid_llm {" + self + "alias a {\ntarget self m {\nweight 3\n}\n}\n}", "weight belongs to a target in a weighted set"},
@@ -182,8 +183,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 // means none; a negative limit is refused.
 func TestTargetLimits(t *testing.T) {
 	var tg Target
-	if err := tg.provisionLimits(); err != nil || tg.timeout != 10*time.Minute || tg.firstByte != time.Minute {
-		t.Errorf("defaults: timeout %v first byte %v err %v", tg.timeout, tg.firstByte, err)
+	if err := tg.provisionLimits(); err != nil || tg.timeout != 10*time.Minute || tg.firstByte != time.Minute || tg.idle != time.Minute ||
+		tg.idleCause != "the upstream sent nothing for 60s" {
+		t.Errorf("defaults: timeout %v first byte %v idle %v (%q) err %v", tg.timeout, tg.firstByte, tg.idle, tg.idleCause, err)
 	}
 	d := caddyfile.NewTestDispenser(`hybrid_llm {
 		group self {
@@ -194,6 +196,7 @@ func TestTargetLimits(t *testing.T) {
 			target self m {
 				timeout 0
 				first_byte_timeout off
+				idle_timeout off
 			}
 		}
 	}`)
@@ -202,16 +205,20 @@ func TestTargetLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	al := g.Aliases["a"].Targets[0]
-	if err := al.provisionLimits(); err != nil || al.timeout != 0 || al.firstByte != 0 {
-		t.Errorf("off: timeout %v first byte %v err %v", al.timeout, al.firstByte, err)
+	if err := al.provisionLimits(); err != nil || al.timeout != 0 || al.firstByte != 0 || al.idle != 0 {
+		t.Errorf("off: timeout %v first byte %v idle %v err %v", al.timeout, al.firstByte, al.idle, err)
 	}
 	js, _ := json.Marshal(al)
-	if got := string(js); got != `{"group":"self","model":"m","timeout":0,"first_byte_timeout":0}` {
+	if got := string(js); got != `{"group":"self","model":"m","timeout":0,"first_byte_timeout":0,"idle_timeout":0}` {
 		t.Errorf("JSON: %s", got)
 	}
 	neg := caddy.Duration(-time.Second)
 	if err := (&Target{FirstByteTimeout: &neg}).provisionLimits(); err == nil || !strings.Contains(err.Error(), "first_byte_timeout must not be negative") {
 		t.Errorf("negative: %v", err)
+	}
+	short := caddy.Duration(1500 * time.Millisecond)
+	if tg := (Target{IdleTimeout: &short}); tg.provisionLimits() != nil || tg.idleCause != "the upstream sent nothing for 1.5s" {
+		t.Errorf("idle cause %q", tg.idleCause)
 	}
 }
 

@@ -126,6 +126,11 @@ type prober struct {
 	stopped   bool       // destructed: begin does nothing
 
 	badMetrics warnEvery // rate-limits the warning about invalid metric values
+
+	// the answers under way from the endpoint, cut when the health
+	// probes take it down (see watchdog)
+	streamsMu sync.Mutex
+	streams   map[*watchdog]struct{}
 }
 
 // acquireProber returns the prober of the endpoint, creating and starting
@@ -404,6 +409,7 @@ func (p *prober) probeHealth(ctx context.Context) {
 			p.logger.Info("vLLM endpoint is up")
 		} else {
 			p.logger.Warn("vLLM endpoint is down", zap.String("reason", reason))
+			p.cutStreams()
 		}
 	}
 }

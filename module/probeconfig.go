@@ -51,8 +51,10 @@ type ProbeConfig struct {
 	Rise int `json:"rise,omitempty"`
 
 	// Health probes that must fail in a row to take an up endpoint
-	// down, so that one slow /health under load does not flap it.
-	// Default: 2.
+	// down, so that one slow /health under load does not flap it. An
+	// endpoint taken down gets no new requests, and its answers under way
+	// end at once (a stream with the stream_interrupted error event): a
+	// frozen vLLM would keep them open and silent. Default: 2.
 	Fall int `json:"fall,omitempty"`
 }
 

@@ -70,8 +70,10 @@ type route struct {
 	answerBegan time.Time
 	status      int // the status the client got
 	outcome     string
-	costUSD     float64    // what the answer cost, if priced
-	span        trace.Span // the request's span, if recorded (see traced)
+	// why an answer broke off after its first byte (outcome interrupted)
+	interruption string
+	costUSD      float64    // what the answer cost, if priced
+	span         trace.Span // the request's span, if recorded (see traced)
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
 	model modelRewriter // the answer's model rewrite, if its alias asks for one

@@ -81,6 +81,7 @@ type TargetState struct {
 	// the attempt limits in effect; absent when there is none
 	TimeoutSeconds          float64 `json:"timeout_seconds,omitempty"`
 	FirstByteTimeoutSeconds float64 `json:"first_byte_timeout_seconds,omitempty"`
+	IdleTimeoutSeconds      float64 `json:"idle_timeout_seconds,omitempty"`
 	// further attempts on the target after a failure, default included
 	Retries int `json:"retries"`
 	// in a weighted set: its name, the member's weight now and in the
@@ -243,7 +244,8 @@ func stateOf(gws []*Gateway) StateDoc {
 			al := g.aliases[name]
 			for i, tg := range al.Targets {
 				ts := TargetState{Group: tg.Group, Model: tg.Model,
-					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(), Retries: tg.retries}
+					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(),
+					IdleTimeoutSeconds: tg.idle.Seconds(), Retries: tg.retries}
 				if ws := al.setAt(i); ws != nil {
 					// the weight served now, in the config's units
 					fine := ws.rr.weight(i - ws.start)

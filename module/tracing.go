@@ -144,6 +144,9 @@ func (rt *route) traceOutcome() {
 	if rt.overflow != "" {
 		s.SetAttributes(attribute.String("hybrid_llm.overflow", rt.overflow))
 	}
+	if rt.interruption != "" {
+		s.SetAttributes(attribute.String("hybrid_llm.interrupt_cause", rt.interruption))
+	}
 	if rt.priced {
 		s.SetAttributes(attribute.Float64("hybrid_llm.cost_usd", rt.costUSD))
 	}

@@ -1,0 +1,158 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Why the gateway cut a started answer short (an attemptWriter's cut).
+const (
+	cutNone int32 = iota
+	cutIdle       // the upstream sent nothing for the target's idle_timeout
+	cutDown       // the endpoint's health probes marked it down
+)
+
+// causeEndpointDown is what a cut of an endpoint marked down tells the
+// client and the log.
+const causeEndpointDown = "the endpoint was marked down (its health probes failed)"
+
+// idleLooks is how many times per idle_timeout a watchdog looks at its
+// answer: it cuts one whose upstream was silent for that many looks in a
+// row, after between idle_timeout and 1¼ of it without a read.
+const idleLooks = 4
+
+// watchdog watches one attempt's started answer, from its response head
+// to its end: for an upstream that sends nothing for the target's
+// idle_timeout, with one timer that looks every quarter of it (a read
+// costs the answer two atomic additions, nothing more), and for the
+// probes' taking its vLLM endpoint down, which cut every answer the
+// endpoint registered at once (see prober.cutStreams). Watchdogs are
+// pooled with their timers, so that watching costs an answer no
+// allocation.
+type watchdog struct {
+	timer *time.Timer
+	aw    atomic.Pointer[attemptWriter] // nil once released
+	look  atomic.Int64                  // the time between looks
+	quiet atomic.Int32                  // looks in a row that saw no read
+	seen  atomic.Uint32                 // the answer's reads at the last look
+	armed bool                          // the timer runs (the attempt's)
+	p     *prober                       // the endpoint it is registered with
+}
+
+var watchdogs = sync.Pool{New: func() any {
+	w := new(watchdog)
+	w.timer = time.AfterFunc(time.Hour, w.fire)
+	w.timer.Stop()
+	return w
+}}
+
+// watch starts watching the attempt's answer as its response head goes
+// to the client; unwatch ends it.
+func (aw *attemptWriter) watch() {
+	var p *prober
+	if ep := aw.slot.ep; ep != nil {
+		p = ep.p
+	}
+	idle := aw.target.idle
+	if (idle <= 0 && p == nil) || aw.cancel == nil || aw.dog != nil {
+		return
+	}
+	w := watchdogs.Get().(*watchdog)
+	w.quiet.Store(0)
+	w.seen.Store(aw.reads.Load())
+	w.aw.Store(aw)
+	aw.dog = w
+	if idle > 0 {
+		w.look.Store(int64(idle / idleLooks))
+		w.armed = true
+		w.timer.Reset(idle / idleLooks)
+	}
+	if p != nil {
+		w.p = p
+		p.watchStream(w)
+	}
+}
+
+// unwatch stops the attempt's watchdog, if any, and pools it unless its
+// timer is running its look right now.
+func (aw *attemptWriter) unwatch() {
+	w := aw.dog
+	if w == nil {
+		return
+	}
+	aw.dog = nil
+	if w.p != nil {
+		w.p.unwatchStream(w)
+		w.p = nil
+	}
+	w.aw.Store(nil)
+	// a look that ran already either ended (it cut the answer, or the
+	// timer is set again: Stop reports true) or is under way: its
+	// watchdog is left to the collector, never shared with another answer
+	if w.armed && !w.timer.Stop() {
+		return
+	}
+	w.armed = false
+	watchdogs.Put(w)
+}
+
+// fire is the idle timer's look: a read since the last one (or a write to
+// the client still under way: a slow client is no idle upstream) starts
+// the count again; idleLooks looks without one cut the answer. Setting
+// the timer again is its last act (see unwatch).
+func (w *watchdog) fire() {
+	aw := w.aw.Load()
+	if aw == nil {
+		return
+	}
+	if r := aw.reads.Load(); r != w.seen.Load() || r&1 == 1 {
+		w.seen.Store(r)
+		w.quiet.Store(0)
+	} else if w.quiet.Add(1) >= idleLooks {
+		aw.cutShort(cutIdle)
+		return
+	}
+	w.timer.Reset(time.Duration(w.look.Load()))
+}
+
+// cutShort ends the attempt's answer for the given reason (the first
+// one wins) by canceling its context: the proxy's read of the upstream
+// fails, and try tells the client why (see midStreamFailure).
+func (aw *attemptWriter) cutShort(why int32) {
+	if aw.cut.CompareAndSwap(cutNone, why) {
+		aw.cancel()
+	}
+}
+
+// watchStream registers a started answer from the endpoint, to be cut
+// when the probes take the endpoint down.
+func (p *prober) watchStream(w *watchdog) {
+	p.streamsMu.Lock()
+	if p.streams == nil {
+		p.streams = make(map[*watchdog]struct{})
+	}
+	p.streams[w] = struct{}{}
+	p.streamsMu.Unlock()
+}
+
+func (p *prober) unwatchStream(w *watchdog) {
+	p.streamsMu.Lock()
+	delete(p.streams, w)
+	p.streamsMu.Unlock()
+}
+
+// cutStreams cuts every answer under way from the endpoint: its probes
+// just took it down, and a frozen vLLM would keep them open and silent.
+func (p *prober) cutStreams() {
+	p.streamsMu.Lock()
+	defer p.streamsMu.Unlock()
+	for w := range p.streams {
+		if aw := w.aw.Load(); aw != nil {
+			aw.cutShort(cutDown)
+		}
+	}
+}

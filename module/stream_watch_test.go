@@ -1,0 +1,120 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+)
+
+// quietWatchdog is a watchdog of aw whose timer never fires by itself:
+// the test looks (fire) in its place.
+func quietWatchdog(t *testing.T, aw *attemptWriter) *watchdog {
+	t.Helper()
+	w := &watchdog{timer: time.AfterFunc(time.Hour, func() {})}
+	t.Cleanup(func() { w.timer.Stop() })
+	w.look.Store(int64(time.Hour))
+	w.aw.Store(aw)
+	return w
+}
+
+// An answer is cut after idleLooks looks in a row without a read; a read
+// in between starts the count again, and so does a write to the client
+// still under way (the client reads slowly, the upstream is not idle).
+func TestWatchdogCutsASilentAnswer(t *testing.T) {
+	canceled := 0
+	aw := &attemptWriter{cancel: func() { canceled++ }}
+	w := quietWatchdog(t, aw)
+	looks := func(n int) {
+		for range n {
+			w.fire()
+		}
+	}
+	looks(idleLooks - 1)
+	aw.reads.Add(2) // one write, done
+	looks(idleLooks - 1)
+	if aw.cut.Load() != cutNone || canceled != 0 {
+		t.Fatalf("cut after reads: %d, canceled %d", aw.cut.Load(), canceled)
+	}
+	aw.reads.Add(1) // a write blocked on the client
+	looks(3 * idleLooks)
+	if aw.cut.Load() != cutNone {
+		t.Fatal("cut while a write to the client was under way")
+	}
+	aw.reads.Add(1) // it returned
+	looks(idleLooks)
+	if aw.cut.Load() != cutNone {
+		t.Fatal("cut at the look that saw the write return")
+	}
+	looks(idleLooks - 1)
+	if aw.cut.Load() != cutIdle || canceled != 1 {
+		t.Fatalf("not cut after %d quiet looks: %d, canceled %d", idleLooks, aw.cut.Load(), canceled)
+	}
+	// the first reason stays, and the attempt is canceled once
+	aw.cutShort(cutDown)
+	if aw.cut.Load() != cutIdle || canceled != 1 {
+		t.Errorf("a second cut: %d, canceled %d", aw.cut.Load(), canceled)
+	}
+	// a released watchdog's late look does nothing
+	w.aw.Store(nil)
+	w.fire()
+}
+
+// The health probes that take an endpoint down cut the answers under way
+// from it, and only those still registered.
+func TestEndpointDownCutsItsStreams(t *testing.T) {
+	v, srv := startSim(t, simulator.VLLMConfig{})
+	p := newProber(srv.URL(), zap.NewNop())
+	p.settings.Store(&probeSettings{timeout: 2 * time.Second, rise: 1, fall: 2})
+	p.probeHealth(context.Background())
+	if p.snap.Load().health != healthUp {
+		t.Fatal("not up")
+	}
+	var live, done attemptWriter
+	for _, aw := range []*attemptWriter{&live, &done} {
+		aw.cancel = func() {}
+		aw.target = &Target{} // no idle_timeout: the probes alone watch it
+		aw.slot.ep = &endpoint{p: p}
+		aw.watch()
+		if aw.dog == nil {
+			t.Fatal("an answer from a vLLM endpoint is not watched")
+		}
+	}
+	done.unwatch()
+	v.SetHealthy(false)
+	p.probeHealth(context.Background())
+	if live.cut.Load() != cutNone {
+		t.Fatal("cut before the endpoint fell")
+	}
+	p.probeHealth(context.Background())
+	if live.cut.Load() != cutDown || done.cut.Load() != cutNone {
+		t.Errorf("after the fall: live %d, done %d", live.cut.Load(), done.cut.Load())
+	}
+	live.unwatch()
+	if len(p.streams) != 0 {
+		t.Errorf("%d answers left registered", len(p.streams))
+	}
+}
+
+// BenchmarkAnswerWatch is what watching costs an answer from a vLLM
+// endpoint with the default idle_timeout: the watchdog from its pool, its
+// timer set and stopped, the endpoint's registration, and one body write's
+// count.
+func BenchmarkAnswerWatch(b *testing.B) {
+	p := newProber("http://127.0.0.1:1", zap.NewNop())
+	aw := &attemptWriter{cancel: func() {}, target: &Target{idle: DefaultIdleTimeout}}
+	aw.slot.ep = &endpoint{p: p}
+	b.ReportAllocs()
+	for b.Loop() {
+		aw.watch()
+		aw.reads.Add(1)
+		aw.reads.Add(1)
+		aw.unwatch()
+	}
+}
