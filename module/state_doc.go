@@ -142,16 +142,19 @@ type OverflowState struct {
 	InFlight    float64  `json:"in_flight"`
 }
 
-// BreakerState is a breaker: "closed", "open" or "half_open".
+// BreakerState is a breaker at the time of the document: "closed",
+// "open" (until open_until) or "half_open" (its cooldown is over: the
+// next request is its trial, and trial says one is in flight).
 type BreakerState struct {
 	State     string     `json:"state"`
 	OpenUntil *time.Time `json:"open_until,omitempty"`
+	Trial     bool       `json:"trial,omitempty"`
 	Opened    int64      `json:"opened"`
 }
 
-func breakerState(b *breaker) *BreakerState {
-	st, until := b.view()
-	bs := &BreakerState{State: st, Opened: b.opened.Load()}
+func breakerState(b *breaker, t time.Time) *BreakerState {
+	st, until, trial := b.view(t)
+	bs := &BreakerState{State: st, Trial: trial, Opened: b.opened.Load()}
 	if !until.IsZero() {
 		bs.OpenUntil = &until
 	}
@@ -295,7 +298,7 @@ func (grp *Group) state(t time.Time) GroupState {
 		gs.Overflow = os
 	}
 	if grp.Breaker != nil && grp.shared != nil {
-		gs.Breaker = breakerState(&grp.shared.breaker)
+		gs.Breaker = breakerState(&grp.shared.breaker, t)
 	}
 	if grp.Kind == KindOpenAI && !grp.checkOff && len(grp.expect) > 0 {
 		at, missing, errText := grp.check.result()
@@ -325,7 +328,7 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 		Weight:        ep.weightNow(),
 	}
 	if vg.breakers && ep.br != nil {
-		es.Breaker = breakerState(ep.br)
+		es.Breaker = breakerState(ep.br, t)
 	}
 	es.Drained = ep.drained != nil && ep.drained.Load()
 	if sc := ep.score; sc != nil {
