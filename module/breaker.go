@@ -261,17 +261,24 @@ func (b *breaker) release(trial bool) {
 	b.mu.Unlock()
 }
 
-// view returns the state name and, when open, until when.
-func (b *breaker) view() (string, time.Time) {
+// view returns the breaker's state at time t and, while open, until
+// when, and whether a half-open trial is in flight. An open breaker whose
+// cooldown has passed reads half_open with no request yet: the next one
+// is its trial. Nothing has to run for that: an idle gateway's state and
+// metrics tell the truth.
+func (b *breaker) view(t time.Time) (state string, until time.Time, trial bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state.Load() {
 	case breakerOpen:
-		return "open", b.openUntil
+		if t.Before(b.openUntil) {
+			return "open", b.openUntil, false
+		}
+		return "half_open", time.Time{}, false
 	case breakerHalfOpen:
-		return "half_open", time.Time{}
+		return "half_open", time.Time{}, b.trial
 	}
-	return "closed", time.Time{}
+	return "closed", time.Time{}, false
 }
 
 // judge feeds a verdict to a breaker and logs it opening.
@@ -286,8 +293,8 @@ func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, gro
 			rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
 		}
 	case verdictFailure:
-		if b.failure(bc, now(), trial, cause) {
-			_, until := b.view()
+		if t := now(); b.failure(bc, t, trial, cause) {
+			_, until, _ := b.view(t)
 			fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", trial)}
 			if endpoint != "" {
 				fields = append(fields, zap.String("endpoint", endpoint))

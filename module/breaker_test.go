@@ -4,10 +4,16 @@
 package hybridllm
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestBreakerOpenHalfOpenClosed(t *testing.T) {
@@ -39,8 +45,11 @@ func TestBreakerOpenHalfOpenClosed(t *testing.T) {
 	if ok, _ := b.allow(at(43)); ok {
 		t.Fatal("a second request during the half-open trial")
 	}
+	if s, _, inFlight := b.view(at(43)); s != "half_open" || !inFlight {
+		t.Fatalf("during the trial: %s, trial in flight %v", s, inFlight)
+	}
 	b.success(trial)
-	if s, _ := b.view(); s != "closed" {
+	if s, _, _ := b.view(at(43)); s != "closed" {
 		t.Fatalf("trial success left it %s", s)
 	}
 	if ok, trial := b.allow(at(44)); !ok || trial {
@@ -53,7 +62,7 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 	b := new(breaker)
 	t0 := time.Unix(1000, 0)
 	b.failure(cfg, t0, false, failCause{}) // open until t0+30
-	_, until := b.view()
+	_, until, _ := b.view(t0)
 	if !until.Equal(t0.Add(30 * time.Second)) {
 		t.Fatalf("open until %v", until)
 	}
@@ -63,7 +72,7 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 		t.Fatal("no trial")
 	}
 	b.failure(cfg, t0.Add(52*time.Second), trial, failCause{})
-	state, until := b.view()
+	state, until, _ := b.view(t0.Add(52 * time.Second))
 	if state != "open" || !until.Equal(t0.Add(82*time.Second)) {
 		t.Fatalf("re-opened %s until %v, want a full cooldown from the failure (t0+82s)", state, until)
 	}
@@ -89,7 +98,7 @@ func TestBreakerLateFailureDuringTrial(t *testing.T) {
 		t.Fatal("a second request while the trial is in flight")
 	}
 	b.success(trial)
-	if s, _ := b.view(); s != "closed" || b.opened.Load() != 1 {
+	if s, _, _ := b.view(t0.Add(3 * time.Second)); s != "closed" || b.opened.Load() != 1 {
 		t.Fatalf("after the trial's success: %s, opened %d times", s, b.opened.Load())
 	}
 }
@@ -114,4 +123,94 @@ func halfOpen(t *testing.T) (b *breaker, cfg *BreakerConfig, t0 time.Time, trial
 		t.Fatal("no trial")
 	}
 	return b, cfg, t0, trial
+}
+
+// An idle gateway tells the truth about a breaker whose cooldown has
+// passed: the state reads half_open (the next request is its trial), not
+// open with an open_until in the past, and the breaker_open gauge reads 0,
+// not 1 until a request comes; no request and nothing in the background
+// has to run for it. The breaker opens on a real request through Caddy.
+func TestIdleBreakerPastItsCooldownIsNotOpen(t *testing.T) {
+	var clock atomic.Int64 // Caddy's goroutines read the clock too
+	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
+	old := now
+	now = func() time.Time { return time.Unix(0, clock.Load()) }
+	t.Cleanup(func() { now = old })
+
+	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":{"message":"overloaded","type":"server_error"}}`, http.StatusInternalServerError)
+	}))
+	defer cloud.Close()
+	addr := freeAddr(t)
+	handler := `{"handler":"hybrid_llm","name":"idle","groups":{"cloud":{"kind":"openai","model_check":"off",` +
+		`"breaker":{"allowed_fails":1,"cooldown":30000000000},` +
+		`"proxy":{"upstreams":[{"dial":"` + strings.TrimPrefix(cloud.URL, "http://") + `"}]}}},` +
+		`"aliases":{"chat-main":{"targets":[{"group":"cloud","model":"gpt-4o-mini"}]}}}`
+	cfg := `{"admin":{"disabled":true},"logging":{"logs":{"default":{"writer":{"output":"discard"}}}},` +
+		`"apps":{"http":{"servers":{"gw":{"listen":["` + addr + `"],"automatic_https":{"disable":true},` +
+		`"routes":[{"handle":[` + handler + `]}]}}}}}`
+	if err := caddy.Load([]byte(cfg), true); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = caddy.Stop() }()
+	resp, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"chat-main","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+
+	breakerNow := func() (*BreakerState, float64) {
+		t.Helper()
+		var bs *BreakerState
+		for _, gs := range state().Gateways {
+			for _, grp := range gs.Groups {
+				if gs.Name == "idle" && grp.Name == "cloud" {
+					bs = grp.Breaker
+				}
+			}
+		}
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(newStateCollector())
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		gauge := -1.0
+		for _, mf := range mfs {
+			if mf.GetName() != metricsNS+"_breaker_open" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["gateway"] == "idle" && labels["group"] == "cloud" && labels["endpoint"] == "" {
+					gauge = m.GetGauge().GetValue()
+				}
+			}
+		}
+		if bs == nil || gauge < 0 {
+			t.Fatalf("no breaker in the state (%v) or the metrics (%v)", bs, gauge)
+		}
+		return bs, gauge
+	}
+	bs, gauge := breakerNow()
+	if bs.State != "open" || bs.OpenUntil == nil || gauge != 1 {
+		t.Fatalf("after the failure: %+v, gauge %v; want open for the cooldown, gauge 1", bs, gauge)
+	}
+	// one second short of the cooldown: still open
+	clock.Add(int64(29 * time.Second))
+	if bs, gauge := breakerNow(); bs.State != "open" || gauge != 1 {
+		t.Fatalf("within the cooldown: %+v, gauge %v", bs, gauge)
+	}
+	// the cooldown is over and no request came
+	clock.Add(int64(time.Second))
+	bs, gauge = breakerNow()
+	if bs.State != "half_open" || bs.OpenUntil != nil || bs.Trial || gauge != 0 {
+		t.Fatalf("past the cooldown with no traffic: state %q open_until %v trial %v, gauge %v; want half_open, none, no trial, gauge 0",
+			bs.State, bs.OpenUntil, bs.Trial, gauge)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -219,6 +220,16 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		if err != nil {
 			return fmt.Errorf("setting api_key: %v", err)
 		}
+		// Caddy's active health checks send none of those operations,
+		// only their own headers: the key goes there too (unless they set
+		// Authorization themselves), so that an API's GET /v1/models,
+		// which wants the key, is the check
+		if active := gjson.GetBytes(raw, "health_checks.active"); active.Exists() && !hasHeader(active.Get("headers"), "Authorization") {
+			raw, err = sjson.SetBytes(raw, "health_checks.active.headers.Authorization", []string{"Bearer " + key})
+			if err != nil {
+				return fmt.Errorf("setting api_key on the health checks: %v", err)
+			}
+		}
 	}
 	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
 	if err != nil {
@@ -234,6 +245,16 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		return grp.provisionVLLM(ctx)
 	}
 	return nil
+}
+
+// hasHeader reports whether a JSON object of headers names h, in any case.
+func hasHeader(headers gjson.Result, h string) bool {
+	found := false
+	headers.ForEach(func(k, _ gjson.Result) bool {
+		found = strings.EqualFold(k.String(), h)
+		return !found
+	})
+	return found
 }
 
 // cleanup releases what the group holds in shared state.

@@ -348,14 +348,18 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 		case healthscore.EventDegrade:
 			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s", m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
 		case healthscore.EventBreak:
-			why := fmt.Sprintf("every request failed (%d of %d)", e.Stats.Errors, e.Stats.Requests)
-			if e.Probes {
-				why = "its health checks fail"
-			}
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] broken: %s", m.Name, why), fields(m, numbers(e)...)...)
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] broken: %s", m.Name, breakWhy(e)), fields(m, numbers(e)...)...)
 		case healthscore.EventKept:
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: kept in service, the last member (or the most the set may take out)",
-				m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
+			// why it should be out, as the line it would have had
+			why := healthNumbers(e.Stats, m.Policy, true)
+			if e.Probes || (e.Stats.Requests >= m.Policy.MinRequests && e.Stats.Errors == e.Stats.Requests) {
+				why = "broken: " + breakWhy(e)
+			}
+			kept := "the last member in service"
+			if e.Capped {
+				kept = "the most the set may take out are out (max_degraded)"
+			}
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: kept in service, %s", m.Name, why, kept), fields(m, numbers(e)...)...)
 		case healthscore.EventPanic:
 			log(zapcore.ErrorLevel, "scheduler panic: every member of "+hs.what()+" is sick; traffic goes to all by weight", fields(nil)...)
 		case healthscore.EventPanicOver:
@@ -365,12 +369,13 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 			switch {
 			case m == byHand:
 				verb = "set"
+			case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.s.Panic):
+				// a panic gives a member out its weight back: no "break" going up
+				verb = "restore"
 			case m.Level == healthscore.Degraded:
 				verb = "degrade"
 			case m.Level == healthscore.Broken:
 				verb = "break"
-			case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.s.Panic):
-				verb = "restore"
 			case e.To < e.From:
 				verb = "demote"
 			}
@@ -390,6 +395,14 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 		}
 	}
 	return out
+}
+
+// breakWhy says why a member is (or would be) broken.
+func breakWhy(e healthscore.Event) string {
+	if e.Probes {
+		return "its health checks fail"
+	}
+	return fmt.Sprintf("every request failed (%d of %d)", e.Stats.Errors, e.Stats.Requests)
 }
 
 // healthNumbers renders a member's numbers as the seed's scheduler did:

@@ -76,7 +76,7 @@ func newStateCollector() *stateCollector {
 		overflowTransitions: prometheus.NewDesc(metricsNS+"_overflow_transitions_total",
 			"Overflow state changes of the group, on and off.", []string{"gateway", "group"}, nil),
 		breakerOpen: prometheus.NewDesc(metricsNS+"_breaker_open",
-			"1 while the breaker is open, 0.5 half-open, 0 closed; endpoint is empty for the group's own breaker.",
+			"1 while the breaker is open, 0.5 while its half-open trial is in flight, 0 closed or past its cooldown; endpoint is empty for the group's own breaker.",
 			[]string{"gateway", "group", "endpoint"}, nil),
 		breakerOpened: prometheus.NewDesc(metricsNS+"_breaker_opened_total",
 			"Times the breaker opened; endpoint is empty for the group's own breaker.",
@@ -136,10 +136,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			return
 		}
 		v := 0.0
-		switch b.State {
-		case "open":
+		switch {
+		case b.State == "open":
 			v = 1
-		case "half_open":
+		case b.Trial:
 			v = 0.5
 		}
 		gauge(c.breakerOpen, v, labels...)

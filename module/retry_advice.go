@@ -88,14 +88,14 @@ func permanentFailure(a *attempt) bool {
 func breakerWait(t *Target, t0 time.Time) time.Duration {
 	grp := t.group
 	if grp.Breaker != nil {
-		if st, until := grp.shared.breaker.view(); st == "open" && until.After(t0) {
+		if st, until, _ := grp.shared.breaker.view(t0); st == "open" {
 			return until.Sub(t0)
 		}
 	}
 	var w time.Duration
 	if vg := grp.vllm; vg != nil && vg.breakers {
 		for ep := range vg.all() {
-			if st, until := ep.br.view(); st == "open" && until.After(t0) {
+			if st, until, _ := ep.br.view(t0); st == "open" {
 				if d := until.Sub(t0); w == 0 || d < w {
 					w = d
 				}

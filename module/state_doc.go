@@ -146,16 +146,19 @@ type OverflowState struct {
 	InFlight    float64  `json:"in_flight"`
 }
 
-// BreakerState is a breaker: "closed", "open" or "half_open".
+// BreakerState is a breaker at the time of the document: "closed",
+// "open" (until open_until) or "half_open" (its cooldown is over: the
+// next request is its trial, and trial says one is in flight).
 type BreakerState struct {
 	State     string     `json:"state"`
 	OpenUntil *time.Time `json:"open_until,omitempty"`
+	Trial     bool       `json:"trial,omitempty"`
 	Opened    int64      `json:"opened"`
 }
 
-func breakerState(b *breaker) *BreakerState {
-	st, until := b.view()
-	bs := &BreakerState{State: st, Opened: b.opened.Load()}
+func breakerState(b *breaker, t time.Time) *BreakerState {
+	st, until, trial := b.view(t)
+	bs := &BreakerState{State: st, Trial: trial, Opened: b.opened.Load()}
 	if !until.IsZero() {
 		bs.OpenUntil = &until
 	}
@@ -312,7 +315,7 @@ func (grp *Group) state(t time.Time) GroupState {
 		gs.Overflow = os
 	}
 	if grp.Breaker != nil && grp.shared != nil {
-		gs.Breaker = breakerState(&grp.shared.breaker)
+		gs.Breaker = breakerState(&grp.shared.breaker, t)
 	}
 	if grp.shared != nil && grp.vllm == nil {
 		gs.RateLimitedUntil = heldUntil(&grp.shared.breaker, t)
@@ -348,7 +351,7 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) E
 		es.RateLimitedUntil = heldUntil(ep.br, t)
 	}
 	if vg.breakers && ep.br != nil {
-		es.Breaker = breakerState(ep.br)
+		es.Breaker = breakerState(ep.br, t)
 	}
 	es.Drained = ep.drained != nil && ep.drained.Load()
 	if sc := ep.score; sc != nil {

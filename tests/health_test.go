@@ -368,3 +368,43 @@ func TestHealthAlertsBelowTheThreshold(t *testing.T) {
 		t.Errorf("%d alert-over lines, want 1", n)
 	}
 }
+
+// Caddy's active health checks send none of the proxy's header
+// operations: the group's api_key goes into theirs, so that a cloud's
+// GET /v1/models, which wants the key, can be the check; an Authorization
+// the checks set themselves stays.
+func TestHealthChecksCarryTheGroupKey(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	var mu sync.Mutex
+	seen := map[string][]string{} // stand-in: Authorization of its GET /v1/models
+	cloud := func(name string) *simulator.Server {
+		return standIn(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+				mu.Lock()
+				seen[name] = append(seen[name], r.Header.Get("Authorization"))
+				mu.Unlock()
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model"}]}`, cloudModel)
+		})
+	}
+	a, b := cloud("a"), cloud("b")
+	check := "\t\thealth_uri /v1/models\n\t\thealth_interval 100ms\n"
+	e.load("group a {\n\tkind openai\n\tapi_key sk-key-of-a\n\tmodel_check off\n\tproxy " + a.URL() + " {\n" + check + "\t}\n}\n" +
+		"group b {\n\tkind openai\n\tapi_key sk-key-of-b\n\tmodel_check off\n\tproxy " + b.URL() + " {\n" + check +
+		"\t\thealth_headers {\n\t\t\tauthorization \"Bearer sk-checks-own\"\n\t\t}\n\t}\n}\n" +
+		"alias spread {\n\ttarget a " + cloudModel + "\n\ttarget b " + cloudModel + "\n}\n")
+	waitFor(t, "the health checks", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen["a"]) > 0 && len(seen["b"]) > 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got := seen["a"][0]; got != "Bearer sk-key-of-a" {
+		t.Errorf("a's health check sent Authorization %q, want the group's key", got)
+	}
+	if got := seen["b"][0]; got != "Bearer sk-checks-own" {
+		t.Errorf("b's health check sent Authorization %q, want its health_headers' own", got)
+	}
+}

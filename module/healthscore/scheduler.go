@@ -182,7 +182,7 @@ const (
 	EventPanic                      // every member sick: traffic to all
 	EventPanicOver
 	EventWeight    // a member's weight changed
-	EventDrained   // a member taken out has no request left in flight
+	EventDrained   // a member taken out has no request left in flight, and the members serving are well
 	EventRecovered // a recovering member is back at its whole weight
 )
 
@@ -192,7 +192,8 @@ type Event struct {
 	Member   *Member
 	Stats    Stats
 	From, To int  // weights, for EventWeight
-	Probes   bool // a break: its probes failed (else every request did)
+	Probes   bool // a break or a member kept: its probes failed
+	Capped   bool // a member kept: by the cap on members out, not as the last in service
 }
 
 // Tick evaluates every member at now, moves weights, and returns what
@@ -258,11 +259,11 @@ func (s *Set) Tick(now time.Time) []Event {
 	})
 	for _, i := range cands {
 		m := s.Members[i]
-		if (m.Base > 0 && inService <= 1) || outNow >= maxOut {
+		if last := m.Base > 0 && inService <= 1; last || outNow >= maxOut {
 			// the last member in service, or the cap: it stays
 			if !m.Sick {
 				m.Sick = true
-				ev = append(ev, Event{Kind: EventKept, Member: m, Stats: m.Last})
+				ev = append(ev, Event{Kind: EventKept, Member: m, Stats: m.Last, Probes: m.ProbeDown, Capped: !last})
 			}
 			continue
 		}
@@ -326,12 +327,24 @@ func (s *Set) Tick(now time.Time) []Event {
 			kind = EventPanicOver
 		}
 		ev = append(ev, Event{Kind: kind})
+		for _, m := range s.Members {
+			// the panic sends traffic to the members out again: once it is
+			// over, the end of their traffic is news again
+			m.drained = m.drained && !allSick
+		}
 	}
 
 	ev = append(ev, s.Rebalance()...)
 	ev = append(ev, recovered...)
+	// the route has recovered once a member out has no request left and
+	// the members that carry the traffic are well: not while one of them
+	// is kept in service sick, nor in a panic
+	served := !s.Panic
 	for _, m := range s.Members {
-		if m.Level.out() && !m.drained && m.Inflight <= 0 && !s.Panic {
+		served = served && (m.Weight == 0 || !m.Sick)
+	}
+	for _, m := range s.Members {
+		if served && m.Level.out() && !m.drained && m.Inflight <= 0 {
 			m.drained = true
 			ev = append(ev, Event{Kind: EventDrained, Member: m})
 		}
