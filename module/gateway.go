@@ -363,6 +363,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 	}
 	if r.Method == http.MethodPost {
+		cleanPath(r)
 		if !g.paths.allows(r.URL.Path) {
 			return g.paths.refuse(w, r)
 		}
