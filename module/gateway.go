@@ -172,6 +172,7 @@ type Gateway struct {
 	selfGPUs        float64                     // the self-hosted GPUs with a cost model
 	ctx             context.Context             // done when the config stops
 	storage         certmagic.Storage           // Caddy's, where the ledger persists
+	locks           []string                    // the lock files held, see proclock.go
 	mirrorLog       *zap.Logger                 // the mirror copies' records
 	fleet           *fleet                      // with a registry
 	applied         *registryApplied            // with a registry: what the gateway applied of it
@@ -190,6 +191,16 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets up the gateway and loads each group's reverse proxy.
 func (g *Gateway) Provision(ctx caddy.Context) error {
+	err := g.provision(ctx)
+	if err != nil {
+		// Cleanup is not called for a module that failed to provision
+		releaseLocks(g.locks)
+		g.locks = nil
+	}
+	return err
+}
+
+func (g *Gateway) provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	g.ctx = ctx.Context
 	g.storage = ctx.Storage()
@@ -197,6 +208,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.badUsage = new(warnEvery)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
+	}
+	if err := g.lockBooks(ctx); err != nil {
+		return err
 	}
 	registerMetrics(ctx.GetMetricsRegistry(), g.logger)
 	if g.MaxBodySize == 0 {
@@ -347,6 +361,7 @@ func (g *Gateway) Cleanup() error {
 	for _, grp := range g.Groups {
 		grp.cleanup()
 	}
+	releaseLocks(g.locks)
 	return nil
 }
 
