@@ -308,15 +308,15 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		g.fleetShare = new(atomic.Pointer[fleetShare])
 	}
 	if g.Clients != nil || g.CloudSpend != nil {
-		book := g.Name
-		if g.Registry != nil {
-			// replicas may share Caddy's storage: each keeps its own book
-			if id, err := caddy.InstanceID(); err == nil {
-				book += "." + id.String()
-			}
+		if g.Registry == nil {
+			g.spend = spendBookOf(ctx, g.Name, g.logger, true)
+			go g.keepSaving(ctx)
+		} else {
+			// each process keeps a book of its own in the registry,
+			// which counts a process's spend after it exited too (see
+			// fleet_spend.go)
+			g.spend = spendBookOf(ctx, g.Name+"."+processID(), g.logger, false)
 		}
-		g.spend = spendBookOf(ctx, book, g.logger)
-		go g.keepSaving(ctx)
 	}
 	if g.Clients != nil {
 		if err := g.provisionClients(ctx); err != nil {
