@@ -39,6 +39,10 @@ func (adminAPI) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// Provision takes the admin address for this process: the admin endpoint
+// provisions its routers just before it listens (see lockAdmin).
+func (adminAPI) Provision(ctx caddy.Context) error { return lockAdmin(ctx) }
+
 // Routes returns the admin routes.
 func (adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
@@ -351,4 +355,7 @@ func ledgerWindowOf(q url.Values, t time.Time) (from, to time.Time, err error) {
 }
 
 // Interface guards
-var _ caddy.AdminRouter = (*adminAPI)(nil)
+var (
+	_ caddy.AdminRouter = (*adminAPI)(nil)
+	_ caddy.Provisioner = (*adminAPI)(nil)
+)

@@ -18,6 +18,7 @@ import (
 // Gateway.UnmarshalCaddyfile.
 func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Group, error) {
 	grp := &Group{pos: posOf(d)}
+	var schemeless []string // the proxy's upstreams written without a scheme
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "kind":
@@ -206,7 +207,8 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			// the segment starts with "proxy", which the reverse_proxy
 			// parser consumes as its directive name
 			seg := d.NewFromNextSegment()
-			if err := checkProxyUpstreams(seg); err != nil {
+			var err error
+			if schemeless, err = checkProxyUpstreams(seg); err != nil {
 				return nil, err
 			}
 			if err := rp.UnmarshalCaddyfile(seg); err != nil {
@@ -234,6 +236,9 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 	}
 	if grp.ProxyRaw == nil {
 		return nil, d.Err("group needs a proxy")
+	}
+	if err := checkKeyInClear(d, grp, schemeless); err != nil {
+		return nil, err
 	}
 	return grp, nil
 }

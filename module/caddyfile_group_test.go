@@ -107,3 +107,39 @@ func TestUnmarshalVLLMGroupErrors(t *testing.T) {
 		})
 	}
 }
+
+// A cloud's key goes over TLS or stays on a private network: an upstream
+// on a public network written without a scheme, which reverse_proxy dials
+// over plain HTTP, is refused when the group sends credentials.
+func TestUnmarshalCloudUpstreamWithoutScheme(t *testing.T) {
+	const alias = "\nalias a {\ntarget g m\n}\n}"
+	parse := func(group string) error {
+		var g Gateway
+		return g.UnmarshalCaddyfile(caddyfile.NewTestDispenser("hybrid_llm {\ngroup g {\n" + group + "\n}" + alias))
+	}
+	for _, tc := range []struct{ name, group, want string }{
+		{"api_key", "kind openai\napi_key {env.K}\nproxy api.openai.com", "proxy upstream api.openai.com has no scheme, so its API key would go over plain HTTP: write https://api.openai.com"},
+		{"api_key before a later proxy", "kind openai\nproxy 127.0.0.1:8002 api.openai.com:443\napi_key {env.K}", "write https://api.openai.com"},
+		{"header_up", "kind openai\nproxy api.cloud.example:8443 {\nheader_up Api-Key {env.K}\n}", "write https://api.cloud.example:8443"},
+		{"to", "kind openai\napi_key {env.K}\nproxy {\nto 8.8.8.8:80\n}", "proxy upstream 8.8.8.8:80 has no scheme"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := parse(tc.group); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	for _, group := range []string{
+		"kind openai\napi_key {env.K}\nproxy 127.0.0.1:8002",
+		"kind openai\napi_key {env.K}\nproxy cloud-sim:8002 10.0.0.7:8000 api.svc.cluster.local",
+		"kind openai\napi_key {env.K}\nproxy https://api.openai.com",
+		"kind openai\napi_key {env.K}\nproxy api.openai.com:443 {\ntransport http {\ntls\n}\n}",
+		"kind openai\nproxy api.openai.com", // no credentials to expose
+		"kind vllm\nproxy gpu.example.com:8000",
+		"kind openai\napi_key {env.K}\nproxy {$CLOUD_UPSTREAM}",
+	} {
+		if err := parse(group); err != nil {
+			t.Errorf("%q: %v", group, err)
+		}
+	}
+}

@@ -5,7 +5,11 @@ package hybridllm
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,13 +19,23 @@ import (
 )
 
 // Cloud spend across a fleet: each gateway process publishes its book to
-// the registry (under its Caddy instance ID and the gateway's name, not
-// leased: a month's spend outlives the process), and adds the others'
-// books of the same gateway name to its own when it checks the spend cap
-// and the client budgets. The sum is eventually consistent: what another
-// replica spent shows here within fleetSpendInterval plus the watch's
-// delay, so the fleet can overshoot a cap by what the other replicas
-// spend in that time, besides the requests in flight when it is reached.
+// the registry (under its process ID and the gateway's name, not leased:
+// a month's spend outlives the process), and adds the others' books of
+// the same gateway name to its own when it checks the spend cap and the
+// client budgets. The sum is eventually consistent: what another replica
+// spent shows here within fleetSpendInterval plus the watch's delay, so
+// the fleet can overshoot a cap by what the other replicas spend in that
+// time, besides the requests in flight when it is reached.
+//
+// The process ID is Caddy's instance ID (kept in the data directory) with
+// the pid and a random part: two processes that share a data directory
+// (with storages of their own, or on a shared volume) publish two books,
+// never one that each overwrites with half the fleet's spend. A restarted
+// process starts a book of its own from zero, and the book of its last
+// run stays in the registry and counts, as any other process's, for its
+// day and month: the spend of a process that exited is never lost, and
+// never counted twice (so with a registry the book is not kept in Caddy's
+// storage: the registry keeps it).
 
 // fleetSpendInterval is how often a gateway publishes its book when it
 // changed.
@@ -50,12 +64,24 @@ func (o *fleetSpend) add(s *spend, client string) {
 
 // spendName is the registry name of this process's book of a gateway.
 func spendName(gateway string) string {
-	id, err := caddy.InstanceID()
-	if err != nil {
+	id := processID()
+	if id == "" {
 		return "" // not published: the others cannot count it
 	}
-	return id.String() + "." + safeFileName(gateway)
+	return id + "." + safeFileName(gateway)
 }
+
+// processID names this process among all gateway processes: Caddy's
+// instance ID, the pid and a random part; "" without an instance ID.
+var processID = sync.OnceValue(func() string {
+	id, err := caddy.InstanceID()
+	if err != nil {
+		return ""
+	}
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s-%d-%x", id, os.Getpid(), r)
+})
 
 // applySpend takes the others' books from a snapshot.
 func (g *Gateway) applySpend(s *registry.Snapshot) {

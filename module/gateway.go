@@ -172,6 +172,7 @@ type Gateway struct {
 	selfGPUs        float64                     // the self-hosted GPUs with a cost model
 	ctx             context.Context             // done when the config stops
 	storage         certmagic.Storage           // Caddy's, where the ledger persists
+	locks           []string                    // the lock files held, see proclock.go
 	mirrorLog       *zap.Logger                 // the mirror copies' records
 	fleet           *fleet                      // with a registry
 	applied         *registryApplied            // with a registry: what the gateway applied of it
@@ -190,6 +191,16 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets up the gateway and loads each group's reverse proxy.
 func (g *Gateway) Provision(ctx caddy.Context) error {
+	err := g.provision(ctx)
+	if err != nil {
+		// Cleanup is not called for a module that failed to provision
+		releaseLocks(g.locks)
+		g.locks = nil
+	}
+	return err
+}
+
+func (g *Gateway) provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	g.ctx = ctx.Context
 	g.storage = ctx.Storage()
@@ -197,6 +208,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	g.badUsage = new(warnEvery)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
+	}
+	if err := g.lockBooks(ctx); err != nil {
+		return err
 	}
 	registerMetrics(ctx.GetMetricsRegistry(), g.logger)
 	if g.MaxBodySize == 0 {
@@ -294,15 +308,15 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 		g.fleetShare = new(atomic.Pointer[fleetShare])
 	}
 	if g.Clients != nil || g.CloudSpend != nil {
-		book := g.Name
-		if g.Registry != nil {
-			// replicas may share Caddy's storage: each keeps its own book
-			if id, err := caddy.InstanceID(); err == nil {
-				book += "." + id.String()
-			}
+		if g.Registry == nil {
+			g.spend = spendBookOf(ctx, g.Name, g.logger, true)
+			go g.keepSaving(ctx)
+		} else {
+			// each process keeps a book of its own in the registry,
+			// which counts a process's spend after it exited too (see
+			// fleet_spend.go)
+			g.spend = spendBookOf(ctx, g.Name+"."+processID(), g.logger, false)
 		}
-		g.spend = spendBookOf(ctx, book, g.logger)
-		go g.keepSaving(ctx)
 	}
 	if g.Clients != nil {
 		if err := g.provisionClients(ctx); err != nil {
@@ -347,6 +361,7 @@ func (g *Gateway) Cleanup() error {
 	for _, grp := range g.Groups {
 		grp.cleanup()
 	}
+	releaseLocks(g.locks)
 	return nil
 }
 
@@ -363,6 +378,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 	}
 	if r.Method == http.MethodPost {
+		cleanPath(r)
 		if !g.paths.allows(r.URL.Path) {
 			return g.paths.refuse(w, r)
 		}

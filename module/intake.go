@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -110,6 +111,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
+	dropHopHeaders(r.Header)
 	// each attempt's body has a length of its own (the model swapped),
 	// which the transport sends from the request's ContentLength
 	delete(r.Header, "Content-Length")
@@ -182,4 +184,23 @@ func (g *Gateway) alias(top *topFields) (*Alias, bool) {
 // where stream_options applies.
 func completionsPath(path string) bool {
 	return strings.HasSuffix(path, "/chat/completions") || strings.HasSuffix(path, "/completions")
+}
+
+// dropHopHeaders removes the hop-by-hop headers a client sent, which
+// belong to its connection to the gateway: those its Connection header
+// names, and Connection, Upgrade, Keep-Alive and Proxy-Connection. The
+// group's proxy strips most of them itself, but keeps an Upgrade that
+// Connection names, for websockets: an inference POST is never one, and
+// an upgrade asked of a cloud API is not the client's to ask.
+func dropHopHeaders(h http.Header) {
+	for _, f := range h["Connection"] {
+		for _, name := range strings.Split(f, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range []string{"Connection", "Upgrade", "Keep-Alive", "Proxy-Connection"} {
+		delete(h, name) // canonical keys
+	}
 }

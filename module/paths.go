@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 )
 
@@ -52,4 +53,26 @@ func (p *inferencePaths) allows(path string) bool {
 func (p *inferencePaths) refuse(w http.ResponseWriter, r *http.Request) error {
 	return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "not_found", "",
 		"unknown endpoint POST "+r.URL.Path+"; this gateway serves "+p.list+" (POST) and models (GET)")
+}
+
+// cleanPath resolves the request path's dot-segments, percent-encoded
+// ones too, and collapses doubled slashes, so that the path an upstream
+// is asked for is the one the site's routes matched (Caddy's path
+// matchers match the clean path) and never one beside or above it:
+// reverse_proxy forwards the path as sent. The request's URL is replaced,
+// not changed, and its RequestURI follows (the {uri} of a proxy's
+// rewrite). A path that is clean already is left as it is.
+func cleanPath(r *http.Request) {
+	p := r.URL.Path // decoded: %2e%2e is .. here
+	c := path.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	if c == p {
+		return
+	}
+	u := *r.URL
+	u.Path, u.RawPath = c, ""
+	r.URL = &u
+	r.RequestURI = u.RequestURI()
 }

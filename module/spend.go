@@ -88,16 +88,16 @@ var (
 	spendBooks   = map[string]*spendBook{}
 )
 
-// spendBookOf returns a gateway's book, loading it from storage the
-// first time in this process.
-func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger) *spendBook {
+// spendBookOf returns a gateway's book, loading it from storage (when
+// stored) the first time in this process.
+func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger, stored bool) *spendBook {
 	spendBooksMu.Lock()
 	defer spendBooksMu.Unlock()
 	if b := spendBooks[gateway]; b != nil {
 		return b
 	}
 	b := &spendBook{name: gateway, clients: map[string]*spend{}}
-	if st := ctx.Storage(); st != nil {
+	if st := ctx.Storage(); st != nil && stored {
 		if err := b.load(ctx, st, gateway); err != nil {
 			logger.Error("cloud spend in storage not readable; counting from zero", zap.Error(err))
 		}

@@ -1,0 +1,191 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
+)
+
+// A gateway process owns what it must not share with another process:
+// its books (the ledger, the client books and the cloud spend it keeps in
+// Caddy's storage, keyed by the gateway's name and by Caddy's instance
+// ID, which the data directory holds) and its admin address (Caddy listens
+// with SO_REUSEPORT, so a second process on the same address starts
+// without an error, and the kernel splits the connections between the
+// two). Each is an exclusive lock on a file, taken when a config is
+// provisioned and held while a config of the process uses it: a reload
+// in the same process takes it again at no cost, and a second process is
+// refused with the first one's pid.
+
+// errLockHeld is what tryLock returns when another process holds a lock.
+var errLockHeld = errors.New("held by another process")
+
+// procLocks are the locks this process holds, by file.
+var procLocks = caddy.NewUsagePool()
+
+// heldLock is a lock file this process holds; its pid is written in it.
+type heldLock struct{ f *os.File }
+
+func (l *heldLock) Destruct() error { return unlockFile(l.f) }
+
+// holdLock takes the lock file at path for this process, or reports the
+// pid of the process that holds it (0 when it cannot be read).
+func holdLock(path string) (pid int, err error) {
+	_, _, err = procLocks.LoadOrNew(path, func() (caddy.Destructor, error) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := tryLock(f); err != nil {
+			if errors.Is(err, errLockHeld) {
+				var b [32]byte
+				n, _ := f.ReadAt(b[:], 0)
+				_, _ = fmt.Sscan(string(b[:n]), &pid)
+			}
+			_ = f.Close()
+			return nil, err
+		}
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
+		return &heldLock{f: f}, nil
+	})
+	return pid, err
+}
+
+// releaseLocks lets go of a gateway's hold on its locks; the last config
+// of the process to let go unlocks them.
+func releaseLocks(paths []string) {
+	for _, p := range paths {
+		_, _ = procLocks.Delete(p)
+	}
+}
+
+// otherProcess names the process that holds a lock.
+func otherProcess(pid int) string {
+	if pid > 0 {
+		return fmt.Sprintf("another process (pid %d)", pid)
+	}
+	return "another process"
+}
+
+// lockBooks takes the lock on the gateway's books in Caddy's storage, when
+// that is a directory (file_system storage, Caddy's data directory by
+// default), for a config that runs; other storage modules keep their own
+// locks.
+func (g *Gateway) lockBooks(ctx caddy.Context) error {
+	if !runs(ctx) {
+		return nil
+	}
+	fs, ok := g.storage.(*certmagic.FileStorage)
+	if !ok || fs.Path == "" {
+		return nil
+	}
+	path := filepath.Join(fs.Path, "hybrid_llm", "locks", safeFileName(g.Name)+".lock")
+	pid, err := holdLock(path)
+	switch {
+	case errors.Is(err, errLockHeld):
+		return fmt.Errorf("%s runs gateway %q on the data directory %s (lock %s): two processes would keep one ledger and one cloud spend "+
+			"and overwrite each other's, and in a fleet count each other's spend as their own; "+
+			"stop the other process, or give this gateway another name (name <gateway>) or another storage (storage file_system { root <dir> }, or another XDG_DATA_HOME)",
+			otherProcess(pid), g.Name, fs.Path, path)
+	case err != nil:
+		return fmt.Errorf("locking the gateway's books in %s: %v", path, err)
+	}
+	g.locks = append(g.locks, path)
+	return nil
+}
+
+// lockAdmin takes the lock on the admin address of a config that runs,
+// keyed by the address in the system's temporary directory. The admin
+// endpoint provisions its routers (adminAPI among them) just before it
+// listens, and only for a config that runs, never for one that is only
+// validated; the lock is then held for the life of the process.
+func lockAdmin(ctx caddy.Context) error {
+	cfg, addr, on := adminListen(ctx)
+	if cfg == 0 || !on {
+		return nil
+	}
+	runningConfig.Store(cfg)
+	if addr == "" || strings.HasPrefix(addr, "unix/") || strings.HasPrefix(addr, "unixgram/") || strings.HasPrefix(addr, "fd/") {
+		return nil // a socket file or descriptor is the OS's to share or not
+	}
+	path := filepath.Join(os.TempDir(), "caddy-hybrid-llm-admin-"+safeFileName(addr)+".lock")
+	adminLocksMu.Lock()
+	defer adminLocksMu.Unlock()
+	if adminLocks[path] {
+		return nil
+	}
+	pid, err := holdLock(path)
+	switch {
+	case errors.Is(err, errLockHeld):
+		return fmt.Errorf("%s serves the admin address %s (lock %s): Caddy would start beside it, and the two processes would "+
+			"each answer a share of the admin calls and of the requests on their common addresses; "+
+			"stop the other process, or give this one another admin address (admin <host:port> in the global options) and other listen addresses",
+			otherProcess(pid), addr, path)
+	case err != nil:
+		return fmt.Errorf("locking the admin address %s in %s: %v", addr, path, err)
+	}
+	adminLocks[path] = true
+	return nil
+}
+
+var (
+	// runningConfig is the config whose admin endpoint was provisioned
+	// last: the one that runs, or is about to
+	runningConfig atomic.Uintptr
+	adminLocksMu  sync.Mutex
+	adminLocks    = map[string]bool{} // held for the life of the process
+)
+
+// runs reports whether the config being provisioned is one the process
+// runs: its admin endpoint was provisioned (see lockAdmin), or it has
+// none and the process is not one that only checks configs (caddy
+// validate, caddy adapt --validate), which are not refused beside a
+// running gateway.
+func runs(ctx caddy.Context) bool {
+	cfg, _, on := adminListen(ctx)
+	if cfg == 0 {
+		return false // a context of no config: unit tests
+	}
+	if on {
+		return runningConfig.Load() == cfg
+	}
+	return len(os.Args) < 2 || (os.Args[1] != "validate" && os.Args[1] != "adapt")
+}
+
+// adminListen identifies the config being provisioned, and says its admin
+// address and whether the admin endpoint is on. caddy.Context keeps its
+// config to itself; it is read, never changed, through reflection, and
+// where that finds no config, cfg is 0.
+func adminListen(ctx caddy.Context) (cfg uintptr, listen string, on bool) {
+	v := reflect.ValueOf(ctx).FieldByName("cfg")
+	if !v.IsValid() || v.Kind() != reflect.Pointer || v.IsNil() {
+		return 0, "", false
+	}
+	cfg, listen = v.Pointer(), caddy.DefaultAdminListen
+	admin := v.Elem().FieldByName("Admin")
+	if !admin.IsValid() || admin.Kind() != reflect.Pointer || admin.IsNil() {
+		return cfg, listen, true
+	}
+	if d := admin.Elem().FieldByName("Disabled"); d.IsValid() && d.Kind() == reflect.Bool && d.Bool() {
+		return cfg, "", false
+	}
+	if l := admin.Elem().FieldByName("Listen"); l.IsValid() && l.Kind() == reflect.String && l.String() != "" {
+		listen = l.String()
+	}
+	return cfg, listen, true
+}
