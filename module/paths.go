@@ -64,6 +64,9 @@ func (p *inferencePaths) refuse(w http.ResponseWriter, r *http.Request) error {
 // rewrite). A path that is clean already is left as it is.
 func cleanPath(r *http.Request) {
 	p := r.URL.Path // decoded: %2e%2e is .. here
+	if strings.HasPrefix(p, "/") && !strings.Contains(p, "/.") && !strings.Contains(p, "//") {
+		return // clean: nothing to resolve, nothing allocated
+	}
 	c := path.Clean("/" + p)
 	if strings.HasSuffix(p, "/") && c != "/" {
 		c += "/"
