@@ -60,26 +60,34 @@ func TestCommandUnknownSubcommand(t *testing.T) {
 	}
 }
 
-// The drill's table shows "-" for what did not happen: a target that
-// could not be reached has no status and no latency.
+// The drill's table has a line per endpoint and shows "-" for what did
+// not happen: an endpoint that could not be reached has no status and no
+// latency. A target with one dead endpoint of two fails.
 func TestDrillTable(t *testing.T) {
 	var out bytes.Buffer
-	failed, err := writeDrill(&out, []DrillResult{
-		{Group: "self", Model: "qwen", Reachable: true, Status: 200, OK: true, LatencyMS: 41.6, AnsweredModel: "qwen"},
-		{Group: "cloud", Model: "gpt-4o-mini", Error: "dial tcp 127.0.0.1:8002: connection refused"},
+	failed, failedEndpoints, err := writeDrill(&out, []DrillResult{
+		{Group: "self", Model: "qwen", DrillAnswer: DrillAnswer{Error: "127.0.0.1:8002: connection_refused"}, Endpoints: []DrillEndpoint{
+			{Address: "127.0.0.1:8001", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 41.6, AnsweredModel: "qwen"}},
+			{Address: "127.0.0.1:8002", DrillAnswer: DrillAnswer{Error: "connection_refused"}},
+		}},
+		{Group: "cloud", Model: "gpt-4o-mini", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"},
+			Endpoints: []DrillEndpoint{{Address: "api.cloud.example:443", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"}}}},
 	})
-	if err != nil || failed != 1 {
-		t.Fatalf("failed %d, %v", failed, err)
+	if err != nil || failed != 1 || failedEndpoints != 1 {
+		t.Fatalf("failed %d targets, %d endpoints, %v", failed, failedEndpoints, err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("table: %q", out.String())
 	}
-	if f := strings.Fields(lines[1]); len(f) < 6 || f[3] != "200" || f[4] != "42ms" || f[5] != "qwen" {
-		t.Errorf("the answered target: %q", lines[1])
+	if f := strings.Fields(lines[1]); len(f) < 7 || f[2] != "127.0.0.1:8001" || f[3] != "ok" || f[4] != "200" || f[5] != "42ms" || f[6] != "qwen" {
+		t.Errorf("the live endpoint: %q", lines[1])
 	}
-	if f := strings.Fields(lines[2]); len(f) < 6 || f[2] != "FAILED" || f[3] != "-" || f[4] != "-" || f[5] != "-" {
-		t.Errorf("the unreachable target: %q", lines[2])
+	if f := strings.Fields(lines[2]); len(f) < 8 || f[2] != "127.0.0.1:8002" || f[3] != "FAILED" || f[4] != "-" || f[5] != "-" || f[6] != "-" || f[7] != "connection_refused" {
+		t.Errorf("the dead endpoint: %q", lines[2])
+	}
+	if f := strings.Fields(lines[3]); len(f) < 4 || f[0] != "cloud" || f[3] != "ok" {
+		t.Errorf("the cloud: %q", lines[3])
 	}
 }
 
