@@ -279,7 +279,7 @@ func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			s.Probe = pc
 		default:
-			return d.Errf("unrecognized vllm_least_load option '%s'", d.Val())
+			return unknownOption(d, "vllm_least_load option", d.Val(), "max_num_seqs", "max_queue", "model", "probe")
 		}
 	}
 	return nil
