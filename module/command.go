@@ -23,22 +23,25 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "hybrid-llm",
-		Usage: "state|drain|undrain|drill|ledger|clients|weight [--address <admin>] [--json] ...",
+		Usage: "state|drain|undrain|drill|ledger|clients|weight|registry|help [--address <admin> | --config <file>] [--gateway <name>] [--json] ...",
 		Short: "Inspects and steers a running hybrid_llm gateway through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (the address is found like the
-reload command does: --address, else --config, else localhost:2019).
+stop and reload commands do: --address, else the admin address of the
+--config file, else localhost:2019). state's first line names the admin
+address and the Caddy process that answered.
 
   caddy hybrid-llm state                               groups, endpoints, health, load
   caddy hybrid-llm drain   --group self [--endpoint 10.0.0.5:8000]
   caddy hybrid-llm undrain --group self [--endpoint 10.0.0.5:8000]
-  caddy hybrid-llm drill   --alias chat-main           one request through each target
+  caddy hybrid-llm drill   --alias chat-main           one request to each endpoint of each target
   caddy hybrid-llm ledger  [--window 24h]              the cost comparison
   caddy hybrid-llm clients                             clients, limits, cloud spend and budget left
   caddy hybrid-llm weight  --alias chat-main --group cloud --weight 0   a weighted set member's weight
   caddy hybrid-llm registry get [groups/self]         what etcd holds under the gateway's prefix
   caddy hybrid-llm registry put groups/self '{"drained":true}'   checked, written, applied by every gateway
   caddy hybrid-llm registry rm  groups/self
+  caddy hybrid-llm help [subcommand]                   this text, or a subcommand's
 
 --gateway names the gateway when a config has several. --json prints the
 admin API's JSON instead of a table.
@@ -48,6 +51,16 @@ admin API's JSON instead of a table.
 			// stderr, exit status 2
 			cmd.Args = cobra.ArbitraryArgs
 			cmd.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) > 0 && args[0] == "help" {
+					// asked for: on stdout, exit status 0
+					if len(args) == 1 {
+						return c.Help()
+					}
+					if sub, rest, err := c.Find(args[1:]); err == nil && sub != c && len(rest) == 0 {
+						return sub.Help()
+					}
+					args = args[1:]
+				}
 				c.SetOut(c.ErrOrStderr())
 				_ = c.Usage()
 				return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) {
@@ -97,15 +110,21 @@ admin API's JSON instead of a table.
 	})
 }
 
-// adminCall sends a request to the admin API and returns the body of a 2xx.
-func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error) {
+// adminAddress finds the admin API: --address, else the admin address of
+// the --config file, else Caddy's default.
+func adminAddress(cmd *cobra.Command) (string, error) {
 	fl := cmd.Flags()
 	addrFlag, _ := fl.GetString("address")
 	// an address as a URL, as one would paste it from a browser
 	addrFlag = strings.TrimSuffix(strings.TrimPrefix(addrFlag, "http://"), "/")
 	configFlag, _ := fl.GetString("config")
 	adapterFlag, _ := fl.GetString("adapter")
-	addr, err := caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
+	return caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
+}
+
+// adminCall sends a request to the admin API and returns the body of a 2xx.
+func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error) {
+	addr, err := adminAddress(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +137,12 @@ func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error)
 	}
 	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, headers, rd)
 	if err != nil {
-		return nil, err
+		if msg := err.Error(); strings.Contains(msg, "HTTP 404") &&
+			!strings.Contains(msg, "gateway") && !strings.Contains(msg, "has no") && !strings.Contains(msg, "registry key") {
+			// the route is missing, not a gateway, group or alias
+			return nil, fmt.Errorf("the admin API at %s has no hybrid_llm routes: is it the gateway's Caddy? Name it with --address or --config (%v)", addr, err)
+		}
+		return nil, fmt.Errorf("admin API at %s: %v", addr, err)
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -149,6 +173,7 @@ func cmdState(cmd *cobra.Command) error {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("reading the state: %v", err)
 	}
+	writeAnswered(cmd, doc)
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tGROUP\tKIND\tENDPOINT\tHEALTH\tIN FLIGHT\tWAITING\tRUNNING\tKV\tNOTES")
 	for _, g := range doc.Gateways {
@@ -210,6 +235,28 @@ func cmdState(cmd *cobra.Command) error {
 	}
 	printRegistries(cmd.OutOrStdout(), doc)
 	return printChains(cmd.OutOrStdout(), doc)
+}
+
+// writeAnswered prints which Caddy answered: its admin address, process
+// and gateways.
+func writeAnswered(cmd *cobra.Command, doc StateDoc) {
+	addr, _ := adminAddress(cmd)
+	names := make([]string, 0, len(doc.Gateways))
+	for _, g := range doc.Gateways {
+		names = append(names, g.Name)
+	}
+	who := ""
+	if p := doc.Process; p != nil {
+		who = fmt.Sprintf(" (Caddy %s, pid %d on %s)", p.Version, p.PID, p.Host)
+	}
+	gateways := "no gateways"
+	if len(names) > 0 {
+		gateways = "gateway " + strings.Join(names, ", ")
+		if len(names) > 1 {
+			gateways = "gateways " + strings.Join(names, ", ")
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "admin API %s%s: %s\n", addr, who, gateways)
 }
 
 // printRegistries prints, for each gateway with a registry, what it
