@@ -210,11 +210,26 @@ func TestDrillReportsWrongCloudModel(t *testing.T) {
 // The drill tests every endpoint of every target: with one of two vLLM
 // replicas dead, the admin API reports the dead one as failed (and the
 // target and the drill with it) and the live one as ok, and the CLI's
-// table says the same and exits non-zero.
+// table says the same and exits non-zero. A group of kind openai is drilled
+// endpoint by endpoint too, whatever its policy (first would send every
+// drill to the live one).
 func TestDrillReportsDeadReplica(t *testing.T) {
+	t.Run("vllm", func(t *testing.T) {
+		testDrillReportsDeadReplica(t, func(second string) string {
+			return strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+second, 1)
+		})
+	})
+	t.Run("openai", func(t *testing.T) {
+		testDrillReportsDeadReplica(t, func(second string) string {
+			return withPlainSelf(defaultGateway, "{SELF} "+second+" {\n\t\tlb_policy first\n\t}")
+		})
+	})
+}
+
+func testDrillReportsDeadReplica(t *testing.T, block func(second string) string) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	_, srv := secondSelf(t)
-	e.load(strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+srv.URL(), 1))
+	e.load(block(srv.URL()))
 	live, dead := e.selfSrv.Addr(), srv.Addr()
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
