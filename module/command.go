@@ -89,7 +89,7 @@ admin API's JSON instead of a table.
 				c.Flags().String("group", "", "The group")
 				c.Flags().String("endpoint", "", "One endpoint of a vllm group (its upstream address)")
 			}
-			c := sub("drill", "Send one minimal request through each target of an alias", cmdDrill)
+			c := sub("drill", "Send one minimal request to each endpoint of each target of an alias", cmdDrill)
 			c.Flags().String("alias", "", "The alias")
 			c = sub("ledger", "Show the cost comparison of a window", cmdLedger)
 			c.Flags().String("window", "1h", "The window, up to 24h")
