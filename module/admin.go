@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -314,7 +315,16 @@ func serveState(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(stateOf(gws))
+	doc := stateOf(gws)
+	doc.Process = processState()
+	return enc.Encode(doc)
+}
+
+// processState names this process.
+func processState() *ProcessState {
+	host, _ := os.Hostname()
+	version, _ := caddy.Version()
+	return &ProcessState{PID: os.Getpid(), Host: host, Version: version}
 }
 
 // maxLedgerWindow is the longest window the ledger answers for: what it

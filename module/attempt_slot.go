@@ -39,6 +39,8 @@ type attemptSlot struct {
 	shadow bool
 	// a drill: it goes to drained endpoints and through open breakers
 	drill bool
+	// a drill's endpoint: the only one the policy may pick
+	pin string
 }
 
 // release gives back the in-flight slot the attempt holds, if any.

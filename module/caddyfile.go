@@ -325,7 +325,7 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 				case "warn_at":
 					g.CloudSpend.WarnAt, err = parseUSD(d)
 				default:
-					err = d.Errf("unrecognized cloud_spend option '%s'", d.Val())
+					err = unknownOption(d, "cloud_spend option", d.Val(), "daily_usd", "warn_at")
 				}
 				if err != nil {
 					return err
@@ -374,7 +374,7 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 			g.Aliases[name] = al
 
 		default:
-			return d.Errf("unrecognized hybrid_llm subdirective '%s'", d.Val())
+			return unknownOption(d, "hybrid_llm subdirective", d.Val(), "alias", "clients", "cloud_spend", "deadline", "group", "max_body_size", "name", "pass_headers", "paths", "registry", "response_model", "route_headers", "stream_usage")
 		}
 	}
 	if len(g.Groups) == 0 {

@@ -89,6 +89,9 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 					continue
 				}
 				if d.Val() != "target" {
+					if s := suggest(d.Val(), []string{"target", "strategy", "health"}); s != "" {
+						return nil, d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s' (did you mean '%s'?)", d.Val(), s)
+					}
 					return nil, d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s'", d.Val())
 				}
 				t, err := unmarshalTarget(d, true, nil)
@@ -124,7 +127,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 			}
 			al.Routes = append(al.Routes, r)
 		default:
-			return nil, d.Errf("unrecognized alias subdirective '%s'", d.Val())
+			return nil, unknownOption(d, "alias subdirective", d.Val(), "color", "degrade", "mirror", "response_model", "route", "target", "tier", "weighted")
 		}
 	}
 	return al, nil
@@ -176,7 +179,7 @@ func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
 			}
 			r.Fields = append(r.Fields, name)
 		default:
-			return nil, d.Errf("unrecognized route condition '%s'", d.Val())
+			return nil, unknownOption(d, "route condition", d.Val(), "field", "header", "max_tokens_over", "prompt_tokens_over")
 		}
 	}
 	if r.PromptTokensOver == 0 && r.MaxTokensOver == 0 && len(r.Header) == 0 && len(r.Fields) == 0 {
@@ -330,7 +333,7 @@ func unmarshalDegrade(d *caddyfile.Dispenser) (*DegradeConfig, error) {
 		case "queue_depth":
 			dc.QueueDepth, err = parsePositiveFloat(d)
 		default:
-			return nil, d.Errf("unrecognized degrade option '%s'", name)
+			return nil, unknownOption(d, "degrade option", name, "at_cap", "cap", "dwell", "kv_cache", "kv_window", "mark_body", "queue_depth", "slo", "slo_factor", "window")
 		}
 		if err != nil {
 			return nil, err
@@ -377,6 +380,14 @@ func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
 func unmarshalTarget(d *caddyfile.Dispenser, inSet bool, extra func(*caddyfile.Dispenser) (bool, error)) (*Target, error) {
 	t := new(Target)
 	return t, unmarshalTargetInto(d, t, "target", inSet, extra)
+}
+
+// targetExtras are the subdirectives a color, tier or mirror adds to a
+// target's, for suggestions.
+var targetExtras = map[string][]string{
+	"color":  {"fallback", "trusted_clients", "trusted_ranges"},
+	"tier":   {"quality", "max_tokens", "formats"},
+	"mirror": {"ratio", "max_in_flight"},
 }
 
 // unmarshalTargetInto parses a target's group, model and block into t;
@@ -459,7 +470,11 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet b
 			}
 			t.Health = hc
 		default:
-			return d.Errf("unrecognized %s subdirective '%s'", what, d.Val())
+			known := []string{"context_window", "fallback_on", "first_byte_timeout", "retries", "slo", "timeout"}
+			if inSet {
+				known = append(known, "health", "weight")
+			}
+			return unknownOption(d, what+" subdirective", d.Val(), append(known, targetExtras[what]...)...)
 		}
 	}
 	return nil

@@ -70,7 +70,7 @@ func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
 			}
 			cs.Clients[name] = c
 		default:
-			return d.Errf("unrecognized clients subdirective '%s'", d.Val())
+			return unknownOption(d, "clients subdirective", d.Val(), "client", "identity", "keys", "keys_file")
 		}
 	}
 	if cs.Identity != "" {
@@ -147,7 +147,7 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 			}
 			c.Aliases = append(c.Aliases, args...)
 		default:
-			return d.Errf("unrecognized client subdirective '%s'", d.Val())
+			return unknownOption(d, "client subdirective", d.Val(), "aliases", "budget_day_usd", "budget_month_usd", "key", "max_n", "max_tokens", "rpm", "tpm", "trusted")
 		}
 	}
 	return nil

@@ -121,7 +121,7 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 						return nil, d.ArgErr()
 					}
 				default:
-					return nil, d.Errf("unrecognized endpoint subdirective '%s'", d.Val())
+					return nil, unknownOption(d, "endpoint subdirective", d.Val(), "max_num_seqs", "weight")
 				}
 			}
 			if grp.Endpoints == nil {
@@ -222,7 +222,7 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			grp.ProxyRaw = caddyconfig.JSON(rp, nil)
 
 		default:
-			return nil, d.Errf("unrecognized group subdirective '%s'", d.Val())
+			return nil, unknownOption(d, "group subdirective", d.Val(), "api_key", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
 		}
 	}
 	if grp.Kind == "" {
@@ -302,7 +302,7 @@ func unmarshalProbe(d *caddyfile.Dispenser) (*ProbeConfig, error) {
 			}
 			continue
 		default:
-			return nil, d.Errf("unrecognized probe option '%s'", d.Val())
+			return nil, unknownOption(d, "probe option", d.Val(), "fall", "health_interval", "metrics_interval", "models_interval", "rise", "stale_after", "timeout", "ttft_window", "unknown_metrics")
 		}
 		if *dst != 0 {
 			return nil, d.Errf("%s already specified", d.Val())
@@ -350,7 +350,7 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 			oc.Dwell = dur
 			continue
 		default:
-			return nil, d.Errf("unrecognized overflow signal '%s'", name)
+			return nil, unknownOption(d, "overflow signal", name, "dwell", "inflight", "kv_cache_usage", "ttft_p99", "waiting")
 		}
 		var a, b string
 		if !d.AllArgs(&a, &b) {
@@ -410,7 +410,7 @@ func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
 		case "per_second":
 			dst = &cc.PerSecond
 		default:
-			return nil, d.Errf("unrecognized cost option '%s'", d.Val())
+			return nil, unknownOption(d, "cost option", d.Val(), "cached_input_per_million", "gpu_cost_per_month", "gpus", "input_per_million", "output_per_million", "per_second")
 		}
 		v, err := parseUSD(d)
 		if err != nil {
@@ -457,7 +457,7 @@ func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
 			}
 			bc.UnejectOnProbe = &on
 		default:
-			return nil, d.Errf("unrecognized breaker option '%s'", d.Val())
+			return nil, unknownOption(d, "breaker option", d.Val(), "allowed_fails", "cooldown", "load_time", "uneject_on_probe", "window")
 		}
 	}
 	return bc, nil

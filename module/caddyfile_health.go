@@ -51,7 +51,7 @@ func unmarshalHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
 		case "max_degraded":
 			hc.MaxDegraded, err = parsePositiveInt(d)
 		default:
-			err = d.Errf("unrecognized health option '%s'", d.Val())
+			err = unknownOption(d, "health option", d.Val(), "alert_at", "error_rate", "hold", "max_degraded", "min_requests", "p99_latency", "ramp_interval", "ramp_step", "window")
 		}
 		if err != nil {
 			return nil, err

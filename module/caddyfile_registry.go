@@ -72,7 +72,7 @@ func unmarshalRegistry(d *caddyfile.Dispenser, rc *RegistryConfig) error {
 				case "server_name":
 					dst = &rc.TLS.ServerName
 				default:
-					return d.Errf("unrecognized registry tls option '%s'", d.Val())
+					return unknownOption(d, "registry tls option", d.Val(), "ca", "cert", "key", "server_name")
 				}
 				if err := parseOneArg(d, dst); err != nil {
 					return err
@@ -88,7 +88,7 @@ func unmarshalRegistry(d *caddyfile.Dispenser, rc *RegistryConfig) error {
 			}
 			rc.DialTimeout = dur
 		default:
-			return d.Errf("unrecognized registry option '%s'", d.Val())
+			return unknownOption(d, "registry option", d.Val(), "dial_timeout", "endpoints", "password", "prefix", "tls", "username")
 		}
 	}
 	if len(rc.Endpoints) == 0 {

@@ -403,3 +403,55 @@ func TestUnmarshalRegistryTLS(t *testing.T) {
 		t.Errorf("a CA file that is not there: %v", err)
 	}
 }
+
+// A mistyped option in any block of hybrid_llm is named with its file and
+// line and the option it was most likely meant to be; a word near none
+// gets no guess.
+func TestUnknownOptionSuggests(t *testing.T) {
+	const group = "hybrid_llm {\ngroup self {\nkind vllm\nproxy 127.0.0.1:8001\n"
+	const alias = "alias a {\ntarget self m\n"
+	for _, tc := range []struct{ name, input, want string }{
+		{"gateway", "hybrid_llm {\naliass a {\n}\n}", "unrecognized hybrid_llm subdirective 'aliass' (did you mean 'alias'?), at Testfile:2"},
+		{"group", group + "max_num_seq 64\n}\n}", "unrecognized group subdirective 'max_num_seq' (did you mean 'max_num_seqs'?), at Testfile:5"},
+		{"group, a letter swapped", group + "max_nmu_seqs 64\n}\n}", "(did you mean 'max_num_seqs'?), at Testfile:5"},
+		{"group, a prefix", group + "model\n}\n}", "unrecognized group subdirective 'model' (did you mean 'model_check'?)"},
+		{"endpoint", group + "endpoint 127.0.0.1:8001 {\nwieght 2\n}\n}\n}", "unrecognized endpoint subdirective 'wieght' (did you mean 'weight'?), at Testfile:6"},
+		{"probe", group + "probe {\nhealth_intervl 1s\n}\n}\n}", "(did you mean 'health_interval'?), at Testfile:6"},
+		{"overflow", group + "overflow {\nwaitng 8 2\n}\n}\n}", "unrecognized overflow signal 'waitng' (did you mean 'waiting'?), at Testfile:6"},
+		{"breaker", group + "breaker {\nalowed_fails 3\n}\n}\n}", "(did you mean 'allowed_fails'?), at Testfile:6"},
+		{"cost", group + "cost {\ngpu_cost_per_mnth 100\n}\n}\n}", "(did you mean 'gpu_cost_per_month'?), at Testfile:6"},
+		{"alias", "hybrid_llm {\nalias a {\ntaget self m\n}\n}", "unrecognized alias subdirective 'taget' (did you mean 'target'?), at Testfile:3"},
+		{"target", "hybrid_llm {\n" + alias + "target self n {\ntimout 5s\n}\n}\n}", "unrecognized target subdirective 'timout' (did you mean 'timeout'?), at Testfile:5"},
+		{"weighted set", "hybrid_llm {\nalias a {\nweighted {\ntargte self m\n}\n}\n}", "got 'targte' (did you mean 'target'?), at Testfile:4"},
+		{"set health", "hybrid_llm {\nalias a {\nweighted {\nhealth {\neror_rate 5%\n}\n}\n}\n}", "(did you mean 'error_rate'?), at Testfile:5"},
+		{"mirror", "hybrid_llm {\n" + alias + "mirror self n {\nrato 5%\n}\n}\n}", "unrecognized mirror subdirective 'rato' (did you mean 'ratio'?), at Testfile:5"},
+		{"tier", "hybrid_llm {\n" + alias + "tier self n {\nqualty 80%\n}\n}\n}", "(did you mean 'quality'?), at Testfile:5"},
+		{"color", "hybrid_llm {\n" + alias + "color c self n {\ntrusted_client ci\n}\n}\n}", "(did you mean 'trusted_clients'?), at Testfile:5"},
+		{"route", "hybrid_llm {\n" + alias + "route self {\nmax_tokens_ovr 100\n}\n}\n}", "(did you mean 'max_tokens_over'?), at Testfile:5"},
+		{"degrade", "hybrid_llm {\n" + alias + "degrade {\nkv_cach 90%\n}\n}\n}", "(did you mean 'kv_cache'?), at Testfile:5"},
+		{"clients", "hybrid_llm {\nclients {\nkeys_fle /k\n}\n}", "unrecognized clients subdirective 'keys_fle' (did you mean 'keys_file'?), at Testfile:3"},
+		{"client", "hybrid_llm {\nclients {\nclient a k {\nrmp 60\n}\n}\n}", "unrecognized client subdirective 'rmp' (did you mean 'rpm'?), at Testfile:4"},
+		{"cloud_spend", "hybrid_llm {\ncloud_spend {\ndaily_ud 50\n}\n}", "(did you mean 'daily_usd'?), at Testfile:3"},
+		{"registry", "hybrid_llm {\nregistry etcd {\nendpoint http://a:1\n}\n}", "unrecognized registry option 'endpoint' (did you mean 'endpoints'?), at Testfile:3"},
+		{"registry tls", "hybrid_llm {\nregistry etcd {\nendpoints http://a:1\ntls {\ncrt /c\n}\n}\n}", "(did you mean 'cert'?), at Testfile:5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := new(Gateway).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	err := new(Gateway).UnmarshalCaddyfile(caddyfile.NewTestDispenser(group + "frobnicate 1\n}\n}"))
+	if err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), "'frobnicate', at Testfile:5") {
+		t.Errorf("a word near no option: %v", err)
+	}
+}
+
+// The selection policy's own block suggests too.
+func TestLeastLoadUnknownOptionSuggests(t *testing.T) {
+	err := new(LeastLoadSelection).UnmarshalCaddyfile(caddyfile.NewTestDispenser("vllm_least_load {\nmax_queu 4\n}"))
+	if err == nil || !strings.Contains(err.Error(), "unrecognized vllm_least_load option 'max_queu' (did you mean 'max_queue'?)") {
+		t.Errorf("%v", err)
+	}
+}

@@ -11,7 +11,6 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,22 +23,25 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "hybrid-llm",
-		Usage: "state|drain|undrain|drill|ledger|clients|weight [--address <admin>] [--json] ...",
+		Usage: "state|drain|undrain|drill|ledger|clients|weight|registry|help [--address <admin> | --config <file>] [--gateway <name>] [--json] ...",
 		Short: "Inspects and steers a running hybrid_llm gateway through the admin API",
 		Long: `
 Talks to the admin API of a running Caddy (the address is found like the
-reload command does: --address, else --config, else localhost:2019).
+stop and reload commands do: --address, else the admin address of the
+--config file, else localhost:2019). state's first line names the admin
+address and the Caddy process that answered.
 
   caddy hybrid-llm state                               groups, endpoints, health, load
   caddy hybrid-llm drain   --group self [--endpoint 10.0.0.5:8000]
   caddy hybrid-llm undrain --group self [--endpoint 10.0.0.5:8000]
-  caddy hybrid-llm drill   --alias chat-main           one request through each target
+  caddy hybrid-llm drill   --alias chat-main           one request to each endpoint of each target
   caddy hybrid-llm ledger  [--window 24h]              the cost comparison
   caddy hybrid-llm clients                             clients, limits, cloud spend and budget left
   caddy hybrid-llm weight  --alias chat-main --group cloud --weight 0   a weighted set member's weight
   caddy hybrid-llm registry get [groups/self]         what etcd holds under the gateway's prefix
   caddy hybrid-llm registry put groups/self '{"drained":true}'   checked, written, applied by every gateway
   caddy hybrid-llm registry rm  groups/self
+  caddy hybrid-llm help [subcommand]                   this text, or a subcommand's
 
 --gateway names the gateway when a config has several. --json prints the
 admin API's JSON instead of a table.
@@ -49,6 +51,16 @@ admin API's JSON instead of a table.
 			// stderr, exit status 2
 			cmd.Args = cobra.ArbitraryArgs
 			cmd.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) > 0 && args[0] == "help" {
+					// asked for: on stdout, exit status 0
+					if len(args) == 1 {
+						return c.Help()
+					}
+					if sub, rest, err := c.Find(args[1:]); err == nil && sub != c && len(rest) == 0 {
+						return sub.Help()
+					}
+					args = args[1:]
+				}
 				c.SetOut(c.ErrOrStderr())
 				_ = c.Usage()
 				return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) {
@@ -77,7 +89,7 @@ admin API's JSON instead of a table.
 				c.Flags().String("group", "", "The group")
 				c.Flags().String("endpoint", "", "One endpoint of a vllm group (its upstream address)")
 			}
-			c := sub("drill", "Send one minimal request through each target of an alias", cmdDrill)
+			c := sub("drill", "Send one minimal request to each endpoint of each target of an alias", cmdDrill)
 			c.Flags().String("alias", "", "The alias")
 			c = sub("ledger", "Show the cost comparison of a window", cmdLedger)
 			c.Flags().String("window", "1h", "The window, up to 24h")
@@ -98,15 +110,21 @@ admin API's JSON instead of a table.
 	})
 }
 
-// adminCall sends a request to the admin API and returns the body of a 2xx.
-func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error) {
+// adminAddress finds the admin API: --address, else the admin address of
+// the --config file, else Caddy's default.
+func adminAddress(cmd *cobra.Command) (string, error) {
 	fl := cmd.Flags()
 	addrFlag, _ := fl.GetString("address")
 	// an address as a URL, as one would paste it from a browser
 	addrFlag = strings.TrimSuffix(strings.TrimPrefix(addrFlag, "http://"), "/")
 	configFlag, _ := fl.GetString("config")
 	adapterFlag, _ := fl.GetString("adapter")
-	addr, err := caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
+	return caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
+}
+
+// adminCall sends a request to the admin API and returns the body of a 2xx.
+func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error) {
+	addr, err := adminAddress(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +137,12 @@ func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error)
 	}
 	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, headers, rd)
 	if err != nil {
-		return nil, err
+		if msg := err.Error(); strings.Contains(msg, "HTTP 404") &&
+			!strings.Contains(msg, "gateway") && !strings.Contains(msg, "has no") && !strings.Contains(msg, "registry key") {
+			// the route is missing, not a gateway, group or alias
+			return nil, fmt.Errorf("the admin API at %s has no hybrid_llm routes: is it the gateway's Caddy? Name it with --address or --config (%v)", addr, err)
+		}
+		return nil, fmt.Errorf("admin API at %s: %v", addr, err)
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -131,7 +154,7 @@ func printJSON(cmd *cobra.Command, b []byte) bool {
 		if json.Indent(&out, b, "", "  ") != nil {
 			out.Write(b)
 		}
-		fmt.Println(strings.TrimSpace(out.String()))
+		fmt.Fprintln(cmd.OutOrStdout(), strings.TrimSpace(out.String()))
 		return true
 	}
 	return false
@@ -150,7 +173,8 @@ func cmdState(cmd *cobra.Command) error {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("reading the state: %v", err)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	writeAnswered(cmd, doc)
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tGROUP\tKIND\tENDPOINT\tHEALTH\tIN FLIGHT\tWAITING\tRUNNING\tKV\tNOTES")
 	for _, g := range doc.Gateways {
 		for _, grp := range g.Groups {
@@ -206,16 +230,38 @@ func cmdState(cmd *cobra.Command) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if err := printSets(doc); err != nil {
+	if err := printSets(cmd.OutOrStdout(), doc); err != nil {
 		return err
 	}
-	printRegistries(doc)
-	return printChains(doc)
+	printRegistries(cmd.OutOrStdout(), doc)
+	return printChains(cmd.OutOrStdout(), doc)
+}
+
+// writeAnswered prints which Caddy answered: its admin address, process
+// and gateways.
+func writeAnswered(cmd *cobra.Command, doc StateDoc) {
+	addr, _ := adminAddress(cmd)
+	names := make([]string, 0, len(doc.Gateways))
+	for _, g := range doc.Gateways {
+		names = append(names, g.Name)
+	}
+	who := ""
+	if p := doc.Process; p != nil {
+		who = fmt.Sprintf(" (Caddy %s, pid %d on %s)", p.Version, p.PID, p.Host)
+	}
+	gateways := "no gateways"
+	if len(names) > 0 {
+		gateways = "gateway " + strings.Join(names, ", ")
+		if len(names) > 1 {
+			gateways = "gateways " + strings.Join(names, ", ")
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "admin API %s%s: %s\n", addr, who, gateways)
 }
 
 // printRegistries prints, for each gateway with a registry, what it
 // applied of it and how fresh that is.
-func printRegistries(doc StateDoc) {
+func printRegistries(w io.Writer, doc StateDoc) {
 	for _, g := range doc.Gateways {
 		r := g.Registry
 		if r == nil {
@@ -225,14 +271,14 @@ func printRegistries(doc StateDoc) {
 		if r.StaleSeconds != nil {
 			contact = fmt.Sprintf("etcd last answered %.1fs ago", *r.StaleSeconds)
 		}
-		fmt.Printf("\n%s: registry %s at revision %d, %d gateway(s) sharing the red lines, %s\n", g.Name, r.Prefix, r.Revision, r.Members, contact)
+		fmt.Fprintf(w, "\n%s: registry %s at revision %d, %d gateway(s) sharing the red lines, %s\n", g.Name, r.Prefix, r.Revision, r.Members, contact)
 	}
 }
 
 // printChains prints the aliases' degradation chains: the degraded share
 // against its cap, and each upper target's trigger.
-func printChains(doc StateDoc) error {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+func printChains(w io.Writer, doc StateDoc) error {
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	header := false
 	for _, g := range doc.Gateways {
 		for _, al := range g.Aliases {
@@ -266,8 +312,8 @@ func printChains(doc StateDoc) error {
 
 // printSets prints the weighted sets' members, with their health when
 // the set is watched.
-func printSets(doc StateDoc) error {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+func printSets(w io.Writer, doc StateDoc) error {
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	header := false
 	for _, g := range doc.Gateways {
 		for _, al := range g.Aliases {
@@ -339,12 +385,12 @@ func cmdDrain(cmd *cobra.Command, verb string) error {
 	if endpoint != "" {
 		what = "endpoint " + endpoint + " of group " + group
 	}
-	fmt.Printf("%s: %sed\n", what, verb)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: %sed\n", what, verb)
 	var out struct {
 		Still []string `json:"endpoints_still_drained"`
 	}
 	if json.Unmarshal(b, &out) == nil && len(out.Still) > 0 {
-		fmt.Printf("its endpoints %s stay drained: undrain them with --endpoint\n", strings.Join(out.Still, ", "))
+		fmt.Fprintf(cmd.OutOrStdout(), "its endpoints %s stay drained: undrain them with --endpoint\n", strings.Join(out.Still, ", "))
 	}
 	return nil
 }
@@ -361,7 +407,7 @@ func cmdWeight(cmd *cobra.Command) error {
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
-	fmt.Printf("alias %s, group %s: weight %d\n", alias, group, weight)
+	fmt.Fprintf(cmd.OutOrStdout(), "alias %s, group %s: weight %d\n", alias, group, weight)
 	return nil
 }
 
@@ -381,38 +427,50 @@ func cmdDrill(cmd *cobra.Command) error {
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("reading the drill: %v", err)
 	}
-	failed, err := writeDrill(os.Stdout, out.Targets)
+	failed, endpoints, err := writeDrill(cmd.OutOrStdout(), out.Targets)
 	if err != nil {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d targets failed the drill", failed, len(out.Targets))
+		return fmt.Errorf("%d of %d targets failed the drill (%d of their endpoints)", failed, len(out.Targets), endpoints)
 	}
 	return nil
 }
 
-// writeDrill prints a drill's results as a table, "-" for what did not
-// happen (no status or latency from a target that could not be reached),
-// and returns how many targets failed.
-func writeDrill(w io.Writer, targets []DrillResult) (int, error) {
+// writeDrill prints a drill's results as a table, a line per endpoint of
+// each target, "-" for what did not happen (no status or latency from an
+// endpoint that could not be reached), and returns how many targets and
+// how many endpoints failed.
+func writeDrill(w io.Writer, targets []DrillResult) (failed, failedEndpoints int, err error) {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tMODEL\tRESULT\tSTATUS\tLATENCY\tANSWERED AS\tERROR")
-	failed := 0
+	fmt.Fprintln(tw, "TARGET\tMODEL\tENDPOINT\tRESULT\tSTATUS\tLATENCY\tANSWERED AS\tERROR")
 	for _, r := range targets {
-		result := "ok"
 		if !r.OK {
-			result, failed = "FAILED", failed+1
+			failed++
 		}
-		status, latency, answered := "-", "-", "-"
-		if r.Reachable {
-			status, latency = strconv.Itoa(r.Status), fmt.Sprintf("%.0fms", r.LatencyMS)
+		eps := r.Endpoints
+		if len(eps) == 0 { // an older gateway's answer
+			eps = []DrillEndpoint{{DrillAnswer: r.DrillAnswer}}
 		}
-		if r.AnsweredModel != "" {
-			answered = r.AnsweredModel
+		for _, e := range eps {
+			result := "ok"
+			if !e.OK {
+				result, failedEndpoints = "FAILED", failedEndpoints+1
+			}
+			addr, status, latency, answered := "-", "-", "-", "-"
+			if e.Address != "" {
+				addr = e.Address
+			}
+			if e.Reachable {
+				status, latency = strconv.Itoa(e.Status), fmt.Sprintf("%.0fms", e.LatencyMS)
+			}
+			if e.AnsweredModel != "" {
+				answered = e.AnsweredModel
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Model, addr, result, status, latency, answered, e.Error)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Model, result, status, latency, answered, r.Error)
 	}
-	return failed, tw.Flush()
+	return failed, failedEndpoints, tw.Flush()
 }
 
 // usd prints an amount in dollars: cents from a dollar up, and three
@@ -450,7 +508,7 @@ func cmdLedger(cmd *cobra.Command) error {
 	}
 	defer func() {
 		// then each client's share, when there are clients
-		ct := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+		ct := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 		header := false
 		for _, g := range out.Gateways {
 			for _, u := range g.Clients {
@@ -483,11 +541,11 @@ func cmdLedger(cmd *cobra.Command) error {
 				}
 			}
 			if len(parts) > 0 {
-				fmt.Printf("%s: %s\n", g.Gateway, strings.Join(parts, "; "))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", g.Gateway, strings.Join(parts, "; "))
 			}
 		}
 	}()
-	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tSCENARIO\tGPUS\tUTILIZATION\tSELF-HOSTED USD\tCLOUD USD\tTOTAL USD")
 	for _, g := range out.Gateways {
 		for _, sc := range []struct {
@@ -525,7 +583,7 @@ func cmdClients(cmd *cobra.Command) error {
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("reading the clients: %v", err)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 2, 2, ' ', 0)
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tCLIENT\tALIASES\tRPM\tTPM\tWAIT\tCLOUD USD TODAY\tMONTH\tBUDGET LEFT")
 	dash := func(n int) string {
 		if n == 0 {
@@ -577,13 +635,13 @@ func cmdRegistryGet(cmd *cobra.Command, args []string) error {
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return err
 	}
-	fmt.Printf("prefix %s, revision %d (applied here: %d)\n", doc.Prefix, doc.Revision, doc.Applied)
+	fmt.Fprintf(cmd.OutOrStdout(), "prefix %s, revision %d (applied here: %d)\n", doc.Prefix, doc.Revision, doc.Applied)
 	for _, e := range doc.Keys {
 		var v bytes.Buffer
 		if json.Compact(&v, e.Value) != nil {
 			v.Write(e.Value)
 		}
-		fmt.Printf("%-32s %s\n", e.Key, v.String())
+		fmt.Fprintf(cmd.OutOrStdout(), "%-32s %s\n", e.Key, v.String())
 	}
 	return nil
 }
@@ -610,6 +668,6 @@ func cmdRegistryWrite(cmd *cobra.Command, key, value string) error {
 	if req.Delete {
 		verb = "deleted"
 	}
-	fmt.Printf("%s %s at revision %d\n", key, verb, out.Revision)
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s at revision %d\n", key, verb, out.Revision)
 	return nil
 }

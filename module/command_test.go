@@ -5,10 +5,18 @@ package hybridllm
 
 import (
 	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // the caddyfile adapter, for --config
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 )
@@ -20,7 +28,7 @@ func hybridCommand(t *testing.T) *cobra.Command {
 	if !ok {
 		t.Fatal("the hybrid-llm command is not registered")
 	}
-	cmd := &cobra.Command{Use: def.Name}
+	cmd := &cobra.Command{Use: def.Name + " " + def.Usage, Short: def.Short, Long: def.Long}
 	def.CobraFunc(cmd)
 	return cmd
 }
@@ -60,26 +68,125 @@ func TestCommandUnknownSubcommand(t *testing.T) {
 	}
 }
 
-// The drill's table shows "-" for what did not happen: a target that
-// could not be reached has no status and no latency.
+// `help`, -h and --help print the usage on stdout and exit 0, with no
+// error; `help <subcommand>` prints that subcommand's.
+func TestCommandHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"help", "drill"}} {
+		cmd := hybridCommand(t)
+		var stdout, stderr bytes.Buffer
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		if err != nil || exitCode(err) != 0 {
+			t.Errorf("%q: %v, want exit status 0", args, err)
+		}
+		want := "Available Commands:"
+		if len(args) == 2 {
+			want = "--alias"
+		}
+		if !strings.Contains(stdout.String(), want) || stderr.Len() != 0 {
+			t.Errorf("%q: stdout %q, stderr %q: want the usage on stdout only", args, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// The usage line names every subcommand.
+func TestCommandUsageListsSubcommands(t *testing.T) {
+	cmd := hybridCommand(t)
+	line := strings.Fields(caddycmd.Commands()["hybrid-llm"].Usage)[0]
+	listed := strings.Split(line, "|")
+	for _, sub := range cmd.Commands() {
+		if !slices.Contains(listed, sub.Name()) {
+			t.Errorf("the usage %q does not list %q", line, sub.Name())
+		}
+	}
+}
+
+// With --config, the CLI talks to the admin address that config names
+// (a Caddyfile or JSON), and state's first line says which admin API and
+// which Caddy process answered, and its gateways.
+func TestCommandConfigAddressAndWhoAnswered(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hybrid_llm/state" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(StateDoc{Process: &ProcessState{PID: 4242, Host: "gw-host", Version: "v2.11.9"},
+			Gateways: []GatewayState{{Name: "prod"}}})
+	}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+	addr := ln.Addr().String()
+	dir := t.TempDir()
+	files := map[string]string{
+		"Caddyfile":  "{\n\tadmin " + addr + "\n}\n",
+		"caddy.json": `{"admin":{"listen":"` + addr + `"}}`,
+	}
+	for name, content := range files {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := hybridCommand(t)
+		var stdout, stderr bytes.Buffer
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs([]string{"state", "--config", path})
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%s: %v (%s)", name, err, stderr.String())
+		}
+		first, _, _ := strings.Cut(stdout.String(), "\n")
+		if want := "admin API " + addr + " (Caddy v2.11.9, pid 4242 on gw-host): gateway prod"; first != want {
+			t.Errorf("%s: first line %q, want %q", name, first, want)
+		}
+	}
+
+	// an admin API without the gateway's routes says so
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	cmd := hybridCommand(t)
+	cmd.SetOut(new(bytes.Buffer))
+	cmd.SetErr(new(bytes.Buffer))
+	cmd.SetArgs([]string{"state", "--address", other.Listener.Addr().String()})
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "has no hybrid_llm routes") {
+		t.Errorf("another Caddy's admin API: %v", err)
+	}
+}
+
+// The drill's table has a line per endpoint and shows "-" for what did
+// not happen: an endpoint that could not be reached has no status and no
+// latency. A target with one dead endpoint of two fails.
 func TestDrillTable(t *testing.T) {
 	var out bytes.Buffer
-	failed, err := writeDrill(&out, []DrillResult{
-		{Group: "self", Model: "qwen", Reachable: true, Status: 200, OK: true, LatencyMS: 41.6, AnsweredModel: "qwen"},
-		{Group: "cloud", Model: "gpt-4o-mini", Error: "dial tcp 127.0.0.1:8002: connection refused"},
+	failed, failedEndpoints, err := writeDrill(&out, []DrillResult{
+		{Group: "self", Model: "qwen", DrillAnswer: DrillAnswer{Error: "127.0.0.1:8002: connection_refused"}, Endpoints: []DrillEndpoint{
+			{Address: "127.0.0.1:8001", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 41.6, AnsweredModel: "qwen"}},
+			{Address: "127.0.0.1:8002", DrillAnswer: DrillAnswer{Error: "connection_refused"}},
+		}},
+		{Group: "cloud", Model: "gpt-4o-mini", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"},
+			Endpoints: []DrillEndpoint{{Address: "api.cloud.example:443", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"}}}},
 	})
-	if err != nil || failed != 1 {
-		t.Fatalf("failed %d, %v", failed, err)
+	if err != nil || failed != 1 || failedEndpoints != 1 {
+		t.Fatalf("failed %d targets, %d endpoints, %v", failed, failedEndpoints, err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("table: %q", out.String())
 	}
-	if f := strings.Fields(lines[1]); len(f) < 6 || f[3] != "200" || f[4] != "42ms" || f[5] != "qwen" {
-		t.Errorf("the answered target: %q", lines[1])
+	if f := strings.Fields(lines[1]); len(f) < 7 || f[2] != "127.0.0.1:8001" || f[3] != "ok" || f[4] != "200" || f[5] != "42ms" || f[6] != "qwen" {
+		t.Errorf("the live endpoint: %q", lines[1])
 	}
-	if f := strings.Fields(lines[2]); len(f) < 6 || f[2] != "FAILED" || f[3] != "-" || f[4] != "-" || f[5] != "-" {
-		t.Errorf("the unreachable target: %q", lines[2])
+	if f := strings.Fields(lines[2]); len(f) < 8 || f[2] != "127.0.0.1:8002" || f[3] != "FAILED" || f[4] != "-" || f[5] != "-" || f[6] != "-" || f[7] != "connection_refused" {
+		t.Errorf("the dead endpoint: %q", lines[2])
+	}
+	if f := strings.Fields(lines[3]); len(f) < 4 || f[0] != "cloud" || f[3] != "ok" {
+		t.Errorf("the cloud: %q", lines[3])
 	}
 }
 

@@ -12,14 +12,13 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/tidwall/gjson"
 )
 
-// DrillResult is what one target answered a drill request.
-type DrillResult struct {
-	Group string `json:"group"`
-	Model string `json:"model"`
-	// whether the target answered (any HTTP status)
+// DrillAnswer is what one drill request got.
+type DrillAnswer struct {
+	// whether it was answered (any HTTP status)
 	Reachable bool    `json:"reachable"`
 	Status    int     `json:"status"`
 	OK        bool    `json:"ok"`
@@ -30,11 +29,30 @@ type DrillResult struct {
 	Error string `json:"error,omitempty"`
 }
 
+// DrillEndpoint is what one endpoint of a target answered.
+type DrillEndpoint struct {
+	// the endpoint's upstream address, as the group's proxy dials it
+	Address string `json:"address"`
+	DrillAnswer
+}
+
+// DrillResult is what one target answered a drill: each of its group's
+// endpoints, and a summary. The target is ok when every endpoint is; the
+// summary is then the first endpoint's answer (the slowest latency),
+// else the first failed endpoint's.
+type DrillResult struct {
+	Group string `json:"group"`
+	Model string `json:"model"`
+	DrillAnswer
+	Endpoints []DrillEndpoint `json:"endpoints"`
+}
+
 const drillTimeout = 30 * time.Second
 
-// drill sends a minimal request (max_tokens 1) through each target of the
-// alias in turn, bypassing the order and any drain, and reports what each
-// answered: a wrong cloud model name or key shows up on an ordinary day.
+// drill sends a minimal request (max_tokens 1) to each endpoint of each
+// target of the alias in turn, bypassing the order and any drain, and
+// reports what each answered: a wrong cloud model name or key, or a dead
+// replica behind a live one, shows up on an ordinary day.
 func (g *Gateway) drill(ctx context.Context, al *Alias) []DrillResult {
 	out := make([]DrillResult, 0, len(al.Targets))
 	for _, t := range al.Targets {
@@ -44,21 +62,82 @@ func (g *Gateway) drill(ctx context.Context, al *Alias) []DrillResult {
 }
 
 func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
-	res := DrillResult{Group: t.Group, Model: t.Model}
+	res := DrillResult{Group: t.Group, Model: t.Model, Endpoints: []DrillEndpoint{}}
+	addrs := drillAddresses(t.group, drillRequest(ctx, t))
+	if len(addrs) == 0 {
+		// nothing to name (dynamic upstreams that list none): the
+		// group's own choice, as a request would get
+		addrs = []string{""}
+	}
+	for _, addr := range addrs {
+		res.Endpoints = append(res.Endpoints, DrillEndpoint{Address: addr, DrillAnswer: g.drillEndpoint(ctx, t, addr)})
+	}
+	res.DrillAnswer = res.Endpoints[0].DrillAnswer
+	for _, e := range res.Endpoints {
+		res.LatencyMS = max(res.LatencyMS, e.LatencyMS)
+	}
+	for _, e := range res.Endpoints {
+		if !e.OK {
+			res.DrillAnswer = e.DrillAnswer
+			if len(res.Endpoints) > 1 {
+				res.Error = e.Address + ": " + e.Error
+			}
+			break
+		}
+	}
+	return res
+}
+
+// drillAddresses lists the endpoints of a group: the proxy's upstreams
+// (or what its dynamic upstreams list now), then those a registry added.
+func drillAddresses(grp *Group, r *http.Request) []string {
+	ups := grp.proxy.Upstreams
+	if len(ups) == 0 && grp.proxy.DynamicUpstreams != nil && r != nil {
+		ups, _ = grp.proxy.DynamicUpstreams.GetUpstreams(r)
+	}
+	if vg := grp.vllm; vg != nil {
+		if a := vg.added.Load(); a != nil {
+			ups = append(ups[:len(ups):len(ups)], a.ups...)
+		}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, u := range ups {
+		if u != nil && !seen[u.Dial] {
+			seen[u.Dial] = true
+			out = append(out, u.Dial)
+		}
+	}
+	return out
+}
+
+// drillRequest builds a drill's request to the target, as the gateway's
+// own request through the group's proxy.
+func drillRequest(ctx context.Context, t *Target) *http.Request {
 	body := []byte(`{"model":` + string(t.modelJSON) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
-	ctx, cancel := context.WithTimeout(ctx, drillTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		res.Error = err.Error()
-		return res
+		return nil
 	}
 	req.RemoteAddr = "127.0.0.1:0"
 	req.Host = "localhost"
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Request-Id", "drill-"+strconv.FormatInt(time.Now().UnixNano(), 36))
-	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), nil, &caddyhttp.Server{})
-	slot := &attemptSlot{group: t.group.vllm, model: t.Model, drill: true}
+	return caddyhttp.PrepareRequest(req, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+}
+
+// drillEndpoint sends the drill request to the target's endpoint addr
+// ("" for whichever the group's policy picks).
+func (g *Gateway) drillEndpoint(ctx context.Context, t *Target, addr string) DrillAnswer {
+	var res DrillAnswer
+	ctx, cancel := context.WithTimeout(ctx, drillTimeout)
+	defer cancel()
+	req := drillRequest(ctx, t)
+	if req == nil {
+		res.Error = "could not build the request"
+		return res
+	}
+	slot := &attemptSlot{group: t.group.vllm, model: t.Model, drill: true, pin: addr}
 	w := &bufferWriter{header: make(http.Header), slot: slot}
 	defer slot.release() // whatever the proxy panics with
 	start := time.Now()
@@ -89,3 +168,32 @@ func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
 	}
 	return res
 }
+
+// pinnedSelection wraps a group's selection policy: a drill's request
+// goes to the one endpoint it names (a policy of the gateway's own
+// honours the pin itself, keeping its drain and breaker rules).
+type pinnedSelection struct {
+	reverseproxy.Selector
+}
+
+// Select implements reverseproxy.Selector.
+func (p pinnedSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+	slot := slotOf(w)
+	if slot == nil || slot.pin == "" {
+		return p.Selector.Select(pool, r, w)
+	}
+	if _, ours := p.Selector.(*LeastLoadSelection); ours && slot.group != nil &&
+		(len(slot.group.endpoints) > 0 || slot.group.added.Load() != nil) {
+		return p.Selector.Select(pool, r, w)
+	}
+	for _, u := range pool {
+		if u.Dial == slot.pin {
+			return p.Selector.Select(reverseproxy.UpstreamPool{u}, r, w)
+		}
+	}
+	slot.skip = reasonNoEndpoint
+	return nil
+}
+
+// Interface guards
+var _ reverseproxy.Selector = pinnedSelection{}

@@ -236,6 +236,10 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		return fmt.Errorf("loading proxy: %v", err)
 	}
 	grp.proxy = mod.(*reverseproxy.Handler)
+	if lb := grp.proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
+		// a drill reaches each endpoint in turn, whatever the policy
+		lb.SelectionPolicy = pinnedSelection{lb.SelectionPolicy}
+	}
 	if grp.key != "" {
 		grp.warnKeyExposure(ctx.Logger(), name)
 	}

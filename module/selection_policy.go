@@ -125,7 +125,7 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		// a retry inside the group (lb_retries): the previous pick failed;
 		// give back its slot and settle its breaker, trial included
 		slot.release()
-		if prev := slot.ep; prev != nil && slot.group.breaker != nil {
+		if prev := slot.ep; prev != nil && slot.group.breaker != nil && !slot.drill { // a drill's verdict is never recorded
 			// the proxy retries only what failed before any answer
 			cause := failCause{conn: true, probe: prev.p.healthSeq.Load()}
 			if prev.br.failure(slot.group.breaker, now(), slot.trial, cause) && s.logger != nil {
@@ -279,7 +279,7 @@ func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			s.Probe = pc
 		default:
-			return d.Errf("unrecognized vllm_least_load option '%s'", d.Val())
+			return unknownOption(d, "vllm_least_load option", d.Val(), "max_num_seqs", "max_queue", "model", "probe")
 		}
 	}
 	return nil

@@ -14,7 +14,18 @@ import (
 
 // StateDoc is the whole state.
 type StateDoc struct {
+	// the Caddy process that answered, so that a person can tell which
+	// one a default admin address reached
+	Process  *ProcessState  `json:"process,omitempty"`
 	Gateways []GatewayState `json:"gateways"`
+}
+
+// ProcessState names the Caddy process that answered.
+type ProcessState struct {
+	PID  int    `json:"pid"`
+	Host string `json:"host"`
+	// Caddy's version
+	Version string `json:"version"`
 }
 
 // GatewayState is one gateway.

@@ -266,6 +266,9 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			}
 			for i, u := range ups {
 				ep := eps[i]
+				if slot.pin != "" && u.Dial != slot.pin {
+					continue // a drill of another endpoint
+				}
 				if !u.Available() {
 					why := reasonUnhealthy
 					if u.Full() {

@@ -442,11 +442,13 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 		if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != reasonBreakerOpen {
 			t.Fatalf("+%v: a copy went to %v (skip %q) with the breaker not closed", at, u, copySlot.skip)
 		}
-		drill := &attemptSlot{group: g, model: "qwen", drill: true}
-		if u := g.selectEndpoint(pool, drill); u == nil || drill.trial {
-			t.Fatalf("+%v: the drill got %v, trial %v", at, u, drill.trial)
+		for _, pin := range []string{"", a.Addr()} { // any endpoint, then this one
+			drill := &attemptSlot{group: g, model: "qwen", drill: true, pin: pin}
+			if u := g.selectEndpoint(pool, drill); u == nil || drill.trial {
+				t.Fatalf("+%v: the drill (pinned to %q) got %v, trial %v", at, pin, u, drill.trial)
+			}
+			drill.release()
 		}
-		drill.release()
 	}
 	// the trial is still there for a real request, which closes the breaker
 	slot := &attemptSlot{group: g, model: "qwen"}
@@ -485,6 +487,13 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	drill = &attemptSlot{group: g2, model: "qwen", drill: true}
 	if u := g2.selectEndpoint(pool2, drill); u == nil || u.Dial != b.Addr() {
 		t.Fatalf("the drill went to %v rather than the endpoint that serves", u)
+	}
+	drill.release()
+	// the drill of each endpoint in turn: pinned, it goes to the drained
+	// one, though another serves
+	drill = &attemptSlot{group: g2, model: "qwen", drill: true, pin: a.Addr()}
+	if u := g2.selectEndpoint(pool2, drill); u == nil || u.Dial != a.Addr() {
+		t.Fatalf("the drill pinned to %s went to %v (%q)", a.Addr(), u, drill.skip)
 	}
 	drill.release()
 }

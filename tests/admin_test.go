@@ -4,6 +4,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
 
 	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 )
@@ -201,6 +205,109 @@ func TestDrillReportsWrongCloudModel(t *testing.T) {
 	if strings.Contains(string(b), cloudKey) {
 		t.Error("the drill report holds the cloud key")
 	}
+}
+
+// The drill tests every endpoint of every target: with one of two vLLM
+// replicas dead, the admin API reports the dead one as failed (and the
+// target and the drill with it) and the live one as ok, and the CLI's
+// table says the same and exits non-zero. A group of kind openai is drilled
+// endpoint by endpoint too, whatever its policy (first would send every
+// drill to the live one).
+func TestDrillReportsDeadReplica(t *testing.T) {
+	t.Run("vllm", func(t *testing.T) {
+		testDrillReportsDeadReplica(t, func(second string) string {
+			return strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+second, 1)
+		})
+	})
+	t.Run("openai", func(t *testing.T) {
+		testDrillReportsDeadReplica(t, func(second string) string {
+			return withPlainSelf(defaultGateway, "{SELF} "+second+" {\n\t\tlb_policy first\n\t}")
+		})
+	})
+}
+
+func testDrillReportsDeadReplica(t *testing.T, block func(second string) string) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	_, srv := secondSelf(t)
+	e.load(block(srv.URL()))
+	live, dead := e.selfSrv.Addr(), srv.Addr()
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, b := adminPost(t, "/hybrid_llm/drill", "application/json", `{"gateway":"`+e.gatewayName()+`","alias":"chat-main"}`)
+	if code != 200 {
+		t.Fatalf("drill: %d %s", code, b)
+	}
+	type answer struct {
+		Address, Error string
+		Reachable, OK  bool
+		Status         int
+		AnsweredModel  string `json:"answered_model"`
+	}
+	var out struct {
+		Targets []struct {
+			Group     string
+			OK        bool
+			Error     string
+			Endpoints []answer
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Targets) != 2 {
+		t.Fatalf("%v %s", err, b)
+	}
+	self, cloud := out.Targets[0], out.Targets[1]
+	if self.Group != "self" || self.OK || !strings.Contains(self.Error, dead) || len(self.Endpoints) != 2 {
+		t.Fatalf("self: %s", b)
+	}
+	got := map[string]answer{}
+	for _, ep := range self.Endpoints {
+		got[ep.Address] = ep
+	}
+	if a := got[live]; !a.OK || a.Status != 200 || a.AnsweredModel != selfModel {
+		t.Errorf("the live replica %s: %+v", live, a)
+	}
+	if a := got[dead]; a.OK || a.Reachable || a.Error == "" {
+		t.Errorf("the dead replica %s: %+v", dead, a)
+	}
+	if !cloud.OK || len(cloud.Endpoints) != 1 || !cloud.Endpoints[0].OK {
+		t.Errorf("cloud: %s", b)
+	}
+
+	stdout, err := runCLI(t, "drill", "--alias", "chat-main", "--gateway", e.gatewayName())
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 targets failed") {
+		t.Errorf("the CLI's drill: %v", err)
+	}
+	var deadLine, liveLine bool
+	for _, line := range strings.Split(stdout, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 3 && f[2] == dead:
+			deadLine = f[3] == "FAILED"
+		case len(f) > 3 && f[2] == live:
+			liveLine = f[3] == "ok"
+		}
+	}
+	if !deadLine || !liveLine {
+		t.Errorf("the CLI's table: want %s FAILED and %s ok:\n%s", dead, live, stdout)
+	}
+}
+
+// runCLI runs `caddy hybrid-llm` against the tests' admin listener and
+// returns what it printed.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	def, ok := caddycmd.Commands()["hybrid-llm"]
+	if !ok {
+		t.Fatal("the hybrid-llm command is not registered")
+	}
+	cmd := &cobra.Command{Use: def.Name, SilenceUsage: true, SilenceErrors: true}
+	def.CobraFunc(cmd)
+	var stdout bytes.Buffer
+	cmd.SetOut(&stdout)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(append(args, "--address", "localhost:2999"))
+	err := cmd.Execute()
+	return stdout.String(), err
 }
 
 // replayablePost posts a chat request the way a production client does

@@ -26,6 +26,7 @@ import (
 
 	_ "github.com/hybridllm/caddy-hybrid-llm"
 	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/tests/testhome"
 )
 
 const (
@@ -247,7 +248,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testStorage = dir
-	code := m.Run()
+	// and off the user's own Caddy directories (the instance id, the
+	// autosaved config)
+	code := testhome.Run(m)
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
