@@ -56,9 +56,9 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		}
 		enc.AddString("llm_fallback_reason", string(rt.attempts[len(rt.attempts)-1].reason))
 	}
-	if rt.overflow != "" {
+	if o := rt.overflowed(rt.answered); o != "" {
 		enc.AddBool("llm_overflow", true)
-		enc.AddString("llm_overflow_reason", rt.overflow)
+		enc.AddString("llm_overflow_reason", o)
 	}
 	if rt.rule != "" {
 		enc.AddString("llm_route", rt.rule)

@@ -4,7 +4,6 @@
 package hybridllm
 
 import (
-	"cmp"
 	"context"
 	"io"
 	"maps"
@@ -26,7 +25,7 @@ type attemptResult struct {
 	ep      *endpoint // the vLLM endpoint it went to, if known
 	verdict verdict   // what it says about the upstream
 	cause   failCause // of a failure, for the endpoint's breaker
-	// the endpoint answered 429 with Retry-After, or a cloud group 429,
+	// the endpoint, or the cloud group, answered 429 with Retry-After
 	// and is held out
 	held bool
 	gone bool // the client left before the first byte
@@ -107,6 +106,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		defer timer.Stop()
 	}
 	t.group.inflight.Add(1)
+	defer aw.unwatch() // also when the proxy panics
 	aborted, err := proxy(t.group.proxy, aw, pr)
 	t.group.inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
@@ -252,10 +252,10 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 			res.held = ep.br.holdFor(a.wait, now())
 		}
 	} else if a.status == http.StatusTooManyRequests && t.group.vllm == nil {
-		// a cloud's rate limit: the group gets nothing for as long as it
-		// asked (a second when it did not say), rather than every
-		// request of a peak in turn; a rate limit is no fault
-		res.held = t.group.shared.breaker.holdFor(cmp.Or(a.wait, defaultRetryAfter), now())
+		// a cloud's rate limit that says when to come back: the group
+		// gets nothing until then, rather than every request of a peak
+		// in turn; a rate limit is no fault
+		res.held = t.group.shared.breaker.holdFor(a.wait, now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),

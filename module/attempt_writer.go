@@ -180,8 +180,8 @@ func (aw *attemptWriter) commit(status int) bool {
 			v = append(v, "true", rt.fallbackReasons())
 			h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
 		}
-		if rt.overflow != "" {
-			h.Set("X-Hybrid-Overflow", rt.overflow)
+		if o := rt.overflowed(t); o != "" {
+			h.Set("X-Hybrid-Overflow", o)
 		}
 		if rt.rule != "" {
 			h.Set("X-Hybrid-Route", rt.rule)

@@ -78,7 +78,7 @@ var processID = sync.OnceValue(func() string {
 	if err != nil {
 		return ""
 	}
-	var r [3]byte
+	var r [8]byte // a container's pid is 1 on every start
 	_, _ = rand.Read(r[:])
 	return fmt.Sprintf("%s-%d-%x", id, os.Getpid(), r)
 })

@@ -193,7 +193,8 @@ func (Gateway) CaddyModule() caddy.ModuleInfo {
 func (g *Gateway) Provision(ctx caddy.Context) error {
 	err := g.provision(ctx)
 	if err != nil {
-		// Cleanup is not called for a module that failed to provision
+		// the locks are let go now; Caddy's Cleanup after a failed
+		// provision then finds none
 		releaseLocks(g.locks)
 		g.locks = nil
 	}

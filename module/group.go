@@ -223,8 +223,10 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		// Caddy's active health checks send none of those operations,
 		// only their own headers: the key goes there too (unless they set
 		// Authorization themselves), so that an API's GET /v1/models,
-		// which wants the key, is the check
-		if active := gjson.GetBytes(raw, "health_checks.active"); active.Exists() && !hasHeader(active.Get("headers"), "Authorization") {
+		// which wants the key, is the check; not to a check sent to
+		// another host (its upstream)
+		if active := gjson.GetBytes(raw, "health_checks.active"); active.Exists() && !active.Get("upstream").Exists() &&
+			!hasHeader(active.Get("headers"), "Authorization") {
 			raw, err = sjson.SetBytes(raw, "health_checks.active.headers.Authorization", []string{"Bearer " + key})
 			if err != nil {
 				return fmt.Errorf("setting api_key on the health checks: %v", err)

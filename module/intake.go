@@ -194,7 +194,7 @@ func completionsPath(path string) bool {
 // an upgrade asked of a cloud API is not the client's to ask.
 func dropHopHeaders(h http.Header) {
 	for _, f := range h["Connection"] {
-		for _, name := range strings.Split(f, ",") {
+		for name := range strings.SplitSeq(f, ",") {
 			if name = textproto.TrimString(name); name != "" {
 				h.Del(name)
 			}

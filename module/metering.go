@@ -134,6 +134,9 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code, client, color).Inc()
 	}
 	for _, a := range rt.attempts {
+		if a.returned {
+			continue // counted as its try back ended
+		}
 		if isOverflowReason(a.reason) {
 			overflowsTotal.WithLabelValues(gw, al.name, a.target.Group, group, string(a.reason)).Inc()
 		} else {

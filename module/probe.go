@@ -409,8 +409,13 @@ func (p *prober) probeHealth(ctx context.Context) {
 			p.logger.Info("vLLM endpoint is up")
 		} else {
 			p.logger.Warn("vLLM endpoint is down", zap.String("reason", reason))
-			p.cutStreams()
 		}
+	}
+	if p.failRun > 0 {
+		// a frozen vLLM fails its probes and sends nothing: once it is
+		// down, what it has not sent a byte of since the last failed
+		// probe is cut; what still streams finishes (or meets idle_timeout)
+		p.cutStreams(state == healthDown)
 	}
 }
 

@@ -6,15 +6,18 @@ package hybridllm
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
 )
 
 // A gateway process owns what it must not share with another process:
@@ -123,7 +126,11 @@ func lockAdmin(ctx caddy.Context) error {
 	if addr == "" || strings.HasPrefix(addr, "unix/") || strings.HasPrefix(addr, "unixgram/") || strings.HasPrefix(addr, "fd/") {
 		return nil // a socket file or descriptor is the OS's to share or not
 	}
-	path := filepath.Join(os.TempDir(), "caddy-hybrid-llm-admin-"+safeFileName(addr)+".lock")
+	// one directory per user (only one user's processes can share a
+	// port), one name per network namespace (only there is the port
+	// the same)
+	path := filepath.Join(os.TempDir(), "caddy-hybrid-llm-"+strconv.Itoa(os.Getuid()),
+		"admin-"+netNamespace()+safeFileName(addr)+".lock")
 	adminLocksMu.Lock()
 	defer adminLocksMu.Unlock()
 	if adminLocks[path] {
@@ -136,11 +143,31 @@ func lockAdmin(ctx caddy.Context) error {
 			"each answer a share of the admin calls and of the requests on their common addresses; "+
 			"stop the other process, or give this one another admin address (admin <host:port> in the global options) and other listen addresses",
 			otherProcess(pid), addr, path)
+	case errors.Is(err, fs.ErrPermission):
+		// a directory that is not ours to write: the lock is a guard,
+		// not a condition of running
+		caddy.Log().Warn("cannot lock the admin address; a second process on it would not be refused",
+			zap.String("address", addr), zap.Error(err))
+		return nil
 	case err != nil:
 		return fmt.Errorf("locking the admin address %s in %s: %v", addr, path, err)
 	}
 	adminLocks[path] = true
 	return nil
+}
+
+// netNamespace names the process's network namespace where the system
+// says (Linux), followed by a dash; "" elsewhere.
+func netNamespace() string {
+	link, err := os.Readlink("/proc/self/ns/net") // net:[4026531840]
+	if err != nil {
+		return ""
+	}
+	i, j := strings.IndexByte(link, '['), strings.IndexByte(link, ']')
+	if i < 0 || j < i+2 {
+		return ""
+	}
+	return link[i+1:j] + "-"
 }
 
 var (

@@ -19,6 +19,8 @@ type attempt struct {
 	target *Target
 	reason reason // empty when it answered
 	status int    // upstream status, when it answered with a fallback status
+	// an overflow skip whose target the request came back to (see run)
+	returned bool
 	// how long the upstream asked to wait (its Retry-After), if it did
 	wait time.Duration
 }
@@ -46,7 +48,10 @@ type route struct {
 	deg      *degradeRecord // with a degradation chain
 	color    *Color         // the color the request asked for, if it counts
 	overflow string         // group:signal of an overflow skip
-	noCloud  reason         // why cloud targets are closed to the request, if they are
+	// targets left for overflow that the request came back to, every
+	// later one having refused it
+	returned []*Target
+	noCloud  reason // why cloud targets are closed to the request, if they are
 	// and for how long
 	noCloudFor time.Duration
 	stream     bool // the client asked for a stream
@@ -110,11 +115,16 @@ func (rt *route) run(ctx context.Context) error {
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
-	var spilled, returned []*Target
+	var spilled []*Target
 	for i := 0; ; i++ {
 		if len(spilled) > 0 && (i == len(plan) || plan[i].Tier != nil) {
 			plan = slices.Concat(plan[:i], spilled, plan[i:])
-			returned, spilled = append(returned, spilled...), nil
+			rt.returned, spilled = append(rt.returned, spilled...), nil
+			for j := range rt.attempts {
+				// its try now says how the overflow ended
+				a := &rt.attempts[j]
+				a.returned = a.reason == reasonOverflow && slices.Contains(rt.returned, a.target)
+			}
 		}
 		if i == len(plan) {
 			break
@@ -140,7 +150,7 @@ func (rt *route) run(ctx context.Context) error {
 				continue
 			}
 		}
-		if why := rt.skip(t, f, minWindow, !slices.Contains(returned, t)); why != "" {
+		if why := rt.skip(t, f, minWindow, !slices.Contains(rt.returned, t)); why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
 			if why == reasonOverflow {
@@ -162,7 +172,7 @@ func (rt *route) run(ctx context.Context) error {
 		for n := 0; ; n++ {
 			// the first attempt carries the group breaker's trial, if any;
 			// try settles it however the attempt ends
-			res, err := rt.try(ctx, t, avoid, i < len(plan)-1, groupTrial)
+			res, err := rt.try(ctx, t, avoid, i < len(plan)-1 || len(spilled) > 0, groupTrial)
 			groupTrial = false
 			if res.done {
 				return err
@@ -182,8 +192,8 @@ func (rt *route) run(ctx context.Context) error {
 			// a time limit spent is not spent again on another endpoint:
 			// the next target gets the request
 			if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
-				why == reasonTimeout || why == reasonFirstByte {
-				break
+				why == reasonTimeout || why == reasonFirstByte || (res.held && res.ep == nil) {
+				break // (a cloud that asked for time is not asked again now)
 			}
 			if res.ep != nil {
 				avoid = append(avoid, res.ep)
@@ -223,6 +233,15 @@ func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reas
 		}
 	}
 	return ""
+}
+
+// overflowed is the group:signal of the overflow the request left a
+// target for, unless the answer came from that target after all.
+func (rt *route) overflowed(answer *Target) string {
+	if rt.overflow == "" || (answer != nil && slices.Contains(rt.returned, answer)) {
+		return ""
+	}
+	return rt.overflow
 }
 
 // takenOut says why nothing may go to a target, whatever the request: its

@@ -30,7 +30,7 @@ const idleLooks = 4
 // idle_timeout, with one timer that looks every quarter of it (a read
 // costs the answer two atomic additions, nothing more), and for the
 // probes' taking its vLLM endpoint down, which cut every answer the
-// endpoint registered at once (see prober.cutStreams). Watchdogs are
+// endpoint registered that stopped reading (see prober.cutStreams). Watchdogs are
 // pooled with their timers, so that watching costs an answer no
 // allocation.
 type watchdog struct {
@@ -41,6 +41,9 @@ type watchdog struct {
 	seen  atomic.Uint32                 // the answer's reads at the last look
 	armed bool                          // the timer runs (the attempt's)
 	p     *prober                       // the endpoint it is registered with
+	// the answer's reads at the endpoint's last failed probe, plus one
+	// (0: none yet); the prober's, under its streamsMu
+	atProbe uint64
 }
 
 var watchdogs = sync.Pool{New: func() any {
@@ -73,6 +76,7 @@ func (aw *attemptWriter) watch() {
 	}
 	if p != nil {
 		w.p = p
+		w.atProbe = 0
 		p.watchStream(w)
 	}
 }
@@ -145,14 +149,23 @@ func (p *prober) unwatchStream(w *watchdog) {
 	p.streamsMu.Unlock()
 }
 
-// cutStreams cuts every answer under way from the endpoint: its probes
-// just took it down, and a frozen vLLM would keep them open and silent.
-func (p *prober) cutStreams() {
+// cutStreams runs on each failed health probe of the endpoint: when down
+// (its probes took it down), it cuts every answer under way from it that
+// has read nothing since the last failed probe, which a frozen vLLM would
+// keep open and silent; it notes where each answer is, for the next.
+func (p *prober) cutStreams(down bool) {
 	p.streamsMu.Lock()
 	defer p.streamsMu.Unlock()
 	for w := range p.streams {
-		if aw := w.aw.Load(); aw != nil {
-			aw.cutShort(cutDown)
+		aw := w.aw.Load()
+		if aw == nil {
+			continue
 		}
+		r := uint64(aw.reads.Load())
+		if down && r&1 == 0 && w.atProbe == r+1 {
+			aw.cutShort(cutDown)
+			continue
+		}
+		w.atProbe = r + 1
 	}
 }

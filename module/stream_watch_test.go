@@ -67,7 +67,8 @@ func TestWatchdogCutsASilentAnswer(t *testing.T) {
 }
 
 // The health probes that take an endpoint down cut the answers under way
-// from it, and only those still registered.
+// from it that read nothing since the probe before, and only those still
+// registered; one still streaming is cut once it stops.
 func TestEndpointDownCutsItsStreams(t *testing.T) {
 	v, srv := startSim(t, simulator.VLLMConfig{})
 	p := newProber(srv.URL(), zap.NewNop())
@@ -76,8 +77,8 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 	if p.snap.Load().health != healthUp {
 		t.Fatal("not up")
 	}
-	var live, done attemptWriter
-	for _, aw := range []*attemptWriter{&live, &done} {
+	var live, moving, done attemptWriter
+	for _, aw := range []*attemptWriter{&live, &moving, &done} {
 		aw.cancel = func() {}
 		aw.target = &Target{} // no idle_timeout: the probes alone watch it
 		aw.slot.ep = &endpoint{p: p}
@@ -92,11 +93,21 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 	if live.cut.Load() != cutNone {
 		t.Fatal("cut before the endpoint fell")
 	}
+	moving.reads.Add(2) // a token came between the two failed probes
 	p.probeHealth(context.Background())
 	if live.cut.Load() != cutDown || done.cut.Load() != cutNone {
 		t.Errorf("after the fall: live %d, done %d", live.cut.Load(), done.cut.Load())
 	}
+	if moving.cut.Load() != cutNone {
+		t.Error("an answer still streaming was cut when its endpoint fell")
+	}
+	// it stops too: the next failed probe cuts it
+	p.probeHealth(context.Background())
+	if moving.cut.Load() != cutDown {
+		t.Error("an answer that stopped on an endpoint down was not cut")
+	}
 	live.unwatch()
+	moving.unwatch()
 	if len(p.streams) != 0 {
 		t.Errorf("%d answers left registered", len(p.streams))
 	}

@@ -141,8 +141,8 @@ func (rt *route) traceOutcome() {
 		s.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.prompt),
 			attribute.Int64("gen_ai.usage.output_tokens", rt.usage.completion))
 	}
-	if rt.overflow != "" {
-		s.SetAttributes(attribute.String("hybrid_llm.overflow", rt.overflow))
+	if o := rt.overflowed(rt.answered); o != "" {
+		s.SetAttributes(attribute.String("hybrid_llm.overflow", o))
 	}
 	if rt.interruption != "" {
 		s.SetAttributes(attribute.String("hybrid_llm.interrupt_cause", rt.interruption))

@@ -383,14 +383,15 @@ func TestRateLimitedCloudHandsOverflowBack(t *testing.T) {
 	e.load(strings.Replace(block, "proxy {CLOUD}", "proxy "+cloud.URL(), 1))
 
 	type answer struct {
-		status             int
-		target, retryAfter string
-		code               string
+		status                       int
+		target, retryAfter, overflow string
+		code                         string
 	}
 	answers := make(chan answer, 64)
 	send := func() {
 		resp, body := post(t, "/v1/chat/completions", chatBody)
-		a := answer{status: resp.StatusCode, target: resp.Header.Get("X-Hybrid-Target"), retryAfter: resp.Header.Get("Retry-After")}
+		a := answer{status: resp.StatusCode, target: resp.Header.Get("X-Hybrid-Target"), retryAfter: resp.Header.Get("Retry-After"),
+			overflow: resp.Header.Get("X-Hybrid-Overflow")}
 		if resp.StatusCode != http.StatusOK {
 			var ae apiErr
 			if err := json.Unmarshal(body, &ae); err != nil || ae.Error.Code == nil {
@@ -440,6 +441,9 @@ func TestRateLimitedCloudHandsOverflowBack(t *testing.T) {
 		switch {
 		case a.status == http.StatusOK:
 			count["200 "+a.target]++
+			if a.target == "cloud" && a.overflow != "self:inflight" {
+				t.Errorf("an answer from the cloud says X-Hybrid-Overflow %q", a.overflow)
+			}
 		case a.status == http.StatusTooManyRequests && a.code == "capacity_exceeded" && a.retryAfter != "":
 			count["429"]++
 		default:
@@ -469,7 +473,8 @@ func TestRateLimitedCloudHandsOverflowBack(t *testing.T) {
 	}
 	close(gate)
 	for range held {
-		if a := next(); a.status != http.StatusOK || a.target != "self" {
+		// the six that came back did not overflow in the end
+		if a := next(); a.status != http.StatusOK || a.target != "self" || a.overflow != "" {
 			t.Errorf("a request held by self-hosted: %+v", a)
 		}
 	}
@@ -481,5 +486,34 @@ func TestRateLimitedCloudHandsOverflowBack(t *testing.T) {
 	}
 	if n := cloudGot.Load(); n != 4 {
 		t.Errorf("the cloud got %d requests within its Retry-After", n)
+	}
+}
+
+// A cloud that answers 429 with Retry-After is not asked again before
+// then, neither by the target's own retries nor by the next requests.
+func TestRateLimitedCloudIsNotRetried(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	var got atomic.Int32
+	cloud := standIn(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"`+cloudModel+`","object":"model","created":0,"owned_by":"system"}]}`)
+			return
+		}
+		got.Add(1)
+		w.Header().Set("Retry-After", "30")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+	})
+	block := strings.Replace(defaultGateway, "proxy {CLOUD}", "proxy "+cloud.URL(), 1)
+	e.load(strings.Replace(block, "\ttarget cloud "+cloudModel+"\n\ttarget self", "\ttarget cloud "+cloudModel+" {\n\t\tretries 2\n\t}\n\ttarget self", 1))
+	for i := range 3 {
+		resp, body := post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "cloud-first", 1))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Hybrid-Target") != "self" {
+			t.Fatalf("request %d: %d from %q: %s", i, resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+		}
+	}
+	if n := got.Load(); n != 1 {
+		t.Errorf("the cloud got %d requests within its Retry-After, want 1", n)
 	}
 }
