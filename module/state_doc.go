@@ -140,7 +140,7 @@ type GroupState struct {
 	Drained    bool             `json:"drained"`
 	Breaker    *BreakerState    `json:"breaker,omitempty"`
 	// until when the group (kind openai) gets no request, as its 429
-	// asked (Retry-After, or a second); absent when it is not held
+	// with Retry-After asked; absent when it is not held
 	RateLimitedUntil *time.Time `json:"rate_limited_until,omitempty"`
 }
 
