@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -111,16 +112,27 @@ admin API's JSON instead of a table.
 }
 
 // adminAddress finds the admin API: --address, else the admin address of
-// the --config file, else Caddy's default.
+// the --config file, else Caddy's default. A command reads its --config
+// once, however many calls it makes.
 func adminAddress(cmd *cobra.Command) (string, error) {
+	if a, ok := adminAddresses.Load(cmd); ok {
+		return a.(string), nil
+	}
 	fl := cmd.Flags()
 	addrFlag, _ := fl.GetString("address")
 	// an address as a URL, as one would paste it from a browser
 	addrFlag = strings.TrimSuffix(strings.TrimPrefix(addrFlag, "http://"), "/")
 	configFlag, _ := fl.GetString("config")
 	adapterFlag, _ := fl.GetString("adapter")
-	return caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
+	addr, err := caddycmd.DetermineAdminAPIAddress(addrFlag, nil, configFlag, adapterFlag)
+	if err == nil {
+		adminAddresses.Store(cmd, addr)
+	}
+	return addr, err
 }
+
+// adminAddresses are the admin addresses the commands found, by command.
+var adminAddresses sync.Map
 
 // adminCall sends a request to the admin API and returns the body of a 2xx.
 func adminCall(cmd *cobra.Command, method, uri string, body any) ([]byte, error) {
