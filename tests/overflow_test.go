@@ -357,22 +357,7 @@ func TestRateLimitedCloudHandsOverflowBack(t *testing.T) {
 	})
 	// a cloud that is not ours: the first three completions answered,
 	// then its rate limit, asking for 30s
-	var cloudGot, cloudOK atomic.Int32
-	cloud := standIn(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.Method != http.MethodPost {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"`+cloudModel+`","object":"model","created":0,"owned_by":"system"}]}`)
-			return
-		}
-		cloudGot.Add(1)
-		if cloudOK.Add(1) > 3 {
-			w.Header().Set("Retry-After", "30")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached for `+cloudModel+` on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
-			return
-		}
-		_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":0,"model":"`+cloudModel+`","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
-	})
+	cloud, cloudGot := limitingCloud(t, 3)
 	block := strings.Replace(vllmBlock(`	max_num_seqs 4
 	max_queue 4
 	overflow {
@@ -493,18 +478,7 @@ func TestRateLimitedCloudHandsOverflowBack(t *testing.T) {
 // then, neither by the target's own retries nor by the next requests.
 func TestRateLimitedCloudIsNotRetried(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
-	var got atomic.Int32
-	cloud := standIn(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.Method != http.MethodPost {
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"`+cloudModel+`","object":"model","created":0,"owned_by":"system"}]}`)
-			return
-		}
-		got.Add(1)
-		w.Header().Set("Retry-After", "30")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
-	})
+	cloud, got := limitingCloud(t, 0)
 	block := strings.Replace(defaultGateway, "proxy {CLOUD}", "proxy "+cloud.URL(), 1)
 	e.load(strings.Replace(block, "\ttarget cloud "+cloudModel+"\n\ttarget self", "\ttarget cloud "+cloudModel+" {\n\t\tretries 2\n\t}\n\ttarget self", 1))
 	for i := range 3 {
@@ -516,4 +490,26 @@ func TestRateLimitedCloudIsNotRetried(t *testing.T) {
 	if n := got.Load(); n != 1 {
 		t.Errorf("the cloud got %d requests within its Retry-After, want 1", n)
 	}
+}
+
+// limitingCloud is a cloud that is not ours: it lists cloudModel, answers
+// the first allow completions, then refuses every one with its rate
+// limit, asking for 30s. It counts the completions it was sent.
+func limitingCloud(t *testing.T, allow int32) (*simulator.Server, *atomic.Int32) {
+	var got atomic.Int32
+	return standIn(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"`+cloudModel+`","object":"model","created":0,"owned_by":"system"}]}`)
+			return
+		}
+		if got.Add(1) > allow {
+			w.Header().Set("Retry-After", "30")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = fmt.Fprintf(w, `{"error":{"message":"Rate limit reached for %s on requests per min (RPM): Limit %d, Used %d, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+				cloudModel, allow, allow)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","created":0,"model":"`+cloudModel+`","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	}), &got
 }
