@@ -377,7 +377,8 @@ type result struct {
 
 // send posts one request and returns how it ended: the group that
 // answered, why the earlier targets were passed over and, for a degraded
-// answer, why it was degraded; or how it failed.
+// answer, why it was degraded (a request answered by a target it had
+// passed over came back to it: came_back); or how it failed.
 func send(client *http.Client, url, key string, body []byte) result {
 	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -416,11 +417,17 @@ func send(client *http.Client, url, key string, body []byte) result {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	reason := resp.Header.Get("X-Hybrid-Fallback-Reason")
+	group, tried := resp.Header.Get("X-Hybrid-Target"), resp.Header.Get("X-Hybrid-Fallback-Reason")
+	reason := tried
 	if i := strings.LastIndexByte(reason, ':'); i >= 0 {
 		reason = reason[i+1:]
 	}
-	res := result{ok: true, group: resp.Header.Get("X-Hybrid-Target"), reason: reason}
+	if group != "" && (strings.HasPrefix(tried, group+":overflow") || strings.Contains(tried, ", "+group+":overflow")) {
+		// passed over for overflow, then the later targets refused it
+		// too, and it came back
+		reason = "came_back"
+	}
+	res := result{ok: true, group: group, reason: reason}
 	if resp.Header.Get("X-Hybrid-Degraded") == "true" {
 		res.degraded = resp.Header.Get("X-Hybrid-Degrade-Reason")
 		if res.degraded == "" {
