@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,32 +63,21 @@ func TestSecondProcessIsRefused(t *testing.T) {
 	}
 
 	data := filepath.Join(dir, "data")
-	admin1, admin2, admin3 := freeAddr(t), freeAddr(t), freeAddr(t)
-	first := start(data, cfgFile("gw", admin1, freeAddr(t)), admin1)
+	admin1, admin2, admin3 := registrytest.FreeAddr(t), registrytest.FreeAddr(t), registrytest.FreeAddr(t)
+	first := start(data, cfgFile("gw", admin1, registrytest.FreeAddr(t)), admin1)
 	pid := "pid " + strconv.Itoa(first.Process.Pid)
 
 	// the same books: the gateway's name on the same data directory
-	said := refused(data, cfgFile("gw", admin2, freeAddr(t)))
+	said := refused(data, cfgFile("gw", admin2, registrytest.FreeAddr(t)))
 	wantSaid(said, "another process ("+pid+") runs gateway \\\"gw\\\" on the data directory "+filepath.Join(data, "caddy"),
 		"another name", "another storage")
 
 	// the same admin address, with books of its own
-	said = refused(filepath.Join(dir, "other-data"), cfgFile("gw", admin1, freeAddr(t)))
+	said = refused(filepath.Join(dir, "other-data"), cfgFile("gw", admin1, registrytest.FreeAddr(t)))
 	wantSaid(said, "another process ("+pid+") serves the admin address "+admin1, "another admin address")
 
 	// another name on the same data directory has books of its own
-	start(data, cfgFile("gw2", admin3, freeAddr(t)), admin3)
-}
-
-// freeAddr is a loopback address no one listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	start(data, cfgFile("gw2", admin3, registrytest.FreeAddr(t)), admin3)
 }
 
 // Two replicas on one data directory, each with a storage of its own
@@ -113,7 +101,7 @@ func TestReplicasOnOneDataDirectoryCountTheFleetSpend(t *testing.T) {
 	}
 	var replicas []*replica
 	for i := range 2 {
-		r := &replica{admin: freeAddr(t), listen: freeAddr(t)}
+		r := &replica{admin: registrytest.FreeAddr(t), listen: registrytest.FreeAddr(t)}
 		cfg := writeConfig(t, dir, "admin "+r.admin+"\nstorage file_system {\n\troot "+filepath.Join(dir, fmt.Sprint("storage", i))+"\n}",
 			"http://"+r.listen+" {\n\thybrid_llm {\n\t\tname fleet\n\t\tregistry etcd {\n\t\t\tendpoints "+te.URL+"\n\t\t}\n"+
 				"\t\tgroup cloud {\n\t\t\tkind openai\n\t\t\tapi_key "+cloudKey+"\n\t\t\tcost {\n\t\t\t\tinput_per_million 2000\n\t\t\t\toutput_per_million 2000\n\t\t\t}\n\t\t\tproxy "+cloudSrv.URL()+"\n\t\t}\n"+

@@ -49,7 +49,7 @@ func start(t *testing.T, certs *Certs) *Etcd {
 	if certs != nil {
 		scheme = "https://"
 	}
-	te := &Etcd{t: t, Dir: t.TempDir(), URL: scheme + freeAddr(t), peer: "http://" + freeAddr(t), Certs: certs}
+	te := &Etcd{t: t, Dir: t.TempDir(), URL: scheme + FreeAddr(t), peer: "http://" + FreeAddr(t), Certs: certs}
 	te.Restart()
 	t.Cleanup(te.Stop)
 	cc := clientv3.Config{Endpoints: []string{te.URL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
@@ -144,7 +144,8 @@ func (te *Etcd) Delete(key string) int64 {
 	return resp.Header.Revision
 }
 
-func freeAddr(t *testing.T) string {
+// FreeAddr is a loopback address no one listens on now.
+func FreeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
