@@ -80,6 +80,9 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if rt.usage.found {
 		enc.AddInt64("llm_prompt_tokens", rt.usage.prompt)
 		enc.AddInt64("llm_completion_tokens", rt.usage.completion)
+		if rt.estimated {
+			enc.AddBool("llm_usage_estimated", true)
+		}
 	}
 	if rt.priced {
 		enc.AddFloat64("llm_cost_usd", rt.costUSD)

@@ -262,6 +262,7 @@ func (aw *attemptWriter) forward(p []byte) (int, error) {
 		write = aw.markBody
 	}
 	n, err := write(p)
+	aw.rt.sent += int64(n)
 	if err != nil {
 		// the client's connection failed: the client left, whether or
 		// not its request's context has been canceled yet

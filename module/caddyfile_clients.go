@@ -15,6 +15,7 @@ import (
 //		keys      <name=key pairs>   # e.g. {env.HYBRID_CLIENT_KEYS}
 //		keys_file <path>
 //		identity  <placeholder>
+//		reserve_tokens <n>           # what a request without max_tokens reserves
 //		client <name> [<key>] [{
 //			key     <key>|sha256:<hex>
 //			aliases <alias...>
@@ -47,6 +48,12 @@ func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
 			if err := parseOneArg(d, &cs.Identity); err != nil {
 				return err
 			}
+		case "reserve_tokens":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return err
+			}
+			cs.ReserveTokens = n
 		case "client":
 			if !d.NextArg() {
 				return d.Err("client needs a name")
@@ -70,7 +77,7 @@ func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
 			}
 			cs.Clients[name] = c
 		default:
-			return unknownOption(d, "clients subdirective", d.Val(), "client", "identity", "keys", "keys_file")
+			return unknownOption(d, "clients subdirective", d.Val(), "client", "identity", "keys", "keys_file", "reserve_tokens")
 		}
 	}
 	if cs.Identity != "" {

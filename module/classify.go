@@ -70,6 +70,10 @@ const (
 	// gateway's daily cloud spend cap is reached
 	reasonBudget   reason = "client_budget"
 	reasonSpendCap reason = "spend_cap"
+	// cloud targets closed for now: what the requests in flight reserved
+	// (see holdCloud) reaches the client's budget or the spend cap
+	reasonBudgetHeld   reason = "client_budget_in_flight"
+	reasonSpendCapHeld reason = "spend_cap_in_flight"
 )
 
 // statusReason is the reason of an upstream answer with a fallback
@@ -187,7 +191,7 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
 		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonDegraded, reasonOverflow, reasonContextWindow, reasonDrained,
 		reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
-		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap:
+		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap, reasonBudgetHeld, reasonSpendCapHeld:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream
 		return verdictNone

@@ -67,7 +67,10 @@ func BenchmarkAuthenticate(b *testing.B) {
 		}
 		t := &Target{Group: "self", Model: "qwen", group: &Group{name: "self"}}
 		t.metrics = newTargetMetrics("bench", "chat-main", t, "")
-		rt := &route{}
+		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
+		top, _ := scanTop(body)
+		r.URL.Path = "/v1/chat/completions"
+		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
 			cl, ok := g.authenticate(nil, r, "id")
@@ -75,12 +78,14 @@ func BenchmarkAuthenticate(b *testing.B) {
 				b.Fatal("refused")
 			}
 			tn := now()
-			if wait, _ := cl.admit(tn); wait > 0 {
+			*rt = route{g: g, r: r, client: cl, top: top}
+			rt.features = newFeatures(body, r.Header, &rt.top)
+			if wait, _ := rt.reserve(tn); wait > 0 {
 				b.Fatal("limited")
 			}
-			rt.client = cl
 			t.metricsOf("bench", "chat-main", rt.clientName()).ok.Inc()
-			cl.used(24, tn)
+			rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 8, 16
+			rt.settleTokens(tn)
 		}
 	})
 }

@@ -54,16 +54,42 @@ func (l *rateLimit) take(perMinute int, t time.Time) time.Duration {
 	}
 }
 
-// charge adds units (tokens) used at t, after the fact.
+// reserve lets in units (a request's tokens) if the limit has room for
+// one more unit now, and reports how long to wait otherwise: what it lets
+// in may go over the limit by at most those units.
+func (l *rateLimit) reserve(perMinute int, units int64, t time.Time) time.Duration {
+	if perMinute <= 0 {
+		return 0
+	}
+	interval := int64(window / time.Duration(perMinute))
+	n := t.UnixNano()
+	for {
+		tat := l.tat.Load()
+		base := max(tat, n)
+		if over := base + interval - n - int64(window); over > 0 {
+			return time.Duration(over)
+		}
+		if l.tat.CompareAndSwap(tat, base+interval*units) {
+			return 0
+		}
+	}
+}
+
+// charge adds units (tokens) used at t, after the fact; negative units
+// give back what a reservation took beyond the use.
 func (l *rateLimit) charge(perMinute int, units int64, t time.Time) {
-	if perMinute <= 0 || units <= 0 {
+	if perMinute <= 0 || units == 0 {
 		return
 	}
 	cost := int64(window/time.Duration(perMinute)) * units
 	n := t.UnixNano()
 	for {
 		tat := l.tat.Load()
-		if l.tat.CompareAndSwap(tat, max(tat, n)+cost) {
+		next := max(tat, n) + cost
+		if cost < 0 {
+			next = tat + cost // what was reserved is taken back where it was put
+		}
+		if l.tat.CompareAndSwap(tat, next) {
 			return
 		}
 	}
@@ -91,31 +117,6 @@ func usageOf(gateway, client string) *clientUsage {
 		clientUsages[key] = u
 	}
 	return u
-}
-
-// admit reports whether a client may send a request now, and if not, how
-// long it should wait and which limit it hit.
-func (c *client) admit(t time.Time) (wait time.Duration, limit string) {
-	if c == nil || c.usage == nil {
-		return 0, ""
-	}
-	rpm, tpm := c.limits()
-	// tokens first: a request refused for tokens takes no request slot
-	if w := c.usage.tokens.wait(tpm, t); w > 0 {
-		return w, "tokens"
-	}
-	if w := c.usage.requests.take(rpm, t); w > 0 {
-		return w, "requests"
-	}
-	return 0, ""
-}
-
-// used charges a client's answered tokens.
-func (c *client) used(tokens int64, t time.Time) {
-	if c != nil && c.usage != nil {
-		_, tpm := c.limits()
-		c.usage.tokens.charge(tpm, tokens, t)
-	}
 }
 
 // limits returns the client's per-minute limits on this gateway. With a

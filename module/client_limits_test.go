@@ -4,6 +4,8 @@
 package hybridllm
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 )
@@ -58,5 +60,138 @@ func TestRateLimitTokens(t *testing.T) {
 	}
 	if w := l.wait(0, t0); w != 0 {
 		t.Fatal("no limit waits")
+	}
+}
+
+// Fifty requests at once against a tpm of 500, each of which may use 110
+// tokens: those admitted reserve their bound, so only as many as the
+// minute holds (plus the one that crosses it) get in; their ends settle
+// to what they used, and the wait that follows is what they used.
+func TestTokenReservationBoundsConcurrency(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	g := &Gateway{}
+	cl := &client{name: "small", known: true, tpm: 500, usage: new(clientUsage)}
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
+	var admitted []*route
+	for range 50 {
+		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions")}
+		rt.top, _ = scanTop(body)
+		rt.features = newFeatures(body, nil, &rt.top)
+		if w, limit := rt.reserve(t0); w > 0 {
+			if limit != "tokens" {
+				t.Fatalf("refused for %s", limit)
+			}
+			continue
+		}
+		admitted = append(admitted, rt)
+	}
+	if p, k := admitted[0].tokenBound(); p != 10 || k != 100 {
+		t.Fatalf("bound %d+%d, want 10+100", p, k)
+	}
+	// 110 each: four fit under 500, the fifth crosses it
+	if len(admitted) != 5 {
+		t.Fatalf("%d of 50 admitted, want 5", len(admitted))
+	}
+	// each used 10 + 50: 300 in all, under the limit again
+	for _, rt := range admitted {
+		rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 10, 50
+		rt.settleTokens(t0)
+	}
+	if w := cl.usage.tokens.wait(500, t0); w != 0 {
+		t.Fatalf("300 of 500 used: wait %v", w)
+	}
+	rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions")}
+	rt.top, _ = scanTop(body)
+	rt.features = newFeatures(body, nil, &rt.top)
+	if w, _ := rt.reserve(t0); w != 0 {
+		t.Fatalf("after the refunds: wait %v", w)
+	}
+	// one that used far more than it reserved: charged in full
+	rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 10, 1190
+	rt.settleTokens(t0)
+	// 300 + 1200 = 1500 of 500: a minute's worth over, two minutes' wait
+	if w := cl.usage.tokens.wait(500, t0); w != 2*time.Minute+120*time.Millisecond {
+		t.Fatalf("1500 of 500: wait %v", w)
+	}
+}
+
+// A request refused for its rpm gives back the tokens it reserved.
+func TestRequestRefusalReturnsTheReservation(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	cl := &client{name: "c", known: true, rpm: 1, tpm: 1000, usage: new(clientUsage)}
+	body := []byte(`{"model":"m","prompt":"hi","max_tokens":300}`)
+	for i, want := range []string{"", "requests"} {
+		rt := &route{g: &Gateway{}, client: cl, r: httptestPost("/v1/completions")}
+		rt.top, _ = scanTop(body)
+		rt.features = newFeatures(body, nil, &rt.top)
+		if _, limit := rt.reserve(t0); limit != want {
+			t.Fatalf("request %d: limit %q, want %q", i, limit, want)
+		}
+	}
+	// only the first request's 301 tokens are reserved: 699 left
+	if w := cl.usage.tokens.reserve(1000, 699, t0); w != 0 {
+		t.Fatalf("the refused request's reservation was kept: wait %v", w)
+	}
+}
+
+func make40(s string) []byte {
+	b := make([]byte, 0, 40)
+	for len(b) < 40 {
+		b = append(b, s...)
+	}
+	return b
+}
+
+func httptestPost(path string) *http.Request {
+	return httptest.NewRequest(http.MethodPost, path, nil)
+}
+
+// Requests going to a priced cloud target at once hold what each may
+// cost: once spend and holds reach the client's budget, the next ones
+// are turned away for now (not for the day); a hold given back opens
+// the cloud again, and the spend booked closes it for the day.
+func TestCloudHoldsBoundTheBudget(t *testing.T) {
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}}
+	cl := &client{name: "c", known: true, budgetDay: 0.001}
+	// 1 USD per million tokens: a request of 10 + 100 tokens holds 0.00011
+	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI,
+		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
+	newRoute := func() *route {
+		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions")}
+		rt.top, _ = scanTop(body)
+		rt.features = newFeatures(body, nil, &rt.top)
+		return rt
+	}
+	var held []*route
+	for range 50 {
+		rt := newRoute()
+		switch why := rt.holdCloud(cloud); why {
+		case "":
+			held = append(held, rt)
+		case reasonBudgetHeld:
+		default:
+			t.Fatalf("closed for %s", why)
+		}
+	}
+	// 0.00011 each: nine fit under 0.001 before the tenth crosses it
+	if len(held) != 10 {
+		t.Fatalf("%d of 50 went to the cloud, want 10", len(held))
+	}
+	if why := held[0].holdCloud(cloud); why != "" {
+		t.Fatalf("a request's own hold closed the cloud to it: %s", why)
+	}
+	// the first one ends having spent nothing: room for one more
+	held[0].releaseCloud()
+	last := newRoute()
+	if why := last.holdCloud(cloud); why != "" {
+		t.Fatalf("after a hold was given back: %s", why)
+	}
+	for _, rt := range append(held[1:], last) {
+		g.spend.add(cl.name, 0.00011, now())
+		rt.releaseCloud()
+	}
+	if why, _ := g.cloudClosed(cl, now()); why != reasonBudget {
+		t.Fatalf("the spent budget: closed for %q", why)
 	}
 }

@@ -41,6 +41,12 @@ type Clients struct {
 	// empty is refused. Names that are not among the clients get no
 	// per-client settings.
 	Identity string `json:"identity,omitempty"`
+
+	// The completion tokens a request that sets no max_tokens (nor
+	// max_completion_tokens, nor the client's max_tokens ceiling)
+	// reserves against its client's tpm and cloud budget while it runs.
+	// Default: 1024.
+	ReserveTokens int `json:"reserve_tokens,omitempty"`
 }
 
 // Client is one caller of the gateway.
@@ -60,10 +66,13 @@ type Client struct {
 	RPM int `json:"rpm,omitempty"`
 
 	// Tokens (prompt and completion, from the upstream's usage, streams
-	// included) per minute. The request that crosses the limit is
-	// answered (its tokens are known only after it); the next ones are
-	// answered 429 with Retry-After until the minute's use is back
-	// under it. Default: no limit.
+	// included, or the gateway's estimate when no usage came) per
+	// minute. A request is admitted while the minute's use, with what
+	// the requests in flight reserved (their prompt and max_tokens), is
+	// under the limit, and reserves its own; its end settles the
+	// reservation to what it used. The next requests are answered 429
+	// with Retry-After until the use is back under the limit. Default:
+	// no limit.
 	TPM int `json:"tpm,omitempty"`
 
 	// Whether the client's routing headers count: the headers that
@@ -86,10 +95,14 @@ type Client struct {
 	MaxN int `json:"max_n,omitempty"`
 
 	// What the client may spend on cloud targets in a UTC day, and in a
-	// UTC month, in USD (from the groups' cost prices). Once spent, its
-	// requests skip cloud targets and stay on self-hosted ones; with no
-	// target left they get 429 insufficient_quota. A request running
-	// when the budget runs out finishes. Default: no budget.
+	// UTC month, in USD (from the groups' cost prices). A request going
+	// to a priced cloud target reserves what it may cost there (its
+	// prompt and max_tokens at the group's prices) until it ends; while
+	// spend and reservations reach the budget, the next requests skip
+	// cloud targets (429 with a short Retry-After when nothing else can
+	// serve them). Once spent, its requests skip cloud targets and stay
+	// on self-hosted ones; with no target left they get 429
+	// insufficient_quota. Default: no budget.
 	BudgetDayUSD   float64 `json:"budget_day_usd,omitempty"`
 	BudgetMonthUSD float64 `json:"budget_month_usd,omitempty"`
 }

@@ -118,6 +118,11 @@ func (f *features) exceeds(window int) bool {
 	return f.prompt() > room
 }
 
+// choices returns the number of choices asked for (n), at least 1.
+func (f *features) choices() int {
+	return int(min(max(f.top.n, 1), 128))
+}
+
 // requested returns max_tokens or max_completion_tokens, or 0.
 func (f *features) requested() int {
 	return int(max(f.top.maxTokens, 0))

@@ -103,9 +103,11 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 			stream, wantsUsage = top.stream, top.wantsUsage
 		}
 	}
-	// a request refused above takes no request of the rpm
+	// a request refused above takes no request of the rpm, and reserves
+	// no tokens
 	at := now()
-	if wait, limit := cl.admit(at); wait > 0 {
+	rt.body, rt.features = body, newFeatures(body, r.Header, &rt.top)
+	if wait, limit := rt.reserve(at); wait > 0 {
 		return g.limited(w, cl, limit, wait)
 	}
 	for _, h := range credentialHeaders {

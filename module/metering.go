@@ -60,6 +60,11 @@ var (
 		Help: "Routing headers (those route rules read) removed from the requests of clients that are not trusted, by client.",
 	}, []string{"gateway", "client"})
 
+	usageEstimated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metricsNS, Name: "usage_estimated_total",
+		Help: "Answers that brought no usage (a stream cut before its usage chunk, an upstream that sends none) and whose tokens are the gateway's estimate, by alias and group.",
+	}, []string{"gateway", "alias", "group"})
+
 	ttftSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "ttft_seconds",
 		Help:    "Time from a request's arrival to its first response byte (for streams, the first token's event), by alias and group.",

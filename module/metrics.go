@@ -26,7 +26,7 @@ const metricsNS = "caddy_hybrid_llm"
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
 		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
-			overflowsTotal, tokensTotal, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions, degradedTotal,
+			overflowsTotal, tokensTotal, usageEstimated, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions, degradedTotal,
 			colorsIgnored, mirrorRequests, mirrorDropped, mirrorDuration, mirrorTTFT}
 	})
 	if reg == nil {

@@ -22,15 +22,15 @@ func (rt *route) finish() {
 	default:
 		rt.outcome = outcomeOK
 	}
+	rt.estimateUsage()
 	rt.meter(rt.alias, group, rt.status, rt.outcome)
 	if rt.alias.chain != nil {
 		rt.settleChain()
 	}
 	at := now()
 	rt.cost(at)
-	if rt.usage.found {
-		rt.client.used(rt.usage.prompt+rt.usage.completion, at)
-	}
+	rt.releaseCloud() // once its spend is booked: never neither counts
+	rt.settleTokens(at)
 	rt.traceOutcome()
 }
 

@@ -49,6 +49,7 @@ func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
 		case a.reason == reasonRateLimited:
 			w = holdWait(a.target, t0)
 		case a.reason == reasonRedLine, a.reason == reasonOverflow, a.reason == reasonDegraded,
+			a.reason == reasonBudgetHeld, a.reason == reasonSpendCapHeld,
 			a.status == http.StatusTooManyRequests, a.status == http.StatusServiceUnavailable:
 			w = defaultRetryAfter
 		default:

@@ -78,6 +78,13 @@ type route struct {
 	// why an answer broke off after its first byte (outcome interrupted)
 	interruption string
 	costUSD      float64    // what the answer cost, if priced
+	// no usage came with the answer: its tokens are the gateway's
+	// estimate (see estimateUsage)
+	estimated bool
+	sent      int64 // the answer's body bytes passed on to the client
+	// what admission reserved for the request (see reserve)
+	reservedTokens int64
+	reservedUSD    float64
 	span         trace.Span // the request's span, if recorded (see traced)
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
@@ -89,7 +96,9 @@ func (rt *route) run(ctx context.Context) error {
 	// deferred, so that a response aborted after its first byte (a panic
 	// with http.ErrAbortHandler) gets its metrics too
 	defer rt.finish()
-	rt.features = newFeatures(rt.body, rt.r.Header, &rt.top)
+	if rt.features.top == nil {
+		rt.features = newFeatures(rt.body, rt.r.Header, &rt.top)
+	}
 	f := &rt.features
 	plan, rule := al.plan(f)
 	if rule != nil {
@@ -214,8 +223,13 @@ func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reas
 	if why := t.takenOut(); why != "" {
 		return why
 	}
-	if rt.noCloud != "" && t.group.Kind == KindOpenAI {
-		return rt.noCloud
+	if t.group.Kind == KindOpenAI {
+		if rt.noCloud != "" {
+			return rt.noCloud
+		}
+		if why := rt.holdCloud(t); why != "" {
+			return why
+		}
 	}
 	if w := t.contextWindow(); w > 0 {
 		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
@@ -274,7 +288,7 @@ func (rt *route) fail(al *Alias) error {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
 			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
 			reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
-			reasonBudget, reasonSpendCap:
+			reasonBudget, reasonSpendCap, reasonBudgetHeld, reasonSpendCapHeld:
 		case reasonDeadline:
 			timedOut = true
 		default:
@@ -378,7 +392,7 @@ func (rt *route) fail(al *Alias) error {
 // refused it as well), or rate-limited by its upstream.
 func atCapacity(a *attempt) bool {
 	switch a.reason {
-	case reasonRedLine, reasonOverflow, reasonRateLimited:
+	case reasonRedLine, reasonOverflow, reasonRateLimited, reasonBudgetHeld, reasonSpendCapHeld:
 		return true
 	}
 	return a.status == http.StatusTooManyRequests

@@ -81,6 +81,8 @@ type spendBook struct {
 	warned  string // the day the spend cap's warning was logged
 	// with a registry: what the fleet's other processes spent
 	others atomic.Pointer[fleetSpend]
+	// what the requests in flight on cloud targets reserved
+	holds spendHolds
 }
 
 var (

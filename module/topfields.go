@@ -21,6 +21,7 @@ type topFields struct {
 	// for pre-routing and context windows: the raw values, nil if absent
 	messages, prompt, input []byte
 	maxTokens               int64
+	n                       int64 // choices asked for; 0 when not given
 
 	watch   []string // rule fields to note
 	present uint64   // bit i: watch[i] is present and not null
@@ -62,6 +63,8 @@ func (f *topFields) read(key, raw []byte, at int) {
 		f.prompt = raw
 	case "input":
 		f.input = raw
+	case "n":
+		f.n = jsonscan.Int(raw)
 	case "max_tokens", "max_completion_tokens":
 		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
 	}

@@ -12,9 +12,15 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// maxUsageBody is the largest non-streamed response body kept to read its
-// usage; larger bodies pass through uncounted.
-const maxUsageBody = 4 << 20
+// maxUsageBody is the largest non-streamed response body kept whole to
+// read its usage. Of a larger one (embeddings of many inputs) only its
+// first usageHead and last usageTail bytes are kept: the usage object
+// comes last in the OpenAI shape, and first in some others.
+const (
+	maxUsageBody = 1 << 20
+	usageHead    = 16 << 10
+	usageTail    = 64 << 10
+)
 
 // usageScanner follows a response body on its way to the client and reads
 // the token usage from it: from a JSON body's usage object, or from the
@@ -39,7 +45,14 @@ type usageScanner struct {
 	dropped       bool    // the last event was not passed on
 	buf           []byte  // the JSON body so far, or the current partial SSE event
 	pooled        *[]byte // buf's holder from usageBufs, if any
-	full          bool    // a JSON body outgrew maxUsageBody
+	full          bool    // a JSON body outgrew maxUsageBody: head and tail kept
+	head, tail    []byte  // of a JSON body that outgrew maxUsageBody
+
+	// what was passed on, for an estimate when no usage comes: the bytes
+	// of a JSON body, and of a stream the events that carried text and
+	// the bytes of that text
+	size                  int64
+	textEvents, textBytes int64
 
 	prompt, completion int64
 	cached             int64 // prompt tokens the provider served from its cache
@@ -82,13 +95,19 @@ func (u *usageScanner) release() {
 // to w.
 func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 	if !u.sse {
-		if !u.full {
-			if len(u.buf)+len(p) > maxUsageBody {
-				u.full = true
-				u.release()
-			} else {
-				u.grow(p)
-			}
+		u.size += int64(len(p))
+		switch {
+		case u.full:
+			u.keepTail(p)
+		case len(u.buf)+len(p) > maxUsageBody:
+			u.full = true
+			u.head = append([]byte(nil), u.buf[:min(len(u.buf), usageHead)]...)
+			u.tail = make([]byte, 0, 2*usageTail)
+			u.keepTail(u.buf)
+			u.keepTail(p)
+			u.release()
+		default:
+			u.grow(p)
 		}
 		return w.Write(p)
 	}
@@ -97,6 +116,20 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 		return w.Write(p)
 	}
 	return u.scanEvents(p, w)
+}
+
+// keepTail keeps the last usageTail bytes of a large JSON body, moving
+// them to the front of the buffer when it is full.
+func (u *usageScanner) keepTail(p []byte) {
+	if len(p) >= usageTail {
+		u.tail = append(u.tail[:0], p[len(p)-usageTail:]...)
+		return
+	}
+	if len(u.tail)+len(p) > cap(u.tail) {
+		n := copy(u.tail, u.tail[len(u.tail)-(usageTail-len(p)):])
+		u.tail = u.tail[:n]
+	}
+	u.tail = append(u.tail, p...)
 }
 
 // scanEvents appends p to the partial event and handles each complete
@@ -172,12 +205,49 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 		}
 	}
 	if w == nil {
+		if !u.strip && !u.whole {
+			u.tally(event) // passed on as it came
+		}
 		return 0, nil
 	}
 	if u.strip {
 		event = stripAll(event, usageNull)
 	}
+	u.tally(event)
 	return w.Write(event)
+}
+
+// textKeys are the fields whose string values are generated text, in
+// the chunks of the chat, completions and responses streams: content,
+// text, reasoning, a tool call's arguments, a refusal, a responses delta.
+var textKeys = [...][]byte{[]byte(`"content"`), []byte(`"text"`), []byte(`"reasoning_content"`),
+	[]byte(`"reasoning"`), []byte(`"arguments"`), []byte(`"refusal"`), []byte(`"delta"`)}
+
+// tally counts the text of an event passed on to the client: the bytes
+// of its text values, and the event if it had any.
+func (u *usageScanner) tally(event []byte) {
+	n := int64(0)
+	for _, key := range textKeys {
+		for i := 0; i < len(event); {
+			v, next := jsonValueAt(event, key, i)
+			if v < 0 {
+				break
+			}
+			if v < len(event) && event[v] == '"' {
+				end, _, ok := jsonscan.ScanString(event, v+1)
+				if !ok {
+					break
+				}
+				n += int64(end - v - 2)
+				next = end
+			}
+			i = next
+		}
+	}
+	if n > 0 {
+		u.textEvents++
+		u.textBytes += n
+	}
 }
 
 // complete reports whether the body ended as it should: a (chat)
@@ -203,10 +273,36 @@ func (u *usageScanner) finish(w io.Writer, aborted bool) {
 			}
 			_, _ = u.event(u.buf, w)
 		}
-	case !u.full && len(u.buf) > 0:
+	case u.full:
+		if !u.readUsageAt(u.tail) {
+			u.readUsageAt(u.head)
+		}
+		u.head, u.tail = nil, nil
+	case len(u.buf) > 0:
 		u.readUsageJSON(u.buf)
+		if !u.found {
+			u.tally(u.buf) // the answer's text, for an estimate
+		}
 	}
 	u.release()
+}
+
+// readUsageAt reads the last usage object that lies whole in part of a
+// JSON body, whatever the spacing around its colon; it reports whether
+// it found counts there.
+func (u *usageScanner) readUsageAt(part []byte) bool {
+	last := -1 // the last one: the top level's, in the OpenAI shape
+	for i := 0; i < len(part); {
+		v, next := jsonValueAt(part, usageName, i)
+		if v < 0 {
+			break
+		}
+		if v < len(part) && part[v] == '{' {
+			last = v
+		}
+		i = next
+	}
+	return last >= 0 && u.usageObject(part, last)
 }
 
 // readUsage reads the usage of one SSE event.
@@ -219,35 +315,42 @@ func (u *usageScanner) readUsage(event []byte) {
 func (u *usageScanner) readUsageJSON(body []byte) {
 	// the usage object comes last in OpenAI-style bodies: read it alone
 	// rather than walking the whole answer
-	if i := bytes.LastIndex(body, usageKey); i >= 0 {
-		var prompt, completion, details []byte
-		_, ok := jsonscan.ObjectFields(body, i+len(usageKey)-1, 4, func(key, raw []byte, _ int) {
-			switch string(key) {
-			case "prompt_tokens":
-				prompt = raw
-			case "completion_tokens":
-				completion = raw
-			case "prompt_tokens_details":
-				details = raw
-			}
-		})
-		if ok && (prompt != nil || completion != nil) {
-			var cached []byte
-			if len(details) > 0 {
-				jsonscan.ObjectFields(details, 0, 1, func(key, raw []byte, _ int) {
-					if string(key) == "cached_tokens" {
-						cached = raw
-					}
-				})
-			}
-			u.setUsage(prompt, completion, cached)
-			return
-		}
+	if i := bytes.LastIndex(body, usageKey); i >= 0 && u.usageObject(body, i+len(usageKey)-1) {
+		return
 	}
 	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens")
 	if r[0].Exists() || r[1].Exists() {
 		u.setUsage(rawBytes(r[0]), rawBytes(r[1]), rawBytes(r[2]))
 	}
+}
+
+// usageObject reads the usage object at body[i]; it reports whether the
+// object is whole and has counts.
+func (u *usageScanner) usageObject(body []byte, i int) bool {
+	var prompt, completion, details []byte
+	_, ok := jsonscan.ObjectFields(body, i, 4, func(key, raw []byte, _ int) {
+		switch string(key) {
+		case "prompt_tokens":
+			prompt = raw
+		case "completion_tokens":
+			completion = raw
+		case "prompt_tokens_details":
+			details = raw
+		}
+	})
+	if !ok || prompt == nil && completion == nil {
+		return false
+	}
+	var cached []byte
+	if len(details) > 0 {
+		jsonscan.ObjectFields(details, 0, 1, func(key, raw []byte, _ int) {
+			if string(key) == "cached_tokens" {
+				cached = raw
+			}
+		})
+	}
+	u.setUsage(prompt, completion, cached)
+	return true
 }
 
 // setUsage records the usage counts read from the upstream, as raw JSON

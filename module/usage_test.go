@@ -384,3 +384,56 @@ func TestUsageScannerHoldsBackAnEarlyEnd(t *testing.T) {
 		}
 	}
 }
+
+// The usage of a JSON answer far larger than what is kept whole (the
+// embeddings of many inputs) is read from its tail, whatever the pieces
+// it comes in and the spacing of the usage object.
+func TestUsageOfALargeJSONBody(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString(`{"object":"list","data":[`)
+	for i := 0; sb.Len() < 3*maxUsageBody; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"object":"embedding","index":0,"embedding":[0.0123,-0.0456,0.0789,0.0111]}`)
+	}
+	for _, usage := range []string{`"usage":{"prompt_tokens":40000,"total_tokens":40000}`, `"usage" : { "prompt_tokens" : 40000 , "total_tokens":40000}`} {
+		body := sb.String() + `],"model":"e5",` + usage + `}`
+		for _, piece := range []int{1000, 64 << 10, 200 << 10} {
+			u := &usageScanner{}
+			var out strings.Builder
+			for i := 0; i < len(body); i += piece {
+				if _, err := u.write(&out, []byte(body[i:min(i+piece, len(body))])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			u.finish(&out, false)
+			if !u.found || u.prompt != 40000 || u.completion != 0 {
+				t.Errorf("%q in pieces of %d: usage %v %d %d", usage, piece, u.found, u.prompt, u.completion)
+			}
+			if out.String() != body {
+				t.Errorf("pieces of %d: the body changed on its way", piece)
+			}
+		}
+	}
+}
+
+// A stream's text passed on is tallied: the events that carried text,
+// and its bytes, for an estimate when no usage comes.
+func TestStreamTextTally(t *testing.T) {
+	long := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a longer piece of text"}}],"usage":null}` + "\n\n"
+	tool := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}` + "\n\n"
+	stream := chunkRole + chunkTok + long + tool + chunkTok
+	for _, whole := range []bool{false, true} {
+		u := &usageScanner{sse: true, whole: whole, wantFinish: true}
+		var out strings.Builder
+		if _, err := u.write(&out, []byte(stream)); err != nil {
+			t.Fatal(err)
+		}
+		u.finish(&out, true)
+		// the role chunk's content is empty: no text
+		if u.textEvents != 4 || u.textBytes != 2+22+10+2 {
+			t.Errorf("whole %v: %d events, %d bytes of text", whole, u.textEvents, u.textBytes)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import "strings"
+
+// What a request is charged when its answer brought no usage: a stream
+// the client cut before its usage chunk, one the upstream broke off, an
+// upstream that sends none. The client was served the prompt and what
+// was passed on of the answer, so that is what it is charged, estimated
+// and marked as such (llm_usage_estimated in the access log,
+// usage_estimated_total in the metrics):
+//
+//   - the prompt: the bytes of its text (messages' content, prompt or
+//     input), divided by 4, as the context-window check estimates it;
+//   - the completion: of a stream, the events passed on that carried
+//     text, or the bytes of that text divided by 4 if that is more (one
+//     event is one token in vLLM's and OpenAI's streams); of a JSON
+//     answer, its text's bytes divided by 4; of an answer the gateway
+//     does not read (compressed, another type), its bytes divided by 4,
+//     at most what max_tokens allowed. Embeddings have no completion.
+
+// estimateUsage sets the request's tokens to the gateway's estimate when
+// it was answered (2xx) and the answer carried no usage.
+func (rt *route) estimateUsage() {
+	if rt.usage.found || rt.answered == nil || rt.status >= 300 || rt.status < 200 {
+		return
+	}
+	u := &rt.usage
+	u.prompt, u.completion, u.cached = int64(rt.features.prompt()), 0, 0
+	switch {
+	case embeddingsPath(rt.r.URL.Path):
+	case u.sse:
+		u.completion = max(u.textEvents, (u.textBytes+3)/4)
+	case u.size > 0 && !u.full:
+		u.completion = (u.textBytes + 3) / 4
+	default:
+		u.completion = (rt.sent + 3) / 4
+		if m := rt.features.requested(); m > 0 {
+			u.completion = min(u.completion, int64(m)*int64(rt.features.choices()))
+		}
+	}
+	u.found, rt.estimated = true, true
+	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, rt.answered.Group).Inc()
+}
+
+// embeddingsPath reports whether a path is an embeddings endpoint, whose
+// answers have no completion tokens.
+func embeddingsPath(path string) bool {
+	return strings.HasSuffix(path, "/embeddings")
+}
