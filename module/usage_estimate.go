@@ -15,8 +15,10 @@ import "strings"
 //   - the prompt: the bytes of its text (messages' content, prompt or
 //     input), divided by 4, as the context-window check estimates it;
 //   - the completion: of a stream, the events passed on that carried
-//     text, or the bytes of that text divided by 4 if that is more (one
-//     event is one token in vLLM's and OpenAI's streams); of a JSON
+//     text (one event is one token in vLLM's and OpenAI's streams), or,
+//     when they average more than 8 bytes of text (an upstream that
+//     sends several tokens an event), their text's bytes divided by 4;
+//     of a JSON
 //     answer, its text's bytes divided by 4; of an answer the gateway
 //     does not read (compressed, another type), its bytes divided by 4,
 //     at most what max_tokens allowed. Embeddings have no completion.
@@ -32,7 +34,10 @@ func (rt *route) estimateUsage() {
 	switch {
 	case embeddingsPath(rt.r.URL.Path):
 	case u.sse:
-		u.completion = max(u.textEvents, (u.textBytes+3)/4)
+		u.completion = u.textEvents
+		if u.textBytes > 8*u.textEvents {
+			u.completion = (u.textBytes + 3) / 4
+		}
 	case u.size > 0 && !u.full:
 		u.completion = (u.textBytes + 3) / 4
 	default:
