@@ -77,7 +77,7 @@ type route struct {
 	outcome     string
 	// why an answer broke off after its first byte (outcome interrupted)
 	interruption string
-	costUSD      float64    // what the answer cost, if priced
+	costUSD      float64 // what the answer cost, if priced
 	// no usage came with the answer: its tokens are the gateway's
 	// estimate (see estimateUsage)
 	estimated bool
@@ -85,7 +85,7 @@ type route struct {
 	// what admission reserved for the request (see reserve)
 	reservedTokens int64
 	reservedUSD    float64
-	span         trace.Span // the request's span, if recorded (see traced)
+	span           trace.Span // the request's span, if recorded (see traced)
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
 	model modelRewriter // the answer's model rewrite, if its alias asks for one
