@@ -220,34 +220,58 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 // textKeys are the fields whose string values are generated text, in
 // the chunks of the chat, completions and responses streams: content,
 // text, reasoning, a tool call's arguments, a refusal, a responses delta.
-var textKeys = [...][]byte{[]byte(`"content"`), []byte(`"text"`), []byte(`"reasoning_content"`),
-	[]byte(`"reasoning"`), []byte(`"arguments"`), []byte(`"refusal"`), []byte(`"delta"`)}
+var textKeys = [...]string{`"content"`, `"text"`, `"reasoning_content"`, `"reasoning"`, `"arguments"`, `"refusal"`, `"delta"`}
+
+var (
+	stringField = []byte(`":"`) // a key and a string value, compact
+	keyEnd      = []byte(`":`)
+)
 
 // tally counts the text of an event passed on to the client: the bytes
-// of its text values, and the event if it had any.
+// of its text values, and the event if it had any. One pass over its
+// string values (compact JSON, as vLLM and OpenAI send it; spaced JSON
+// takes the slower way), each skipped whole, its key compared only then.
 func (u *usageScanner) tally(event []byte) {
+	sep := stringField
 	n := int64(0)
-	for _, key := range textKeys {
-		for i := 0; i < len(event); {
-			v, next := jsonValueAt(event, key, i)
-			if v < 0 {
-				break
+	for i := 0; i < len(event); {
+		k := bytes.Index(event[i:], sep)
+		if k < 0 {
+			if i == 0 && len(sep) == len(stringField) {
+				sep = keyEnd // no compact string field: spaced JSON, or none
+				continue
 			}
-			if v < len(event) && event[v] == '"' {
-				end, _, ok := jsonscan.ScanString(event, v+1)
-				if !ok {
-					break
-				}
-				n += int64(end - v - 2)
-				next = end
-			}
-			i = next
+			break
 		}
+		j := i + k // the key's closing quote
+		v := jsonscan.SkipSpace(event, j+2)
+		if v >= len(event) || event[v] != '"' {
+			i = j + 2
+			continue
+		}
+		end, _, ok := jsonscan.ScanString(event, v+1)
+		if !ok {
+			break
+		}
+		if isTextKey(event[:j+1]) {
+			n += int64(end - v - 2)
+		}
+		i = end
 	}
 	if n > 0 {
 		u.textEvents++
 		u.textBytes += n
 	}
+}
+
+// isTextKey reports whether b ends with one of textKeys.
+func isTextKey(b []byte) bool {
+	for _, key := range textKeys {
+		if len(b) >= len(key) && string(b[len(b)-len(key):]) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // complete reports whether the body ended as it should: a (chat)
