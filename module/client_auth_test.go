@@ -88,4 +88,32 @@ func BenchmarkAuthenticate(b *testing.B) {
 			rt.settleTokens(tn)
 		}
 	})
+	b.Run("key+limits+budget", func(b *testing.B) {
+		g.spend = &spendBook{clients: map[string]*spend{}}
+		for _, c := range cs.byKey {
+			c.budgetDay = 1e9
+		}
+		cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI,
+			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
+		top, _ := scanTop(body)
+		rt := new(route)
+		b.ReportAllocs()
+		for b.Loop() {
+			cl, _ := g.authenticate(nil, r, "id")
+			tn := now()
+			*rt = route{g: g, r: r, client: cl, top: top}
+			rt.features = newFeatures(body, r.Header, &rt.top)
+			if wait, _ := rt.reserve(tn); wait > 0 {
+				b.Fatal("limited")
+			}
+			if why := rt.holdCloud(cloud); why != "" {
+				b.Fatal(why)
+			}
+			g.spend.add(cl.name, 1e-6, tn)
+			rt.releaseCloud()
+			rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 8, 16
+			rt.settleTokens(tn)
+		}
+	})
 }

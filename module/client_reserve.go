@@ -66,7 +66,7 @@ func (rt *route) reserve(t time.Time) (wait time.Duration, limit string) {
 		c.usage.tokens.charge(tpm, -units, t)
 		return w, "requests"
 	}
-	rt.reservedTokens = units
+	rt.reservedTokens, rt.reservedTPM = units, tpm
 	return 0, ""
 }
 
@@ -77,10 +77,15 @@ func (rt *route) settleTokens(t time.Time) {
 	if rt.usage.found {
 		used = rt.usage.prompt + rt.usage.completion
 	}
-	if c := rt.client; c != nil && c.usage != nil && used != rt.reservedTokens {
-		_, tpm := c.limits()
-		c.usage.tokens.charge(tpm, used-rt.reservedTokens, t)
+	c := rt.client
+	if c == nil || c.usage == nil {
+		return
 	}
+	// given back at the pace it was taken (a fleet's share may have
+	// changed since), then charged at today's
+	c.usage.tokens.charge(rt.reservedTPM, -rt.reservedTokens, t)
+	_, tpm := c.limits()
+	c.usage.tokens.charge(tpm, used, t)
 	rt.reservedTokens = 0
 }
 

@@ -84,6 +84,7 @@ type route struct {
 	sent      int64 // the answer's body bytes passed on to the client
 	// what admission reserved for the request (see reserve)
 	reservedTokens int64
+	reservedTPM    int // the tpm it was reserved at
 	reservedUSD    float64
 	span           trace.Span // the request's span, if recorded (see traced)
 

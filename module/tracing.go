@@ -140,6 +140,9 @@ func (rt *route) traceOutcome() {
 	if rt.usage.found {
 		s.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.prompt),
 			attribute.Int64("gen_ai.usage.output_tokens", rt.usage.completion))
+		if rt.estimated {
+			s.SetAttributes(attribute.Bool("hybrid_llm.usage_estimated", true))
+		}
 	}
 	if o := rt.overflowed(rt.answered); o != "" {
 		s.SetAttributes(attribute.String("hybrid_llm.overflow", o))
