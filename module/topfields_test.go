@@ -162,7 +162,10 @@ func promptRef(body []byte) int {
 		}
 	}
 	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
-		add(m.Get("content"))
+		// a repeated content counts as decoders read it: the last
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal([]byte(m.Raw), &fields)
+		add(gjson.ParseBytes(fields["content"]))
 		return true
 	})
 	add(gjson.GetBytes(body, "prompt"))
@@ -176,7 +179,7 @@ func TestPromptEstimate(t *testing.T) {
 		`{"messages":[{"role":"user","content":"tab\t? no: tab\\t, quote \" \\\" é \u00e9 \\u00e9 \\u4e2d\\u6587 \\/"}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","text":"no"}},"bare part"]}]}`,
 		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{\"content\":\"x\"}"}}]},{"role":"user"}]}`,
-		`{"messages":[{"metadata":{"content":"nested, not counted"},"content":"counted","content":"second, not counted"}]}`,
+		`{"messages":[{"metadata":{"content":"nested, not counted"},"content":"first, not counted","content":"counted"}]}`,
 		`{"prompt":"complete this sentence"}`, `{"prompt":["one","two",[1,2,3]]}`, `{"input":["embed me","and me"]}`,
 		`{"messages":[],"prompt":12,"input":{"text":"an object is not text"}}`, `{"model":"m"}`,
 	} {
