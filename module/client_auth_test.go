@@ -56,7 +56,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	b.Run("key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if cl, ok := g.authenticate(nil, r, "id"); !ok || cl == nil {
+			if cl, ok := g.authenticate(nil, r, "id", ""); !ok || cl == nil {
 				b.Fatal("refused")
 			}
 		}
@@ -70,7 +70,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := &route{}
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, ok := g.authenticate(nil, r, "id")
+			cl, ok := g.authenticate(nil, r, "id", "")
 			if !ok {
 				b.Fatal("refused")
 			}

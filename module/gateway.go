@@ -60,15 +60,16 @@ const DefaultMaxBodySize = 8 << 20
 // The client's credentials (`Authorization`, `Api-Key`, `X-Api-Key`) are
 // never forwarded upstream; each group sends only its own `api_key`.
 //
-// Each request gets an id (an incoming `X-Request-Id` is honoured, else
-// one is generated), echoed in the response and sent upstream. Unless
+// Each request gets an id of the gateway's own, unique, echoed in the
+// response and sent upstream as `X-Request-Id`; a client's own
+// `X-Request-Id` is kept in the access log as `llm_client_request_id`. Unless
 // disabled, the response also carries `X-Hybrid-Target` (the group that
 // answered), with `response_model upstream` `X-Hybrid-Model` (the model
 // name it was sent) and, after a fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`.
 // Upstream response headers that tell where the request landed are not
 // passed on (see PassHeaders), and answers carry the alias as their
 // `model` (see ResponseModel). The access log entry of each request gets
-// the fields `request_id`, `llm_client`, `llm_alias`, `llm_group`,
+// the fields `request_id`, `llm_client_request_id`, `llm_client`, `llm_alias`, `llm_group`,
 // `llm_model`, `llm_endpoint`, `llm_outcome`, `llm_ttfb` and, when they
 // are not at their common value, `llm_attempts`, `llm_tried`,
 // `llm_fallback`, `llm_fallback_reason`, `llm_stream` and `llm_overflow`.
@@ -369,12 +370,12 @@ func (g *Gateway) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	id := requestID(r)
+	id, clientID := requestID(r)
 	w.Header().Set("X-Request-Id", id)
 	var cl *client
 	if g.Clients != nil {
 		var ok bool
-		if cl, ok = g.authenticate(w, r, id); !ok {
+		if cl, ok = g.authenticate(w, r, id, clientID); !ok {
 			return nil
 		}
 	}
@@ -383,10 +384,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if !g.paths.allows(r.URL.Path) {
 			return g.paths.refuse(w, r)
 		}
-		return g.serveInference(w, r, id, cl)
+		return g.serveInference(w, r, id, clientID, cl)
 	}
 	if extra := logFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
+		if clientID != "" {
+			extra.Set(zap.String("llm_client_request_id", clientID))
+		}
 		if cl != nil {
 			extra.Set(zap.String("llm_client", cl.name))
 		}

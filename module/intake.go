@@ -30,8 +30,8 @@ const idempotencyKey = "X-Idempotency-Key"
 const statusClientClosed = 499
 
 // serveInference handles a JSON POST whose model is an alias.
-func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string, cl *client) error {
-	rt := &route{g: g, w: w, r: r, id: id, start: time.Now(), client: cl}
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) error {
+	rt := &route{g: g, w: w, r: r, id: id, clientID: clientID, start: time.Now(), client: cl}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(rt))

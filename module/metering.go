@@ -156,7 +156,7 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	}
 	if rt.usage.bad && rt.g.badUsage.allow(now()) {
 		rt.g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
-			zap.String("request_id", rt.id), zap.String("group", group), zap.String("model", model))
+			zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}
 	tm.duration.Observe(time.Since(rt.start).Seconds())
 	if rt.ttfb > 0 {
