@@ -163,6 +163,7 @@ type Gateway struct {
 	created      int64
 	logger       *zap.Logger
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
+	strayKeys    *warnEvery // rate-limits the warning about keys where none is read
 	healthSets   []*setHealth
 	strategySets []*weightedSet // sets leaning by latency
 	colored      bool           // an alias has colors
@@ -208,6 +209,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	g.storage = ctx.Storage()
 	g.mirrorLog = g.logger.Named("mirror")
 	g.badUsage = new(warnEvery)
+	g.strayKeys = new(warnEvery)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
@@ -372,6 +374,9 @@ func (g *Gateway) Cleanup() error {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	id, clientID := requestID(r)
 	w.Header().Set("X-Request-Id", id)
+	if where := strayKey(r); where != "" {
+		return g.refuseStrayKey(w, r, id, clientID, where)
+	}
 	var cl *client
 	if g.Clients != nil {
 		var ok bool

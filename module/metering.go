@@ -47,7 +47,7 @@ var (
 
 	clientsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "clients_refused_total",
-		Help: "Requests refused 401 because they named no known client (no key, a malformed or unknown key, no identity).",
+		Help: "Requests refused 401 because they named no known client (no key, a malformed or unknown key, no identity) or sent a key where none is read (the query string, a header spelt otherwise than Authorization, Api-Key or X-Api-Key).",
 	}, []string{"gateway"})
 
 	clientsLimited = prometheus.NewCounterVec(prometheus.CounterOpts{

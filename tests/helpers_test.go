@@ -198,9 +198,14 @@ func (e *env) loadSite(block, global, before string) {
 	` + global + `
 }
 http://127.0.0.1:9080 {
+	# as the shipped Caddyfiles do: Caddy redacts Authorization, the
+	# filter the other headers a key may come in
 	log {
 		output file {LOG}
-		format json
+		format filter {
+			wrap json
+			request>headers hybrid_llm_keys
+		}
 	}
 	handle /v1/* {
 		` + before + `

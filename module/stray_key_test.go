@@ -1,0 +1,46 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestStrayKey(t *testing.T) {
+	for _, tc := range []struct {
+		target string
+		header http.Header
+		want   string
+	}{
+		{"/v1/chat/completions", http.Header{"Authorization": {"Bearer k"}, "Api-Key": {"k"}, "X-Api-Key": {"k"}}, ""},
+		{"/v1/chat/completions?api-version=2024-10-21", nil, ""},
+		{"/v1/chat/completions?api-key=k", nil, "query"},
+		{"/v1/chat/completions?api-version=1&API_KEY=k", nil, "query"},
+		{"/v1/chat/completions?key=k", nil, "query"},
+		{"/v1/chat/completions?Access_Token=k", nil, "query"},
+		{"/v1/chat/completions?api%2Dkey=k", nil, "query"},
+		{"/v1/chat/completions?apikey", nil, "query"},
+		{"/v1/chat/completions?keyboard=1&monkey=2", nil, ""},
+		{"/v1/chat/completions", http.Header{"Api_key": {"k"}}, "Api_key"},
+		{"/v1/chat/completions", http.Header{"X_api_key": {"k"}}, "X_api_key"},
+		{"/v1/chat/completions", http.Header{"Apikey": {"k"}}, "Apikey"},
+		{"/v1/chat/completions", http.Header{"X-Stainless-Lang": {"js"}, "Sec-Fetch-Mode": {"cors"}}, ""},
+	} {
+		r := httptest.NewRequest(http.MethodPost, tc.target, nil)
+		for k, v := range tc.header {
+			r.Header[k] = v
+		}
+		if got := strayKey(r); got != tc.want {
+			t.Errorf("%s %v: %q, want %q", tc.target, tc.header, got, tc.want)
+		}
+	}
+}
+
+func TestRedactedQuery(t *testing.T) {
+	if got := redactedQuery("api-version=1&api-key=sk-secret&flag&x="); got != "api-version=REDACTED&api-key=REDACTED&flag&x=REDACTED" {
+		t.Errorf("got %q", got)
+	}
+}
