@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 func TestStrayKey(t *testing.T) {
@@ -42,5 +45,35 @@ func TestStrayKey(t *testing.T) {
 func TestRedactedQuery(t *testing.T) {
 	if got := redactedQuery("api-version=1&api-key=sk-secret&flag&x="); got != "api-version=REDACTED&api-key=REDACTED&flag&x=REDACTED" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// headerObject writes headers as Caddy's access log does.
+type headerObject http.Header
+
+func (h headerObject) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	for k, v := range h {
+		_ = enc.AddArray(k, zapcore.ArrayMarshalerFunc(func(ae zapcore.ArrayEncoder) error {
+			for _, s := range v {
+				ae.AppendString(s)
+			}
+			return nil
+		}))
+	}
+	return nil
+}
+
+func TestKeyHeadersFilter(t *testing.T) {
+	h := headerObject{"Api-Key": {"k1"}, "X-Api-Key": {"k2"}, "Api_key": {"k3"}, "Apikey": {"k4"}, "User-Agent": {"OpenAI/JS 6.49.0"}}
+	enc := zapcore.NewMapObjectEncoder()
+	KeyHeadersFilter{}.Filter(zap.Object("headers", h)).AddTo(enc)
+	got := enc.Fields["headers"].(map[string]any)
+	for _, k := range []string{"Api-Key", "X-Api-Key", "Api_key", "Apikey"} {
+		if v := got[k].([]any); len(v) != 1 || v[0] != "REDACTED" {
+			t.Errorf("%s: %v", k, v)
+		}
+	}
+	if v := got["User-Agent"].([]any); len(v) != 1 || v[0] != "OpenAI/JS 6.49.0" {
+		t.Errorf("User-Agent: %v", v)
 	}
 }
