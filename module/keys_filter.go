@@ -4,6 +4,8 @@
 package hybridllm
 
 import (
+	"strings"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/logging"
@@ -21,10 +23,13 @@ func init() {
 // and cookies, and copies the request before any handler runs, and
 // before it drops the headers spelt with an underscore: the gateway
 // cannot keep a key in those headers out of the log, the filter can.
+// On `request>uri` it redacts the values of such query parameters, for
+// the requests the gateway does not see.
 //
 //	log {
 //		format filter {
 //			request>headers hybrid_llm_keys
+//			request>uri hybrid_llm_keys
 //		}
 //	}
 type KeyHeadersFilter struct{}
@@ -46,10 +51,18 @@ func (*KeyHeadersFilter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// Filter redacts the credentials of a headers object.
+// Filter redacts the credentials of a headers object, or of a URI's
+// query.
 func (KeyHeadersFilter) Filter(in zapcore.Field) zapcore.Field {
-	if m, ok := in.Interface.(zapcore.ObjectMarshaler); ok && in.Type == zapcore.ObjectMarshalerType {
-		in.Interface = keyRedacted{m}
+	switch in.Type {
+	case zapcore.ObjectMarshalerType:
+		if m, ok := in.Interface.(zapcore.ObjectMarshaler); ok {
+			in.Interface = keyRedacted{m}
+		}
+	case zapcore.StringType:
+		if path, query, ok := strings.Cut(in.String, "?"); ok && strayQuery(query) {
+			in.String = path + "?" + redactedKeys(query)
+		}
 	}
 	return in
 }

@@ -60,22 +60,39 @@ func strayKey(r *http.Request) string {
 			return name
 		}
 	}
-	for q := r.URL.RawQuery; q != ""; {
-		var pair string
-		pair, q, _ = strings.Cut(q, "&")
-		name, _, _ := strings.Cut(pair, "=")
-		if strings.ContainsAny(name, "%+") {
-			name, _ = url.QueryUnescape(name)
-		}
-		if keyLike(name) {
-			return "query"
-		}
+	if strayQuery(r.URL.RawQuery) {
+		return "query"
 	}
 	return ""
 }
 
+// strayQuery reports whether a query string names a key.
+func strayQuery(q string) bool {
+	for q != "" {
+		var pair string
+		pair, q, _ = strings.Cut(q, "&")
+		if name, _, _ := strings.Cut(pair, "="); queryKey(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// queryKey reports whether a query parameter's name, as sent, names a key.
+func queryKey(name string) bool {
+	if strings.ContainsAny(name, "%+") {
+		name, _ = url.QueryUnescape(name)
+	}
+	return keyLike(name)
+}
+
 // redactedQuery is a query string with every value replaced.
-func redactedQuery(q string) string {
+func redactedQuery(q string) string { return redactQuery(q, func(string) bool { return true }) }
+
+// redactedKeys is a query string with the values of the keys replaced.
+func redactedKeys(q string) string { return redactQuery(q, queryKey) }
+
+func redactQuery(q string, redact func(name string) bool) string {
 	var b strings.Builder
 	for q != "" {
 		var pair string
@@ -84,10 +101,12 @@ func redactedQuery(q string) string {
 		if b.Len() > 0 {
 			b.WriteByte('&')
 		}
-		b.WriteString(name)
-		if hasValue {
-			b.WriteString("=REDACTED")
+		if !hasValue || !redact(name) {
+			b.WriteString(pair)
+			continue
 		}
+		b.WriteString(name)
+		b.WriteString("=REDACTED")
 	}
 	return b.String()
 }

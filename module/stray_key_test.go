@@ -46,6 +46,11 @@ func TestRedactedQuery(t *testing.T) {
 	if got := redactedQuery("api-version=1&api-key=sk-secret&flag&x="); got != "api-version=REDACTED&api-key=REDACTED&flag&x=REDACTED" {
 		t.Errorf("got %q", got)
 	}
+	enc := zapcore.NewMapObjectEncoder()
+	KeyHeadersFilter{}.Filter(zap.String("uri", "/v1/models?api-version=1&API_KEY=sk-secret&key")).AddTo(enc)
+	if got := enc.Fields["uri"]; got != "/v1/models?api-version=1&API_KEY=REDACTED&key" {
+		t.Errorf("uri %q", got)
+	}
 }
 
 // headerObject writes headers as Caddy's access log does.

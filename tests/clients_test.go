@@ -658,6 +658,10 @@ func TestClientKeysNeverLeak(t *testing.T) {
 		_, body = post(t, "/v1/chat/completions"+q, chatBody)
 		seen = append(seen, string(body))
 	}
+	// a route of the site other than the gateway's: logged, the key redacted
+	if resp, _ := post(t, "/elsewhere?api-key="+good, ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("elsewhere: %d", resp.StatusCode)
+	}
 	for _, path := range []string{"/metrics", "/config/", "/hybrid_llm/state", "/hybrid_llm/clients", "/hybrid_llm/ledger"} {
 		seen = append(seen, string(adminGet(t, path)))
 	}

@@ -205,6 +205,7 @@ http://127.0.0.1:9080 {
 		format filter {
 			wrap json
 			request>headers hybrid_llm_keys
+			request>uri hybrid_llm_keys
 		}
 	}
 	handle /v1/* {
