@@ -58,7 +58,10 @@ const DefaultMaxBodySize = 8 << 20
 // `{"error":{"message","type","param","code"}}`.
 //
 // The client's credentials (`Authorization`, `Api-Key`, `X-Api-Key`) are
-// never forwarded upstream; each group sends only its own `api_key`.
+// never forwarded upstream; each group sends only its own `api_key`. A key
+// anywhere else (the query string, a header of another spelling) is
+// refused 401, and the request's access log record, which would hold it,
+// skipped.
 //
 // Each request gets an id of the gateway's own, unique, echoed in the
 // response and sent upstream as `X-Request-Id`; a client's own
