@@ -65,16 +65,16 @@ const DefaultMaxBodySize = 8 << 20
 //
 // Each request gets an id of the gateway's own, unique, echoed in the
 // response and sent upstream as `X-Request-Id`; a client's own
-// `X-Request-Id` is kept in the access log as `llm_client_request_id`. Unless
+// `X-Request-Id` is only noted, as `llm_client_request_id`. Unless
 // disabled, the response also carries `X-Hybrid-Target` (the group that
 // answered), with `response_model upstream` `X-Hybrid-Model` (the model
 // name it was sent) and, after a fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`.
 // Upstream response headers that tell where the request landed are not
 // passed on (see PassHeaders), and answers carry the alias as their
 // `model` (see ResponseModel). The access log entry of each request gets
-// the fields `request_id`, `llm_client_request_id`, `llm_client`, `llm_alias`, `llm_group`,
+// the fields `request_id`, `llm_client`, `llm_alias`, `llm_group`,
 // `llm_model`, `llm_endpoint`, `llm_outcome`, `llm_ttfb` and, when they
-// are not at their common value, `llm_attempts`, `llm_tried`,
+// are not at their common value, `llm_client_request_id`, `llm_attempts`, `llm_tried`,
 // `llm_fallback`, `llm_fallback_reason`, `llm_stream` and `llm_overflow`.
 type Gateway struct {
 	// The gateway's name in the admin API, logs and metrics; names must
