@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -16,6 +17,9 @@ import (
 // of it gets the record so far).
 func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("request_id", rt.id)
+	if rt.clientID != "" {
+		enc.AddString("llm_client_request_id", rt.clientID)
+	}
 	if rt.client != nil {
 		enc.AddString("llm_client", rt.client.name)
 	}
@@ -88,6 +92,15 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddFloat64("llm_cost_usd", rt.costUSD)
 	}
 	return nil
+}
+
+// clientIDField is the client's own request id, for the gateway's log
+// records, or nothing.
+func (rt *route) clientIDField() zap.Field {
+	if rt.clientID == "" {
+		return zap.Skip()
+	}
+	return zap.String("llm_client_request_id", rt.clientID)
 }
 
 // triedList renders the failed attempts as `group:reason` strings.

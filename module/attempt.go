@@ -258,7 +258,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		res.held = t.group.shared.breaker.holdFor(a.wait, now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
-		c.Write(zap.String("request_id", rt.id), zap.String("group", t.Group),
+		c.Write(zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(err))
 	}
 	res.verdict = verdictOf(a.reason, false, rt.r.Context())
@@ -359,7 +359,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 // interruptedFields are the log fields of an answer interrupted after
 // its first byte, for the given cause.
 func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field {
-	return []zap.Field{zap.String("request_id", rt.id),
+	return []zap.Field{zap.String("request_id", rt.id), rt.clientIDField(),
 		zap.String("outcome", outcomeInterrupted),
 		zap.String("cause", cause),
 		zap.String("group", aw.target.Group),

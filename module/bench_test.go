@@ -130,6 +130,20 @@ func BenchmarkFeatures(b *testing.B) {
 	}
 }
 
+// BenchmarkScanTop is the body's one pass alone, on a 4 KB chat request
+// with stream_options.
+func BenchmarkScanTop(b *testing.B) {
+	body := chatRequest(4 << 10)
+	body = append(body[:len(body)-1], `,"stream_options":{"include_usage":false},"n":1}`...)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if top, ok := scanTop(body); !ok || top.model == nil {
+			b.Fatal("not read")
+		}
+	}
+}
+
 // BenchmarkMeterAndLog is the per-request metrics and access-log work:
 // with access logs off, and with the routing record written as JSON.
 func BenchmarkMeterAndLog(b *testing.B) {

@@ -186,15 +186,21 @@ func withStreamUsage(body []byte, top *topFields) (splice, []byte, bool) {
 	return splice{}, b, err == nil
 }
 
-// requestID returns the request's X-Request-Id if it is a sane token (1
-// to 128 visible ASCII characters), or a new random id.
-func requestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 128 && visibleASCII(id) {
-		return id
+// requestID gives the request a new id, the one its X-Request-Id header
+// carries from now on, and returns it with the client's own X-Request-Id
+// if that is a sane token (1 to 128 visible ASCII characters). The
+// client's id is only noted: two clients may send the same one.
+func requestID(r *http.Request) (id, clientID string) {
+	id = newRequestID()
+	if v := r.Header["X-Request-Id"]; len(v) == 1 {
+		if c := v[0]; c != "" && len(c) <= 128 && visibleASCII(c) {
+			clientID = c
+		}
+		v[0] = id // in place: no new slice
+		return id, clientID
 	}
-	id := newRequestID()
 	r.Header.Set("X-Request-Id", id)
-	return id
+	return id, ""
 }
 
 // newRequestID returns 26 random base-32 characters (130 bits), like

@@ -181,8 +181,12 @@ func TestReadBodyLimit(t *testing.T) {
 func TestRequestID(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	r.Header.Set("X-Request-Id", "abc-123")
-	if got := requestID(r); got != "abc-123" {
-		t.Errorf("incoming id not honoured: %q", got)
+	id, clientID := requestID(r)
+	if id == "abc-123" || id == "" || clientID != "abc-123" {
+		t.Errorf("a client's id: id %q, client's %q", id, clientID)
+	}
+	if got := r.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != id {
+		t.Errorf("the request carries %q, want the gateway's %q", got, id)
 	}
 
 	for _, bad := range []string{"", "has space", strings.Repeat("x", 129), "new\x7fline"} {
@@ -190,9 +194,9 @@ func TestRequestID(t *testing.T) {
 		if bad != "" {
 			r.Header.Set("X-Request-Id", bad)
 		}
-		got := requestID(r)
-		if got == bad || got == "" {
-			t.Errorf("bad id %q kept: %q", bad, got)
+		got, clientID := requestID(r)
+		if got == bad || got == "" || clientID != "" {
+			t.Errorf("bad id %q kept: %q, client's %q", bad, got, clientID)
 		}
 		if r.Header.Get("X-Request-Id") != got {
 			t.Errorf("generated id %q not set on the request (got %q)", got, r.Header.Get("X-Request-Id"))
@@ -200,10 +204,15 @@ func TestRequestID(t *testing.T) {
 	}
 	r1 := httptest.NewRequest(http.MethodPost, "/", nil)
 	r2 := httptest.NewRequest(http.MethodPost, "/", nil)
-	if requestID(r1) == requestID(r2) {
-		t.Error("generated ids repeat")
+	r1.Header.Set("X-Request-Id", "same")
+	r2.Header.Set("X-Request-Id", "same")
+	if id1, _ := requestID(r1); id1 == firstOf(requestID(r2)) {
+		t.Error("two requests got one id")
 	}
 }
+
+// firstOf returns the gateway's id of a requestID result.
+func firstOf(id, _ string) string { return id }
 
 func TestErrorShape(t *testing.T) {
 	got := string(errorJSON(errTypeInvalidRequest, "model_not_found", "model", "The model `x` does not exist."))

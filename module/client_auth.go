@@ -61,7 +61,7 @@ func presentedKey(h http.Header) (key, problem string) {
 
 // authenticate returns the client a request comes from. A request without
 // a known client is answered 401 here, and ok is false.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id string) (cl *client, ok bool) {
+func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id, clientID string) (cl *client, ok bool) {
 	cs := g.clientSet.Load()
 	if g.Clients.Identity != "" {
 		repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
@@ -70,7 +70,7 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id string
 			name = repl.ReplaceAll(g.Clients.Identity, "")
 		}
 		if name == "" {
-			return nil, g.refuse(w, r, id, "the request has no client identity")
+			return nil, g.refuse(w, r, id, clientID, "the request has no client identity")
 		}
 		if cl = cs.byName[name]; cl == nil {
 			cl = &client{name: name} // authenticated in front, without settings here
@@ -79,21 +79,24 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id string
 	}
 	key, problem := presentedKey(r.Header)
 	if problem != "" {
-		return nil, g.refuse(w, r, id, problem)
+		return nil, g.refuse(w, r, id, clientID, problem)
 	}
 	// hashed in place: the key is never copied, and the lookup takes the
 	// same time whichever key it is
 	if cl = cs.byKey[sha256.Sum256(unsafe.Slice(unsafe.StringData(key), len(key)))]; cl == nil {
-		return nil, g.refuse(w, r, id, "incorrect API key provided")
+		return nil, g.refuse(w, r, id, clientID, "incorrect API key provided")
 	}
 	return cl, true
 }
 
 // refuse answers a request that names no known client. The message never
 // repeats the key.
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, why string) bool {
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, clientID, why string) bool {
 	if extra := logFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
+		if clientID != "" {
+			extra.Set(zap.String("llm_client_request_id", clientID))
+		}
 	}
 	clientsRefused.WithLabelValues(g.Name).Inc()
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)

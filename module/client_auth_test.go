@@ -56,7 +56,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	b.Run("key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if cl, ok := g.authenticate(nil, r, "id"); !ok || cl == nil {
+			if cl, ok := g.authenticate(nil, r, "id", ""); !ok || cl == nil {
 				b.Fatal("refused")
 			}
 		}
@@ -73,7 +73,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, ok := g.authenticate(nil, r, "id")
+			cl, ok := g.authenticate(nil, r, "id", "")
 			if !ok {
 				b.Fatal("refused")
 			}
@@ -100,7 +100,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, _ := g.authenticate(nil, r, "id")
+			cl, _ := g.authenticate(nil, r, "id", "")
 			tn := now()
 			*rt = route{g: g, r: r, client: cl, top: top}
 			rt.features = newFeatures(body, r.Header, &rt.top)

@@ -123,24 +123,6 @@ func clampTokens(body []byte, path string, limit int, setMissing bool) ([]byte, 
 	return out, changed, nil
 }
 
-// repeatedField returns the first of fields given more than once at the
-// top level of body, if any: the gateway reads the first, an upstream's
-// decoder the last.
-func repeatedField(body []byte, fields []string) string {
-	var counts [4]int
-	jsonscan.ObjectFields(body, jsonscan.SkipSpace(body, 0), jsonscan.MaxNesting, func(key, _ []byte, _ int) {
-		if i := slices.Index(fields, string(key)); i >= 0 && i < len(counts) {
-			counts[i]++
-		}
-	})
-	for i, f := range fields {
-		if i < len(counts) && counts[i] > 1 {
-			return f
-		}
-	}
-	return ""
-}
-
 // fieldRaw returns the raw value of a top-level field, the last when it
 // repeats (as an upstream decoder reads it); nil when absent.
 func fieldRaw(body []byte, name string) []byte {

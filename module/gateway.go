@@ -58,10 +58,14 @@ const DefaultMaxBodySize = 8 << 20
 // `{"error":{"message","type","param","code"}}`.
 //
 // The client's credentials (`Authorization`, `Api-Key`, `X-Api-Key`) are
-// never forwarded upstream; each group sends only its own `api_key`.
+// never forwarded upstream; each group sends only its own `api_key`. A key
+// anywhere else (the query string, a header of another spelling) is
+// refused 401, and the request's access log record, which would hold it,
+// skipped.
 //
-// Each request gets an id (an incoming `X-Request-Id` is honoured, else
-// one is generated), echoed in the response and sent upstream. Unless
+// Each request gets an id of the gateway's own, unique, echoed in the
+// response and sent upstream as `X-Request-Id`; a client's own
+// `X-Request-Id` is only noted, as `llm_client_request_id`. Unless
 // disabled, the response also carries `X-Hybrid-Target` (the group that
 // answered), with `response_model upstream` `X-Hybrid-Model` (the model
 // name it was sent) and, after a fallback, `X-Hybrid-Fallback: true` and `X-Hybrid-Fallback-Reason`.
@@ -70,7 +74,7 @@ const DefaultMaxBodySize = 8 << 20
 // `model` (see ResponseModel). The access log entry of each request gets
 // the fields `request_id`, `llm_client`, `llm_alias`, `llm_group`,
 // `llm_model`, `llm_endpoint`, `llm_outcome`, `llm_ttfb` and, when they
-// are not at their common value, `llm_attempts`, `llm_tried`,
+// are not at their common value, `llm_client_request_id`, `llm_attempts`, `llm_tried`,
 // `llm_fallback`, `llm_fallback_reason`, `llm_stream` and `llm_overflow`.
 type Gateway struct {
 	// The gateway's name in the admin API, logs and metrics; names must
@@ -162,6 +166,7 @@ type Gateway struct {
 	created      int64
 	logger       *zap.Logger
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
+	strayKeys    *warnEvery // rate-limits the warning about keys where none is read
 	healthSets   []*setHealth
 	strategySets []*weightedSet // sets leaning by latency
 	colored      bool           // an alias has colors
@@ -207,6 +212,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	g.storage = ctx.Storage()
 	g.mirrorLog = g.logger.Named("mirror")
 	g.badUsage = new(warnEvery)
+	g.strayKeys = new(warnEvery)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
@@ -369,12 +375,15 @@ func (g *Gateway) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	id := requestID(r)
+	id, clientID := requestID(r)
 	w.Header().Set("X-Request-Id", id)
+	if where := strayKey(r); where != "" {
+		return g.refuseStrayKey(w, r, id, clientID, where)
+	}
 	var cl *client
 	if g.Clients != nil {
 		var ok bool
-		if cl, ok = g.authenticate(w, r, id); !ok {
+		if cl, ok = g.authenticate(w, r, id, clientID); !ok {
 			return nil
 		}
 	}
@@ -383,10 +392,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if !g.paths.allows(r.URL.Path) {
 			return g.paths.refuse(w, r)
 		}
-		return g.serveInference(w, r, id, cl)
+		return g.serveInference(w, r, id, clientID, cl)
 	}
 	if extra := logFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
+		if clientID != "" {
+			extra.Set(zap.String("llm_client_request_id", clientID))
+		}
 		if cl != nil {
 			extra.Set(zap.String("llm_client", cl.name))
 		}

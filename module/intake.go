@@ -30,8 +30,8 @@ const idempotencyKey = "X-Idempotency-Key"
 const statusClientClosed = 499
 
 // serveInference handles a JSON POST whose model is an alias.
-func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id string, cl *client) error {
-	rt := &route{g: g, w: w, r: r, id: id, start: time.Now(), client: cl}
+func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) error {
+	rt := &route{g: g, w: w, r: r, id: id, clientID: clientID, start: time.Now(), client: cl}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(rt))
@@ -67,23 +67,17 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id stri
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", "model",
 			"model must be a string")
 	}
-	if top.models > 1 {
-		// the alias and the rewrite see the first one, the upstream's
-		// decoder the last: the client would choose the upstream model
-		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "model",
-			"the request body has more than one model field")
+	if f := top.repeated; f != "" {
+		// the gateway reads the first, the upstream's decoder the last:
+		// the client would choose the upstream model, its stream usage,
+		// its length past a ceiling
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", f,
+			"the request body has more than one "+f+" field")
 	}
 	al, ok := g.alias(top)
 	if !ok || !cl.allows(al.name) {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
 			"The model `"+top.modelName()+"` does not exist.")
-	}
-	if al.chain != nil {
-		// a tier's max_tokens must bound what the upstream reads
-		if f := repeatedField(body, tokenFields(r.URL.Path)); f != "" {
-			return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", f,
-				"the request body has more than one "+f+" field")
-		}
 	}
 	g.stripRouting(r, cl)
 	if g.colored {

@@ -47,7 +47,7 @@ var (
 
 	clientsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "clients_refused_total",
-		Help: "Requests refused 401 because they named no known client (no key, a malformed or unknown key, no identity).",
+		Help: "Requests refused 401 because they named no known client (no key, a malformed or unknown key, no identity) or sent a key where none is read (the query string, a header spelt otherwise than Authorization, Api-Key or X-Api-Key).",
 	}, []string{"gateway"})
 
 	clientsLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -161,7 +161,7 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 	}
 	if rt.usage.bad && rt.g.badUsage.allow(now()) {
 		rt.g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
-			zap.String("request_id", rt.id), zap.String("group", group), zap.String("model", model))
+			zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}
 	tm.duration.Observe(time.Since(rt.start).Seconds())
 	if rt.ttfb > 0 {

@@ -38,6 +38,7 @@ type route struct {
 	w        http.ResponseWriter
 	r        *http.Request
 	id       string
+	clientID string  // the client's own X-Request-Id, if it sent one
 	client   *client // who sent it, when clients are configured
 	start    time.Time
 	attempts []attempt

@@ -25,13 +25,47 @@ type topFields struct {
 
 	watch   []string // rule fields to note
 	present uint64   // bit i: watch[i] is present and not null
+
+	// the first field the gateway reads that the body gives twice, ""
+	// if none: decoders disagree on which one counts (gjson and sjson
+	// take the first, Go's and Python's decoders, vLLM's and a cloud's,
+	// the last)
+	repeated    string
+	seen        uint32 // bit i: readFields[i] was read
+	watchedSeen uint64 // bit i: watch[i] was read
 }
 
+// readFields are the top-level fields the gateway reads or rewrites: the
+// names a repeat is reported by, in the order of their bits.
+var readFields = [...]string{
+	"model", "stream", "stream_options", "messages", "prompt", "input",
+	"max_tokens", "max_completion_tokens", "max_output_tokens", "n",
+	"response_format", "text", "tools", "tool_choice", "functions", "function_call",
+}
+
+const (
+	fieldModel = iota
+	fieldStream
+	fieldStreamOptions
+	fieldMessages
+	fieldPrompt
+	fieldInput
+	fieldMaxTokens
+	fieldMaxCompletionTokens
+	fieldMaxOutputTokens
+	fieldN
+	fieldResponseFormat
+	fieldText
+	fieldTools
+	fieldToolChoice
+	fieldFunctions
+	fieldFunctionCall
+)
+
 // scanTop validates a JSON body and reads its top-level fields in one
-// pass. It reports false unless the body is one valid JSON object. A
-// model key given twice (escapes included) is counted: decoders disagree
-// on which one counts (gjson and sjson take the first, Go's and Python's
-// decoders, vLLM's and a cloud's, the last).
+// pass. It reports false unless the body is one valid JSON object. A key
+// is matched unescaped, so a model key spelled with escapes is a model
+// key too.
 func scanTop(body []byte, watch ...string) (topFields, bool) {
 	f := topFields{watch: watch}
 	end, ok := jsonscan.ObjectFields(body, jsonscan.SkipSpace(body, 0), jsonscan.MaxNesting, f.read)
@@ -41,13 +75,16 @@ func scanTop(body []byte, watch ...string) (topFields, bool) {
 // read records one top-level field. raw is a valid JSON value at body
 // offset at.
 func (f *topFields) read(key, raw []byte, at int) {
+	i := -1
 	switch string(key) {
 	case "model":
+		i = fieldModel
 		if f.models == 0 {
 			f.model, f.modelAt = raw, at
 		}
 		f.models++
 	case "stream":
+		i = fieldStream
 		switch raw[0] {
 		case 't', 'f':
 			f.stream = raw[0] == 't'
@@ -55,23 +92,66 @@ func (f *topFields) read(key, raw []byte, at int) {
 			f.stream = gjson.ParseBytes(raw).Bool()
 		}
 	case "stream_options":
+		i = fieldStreamOptions
 		f.hasStreamOptions = true
-		f.wantsUsage = gjson.GetBytes(raw, "include_usage").Bool()
+		var usage []byte
+		f.wantsUsage = false
+		if f.nested(raw, "include_usage", "stream_options.include_usage", &usage) && usage != nil {
+			f.wantsUsage = gjson.ParseBytes(usage).Bool()
+		}
 	case "messages":
+		i = fieldMessages
 		f.messages = raw
 	case "prompt":
+		i = fieldPrompt
 		f.prompt = raw
 	case "input":
+		i = fieldInput
 		f.input = raw
-	case "n":
-		f.n = jsonscan.Int(raw)
-	case "max_tokens", "max_completion_tokens":
+	case "max_tokens":
+		i = fieldMaxTokens
 		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
+	case "max_completion_tokens":
+		i = fieldMaxCompletionTokens
+		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
+	case "max_output_tokens":
+		i = fieldMaxOutputTokens
+	case "n":
+		i = fieldN
+		f.n = jsonscan.Int(raw)
+	case "response_format":
+		i = fieldResponseFormat
+		f.nested(raw, "type", "response_format.type", nil)
+	case "text":
+		// the Responses API's text.format.type
+		i = fieldText
+		var format []byte
+		if f.nested(raw, "format", "text.format", &format) && format != nil {
+			f.nested(format, "type", "text.format.type", nil)
+		}
+	case "tools":
+		i = fieldTools
+	case "tool_choice":
+		i = fieldToolChoice
+	case "functions":
+		i = fieldFunctions
+	case "function_call":
+		i = fieldFunctionCall
+	}
+	if i >= 0 {
+		if f.seen&(1<<i) != 0 && f.repeated == "" {
+			f.repeated = readFields[i]
+		}
+		f.seen |= 1 << i
 	}
 	if len(f.watch) > 0 {
 		// a field given twice counts as upstream decoders read it: the last
 		for i, w := range f.watch {
 			if string(key) == w {
+				if f.watchedSeen&(1<<i) != 0 && f.repeated == "" {
+					f.repeated = w
+				}
+				f.watchedSeen |= 1 << i
 				if string(raw) == "null" {
 					f.present &^= 1 << i
 				} else {
@@ -80,6 +160,27 @@ func (f *topFields) read(key, raw []byte, at int) {
 			}
 		}
 	}
+}
+
+// nested reads the field name of an object value raw into v (if v is not
+// nil), noting path as repeated when the object gives it twice. It
+// reports false when raw is not an object.
+func (f *topFields) nested(raw []byte, name, path string, v *[]byte) bool {
+	if raw[0] != '{' {
+		return false
+	}
+	n := 0
+	jsonscan.ObjectFields(raw, 0, jsonscan.MaxNesting, func(k, val []byte, _ int) {
+		if string(k) == name {
+			if n++; n == 2 && f.repeated == "" {
+				f.repeated = path
+			}
+			if v != nil {
+				*v = val // the last, as decoders read it
+			}
+		}
+	})
+	return true
 }
 
 // modelString reports whether the model is a JSON string.

@@ -87,6 +87,37 @@ func TestScanTopFields(t *testing.T) {
 	}
 }
 
+// Every field the gateway reads, given twice, is reported by the name a
+// refusal gives; other fields, and keys nested elsewhere, are not.
+func TestScanTopRepeated(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","mod\u0065l":"x"}`, "model"},
+		{`{"model":"m","stream":true,"stream":false}`, "stream"},
+		{`{"model":"m","stream_options":{},"stream_options":{"include_usage":true}}`, "stream_options"},
+		{`{"model":"m","stream_options":{"include_usage":true,"include_usage":false}}`, "stream_options.include_usage"},
+		{`{"model":"m","max_tokens":1,"max_tokens":9}`, "max_tokens"},
+		{`{"model":"m","max_completion_tokens":1,"max_completion_tokens":9}`, "max_completion_tokens"},
+		{`{"model":"m","max_output_tokens":1,"max_output_tokens":9}`, "max_output_tokens"},
+		{`{"model":"m","n":1,"n":9}`, "n"},
+		{`{"model":"m","messages":[],"messages":[]}`, "messages"},
+		{`{"model":"m","response_format":{"type":"text","type":"json_schema"}}`, "response_format.type"},
+		{`{"model":"m","text":{"format":{"type":"text","type":"json_schema"}}}`, "text.format.type"},
+		{`{"model":"m","tools":[],"tools":[1]}`, "tools"},
+		{`{"model":"m","x_rule":1,"x_rule":null}`, "x_rule"},
+		{`{"model":"m","max_tokens":1,"max_completion_tokens":9,"temperature":1,"temperature":2}`, ""},
+		{`{"model":"m","metadata":{"model":"a","model":"b"},"messages":[{"content":"a","content":"b"}]}`, ""},
+		{`{"model":"m","stream_options":{"include_usage":true},"response_format":{"type":"json_object"}}`, ""},
+	} {
+		f, ok := scanTop([]byte(tc.body), "x_rule")
+		if !ok || f.repeated != tc.want {
+			t.Errorf("%s: repeated %q (valid %v), want %q", tc.body, f.repeated, ok, tc.want)
+		}
+	}
+	if f, _ := scanTop([]byte(`{"stream_options":{"include_usage":true}}`)); !f.wantsUsage || !f.hasStreamOptions {
+		t.Error("include_usage not read")
+	}
+}
+
 func FuzzScanTop(f *testing.F) {
 	for _, s := range []string{`{"model":"m","messages":[{"content":"x"}],"stream":false}`, `{"a":[1,{"b":null}]}`,
 		`{"mod\u0065l":1}`, `{"a":"\ud800"}`, `{"x":-0.0e-0}`, `[1]`, `{"a":1,}`} {
@@ -131,7 +162,10 @@ func promptRef(body []byte) int {
 		}
 	}
 	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
-		add(m.Get("content"))
+		// a repeated content counts as decoders read it: the last
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal([]byte(m.Raw), &fields)
+		add(gjson.ParseBytes(fields["content"]))
 		return true
 	})
 	add(gjson.GetBytes(body, "prompt"))
@@ -145,7 +179,7 @@ func TestPromptEstimate(t *testing.T) {
 		`{"messages":[{"role":"user","content":"tab\t? no: tab\\t, quote \" \\\" é \u00e9 \\u00e9 \\u4e2d\\u6587 \\/"}]}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","text":"no"}},"bare part"]}]}`,
 		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{\"content\":\"x\"}"}}]},{"role":"user"}]}`,
-		`{"messages":[{"metadata":{"content":"nested, not counted"},"content":"counted","content":"second, not counted"}]}`,
+		`{"messages":[{"metadata":{"content":"nested, not counted"},"content":"first, not counted","content":"counted"}]}`,
 		`{"prompt":"complete this sentence"}`, `{"prompt":["one","two",[1,2,3]]}`, `{"input":["embed me","and me"]}`,
 		`{"messages":[],"prompt":12,"input":{"text":"an object is not text"}}`, `{"model":"m"}`,
 	} {

@@ -630,7 +630,9 @@ func TestRevokedKeyLetsItsStreamFinish(t *testing.T) {
 }
 
 // Client keys, good or bad, reach no upstream, metric, admin answer,
-// error body or gateway log; Caddy's access log redacts Authorization.
+// error body, gateway log or access log record, wherever the client put
+// them; Caddy's access log redacts Authorization, and the site's log
+// filter deletes Api-Key and X-Api-Key.
 func TestClientKeysNeverLeak(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	const good, bad = "sk-leak-check-good-key-123", "sk-leak-check-bad-key-456"
@@ -640,17 +642,40 @@ func TestClientKeysNeverLeak(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	_, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer "+bad)
-	seen = append(seen, string(body))
-	_, body = post(t, "/v1/chat/completions", chatBody, "Authorization", "Bearer "+good, "Api-Key", bad)
-	seen = append(seen, string(body))
+	for _, header := range [][]string{
+		{"Authorization", "Bearer " + bad},
+		{"Authorization", "Bearer " + good, "Api-Key", bad},
+		{"X-Api-Key", good},
+		{"Api_Key", good},
+		{"X_Api_Key", bad},
+	} {
+		_, body = post(t, "/v1/chat/completions", chatBody, header...)
+		seen = append(seen, string(body))
+	}
 	_, body = post(t, "/v1/chat/completions", strings.Replace(chatBody, "chat-main", "nope", 1), "Api-Key", good)
 	seen = append(seen, string(body))
+	for _, q := range []string{"?api-key=" + good, "?api-version=1&API_KEY=" + bad, "?key=" + good} {
+		_, body = post(t, "/v1/chat/completions"+q, chatBody)
+		seen = append(seen, string(body))
+	}
+	// a route of the site other than the gateway's: logged, the key redacted
+	if resp, _ := post(t, "/elsewhere?api-key="+good, ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("elsewhere: %d", resp.StatusCode)
+	}
 	for _, path := range []string{"/metrics", "/config/", "/hybrid_llm/state", "/hybrid_llm/clients", "/hybrid_llm/ledger"} {
 		seen = append(seen, string(adminGet(t, path)))
 	}
-	entry, _ := json.Marshal(e.accessLog("leak-check"))
-	seen = append(seen, string(entry))
+	// the records of the requests above are written before this one's,
+	// sent on the same connection once they were answered
+	req, _ := http.NewRequest(http.MethodGet, gateway+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+good)
+	req.Header.Set("X-Request-Id", "leak-check-last")
+	if resp, body := do(t, req); resp.StatusCode != 200 {
+		t.Fatalf("models: %d %s", resp.StatusCode, body)
+	}
+	e.accessLog("leak-check-last")
+	accessLog, _ := os.ReadFile(e.logPath)
+	seen = append(seen, string(accessLog))
 	gwLog, _ := os.ReadFile(logPath)
 	seen = append(seen, string(gwLog))
 	for _, r := range append(e.selfPosts(), e.cloudPosts()...) {
@@ -661,6 +686,88 @@ func TestClientKeysNeverLeak(t *testing.T) {
 		if strings.Contains(s, good) || strings.Contains(s, bad) {
 			t.Errorf("a client key in output %d: %.300s", i, s)
 		}
+	}
+	if n := strings.Count(string(accessLog), "\n"); n < 6 {
+		t.Errorf("the access log has %d records", n)
+	}
+}
+
+// A key sent where the gateway reads none (a query string, a header of
+// another spelling) is refused with where to send it, with or without
+// clients; Caddy would write it to the access log, so the request's
+// record is skipped, and the gateway's warning shows the query without
+// its values. A header spelt with an underscore (Api_Key) Caddy drops
+// before any handler, after copying the request for its log: it never
+// reaches the gateway, and the log filter redacts it.
+func TestKeysWhereNoneIsReadAreRefusedUnlogged(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	const key = "sk-attacker-sent-0123456789"
+	for _, withClients := range []bool{true, false} {
+		block := defaultGateway
+		if withClients {
+			block += "clients {\n\tclient team-a " + hashed(key) + "\n}\n"
+		}
+		logPath := e.loadWithGatewayLog(block)
+		var refused []string
+		for _, tc := range []struct{ query, header, hint string }{
+			{"?api-key=" + key, "", "query string"},
+			{"?api-version=2024-10-21&Api_Key=" + key, "", "query string"},
+			{"?access_token=" + key, "", "query string"},
+			{"", "Apikey", "Apikey header"},
+			{"", "X-Api-Token", "X-Api-Token header"},
+		} {
+			h := []string{"Authorization", "Bearer " + key}
+			if tc.header != "" {
+				h = []string{tc.header, key}
+			}
+			resp, body := post(t, "/v1/chat/completions"+tc.query, chatBody, h...)
+			e1 := wantError(t, resp, body, http.StatusUnauthorized, "invalid_api_key")
+			if !strings.Contains(e1.Error.Message, tc.hint) || !strings.Contains(e1.Error.Message, "Authorization: Bearer <key>") {
+				t.Errorf("%s%s: message %q", tc.query, tc.header, e1.Error.Message)
+			}
+			refused = append(refused, resp.Header.Get("X-Request-Id"))
+		}
+		if n := len(e.selfPosts()) + len(e.cloudPosts()); n != 0 {
+			t.Errorf("clients %v: upstreams got %d requests", withClients, n)
+		}
+		// the Azure SDK's way is served
+		h := []string{"X-Request-Id", "served"}
+		if withClients {
+			h = append(h, "Api-Key", key)
+		}
+		if resp, body := post(t, "/v1/chat/completions?api-version=2024-10-21", chatBody, h...); resp.StatusCode != 200 {
+			t.Fatalf("clients %v: api-version with an Api-Key: %d %s", withClients, resp.StatusCode, body)
+		}
+		// dropped by Caddy: refused as keyless with clients, served
+		// without; logged, redacted
+		for _, name := range []string{"Api_Key", "X_Api_Key"} {
+			resp, body := post(t, "/v1/chat/completions", chatBody, name, key, "X-Request-Id", "underscore-"+name)
+			if want := map[bool]int{true: 401, false: 200}[withClients]; resp.StatusCode != want {
+				t.Errorf("clients %v: %s: %d %s", withClients, name, resp.StatusCode, body)
+			}
+			h, _ := e.accessLog("underscore-" + name)["request"].(map[string]any)["headers"].(map[string]any)
+			canonical := http.CanonicalHeaderKey(name)
+			if v, _ := h[canonical].([]any); len(v) != 1 || v[0] != "REDACTED" {
+				t.Errorf("clients %v: %s logged as %v", withClients, canonical, h[canonical])
+			}
+		}
+		// written after the refused requests' records would have been
+		e.accessLog("served")
+		accessLog, _ := os.ReadFile(e.logPath)
+		gwLog, _ := os.ReadFile(logPath)
+		for _, id := range refused {
+			if strings.Contains(string(accessLog), id) {
+				t.Errorf("clients %v: the access log has a record of %s", withClients, id)
+			}
+		}
+		if strings.Contains(string(accessLog), key) || strings.Contains(string(gwLog), key) {
+			t.Errorf("clients %v: the key is logged", withClients)
+		}
+		if logLines(t, logPath, "API key where none is read", refused[0], `"query":"api-key=REDACTED"`, `"remote_addr":"127.0.0.1:`) != 1 {
+			t.Errorf("clients %v: no warning for %s: %s", withClients, refused[0], gwLog)
+		}
+		e.self.ResetRequests()
+		_ = os.Truncate(e.logPath, 0)
 	}
 }
 

@@ -52,6 +52,49 @@ func TestDuplicateModelKeyIsRefused(t *testing.T) {
 	}
 }
 
+// Every field the gateway reads is refused when given twice, naming the
+// field: the gateway would read the first and the upstream's decoder the
+// last. Asking for stream usage and then not (include_usage true, then
+// false) would keep the usage chunk from the gateway: a stream never
+// counted, on the client's or the cloud's bill.
+func TestDuplicateReadFieldsAreRefused(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct{ body, param string }{
+		{`{"model":"chat-main","stream":true,"stream_options":{"include_usage":true,"include_usage":false},` + msgs + `}`, "stream_options.include_usage"},
+		{`{"model":"chat-main","stream_options":{"include_usage":true},"stream":true,` + msgs + `,"stream_options":{"include_usage":false}}`, "stream_options"},
+		{`{"model":"chat-main","stream":false,` + msgs + `,"stream":true}`, "stream"},
+		{`{"model":"chat-main","max_tokens":4,` + msgs + `,"max_tokens":50000}`, "max_tokens"},
+		{`{"model":"chat-main","max_completion_tokens":4,` + msgs + `,"max_completion_tokens":50000}`, "max_completion_tokens"},
+		{`{"model":"chat-main","n":1,` + msgs + `,"n":64}`, "n"},
+		{`{"model":"chat-main",` + msgs + `,"messages":[{"role":"user","content":"` + strings.Repeat("x", 1000) + `"}]}`, "messages"},
+	} {
+		resp, got := post(t, "/v1/chat/completions", tc.body)
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("%s: answered 200", tc.param)
+			continue
+		}
+		e1 := wantError(t, resp, got, http.StatusBadRequest, "invalid_json")
+		if e1.Error.Param == nil || *e1.Error.Param != tc.param || !strings.Contains(e1.Error.Message, tc.param) {
+			t.Errorf("%s: param %v, message %q", tc.param, e1.Error.Param, e1.Error.Message)
+		}
+	}
+	if n := len(e.selfPosts()) + len(e.cloudPosts()); n != 0 {
+		t.Errorf("upstreams got %d requests", n)
+	}
+
+	// the same stream asked for once is served and counted
+	resp, got := post(t, "/v1/chat/completions", `{"model":"chat-main","stream":true,"stream_options":{"include_usage":false},`+msgs+`}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a single include_usage: %d %s", resp.StatusCode, got)
+	}
+	if entry := e.accessLog(resp.Header.Get("X-Request-Id")); entry["llm_completion_tokens"] == nil {
+		t.Errorf("the stream was not counted: %v", entry)
+	}
+}
+
 // A response aborted after its first byte still leaves its routing record
 // in the access log: that is the request an operator looks up.
 func TestAbortedResponseKeepsItsRouteRecord(t *testing.T) {

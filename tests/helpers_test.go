@@ -198,9 +198,15 @@ func (e *env) loadSite(block, global, before string) {
 	` + global + `
 }
 http://127.0.0.1:9080 {
+	# as the shipped Caddyfiles do: Caddy redacts Authorization, the
+	# filter the other headers a key may come in
 	log {
 		output file {LOG}
-		format json
+		format filter {
+			wrap json
+			request>headers hybrid_llm_keys
+			request>uri hybrid_llm_keys
+		}
 	}
 	handle /v1/* {
 		` + before + `
@@ -392,8 +398,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// accessLog returns the access log entries written so far that carry
-// the given request id, waiting (bounded) for the first one: Caddy
+// accessLog returns the first access log entry that carries the given
+// request id, the gateway's (the answer's X-Request-Id) or the one the
+// client sent (llm_client_request_id), waiting (bounded) for it: Caddy
 // writes the entry after the response.
 func (e *env) accessLog(requestID string) map[string]any {
 	e.t.Helper()
@@ -408,7 +415,7 @@ func (e *env) accessLog(requestID string) map[string]any {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m["request_id"] == requestID {
+			if json.Unmarshal(sc.Bytes(), &m) == nil && (m["request_id"] == requestID || m["llm_client_request_id"] == requestID) {
 				entry = m
 				return true
 			}

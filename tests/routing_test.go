@@ -263,22 +263,45 @@ func TestCredentialIsolation(t *testing.T) {
 	}
 }
 
+// A request id a client sends is its own: two clients sending the same
+// one get two ids of the gateway's, in their answers, upstream and in the
+// access log, where the client's is kept as llm_client_request_id.
 func TestRequestID(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load(defaultGateway)
 
-	resp, _ := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", "trace-abc-123")
-	if got := resp.Header.Get("X-Request-Id"); got != "trace-abc-123" {
-		t.Errorf("echoed %q", got)
+	const victim = "VICTIM-REQ-0001"
+	var ids []string
+	for range 2 {
+		resp, body := post(t, "/v1/chat/completions", chatBody, "X-Request-Id", victim)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		ids = append(ids, resp.Header.Get("X-Request-Id"))
 	}
-	resp2, _ := post(t, "/v1/chat/completions", chatBody)
-	gen := resp2.Header.Get("X-Request-Id")
-	if gen == "" || gen == "trace-abc-123" {
-		t.Errorf("generated id %q", gen)
+	resp, _ := post(t, "/v1/chat/completions", chatBody)
+	ids = append(ids, resp.Header.Get("X-Request-Id"))
+	if ids[0] == "" || ids[0] == victim || ids[1] == victim || ids[0] == ids[1] || ids[2] == "" || ids[2] == ids[0] {
+		t.Fatalf("answered ids %q", ids)
 	}
 	reqs := e.selfPosts()
-	if len(reqs) != 2 || reqs[0].Header.Get("X-Request-Id") != "trace-abc-123" || reqs[1].Header.Get("X-Request-Id") != gen {
-		t.Errorf("upstream did not get the request ids")
+	if len(reqs) != 3 {
+		t.Fatalf("upstream got %d requests", len(reqs))
+	}
+	for i, r := range reqs {
+		if got := r.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != ids[i] {
+			t.Errorf("request %d reached the upstream with X-Request-Id %q, want the gateway's %q", i, got, ids[i])
+		}
+	}
+	for i, id := range ids {
+		entry := e.accessLog(id)
+		want := any(victim)
+		if i == 2 {
+			want = nil
+		}
+		if entry["request_id"] != id || entry["llm_client_request_id"] != want {
+			t.Errorf("access log of %s: request_id %v, llm_client_request_id %v", id, entry["request_id"], entry["llm_client_request_id"])
+		}
 	}
 }
 
@@ -422,7 +445,7 @@ func TestUpstreamRequestIDKeptSeparately(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "mine-1" {
+	if got := resp.Header.Values("X-Request-Id"); len(got) != 1 || got[0] == "mine-1" || got[0] == "req_cloud_777" || got[0] == "" {
 		t.Errorf("X-Request-Id %q", got)
 	}
 	if got := resp.Header.Values("X-Upstream-Request-Id"); len(got) != 1 || got[0] != "req_cloud_777" {

@@ -91,15 +91,16 @@ func ArrayValues(data []byte, each func(i int) int) {
 	}
 }
 
-// FieldAt returns the first field named key of the value at i, if that is
-// an object (nil otherwise), and the offset after the value: one pass.
+// FieldAt returns the last field named key of the value at i (the one
+// decoders keep), if that is an object (nil otherwise), and the offset
+// after the value: one pass.
 func FieldAt(data []byte, i int, key string) (raw []byte, end int) {
 	if data[i] != '{' {
 		end, _ = SkipValue(data, i, MaxNesting)
 		return nil, end
 	}
 	end, _ = ObjectFields(data, i, MaxNesting, func(k, v []byte, _ int) {
-		if raw == nil && string(k) == key {
+		if string(k) == key {
 			raw = v
 		}
 	})
