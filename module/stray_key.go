@@ -16,9 +16,13 @@ import (
 // in a header spelt otherwise than Authorization, Api-Key or X-Api-Key)
 // would be written verbatim to Caddy's access log, which redacts only the
 // Authorization and cookie headers, from a copy of the request taken
-// before any handler runs. Such a request is refused, whether or not
-// clients are configured, and its access log record is skipped; a
-// warning without the key's value takes its place.
+// before any handler runs. Such a request is refused, and its access log
+// record is skipped; a warning without the key's value takes its place.
+// A key in the query string is refused whatever the gateway's clients; a
+// header only when the gateway reads keys itself (clients by key): with
+// no clients, or clients named by an authentication in front, another
+// handler may read that header, and the hybrid_llm_keys log filter keeps
+// it out of the log.
 
 // keyLike reports whether a query parameter's or header's name is the
 // name of a credential: case and '-' or '_' aside, api-key, x-api-key,
@@ -49,9 +53,13 @@ func keyLike(name string) bool {
 }
 
 // strayKey returns where a request carries a key the gateway does not
-// read: "query" or the header's name; "" when it carries none.
-func strayKey(r *http.Request) string {
+// read: "query" or, with headers, the header's name; "" when it carries
+// none.
+func strayKey(r *http.Request, headers bool) string {
 	for name := range r.Header {
+		if !headers {
+			break
+		}
 		switch name {
 		case "Authorization", "Api-Key", "X-Api-Key": // read (canonical keys)
 			continue

@@ -36,7 +36,7 @@ func TestStrayKey(t *testing.T) {
 		for k, v := range tc.header {
 			r.Header[k] = v
 		}
-		if got := strayKey(r); got != tc.want {
+		if got := strayKey(r, true); got != tc.want {
 			t.Errorf("%s %v: %q, want %q", tc.target, tc.header, got, tc.want)
 		}
 	}

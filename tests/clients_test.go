@@ -692,11 +692,12 @@ func TestClientKeysNeverLeak(t *testing.T) {
 	}
 }
 
-// A key sent where the gateway reads none (a query string, a header of
-// another spelling) is refused with where to send it, with or without
-// clients; Caddy would write it to the access log, so the request's
-// record is skipped, and the gateway's warning shows the query without
-// its values. A header spelt with an underscore (Api_Key) Caddy drops
+// A key sent where the gateway reads none (a query string, with or
+// without clients; a header of another spelling, when the gateway reads
+// keys) is refused with where to send it; Caddy would write it to the
+// access log, so the request's record is skipped, and the gateway's
+// warning shows the query without its values. Without clients another
+// handler may read such a header: it is served, and logged redacted. A header spelt with an underscore (Api_Key) Caddy drops
 // before any handler, after copying the request for its log: it never
 // reaches the gateway, and the log filter redacts it.
 func TestKeysWhereNoneIsReadAreRefusedUnlogged(t *testing.T) {
@@ -719,6 +720,19 @@ func TestKeysWhereNoneIsReadAreRefusedUnlogged(t *testing.T) {
 			h := []string{"Authorization", "Bearer " + key}
 			if tc.header != "" {
 				h = []string{tc.header, key}
+			}
+			if tc.header != "" && !withClients {
+				id := "served-" + tc.header
+				resp, body := post(t, "/v1/chat/completions", chatBody, tc.header, key, "X-Request-Id", id)
+				if resp.StatusCode != 200 {
+					t.Errorf("no clients: %s: %d %s", tc.header, resp.StatusCode, body)
+				}
+				logged, _ := e.accessLog(id)["request"].(map[string]any)["headers"].(map[string]any)
+				if v, _ := logged[tc.header].([]any); len(v) != 1 || v[0] != "REDACTED" {
+					t.Errorf("no clients: %s logged as %v", tc.header, logged[tc.header])
+				}
+				e.self.ResetRequests()
+				continue
 			}
 			resp, body := post(t, "/v1/chat/completions"+tc.query, chatBody, h...)
 			e1 := wantError(t, resp, body, http.StatusUnauthorized, "invalid_api_key")
