@@ -78,7 +78,8 @@ func (f *features) prompt() int {
 }
 
 // textBytes returns the bytes of text in a value: a string, or an array
-// of strings and of parts with a "text" string.
+// of strings, of parts with a "text" string and of items with a
+// "content" of those (the Responses API's input).
 func textBytes(raw []byte) int {
 	switch {
 	case len(raw) == 0:
@@ -94,8 +95,16 @@ func textBytes(raw []byte) int {
 				return end
 			}
 			text, end := jsonscan.FieldAt(raw, i, "text")
-			if len(text) > 0 && text[0] == '"' {
+			switch {
+			case len(text) > 0 && text[0] == '"':
 				n += jsonscan.UnescapedLen(text)
+			case raw[i] == '{':
+				// a Responses API input item: a message whose content
+				// is a string or parts
+				content, _ := jsonscan.FieldAt(raw, i, "content")
+				if len(content) > 0 && content[0] != '{' {
+					n += textBytes(content)
+				}
 			}
 			return end
 		})

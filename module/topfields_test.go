@@ -146,7 +146,8 @@ func FuzzScanTop(f *testing.F) {
 // promptRef is the prompt estimate read with gjson, for reference.
 func promptRef(body []byte) int {
 	chars := 0
-	add := func(r gjson.Result) {
+	var add func(r gjson.Result)
+	add = func(r gjson.Result) {
 		switch {
 		case r.Type == gjson.String:
 			chars += len(r.Str)
@@ -156,6 +157,8 @@ func promptRef(body []byte) int {
 					chars += len(part.Str)
 				} else if t := part.Get("text"); t.Type == gjson.String {
 					chars += len(t.Str)
+				} else if c := part.Get("content"); part.IsObject() && !c.IsObject() {
+					add(c) // a Responses API input item
 				}
 				return true
 			})
@@ -182,6 +185,7 @@ func TestPromptEstimate(t *testing.T) {
 		`{"messages":[{"metadata":{"content":"nested, not counted"},"content":"first, not counted","content":"counted"}]}`,
 		`{"prompt":"complete this sentence"}`, `{"prompt":["one","two",[1,2,3]]}`, `{"input":["embed me","and me"]}`,
 		`{"messages":[],"prompt":12,"input":{"text":"an object is not text"}}`, `{"model":"m"}`,
+		`{"input":[{"role":"user","content":"hello responses"},{"role":"user","content":[{"type":"input_text","text":"parts too"}]}]}`,
 	} {
 		b := []byte(strings.ReplaceAll(body, "\t", `\t`))
 		top, ok := scanTop(b)
