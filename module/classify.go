@@ -70,6 +70,9 @@ const (
 	// gateway's daily cloud spend cap is reached
 	reasonBudget   reason = "client_budget"
 	reasonSpendCap reason = "spend_cap"
+	// the cloud spend in storage could not be read, and no operator has
+	// accepted counting on without it
+	reasonSpendUnknown reason = "spend_unknown"
 )
 
 // statusReason is the reason of an upstream answer with a fallback
@@ -187,7 +190,7 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
 		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonDegraded, reasonOverflow, reasonContextWindow, reasonDrained,
 		reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
-		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap:
+		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap, reasonSpendUnknown:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream
 		return verdictNone

@@ -311,7 +311,6 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if g.Clients != nil || g.CloudSpend != nil {
 		if g.Registry == nil {
 			g.spend = spendBookOf(ctx, g.Name, g.logger, true)
-			go g.keepSaving(ctx)
 		} else {
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see
@@ -328,6 +327,10 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		return err
 	}
 	g.ledger = acquireLedger(g)
+	g.joinJournal()
+	if g.spend != nil && g.spend.stored {
+		go g.keepSaving(ctx)
+	}
 	if g.Registry != nil {
 		if err := g.provisionRegistry(); err != nil {
 			return err

@@ -274,7 +274,7 @@ func (rt *route) fail(al *Alias) error {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
 			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
 			reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
-			reasonBudget, reasonSpendCap:
+			reasonBudget, reasonSpendCap, reasonSpendUnknown:
 		case reasonDeadline:
 			timedOut = true
 		default:
@@ -303,6 +303,8 @@ func (rt *route) fail(al *Alias) error {
 			status, code, typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
 		case reasonSpendCap:
 			status, code = http.StatusServiceUnavailable, "cloud_spend_cap"
+		case reasonSpendUnknown:
+			status, code = http.StatusServiceUnavailable, "cloud_spend_unknown"
 		}
 	}
 	// the degradation chain held the tiers back: the alias is
