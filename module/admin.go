@@ -229,6 +229,9 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("gateway %q keeps its cloud spend in the registry, not in storage", g.Name)}
 	}
 	u := g.spend.accept()
+	if err := g.spend.save(r.Context(), g.storage, g.spend.name); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("accepted, but not saved, so a restart would close cloud again: %v", err)}
+	}
 	total, _ := g.spend.spent("", now())
 	what := map[string]any{"gateway": g.Name, "was_unknown": u != nil, "cloud_usd_today": total.DayUSD}
 	if u != nil {

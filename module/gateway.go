@@ -356,6 +356,7 @@ func (g *Gateway) Validate() error {
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
 	g.finalSpend()
+	g.saveSpend()
 	g.releaseRegistry()
 	if g.ledger != nil {
 		releaseLedger(g)

@@ -131,6 +131,10 @@ func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger, stored b
 			}
 			b.keep = aside == ""
 			b.setUnknown("the cloud spend in storage ("+key+") could not be read: "+err.Error(), aside, logger, gateway)
+			// at once: a crash before the next save would forget it
+			if err := b.save(ctx, st, gateway); err != nil {
+				logger.Error("saving cloud spend", zap.Error(err))
+			}
 		}
 	}
 	spendBooks[gateway] = b
@@ -325,16 +329,27 @@ func (g *Gateway) keepSaving(ctx caddy.Context) {
 		select {
 		case <-ctx.Done():
 			// the next config's gateway, if any, carries on from the
-			// same book
-			if err := g.spend.save(context.Background(), st, g.spend.name); err != nil {
-				g.logger.Error("saving cloud spend", zap.Error(err))
-			}
+			// same book; Cleanup saves it too, before the process may
+			// exit
+			g.saveSpend()
 			return
 		case <-t.C:
 			if err := g.spend.save(ctx, st, g.spend.name); err != nil {
 				g.logger.Error("saving cloud spend", zap.Error(err))
 			}
 		}
+	}
+}
+
+// saveSpend writes the gateway's stored book to storage, if it changed.
+func (g *Gateway) saveSpend() {
+	if g.spend == nil || !g.spend.stored || g.storage == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.spend.save(ctx, g.storage, g.spend.name); err != nil {
+		g.logger.Error("saving cloud spend", zap.Error(err))
 	}
 }
 
