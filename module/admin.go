@@ -147,7 +147,8 @@ func gatewayNames(live []*Gateway) string {
 
 // serveDrain drains (or undrains) a group or one endpoint of a vllm
 // group: new requests skip it at once, requests in flight finish. The
-// flag lives in shared state, so it survives config reloads until undone.
+// flag lives in shared state, so it survives config reloads until undone,
+// and in Caddy's storage (or the registry), so it survives restarts.
 func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	req, g, err := readAction(r)
 	if err != nil {
@@ -190,6 +191,13 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 		ep.drained.Store(drain)
 	default:
 		grp.shared.drained.Store(drain)
+	}
+	if g.fleet == nil && g.storage != nil {
+		// kept for the next start (see drains.go)
+		if err := g.saveDrains(r.Context()); err != nil {
+			g.logger.Error("storing the drains; a restart would not keep this one", zap.Error(err))
+			what["not_stored"] = err.Error()
+		}
 	}
 	if !drain && ep == nil && grp.vllm != nil {
 		// a group's undrain leaves its endpoints' own drains as they are

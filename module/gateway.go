@@ -279,6 +279,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 
 	g.provisionOccupancy()
+	g.loadDrains() // before any request
 
 	g.aliases = make(map[string]*Alias, len(g.Aliases))
 	for _, name := range sortedKeys(g.Aliases) {

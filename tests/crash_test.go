@@ -329,3 +329,38 @@ func TestUnreadableSpendKeepsCloudClosed(t *testing.T) {
 		t.Errorf("what was set aside changed: %q", raw)
 	}
 }
+
+// A drain made through the admin API without a registry survives a
+// restart, and so does the undrain that ends it.
+func TestDrainSurvivesARestart(t *testing.T) {
+	c := newCrashGateway(t, "")
+	_, stop := c.start()
+	action := func(path string) {
+		t.Helper()
+		resp, err := http.Post("http://"+c.admin+path, "application/json", strings.NewReader(`{"gateway":"crashgw","group":"cloud"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Contains(string(raw), "not_stored") {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, raw)
+		}
+	}
+	want := func(when string, status int) {
+		t.Helper()
+		if got, _, _ := c.send("hello"); got != status {
+			t.Errorf("%s: %d, want %d", when, got, status)
+		}
+	}
+	action("/hybrid_llm/drain")
+	want("drained", http.StatusServiceUnavailable)
+	stop()
+	_, stop = c.start()
+	want("drained, after a restart", http.StatusServiceUnavailable)
+	action("/hybrid_llm/undrain")
+	want("undrained", http.StatusOK)
+	stop()
+	c.start()
+	want("undrained, after a restart", http.StatusOK)
+}
