@@ -179,6 +179,9 @@ type Gateway struct {
 	fleetShare      *atomic.Pointer[fleetShare] // with a registry: its place among the live gateways
 	spendName       string                      // with a registry: its book's name there
 	begun           *atomic.Bool                // its config started: its network work began
+	// its config runs (it is not only validated): it reads and writes
+	// its books in storage, under their lock with file_system storage
+	ownsBooks bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -311,7 +314,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 	if g.Clients != nil || g.CloudSpend != nil {
 		if g.Registry == nil {
-			g.spend = spendBookOf(ctx, g.Name, g.logger, true)
+			g.spend = spendBookOf(ctx, g.Name, g.logger, g.ownsBooks)
 		} else {
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see

@@ -171,7 +171,7 @@ func (l *ledger) Destruct() error {
 func acquireLedger(g *Gateway) *ledger {
 	val, loaded := ledgers.LoadOrStore(g.Name, &ledger{})
 	l := val.(*ledger)
-	if !loaded && g.storage != nil {
+	if !loaded && g.storage != nil && g.ownsBooks {
 		l.store = newLedgerStore(g.storage, g.Name, instanceName(), g.logger)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		l.savedAt = now()

@@ -93,6 +93,7 @@ func (g *Gateway) lockBooks(ctx caddy.Context) error {
 	if !runs(ctx) {
 		return nil
 	}
+	g.ownsBooks = true
 	fs, ok := g.storage.(*certmagic.FileStorage)
 	if !ok || fs.Path == "" {
 		return nil
