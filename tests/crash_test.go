@@ -140,7 +140,7 @@ type books struct {
 }
 
 func (b books) String() string {
-	return fmt.Sprintf("spend book %.8f USD (team %.8f); ledger %.8f USD (team %.8f), %d tokens (team %d), covered %.0f s",
+	return fmt.Sprintf("spend book %.8f USD (team %.8f); ledger %.8f USD (team %.8f), %d tokens (team %d), covered %.1f s",
 		b.spendTotal, b.spendTeam, b.ledgerUSD, b.ledgerTeam, b.tokens, b.teamTokens, b.covered)
 }
 
@@ -242,7 +242,7 @@ func TestCrashLosesNoSpend(t *testing.T) {
 	kill()
 	inFlight.Wait()
 
-	c.start()
+	kill, _ = c.start()
 	after := c.books()
 	t.Logf("served before the kill: %.8f USD, %d tokens", served, tokens)
 	t.Logf("before the kill: %v", before)
@@ -262,6 +262,48 @@ func TestCrashLosesNoSpend(t *testing.T) {
 	}
 	if len(after.unknown) > 0 {
 		t.Errorf("after a kill the spend is unknown: %s", after.unknown)
+	}
+
+	// killed under steady traffic: what the books said a moment before
+	// the kill is kept, and nothing is counted that no client received
+	// (an answer is counted once its last byte is written: one whose
+	// client had it all may be the kill's to lose)
+	var mu sync.Mutex
+	var received float64
+	var answers int
+	var stop atomic.Bool
+	var traffic sync.WaitGroup
+	for range 4 {
+		traffic.Go(func() {
+			for !stop.Load() {
+				if status, usd, _ := c.send("steady"); status == http.StatusOK {
+					mu.Lock()
+					received += usd
+					answers++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	waitFor(t, "steady traffic", func() bool { mu.Lock(); defer mu.Unlock(); return answers >= 40 })
+	before = c.books()
+	kill()
+	stop.Store(true)
+	traffic.Wait()
+	c.start()
+	after = c.books()
+	t.Logf("killed under steady traffic, %d answers (%.8f USD) received in all: before the kill %v", answers, received, before)
+	t.Logf("after the restart: %v", after)
+	if after.spendTeam < before.spendTeam-1e-12 || after.spendTeam > served+received+1e-12 {
+		t.Errorf("the spend book counts %.8f USD after the kill: %.8f a moment before it, %.8f received in all",
+			after.spendTeam, before.spendTeam, served+received)
+	}
+	if !near(after.ledgerTeam, after.spendTeam) || !near(after.ledgerUSD, after.spendTotal) || after.tokens < before.tokens {
+		t.Errorf("after the kill the ledger (%.8f USD, team %.8f) and the spend book (%.8f, team %.8f) disagree, or tokens went from %d to %d",
+			after.ledgerUSD, after.ledgerTeam, after.spendTotal, after.spendTeam, before.tokens, after.tokens)
+	}
+	if after.covered < before.covered-1 {
+		t.Errorf("the ledger covered %.1f s before the kill, %.1f s after it", before.covered, after.covered)
 	}
 	// and it goes on counting
 	if status, _, _ := c.send("after"); status != http.StatusOK {
