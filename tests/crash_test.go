@@ -271,11 +271,11 @@ func TestCrashLosesNoSpend(t *testing.T) {
 	var mu sync.Mutex
 	var received float64
 	var answers int
-	var stop atomic.Bool
+	var done atomic.Bool
 	var traffic sync.WaitGroup
 	for range 4 {
 		traffic.Go(func() {
-			for !stop.Load() {
+			for !done.Load() {
 				if status, usd, _ := c.send("steady"); status == http.StatusOK {
 					mu.Lock()
 					received += usd
@@ -288,9 +288,9 @@ func TestCrashLosesNoSpend(t *testing.T) {
 	waitFor(t, "steady traffic", func() bool { mu.Lock(); defer mu.Unlock(); return answers >= 40 })
 	before = c.books()
 	kill()
-	stop.Store(true)
+	done.Store(true)
 	traffic.Wait()
-	c.start()
+	_, stop := c.start()
 	after = c.books()
 	t.Logf("killed under steady traffic, %d answers (%.8f USD) received in all: before the kill %v", answers, received, before)
 	t.Logf("after the restart: %v", after)
@@ -305,9 +305,19 @@ func TestCrashLosesNoSpend(t *testing.T) {
 	if after.covered < before.covered-1 {
 		t.Errorf("the ledger covered %.1f s before the kill, %.1f s after it", before.covered, after.covered)
 	}
-	// and it goes on counting
-	if status, _, _ := c.send("after"); status != http.StatusOK {
+
+	// and it goes on counting, and a graceful stop keeps it all too
+	status, usd, n := c.send("after")
+	if status != http.StatusOK {
 		t.Fatalf("after the restart: %d", status)
+	}
+	waitFor(t, "the answer counted", func() bool { return near(c.books().spendTeam, after.spendTeam+usd) })
+	stop()
+	c.start()
+	again := c.books()
+	t.Logf("after a graceful stop: %v", again)
+	if !near(again.spendTeam, after.spendTeam+usd) || !near(again.ledgerTeam, again.spendTeam) || again.tokens != after.tokens+n {
+		t.Errorf("after a graceful stop: %v; want %.8f USD and %d tokens in both", again, after.spendTeam+usd, after.tokens+n)
 	}
 }
 
