@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"context"
 	"net/url"
 	"path/filepath"
 	"time"
@@ -52,7 +53,11 @@ func (l *ledger) journalDemandLocked(j *journal) {
 	if l.lastAt.Equal(l.journaledAt) || l.lastAt.IsZero() {
 		return
 	}
-	from := l.journaledAt.Truncate(ledgerBucket)
+	from := l.journaledAt
+	if from.IsZero() {
+		from = l.lastAt // the first time: the bucket of now
+	}
+	from = from.Truncate(ledgerBucket)
 	l.journaledAt = l.lastAt
 	n := len(l.buckets)
 	var changed [4]*ledgerBucketData // newest first; a tick spans one or two
@@ -127,29 +132,42 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	l.mu.Lock()
 	earliest, n := l.replayLocked(read.records, days)
 	if n > 0 && earliest.Before(l.savedAt) {
-		l.savedAt = earliest // the next save includes those days
+		l.savedAt = earliest // the save includes those days
 	}
 	l.mu.Unlock()
+	l.journal = j
+	spent := 0
 	if sb != nil {
-		spent := 0
 		if sb.journal.Load() == nil {
 			// new in this process: its snapshot lacks them (a book
 			// journaled before has them all)
 			spent = sb.replay(read.records)
 		}
-		if len(read.setAside) > 0 {
-			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
-		}
-		if n > 0 || spent > 0 {
-			g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
-		}
 		sb.journal.Store(j)
 		j.spendSaved.Store(sb.savedSeq)
 		j.spendOn.Store(true)
-	} else if n > 0 {
-		g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n))
+		if len(read.setAside) > 0 {
+			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+		}
 	}
-	l.journal = j
+	if n == 0 && spent == 0 && len(read.setAside) == 0 {
+		return
+	}
+	g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
+	// saved at once, with what they include: the state of a damaged
+	// segment survives the next crash, and the segments read go
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if sb != nil {
+		if err := sb.save(ctx, g.storage, sb.name); err != nil {
+			g.logger.Error("saving cloud spend", zap.Error(err))
+		}
+	}
+	if covered, ok := l.save(ctx, l.savedAt, t); ok {
+		l.savedAt = t
+		j.ledgerSaved.Store(covered)
+		j.compact()
+	}
 }
 
 // joinJournal journals the gateway's stored spend book, or stops

@@ -155,6 +155,11 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 	if why, _ := g.cloudClosed(&client{name: "free", known: true}, now()); why != "" {
 		t.Errorf("cloud for a client without a budget: %q", why)
 	}
+	// killed before an operator decided: still unknown, counted once
+	g = journaledGateway(t, st)
+	if total, _, usd, _, _ := booksOf(g, now()); total != 0.75 || usd != 0.75 || g.spend.unknown.Load() == nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.spend.unknown.Load())
+	}
 	if u := g.spend.accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
 		t.Errorf("accepted: %+v", u)
 	}

@@ -227,7 +227,11 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				covered, ok := l.save(sctx, l.savedAt, at)
 				cancel()
-				l.savedAt, lastSave = at, tick
+				lastSave = tick
+				if ok {
+					// a failed save is tried again from the same time
+					l.savedAt = at
+				}
 				if j := l.journal; j != nil && ok {
 					j.ledgerSaved.Store(covered)
 					j.compact()
