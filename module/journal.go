@@ -58,9 +58,14 @@ type journal struct {
 	synced bool // nothing written since the last sync
 	failed bool // the last write failed (logged once)
 
-	// what the books' saved snapshots include
+	// what the books' saved snapshots include; with a registry, the
+	// spend's is what the books published there include
 	ledgerSaved, spendSaved atomic.Uint64
 	spendOn                 atomic.Bool // a spend book is journaled
+	// with a registry: the last mark of what was published (see
+	// markPublished)
+	registry bool
+	markSeq  uint64
 }
 
 // journalRecord is a record as read back.
@@ -81,13 +86,16 @@ type journalRecord struct {
 	SelfSecs float64 `json:"s,omitempty"`
 	CloudGS  float64 `json:"cl,omitempty"`
 	Peak     float64 `json:"pk,omitempty"`
+	// published: every charge up to here is in a book the registry holds
+	Upto uint64 `json:"upto,omitempty"`
 }
 
 const (
-	journalCharge = "r"
-	journalDemand = "d"
-	segmentSuffix = ".jsonl"
-	segmentDigits = 20
+	journalCharge    = "r"
+	journalDemand    = "d"
+	journalPublished = "p"
+	segmentSuffix    = ".jsonl"
+	segmentDigits    = 20
 )
 
 // segmentName is the file of the segment whose first record is first.
@@ -107,9 +115,10 @@ func segmentFirst(name string) (uint64, bool) {
 
 // journalRead is what a journal's directory holds.
 type journalRead struct {
-	records  []journalRecord // in seq order
-	lastSeq  uint64
-	setAside []string // damaged segments, renamed
+	records   []journalRecord // in seq order
+	lastSeq   uint64
+	published uint64   // the last mark of what the registry holds
+	setAside  []string // damaged segments, renamed
 }
 
 // readJournal reads every segment in dir. A damaged segment's readable
@@ -157,6 +166,11 @@ func readJournal(dir string, logger *zap.Logger, at time.Time) (journalRead, err
 	if n := len(out.records); n > 0 {
 		out.lastSeq = out.records[n-1].Seq
 	}
+	for i := range out.records {
+		if r := &out.records[i]; r.Kind == journalPublished {
+			out.published = max(out.published, r.Upto)
+		}
+	}
 	return out, nil
 }
 
@@ -174,7 +188,7 @@ func parseSegment(data []byte) (recs []journalRecord, bad error) {
 			continue
 		}
 		var r journalRecord
-		if err := json.Unmarshal(line, &r); err != nil || r.Seq == 0 || (r.Kind != journalCharge && r.Kind != journalDemand) {
+		if err := json.Unmarshal(line, &r); err != nil || r.Seq == 0 || (r.Kind != journalCharge && r.Kind != journalDemand && r.Kind != journalPublished) {
 			if err == nil {
 				err = fmt.Errorf("not a record")
 			}
@@ -284,6 +298,31 @@ func (j *journal) appendDemand(seq uint64, b *ledgerBucketData) {
 	j.buf = append(out, "}\n"...)
 }
 
+// markPublished records that every charge up to seq is in a book the
+// registry holds; the next start counts the charges after it into its
+// own book. Nothing is written when nothing was since the last mark.
+func (j *journal) markPublished(seq uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.seq == j.markSeq {
+		return
+	}
+	j.spendSaved.Store(seq)
+	j.markLocked()
+}
+
+// markLocked appends the mark of what was published. j.mu is held.
+func (j *journal) markLocked() {
+	j.seq++
+	b := append(j.buf[:0], `{"seq":`...)
+	b = strconv.AppendUint(b, j.seq, 10)
+	b = append(b, `,"k":"p","upto":`...)
+	b = strconv.AppendUint(b, j.spendSaved.Load(), 10)
+	j.buf = append(b, "}\n"...)
+	j.writeLocked()
+	j.markSeq = j.seq
+}
+
 // appendFloat writes a finite number as JSON; others as 0.
 func appendFloat(b []byte, v float64) []byte {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
@@ -331,6 +370,9 @@ func (j *journal) compact() {
 		return
 	}
 	err := j.startSegmentLocked()
+	if err == nil && j.registry {
+		j.markLocked() // the mark outlives the segments it was in
+	}
 	j.mu.Unlock()
 	if err != nil {
 		j.logger.Error("starting a segment of the books' journal", zap.Error(err))

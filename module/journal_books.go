@@ -118,10 +118,7 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 		last = max(last, seq)
 	}
 	sb := g.spend
-	if sb != nil && !sb.stored {
-		sb = nil // kept in the registry
-	}
-	if sb != nil {
+	if sb != nil && sb.stored {
 		last = max(last, sb.savedSeq)
 	}
 	j, err := openJournal(dir, last, g.logger)
@@ -137,6 +134,20 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	l.mu.Unlock()
 	l.journal = j
 	spent := 0
+	if sb != nil && !sb.stored {
+		// with a registry: what no book there includes (the last
+		// process published up to 2 s before it ended) goes into this
+		// process's book, published with it
+		if sb.journal.Load() == nil {
+			sb.savedSeq = read.published
+			spent = sb.replay(read.records)
+		}
+		j.registry = true
+		sb.journal.Store(j)
+		j.spendSaved.Store(read.published)
+		j.spendOn.Store(true)
+		sb = nil // nothing to save in storage
+	}
 	if sb != nil {
 		if sb.journal.Load() == nil {
 			// new in this process: its snapshot lacks them (a book
@@ -181,7 +192,9 @@ func (g *Gateway) joinJournal() {
 	}
 	sb := g.spend
 	if sb == nil || !sb.stored {
-		j.spendOn.Store(false)
+		// a registry's book is journaled from the start (see
+		// startJournal)
+		j.spendOn.Store(sb != nil && sb.journal.Load() == j)
 		return
 	}
 	if sb.journal.Load() != j {
@@ -209,7 +222,7 @@ func (l *ledger) replayLocked(recs []journalRecord, days map[string]uint64) (ear
 		} else {
 			at = time.Unix(r.Bucket, 0)
 		}
-		if r.Seq <= days[at.UTC().Format(time.DateOnly)] {
+		if r.Kind == journalPublished || r.Seq <= days[at.UTC().Format(time.DateOnly)] {
 			continue
 		}
 		b := l.bucketAtLocked(at.Truncate(ledgerBucket))

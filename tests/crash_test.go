@@ -4,6 +4,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry/registrytest"
 )
@@ -415,4 +418,74 @@ func TestDrainSurvivesARestart(t *testing.T) {
 	stop()
 	c.start()
 	want("undrained, after a restart", http.StatusOK)
+}
+
+// With a registry the spend is the fleet's: each process publishes its
+// book every 2 s. A process killed before it published its last answers
+// loses none of them: the next one, on the same storage, counts what its
+// journal holds beyond what was published into its own book.
+func TestCrashLosesNoFleetSpend(t *testing.T) {
+	te := registrytest.Start(t)
+	c := newCrashGateway(t, "\t\tregistry etcd {\n\t\t\tendpoints "+te.URL+"\n\t\t}\n")
+	kill, _ := c.start()
+	var served float64
+	for i := range 8 {
+		status, usd, _ := c.send(fmt.Sprint("hello ", i))
+		if status != http.StatusOK {
+			t.Fatalf("request %d: %d", i, status)
+		}
+		served += usd
+	}
+	var before books
+	waitFor(t, "the books to count what was served", func() bool { before = c.books(); return near(before.spendTeam, served) })
+	// killed at once: the last answers are not published yet
+	kill()
+	kill, _ = c.start()
+	var after books
+	deadline := time.Now().Add(10 * time.Second)
+	for after = c.books(); !near(after.spendTeam, served) && time.Now().Before(deadline); after = c.books() {
+		time.Sleep(50 * time.Millisecond) // the registry's watch brings the last process's book
+	}
+	t.Logf("with a registry, served before the kill: %.8f USD; before it %v; after the restart %v", served, before, after)
+	if !near(after.spendTeam, served) || !near(after.spendTotal, served) {
+		t.Errorf("after the kill the fleet counts %.8f USD (team %.8f), %.8f served before it", after.spendTotal, after.spendTeam, served)
+	}
+	if !near(after.ledgerTeam, served) {
+		t.Errorf("after the kill the ledger counts %.8f USD for the team, %.8f served", after.ledgerTeam, served)
+	}
+
+	// killed once all was published: nothing is counted twice
+	for i := range 4 {
+		status, usd, _ := c.send(fmt.Sprint("again ", i))
+		if status != http.StatusOK {
+			t.Fatalf("request %d: %d", i, status)
+		}
+		served += usd
+	}
+	waitFor(t, "the registry to hold it all", func() bool {
+		resp, err := te.Client.Get(context.Background(), "/hybrid-llm/crashgw/spend/", clientv3.WithPrefix())
+		if err != nil {
+			return false
+		}
+		sum := 0.0
+		for _, kv := range resp.Kvs {
+			var b struct {
+				Total struct {
+					DayUSD float64 `json:"day_usd"`
+				} `json:"total"`
+			}
+			_ = json.Unmarshal(kv.Value, &b)
+			sum += b.Total.DayUSD
+		}
+		return near(sum, served)
+	})
+	kill()
+	c.start()
+	deadline = time.Now().Add(10 * time.Second)
+	for after = c.books(); !near(after.spendTeam, served) && time.Now().Before(deadline); after = c.books() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !near(after.spendTeam, served) {
+		t.Errorf("after a kill once all was published the fleet counts %.8f USD, %.8f served", after.spendTeam, served)
+	}
 }
