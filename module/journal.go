@@ -62,10 +62,7 @@ type journal struct {
 	// spend's is what the books published there include
 	ledgerSaved, spendSaved atomic.Uint64
 	spendOn                 atomic.Bool // a spend book is journaled
-	// with a registry: the last mark of what was published (see
-	// markPublished)
-	registry bool
-	markSeq  uint64
+	registry                bool        // with a registry: it marks what was published
 }
 
 // journalRecord is a record as read back.
@@ -300,12 +297,12 @@ func (j *journal) appendDemand(seq uint64, b *ledgerBucketData) {
 
 // markPublished records that every charge up to seq is in a book the
 // registry holds; the next start counts the charges after it into its
-// own book. Nothing is written when nothing was since the last mark.
+// own book.
 func (j *journal) markPublished(seq uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.seq == j.markSeq {
-		return
+	if seq <= j.spendSaved.Load() {
+		return // marked already
 	}
 	j.spendSaved.Store(seq)
 	j.markLocked()
@@ -320,7 +317,6 @@ func (j *journal) markLocked() {
 	b = strconv.AppendUint(b, j.spendSaved.Load(), 10)
 	j.buf = append(b, "}\n"...)
 	j.writeLocked()
-	j.markSeq = j.seq
 }
 
 // appendFloat writes a finite number as JSON; others as 0.

@@ -20,10 +20,17 @@ import (
 // snapshots in st read back, then the journal's records after them.
 func journaledGateway(t *testing.T, st *certmagic.FileStorage) *Gateway {
 	t.Helper()
+	return journaledGatewayAs(t, st, true)
+}
+
+// journaledGatewayAs is journaledGateway with the spend book in storage,
+// or (not stored) in a registry: a book of the process's own.
+func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, stored bool) *Gateway {
+	t.Helper()
 	ctx := context.Background()
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st}
-	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
-	if err := g.spend.load(ctx, st, "gw"); err != nil {
+	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: stored}
+	if err := g.spend.load(ctx, st, "gw"); stored && err != nil {
 		t.Fatal(err)
 	}
 	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger)}
@@ -203,6 +210,40 @@ func TestJournalCompacts(t *testing.T) {
 	}
 	if total, _, usd, tokens, _ := booksOf(journaledGateway(t, st), start); total != 1.75 || usd != 1.75 || tokens != 8 {
 		t.Errorf("after a kill: spend %v, ledger %v USD, %d tokens; want 1.75, 1.75, 8", total, usd, tokens)
+	}
+}
+
+// With a registry, the journal marks what each publication of the book
+// includes: a process killed after one starts its successor's book with
+// the charges after it, and only those, however the segments were
+// compacted since.
+func TestJournalMarksWhatWasPublished(t *testing.T) {
+	clock := fakeClock(t)
+	ctx := context.Background()
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	g := journaledGatewayAs(t, st, false)
+	at := *clock
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	_, _, seq := g.spend.book("gw", at)
+	g.markPublished(seq)
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
+	// killed: the successor's own book has what was not published
+	g = journaledGatewayAs(t, st, false)
+	if total, _ := g.spend.spent("", at); total.DayUSD != 0.25 {
+		t.Fatalf("after a kill: the new book has %v USD, want the unpublished 0.25", total.DayUSD)
+	}
+	// it publishes, and the segments go: the mark stays
+	_, _, seq = g.spend.book("gw", at)
+	g.markPublished(seq)
+	covered, ok := g.ledger.save(ctx, at, at)
+	if !ok {
+		t.Fatal("ledger not saved")
+	}
+	g.ledger.journal.ledgerSaved.Store(covered)
+	g.ledger.journal.compact()
+	g = journaledGatewayAs(t, st, false)
+	if total, _ := g.spend.spent("", at); total.DayUSD != 0 {
+		t.Errorf("after all was published and compacted: the new book has %v USD, want 0", total.DayUSD)
 	}
 }
 
