@@ -37,7 +37,9 @@ import (
 // ledger save; a segment whose records every snapshot includes is
 // deleted. A last line cut short (a write the machine did not finish) is
 // ignored; a segment with a line that cannot be read is set aside,
-// renamed, never deleted.
+// renamed, never deleted. With a registry the spend is the registry's,
+// and the journal marks what each publication of it includes (see
+// fleet_spend.go).
 //
 // It lives in Caddy's storage when that is a directory (file_system
 // storage, Caddy's data directory by default), where the books' lock

@@ -111,7 +111,10 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	t := now()
 	read, err := readJournal(dir, g.logger, t)
 	if err != nil {
-		g.logger.Error("reading the books' journal; the books go on from their last saves", zap.String("dir", dir), zap.Error(err))
+		// appending after records not read could number records twice
+		g.logger.Error("reading the books' journal; the books go on from their last saves, as durable as their periodic saves",
+			zap.String("dir", dir), zap.Error(err))
+		return
 	}
 	last := read.lastSeq
 	for _, seq := range days {
