@@ -79,6 +79,7 @@ type journalRecord struct {
 	Completion int64   `json:"o,omitempty"`
 	CloudUSD   float64 `json:"usd,omitempty"`
 	Estimated  bool    `json:"est,omitempty"`
+	Shadow     bool    `json:"sh,omitempty"`
 	// the demand: a bucket's totals so far
 	Bucket   int64   `json:"b,omitempty"` // its start, Unix seconds
 	DurNS    int64   `json:"dur,omitempty"`
@@ -275,6 +276,9 @@ func (j *journal) appendCharge(seq uint64, at time.Time, c charge) {
 	}
 	if c.Estimated {
 		b = append(b, `,"est":true`...)
+	}
+	if c.Shadow {
+		b = append(b, `,"sh":true`...)
 	}
 	j.buf = append(b, "}\n"...)
 }

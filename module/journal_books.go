@@ -23,8 +23,9 @@ type charge struct {
 	SelfHosted bool   // served by a vllm group
 	Prompt     int64
 	Completion int64
-	CloudUSD   float64
-	Estimated  bool // the tokens were estimated, not reported by the upstream
+	CloudUSD   float64 // for a mirror copy: what it cost, wherever it ran
+	Estimated  bool    // the tokens were estimated, not reported by the upstream
+	Shadow     bool    // a mirror copy: validation, outside the business bill and the spend
 }
 
 // charge records a finished request in the ledger and the cloud spend,
@@ -33,15 +34,19 @@ type charge struct {
 func (g *Gateway) charge(cl *client, c charge, at time.Time) {
 	l := g.ledger
 	j := l.journal
+	spent := c.CloudUSD
+	if c.Shadow {
+		spent = 0
+	}
 	if j == nil || c.Prompt == 0 && c.Completion == 0 && c.CloudUSD <= 0 {
 		l.add(at, c)
-		g.spent(cl, c.CloudUSD, at)
+		g.spent(cl, spent, at)
 		return
 	}
 	j.mu.Lock()
 	j.seq++
 	l.add(at, c)
-	g.spent(cl, c.CloudUSD, at)
+	g.spent(cl, spent, at)
 	j.appendCharge(j.seq, at, c)
 	j.writeLocked()
 	j.mu.Unlock()
@@ -247,7 +252,8 @@ func (l *ledger) replayLocked(recs []journalRecord, days map[string]uint64) (ear
 }
 
 func (r *journalRecord) charge() charge {
-	return charge{Client: r.Client, SelfHosted: r.SelfHosted, Prompt: r.Prompt, Completion: r.Completion, CloudUSD: r.CloudUSD, Estimated: r.Estimated}
+	return charge{Client: r.Client, SelfHosted: r.SelfHosted, Prompt: r.Prompt, Completion: r.Completion, CloudUSD: r.CloudUSD,
+		Estimated: r.Estimated, Shadow: r.Shadow}
 }
 
 // bucketAtLocked returns the bucket that starts at start, adding one
@@ -272,7 +278,7 @@ func (b *spendBook) replay(recs []journalRecord) int {
 	n := 0
 	for i := range recs {
 		r := &recs[i]
-		if r.Kind != journalCharge || r.Seq <= b.savedSeq || r.CloudUSD <= 0 {
+		if r.Kind != journalCharge || r.Seq <= b.savedSeq || r.CloudUSD <= 0 || r.Shadow {
 			continue
 		}
 		b.add(r.Client, r.CloudUSD, time.Unix(0, r.Time))

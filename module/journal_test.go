@@ -80,6 +80,7 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 	// and not these
 	g.charge(nil, charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, *clock)
 	g.charge(team, charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, *clock)
+	g.charge(nil, charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, *clock) // a mirror copy
 	*clock = start.Add(7 * time.Second)
 	g.ledger.tick(*clock)
 	at := *clock
@@ -89,6 +90,9 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 		if total != 0.875 || tm != 0.625 || usd != 0.875 || tokens != 1222 || covered != 7*time.Second {
 			t.Errorf("%s: spend %v (team %v), ledger %v USD, %d tokens, %v covered; want 0.875 (0.625), 0.875, 1222, 7s",
 				what, total, tm, usd, tokens, covered)
+		}
+		if v := g.ledger.window(at.Add(-time.Hour), at.Add(time.Minute)).shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
+			t.Errorf("%s: mirror copies %+v, want one of 5+5 tokens, 0.1 USD", what, v)
 		}
 	}
 	want("before the kill", g)

@@ -274,8 +274,15 @@ func (l *ledger) addRequest(t time.Time, client string, selfHosted bool, prompt,
 	l.add(t, charge{Client: client, SelfHosted: selfHosted, Prompt: prompt, Completion: completion, CloudUSD: cloudUSD})
 }
 
-// addCharge records a request in bucket b.
+// addCharge records a request, or a mirror copy, in bucket b.
 func (b *ledgerBucketData) addCharge(c charge) {
+	if c.Shadow {
+		b.shadow.Requests++
+		b.shadow.PromptTokens += c.Prompt
+		b.shadow.CompletionTokens += c.Completion
+		b.shadow.USD += c.CloudUSD
+		return
+	}
 	if c.Client != "" {
 		b.addClient(c.Client, c.SelfHosted, c.Prompt, c.Completion, c.CloudUSD)
 	}
@@ -290,13 +297,7 @@ func (b *ledgerBucketData) addCharge(c charge) {
 // addShadow records a mirror copy's tokens and cost: validation, not
 // business.
 func (l *ledger) addShadow(t time.Time, prompt, completion int64, usd float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	v := &l.bucketLocked(t).shadow
-	v.Requests++
-	v.PromptTokens += prompt
-	v.CompletionTokens += completion
-	v.USD += usd
+	l.add(t, charge{Shadow: true, Prompt: prompt, Completion: completion, CloudUSD: usd})
 }
 
 func (l *ledger) bucketLocked(t time.Time) *ledgerBucketData {
