@@ -24,7 +24,8 @@ import (
 // storage module configured, so that a cluster's storage serves too): a
 // key per gateway, Caddy instance and UTC day, holding that day's
 // buckets. It is saved every minute and when the ledger ends, and the
-// last 31 days are read back when it starts.
+// last 31 days are read back when it starts; with file_system storage
+// the journal (see journal.go) holds what came after the last save.
 
 const (
 	ledgerKeyPrefix = "hybrid_llm/ledger/"
