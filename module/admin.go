@@ -29,6 +29,9 @@ func init() {
 //	GET /hybrid_llm/ledger
 //	GET /hybrid_llm/clients
 //
+// and changes it (POST, JSON: drain, undrain, weight, drill,
+// spend/accept).
+//
 // It holds nothing itself; it reads the live gateways' shared state.
 type adminAPI struct{}
 
@@ -57,6 +60,7 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 			return serveDrain(w, r, false)
 		})},
 		{Pattern: "/hybrid_llm/drill", Handler: caddy.AdminHandlerFunc(serveDrill)},
+		{Pattern: "/hybrid_llm/spend/accept", Handler: caddy.AdminHandlerFunc(serveSpendAccept)},
 		{Pattern: "/hybrid_llm/weight", Handler: caddy.AdminHandlerFunc(serveWeight)},
 		{Pattern: "/hybrid_llm/registry", Handler: caddy.AdminHandlerFunc(serveRegistry)},
 	}
@@ -143,7 +147,8 @@ func gatewayNames(live []*Gateway) string {
 
 // serveDrain drains (or undrains) a group or one endpoint of a vllm
 // group: new requests skip it at once, requests in flight finish. The
-// flag lives in shared state, so it survives config reloads until undone.
+// flag lives in shared state, so it survives config reloads until undone,
+// and in Caddy's storage (or the registry), so it survives restarts.
 func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	req, g, err := readAction(r)
 	if err != nil {
@@ -187,6 +192,13 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	default:
 		grp.shared.drained.Store(drain)
 	}
+	if g.fleet == nil && g.storage != nil {
+		// kept for the next start (see drains.go)
+		if err := g.saveDrains(r.Context()); err != nil {
+			g.logger.Error("storing the drains; a restart would not keep this one", zap.Error(err))
+			what["not_stored"] = err.Error()
+		}
+	}
 	if !drain && ep == nil && grp.vllm != nil {
 		// a group's undrain leaves its endpoints' own drains as they are
 		var still []string
@@ -205,6 +217,36 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 		verb = "drained"
 	}
 	g.logger.Warn(verb+" through the admin API", zap.String("group", req.Group), zap.String("endpoint", req.Endpoint))
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(what)
+}
+
+// serveSpendAccept accepts a gateway's cloud spend that could not be read
+// from storage (see spendBookOf): it counts on from what is known, and
+// cloud targets open again to the clients with a budget and under the
+// spend cap.
+func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
+	_, g, err := readAction(r)
+	if err != nil {
+		return err
+	}
+	if g.spend == nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q keeps no cloud spend (no clients, no cloud_spend)", g.Name)}
+	}
+	if !g.spend.stored {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("gateway %q keeps its cloud spend in the registry, not in storage", g.Name)}
+	}
+	u := g.spend.accept()
+	if err := g.spend.save(r.Context(), g.storage, g.spend.name); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("accepted, but not saved, so a restart would close cloud again: %v", err)}
+	}
+	total, _ := g.spend.spent("", now())
+	what := map[string]any{"gateway": g.Name, "was_unknown": u != nil, "cloud_usd_today": total.DayUSD}
+	if u != nil {
+		what["why"], what["set_aside_as"] = u.Why, u.SetAsideAs
+		g.logger.Warn("cloud spend accepted through the admin API: counting on from what is known",
+			zap.String("why", u.Why), zap.String("set_aside_as", u.SetAsideAs), zap.Float64("cloud_usd_today", total.DayUSD))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(what)
 }

@@ -74,6 +74,9 @@ const (
 	// (see holdCloud) reaches the client's budget or the spend cap
 	reasonBudgetHeld   reason = "client_budget_in_flight"
 	reasonSpendCapHeld reason = "spend_cap_in_flight"
+	// the cloud spend in storage could not be read, and no operator has
+	// accepted counting on without it
+	reasonSpendUnknown reason = "spend_unknown"
 )
 
 // statusReason is the reason of an upstream answer with a fallback
@@ -191,7 +194,7 @@ func verdictOf(why reason, answered bool, client context.Context) verdict {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,
 		reasonMisconfig, reasonStaleMetrics, reasonBreakerOpen, reasonDegraded, reasonOverflow, reasonContextWindow, reasonDrained,
 		reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
-		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap, reasonBudgetHeld, reasonSpendCapHeld:
+		reasonAvoided, reasonRateLimited, reasonNotFound, reasonBudget, reasonSpendCap, reasonBudgetHeld, reasonSpendCapHeld, reasonSpendUnknown:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream
 		return verdictNone

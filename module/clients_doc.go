@@ -37,10 +37,14 @@ type ClientState struct {
 
 // ClientsDoc is a gateway's clients and its cloud spend.
 type ClientsDoc struct {
-	Gateway       string        `json:"gateway"`
-	CloudUSDToday float64       `json:"cloud_usd_today"`
-	DailyCapUSD   float64       `json:"daily_cap_usd,omitempty"`
-	Clients       []ClientState `json:"clients"`
+	Gateway       string  `json:"gateway"`
+	CloudUSDToday float64 `json:"cloud_usd_today"`
+	DailyCapUSD   float64 `json:"daily_cap_usd,omitempty"`
+	// set when the spend in storage could not be read: cloud targets are
+	// closed to the clients with a budget, and to all under a daily cap,
+	// until POST /hybrid_llm/spend/accept
+	SpendUnknown *SpendUnknown `json:"spend_unknown,omitempty"`
+	Clients      []ClientState `json:"clients"`
 }
 
 // clientsDoc describes the gateway's clients in force.
@@ -52,6 +56,7 @@ func (g *Gateway) clientsDoc(t time.Time) ClientsDoc {
 	if g.spend != nil {
 		total, _ := g.spend.spent("", t)
 		doc.CloudUSDToday = total.DayUSD
+		doc.SpendUnknown = g.spend.unknown.Load()
 	}
 	if g.clientSet == nil {
 		return doc

@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
@@ -622,7 +624,17 @@ func cmdClients(cmd *cobra.Command) error {
 			fmt.Fprintf(tw, "%s\t(all clients)\t\t\t\t\t%.6f of %.2f a day\t\t\n", g.Gateway, g.CloudUSDToday, g.DailyCapUSD)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, g := range out.Gateways {
+		if u := g.SpendUnknown; u != nil {
+			fmt.Fprintf(cmd.OutOrStdout(), "gateway %s: cloud spend unknown since %s (%s); cloud is closed to the clients with a budget "+
+				"and under the spend cap: check %s, then POST /hybrid_llm/spend/accept {\"gateway\":%q}\n",
+				g.Gateway, u.Since.Format(time.RFC3339), u.Why, cmp.Or(u.SetAsideAs, "the spend in storage"), g.Gateway)
+		}
+	}
+	return nil
 }
 
 func cmdRegistryGet(cmd *cobra.Command, args []string) error {

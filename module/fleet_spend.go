@@ -35,7 +35,10 @@ import (
 // run stays in the registry and counts, as any other process's, for its
 // day and month: the spend of a process that exited is never lost, and
 // never counted twice (so with a registry the book is not kept in Caddy's
-// storage: the registry keeps it).
+// storage: the registry keeps it). What a process spent after its last
+// publication, when it was killed, is in its journal (see journal.go),
+// which marks each publication: the next process on the same storage
+// starts its own book with the charges after the last mark.
 
 // fleetSpendInterval is how often a gateway publishes its book when it
 // changed.
@@ -94,8 +97,15 @@ func (g *Gateway) applySpend(s *registry.Snapshot) {
 }
 
 // book is the book as published: the total, and the clients that spent
-// this month.
-func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64) {
+// this month; with its version and, with a journal, the last record it
+// includes.
+func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64, uint64) {
+	var seq uint64
+	if j := b.journal.Load(); j != nil {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		seq = j.seq
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.total.roll(t)
@@ -109,7 +119,7 @@ func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64) {
 			rb.Clients[name] = registry.Spend(*s)
 		}
 	}
-	return rb, b.version
+	return rb, b.version, seq
 }
 
 // publishSpend writes the gateway's book to the registry whenever it
@@ -128,8 +138,9 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			b, v := g.spend.book(g.Name, now())
+			b, v, seq := g.spend.book(g.Name, now())
 			if v == published && b.Total.Day == day {
+				g.markPublished(seq) // what is published has not changed since
 				continue
 			}
 			if err := g.putSpend(ctx, b); err != nil {
@@ -137,6 +148,7 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 				continue
 			}
 			published, day = v, b.Total.Day
+			g.markPublished(seq)
 		}
 	}
 }
@@ -160,10 +172,20 @@ func (g *Gateway) finalSpend() {
 	if g.fleet == nil || g.spend == nil || g.spendName == "" || g.begun == nil || !g.begun.Load() {
 		return
 	}
-	b, _ := g.spend.book(g.Name, now())
+	b, _, seq := g.spend.book(g.Name, now())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := g.putSpend(ctx, b); err != nil {
 		g.logger.Warn("registry: could not publish the cloud spend as the config stops", zap.Error(err))
+		return
+	}
+	g.markPublished(seq)
+}
+
+// markPublished marks in the journal, if any, that the book published
+// includes its records up to seq.
+func (g *Gateway) markPublished(seq uint64) {
+	if j := g.spend.journal.Load(); j != nil {
+		j.markPublished(seq)
 	}
 }

@@ -184,6 +184,9 @@ type Gateway struct {
 	fleetShare      *atomic.Pointer[fleetShare] // with a registry: its place among the live gateways
 	spendName       string                      // with a registry: its book's name there
 	begun           *atomic.Bool                // its config started: its network work began
+	// its config runs (it is not only validated): it reads and writes
+	// its books in storage, under their lock with file_system storage
+	ownsBooks bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -285,6 +288,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 
 	g.provisionOccupancy()
+	g.loadDrains() // before any request
 
 	g.aliases = make(map[string]*Alias, len(g.Aliases))
 	for _, name := range sortedKeys(g.Aliases) {
@@ -316,8 +320,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 	if g.Clients != nil || g.CloudSpend != nil {
 		if g.Registry == nil {
-			g.spend = spendBookOf(ctx, g.Name, g.logger, true)
-			go g.keepSaving(ctx)
+			g.spend = spendBookOf(ctx, g.Name, g.logger, g.ownsBooks)
 		} else {
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see
@@ -334,6 +337,10 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		return err
 	}
 	g.ledger = acquireLedger(g)
+	g.joinJournal()
+	if g.spend != nil && g.spend.stored {
+		go g.keepSaving(ctx)
+	}
 	if g.Registry != nil {
 		if err := g.provisionRegistry(); err != nil {
 			return err
@@ -359,6 +366,7 @@ func (g *Gateway) Validate() error {
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
 	g.finalSpend()
+	g.saveSpend()
 	g.releaseRegistry()
 	if g.ledger != nil {
 		releaseLedger(g)

@@ -138,6 +138,10 @@ type ledger struct {
 	// where it persists, and from when it has not been saved yet
 	store   *ledgerStore
 	savedAt time.Time
+	// with file_system storage: every change, as it happens (see
+	// journal.go), and the demand journaled up to when
+	journal     *journal
+	journaledAt time.Time
 }
 
 var ledgers = caddy.NewUsagePool()
@@ -155,6 +159,10 @@ func (l *ledger) Destruct() error {
 	l.advanceLocked(t)
 	l.mu.Unlock()
 	l.save(ctx, l.savedAt, t)
+	if l.journal != nil {
+		// what came after the save is in it, for the next start
+		l.journal.close()
+	}
 	return nil
 }
 
@@ -163,16 +171,13 @@ func (l *ledger) Destruct() error {
 func acquireLedger(g *Gateway) *ledger {
 	val, loaded := ledgers.LoadOrStore(g.Name, &ledger{})
 	l := val.(*ledger)
-	if !loaded && g.storage != nil {
-		instance := "default"
-		if id, err := caddy.InstanceID(); err == nil {
-			instance = id.String()
-		}
-		l.store = newLedgerStore(g.storage, g.Name, instance, g.logger)
+	if !loaded && g.storage != nil && g.ownsBooks {
+		l.store = newLedgerStore(g.storage, g.Name, instanceName(), g.logger)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		l.savedAt = now()
-		l.load(ctx, l.savedAt)
+		days := l.load(ctx, l.savedAt)
 		cancel()
+		l.startJournal(g, days)
 	}
 	l.mu.Lock()
 	l.instances = append(l.instances, g)
@@ -220,48 +225,79 @@ func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
 			l.tick(at)
 			if tick.Sub(lastSave) >= ledgerSaveEvery {
 				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				l.save(sctx, l.savedAt, at)
+				covered, ok := l.save(sctx, l.savedAt, at)
 				cancel()
-				l.savedAt, lastSave = at, tick
+				lastSave = tick
+				if ok {
+					// a failed save is tried again from the same time
+					l.savedAt = at
+				}
+				if j := l.journal; j != nil && ok {
+					j.ledgerSaved.Store(covered)
+					j.compact()
+				}
+			} else if j := l.journal; j != nil {
+				j.sync()
 			}
 		}
 	}
 }
 
 // tick brings the buckets up to t: the time since the last attempt began
-// or ended, at the demand then.
+// or ended, at the demand then; and journals the demand, when there is a
+// journal.
 func (l *ledger) tick(t time.Time) {
+	j := l.journal
+	if j == nil {
+		l.mu.Lock()
+		l.advanceLocked(t)
+		l.mu.Unlock()
+		return
+	}
+	j.mu.Lock()
 	l.mu.Lock()
 	l.advanceLocked(t)
+	l.journalDemandLocked(j)
 	l.mu.Unlock()
+	j.mu.Unlock()
 }
 
-// addRequest records a finished request's tokens and cloud cost.
-func (l *ledger) addRequest(t time.Time, client string, selfHosted bool, prompt, completion int64, cloudUSD float64) {
+// add records a finished request's tokens and cloud cost.
+func (l *ledger) add(t time.Time, c charge) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	b := l.bucketLocked(t)
-	if client != "" {
-		b.addClient(client, selfHosted, prompt, completion, cloudUSD)
+	l.bucketLocked(t).addCharge(c)
+}
+
+// addRequest is add for a charge given by its parts.
+func (l *ledger) addRequest(t time.Time, client string, selfHosted bool, prompt, completion int64, cloudUSD float64) {
+	l.add(t, charge{Client: client, SelfHosted: selfHosted, Prompt: prompt, Completion: completion, CloudUSD: cloudUSD})
+}
+
+// addCharge records a request, or a mirror copy, in bucket b.
+func (b *ledgerBucketData) addCharge(c charge) {
+	if c.Shadow {
+		b.shadow.Requests++
+		b.shadow.PromptTokens += c.Prompt
+		b.shadow.CompletionTokens += c.Completion
+		b.shadow.USD += c.CloudUSD
+		return
 	}
-	b.promptTokens += prompt
-	b.completionTokens += completion
-	if selfHosted {
-		b.selfTokens += prompt + completion
+	if c.Client != "" {
+		b.addClient(c.Client, c.SelfHosted, c.Prompt, c.Completion, c.CloudUSD)
 	}
-	b.cloudUSD += cloudUSD
+	b.promptTokens += c.Prompt
+	b.completionTokens += c.Completion
+	if c.SelfHosted {
+		b.selfTokens += c.Prompt + c.Completion
+	}
+	b.cloudUSD += c.CloudUSD
 }
 
 // addShadow records a mirror copy's tokens and cost: validation, not
 // business.
 func (l *ledger) addShadow(t time.Time, prompt, completion int64, usd float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	v := &l.bucketLocked(t).shadow
-	v.Requests++
-	v.PromptTokens += prompt
-	v.CompletionTokens += completion
-	v.USD += usd
+	l.add(t, charge{Shadow: true, Prompt: prompt, Completion: completion, CloudUSD: usd})
 }
 
 func (l *ledger) bucketLocked(t time.Time) *ledgerBucketData {

@@ -24,7 +24,8 @@ import (
 // storage module configured, so that a cluster's storage serves too): a
 // key per gateway, Caddy instance and UTC day, holding that day's
 // buckets. It is saved every minute and when the ledger ends, and the
-// last 31 days are read back when it starts.
+// last 31 days are read back when it starts; with file_system storage
+// the journal (see journal.go) holds what came after the last save.
 
 const (
 	ledgerKeyPrefix = "hybrid_llm/ledger/"
@@ -36,6 +37,8 @@ const (
 type ledgerDay struct {
 	Version int            `json:"version"`
 	Buckets []storedBucket `json:"buckets"`
+	// the last record of the journal the day includes (see journal.go)
+	JournalSeq uint64 `json:"journal_seq,omitempty"`
 }
 
 // storedBucket is a bucket as stored.
@@ -68,34 +71,52 @@ func (s *ledgerStore) key(day time.Time) string {
 	return s.prefix + day.UTC().Format(time.DateOnly) + ".json"
 }
 
-// save stores the days from since to t.
-func (l *ledger) save(ctx context.Context, since, t time.Time) {
+// save stores the days from since (a minute before, for a request that
+// ended then and was counted after) to t, and reports the last record of
+// the journal they include, and whether all were stored.
+func (l *ledger) save(ctx context.Context, since, t time.Time) (journalSeq uint64, ok bool) {
 	s := l.store
 	if s == nil {
-		return
+		return 0, false
 	}
-	for day := since.UTC().Truncate(24 * time.Hour); !day.After(t); day = day.Add(24 * time.Hour) {
+	// the copies, at one record of the journal
+	var docs []ledgerDay
+	var days []time.Time
+	j := l.journal
+	if j != nil {
+		j.mu.Lock()
+		journalSeq = j.seq
+	}
+	l.mu.Lock()
+	for day := since.Add(-ledgerBucket).UTC().Truncate(24 * time.Hour); !day.After(t); day = day.Add(24 * time.Hour) {
 		next := day.Add(24 * time.Hour)
-		doc := ledgerDay{Version: ledgerFormat}
-		l.mu.Lock()
+		doc := ledgerDay{Version: ledgerFormat, JournalSeq: journalSeq}
 		for i := range l.buckets {
 			if b := &l.buckets[i]; b.in(day, next) && (b.dur > 0 || b.promptTokens > 0 || b.completionTokens > 0 || b.shadow.Requests > 0) {
 				doc.Buckets = append(doc.Buckets, storeBucket(b))
 			}
 		}
-		l.mu.Unlock()
-		if len(doc.Buckets) == 0 {
-			continue
+		if len(doc.Buckets) > 0 {
+			docs, days = append(docs, doc), append(days, day)
 		}
+	}
+	l.mu.Unlock()
+	if j != nil {
+		j.mu.Unlock()
+	}
+	ok = true
+	for i, doc := range docs {
 		slices.SortFunc(doc.Buckets, func(a, b storedBucket) int { return int(a.Start - b.Start) })
 		data, err := json.Marshal(doc)
 		if err == nil {
-			err = s.storage.Store(ctx, s.key(day), data)
+			err = s.storage.Store(ctx, s.key(days[i]), data)
 		}
 		if err != nil {
-			s.logger.Error("saving the ledger", zap.String("key", s.key(day)), zap.Error(err))
+			ok = false
+			s.logger.Error("saving the ledger", zap.String("key", s.key(days[i])), zap.Error(err))
 		}
 	}
+	return journalSeq, ok
 }
 
 func storeBucket(b *ledgerBucketData) storedBucket {
@@ -109,14 +130,16 @@ func storeBucket(b *ledgerBucketData) storedBucket {
 	return sb
 }
 
-// load reads back the last 31 days before t into an empty ledger. A day
-// that cannot be read as a ledger is logged and set aside under another
-// key, never deleted, and the ledger goes on without it.
-func (l *ledger) load(ctx context.Context, t time.Time) {
+// load reads back the last 31 days before t into an empty ledger, and
+// returns the last record of the journal each day includes. A day that
+// cannot be read as a ledger is logged and set aside under another key,
+// never deleted, and the ledger goes on without it.
+func (l *ledger) load(ctx context.Context, t time.Time) map[string]uint64 {
 	s := l.store
 	if s == nil {
-		return
+		return nil
 	}
+	seqs := map[string]uint64{}
 	var all []storedBucket
 	first := t.UTC().Truncate(24*time.Hour).AddDate(0, 0, -30)
 	for day := first; !day.After(t); day = day.Add(24 * time.Hour) {
@@ -143,6 +166,7 @@ func (l *ledger) load(ctx context.Context, t time.Time) {
 			continue
 		}
 		all = append(all, doc.Buckets...)
+		seqs[day.Format(time.DateOnly)] = doc.JournalSeq
 	}
 	slices.SortFunc(all, func(a, b storedBucket) int { return int(a.Start - b.Start) })
 	l.mu.Lock()
@@ -166,4 +190,5 @@ func (l *ledger) load(ctx context.Context, t time.Time) {
 		}
 		b.clients = append(b.clients, sb.Clients...)
 	}
+	return seqs
 }

@@ -253,7 +253,7 @@ func (c *mirrorCopy) run() {
 		usd, priced = float64(u.prompt+u.completion)*c.g.selfCostPerToken(), true
 	}
 	if c.g.ledger != nil {
-		c.g.ledger.addShadow(now(), u.prompt, u.completion, usd)
+		c.g.charge(nil, charge{Shadow: true, Prompt: u.prompt, Completion: u.completion, CloudUSD: usd}, now())
 	}
 	fields := []zap.Field{
 		zap.String("request_id", c.id), zap.String("parent_request_id", c.parent),

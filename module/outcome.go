@@ -54,7 +54,7 @@ func (rt *route) cost(at time.Time) {
 	default:
 		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
 	}
-	rt.g.ledger.addRequest(at, rt.clientName(), t.group.Kind == KindVLLM, rt.usage.prompt, rt.usage.completion, cloudUSD)
-	rt.g.spent(rt.client, cloudUSD, at)
+	rt.g.charge(rt.client, charge{Client: rt.clientName(), SelfHosted: t.group.Kind == KindVLLM,
+		Prompt: rt.usage.prompt, Completion: rt.usage.completion, CloudUSD: cloudUSD, Estimated: rt.estimated}, at)
 	rt.costUSD, rt.priced = usd, cc != nil
 }

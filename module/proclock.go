@@ -22,7 +22,7 @@ import (
 
 // A gateway process owns what it must not share with another process:
 // its books (the ledger, the client books and the cloud spend it keeps in
-// Caddy's storage, keyed by the gateway's name and by Caddy's instance
+// Caddy's storage, and their journal, keyed by the gateway's name and by Caddy's instance
 // ID, which the data directory holds) and its admin address (Caddy listens
 // with SO_REUSEPORT, so a second process on the same address starts
 // without an error, and the kernel splits the connections between the
@@ -93,6 +93,7 @@ func (g *Gateway) lockBooks(ctx caddy.Context) error {
 	if !runs(ctx) {
 		return nil
 	}
+	g.ownsBooks = true
 	fs, ok := g.storage.(*certmagic.FileStorage)
 	if !ok || fs.Path == "" {
 		return nil

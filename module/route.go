@@ -290,7 +290,7 @@ func (rt *route) fail(al *Alias) error {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
 			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
 			reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
-			reasonBudget, reasonSpendCap, reasonBudgetHeld, reasonSpendCapHeld:
+			reasonBudget, reasonSpendCap, reasonBudgetHeld, reasonSpendCapHeld, reasonSpendUnknown:
 		case reasonDeadline:
 			timedOut = true
 		default:
@@ -319,6 +319,8 @@ func (rt *route) fail(al *Alias) error {
 			status, code, typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
 		case reasonSpendCap:
 			status, code = http.StatusServiceUnavailable, "cloud_spend_cap"
+		case reasonSpendUnknown:
+			status, code = http.StatusServiceUnavailable, "cloud_spend_unknown"
 		}
 	}
 	// the degradation chain held the tiers back: the alias is

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,25 @@ type spendBook struct {
 	// with a registry: what the fleet's other processes spent
 	others atomic.Pointer[fleetSpend]
 	// what the requests in flight on cloud targets reserved
-	holds spendHolds
+	holds  spendHolds
+	stored bool // in Caddy's storage, not in a registry
+	// the last record of the journal the stored snapshot includes, and
+	// the journal, when there is one (see journal.go)
+	savedSeq uint64
+	journal  atomic.Pointer[journal]
+	// set when the book in storage could not be read: cloud targets
+	// stay closed to what it bounds until an operator accepts
+	unknown atomic.Pointer[SpendUnknown]
+	// the stored book could not be read at all: it is not overwritten
+	// until an operator accepts
+	keep bool
+}
+
+// SpendUnknown says why a gateway's cloud spend is not known.
+type SpendUnknown struct {
+	Since      time.Time `json:"since"`
+	Why        string    `json:"why"`
+	SetAsideAs string    `json:"set_aside_as,omitempty"`
 }
 
 var (
@@ -98,15 +117,39 @@ func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger, stored b
 	if b := spendBooks[gateway]; b != nil {
 		return b
 	}
-	b := &spendBook{name: gateway, clients: map[string]*spend{}}
+	b := &spendBook{name: gateway, clients: map[string]*spend{}, stored: stored}
 	if st := ctx.Storage(); st != nil && stored {
 		if err := b.load(ctx, st, gateway); err != nil {
-			logger.Error("cloud spend in storage not readable; counting from zero", zap.Error(err))
+			key, aside := spendKey(gateway), ""
+			var bad *unreadableSpend
+			if errors.As(err, &bad) {
+				// set aside, never overwritten
+				aside = key + ".corrupt-" + strconv.FormatInt(now().Unix(), 10)
+				if serr := st.Store(ctx, aside, bad.raw); serr == nil {
+					_ = st.Delete(ctx, key)
+				} else {
+					aside = ""
+				}
+			}
+			b.keep = aside == ""
+			b.setUnknown("the cloud spend in storage ("+key+") could not be read: "+err.Error(), aside, logger, gateway)
+			// at once: a crash before the next save would forget it
+			if err := b.save(ctx, st, gateway); err != nil {
+				logger.Error("saving cloud spend", zap.Error(err))
+			}
 		}
 	}
 	spendBooks[gateway] = b
 	return b
 }
+
+// unreadableSpend is a stored book that was read but is not one.
+type unreadableSpend struct {
+	raw []byte
+	err error
+}
+
+func (e *unreadableSpend) Error() string { return e.err.Error() }
 
 // load reads a book saved in storage, if there is one.
 func (b *spendBook) load(ctx context.Context, st certmagic.Storage, gateway string) error {
@@ -119,7 +162,7 @@ func (b *spendBook) load(ctx context.Context, st certmagic.Storage, gateway stri
 	}
 	var doc spendDoc
 	if err := json.Unmarshal(raw, &doc); err != nil {
-		return err
+		return &unreadableSpend{raw: raw, err: err}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -127,7 +170,35 @@ func (b *spendBook) load(ctx context.Context, st certmagic.Storage, gateway stri
 	for name, s := range doc.Clients {
 		b.clients[name] = &spend{Day: s.Day, Month: s.Month, DayUSD: s.DayUSD, MonthUSD: s.MonthUSD}
 	}
+	b.savedSeq = doc.JournalSeq
+	if doc.Unknown != nil {
+		b.unknown.Store(doc.Unknown)
+	}
 	return nil
+}
+
+// setUnknown closes cloud targets to what the book bounds (the clients'
+// budgets, the spend cap) until an operator accepts it as it is.
+func (b *spendBook) setUnknown(why, setAside string, logger *zap.Logger, gateway string) {
+	u := &SpendUnknown{Since: now().UTC(), Why: why, SetAsideAs: setAside}
+	b.unknown.Store(u)
+	b.mu.Lock()
+	b.dirty = true // the state persists
+	b.mu.Unlock()
+	logger.Error("cloud spend unknown: cloud targets are closed to the clients with a budget, and to all under a spend cap, "+
+		"until an operator decides; check what was set aside, then count on from what is known with "+
+		"curl -X POST -H 'Content-Type: application/json' -d '{\"gateway\":\""+gateway+"\"}' http://<admin>/hybrid_llm/spend/accept",
+		zap.String("gateway", gateway), zap.String("why", why), zap.String("set_aside_as", setAside))
+}
+
+// accept counts on from what the book knows, and reports what the state
+// was.
+func (b *spendBook) accept() *SpendUnknown {
+	u := b.unknown.Swap(nil)
+	b.mu.Lock()
+	b.keep, b.dirty = false, true
+	b.mu.Unlock()
+	return u
 }
 
 func spendKey(gateway string) string { return "hybrid_llm/spend/" + gateway + ".json" }
@@ -136,6 +207,10 @@ func spendKey(gateway string) string { return "hybrid_llm/spend/" + gateway + ".
 type spendDoc struct {
 	Total   spend            `json:"total"`
 	Clients map[string]spend `json:"clients"`
+	// the last record of the journal the book includes (see journal.go)
+	JournalSeq uint64 `json:"journal_seq,omitempty"`
+	// set until an operator accepts a book that could not be read
+	Unknown *SpendUnknown `json:"unknown,omitempty"`
 }
 
 // add records usd spent on the cloud at t, by a client (empty: none).
@@ -186,21 +261,40 @@ func (b *spendBook) spent(client string, t time.Time) (total, cl spend) {
 	return total, cl
 }
 
-// save writes the book to storage if it changed.
+// save writes the book to storage if it changed; with a journal, it
+// then includes every record so far.
 func (b *spendBook) save(ctx context.Context, st certmagic.Storage, gateway string) error {
 	b.saveMu.Lock()
 	defer b.saveMu.Unlock()
+	// the copy, at one record of the journal
+	j := b.journal.Load()
+	var seq uint64
+	if j != nil {
+		j.mu.Lock()
+		seq = j.seq
+	}
 	b.mu.Lock()
-	if !b.dirty {
-		b.mu.Unlock()
+	dirty, keep := b.dirty, b.keep
+	doc := spendDoc{Total: b.total, Clients: make(map[string]spend, len(b.clients)), JournalSeq: seq, Unknown: b.unknown.Load()}
+	if dirty && !keep {
+		for name, s := range b.clients {
+			doc.Clients[name] = *s
+		}
+		b.dirty = false
+	}
+	b.mu.Unlock()
+	if j != nil {
+		j.mu.Unlock()
+	}
+	if keep {
 		return nil
 	}
-	doc := spendDoc{Total: b.total, Clients: make(map[string]spend, len(b.clients))}
-	for name, s := range b.clients {
-		doc.Clients[name] = *s
+	if !dirty {
+		if j != nil {
+			j.spendSaved.Store(seq) // what is stored has not changed since
+		}
+		return nil
 	}
-	b.dirty = false
-	b.mu.Unlock()
 	raw, err := json.Marshal(doc)
 	if err != nil {
 		return err
@@ -211,8 +305,15 @@ func (b *spendBook) save(ctx context.Context, st certmagic.Storage, gateway stri
 		b.mu.Unlock()
 		return err
 	}
+	if j != nil {
+		j.spendSaved.Store(seq)
+	}
 	return nil
 }
+
+// spendUnknownRetry is the Retry-After of a request refused the cloud
+// while the spend is unknown: an operator's decision has no set time.
+const spendUnknownRetry = 5 * time.Minute
 
 // spendSaveInterval is how often a changed book is written to storage.
 const spendSaveInterval = 5 * time.Second
@@ -230,16 +331,27 @@ func (g *Gateway) keepSaving(ctx caddy.Context) {
 		select {
 		case <-ctx.Done():
 			// the next config's gateway, if any, carries on from the
-			// same book
-			if err := g.spend.save(context.Background(), st, g.spend.name); err != nil {
-				g.logger.Error("saving cloud spend", zap.Error(err))
-			}
+			// same book; Cleanup saves it too, before the process may
+			// exit
+			g.saveSpend()
 			return
 		case <-t.C:
 			if err := g.spend.save(ctx, st, g.spend.name); err != nil {
 				g.logger.Error("saving cloud spend", zap.Error(err))
 			}
 		}
+	}
+}
+
+// saveSpend writes the gateway's stored book to storage, if it changed.
+func (g *Gateway) saveSpend() {
+	if g.spend == nil || !g.spend.stored || g.storage == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.spend.save(ctx, g.storage, g.spend.name); err != nil {
+		g.logger.Error("saving cloud spend", zap.Error(err))
 	}
 }
 
@@ -250,6 +362,9 @@ func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 	capped := g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
 	if g.spend == nil || !capped && (cl == nil || cl.budgetMonth <= 0 && cl.budgetDay <= 0) {
 		return "", 0 // nothing to check the spend against
+	}
+	if g.spend.unknown.Load() != nil {
+		return reasonSpendUnknown, spendUnknownRetry
 	}
 	name := ""
 	if cl != nil {

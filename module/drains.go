@@ -1,0 +1,107 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Drains set through the admin API without a registry persist in Caddy's
+// storage, a key per gateway listing its drained groups and endpoints: it
+// is rewritten on every drain and undrain, and read as the gateway is
+// provisioned, before it serves, so that a restart keeps what an operator
+// took out. With a registry the registry keeps them.
+
+// storedDrains is a gateway's drains as stored.
+type storedDrains struct {
+	Groups    []string            `json:"groups,omitempty"`
+	Endpoints map[string][]string `json:"endpoints,omitempty"` // by group
+}
+
+func drainsKey(gateway string) string {
+	return "hybrid_llm/drains/" + url.PathEscape(gateway) + ".json"
+}
+
+// drainsMu orders the writes of the drains.
+var drainsMu sync.Mutex
+
+// loadDrains drains what the stored drains name. It only ever drains: a
+// drain kept in memory since an earlier config stays.
+func (g *Gateway) loadDrains() {
+	if g.storage == nil || g.Registry != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	raw, err := g.storage.Load(ctx, drainsKey(g.Name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var d storedDrains
+	if err == nil {
+		err = json.Unmarshal(raw, &d)
+	}
+	if err != nil {
+		g.logger.Error("the drains in storage could not be read; groups and endpoints drained before are not drained now",
+			zap.String("key", drainsKey(g.Name)), zap.Error(err))
+		return
+	}
+	for _, name := range d.Groups {
+		if grp := g.Groups[name]; grp != nil && grp.shared != nil && !grp.shared.drained.Swap(true) {
+			g.logger.Info("drained, as before the restart", zap.String("group", name))
+		}
+	}
+	for _, name := range sortedKeys(d.Endpoints) {
+		grp := g.Groups[name]
+		if grp == nil || grp.shared == nil {
+			continue
+		}
+		for _, dial := range d.Endpoints[name] {
+			if !grp.shared.endpoint(dial).drained.Swap(true) {
+				g.logger.Info("drained, as before the restart", zap.String("group", name), zap.String("endpoint", dial))
+			}
+		}
+	}
+}
+
+// saveDrains stores the gateway's drains as they are now.
+func (g *Gateway) saveDrains(ctx context.Context) error {
+	drainsMu.Lock()
+	defer drainsMu.Unlock()
+	var d storedDrains
+	for _, name := range sortedKeys(g.Groups) {
+		gs := g.Groups[name].shared
+		if gs == nil {
+			continue
+		}
+		if gs.drained.Load() {
+			d.Groups = append(d.Groups, name)
+		}
+		gs.mu.Lock()
+		for dial, es := range gs.endpoints {
+			if es.drained.Load() {
+				if d.Endpoints == nil {
+					d.Endpoints = map[string][]string{}
+				}
+				d.Endpoints[name] = append(d.Endpoints[name], dial)
+			}
+		}
+		gs.mu.Unlock()
+		slices.Sort(d.Endpoints[name])
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return g.storage.Store(ctx, drainsKey(g.Name), raw)
+}

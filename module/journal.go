@@ -1,0 +1,413 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// A gateway's journal makes its books (the ledger and the cloud spend)
+// durable per request: each finished request that counted tokens or cloud
+// cost is appended to it as it enters the books, and once a second the
+// ledger's demand of the minute. A record is one line of JSON, written
+// with one write(2) on a file opened O_APPEND: once written, the kernel
+// has it, and a process killed the next instant loses nothing; the file
+// is synced once a second, for a machine that stops.
+//
+// The books' snapshots in Caddy's storage (the spend every 5 s, the
+// ledger every minute) each say the last record they include; at start
+// the snapshots are read, and the records after them replayed. The
+// journal is a series of segments, one started at each start and each
+// ledger save; a segment whose records every snapshot includes is
+// deleted. A last line cut short (a write the machine did not finish) is
+// ignored; a segment with a line that cannot be read is set aside,
+// renamed, never deleted. With a registry the spend is the registry's,
+// and the journal marks what each publication of it includes (see
+// fleet_spend.go).
+//
+// It lives in Caddy's storage when that is a directory (file_system
+// storage, Caddy's data directory by default), where the books' lock
+// (see proclock.go) makes this process its only writer.
+
+// journal is a gateway's journal, open for appending.
+type journal struct {
+	dir    string
+	logger *zap.Logger
+
+	// mu orders the records: a record enters the books and the file
+	// under it, and a snapshot is copied under it, so that the last
+	// record's seq is what the snapshot includes
+	mu     sync.Mutex
+	f      *os.File // the open segment; nil once closed
+	seq    uint64   // the last record's
+	buf    []byte
+	synced bool // nothing written since the last sync
+	failed bool // the last write failed (logged once)
+
+	// what the books' saved snapshots include; with a registry, the
+	// spend's is what the books published there include
+	ledgerSaved, spendSaved atomic.Uint64
+	spendOn                 atomic.Bool // a spend book is journaled
+	registry                bool        // with a registry: it marks what was published
+}
+
+// journalRecord is a record as read back.
+type journalRecord struct {
+	Seq  uint64 `json:"seq"`
+	Kind string `json:"k"` // journalCharge or journalDemand
+	// a charge: when, the client, where it was served, tokens, cloud USD
+	Time       int64   `json:"t,omitempty"` // Unix nanoseconds
+	Client     string  `json:"c,omitempty"`
+	SelfHosted bool    `json:"self,omitempty"`
+	Prompt     int64   `json:"p,omitempty"`
+	Completion int64   `json:"o,omitempty"`
+	CloudUSD   float64 `json:"usd,omitempty"`
+	Estimated  bool    `json:"est,omitempty"`
+	Shadow     bool    `json:"sh,omitempty"`
+	// the demand: a bucket's totals so far
+	Bucket   int64   `json:"b,omitempty"` // its start, Unix seconds
+	DurNS    int64   `json:"dur,omitempty"`
+	SelfSecs float64 `json:"s,omitempty"`
+	CloudGS  float64 `json:"cl,omitempty"`
+	Peak     float64 `json:"pk,omitempty"`
+	// published: every charge up to here is in a book the registry holds
+	Upto uint64 `json:"upto,omitempty"`
+}
+
+const (
+	journalCharge    = "r"
+	journalDemand    = "d"
+	journalPublished = "p"
+	segmentSuffix    = ".jsonl"
+	segmentDigits    = 20
+)
+
+// segmentName is the file of the segment whose first record is first.
+func segmentName(first uint64) string {
+	return fmt.Sprintf("%0*d%s", segmentDigits, first, segmentSuffix)
+}
+
+// segmentFirst reads a segment's first seq from its file name.
+func segmentFirst(name string) (uint64, bool) {
+	digits, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(digits) != segmentDigits {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return n, err == nil
+}
+
+// journalRead is what a journal's directory holds.
+type journalRead struct {
+	records   []journalRecord // in seq order
+	lastSeq   uint64
+	published uint64   // the last mark of what the registry holds
+	setAside  []string // damaged segments, renamed
+}
+
+// readJournal reads every segment in dir. A damaged segment's readable
+// records are kept, and the segment is set aside.
+func readJournal(dir string, logger *zap.Logger, at time.Time) (journalRead, error) {
+	var out journalRead
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	for _, e := range entries { // by name: in seq order
+		if _, ok := segmentFirst(e.Name()); !ok || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return out, err
+		}
+		recs, bad := parseSegment(data)
+		out.records = append(out.records, recs...)
+		if bad == nil {
+			continue
+		}
+		aside := path + ".corrupt-" + strconv.FormatInt(at.Unix(), 10)
+		if err := os.Rename(path, aside); err != nil {
+			return out, fmt.Errorf("setting aside the damaged journal segment %s: %v", path, err)
+		}
+		out.setAside = append(out.setAside, aside)
+		logger.Error("a segment of the books' journal could not be read; set aside, its readable records counted",
+			zap.String("segment", path), zap.String("set_aside_as", aside), zap.Error(bad))
+	}
+	slices.SortStableFunc(out.records, func(a, b journalRecord) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	if n := len(out.records); n > 0 {
+		out.lastSeq = out.records[n-1].Seq
+	}
+	for i := range out.records {
+		if r := &out.records[i]; r.Kind == journalPublished {
+			out.published = max(out.published, r.Upto)
+		}
+	}
+	return out, nil
+}
+
+// parseSegment reads a segment's records; bad says why a line could not
+// be read. A last line without its newline is one the writer did not
+// finish: ignored.
+func parseSegment(data []byte) (recs []journalRecord, bad error) {
+	for n := 1; len(data) > 0; n++ {
+		line, rest, complete := bytes.Cut(data, []byte{'\n'})
+		data = rest
+		if !complete {
+			break // torn
+		}
+		if len(line) == 0 {
+			continue
+		}
+		var r journalRecord
+		if err := json.Unmarshal(line, &r); err != nil || r.Seq == 0 || (r.Kind != journalCharge && r.Kind != journalDemand && r.Kind != journalPublished) {
+			if err == nil {
+				err = fmt.Errorf("not a record")
+			}
+			if bad == nil {
+				bad = fmt.Errorf("line %d: %v", n, err)
+			}
+			continue
+		}
+		recs = append(recs, r)
+	}
+	return recs, bad
+}
+
+// openJournal starts a new segment in dir, after the records already
+// there (last is the highest seq the journal or a snapshot knows).
+func openJournal(dir string, last uint64, logger *zap.Logger) (*journal, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	// a segment after the last record read holds at most a line cut
+	// short (complete ones were read, or set aside): it goes
+	if err := os.Truncate(filepath.Join(dir, segmentName(last+1)), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	j := &journal{dir: dir, logger: logger, seq: last, synced: true, buf: make([]byte, 0, 256)}
+	if err := j.startSegmentLocked(); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// startSegmentLocked closes the open segment, if any, and opens the next
+// one. j.mu is held, or j is not shared yet.
+func (j *journal) startSegmentLocked() error {
+	f, err := os.OpenFile(filepath.Join(j.dir, segmentName(j.seq+1)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	if j.f != nil {
+		_ = j.f.Sync()
+		_ = j.f.Close()
+	}
+	j.f, j.synced = f, true
+	return nil
+}
+
+// writeLocked appends j.buf, one record, to the open segment. j.mu is
+// held. A failed write is logged once until one succeeds; the books have
+// the record in memory, and their next snapshot saves it.
+func (j *journal) writeLocked() {
+	if j.f == nil {
+		return
+	}
+	_, err := j.f.Write(j.buf)
+	switch {
+	case err != nil && !j.failed:
+		j.failed = true
+		j.logger.Error("appending to the books' journal; what follows is durable only at the books' next save", zap.Error(err))
+	case err == nil:
+		j.failed, j.synced = false, false
+	}
+}
+
+// appendCharge encodes a charge record into j.buf. j.mu is held.
+func (j *journal) appendCharge(seq uint64, at time.Time, c charge) {
+	b := j.buf[:0]
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, `,"k":"r","t":`...)
+	b = strconv.AppendInt(b, at.UnixNano(), 10)
+	if c.Client != "" {
+		b = append(b, `,"c":`...)
+		b = appendJSONString(b, c.Client)
+	}
+	if c.SelfHosted {
+		b = append(b, `,"self":true`...)
+	}
+	b = append(b, `,"p":`...)
+	b = strconv.AppendInt(b, c.Prompt, 10)
+	b = append(b, `,"o":`...)
+	b = strconv.AppendInt(b, c.Completion, 10)
+	if c.CloudUSD != 0 {
+		b = append(b, `,"usd":`...)
+		b = appendFloat(b, c.CloudUSD)
+	}
+	if c.Estimated {
+		b = append(b, `,"est":true`...)
+	}
+	if c.Shadow {
+		b = append(b, `,"sh":true`...)
+	}
+	j.buf = append(b, "}\n"...)
+}
+
+// appendDemand encodes a demand record into j.buf. j.mu is held.
+func (j *journal) appendDemand(seq uint64, b *ledgerBucketData) {
+	out := j.buf[:0]
+	out = append(out, `{"seq":`...)
+	out = strconv.AppendUint(out, seq, 10)
+	out = append(out, `,"k":"d","b":`...)
+	out = strconv.AppendInt(out, b.start.Unix(), 10)
+	out = append(out, `,"dur":`...)
+	out = strconv.AppendInt(out, int64(b.dur), 10)
+	out = append(out, `,"s":`...)
+	out = appendFloat(out, b.selfSecs)
+	out = append(out, `,"cl":`...)
+	out = appendFloat(out, b.cloudGS)
+	out = append(out, `,"pk":`...)
+	out = appendFloat(out, b.peak)
+	j.buf = append(out, "}\n"...)
+}
+
+// markPublished records that every charge up to seq is in a book the
+// registry holds; the next start counts the charges after it into its
+// own book.
+func (j *journal) markPublished(seq uint64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if seq <= j.spendSaved.Load() {
+		return // marked already
+	}
+	j.spendSaved.Store(seq)
+	j.markLocked()
+}
+
+// markLocked appends the mark of what was published. j.mu is held.
+func (j *journal) markLocked() {
+	j.seq++
+	b := append(j.buf[:0], `{"seq":`...)
+	b = strconv.AppendUint(b, j.seq, 10)
+	b = append(b, `,"k":"p","upto":`...)
+	b = strconv.AppendUint(b, j.spendSaved.Load(), 10)
+	j.buf = append(b, "}\n"...)
+	j.writeLocked()
+}
+
+// appendFloat writes a finite number as JSON; others as 0.
+func appendFloat(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		v = 0
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// appendJSONString writes s as a JSON string: printable ASCII as it is,
+// anything else through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// sync writes the open segment to the disk, when something was written
+// since the last time.
+func (j *journal) sync() {
+	j.mu.Lock()
+	f, synced := j.f, j.synced
+	j.synced = true
+	j.mu.Unlock()
+	if f != nil && !synced {
+		_ = f.Sync() // a segment closed meanwhile was synced as it closed
+	}
+}
+
+// compact starts a new segment and deletes the segments whose records
+// every snapshot includes.
+func (j *journal) compact() {
+	covered := j.ledgerSaved.Load()
+	if j.spendOn.Load() {
+		covered = min(covered, j.spendSaved.Load())
+	}
+	j.mu.Lock()
+	if j.f == nil {
+		j.mu.Unlock()
+		return
+	}
+	err := j.startSegmentLocked()
+	if err == nil && j.registry {
+		j.markLocked() // the mark outlives the segments it was in
+	}
+	j.mu.Unlock()
+	if err != nil {
+		j.logger.Error("starting a segment of the books' journal", zap.Error(err))
+		return
+	}
+	entries, err := os.ReadDir(j.dir)
+	if err != nil {
+		return
+	}
+	var firsts []uint64
+	for _, e := range entries {
+		if n, ok := segmentFirst(e.Name()); ok {
+			firsts = append(firsts, n)
+		}
+	}
+	// a segment holds the records from its first up to the next one's
+	for i := 0; i+1 < len(firsts); i++ {
+		if firsts[i+1]-1 <= covered {
+			if err := os.Remove(filepath.Join(j.dir, segmentName(firsts[i]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				j.logger.Warn("deleting a segment of the books' journal", zap.Error(err))
+			}
+		}
+	}
+}
+
+// close syncs and closes the open segment; what is appended after is
+// not journaled.
+func (j *journal) close() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		_ = j.f.Sync()
+		_ = j.f.Close()
+		j.f = nil
+	}
+}

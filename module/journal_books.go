@@ -1,0 +1,288 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+)
+
+// What the journal's records mean to the books, and how they are put
+// back at start (see journal.go).
+
+// charge is what a finished request adds to the books.
+type charge struct {
+	Client     string // a known client's name; "" for none
+	SelfHosted bool   // served by a vllm group
+	Prompt     int64
+	Completion int64
+	CloudUSD   float64 // for a mirror copy: what it cost, wherever it ran
+	Estimated  bool    // the tokens were estimated, not reported by the upstream
+	Shadow     bool    // a mirror copy: validation, outside the business bill and the spend
+}
+
+// charge records a finished request in the ledger and the cloud spend,
+// through the journal when the gateway has one: a request that counted
+// nothing writes nothing.
+func (g *Gateway) charge(cl *client, c charge, at time.Time) {
+	l := g.ledger
+	j := l.journal
+	spent := c.CloudUSD
+	if c.Shadow {
+		spent = 0
+	}
+	if j == nil || c.Prompt == 0 && c.Completion == 0 && c.CloudUSD <= 0 {
+		l.add(at, c)
+		g.spent(cl, spent, at)
+		return
+	}
+	j.mu.Lock()
+	j.seq++
+	l.add(at, c)
+	g.spent(cl, spent, at)
+	j.appendCharge(j.seq, at, c)
+	j.writeLocked()
+	j.mu.Unlock()
+}
+
+// journalDemandLocked appends the demand of the buckets it changed in
+// since the last time, as their totals so far. j.mu and l.mu are held.
+func (l *ledger) journalDemandLocked(j *journal) {
+	if l.lastAt.Equal(l.journaledAt) || l.lastAt.IsZero() {
+		return
+	}
+	from := l.journaledAt
+	if from.IsZero() {
+		from = l.lastAt // the first time: the bucket of now
+	}
+	from = from.Truncate(ledgerBucket)
+	l.journaledAt = l.lastAt
+	n := len(l.buckets)
+	var changed [4]*ledgerBucketData // newest first; a tick spans one or two
+	k := 0
+	for i := 1; i <= n && k < len(changed); i++ {
+		b := &l.buckets[(l.next-i+n)%n]
+		if b.start.Before(from) {
+			break
+		}
+		changed[k] = b
+		k++
+	}
+	for k--; k >= 0; k-- {
+		j.seq++
+		j.appendDemand(j.seq, changed[k])
+		j.writeLocked()
+	}
+}
+
+// journalDir is where a gateway's journal lives: under Caddy's storage
+// when that is a directory, by gateway and Caddy instance as the ledger;
+// "" for other storage modules.
+func journalDir(st certmagic.Storage, gateway string) string {
+	fs, ok := st.(*certmagic.FileStorage)
+	if !ok || fs.Path == "" {
+		return ""
+	}
+	return filepath.Join(fs.Path, "hybrid_llm", "journal", url.PathEscape(gateway), instanceName())
+}
+
+// instanceName is Caddy's instance ID, which the data directory keeps.
+func instanceName() string {
+	if id, err := caddy.InstanceID(); err == nil {
+		return id.String()
+	}
+	return "default"
+}
+
+// startJournal reads a new ledger's journal, puts into the books what
+// their snapshots lack (days holds what each day of the ledger includes;
+// a stored spend book's snapshot says what it includes), and opens it
+// for the records to come. Without a journal, the books are as durable
+// as their periodic saves.
+func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
+	dir := journalDir(g.storage, g.Name)
+	if dir == "" {
+		g.logger.Warn("with this storage module the ledger is saved every minute and the cloud spend every 5 s: " +
+			"a crash loses what came after; with file_system storage every request is journaled")
+		return
+	}
+	t := now()
+	read, err := readJournal(dir, g.logger, t)
+	if err != nil {
+		// appending after records not read could number records twice
+		g.logger.Error("reading the books' journal; the books go on from their last saves, as durable as their periodic saves",
+			zap.String("dir", dir), zap.Error(err))
+		return
+	}
+	last := read.lastSeq
+	for _, seq := range days {
+		last = max(last, seq)
+	}
+	sb := g.spend
+	if sb != nil && sb.stored {
+		last = max(last, sb.savedSeq)
+	}
+	j, err := openJournal(dir, last, g.logger)
+	if err != nil {
+		g.logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
+		return
+	}
+	l.mu.Lock()
+	earliest, n := l.replayLocked(read.records, days)
+	if n > 0 && earliest.Before(l.savedAt) {
+		l.savedAt = earliest // the save includes those days
+	}
+	l.mu.Unlock()
+	l.journal = j
+	spent := 0
+	if sb != nil && !sb.stored {
+		// with a registry: what no book there includes (the last
+		// process published up to 2 s before it ended) goes into this
+		// process's book, published with it
+		if sb.journal.Load() == nil {
+			sb.savedSeq = read.published
+			spent = sb.replay(read.records)
+		}
+		j.registry = true
+		sb.journal.Store(j)
+		j.spendSaved.Store(read.published)
+		j.spendOn.Store(true)
+		sb = nil // nothing to save in storage
+	}
+	if sb != nil {
+		if sb.journal.Load() == nil {
+			// new in this process: its snapshot lacks them (a book
+			// journaled before has them all)
+			spent = sb.replay(read.records)
+		}
+		sb.journal.Store(j)
+		j.spendSaved.Store(sb.savedSeq)
+		j.spendOn.Store(true)
+		if len(read.setAside) > 0 {
+			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+		}
+	}
+	if n == 0 && spent == 0 && len(read.setAside) == 0 {
+		return
+	}
+	g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
+	// saved at once, with what they include: the state of a damaged
+	// segment survives the next crash, and the segments read go
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if sb != nil {
+		if err := sb.save(ctx, g.storage, sb.name); err != nil {
+			g.logger.Error("saving cloud spend", zap.Error(err))
+		}
+	}
+	if covered, ok := l.save(ctx, l.savedAt, t); ok {
+		l.savedAt = t
+		j.ledgerSaved.Store(covered)
+		j.compact()
+	}
+}
+
+// joinJournal journals the gateway's stored spend book, or stops
+// counting on one that no longer is (a config without clients or spend
+// cap). A book that began after the journal (a reload gave the gateway
+// clients or a spend cap) first takes the records its snapshot lacks.
+func (g *Gateway) joinJournal() {
+	j := g.ledger.journal
+	if j == nil {
+		return
+	}
+	sb := g.spend
+	if sb == nil || !sb.stored {
+		// a registry's book is journaled from the start (see
+		// startJournal)
+		j.spendOn.Store(sb != nil && sb.journal.Load() == j)
+		return
+	}
+	if sb.journal.Load() != j {
+		j.mu.Lock()
+		read, err := readJournal(j.dir, g.logger, now())
+		if err == nil {
+			sb.replay(read.records)
+		}
+		sb.journal.Store(j)
+		j.spendSaved.Store(sb.savedSeq)
+		j.mu.Unlock()
+	}
+	j.spendOn.Store(true)
+}
+
+// replayLocked adds the records that each day's snapshot lacks to the
+// ledger, and returns the earliest one's time and how many there were.
+// l.mu is held.
+func (l *ledger) replayLocked(recs []journalRecord, days map[string]uint64) (earliest time.Time, n int) {
+	for i := range recs {
+		r := &recs[i]
+		var at time.Time
+		if r.Kind == journalCharge {
+			at = time.Unix(0, r.Time)
+		} else {
+			at = time.Unix(r.Bucket, 0)
+		}
+		if r.Kind == journalPublished || r.Seq <= days[at.UTC().Format(time.DateOnly)] {
+			continue
+		}
+		b := l.bucketAtLocked(at.Truncate(ledgerBucket))
+		if r.Kind == journalCharge {
+			b.addCharge(r.charge())
+		} else {
+			// totals so far: the later record, or the snapshot, has more
+			b.dur = max(b.dur, time.Duration(r.DurNS))
+			b.selfSecs = max(b.selfSecs, r.SelfSecs)
+			b.cloudGS = max(b.cloudGS, r.CloudGS)
+			b.peak = max(b.peak, r.Peak)
+		}
+		if n == 0 || at.Before(earliest) {
+			earliest = at
+		}
+		n++
+	}
+	return earliest, n
+}
+
+func (r *journalRecord) charge() charge {
+	return charge{Client: r.Client, SelfHosted: r.SelfHosted, Prompt: r.Prompt, Completion: r.Completion, CloudUSD: r.CloudUSD,
+		Estimated: r.Estimated, Shadow: r.Shadow}
+}
+
+// bucketAtLocked returns the bucket that starts at start, adding one
+// when the ledger has none. l.mu is held.
+func (l *ledger) bucketAtLocked(start time.Time) *ledgerBucketData {
+	n := len(l.buckets)
+	for i := 1; i <= n; i++ {
+		b := &l.buckets[(l.next-i+n)%n]
+		if b.start.Equal(start) {
+			return b
+		}
+		if b.start.Before(start) {
+			break
+		}
+	}
+	return l.bucketLocked(start)
+}
+
+// replay adds the charges its snapshot lacks to the book, and returns how
+// many there were.
+func (b *spendBook) replay(recs []journalRecord) int {
+	n := 0
+	for i := range recs {
+		r := &recs[i]
+		if r.Kind != journalCharge || r.Seq <= b.savedSeq || r.CloudUSD <= 0 || r.Shadow {
+			continue
+		}
+		b.add(r.Client, r.CloudUSD, time.Unix(0, r.Time))
+		n++
+	}
+	return n
+}

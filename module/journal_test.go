@@ -1,0 +1,288 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+)
+
+// journaledGateway starts a gateway's books as a process does: the
+// snapshots in st read back, then the journal's records after them.
+func journaledGateway(t *testing.T, st *certmagic.FileStorage) *Gateway {
+	t.Helper()
+	return journaledGatewayAs(t, st, true)
+}
+
+// journaledGatewayAs is journaledGateway with the spend book in storage,
+// or (not stored) in a registry: a book of the process's own.
+func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, stored bool) *Gateway {
+	t.Helper()
+	ctx := context.Background()
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st}
+	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: stored}
+	if err := g.spend.load(ctx, st, "gw"); stored && err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger)}
+	l.savedAt = now()
+	l.startJournal(g, l.load(ctx, l.savedAt))
+	if l.journal == nil {
+		t.Fatal("no journal")
+	}
+	t.Cleanup(l.journal.close)
+	g.ledger = l
+	return g
+}
+
+// booksOf is what the books say: the spend book's total and team's
+// today, the ledger's cloud USD, tokens and covered seconds.
+func booksOf(g *Gateway, at time.Time) (total, team, ledgerUSD float64, tokens int64, covered time.Duration) {
+	tot, tm := g.spend.spent("team", at)
+	w := g.ledger.window(at.Add(-time.Hour), at.Add(time.Minute))
+	for _, s := range w.samples {
+		covered += s.Dur
+	}
+	return tot.DayUSD, tm.DayUSD, w.cloudUSD, w.prompt + w.completion, covered
+}
+
+// A process that stops without a word (SIGKILL) loses nothing the
+// journal holds: the next one reads the snapshots, then replays the
+// records after them, once, however often it happens.
+func TestJournalReplaysPastTheSnapshots(t *testing.T) {
+	clock := fakeClock(t)
+	ctx := context.Background()
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	g := journaledGateway(t, st)
+	team := &client{name: "team", known: true}
+	start := *clock
+	g.ledger.tick(start)
+	g.charge(team, charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
+	g.charge(team, charge{Client: "team", SelfHosted: true, Prompt: 1000, Completion: 100}, start)
+	*clock = start.Add(5 * time.Second)
+	g.ledger.tick(*clock)
+	// the snapshots include these
+	if err := g.spend.save(ctx, st, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.ledger.save(ctx, start, *clock); !ok {
+		t.Fatal("ledger not saved")
+	}
+	// and not these
+	g.charge(nil, charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, *clock)
+	g.charge(team, charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, *clock)
+	g.charge(nil, charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, *clock) // a mirror copy
+	*clock = start.Add(7 * time.Second)
+	g.ledger.tick(*clock)
+	at := *clock
+	want := func(what string, g *Gateway) {
+		t.Helper()
+		total, tm, usd, tokens, covered := booksOf(g, at)
+		if total != 0.875 || tm != 0.625 || usd != 0.875 || tokens != 1222 || covered != 7*time.Second {
+			t.Errorf("%s: spend %v (team %v), ledger %v USD, %d tokens, %v covered; want 0.875 (0.625), 0.875, 1222, 7s",
+				what, total, tm, usd, tokens, covered)
+		}
+		if v := g.ledger.window(at.Add(-time.Hour), at.Add(time.Minute)).shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
+			t.Errorf("%s: mirror copies %+v, want one of 5+5 tokens, 0.1 USD", what, v)
+		}
+	}
+	want("before the kill", g)
+	// killed: nothing more is saved
+	want("after a kill", journaledGateway(t, st))
+	want("after a second kill", journaledGateway(t, st))
+}
+
+// A line cut short at a segment's end is a write the machine did not
+// finish: ignored, and the next record starts on a line of its own.
+func TestJournalIgnoresATornLine(t *testing.T) {
+	dir := t.TempDir()
+	good := `{"seq":1,"k":"r","t":1,"p":1,"o":1}` + "\n" + `{"seq":2,"k":"r","t":2,"p":2,"o":2,"usd":0.5}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, segmentName(1)), []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, segmentName(3)), []byte(`{"seq":3,"k":"r","t":3,"p"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read, err := readJournal(dir, zap.NewNop(), time.Now())
+	if err != nil || len(read.records) != 2 || read.lastSeq != 2 || len(read.setAside) != 0 || read.records[1].CloudUSD != 0.5 {
+		t.Fatalf("read %+v, %v", read, err)
+	}
+	j, err := openJournal(dir, read.lastSeq, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	j.seq++
+	j.appendCharge(j.seq, time.Unix(0, 3), charge{Client: `a "quoted" név`, Prompt: 3, Completion: 3})
+	j.writeLocked()
+	j.mu.Unlock()
+	j.close()
+	read, err = readJournal(dir, zap.NewNop(), time.Now())
+	if err != nil || len(read.records) != 3 || len(read.setAside) != 0 || read.records[2].Client != `a "quoted" név` {
+		t.Fatalf("after the next record: %+v, %v", read, err)
+	}
+}
+
+// A segment with a line that cannot be read is set aside, never
+// deleted; its readable records count, and the spend, no longer known
+// for sure, keeps cloud closed until an operator accepts it.
+func TestJournalSetsADamagedSegmentAside(t *testing.T) {
+	fakeClock(t)
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	dir := journalDir(st, "gw")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	damaged := `{"seq":1,"k":"r","t":1800000000000000000,"c":"team","p":1,"o":1,"usd":0.5}` + "\n" + "\x00\x00garbage\n" +
+		`{"seq":3,"k":"r","t":1800000000000000000,"c":"team","p":1,"o":1,"usd":0.25}` + "\n"
+	seg := filepath.Join(dir, segmentName(1))
+	if err := os.WriteFile(seg, []byte(damaged), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := journaledGateway(t, st)
+	aside, _ := filepath.Glob(seg + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Fatalf("set aside: %q", aside)
+	}
+	if raw, _ := os.ReadFile(aside[0]); string(raw) != damaged {
+		t.Errorf("what was set aside: %q", raw)
+	}
+	if total, _, usd, _, _ := booksOf(g, now()); total != 0.75 || usd != 0.75 {
+		t.Errorf("the readable records: spend %v, ledger %v USD; want 0.75", total, usd)
+	}
+	team := &client{name: "team", known: true, budgetDay: 10}
+	if why, _ := g.cloudClosed(team, now()); why != reasonSpendUnknown {
+		t.Errorf("cloud for a client with a budget: %q, want %q", why, reasonSpendUnknown)
+	}
+	if why, _ := g.cloudClosed(&client{name: "free", known: true}, now()); why != "" {
+		t.Errorf("cloud for a client without a budget: %q", why)
+	}
+	// killed before an operator decided: still unknown, counted once
+	g = journaledGateway(t, st)
+	if total, _, usd, _, _ := booksOf(g, now()); total != 0.75 || usd != 0.75 || g.spend.unknown.Load() == nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.spend.unknown.Load())
+	}
+	if u := g.spend.accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
+		t.Errorf("accepted: %+v", u)
+	}
+	if why, _ := g.cloudClosed(team, now()); why != "" {
+		t.Errorf("after the accept: %q", why)
+	}
+}
+
+// A save starts a new segment, and the segments every snapshot includes
+// go; what the journal keeps and the snapshots still add up.
+func TestJournalCompacts(t *testing.T) {
+	clock := fakeClock(t)
+	ctx := context.Background()
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	g := journaledGateway(t, st)
+	j := g.ledger.journal
+	segments := func() int {
+		m, _ := filepath.Glob(filepath.Join(j.dir, "*"+segmentSuffix))
+		return len(m)
+	}
+	start := *clock
+	for i := range 3 {
+		g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, start)
+		j.compact() // nothing saved yet: every segment stays
+		if n := segments(); n != i+2 {
+			t.Fatalf("unsaved: %d segments, want %d", n, i+2)
+		}
+	}
+	if err := g.spend.save(ctx, st, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	seq, ok := g.ledger.save(ctx, start, start)
+	if !ok || seq != 3 || j.spendSaved.Load() != 3 {
+		t.Fatalf("saved at %d (%v), spend at %d", seq, ok, j.spendSaved.Load())
+	}
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, start)
+	j.ledgerSaved.Store(seq)
+	j.compact()
+	if n := segments(); n != 2 { // the one with the last record, and the new one
+		t.Errorf("after the saves: %d segments, want 2", n)
+	}
+	if total, _, usd, tokens, _ := booksOf(journaledGateway(t, st), start); total != 1.75 || usd != 1.75 || tokens != 8 {
+		t.Errorf("after a kill: spend %v, ledger %v USD, %d tokens; want 1.75, 1.75, 8", total, usd, tokens)
+	}
+}
+
+// With a registry, the journal marks what each publication of the book
+// includes: a process killed after one starts its successor's book with
+// the charges after it, and only those, however the segments were
+// compacted since.
+func TestJournalMarksWhatWasPublished(t *testing.T) {
+	clock := fakeClock(t)
+	ctx := context.Background()
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	g := journaledGatewayAs(t, st, false)
+	at := *clock
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	_, _, seq := g.spend.book("gw", at)
+	g.markPublished(seq)
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
+	// killed: the successor's own book has what was not published
+	g = journaledGatewayAs(t, st, false)
+	if total, _ := g.spend.spent("", at); total.DayUSD != 0.25 {
+		t.Fatalf("after a kill: the new book has %v USD, want the unpublished 0.25", total.DayUSD)
+	}
+	// it publishes, and the segments go: the mark stays
+	_, _, seq = g.spend.book("gw", at)
+	g.markPublished(seq)
+	covered, ok := g.ledger.save(ctx, at, at)
+	if !ok {
+		t.Fatal("ledger not saved")
+	}
+	g.ledger.journal.ledgerSaved.Store(covered)
+	g.ledger.journal.compact()
+	g = journaledGatewayAs(t, st, false)
+	if total, _ := g.spend.spent("", at); total.DayUSD != 0 {
+		t.Errorf("after all was published and compacted: the new book has %v USD, want 0", total.DayUSD)
+	}
+}
+
+// The journal's write per request: one line, one write(2), nothing
+// allocated.
+func BenchmarkJournalCharge(b *testing.B) {
+	st := &certmagic.FileStorage{Path: b.TempDir()}
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st}
+	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
+	l := &ledger{store: newLedgerStore(st, "gw", "bench", g.logger)}
+	dir := filepath.Join(st.Path, "journal")
+	j, err := openJournal(dir, 0, g.logger)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.close()
+	g.ledger = l
+	team := &client{name: "team", known: true}
+	c := charge{Client: "team", Prompt: 1234, Completion: 567, CloudUSD: 0.0012345}
+	at := time.Now()
+	for _, journaled := range []bool{false, true} {
+		name := "memory only"
+		if journaled {
+			name = "journaled"
+			l.journal = j
+			g.spend.journal.Store(j)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				g.charge(team, c, at)
+			}
+		})
+	}
+	if math.IsNaN(g.spend.total.DayUSD) {
+		b.Fatal("nan")
+	}
+}
