@@ -167,6 +167,9 @@ type Gateway struct {
 	logger       *zap.Logger
 	badUsage     *warnEvery // rate-limits the warning about bad usage values
 	strayKeys    *warnEvery // rate-limits the warning about keys where none is read
+	// a group has a cost model, or the cloud a spend cap: the books hold
+	// money, and each request's charge is journaled
+	priced bool
 	healthSets   []*setHealth
 	strategySets []*weightedSet // sets leaning by latency
 	colored      bool           // an alias has colors
@@ -337,6 +340,10 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		return err
 	}
 	g.ledger = acquireLedger(g)
+	g.priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
+	for _, grp := range g.Groups {
+		g.priced = g.priced || grp.Cost != nil
+	}
 	g.joinJournal()
 	if g.spend != nil && g.spend.stored {
 		go g.keepSaving(ctx)

@@ -29,8 +29,10 @@ type charge struct {
 }
 
 // charge records a finished request in the ledger and the cloud spend,
-// through the journal when the gateway has one: a request that counted
-// nothing writes nothing.
+// through the journal when the gateway has one and its books hold money
+// (see Gateway.priced): a request that counted nothing writes nothing,
+// and the tokens of a gateway without prices are as durable as the
+// ledger's minute saves, at no cost per request.
 func (g *Gateway) charge(cl *client, c charge, at time.Time) {
 	l := g.ledger
 	j := l.journal
@@ -38,7 +40,7 @@ func (g *Gateway) charge(cl *client, c charge, at time.Time) {
 	if c.Shadow {
 		spent = 0
 	}
-	if j == nil || c.Prompt == 0 && c.Completion == 0 && c.CloudUSD <= 0 {
+	if j == nil || !g.priced && c.CloudUSD <= 0 || c.Prompt == 0 && c.Completion == 0 && c.CloudUSD <= 0 {
 		l.add(at, c)
 		g.spent(cl, spent, at)
 		return
