@@ -63,7 +63,7 @@ func TestRateLimitTokens(t *testing.T) {
 	}
 }
 
-// Fifty requests at once against a tpm of 500, each of which may use 110
+// Fifty requests at once against a tpm of 500, each of which may use 118
 // tokens: those admitted reserve their bound, so only as many as the
 // minute holds (plus the one that crosses it) get in; their ends settle
 // to what they used, and the wait that follows is what they used.
@@ -85,10 +85,11 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 		}
 		admitted = append(admitted, rt)
 	}
-	if p, k := admitted[0].tokenBound(); p != 10 || k != 100 {
-		t.Fatalf("bound %d+%d, want 10+100", p, k)
+	// the messages are 70 bytes of JSON: 18 tokens
+	if p, k := admitted[0].tokenBound(); p != 18 || k != 100 {
+		t.Fatalf("bound %d+%d, want 18+100", p, k)
 	}
-	// 110 each: four fit under 500, the fifth crosses it
+	// 118 each: four fit under 500, the fifth crosses it
 	if len(admitted) != 5 {
 		t.Fatalf("%d of 50 admitted, want 5", len(admitted))
 	}
@@ -153,7 +154,7 @@ func httptestPost(path string) *http.Request {
 func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
-	// 1 USD per million tokens: a request of 10 + 100 tokens holds 0.00011
+	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI,
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
@@ -174,9 +175,9 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 			t.Fatalf("closed for %s", why)
 		}
 	}
-	// 0.00011 each: nine fit under 0.001 before the tenth crosses it
-	if len(held) != 10 {
-		t.Fatalf("%d of 50 went to the cloud, want 10", len(held))
+	// 0.000118 each: eight fit under 0.001 before the ninth crosses it
+	if len(held) != 9 {
+		t.Fatalf("%d of 50 went to the cloud, want 9", len(held))
 	}
 	if why := held[0].holdCloud(cloud); why != "" {
 		t.Fatalf("a request's own hold closed the cloud to it: %s", why)
@@ -188,7 +189,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
-		g.spend.add(cl.name, 0.00011, now())
+		g.spend.add(cl.name, 0.000118, now())
 		rt.releaseCloud()
 	}
 	if why, _ := g.cloudClosed(cl, now()); why != reasonBudget {

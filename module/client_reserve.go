@@ -30,7 +30,7 @@ const maxReserveDuration = time.Minute
 // and the completion its max_tokens allows for each of its choices.
 func (rt *route) tokenBound() (prompt, completion int64) {
 	f := &rt.features
-	prompt = int64(f.prompt())
+	prompt = rt.promptEstimate()
 	if embeddingsPath(rt.r.URL.Path) {
 		return prompt, 0
 	}

@@ -22,6 +22,9 @@ type topFields struct {
 	messages, prompt, input []byte
 	maxTokens               int64
 	n                       int64 // choices asked for; 0 when not given
+	// the bytes of the fields the upstream turns into the prompt:
+	// messages, prompt, input, instructions, tools and functions
+	promptBytes int
 
 	watch   []string // rule fields to note
 	present uint64   // bit i: watch[i] is present and not null
@@ -40,7 +43,7 @@ type topFields struct {
 var readFields = [...]string{
 	"model", "stream", "stream_options", "messages", "prompt", "input",
 	"max_tokens", "max_completion_tokens", "max_output_tokens", "n",
-	"response_format", "text", "tools", "tool_choice", "functions", "function_call",
+	"response_format", "text", "tools", "tool_choice", "functions", "function_call", "instructions",
 }
 
 const (
@@ -60,6 +63,7 @@ const (
 	fieldToolChoice
 	fieldFunctions
 	fieldFunctionCall
+	fieldInstructions
 )
 
 // scanTop validates a JSON body and reads its top-level fields in one
@@ -102,12 +106,18 @@ func (f *topFields) read(key, raw []byte, at int) {
 	case "messages":
 		i = fieldMessages
 		f.messages = raw
+		f.promptBytes += len(raw)
 	case "prompt":
 		i = fieldPrompt
 		f.prompt = raw
+		f.promptBytes += len(raw)
 	case "input":
 		i = fieldInput
 		f.input = raw
+		f.promptBytes += len(raw)
+	case "instructions":
+		i = fieldInstructions
+		f.promptBytes += len(raw)
 	case "max_tokens":
 		i = fieldMaxTokens
 		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
@@ -116,6 +126,7 @@ func (f *topFields) read(key, raw []byte, at int) {
 		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
 	case "max_output_tokens":
 		i = fieldMaxOutputTokens
+		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
 	case "n":
 		i = fieldN
 		f.n = jsonscan.Int(raw)
@@ -131,10 +142,12 @@ func (f *topFields) read(key, raw []byte, at int) {
 		}
 	case "tools":
 		i = fieldTools
+		f.promptBytes += len(raw)
 	case "tool_choice":
 		i = fieldToolChoice
 	case "functions":
 		i = fieldFunctions
+		f.promptBytes += len(raw)
 	case "function_call":
 		i = fieldFunctionCall
 	}

@@ -12,8 +12,10 @@ import "strings"
 // and marked as such (llm_usage_estimated in the access log,
 // usage_estimated_total in the metrics):
 //
-//   - the prompt: the bytes of its text (messages' content, prompt or
-//     input), divided by 4, as the context-window check estimates it;
+//   - the prompt: the bytes of the fields the upstream makes it of
+//     (messages, prompt, input, instructions, tools, functions), JSON and
+//     all, divided by 4: a message's JSON about what a chat template
+//     adds to it, a token id about a token;
 //   - the completion: of a stream, the events passed on that carried
 //     text (one event is one token in vLLM's and OpenAI's streams), or,
 //     when they average more than 8 bytes of text (an upstream that
@@ -30,7 +32,7 @@ func (rt *route) estimateUsage() {
 		return
 	}
 	u := &rt.usage
-	u.prompt, u.completion, u.cached = int64(rt.features.prompt()), 0, 0
+	u.prompt, u.completion, u.cached = rt.promptEstimate(), 0, 0
 	switch {
 	case embeddingsPath(rt.r.URL.Path):
 	case u.sse:
@@ -48,6 +50,13 @@ func (rt *route) estimateUsage() {
 	}
 	u.found, rt.estimated = true, true
 	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, rt.answered.Group).Inc()
+}
+
+// promptEstimate is the request's prompt in tokens, as estimated: the
+// bytes of the fields it is made of, divided by 4, or of its text if that
+// is more.
+func (rt *route) promptEstimate() int64 {
+	return int64(max(rt.features.prompt(), (rt.top.promptBytes+3)/4))
 }
 
 // embeddingsPath reports whether a path is an embeddings endpoint, whose
