@@ -169,7 +169,7 @@ type Gateway struct {
 	strayKeys    *warnEvery // rate-limits the warning about keys where none is read
 	// a group has a cost model, or the cloud a spend cap: the books hold
 	// money, and each request's charge is journaled
-	priced bool
+	priced       bool
 	healthSets   []*setHealth
 	strategySets []*weightedSet // sets leaning by latency
 	colored      bool           // an alias has colors
