@@ -13,12 +13,11 @@ import (
 )
 
 // maxUsageBody is the largest non-streamed response body kept whole to
-// read its usage. Of a larger one (embeddings of many inputs) only its
-// first usageHead and last usageTail bytes are kept: the usage object
-// comes last in the OpenAI shape, and first in some others.
+// read its usage. Of a larger one (the embeddings of many inputs, vLLM's
+// prompt_logprobs) each usage object is read as it passes, through a
+// window of the last usageTail bytes.
 const (
 	maxUsageBody = 1 << 20
-	usageHead    = 16 << 10
 	usageTail    = 64 << 10
 )
 
@@ -45,8 +44,8 @@ type usageScanner struct {
 	dropped       bool    // the last event was not passed on
 	buf           []byte  // the JSON body so far, or the current partial SSE event
 	pooled        *[]byte // buf's holder from usageBufs, if any
-	full          bool    // a JSON body outgrew maxUsageBody: head and tail kept
-	head, tail    []byte  // of a JSON body that outgrew maxUsageBody
+	full          bool    // a JSON body outgrew maxUsageBody: its tail is kept
+	tail          []byte  // the last bytes of a JSON body that outgrew maxUsageBody
 
 	// what was passed on, for an estimate when no usage comes: the bytes
 	// of a JSON body, and of a stream the events that carried text and
@@ -101,7 +100,6 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 			u.keepTail(p)
 		case len(u.buf)+len(p) > maxUsageBody:
 			u.full = true
-			u.head = append([]byte(nil), u.buf[:min(len(u.buf), usageHead)]...)
 			u.tail = make([]byte, 0, 2*usageTail)
 			u.keepTail(u.buf)
 			u.keepTail(p)
@@ -118,15 +116,28 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 	return u.scanEvents(p, w)
 }
 
-// keepTail keeps the last usageTail bytes of a large JSON body, moving
-// them to the front of the buffer when it is full.
+// keepTail passes a large JSON body's bytes through the window of its
+// last usageTail bytes, half a window at a time, and reads each usage
+// object whose key leaves the window: the object is whole in it, since
+// half a window follows the key.
 func (u *usageScanner) keepTail(p []byte) {
-	if len(p) >= usageTail {
-		u.tail = append(u.tail[:0], p[len(p)-usageTail:]...)
-		return
+	for len(p) > usageTail/2 {
+		u.keepTail(p[:usageTail/2])
+		p = p[usageTail/2:]
 	}
 	if len(u.tail)+len(p) > cap(u.tail) {
-		n := copy(u.tail, u.tail[len(u.tail)-(usageTail-len(p)):])
+		drop := len(u.tail) - (usageTail - len(p))
+		for i := 0; i < drop; {
+			v, next := jsonValueAt(u.tail, usageName, i)
+			if v < 0 || next-len(usageName) >= drop {
+				break
+			}
+			if v < len(u.tail) && u.tail[v] == '{' {
+				u.usageObject(u.tail, v)
+			}
+			i = next
+		}
+		n := copy(u.tail, u.tail[drop:])
 		u.tail = u.tail[:n]
 	}
 	u.tail = append(u.tail, p...)
@@ -298,10 +309,8 @@ func (u *usageScanner) finish(w io.Writer, aborted bool) {
 			_, _ = u.event(u.buf, w)
 		}
 	case u.full:
-		if !u.readUsageAt(u.tail) {
-			u.readUsageAt(u.head)
-		}
-		u.head, u.tail = nil, nil
+		u.readUsageAt(u.tail) // the last one, if any is left in the window
+		u.tail = nil
 	case len(u.buf) > 0:
 		u.readUsageJSON(u.buf)
 		if !u.found {
@@ -342,23 +351,29 @@ func (u *usageScanner) readUsageJSON(body []byte) {
 	if i := bytes.LastIndex(body, usageKey); i >= 0 && u.usageObject(body, i+len(usageKey)-1) {
 		return
 	}
-	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens")
-	if r[0].Exists() || r[1].Exists() {
+	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens",
+		"usage.input_tokens", "usage.output_tokens", "usage.input_tokens_details.cached_tokens")
+	switch {
+	case r[0].Exists() || r[1].Exists():
 		u.setUsage(rawBytes(r[0]), rawBytes(r[1]), rawBytes(r[2]))
+	case r[3].Exists() || r[4].Exists():
+		u.setUsage(rawBytes(r[3]), rawBytes(r[4]), rawBytes(r[5]))
 	}
 }
 
 // usageObject reads the usage object at body[i]; it reports whether the
 // object is whole and has counts.
 func (u *usageScanner) usageObject(body []byte, i int) bool {
+	// the Chat and Completions APIs' names, or the Responses API's (and
+	// Anthropic's) input_tokens and output_tokens
 	var prompt, completion, details []byte
 	_, ok := jsonscan.ObjectFields(body, i, 4, func(key, raw []byte, _ int) {
 		switch string(key) {
-		case "prompt_tokens":
+		case "prompt_tokens", "input_tokens":
 			prompt = raw
-		case "completion_tokens":
+		case "completion_tokens", "output_tokens":
 			completion = raw
-		case "prompt_tokens_details":
+		case "prompt_tokens_details", "input_tokens_details":
 			details = raw
 		}
 	})

@@ -437,3 +437,51 @@ func TestStreamTextTally(t *testing.T) {
 		}
 	}
 }
+
+// The Responses API's usage (input_tokens, output_tokens), in a JSON
+// answer and in a stream's response.completed event, counts as the
+// Chat API's does.
+func TestResponsesUsage(t *testing.T) {
+	body := `{"id":"resp_1","object":"response","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],` +
+		`"usage":{"input_tokens":4004,"input_tokens_details":{"cached_tokens":1000},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":4005}}`
+	u := &usageScanner{}
+	var out strings.Builder
+	_, _ = u.write(&out, []byte(body))
+	u.finish(&out, false)
+	if !u.found || u.prompt != 4004 || u.completion != 1 || u.cached != 1000 {
+		t.Errorf("JSON: usage %v %d %d %d", u.found, u.prompt, u.completion, u.cached)
+	}
+	stream := "event: response.output_text.delta\r\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\r\n\r\n" +
+		"event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":12,\"output_tokens\":34,\"total_tokens\":46}}}\r\n\r\n"
+	u = &usageScanner{sse: true}
+	out.Reset()
+	_, _ = u.write(&out, []byte(stream))
+	u.finish(&out, false)
+	if !u.found || u.prompt != 12 || u.completion != 34 || out.String() != stream {
+		t.Errorf("stream: usage %v %d %d", u.found, u.prompt, u.completion)
+	}
+}
+
+// Of a JSON answer too large to keep, a usage object anywhere is read as
+// it passes: before a long tail (vLLM's prompt_logprobs come after the
+// usage), or first.
+func TestUsageAnywhereInALargeBody(t *testing.T) {
+	filler := strings.Repeat(`{"12":{"logprob":-1.25,"rank":1,"decoded_token":"ab"}},`, 3*maxUsageBody/56)
+	usage := `"usage":{"prompt_tokens":5001,"completion_tokens":7,"total_tokens":5008}`
+	for name, body := range map[string]string{
+		"before the prompt_logprobs": `{"id":"c","choices":[{"message":{"content":"` + strings.Repeat("long answer ", 10<<10) + `"}}],` + usage + `,"prompt_logprobs":[null,` + filler + `null]}`,
+		"first":                      `{` + usage + `,"data":[` + filler + `null]}`,
+	} {
+		for _, piece := range []int{777, 32 << 10, 300 << 10} {
+			u := &usageScanner{}
+			var out strings.Builder
+			for i := 0; i < len(body); i += piece {
+				_, _ = u.write(&out, []byte(body[i:min(i+piece, len(body))]))
+			}
+			u.finish(&out, false)
+			if !u.found || u.prompt != 5001 || u.completion != 7 {
+				t.Errorf("%s, pieces of %d: usage %v %d %d", name, piece, u.found, u.prompt, u.completion)
+			}
+		}
+	}
+}
