@@ -199,6 +199,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		// the client left before the first byte: nobody's failure, and
 		// no next target
 		res.gone = true
+		rt.abandoned, rt.abandonedAt = t, aw.began // its upstream has the request
 		return res, nil
 	}
 

@@ -149,6 +149,12 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		}
 	}
 	if group == "" {
+		if t, _ := rt.charged(); t != nil && rt.usage.found {
+			// left by its client before the answer: charged there
+			tm := t.metricsOf(gw, al.name, client)
+			tm.prompt.Add(float64(rt.usage.prompt))
+			tm.completion.Add(float64(rt.usage.completion))
+		}
 		return
 	}
 	if tm == nil {

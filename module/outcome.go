@@ -39,7 +39,7 @@ func (rt *route) finish() {
 // per token; it goes into the ledger, the cloud spend and the log. at is
 // when the answer ended.
 func (rt *route) cost(at time.Time) {
-	t := rt.answered
+	t, began := rt.charged()
 	if t == nil || rt.g.ledger == nil {
 		return
 	}
@@ -48,7 +48,7 @@ func (rt *route) cost(at time.Time) {
 	switch {
 	case cc == nil:
 	case t.group.Kind == KindOpenAI:
-		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, at.Sub(rt.answerBegan))
+		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, at.Sub(began))
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName(), billingBusiness).Add(usd)
 	default:

@@ -83,6 +83,10 @@ type route struct {
 	// estimate (see estimateUsage)
 	estimated bool
 	sent      int64 // the answer's body bytes passed on to the client
+	// the target whose attempt the client left before any answer, and
+	// when that attempt began: the request is charged there
+	abandoned   *Target
+	abandonedAt time.Time
 	// what admission reserved for the request (see reserve)
 	reservedTokens int64
 	reservedTPM    int // the tpm it was reserved at

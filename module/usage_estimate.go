@@ -3,7 +3,10 @@
 
 package hybridllm
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // What a request is charged when its answer brought no usage: a stream
 // the client cut before its usage chunk, one the upstream broke off, an
@@ -26,8 +29,13 @@ import "strings"
 //     at most what max_tokens allowed. Embeddings have no completion.
 
 // estimateUsage sets the request's tokens to the gateway's estimate when
-// it was answered (2xx) and the answer carried no usage.
+// it was answered (2xx) and the answer carried no usage, or when the
+// client left before the answer, with the request at an upstream.
 func (rt *route) estimateUsage() {
+	if rt.answered == nil && rt.abandoned != nil {
+		rt.estimateAbandoned()
+		return
+	}
 	if rt.usage.found || rt.answered == nil || rt.status >= 300 || rt.status < 200 {
 		return
 	}
@@ -50,6 +58,34 @@ func (rt *route) estimateUsage() {
 	}
 	u.found, rt.estimated = true, true
 	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, rt.answered.Group).Inc()
+}
+
+// estimateAbandoned charges a request whose client left before the
+// answer while an upstream had it: the upstream read its prompt, and a
+// cloud generates a JSON answer whole, and bills it, whether or not
+// anyone is left to read it (vLLM aborts a request whose connection
+// closes, and a stream stops with its connection).
+func (rt *route) estimateAbandoned() {
+	t := rt.abandoned
+	u := &rt.usage
+	*u = usageScanner{prompt: rt.promptEstimate(), found: true}
+	if !rt.stream && t.group.vllm == nil && !embeddingsPath(rt.r.URL.Path) {
+		_, u.completion = rt.tokenBound()
+	}
+	rt.estimated = true
+	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, t.Group).Inc()
+}
+
+// charged is the target a request is charged to: the one that answered,
+// or the one the client left (see estimateAbandoned).
+func (rt *route) charged() (*Target, time.Time) {
+	if rt.answered != nil {
+		return rt.answered, rt.answerBegan
+	}
+	if rt.estimated {
+		return rt.abandoned, rt.abandonedAt
+	}
+	return nil, time.Time{}
 }
 
 // promptEstimate is the request's prompt in tokens, as estimated: the

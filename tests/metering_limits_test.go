@@ -6,6 +6,7 @@ package tests
 import (
 	"bufio"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -96,8 +97,8 @@ func TestCutStreamsAreCharged(t *testing.T) {
 		ids = append(ids, resp.Header.Get("X-Request-Id"))
 		readEvents(t, resp, 95)
 	}
-	// "Tell me a long story": 20 bytes of text, 5 tokens as estimated
-	const prompt, completion = 5, 95
+	// the messages are 49 bytes of JSON: 13 tokens as estimated
+	const prompt, completion = 13, 95
 	var usd float64
 	for _, id := range ids {
 		rec := e.accessLog(id)
@@ -305,5 +306,90 @@ func TestLimitsHoldUnderConcurrency(t *testing.T) {
 	}
 	if cloud != 5 {
 		t.Errorf("50 at once with a budget of 1 USD: %d went to the cloud, want 5", cloud)
+	}
+}
+
+// A client that leaves before the answer, its request at an upstream, is
+// charged what that upstream does with it: a cloud generates a JSON
+// answer whole and bills it (the prompt and max_tokens, estimated), a
+// stream stops with its connection (the prompt), and so does vLLM.
+func TestClientLeavingBeforeTheAnswerIsCharged(t *testing.T) {
+	// a vLLM that takes its time over the first token
+	e := newEnv(t, simulator.VLLMConfig{TTFT: 20 * time.Second}, simulator.CloudConfig{})
+	arrived := make(chan struct{}, 8)
+	cloud := standIn(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(20 * time.Second):
+		}
+	})
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	gw := "left-" + run
+	e.load("name " + gw + "\ngroup cloud {\n\tkind openai\n\tmodel_check off\n\tproxy " + cloud.URL() + "\n\tcost {\n\t\tinput_per_million 1\n\t\toutput_per_million 1\n\t}\n}\n" +
+		"group self {\n\tkind vllm\n\tproxy " + e.selfSrv.URL() + "\n}\n" +
+		"alias c {\n\ttarget cloud m\n}\nalias s {\n\ttarget self " + selfModel + "\n}\n" +
+		"clients {\n\tclient leaver " + hashed("sk-leaver-"+run) + "\n}\n")
+	waitProbed(t)
+	const messages = `[{"role":"user","content":"Write an essay"}]`
+	prompt := float64((len(messages) + 3) / 4)
+	leave := func(id, alias string, stream bool) {
+		body := `{"model":"` + alias + `","messages":` + messages + `,"max_tokens":500,"stream":` + strconv.FormatBool(stream) + `}`
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer sk-leaver-"+run)
+		req.Header.Set("X-Request-Id", id)
+		done := make(chan struct{})
+		before := len(e.selfPosts())
+		go func() {
+			defer close(done)
+			if resp, err := client.Do(req); err == nil {
+				resp.Body.Close()
+				t.Errorf("%s: answered %d", id, resp.StatusCode)
+			}
+		}()
+		// the upstream has it
+		if alias == "c" {
+			<-arrived
+		} else {
+			waitFor(t, "the request at vLLM", func() bool { return len(e.selfPosts()) > before })
+		}
+		cancel()
+		<-done
+	}
+	for _, tc := range []struct {
+		id, alias  string
+		stream     bool
+		completion float64
+	}{
+		{"left-cloud-json-" + run, "c", false, 500},
+		{"left-cloud-stream-" + run, "c", true, 0},
+		{"left-self-json-" + run, "s", false, 0},
+	} {
+		leave(tc.id, tc.alias, tc.stream)
+		rec := e.accessLog(tc.id)
+		if rec["llm_outcome"] != "client_canceled" || rec["llm_usage_estimated"] != true ||
+			rec["llm_prompt_tokens"] != prompt || rec["llm_completion_tokens"] != tc.completion {
+			t.Errorf("%s: outcome %v, estimated %v, tokens %v + %v, want %v + %v", tc.id, rec["llm_outcome"],
+				rec["llm_usage_estimated"], rec["llm_prompt_tokens"], rec["llm_completion_tokens"], prompt, tc.completion)
+		}
+	}
+	want := (2*prompt + 500) / 1e6
+	waitFor(t, "the spend book", func() bool {
+		for _, c := range clientsOf(t, adminGet(t, "/hybrid_llm/clients?gateway="+gw)) {
+			if c.Name == "leaver" {
+				return math.Abs(c.CloudUSDToday-want) < 1e-12
+			}
+		}
+		return false
+	})
+	if got := metricValue(t, "caddy_hybrid_llm_tokens_total", map[string]string{"gateway": gw, "group": "self", "kind": "prompt"}); got != prompt {
+		t.Errorf("self's prompt tokens: %v, want %v", got, prompt)
 	}
 }
