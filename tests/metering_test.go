@@ -231,8 +231,8 @@ func TestFallbackAndOverflowCounters(t *testing.T) {
 // An upstream that reports usage values that are no token counts
 // (negative, absurd, fractional, strings) does not break anything: the
 // client gets its answer, and tokens_total moves only by the valid ones;
-// with none valid, by the gateway's estimate ("Say hello" is 3 tokens of
-// prompt, "hi" one of completion).
+// with none valid, by the gateway's estimate (the 39 bytes of messages
+// are 10 tokens of prompt, "hi" one of completion).
 func TestBadUsageNumbersAreIgnored(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	var usage atomic.Value
@@ -254,9 +254,9 @@ func TestBadUsageNumbersAreIgnored(t *testing.T) {
 		usage              string
 		prompt, completion float64
 	}{
-		{`{"prompt_tokens":-5,"completion_tokens":1e12}`, 3, 1},
+		{`{"prompt_tokens":-5,"completion_tokens":1e12}`, 10, 1},
 		{`{"prompt_tokens":3,"completion_tokens":1e12}`, 3, 0},
-		{`{"prompt_tokens":2.5,"completion_tokens":-1}`, 3, 1},
+		{`{"prompt_tokens":2.5,"completion_tokens":-1}`, 10, 1},
 		{`{"prompt_tokens":"4","completion_tokens":6}`, 0, 6},
 	} {
 		usage.Store(tc.usage)
