@@ -34,7 +34,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 
 	cloud := httptest.NewServer(simulator.NewCloud(simulator.CloudConfig{Models: []string{"gpt-4o-mini"}, APIKey: "sk-bench"}))
 	defer cloud.Close()
-	plainAddr, hybridAddr, plainLogAddr, quickAddr := freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b)
+	plainAddr, hybridAddr, plainLogAddr, quickAddr, limitsAddr := freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b)
 	server := func(listen, handler, logs string) string {
 		return `{"listen":["` + listen + `"],` + logs +
 			`"automatic_https":{"disable":true},"routes":[{"match":[{"path":["/v1/*"]}],"handle":[` + handler + `]}]}`
@@ -51,11 +51,16 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		`"cost":{"gpu_cost_per_month":1000,"gpus":1},"overflow":{"dwell":2000000000,"waiting":{"recover":0,"trigger":3}},` +
 		`"probe":{"metrics_interval":250000000},"proxy":{"upstreams":[{"dial":"` + addr + `"}]}}},` +
 		`"aliases":{"chat-main":{"targets":[{"group":"self","model":"qwen"},{"group":"cloud","model":"gpt-4o-mini","timeout":120000000000}]}}}`
+	// the same, its client with limits and a budget: each request
+	// reserves tokens and settles them
+	limits := strings.Replace(quick, `"bench":{"key":"sha256:`+benchKeyHash+`"}`,
+		`"bench":{"key":"sha256:`+benchKeyHash+`","rpm":1000000000,"tpm":1000000000,"budget_day_usd":1000000}`, 1)
 	const accessLog = `"logs":{},`
 	// the access log is encoded as JSON, then discarded
 	cfg := `{"admin":{"disabled":true},"logging":{"logs":{"default":{"writer":{"output":"discard"}}}},` +
 		`"apps":{"http":{"servers":{"plain":` + server(plainAddr, proxy, "") + `,"hybrid":` + server(hybridAddr, minimal, "") +
-		`,"plainlog":` + server(plainLogAddr, proxy, accessLog) + `,"quick":` + server(quickAddr, quick, accessLog) + `}}}}`
+		`,"plainlog":` + server(plainLogAddr, proxy, accessLog) + `,"quick":` + server(quickAddr, quick, accessLog) +
+		`,"limits":` + server(limitsAddr, strings.Replace(limits, `"handler":"hybrid_llm"`, `"handler":"hybrid_llm","name":"limits"`, 1), accessLog) + `}}}}`
 	if err := caddy.Load([]byte(cfg), true); err != nil {
 		b.Fatal(err)
 	}
@@ -78,7 +83,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		return resp.StatusCode
 	}
 	// the gateway takes requests once its probes saw the endpoint
-	for _, a := range []string{hybridAddr, quickAddr} {
+	for _, a := range []string{hybridAddr, quickAddr, limitsAddr} {
 		waitUntil(b, "the gateway's first answer", func() bool { return post(a, "chat-main") == http.StatusOK })
 	}
 
@@ -87,6 +92,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		{"hybrid_llm", hybridAddr, "chat-main"},
 		{"reverse_proxy+log", plainLogAddr, "qwen"},
 		{"quickstart+log", quickAddr, "chat-main"},
+		{"quickstart+log+limits", limitsAddr, "chat-main"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
