@@ -37,21 +37,7 @@ func (l *rateLimit) wait(perMinute int, t time.Time) time.Duration {
 // take lets in one unit (a request) if the limit allows, and reports how
 // long to wait otherwise.
 func (l *rateLimit) take(perMinute int, t time.Time) time.Duration {
-	if perMinute <= 0 {
-		return 0
-	}
-	interval := int64(window / time.Duration(perMinute))
-	n := t.UnixNano()
-	for {
-		tat := l.tat.Load()
-		next := max(tat, n) + interval
-		if over := next - n - int64(window); over > 0 {
-			return time.Duration(over)
-		}
-		if l.tat.CompareAndSwap(tat, next) {
-			return 0
-		}
-	}
+	return l.reserve(perMinute, 1, t)
 }
 
 // reserve lets in units (a request's tokens) if the limit has room for
