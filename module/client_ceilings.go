@@ -45,7 +45,9 @@ type ceilingRefusal struct {
 // length field over the ceiling is clamped to it (or the request refused,
 // with max_tokens_mode refuse), one that is missing is set to it, and n
 // over its ceiling is refused. It returns the body to send (body itself
-// when nothing changed).
+// when nothing changed). The body's length fields and n are JSON integers
+// or null: serveInference refuses any other (see topFields.mistyped), so
+// jsonscan.Int reads them as the upstream does.
 func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 	fields := tokenFields(path)
 	if c.maxTokens <= 0 {

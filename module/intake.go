@@ -74,6 +74,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", f,
 			"the request body has more than one "+f+" field")
 	}
+	if f := top.mistyped; f != "" {
+		// vLLM's lax decoder reads " 5000" as 5000 and "yes" as true, the
+		// gateway neither: its ceilings, reservation and stream usage
+		// would read another request than the upstream serves
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", f,
+			"Invalid type for '"+f+"': expected "+fieldType(f)+".")
+	}
 	al, ok := g.alias(top)
 	if !ok || !cl.allows(al.name) {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
