@@ -33,7 +33,7 @@ type topFields struct {
 	// if none: decoders disagree on which one counts (gjson and sjson
 	// take the first, Go's and Python's decoders, vLLM's and a cloud's,
 	// the last)
-	repeated    string
+	repeated string
 	// the first field the gateway reads for limits or streaming whose
 	// value is not of the JSON type the OpenAI API gives it, "" if none:
 	// vLLM's lax decoder reads " 5000", 5000.0 and "yes" as the gateway
