@@ -114,6 +114,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
+	dropCredentials(r.Header)
 	dropHopHeaders(r.Header)
 	// each attempt's body has a length of its own (the model swapped),
 	// which the transport sends from the request's ContentLength
