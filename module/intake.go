@@ -139,10 +139,9 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	// requests: an inference has no side effect. The header carries the
 	// request id: a proxy with header operations (an api_key, header_up,
 	// a TLS upstream's Host) copies the request's headers value by value,
-	// and would drop a marker without one.
-	if _, ok := r.Header[idempotencyKey]; !ok {
-		r.Header[idempotencyKey] = r.Header["X-Request-Id"][:1:1] // the same value, no copy
-	}
+	// and would drop a marker without one. A client's own is replaced:
+	// what the transport resends by is not the client's to choose.
+	r.Header[idempotencyKey] = r.Header["X-Request-Id"][:1:1] // the same value, no copy
 
 	ctx := r.Context()
 	if g.Deadline > 0 {

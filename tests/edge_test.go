@@ -150,6 +150,25 @@ func TestMistypedReadFieldsAreRefused(t *testing.T) {
 	}
 }
 
+// A client's own X-Idempotency-Key, the header Go's transport resends a
+// request by, is replaced by the gateway's request id: the client does
+// not choose what is resent.
+func TestClientIdempotencyKeyIsReplaced(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Idempotency-Key", "client-chosen")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	p := e.selfPosts()
+	if len(p) != 1 {
+		t.Fatalf("%d upstream requests", len(p))
+	}
+	if got := p[0].Header.Values("X-Idempotency-Key"); len(got) != 1 || got[0] != resp.Header.Get("X-Request-Id") {
+		t.Errorf("the upstream got X-Idempotency-Key %q, want the request id %s", got, resp.Header.Get("X-Request-Id"))
+	}
+}
+
 // A response aborted after its first byte still leaves its routing record
 // in the access log: that is the request an operator looks up.
 func TestAbortedResponseKeepsItsRouteRecord(t *testing.T) {
