@@ -50,6 +50,15 @@ func strayKey(r *http.Request, headers bool) string {
 	return ""
 }
 
+// redactedPath is a path with every value of a query after an escaped
+// '?' in it replaced.
+func redactedPath(path string) string {
+	if p, q, ok := strings.Cut(path, "?"); ok {
+		return p + "?" + redactedQuery(q)
+	}
+	return path
+}
+
 // refuseStrayKey answers a request that carries a key where the gateway
 // does not read one (see strayKey): 401, with where to send it instead.
 // Its access log record is skipped, since Caddy would write the key in
@@ -61,7 +70,7 @@ func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, cli
 	if g.strayKeys.allow(now()) {
 		fields := []zap.Field{zap.String("request_id", id), zap.String("where", where),
 			zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),
-			zap.String("path", r.URL.Path), zap.String("query", redactedQuery(r.URL.RawQuery))}
+			zap.String("path", redactedPath(r.URL.Path)), zap.String("query", redactedQuery(r.URL.RawQuery))}
 		if clientID != "" {
 			fields = append(fields, zap.String("llm_client_request_id", clientID))
 		}

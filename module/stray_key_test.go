@@ -128,6 +128,10 @@ func TestRedactedURI(t *testing.T) {
 }
 
 func TestRedactedQuery(t *testing.T) {
+	// a path with an escaped '?', as the refusal's warning logs it
+	if got := redactedPath("/v1/chat/completions?api_key=sk-secret"); got != "/v1/chat/completions?api_key=REDACTED" {
+		t.Errorf("path %q", got)
+	}
 	if got := redactedQuery("api-version=1&api-key=sk-secret&flag&x="); got != "api-version=REDACTED&api-key=REDACTED&flag&x=REDACTED" {
 		t.Errorf("got %q", got)
 	}

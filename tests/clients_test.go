@@ -806,7 +806,7 @@ func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
 			block += "clients {\n\tclient team-a " + hashed(key) + "\n}\n"
 			auth = []string{"Authorization", "Bearer " + key}
 		}
-		e.load(block)
+		logPath := e.loadWithGatewayLog(block)
 		status := map[bool]int{true: http.StatusUnauthorized, false: http.StatusOK}[withClients]
 		var served []string
 		try := func(what string, want int, req *http.Request) {
@@ -866,6 +866,9 @@ func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
 		}
 		if strings.Contains(string(accessLog), marker) {
 			t.Errorf("clients %v: a credential in the access log", withClients)
+		}
+		if gwLog, _ := os.ReadFile(logPath); strings.Contains(string(gwLog), marker) {
+			t.Errorf("clients %v: a credential in the gateway's log", withClients)
 		}
 		for _, r := range append(e.selfPosts(), e.cloudPosts()...) {
 			raw, _ := json.Marshal(r.Header)
