@@ -114,6 +114,11 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
+	if g.ruleCredentials {
+		// a rule matches on a header dropCredentials removes: it reads
+		// the headers as the client sent them
+		rt.features.header = r.Header.Clone()
+	}
 	dropCredentials(r.Header)
 	dropHopHeaders(r.Header)
 	// each attempt's body has a length of its own (the model swapped),
