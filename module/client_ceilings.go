@@ -96,7 +96,8 @@ func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 // clampTokens bounds an answer's length in a request body: a length
 // field over limit is set to it, and without any (and with setMissing)
 // the first of tokenFields is set. It returns the body to send (body
-// itself when nothing changed) and whether it changed.
+// itself when nothing changed) and whether it changed. Like ceil, it
+// reads length fields that are JSON integers or null.
 func clampTokens(body []byte, path string, limit int, setMissing bool) ([]byte, bool, error) {
 	fields := tokenFields(path)
 	out, set, changed := body, false, false
