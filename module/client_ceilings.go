@@ -45,7 +45,9 @@ type ceilingRefusal struct {
 // length field over the ceiling is clamped to it (or the request refused,
 // with max_tokens_mode refuse), one that is missing is set to it, and n
 // over its ceiling is refused. It returns the body to send (body itself
-// when nothing changed).
+// when nothing changed). The body's length fields and n are JSON integers
+// or null: serveInference refuses any other (see topFields.mistyped), so
+// jsonscan.Int reads them as the upstream does.
 func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 	fields := tokenFields(path)
 	if c.maxTokens <= 0 {
@@ -94,7 +96,8 @@ func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 // clampTokens bounds an answer's length in a request body: a length
 // field over limit is set to it, and without any (and with setMissing)
 // the first of tokenFields is set. It returns the body to send (body
-// itself when nothing changed) and whether it changed.
+// itself when nothing changed) and whether it changed. Like ceil, it
+// reads length fields that are JSON integers or null.
 func clampTokens(body []byte, path string, limit int, setMissing bool) ([]byte, bool, error) {
 	fields := tokenFields(path)
 	out, set, changed := body, false, false

@@ -179,6 +179,11 @@ func (g *Gateway) watchField(name string) uint64 {
 
 func (r *Rule) provision(g *Gateway, al *Alias) error {
 	r.fieldBits, r.slowFields = 0, nil
+	for name := range r.Header {
+		if credentialLike(name) {
+			g.ruleCredentials = true
+		}
+	}
 	for _, field := range r.Fields {
 		if bit := g.watchField(field); bit != 0 {
 			r.fieldBits |= bit

@@ -190,6 +190,9 @@ type Gateway struct {
 	// its config runs (it is not only validated): it reads and writes
 	// its books in storage, under their lock with file_system storage
 	ownsBooks bool
+	// a rule matches on a header of a credential's name, which is dropped
+	// before the request goes upstream
+	ruleCredentials bool
 }
 
 // CaddyModule returns the Caddy module information.

@@ -74,6 +74,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", f,
 			"the request body has more than one "+f+" field")
 	}
+	if f := top.mistyped; f != "" {
+		// vLLM's lax decoder reads " 5000" as 5000 and "yes" as true, the
+		// gateway neither: its ceilings, reservation and stream usage
+		// would read another request than the upstream serves
+		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", f,
+			"Invalid type for '"+f+"': expected "+fieldType(f)+".")
+	}
 	al, ok := g.alias(top)
 	if !ok || !cl.allows(al.name) {
 		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
@@ -107,6 +114,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
+	if g.ruleCredentials {
+		// a rule matches on a header dropCredentials removes: it reads
+		// the headers as the client sent them
+		rt.features.header = r.Header.Clone()
+	}
+	dropCredentials(r.Header)
 	dropHopHeaders(r.Header)
 	// each attempt's body has a length of its own (the model swapped),
 	// which the transport sends from the request's ContentLength
@@ -131,10 +144,9 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	// requests: an inference has no side effect. The header carries the
 	// request id: a proxy with header operations (an api_key, header_up,
 	// a TLS upstream's Host) copies the request's headers value by value,
-	// and would drop a marker without one.
-	if _, ok := r.Header[idempotencyKey]; !ok {
-		r.Header[idempotencyKey] = r.Header["X-Request-Id"][:1:1] // the same value, no copy
-	}
+	// and would drop a marker without one. A client's own is replaced:
+	// what the transport resends by is not the client's to choose.
+	r.Header[idempotencyKey] = r.Header["X-Request-Id"][:1:1] // the same value, no copy
 
 	ctx := r.Context()
 	if g.Deadline > 0 {

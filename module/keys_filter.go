@@ -16,15 +16,19 @@ func init() {
 	caddy.RegisterModule(KeyHeadersFilter{})
 }
 
-// KeyHeadersFilter is a log field filter for `request>headers`: the
-// value of every header whose name is a credential's (Api-Key,
-// X-Api-Key, and the spellings of keyLike, Api_Key or Apikey among them)
-// is written as REDACTED. Caddy's access log redacts only Authorization
-// and cookies, and copies the request before any handler runs, and
-// before it drops the headers spelt with an underscore: the gateway
-// cannot keep a key in those headers out of the log, the filter can.
-// On `request>uri` it redacts the values of such query parameters, for
-// the requests the gateway does not see.
+// KeyHeadersFilter is a log field filter for `request>headers` and
+// `request>uri`. On headers, it writes as REDACTED the value of every
+// header whose name is a credential's (see credentialLike: Api-Key,
+// X-Goog-Api-Key, Helicone-Auth, the Api_Key spellings...), the values of
+// the credentials in the query of a header that holds a URL (Referer,
+// Origin), and the key of a Sec-WebSocket-Protocol's
+// openai-insecure-api-key entry. On a URI, it redacts the values of the
+// credentials of its query, and of a query after a '?' escaped in its
+// path (%3F). Caddy's access log redacts only Authorization and cookies,
+// and copies the request before any handler runs, and before it drops
+// the headers spelt with an underscore: the gateway cannot keep a key in
+// those headers out of the log, nor one on the site's other routes; the
+// filter can.
 //
 //	log {
 //		format filter {
@@ -51,44 +55,85 @@ func (*KeyHeadersFilter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// Filter redacts the credentials of a headers object, or of a URI's
-// query.
+// Filter redacts the credentials of a headers object, or of a URI.
 func (KeyHeadersFilter) Filter(in zapcore.Field) zapcore.Field {
 	switch in.Type {
 	case zapcore.ObjectMarshalerType:
 		if m, ok := in.Interface.(zapcore.ObjectMarshaler); ok {
-			in.Interface = keyRedacted{m}
+			in.Interface = &keyRedacted{ObjectMarshaler: m}
 		}
 	case zapcore.StringType:
-		if path, query, ok := strings.Cut(in.String, "?"); ok && strayQuery(query) {
-			in.String = path + "?" + redactedKeys(query)
+		if uri, ok := redactedURI(in.String); ok {
+			in.String = uri
 		}
 	}
 	return in
 }
 
-// keyRedacted writes a headers object with its credentials redacted.
-type keyRedacted struct{ zapcore.ObjectMarshaler }
-
-func (k keyRedacted) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	return k.ObjectMarshaler.MarshalLogObject(keyRedactingEncoder{enc})
+// keyRedacted writes a headers object with its credentials redacted. It
+// holds the encoders it wraps, so that one allocation serves a record.
+type keyRedacted struct {
+	zapcore.ObjectMarshaler
+	enc    keyRedactingEncoder
+	values valuesRedacting
 }
 
-// keyRedactingEncoder replaces the values of the headers keyLike names.
-type keyRedactingEncoder struct{ zapcore.ObjectEncoder }
+func (k *keyRedacted) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	k.enc = keyRedactingEncoder{ObjectEncoder: enc, values: &k.values}
+	return k.ObjectMarshaler.MarshalLogObject(&k.enc)
+}
 
-func (e keyRedactingEncoder) AddArray(key string, arr zapcore.ArrayMarshaler) error {
-	if keyLike(key) {
-		arr = redactedValue{}
+// keyRedactingEncoder replaces the values of the headers credentialLike
+// names, and the credentials in the others' values.
+type keyRedactingEncoder struct {
+	zapcore.ObjectEncoder
+	values *valuesRedacting
+}
+
+func (e *keyRedactingEncoder) AddArray(key string, arr zapcore.ArrayMarshaler) error {
+	if credentialLike(key) {
+		return e.ObjectEncoder.AddArray(key, redactedValue{})
 	}
-	return e.ObjectEncoder.AddArray(key, arr)
+	e.values.ArrayMarshaler, e.values.protocols = arr, strings.EqualFold(key, "Sec-Websocket-Protocol")
+	return e.ObjectEncoder.AddArray(key, e.values)
 }
 
-func (e keyRedactingEncoder) AddString(key, value string) {
-	if keyLike(key) {
+func (e *keyRedactingEncoder) AddString(key, value string) {
+	switch {
+	case credentialLike(key):
 		value = "REDACTED"
+	case strings.EqualFold(key, "Sec-Websocket-Protocol"):
+		value = redactedProtocols(value)
+	default:
+		if uri, ok := redactedURI(value); ok {
+			value = uri
+		}
 	}
 	e.ObjectEncoder.AddString(key, value)
+}
+
+// valuesRedacting writes a header's values with the credentials in them
+// redacted: a URL's query keys, or a Sec-WebSocket-Protocol's key.
+type valuesRedacting struct {
+	zapcore.ArrayMarshaler
+	zapcore.ArrayEncoder
+	protocols bool
+}
+
+func (v *valuesRedacting) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	v.ArrayEncoder = enc
+	return v.ArrayMarshaler.MarshalLogArray(v)
+}
+
+func (v *valuesRedacting) AppendString(s string) {
+	if v.protocols {
+		if strings.Contains(s, insecureKeyProtocol) {
+			s = redactedProtocols(s)
+		}
+	} else if uri, ok := redactedURI(s); ok {
+		s = uri
+	}
+	v.ArrayEncoder.AppendString(s)
 }
 
 // redactedValue is a header's values, redacted.

@@ -5,7 +5,6 @@ package hybridllm
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -13,110 +12,51 @@ import (
 )
 
 // A key sent where the gateway does not read one (in the query string, or
-// in a header spelt otherwise than Authorization, Api-Key or X-Api-Key)
-// would be written verbatim to Caddy's access log, which redacts only the
-// Authorization and cookie headers, from a copy of the request taken
-// before any handler runs. Such a request is refused, and its access log
-// record is skipped; a warning without the key's value takes its place.
-// A key in the query string is refused whatever the gateway's clients; a
-// header only when the gateway reads keys itself (clients by key): with
-// no clients, or clients named by an authentication in front, another
-// handler may read that header, and the hybrid_llm_keys log filter keeps
-// it out of the log.
-
-// keyLike reports whether a query parameter's or header's name is the
-// name of a credential: case and '-' or '_' aside, api-key, x-api-key,
-// key, access_token and their kin.
-func keyLike(name string) bool {
-	var buf [24]byte
-	n := 0
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c == '-' || c == '_':
-			continue
-		case 'A' <= c && c <= 'Z':
-			c += 'a' - 'A'
-		}
-		if n == len(buf) {
-			return false
-		}
-		buf[n], n = c, n+1
-	}
-	switch string(buf[:n]) {
-	case "apikey", "xapikey", "key", "xkey", "apitoken", "xapitoken", "accesstoken", "xaccesstoken",
-		"authtoken", "xauthtoken", "token", "xtoken", "auth", "xauth", "authorization", "xauthorization",
-		"bearer", "openaiapikey", "xopenaiapikey", "secret", "xsecret", "apisecret", "xapisecret":
-		return true
-	}
-	return false
-}
+// in a header other than Authorization, Api-Key or X-Api-Key whose name is
+// a credential's: see credentialLike) would be written verbatim to Caddy's
+// access log, which redacts only the Authorization and cookie headers,
+// from a copy of the request taken before any handler runs. Such a
+// request is refused, and its access log record is skipped; a warning
+// without the key's value takes its place. A key in the query string is
+// refused whatever the gateway's clients; a header only when the gateway
+// reads keys itself (clients by key): with no clients, or clients named
+// by an authentication in front, another handler may read that header,
+// and the hybrid_llm_keys log filter keeps it out of the log. Either way
+// no such header goes upstream (see dropCredentials).
 
 // strayKey returns where a request carries a key the gateway does not
-// read: "query" or, with headers, the header's name; "" when it carries
-// none.
+// read: "query" (its query string, or one after a '?' escaped in its
+// path) or, with headers, the header's name (one credentialLike names but
+// the key headers and plainHeaders, or a Sec-WebSocket-Protocol with a
+// key); "" when it carries none.
 func strayKey(r *http.Request, headers bool) string {
-	for name := range r.Header {
-		if !headers {
-			break
-		}
-		switch name {
-		case "Authorization", "Api-Key", "X-Api-Key": // read (canonical keys)
-			continue
-		}
-		if keyLike(name) {
-			return name
+	if headers {
+		for name, v := range r.Header {
+			switch {
+			case keyHeader(name) || plainHeader(name):
+			case credentialLike(name):
+				return name
+			case name == "Sec-Websocket-Protocol" && insecureKey(v):
+				return name
+			}
 		}
 	}
 	if strayQuery(r.URL.RawQuery) {
 		return "query"
 	}
+	if i := strings.IndexByte(r.URL.Path, '?'); i >= 0 && strayQuery(r.URL.Path[i+1:]) {
+		return "query" // an escaped '?', which another server may split at
+	}
 	return ""
 }
 
-// strayQuery reports whether a query string names a key.
-func strayQuery(q string) bool {
-	for q != "" {
-		var pair string
-		pair, q, _ = strings.Cut(q, "&")
-		if name, _, _ := strings.Cut(pair, "="); queryKey(name) {
-			return true
-		}
+// redactedPath is a path with every value of a query after an escaped
+// '?' in it replaced.
+func redactedPath(path string) string {
+	if p, q, ok := strings.Cut(path, "?"); ok {
+		return p + "?" + redactedQuery(q)
 	}
-	return false
-}
-
-// queryKey reports whether a query parameter's name, as sent, names a key.
-func queryKey(name string) bool {
-	if strings.ContainsAny(name, "%+") {
-		name, _ = url.QueryUnescape(name)
-	}
-	return keyLike(name)
-}
-
-// redactedQuery is a query string with every value replaced.
-func redactedQuery(q string) string { return redactQuery(q, func(string) bool { return true }) }
-
-// redactedKeys is a query string with the values of the keys replaced.
-func redactedKeys(q string) string { return redactQuery(q, queryKey) }
-
-func redactQuery(q string, redact func(name string) bool) string {
-	var b strings.Builder
-	for q != "" {
-		var pair string
-		pair, q, _ = strings.Cut(q, "&")
-		name, _, hasValue := strings.Cut(pair, "=")
-		if b.Len() > 0 {
-			b.WriteByte('&')
-		}
-		if !hasValue || !redact(name) {
-			b.WriteString(pair)
-			continue
-		}
-		b.WriteString(name)
-		b.WriteString("=REDACTED")
-	}
-	return b.String()
+	return path
 }
 
 // refuseStrayKey answers a request that carries a key where the gateway
@@ -130,7 +70,7 @@ func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, cli
 	if g.strayKeys.allow(now()) {
 		fields := []zap.Field{zap.String("request_id", id), zap.String("where", where),
 			zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),
-			zap.String("path", r.URL.Path), zap.String("query", redactedQuery(r.URL.RawQuery))}
+			zap.String("path", redactedPath(r.URL.Path)), zap.String("query", redactedQuery(r.URL.RawQuery))}
 		if clientID != "" {
 			fields = append(fields, zap.String("llm_client_request_id", clientID))
 		}

@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"go.uber.org/zap"
@@ -26,11 +27,39 @@ func TestStrayKey(t *testing.T) {
 		{"/v1/chat/completions?Access_Token=k", nil, "query"},
 		{"/v1/chat/completions?api%2Dkey=k", nil, "query"},
 		{"/v1/chat/completions?apikey", nil, "query"},
-		{"/v1/chat/completions?keyboard=1&monkey=2", nil, ""},
+		{"/v1/chat/completions?api-version=2024-10-21&stream=1&model=m", nil, ""},
+		{"/v1/chat/completions?monkey=2", nil, "query"}, // the price of a pattern
+		{"/v1/chat/completions?api_key[]=k", nil, "query"},
+		{"/v1/chat/completions?api_key%5B%5D=k", nil, "query"},
+		{"/v1/chat/completions?x=1;api_key=k", nil, "query"},
+		{"/v1/chat/completions?subscription-key=k", nil, "query"},
+		{"/v1/chat/completions?key+=k", nil, "query"},
+		{"/v1/chat/completions?openai_key=k", nil, "query"},
+		{"/v1/chat/completions?api_key.0=k", nil, "query"},
+		{"/v1/chat/completions?apikey2=k", nil, "query"},
+		{"/v1/chat/completions?password=k", nil, "query"},
+		{"/v1/chat/completions?client_secret=k", nil, "query"},
+		{"/v1/chat/completions?jwt=k", nil, "query"},
+		{"/v1/chat/completions?api_key%00=k", nil, "query"},
+		{"/v1/chat/completions?%6Bey=k", nil, "query"},
+		{"/v1/chat/completions%3Fapi_key=k", nil, "query"},
+		{"/v1/models?session=k", nil, "query"},
 		{"/v1/chat/completions", http.Header{"Api_key": {"k"}}, "Api_key"},
 		{"/v1/chat/completions", http.Header{"X_api_key": {"k"}}, "X_api_key"},
 		{"/v1/chat/completions", http.Header{"Apikey": {"k"}}, "Apikey"},
 		{"/v1/chat/completions", http.Header{"X-Stainless-Lang": {"js"}, "Sec-Fetch-Mode": {"cors"}}, ""},
+		{"/v1/chat/completions", http.Header{"Idempotency-Key": {"i"}, "X-Idempotency-Key": {"i"}, "Accept-Encoding": {"gzip"}}, ""},
+		{"/v1/chat/completions", http.Header{"Sec-Websocket-Protocol": {"realtime"}, "Referer": {"https://app/?api_key=k"}}, ""},
+		{"/v1/chat/completions", http.Header{"Sec-Websocket-Protocol": {"realtime, openai-insecure-api-key.k"}}, "Sec-Websocket-Protocol"},
+		{"/v1/chat/completions", http.Header{"X-Goog-Api-Key": {"k"}}, "X-Goog-Api-Key"},
+		{"/v1/chat/completions", http.Header{"Ocp-Apim-Subscription-Key": {"k"}}, "Ocp-Apim-Subscription-Key"},
+		{"/v1/chat/completions", http.Header{"Helicone-Auth": {"k"}}, "Helicone-Auth"},
+		{"/v1/chat/completions", http.Header{"X-Litellm-Api-Key": {"k"}}, "X-Litellm-Api-Key"},
+		{"/v1/chat/completions", http.Header{"X-Portkey-Api-Key": {"k"}}, "X-Portkey-Api-Key"},
+		{"/v1/chat/completions", http.Header{"Anthropic-Api-Key": {"k"}}, "Anthropic-Api-Key"},
+		{"/v1/chat/completions", http.Header{"X-Api-Key-Old": {"k"}}, "X-Api-Key-Old"},
+		{"/v1/chat/completions", http.Header{"X-Secret-Key": {"k"}}, "X-Secret-Key"},
+		{"/v1/chat/completions", http.Header{"X-Auth-Key": {"k"}}, "X-Auth-Key"},
 	} {
 		r := httptest.NewRequest(http.MethodPost, tc.target, nil)
 		for k, v := range tc.header {
@@ -42,7 +71,67 @@ func TestStrayKey(t *testing.T) {
 	}
 }
 
+// A name is a credential's by a pattern; the headers real clients send
+// are not.
+func TestCredentialLike(t *testing.T) {
+	for _, name := range []string{"Api-Key", "X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "Helicone-Auth", "Authorization",
+		"Proxy-Authorization", "X-Amz-Security-Token", "X-Session-Id", "Password", "Passwd", "X-Jwt-Assertion",
+		"X-Signature", "X-Credentials", "x_secret", "API" + "KEY", strings.Repeat("x-", 100) + "key"} {
+		if !credentialLike(name) {
+			t.Errorf("%s: not credential-like", name)
+		}
+	}
+	for _, name := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Content-Type", "Content-Length", "User-Agent",
+		"X-Stainless-Retry-Count", "X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
+		"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Timeout", "Sec-Fetch-Mode", "Openai-Beta",
+		"Openai-Organization", "Openai-Project", "X-Request-Id", "Traceparent", "Tracestate", "Keep-Alive", "Connection",
+		"X-Forwarded-For", "X-Hybrid-Color", "Anthropic-Version", "api-version", "Cookie", "Referer", "Origin"} {
+		if credentialLike(name) {
+			t.Errorf("%s: credential-like", name)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { credentialLike("Ocp-Apim-Subscription-Key"); queryKey("api_key%5B%5D") }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}
+
+// No credential of the client's goes upstream; the headers real clients
+// send do.
+func TestDropCredentials(t *testing.T) {
+	h := http.Header{
+		"X-Goog-Api-Key": {"k"}, "Helicone-Auth": {"k"}, "X-Auth-Key": {"k"}, "Api_key": {"k"},
+		"Sec-Websocket-Protocol": {"openai-insecure-api-key.k"}, "Referer": {"https://app.example/?x=1;api_key=k"},
+		"Idempotency-Key": {"i"}, "User-Agent": {"OpenAI/JS 6.49.0"}, "X-Stainless-Lang": {"js"}, "Origin": {"https://app.example"},
+	}
+	dropCredentials(h)
+	if len(h) != 4 || h["Idempotency-Key"] == nil || h["User-Agent"] == nil || h["X-Stainless-Lang"] == nil || h["Origin"] == nil {
+		t.Errorf("left %v", h)
+	}
+}
+
+// A URI's query credentials are redacted, split on '&' and ';', names
+// unescaped, after an escaped '?' too; the rest is kept as sent.
+func TestRedactedURI(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"/v1/models", "/v1/models"},
+		{"/v1/models?api-version=1", "/v1/models?api-version=1"},
+		{"/other?a=1;key=k&b=2", "/other?a=1;key=REDACTED&b=2"},
+		{"/v1/chat/completions%3Fapi_key=k", "/v1/chat/completions%3Fapi_key=REDACTED"},
+		{"/v1/chat/completions%3fx=1&api_key=k?token=t", "/v1/chat/completions%3fx=1&api_key=REDACTED?token=REDACTED"},
+		{"/x?api_key%00=k&api_key%5B%5D=k&api_key[0]=k&key+=k", "/x?api_key%00=REDACTED&api_key%5B%5D=REDACTED&api_key[0]=REDACTED&key+=REDACTED"},
+		{"https://app.example/page?client_secret=k", "https://app.example/page?client_secret=REDACTED"},
+	} {
+		if got, _ := redactedURI(tc.in); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestRedactedQuery(t *testing.T) {
+	// a path with an escaped '?', as the refusal's warning logs it
+	if got := redactedPath("/v1/chat/completions?api_key=sk-secret"); got != "/v1/chat/completions?api_key=REDACTED" {
+		t.Errorf("path %q", got)
+	}
 	if got := redactedQuery("api-version=1&api-key=sk-secret&flag&x="); got != "api-version=REDACTED&api-key=REDACTED&flag&x=REDACTED" {
 		t.Errorf("got %q", got)
 	}
@@ -69,11 +158,20 @@ func (h headerObject) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 }
 
 func TestKeyHeadersFilter(t *testing.T) {
-	h := headerObject{"Api-Key": {"k1"}, "X-Api-Key": {"k2"}, "Api_key": {"k3"}, "Apikey": {"k4"}, "User-Agent": {"OpenAI/JS 6.49.0"}}
+	h := headerObject{"Api-Key": {"k1"}, "X-Api-Key": {"k2"}, "Api_key": {"k3"}, "Apikey": {"k4"}, "User-Agent": {"OpenAI/JS 6.49.0"},
+		"X-Goog-Api-Key": {"k5"}, "Helicone-Auth": {"k6"}, "X-Auth-Key": {"k7"}, "Ocp-Apim-Subscription-Key": {"k8"},
+		"Referer":                {"https://app.example/chat?x=1&api_key=k9"},
+		"Sec-Websocket-Protocol": {"realtime, openai-insecure-api-key.k10, openai-beta.realtime-v1"}}
 	enc := zapcore.NewMapObjectEncoder()
 	KeyHeadersFilter{}.Filter(zap.Object("headers", h)).AddTo(enc)
 	got := enc.Fields["headers"].(map[string]any)
-	for _, k := range []string{"Api-Key", "X-Api-Key", "Api_key", "Apikey"} {
+	if v := got["Referer"].([]any); len(v) != 1 || v[0] != "https://app.example/chat?x=1&api_key=REDACTED" {
+		t.Errorf("Referer: %v", v)
+	}
+	if v := got["Sec-Websocket-Protocol"].([]any); len(v) != 1 || v[0] != "realtime, openai-insecure-api-key.REDACTED, openai-beta.realtime-v1" {
+		t.Errorf("Sec-Websocket-Protocol: %v", v)
+	}
+	for _, k := range []string{"Api-Key", "X-Api-Key", "Api_key", "Apikey", "X-Goog-Api-Key", "Helicone-Auth", "X-Auth-Key", "Ocp-Apim-Subscription-Key"} {
 		if v := got[k].([]any); len(v) != 1 || v[0] != "REDACTED" {
 			t.Errorf("%s: %v", k, v)
 		}

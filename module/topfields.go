@@ -33,7 +33,12 @@ type topFields struct {
 	// if none: decoders disagree on which one counts (gjson and sjson
 	// take the first, Go's and Python's decoders, vLLM's and a cloud's,
 	// the last)
-	repeated    string
+	repeated string
+	// the first field the gateway reads for limits or streaming whose
+	// value is not of the JSON type the OpenAI API gives it, "" if none:
+	// vLLM's lax decoder reads " 5000", 5000.0 and "yes" as the gateway
+	// does not
+	mistyped    string
 	seen        uint32 // bit i: readFields[i] was read
 	watchedSeen uint64 // bit i: watch[i] was read
 }
@@ -89,19 +94,15 @@ func (f *topFields) read(key, raw []byte, at int) {
 		f.models++
 	case "stream":
 		i = fieldStream
-		switch raw[0] {
-		case 't', 'f':
-			f.stream = raw[0] == 't'
-		default: // lenient like gjson: "true", 1
-			f.stream = gjson.ParseBytes(raw).Bool()
-		}
+		f.stream = f.boolean(raw, "stream")
 	case "stream_options":
 		i = fieldStreamOptions
 		f.hasStreamOptions = true
-		var usage []byte
 		f.wantsUsage = false
-		if f.nested(raw, "include_usage", "stream_options.include_usage", &usage) && usage != nil {
-			f.wantsUsage = gjson.ParseBytes(usage).Bool()
+		if raw[0] == '{' {
+			f.streamOptions(raw)
+		} else {
+			f.typed(raw[0] == 'n', "stream_options")
 		}
 	case "messages":
 		i = fieldMessages
@@ -120,16 +121,16 @@ func (f *topFields) read(key, raw []byte, at int) {
 		f.promptBytes += len(raw)
 	case "max_tokens":
 		i = fieldMaxTokens
-		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
+		f.maxTokens = max(f.maxTokens, f.integer(raw, "max_tokens"))
 	case "max_completion_tokens":
 		i = fieldMaxCompletionTokens
-		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
+		f.maxTokens = max(f.maxTokens, f.integer(raw, "max_completion_tokens"))
 	case "max_output_tokens":
 		i = fieldMaxOutputTokens
-		f.maxTokens = max(f.maxTokens, jsonscan.Int(raw))
+		f.maxTokens = max(f.maxTokens, f.integer(raw, "max_output_tokens"))
 	case "n":
 		i = fieldN
-		f.n = jsonscan.Int(raw)
+		f.n = f.integer(raw, "n")
 	case "response_format":
 		i = fieldResponseFormat
 		f.nested(raw, "type", "response_format.type", nil)
@@ -175,6 +176,62 @@ func (f *topFields) read(key, raw []byte, at int) {
 	}
 }
 
+// typed notes field as mistyped unless ok.
+func (f *topFields) typed(ok bool, field string) {
+	if !ok && f.mistyped == "" {
+		f.mistyped = field
+	}
+}
+
+// boolean reads a value that must be true, false or null (false).
+func (f *topFields) boolean(raw []byte, field string) bool {
+	f.typed(raw[0] == 't' || raw[0] == 'f' || raw[0] == 'n', field)
+	return raw[0] == 't'
+}
+
+// integer reads a value that must be a JSON integer or null (0): no
+// fraction, no exponent, no string.
+func (f *topFields) integer(raw []byte, field string) int64 {
+	if raw[0] == 'n' {
+		return 0
+	}
+	f.typed(jsonInteger(raw), field)
+	return jsonscan.Int(raw)
+}
+
+// jsonInteger reports whether a valid JSON value is an integer.
+func jsonInteger(raw []byte) bool {
+	if raw[0] != '-' && (raw[0] < '0' || raw[0] > '9') {
+		return false
+	}
+	for _, c := range raw[1:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// streamOptions reads the stream_options object: include_usage, and
+// continuous_usage_stats (vLLM's), both booleans.
+func (f *topFields) streamOptions(raw []byte) {
+	var usage, continuous int
+	jsonscan.ObjectFields(raw, 0, jsonscan.MaxNesting, func(k, val []byte, _ int) {
+		switch string(k) {
+		case "include_usage":
+			if usage++; usage == 2 && f.repeated == "" {
+				f.repeated = "stream_options.include_usage"
+			}
+			f.wantsUsage = f.boolean(val, "stream_options.include_usage") // the last, as decoders read it
+		case "continuous_usage_stats":
+			if continuous++; continuous == 2 && f.repeated == "" {
+				f.repeated = "stream_options.continuous_usage_stats"
+			}
+			f.boolean(val, "stream_options.continuous_usage_stats")
+		}
+	})
+}
+
 // nested reads the field name of an object value raw into v (if v is not
 // nil), noting path as repeated when the object gives it twice. It
 // reports false when raw is not an object.
@@ -194,6 +251,17 @@ func (f *topFields) nested(raw []byte, name, path string, v *[]byte) bool {
 		}
 	})
 	return true
+}
+
+// fieldType names the JSON type a field the gateway reads must have.
+func fieldType(field string) string {
+	switch field {
+	case "stream_options":
+		return "an object"
+	case "max_tokens", "max_completion_tokens", "max_output_tokens", "n":
+		return "an integer"
+	}
+	return "a boolean"
 }
 
 // modelString reports whether the model is a JSON string.

@@ -59,7 +59,7 @@ func TestScanTopDeepNesting(t *testing.T) {
 
 func TestScanTopFields(t *testing.T) {
 	body := []byte(`{"messages":[{"role":"user","content":"hi, \"model\":\"no\""}], "model" : "chat-main",` +
-		`"stream":true,"stream_options":{"include_usage":true},"max_tokens":64,"max_completion_tokens":128.0,` +
+		`"stream":true,"stream_options":{"include_usage":true},"max_tokens":64,"max_completion_tokens":128,` +
 		`"prompt":"p","input":["i"],"metadata":{"model":"nested"}}`)
 	f, ok := scanTop(body)
 	if !ok {
@@ -68,7 +68,7 @@ func TestScanTopFields(t *testing.T) {
 	if f.modelName() != "chat-main" || f.models != 1 || string(body[f.modelAt:f.modelAt+len(f.model)]) != `"chat-main"` {
 		t.Errorf("model %s at %d (%d)", f.model, f.modelAt, f.models)
 	}
-	if !f.stream || !f.hasStreamOptions || !f.wantsUsage || f.maxTokens != 128 {
+	if !f.stream || !f.hasStreamOptions || !f.wantsUsage || f.maxTokens != 128 || f.mistyped != "" {
 		t.Errorf("stream %v options %v usage %v max_tokens %d", f.stream, f.hasStreamOptions, f.wantsUsage, f.maxTokens)
 	}
 	if string(f.prompt) != `"p"` || string(f.input) != `["i"]` || !gjson.ValidBytes(f.messages) {
@@ -95,6 +95,7 @@ func TestScanTopRepeated(t *testing.T) {
 		{`{"model":"m","stream":true,"stream":false}`, "stream"},
 		{`{"model":"m","stream_options":{},"stream_options":{"include_usage":true}}`, "stream_options"},
 		{`{"model":"m","stream_options":{"include_usage":true,"include_usage":false}}`, "stream_options.include_usage"},
+		{`{"model":"m","stream_options":{"continuous_usage_stats":true,"continuous_usage_stats":false}}`, "stream_options.continuous_usage_stats"},
 		{`{"model":"m","max_tokens":1,"max_tokens":9}`, "max_tokens"},
 		{`{"model":"m","max_completion_tokens":1,"max_completion_tokens":9}`, "max_completion_tokens"},
 		{`{"model":"m","max_output_tokens":1,"max_output_tokens":9}`, "max_output_tokens"},
@@ -115,6 +116,50 @@ func TestScanTopRepeated(t *testing.T) {
 	}
 	if f, _ := scanTop([]byte(`{"stream_options":{"include_usage":true}}`)); !f.wantsUsage || !f.hasStreamOptions {
 		t.Error("include_usage not read")
+	}
+}
+
+// Every field the gateway reads for limits or streaming, given a value of
+// another JSON type than the OpenAI API's (which vLLM's lax decoder reads
+// as the gateway does not), is reported by the name a refusal gives.
+func TestScanTopMistyped(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"max_tokens":" 5000"}`, "max_tokens"},
+		{`{"max_tokens":"5000 "}`, "max_tokens"},
+		{`{"max_tokens":"\t5000"}`, "max_tokens"},
+		{`{"max_tokens":"5000\n"}`, "max_tokens"},
+		{`{"max_tokens":"5000"}`, "max_tokens"},
+		{`{"max_tokens":5000.0}`, "max_tokens"},
+		{`{"max_tokens":5e3}`, "max_tokens"},
+		{`{"max_tokens":true}`, "max_tokens"},
+		{`{"max_completion_tokens":[5000]}`, "max_completion_tokens"},
+		{`{"max_output_tokens":{"v":1}}`, "max_output_tokens"},
+		{`{"n":" 3"}`, "n"},
+		{`{"n":3.0}`, "n"},
+		{`{"stream":"yes"}`, "stream"},
+		{`{"stream":"on"}`, "stream"},
+		{`{"stream":"y"}`, "stream"},
+		{`{"stream":"true"}`, "stream"},
+		{`{"stream":1}`, "stream"},
+		{`{"stream_options":"x"}`, "stream_options"},
+		{`{"stream_options":[]}`, "stream_options"},
+		{`{"stream_options":{"include_usage":"yes"}}`, "stream_options.include_usage"},
+		{`{"stream_options":{"include_usage":1}}`, "stream_options.include_usage"},
+		{`{"stream_options":{"continuous_usage_stats":"on"}}`, "stream_options.continuous_usage_stats"},
+		{`{"n":"2","max_tokens":"9"}`, "n"},
+		// the types the API defines, and null for absent
+		{`{"max_tokens":5000,"max_completion_tokens":-1,"max_output_tokens":0,"n":3}`, ""},
+		{`{"max_tokens":null,"n":null,"stream":null,"stream_options":null}`, ""},
+		{`{"stream":true,"stream_options":{"include_usage":false,"continuous_usage_stats":true}}`, ""},
+		{`{"stream_options":{"include_usage":null,"other":"yes"},"temperature":"0.5","top_k":2.0}`, ""},
+	} {
+		f, ok := scanTop([]byte(tc.body))
+		if !ok || f.mistyped != tc.want {
+			t.Errorf("%s: mistyped %q (valid %v), want %q", tc.body, f.mistyped, ok, tc.want)
+		}
+	}
+	if f, _ := scanTop([]byte(`{"stream":"yes","stream_options":{"include_usage":"yes"},"max_tokens":" 5"}`)); f.stream || f.wantsUsage || f.maxTokens != 0 {
+		t.Errorf("mistyped values read: stream %v usage %v max_tokens %d", f.stream, f.wantsUsage, f.maxTokens)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -781,6 +782,108 @@ func TestKeysWhereNoneIsReadAreRefusedUnlogged(t *testing.T) {
 			t.Errorf("clients %v: no warning for %s: %s", withClients, refused[0], gwLog)
 		}
 		e.self.ResetRequests()
+		_ = os.Truncate(e.logPath, 0)
+	}
+}
+
+// A credential of any spelling (a header or query parameter whose name
+// holds key, token, secret, auth..., a WebSocket protocol or a Referer
+// that carries one) never reaches an upstream, nor the access log: with
+// clients by key it is refused 401 unlogged, as a query key is without
+// clients; a header without clients is served, dropped before the
+// upstream, and redacted in the log.
+func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503}) // the cloud gets them all
+	const key, marker = "sk-credentials-team-key-0123", "sk-marker-4f7c2a9e"
+	headers := []string{"X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "Helicone-Auth", "X-Litellm-Api-Key", "X-Portkey-Api-Key",
+		"Anthropic-Api-Key", "X-Api-Key-Old", "X-Secret-Key", "X-Auth-Key"}
+	queries := []string{"?api_key[]=", "?api_key%5B%5D=", "?x=1;api_key=", "?subscription-key=", "?key+=", "?openai_key=",
+		"?api_key.0=", "?apikey2=", "?password=", "?client_secret=", "?jwt=", "?api_key%00="}
+	for _, withClients := range []bool{true, false} {
+		block, auth := defaultGateway, []string{}
+		if withClients {
+			block += "clients {\n\tclient team-a " + hashed(key) + "\n}\n"
+			auth = []string{"Authorization", "Bearer " + key}
+		}
+		logPath := e.loadWithGatewayLog(block)
+		status := map[bool]int{true: http.StatusUnauthorized, false: http.StatusOK}[withClients]
+		var served []string
+		try := func(what string, want int, req *http.Request) {
+			t.Helper()
+			for i := 0; i < len(auth); i += 2 {
+				req.Header.Set(auth[i], auth[i+1])
+			}
+			id := fmt.Sprintf("cred-%v-%d", withClients, len(served))
+			req.Header.Set("X-Request-Id", id)
+			resp, body := do(t, req)
+			if resp.StatusCode != want {
+				t.Errorf("clients %v: %s: %d %.200s", withClients, what, resp.StatusCode, body)
+			} else if want == http.StatusUnauthorized && !strings.Contains(string(body), "invalid_api_key") {
+				t.Errorf("clients %v: %s: %s", withClients, what, body)
+			}
+			if want != http.StatusUnauthorized {
+				served = append(served, resp.Header.Get("X-Request-Id"))
+			}
+		}
+		chat := func(target string, header ...string) *http.Request {
+			req, _ := http.NewRequest(http.MethodPost, gateway+target, strings.NewReader(chatBody))
+			req.Header.Set("Content-Type", "application/json")
+			for i := 0; i < len(header); i += 2 {
+				req.Header.Set(header[i], header[i+1])
+			}
+			return req
+		}
+		for _, h := range headers {
+			try(h, status, chat("/v1/chat/completions", h, marker))
+		}
+		try("Sec-Websocket-Protocol", status, chat("/v1/chat/completions", "Sec-Websocket-Protocol", "realtime, openai-insecure-api-key."+marker))
+		try("Referer", http.StatusOK, chat("/v1/chat/completions", "Referer", "https://app.example/chat?x=1&api_key="+marker))
+		try("Idempotency-Key", http.StatusOK, chat("/v1/chat/completions", "Idempotency-Key", "idem-1", "X-Stainless-Retry-Count", "0"))
+		for _, q := range queries {
+			try(q, http.StatusUnauthorized, chat("/v1/chat/completions"+q+marker))
+		}
+		try("escaped ?", http.StatusUnauthorized, chat("/v1/chat/completions%3Fapi_key="+marker))
+		models, _ := http.NewRequest(http.MethodGet, gateway+"/v1/models?password="+marker, nil)
+		try("models", http.StatusUnauthorized, models)
+		elsewhere, _ := http.NewRequest(http.MethodGet, gateway+"/other?a=1;key="+marker, nil)
+		try("elsewhere", http.StatusNotFound, elsewhere)
+		try("api-version", http.StatusOK, chat("/v1/chat/completions?api-version=2024-10-21"))
+
+		// written after the records before it
+		e.accessLog(served[len(served)-1])
+		accessLog, _ := os.ReadFile(e.logPath)
+		if !strings.Contains(string(accessLog), `"uri":"/other?a=1;key=REDACTED"`) {
+			t.Errorf("clients %v: elsewhere not logged redacted", withClients)
+		}
+		if !withClients {
+			for i, h := range headers {
+				got, _ := e.accessLog(served[i])["request"].(map[string]any)["headers"].(map[string]any)
+				if v, _ := got[h].([]any); len(v) != 1 || v[0] != "REDACTED" {
+					t.Errorf("%s logged as %v", h, got[h])
+				}
+			}
+		}
+		if strings.Contains(string(accessLog), marker) {
+			t.Errorf("clients %v: a credential in the access log", withClients)
+		}
+		if gwLog, _ := os.ReadFile(logPath); strings.Contains(string(gwLog), marker) {
+			t.Errorf("clients %v: a credential in the gateway's log", withClients)
+		}
+		for _, r := range append(e.selfPosts(), e.cloudPosts()...) {
+			raw, _ := json.Marshal(r.Header)
+			if strings.Contains(string(raw), marker) || strings.Contains(r.Path, marker) {
+				t.Errorf("clients %v: a credential upstream: %s %s", withClients, r.Path, raw)
+			}
+			if r.Header.Get("X-Stainless-Retry-Count") != "" && r.Header.Get("Idempotency-Key") != "idem-1" {
+				t.Errorf("clients %v: the client's Idempotency-Key did not go upstream: %s", withClients, raw)
+			}
+		}
+		if n := len(e.cloudPosts()); n == 0 {
+			t.Errorf("clients %v: the cloud got no request", withClients)
+		}
+		e.self.ResetRequests()
+		e.cloud.ResetRequests()
 		_ = os.Truncate(e.logPath, 0)
 	}
 }

@@ -95,6 +95,80 @@ func TestDuplicateReadFieldsAreRefused(t *testing.T) {
 	}
 }
 
+// A field the gateway reads for limits or streaming, given a value of
+// another JSON type than the OpenAI API's, is refused 400 before any
+// upstream sees it: vLLM's lax decoder reads " 5000" as 5000 and "yes" as
+// true, where the gateway would read no ceiling, no reservation, no
+// stream. The values the API defines, and null, are served.
+func TestMistypedReadFieldsAreRefused(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway + "clients {\n\tclient strict " + hashed("sk-strict-key") + " {\n\t\tmax_tokens 50 refuse\n\t\tmax_n 1\n\t}\n}\n")
+	auth := []string{"Authorization", "Bearer sk-strict-key"}
+
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct{ fields, param string }{
+		{`"max_tokens":" 5000"`, "max_tokens"},
+		{`"max_tokens":"5000 "`, "max_tokens"},
+		{`"max_tokens":"\t5000"`, "max_tokens"},
+		{`"max_tokens":"5000\n"`, "max_tokens"},
+		{`"max_tokens":5000.0`, "max_tokens"},
+		{`"max_completion_tokens":"5000"`, "max_completion_tokens"},
+		{`"n":" 3"`, "n"},
+		{`"n":3.0`, "n"},
+		{`"stream":"yes"`, "stream"},
+		{`"stream":"on"`, "stream"},
+		{`"stream":"y"`, "stream"},
+		{`"stream":1`, "stream"},
+		{`"stream":true,"stream_options":{"include_usage":"yes"}`, "stream_options.include_usage"},
+		{`"stream":true,"stream_options":{"continuous_usage_stats":"on"}`, "stream_options.continuous_usage_stats"},
+		{`"stream":true,"stream_options":"include_usage"`, "stream_options"},
+	} {
+		resp, got := post(t, "/v1/chat/completions", `{"model":"chat-main",`+tc.fields+`,`+msgs+`}`, auth...)
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("%s: answered 200", tc.fields)
+			continue
+		}
+		e1 := wantError(t, resp, got, http.StatusBadRequest, "invalid_type")
+		if e1.Error.Param == nil || *e1.Error.Param != tc.param || !strings.Contains(e1.Error.Message, tc.param) {
+			t.Errorf("%s: param %v, message %q", tc.fields, e1.Error.Param, e1.Error.Message)
+		}
+	}
+	if resp, got := post(t, "/v1/responses", `{"model":"chat-main","input":"hi","max_output_tokens":"5000"}`, auth...); resp.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(string(got), `"max_output_tokens"`) {
+		t.Errorf("a string max_output_tokens: %d %s", resp.StatusCode, got)
+	}
+	if n := len(e.selfPosts()) + len(e.cloudPosts()); n != 0 {
+		t.Errorf("upstreams got %d requests", n)
+	}
+
+	// the types the API defines, and null for absent, are served
+	for _, fields := range []string{`"max_tokens":20,"n":1,"stream":false`, `"max_tokens":null,"n":null,"stream":null,"stream_options":null`,
+		`"max_tokens":20,"stream":true,"stream_options":{"include_usage":true}`} {
+		if resp, got := post(t, "/v1/chat/completions", `{"model":"chat-main",`+fields+`,`+msgs+`}`, auth...); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d %s", fields, resp.StatusCode, got)
+		}
+	}
+}
+
+// A client's own X-Idempotency-Key, the header Go's transport resends a
+// request by, is replaced by the gateway's request id: the client does
+// not choose what is resent.
+func TestClientIdempotencyKeyIsReplaced(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.load(defaultGateway)
+	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Idempotency-Key", "client-chosen")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	p := e.selfPosts()
+	if len(p) != 1 {
+		t.Fatalf("%d upstream requests", len(p))
+	}
+	if got := p[0].Header.Values("X-Idempotency-Key"); len(got) != 1 || got[0] != resp.Header.Get("X-Request-Id") {
+		t.Errorf("the upstream got X-Idempotency-Key %q, want the request id %s", got, resp.Header.Get("X-Request-Id"))
+	}
+}
+
 // A response aborted after its first byte still leaves its routing record
 // in the access log: that is the request an operator looks up.
 func TestAbortedResponseKeepsItsRouteRecord(t *testing.T) {

@@ -15,7 +15,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
@@ -307,6 +309,41 @@ func TestExampleHeadersNameTheirVariables(t *testing.T) {
 			}
 			if !strings.Contains(entry, "required") {
 				t.Errorf("%s: the header does not say that %s is required: %q", f, m[1], entry)
+			}
+		}
+	}
+}
+
+// The shipped Caddyfiles bound the time a request takes to arrive (its
+// head 10s, the whole of it 30s), so that a body sent a byte a second
+// does not hold a connection forever; they set no write or idle timeout,
+// which would cut a long stream.
+func TestShippedCaddyfilesTimeTheRequestRead(t *testing.T) {
+	for _, f := range []string{"../examples/Caddyfile", "../examples/Caddyfile.full", "../examples/multicloud/Caddyfile", "../examples/degradation/Caddyfile"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt(raw, map[string]any{"filename": f})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var cfg struct {
+			Apps struct {
+				HTTP struct {
+					Servers map[string]map[string]any `json:"servers"`
+				} `json:"http"`
+			} `json:"apps"`
+		}
+		if err := json.Unmarshal(adapted, &cfg); err != nil || len(cfg.Apps.HTTP.Servers) == 0 {
+			t.Fatalf("%s: %v %s", f, err, adapted)
+		}
+		for name, srv := range cfg.Apps.HTTP.Servers {
+			if srv["read_timeout"] != float64(30*time.Second) || srv["read_header_timeout"] != float64(10*time.Second) {
+				t.Errorf("%s %s: read_timeout %v, read_header_timeout %v", f, name, srv["read_timeout"], srv["read_header_timeout"])
+			}
+			if srv["write_timeout"] != nil || srv["idle_timeout"] != nil {
+				t.Errorf("%s %s: write_timeout %v, idle_timeout %v", f, name, srv["write_timeout"], srv["idle_timeout"])
 			}
 		}
 	}

@@ -263,6 +263,28 @@ func TestCredentialIsolation(t *testing.T) {
 	}
 }
 
+// A route rule may match on a header of a credential's name, which never
+// goes upstream: the rule reads it as the client sent it, the upstream
+// does not get it.
+func TestRouteRuleOnADroppedHeader(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	block := strings.Replace(defaultGateway, "\ttarget cloud "+cloudModel+"\n}\nalias cloud-first",
+		"\ttarget cloud "+cloudModel+"\n\troute cloud {\n\t\theader X-Tenant-Token gold\n\t}\n}\nalias cloud-first", 1)
+	if block == defaultGateway {
+		t.Fatal("the default gateway changed shape")
+	}
+	e.load(block)
+	resp, body := post(t, "/v1/chat/completions", chatBody, "X-Tenant-Token", "gold")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Hybrid-Target") != "cloud" {
+		t.Fatalf("%d from %q: %s", resp.StatusCode, resp.Header.Get("X-Hybrid-Target"), body)
+	}
+	for _, r := range append(e.selfPosts(), e.cloudPosts()...) {
+		if v := r.Header.Get("X-Tenant-Token"); v != "" {
+			t.Errorf("the upstream got X-Tenant-Token %q", v)
+		}
+	}
+}
+
 // A request id a client sends is its own: two clients sending the same
 // one get two ids of the gateway's, in their answers, upstream and in the
 // access log, where the client's is kept as llm_client_request_id.
