@@ -12,7 +12,9 @@ import (
 // and stripped of every byte but letters and digits: X-Goog-Api-Key,
 // Ocp-Apim-Subscription-Key, Helicone-Auth, ?client_secret=, ?jwt= and
 // their kin. A pattern, not a list: a list misses the next vendor's.
-var credentialWords = [...]string{"key", "token", "secret", "password", "passwd", "auth", "credential", "signature", "jwt", "session"}
+// Not "session": a session id (X-Session-Id) is a routing and tracing
+// key that clients send and upstreams read, not a secret.
+var credentialWords = [...]string{"key", "token", "secret", "password", "passwd", "auth", "credential", "signature", "jwt"}
 
 // plainHeaders are the headers real clients send whose names look like a
 // credential's but are not one: never refused. X-Idempotency-Key is set

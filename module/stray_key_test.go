@@ -43,7 +43,7 @@ func TestStrayKey(t *testing.T) {
 		{"/v1/chat/completions?api_key%00=k", nil, "query"},
 		{"/v1/chat/completions?%6Bey=k", nil, "query"},
 		{"/v1/chat/completions%3Fapi_key=k", nil, "query"},
-		{"/v1/models?session=k", nil, "query"},
+		{"/v1/models?session=k", nil, ""},
 		{"/v1/chat/completions", http.Header{"Api_key": {"k"}}, "Api_key"},
 		{"/v1/chat/completions", http.Header{"X_api_key": {"k"}}, "X_api_key"},
 		{"/v1/chat/completions", http.Header{"Apikey": {"k"}}, "Apikey"},
@@ -75,7 +75,7 @@ func TestStrayKey(t *testing.T) {
 // are not.
 func TestCredentialLike(t *testing.T) {
 	for _, name := range []string{"Api-Key", "X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "Helicone-Auth", "Authorization",
-		"Proxy-Authorization", "X-Amz-Security-Token", "X-Session-Id", "Password", "Passwd", "X-Jwt-Assertion",
+		"Proxy-Authorization", "X-Amz-Security-Token", "Password", "Passwd", "X-Jwt-Assertion",
 		"X-Signature", "X-Credentials", "x_secret", "API" + "KEY", strings.Repeat("x-", 100) + "key"} {
 		if !credentialLike(name) {
 			t.Errorf("%s: not credential-like", name)
@@ -85,7 +85,8 @@ func TestCredentialLike(t *testing.T) {
 		"X-Stainless-Retry-Count", "X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
 		"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Timeout", "Sec-Fetch-Mode", "Openai-Beta",
 		"Openai-Organization", "Openai-Project", "X-Request-Id", "Traceparent", "Tracestate", "Keep-Alive", "Connection",
-		"X-Forwarded-For", "X-Hybrid-Color", "Anthropic-Version", "api-version", "Cookie", "Referer", "Origin"} {
+		"X-Forwarded-For", "X-Hybrid-Color", "Anthropic-Version", "Anthropic-Beta", "api-version", "Cookie", "Referer", "Origin",
+		"X-Session-Id", "Session-Id"} {
 		if credentialLike(name) {
 			t.Errorf("%s: credential-like", name)
 		}
