@@ -228,43 +228,31 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 	return w.Write(event)
 }
 
-// textKeys are the fields whose string values are generated text, in
-// the chunks of the chat, completions and responses streams: content,
-// text, reasoning, a tool call's arguments, a refusal, a responses delta.
-var textKeys = [...]string{`"content"`, `"text"`, `"reasoning_content"`, `"reasoning"`, `"arguments"`, `"refusal"`, `"delta"`}
-
-var (
-	stringField = []byte(`":"`) // a key and a string value, compact
-	keyEnd      = []byte(`":`)
-)
-
 // tally counts the text of an event passed on to the client: the bytes
-// of its text values, and the event if it had any. One pass over its
-// string values (compact JSON, as vLLM and OpenAI send it; spaced JSON
-// takes the slower way), each skipped whole, its key compared only then.
+// of its text values (see isTextKey), and the event if it had any. One
+// pass from colon to colon: a string value is skipped whole (colons in it
+// are text), its key compared only then.
 func (u *usageScanner) tally(event []byte) {
-	sep := stringField
 	n := int64(0)
 	for i := 0; i < len(event); {
-		k := bytes.Index(event[i:], sep)
+		k := bytes.IndexByte(event[i:], ':')
 		if k < 0 {
-			if i == 0 && len(sep) == len(stringField) {
-				sep = keyEnd // no compact string field: spaced JSON, or none
-				continue
-			}
 			break
 		}
-		j := i + k // the key's closing quote
-		v := jsonscan.SkipSpace(event, j+2)
+		colon := i + k
+		v := colon + 1
+		if v < len(event) && event[v] != '"' {
+			v = jsonscan.SkipSpace(event, v)
+		}
 		if v >= len(event) || event[v] != '"' {
-			i = j + 2
+			i = colon + 1
 			continue
 		}
 		end, _, ok := jsonscan.ScanString(event, v+1)
 		if !ok {
 			break
 		}
-		if isTextKey(event[:j+1]) {
+		if isTextKey(event[:colon]) {
 			n += int64(end - v - 2)
 		}
 		i = end
@@ -275,12 +263,25 @@ func (u *usageScanner) tally(event []byte) {
 	}
 }
 
-// isTextKey reports whether b ends with one of textKeys.
+// isTextKey reports whether b ends with the key of a field whose string
+// value is generated text, in the chunks of the chat, completions and
+// responses streams: content, text, reasoning, a tool call's arguments, a
+// refusal, a responses delta.
 func isTextKey(b []byte) bool {
-	for _, key := range textKeys {
-		if len(b) >= len(key) && string(b[len(b)-len(key):]) == key {
-			return true
-		}
+	j := len(b) - 1
+	for j >= 0 && (b[j] == ' ' || b[j] == '\t' || b[j] == '\r' || b[j] == '\n') {
+		j--
+	}
+	if j < 0 || b[j] != '"' {
+		return false
+	}
+	start := bytes.LastIndexByte(b[:j], '"')
+	if start < 0 {
+		return false
+	}
+	switch string(b[start+1 : j]) {
+	case "content", "text", "reasoning_content", "reasoning", "arguments", "refusal", "delta":
+		return true
 	}
 	return false
 }

@@ -485,3 +485,12 @@ func TestUsageAnywhereInALargeBody(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkTally(b *testing.B) {
+	u := &usageScanner{}
+	event := []byte(strings.TrimSpace(chunkTok))
+	b.ReportAllocs()
+	for b.Loop() {
+		u.tally(event)
+	}
+}
