@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
@@ -101,15 +102,16 @@ func (g *Gateway) applySpend(s *registry.Snapshot) {
 // includes.
 func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64, uint64) {
 	var seq uint64
+	var id string
 	if j := b.journal.Load(); j != nil {
 		j.mu.Lock()
 		defer j.mu.Unlock()
-		seq = j.seq
+		seq, id = j.seq, j.id
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.total.roll(t)
-	rb := registry.Book{Gateway: gateway, Total: registry.Spend(b.total)}
+	rb := registry.Book{Gateway: gateway, Total: registry.Spend(b.total), Journal: id, JournalSeq: seq}
 	for name, s := range b.clients {
 		s.roll(t)
 		if s.MonthUSD > 0 {
@@ -180,6 +182,31 @@ func (g *Gateway) finalSpend() {
 		return
 	}
 	g.markPublished(seq)
+}
+
+// publishedFrom returns the last record of a journal that a book in the
+// registry includes: what a process killed on that journal published,
+// however soon after the put it died (its journal's mark may not be
+// written yet). 0 when the registry does not answer, or holds none.
+func (g *Gateway) publishedFrom(journal string) uint64 {
+	if g.fleet == nil || journal == "" {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := g.fleet.client.Get(ctx, registry.Key(g.fleet.prefix, registry.KindSpend, ""), clientv3.WithPrefix())
+	if err != nil {
+		g.logger.Warn("registry: could not read what the last process published; counting from the journal's marks", zap.Error(err))
+		return 0
+	}
+	var last uint64
+	for _, kv := range resp.Kvs {
+		var b registry.Book
+		if json.Unmarshal(kv.Value, &b) == nil && b.Journal == journal && b.Gateway == g.Name {
+			last = max(last, b.JournalSeq)
+		}
+	}
+	return last
 }
 
 // markPublished marks in the journal, if any, that the book published

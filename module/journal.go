@@ -5,6 +5,8 @@ package hybridllm
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,7 @@ import (
 // journal is a gateway's journal, open for appending.
 type journal struct {
 	dir    string
+	id     string // names the journal in the books it feeds (see journalID)
 	logger *zap.Logger
 
 	// mu orders the records: a record enters the books and the file
@@ -213,11 +216,36 @@ func openJournal(dir string, last uint64, logger *zap.Logger) (*journal, error) 
 	if err := os.Truncate(filepath.Join(dir, segmentName(last+1)), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	j := &journal{dir: dir, logger: logger, seq: last, synced: true, buf: make([]byte, 0, 256)}
+	id, err := journalID(dir)
+	if err != nil {
+		return nil, err
+	}
+	j := &journal{dir: dir, id: id, logger: logger, seq: last, synced: true, buf: make([]byte, 0, 256)}
 	if err := j.startSegmentLocked(); err != nil {
 		return nil, err
 	}
 	return j, nil
+}
+
+// journalID returns the journal's name, kept in its directory: random,
+// made the first time. The books a registry holds carry it, with the
+// last record they include.
+func journalID(dir string) (string, error) {
+	path := filepath.Join(dir, "id")
+	raw, err := os.ReadFile(path)
+	if err == nil && len(bytes.TrimSpace(raw)) > 0 {
+		return string(bytes.TrimSpace(raw)), nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var r [12]byte
+	_, _ = rand.Read(r[:])
+	id := hex.EncodeToString(r[:])
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
 // startSegmentLocked closes the open segment, if any, and opens the next

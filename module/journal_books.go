@@ -148,13 +148,14 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 		// with a registry: what no book there includes (the last
 		// process published up to 2 s before it ended) goes into this
 		// process's book, published with it
+		published := max(read.published, g.publishedFrom(j.id))
 		if sb.journal.Load() == nil {
-			sb.savedSeq = read.published
+			sb.savedSeq = published
 			spent = sb.replay(read.records)
 		}
 		j.registry = true
 		sb.journal.Store(j)
-		j.spendSaved.Store(read.published)
+		j.spendSaved.Store(published)
 		j.spendOn.Store(true)
 		sb = nil // nothing to save in storage
 	}

@@ -81,6 +81,11 @@ type Book struct {
 	Gateway string           `json:"gateway"`
 	Total   Spend            `json:"total"`
 	Clients map[string]Spend `json:"clients,omitempty"`
+	// the books' journal the book's charges come from, and its last
+	// record the book includes: a process restarted on that journal
+	// counts only the records after it
+	Journal    string `json:"journal,omitempty"`
+	JournalSeq uint64 `json:"journal_seq,omitempty"`
 }
 
 // Snapshot is the registry at one etcd revision. It is never changed once
