@@ -3,7 +3,10 @@
 
 package hybridllm
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // finish settles the request's outcome and records its metrics.
 func (rt *route) finish() {
@@ -21,6 +24,12 @@ func (rt *route) finish() {
 		rt.outcome = outcomeClientError
 	default:
 		rt.outcome = outcomeOK
+	}
+	if rt.g.priced && rt.answered != nil && rt.interruption == "" && rt.r.Context().Err() == nil {
+		// a journaled charge outlives a kill; the answer it is for must
+		// have left first: until the handler returns, a short one waits
+		// in the server's buffer
+		_ = http.NewResponseController(rt.w).Flush()
 	}
 	rt.estimateUsage()
 	rt.meter(rt.alias, group, rt.status, rt.outcome)
