@@ -14,7 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // BenchmarkProxyOverhead sends the same chat request through Caddy, in

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 const (

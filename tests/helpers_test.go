@@ -25,7 +25,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/hybridllm/caddy-hybrid-llm"
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 	"github.com/hybridllm/caddy-hybrid-llm/tests/testhome"
 )
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // Only the OpenAI endpoints the gateway reads are forwarded; any other

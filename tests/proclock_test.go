@@ -21,8 +21,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry/registrytest"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // A second gateway process beside one that owns its books (the same

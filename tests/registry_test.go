@@ -17,8 +17,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry/registrytest"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // registryState reads the gateway's view of the registry.

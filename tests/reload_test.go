@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // A config that fails to start (its listener address is taken) leaves the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // upstreamOnlyHeaders are what a cloud behind a CDN sends about itself.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 func TestAliasGoesToFirstTargetWithItsModelName(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 const streamBody = `{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"Say hello"}],"max_tokens":5}`

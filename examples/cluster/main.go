@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 const (

@@ -38,7 +38,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 func main() {

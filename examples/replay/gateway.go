@@ -25,7 +25,7 @@ import (
 
 	_ "github.com/hybridllm/caddy-hybrid-llm"
 	"github.com/hybridllm/caddy-hybrid-llm/examples/replay/trace"
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 const (

@@ -7,7 +7,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // gatewayState is the part of GET /hybrid_llm/state the replay reads.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // promptOf returns a chat body whose prompt is estimated at tokens tokens,

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/tidwall/gjson"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 func newVLLM(t *testing.T, cfg simulator.VLLMConfig) (*simulator.VLLM, string) {

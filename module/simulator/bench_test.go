@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hybridllm/caddy-hybrid-llm/examples/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
 // benchHandler measures one zero-latency request without the network.
