@@ -129,8 +129,7 @@ type prober struct {
 
 	// the answers under way from the endpoint, cut when the health
 	// probes take it down (see watchdog)
-	streamsMu sync.Mutex
-	streams   map[*watchdog]struct{}
+	streams [streamShards]streamShard
 }
 
 // acquireProber returns the prober of the endpoint, creating and starting

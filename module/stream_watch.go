@@ -42,12 +42,29 @@ type watchdog struct {
 	armed bool                          // the timer runs (the attempt's)
 	p     *prober                       // the endpoint it is registered with
 	// the answer's reads at the endpoint's last failed probe, plus one
-	// (0: none yet); the prober's, under its streamsMu
+	// (0: none yet); under its shard's mu
 	atProbe uint64
+	shard   uint8 // which of an endpoint's shards it registers in
 }
 
+// streamShards is how many locks an endpoint's answers under way are
+// registered under: with one, every answer's start and end queued on it
+// at a few thousand requests a second.
+const streamShards = 8
+
+// streamShard is one share of an endpoint's answers under way, on a
+// cache line of its own.
+type streamShard struct {
+	mu sync.Mutex
+	m  map[*watchdog]struct{}
+	_  [48]byte
+}
+
+// dogsMade spreads pooled watchdogs over the shards.
+var dogsMade atomic.Uint32
+
 var watchdogs = sync.Pool{New: func() any {
-	w := new(watchdog)
+	w := &watchdog{shard: uint8(dogsMade.Add(1) % streamShards)}
 	w.timer = time.AfterFunc(time.Hour, w.fire)
 	w.timer.Stop()
 	return w
@@ -135,18 +152,20 @@ func (aw *attemptWriter) cutShort(why int32) {
 // watchStream registers a started answer from the endpoint, to be cut
 // when the probes take the endpoint down.
 func (p *prober) watchStream(w *watchdog) {
-	p.streamsMu.Lock()
-	if p.streams == nil {
-		p.streams = make(map[*watchdog]struct{})
+	sh := &p.streams[w.shard]
+	sh.mu.Lock()
+	if sh.m == nil {
+		sh.m = make(map[*watchdog]struct{})
 	}
-	p.streams[w] = struct{}{}
-	p.streamsMu.Unlock()
+	sh.m[w] = struct{}{}
+	sh.mu.Unlock()
 }
 
 func (p *prober) unwatchStream(w *watchdog) {
-	p.streamsMu.Lock()
-	delete(p.streams, w)
-	p.streamsMu.Unlock()
+	sh := &p.streams[w.shard]
+	sh.mu.Lock()
+	delete(sh.m, w)
+	sh.mu.Unlock()
 }
 
 // cutStreams runs on each failed health probe of the endpoint: when down
@@ -154,9 +173,16 @@ func (p *prober) unwatchStream(w *watchdog) {
 // has read nothing since the last failed probe, which a frozen vLLM would
 // keep open and silent; it notes where each answer is, for the next.
 func (p *prober) cutStreams(down bool) {
-	p.streamsMu.Lock()
-	defer p.streamsMu.Unlock()
-	for w := range p.streams {
+	for i := range p.streams {
+		p.streams[i].cut(down)
+	}
+}
+
+// cut is cutStreams over one shard.
+func (sh *streamShard) cut(down bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for w := range sh.m {
 		aw := w.aw.Load()
 		if aw == nil {
 			continue
