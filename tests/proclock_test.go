@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -109,6 +110,7 @@ func TestReplicasOnOneDataDirectoryCountTheFleetSpend(t *testing.T) {
 				"\t\talias chat-main {\n\t\t\ttarget cloud "+cloudModel+"\n\t\t}\n\t}\n}\n")
 		r.cfg = cfg
 		_, r.stop = startProcess(t, bin, data, cfg, r.admin)
+		waitListening(t, r.listen)
 		replicas = append(replicas, r)
 	}
 	spentToday := func(r *replica) float64 {
@@ -171,6 +173,7 @@ func TestReplicasOnOneDataDirectoryCountTheFleetSpend(t *testing.T) {
 	// a replica restarted counts what it spent before, once
 	replicas[0].stop()
 	_, replicas[0].stop = startProcess(t, bin, data, replicas[0].cfg, replicas[0].admin)
+	waitListening(t, replicas[0].listen)
 	fleetCounts(2)
 	send(replicas[0])
 	fleetCounts(3)
@@ -228,6 +231,20 @@ func caddyCommand(ctx context.Context, bin, data, cfg string) (*exec.Cmd, *bytes
 
 // startProcess runs a gateway process until stop or the end of the
 // test, and returns once its admin endpoint answers.
+// waitListening waits until a started process's site accepts
+// connections: its admin endpoint, which startProcess waits for, answers
+// before Caddy's servers listen.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	waitFor(t, "the site on "+addr+" to listen", func() bool {
+		conn, err := net.Dial("tcp", addr)
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+}
+
 func startProcess(t *testing.T, bin, data, cfg, admin string) (cmd *exec.Cmd, stop func()) {
 	t.Helper()
 	cmd, out := caddyCommand(context.Background(), bin, data, cfg)
