@@ -25,18 +25,31 @@ var plainHeaders = [...]string{"Idempotency-Key", "X-Idempotency-Key", "Sec-Webs
 // browser's OpenAI Realtime client carries its key in.
 const insecureKeyProtocol = "openai-insecure-api-key."
 
+// apiKeyWords are what the name of an API key holds, in the same form:
+// X-Goog-Api-Key, Ocp-Apim-Subscription-Key, X-Api-Token. A key sent in
+// such a header, where the gateway reads keys, was meant for it (see
+// strayKey); the other credentials (an identity proxy's
+// Cf-Access-Jwt-Assertion, X-Forwarded-Access-Token) are another
+// handler's, and pass.
+var apiKeyWords = [...]string{"apikey", "apitoken", "subscriptionkey"}
+
 // credentialLike reports whether a header's name is a credential's (see
 // credentialWords).
-func credentialLike(name string) bool { return credentialName(name, false) }
+func credentialLike(name string) bool { return nameHolds(name, false, credentialWords[:]) }
+
+// apiKeyLike reports whether a header's name is an API key's (see
+// apiKeyWords).
+func apiKeyLike(name string) bool { return nameHolds(name, false, apiKeyWords[:]) }
 
 // queryKey reports whether a query parameter's name, as sent (percent-
 // and '+'-escaped), is a credential's. A suffix such as [], [0] or .0 is
 // dropped with the rest of what is not a letter or a digit.
-func queryKey(name string) bool { return credentialName(name, true) }
+func queryKey(name string) bool { return nameHolds(name, true, credentialWords[:]) }
 
-// credentialName reports whether name, unescaped if escaped, is a
-// credential's. It does not allocate for names up to 64 bytes.
-func credentialName(name string, escaped bool) bool {
+// nameHolds reports whether name, unescaped if escaped, lower-cased and
+// stripped to letters and digits, holds one of words. It does not
+// allocate for names up to 64 bytes.
+func nameHolds(name string, escaped bool, words []string) bool {
 	buf := make([]byte, 0, 64)
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -53,7 +66,7 @@ func credentialName(name string, escaped bool) bool {
 		}
 		buf = append(buf, c)
 	}
-	for _, w := range credentialWords {
+	for _, w := range words {
 		if containsWord(buf, w) {
 			return true
 		}

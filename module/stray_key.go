@@ -13,7 +13,7 @@ import (
 
 // A key sent where the gateway does not read one (in the query string, or
 // in a header other than Authorization, Api-Key or X-Api-Key whose name is
-// a credential's: see credentialLike) would be written verbatim to Caddy's
+// an API key's: see apiKeyLike) would be written verbatim to Caddy's
 // access log, which redacts only the Authorization and cookie headers,
 // from a copy of the request taken before any handler runs. Such a
 // request is refused, and its access log record is skipped; a warning
@@ -21,20 +21,23 @@ import (
 // refused whatever the gateway's clients; a header only when the gateway
 // reads keys itself (clients by key): with no clients, or clients named
 // by an authentication in front, another handler may read that header,
-// and the hybrid_llm_keys log filter keeps it out of the log. Either way
-// no such header goes upstream (see dropCredentials).
+// and the hybrid_llm_keys log filter keeps it out of the log. The other
+// credentials (an identity proxy's Cf-Access-Jwt-Assertion or
+// X-Forwarded-Access-Token, a Helicone-Auth) are not the gateway's key:
+// they are served, and the filter redacts them too. Either way no
+// credential goes upstream (see dropCredentials).
 
 // strayKey returns where a request carries a key the gateway does not
 // read: "query" (its query string, or one after a '?' escaped in its
-// path) or, with headers, the header's name (one credentialLike names but
-// the key headers and plainHeaders, or a Sec-WebSocket-Protocol with a
-// key); "" when it carries none.
+// path) or, with headers, the header's name (one apiKeyLike names but
+// the key headers, or a Sec-WebSocket-Protocol with a key); "" when it
+// carries none.
 func strayKey(r *http.Request, headers bool) string {
 	if headers {
 		for name, v := range r.Header {
 			switch {
-			case keyHeader(name) || plainHeader(name):
-			case credentialLike(name):
+			case keyHeader(name):
+			case apiKeyLike(name):
 				return name
 			case name == "Sec-Websocket-Protocol" && insecureKey(v):
 				return name

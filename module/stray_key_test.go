@@ -53,13 +53,17 @@ func TestStrayKey(t *testing.T) {
 		{"/v1/chat/completions", http.Header{"Sec-Websocket-Protocol": {"realtime, openai-insecure-api-key.k"}}, "Sec-Websocket-Protocol"},
 		{"/v1/chat/completions", http.Header{"X-Goog-Api-Key": {"k"}}, "X-Goog-Api-Key"},
 		{"/v1/chat/completions", http.Header{"Ocp-Apim-Subscription-Key": {"k"}}, "Ocp-Apim-Subscription-Key"},
-		{"/v1/chat/completions", http.Header{"Helicone-Auth": {"k"}}, "Helicone-Auth"},
 		{"/v1/chat/completions", http.Header{"X-Litellm-Api-Key": {"k"}}, "X-Litellm-Api-Key"},
 		{"/v1/chat/completions", http.Header{"X-Portkey-Api-Key": {"k"}}, "X-Portkey-Api-Key"},
 		{"/v1/chat/completions", http.Header{"Anthropic-Api-Key": {"k"}}, "Anthropic-Api-Key"},
 		{"/v1/chat/completions", http.Header{"X-Api-Key-Old": {"k"}}, "X-Api-Key-Old"},
-		{"/v1/chat/completions", http.Header{"X-Secret-Key": {"k"}}, "X-Secret-Key"},
-		{"/v1/chat/completions", http.Header{"X-Auth-Key": {"k"}}, "X-Auth-Key"},
+		{"/v1/chat/completions", http.Header{"X-Api-Token": {"k"}}, "X-Api-Token"},
+		{"/v1/chat/completions", http.Header{"X-Vendor-Subscription-Key": {"k"}}, "X-Vendor-Subscription-Key"},
+		// credentials that are not an API key: an identity proxy's,
+		// another handler's; served (and dropped before the upstream)
+		{"/v1/chat/completions", http.Header{"Cf-Access-Jwt-Assertion": {"j"}, "X-Auth-Request-Access-Token": {"t"},
+			"X-Forwarded-Access-Token": {"t"}, "X-Amz-Security-Token": {"t"}, "Proxy-Authorization": {"Basic b"}}, ""},
+		{"/v1/chat/completions", http.Header{"Helicone-Auth": {"k"}, "X-Secret-Key": {"k"}, "X-Auth-Key": {"k"}}, ""},
 	} {
 		r := httptest.NewRequest(http.MethodPost, tc.target, nil)
 		for k, v := range tc.header {
@@ -101,6 +105,7 @@ func TestCredentialLike(t *testing.T) {
 func TestDropCredentials(t *testing.T) {
 	h := http.Header{
 		"X-Goog-Api-Key": {"k"}, "Helicone-Auth": {"k"}, "X-Auth-Key": {"k"}, "Api_key": {"k"},
+		"Cf-Access-Jwt-Assertion": {"j"}, "X-Forwarded-Access-Token": {"t"},
 		"Sec-Websocket-Protocol": {"openai-insecure-api-key.k"}, "Referer": {"https://app.example/?x=1;api_key=k"},
 		"Idempotency-Key": {"i"}, "User-Agent": {"OpenAI/JS 6.49.0"}, "X-Stainless-Lang": {"js"}, "Origin": {"https://app.example"},
 	}
@@ -161,6 +166,7 @@ func (h headerObject) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 func TestKeyHeadersFilter(t *testing.T) {
 	h := headerObject{"Api-Key": {"k1"}, "X-Api-Key": {"k2"}, "Api_key": {"k3"}, "Apikey": {"k4"}, "User-Agent": {"OpenAI/JS 6.49.0"},
 		"X-Goog-Api-Key": {"k5"}, "Helicone-Auth": {"k6"}, "X-Auth-Key": {"k7"}, "Ocp-Apim-Subscription-Key": {"k8"},
+		"Cf-Access-Jwt-Assertion": {"j1"}, "X-Auth-Request-Access-Token": {"t1"}, "X-Forwarded-Access-Token": {"t2"},
 		"Referer":                {"https://app.example/chat?x=1&api_key=k9"},
 		"Sec-Websocket-Protocol": {"realtime, openai-insecure-api-key.k10, openai-beta.realtime-v1"}}
 	enc := zapcore.NewMapObjectEncoder()
@@ -172,7 +178,8 @@ func TestKeyHeadersFilter(t *testing.T) {
 	if v := got["Sec-Websocket-Protocol"].([]any); len(v) != 1 || v[0] != "realtime, openai-insecure-api-key.REDACTED, openai-beta.realtime-v1" {
 		t.Errorf("Sec-Websocket-Protocol: %v", v)
 	}
-	for _, k := range []string{"Api-Key", "X-Api-Key", "Api_key", "Apikey", "X-Goog-Api-Key", "Helicone-Auth", "X-Auth-Key", "Ocp-Apim-Subscription-Key"} {
+	for _, k := range []string{"Api-Key", "X-Api-Key", "Api_key", "Apikey", "X-Goog-Api-Key", "Helicone-Auth", "X-Auth-Key", "Ocp-Apim-Subscription-Key",
+		"Cf-Access-Jwt-Assertion", "X-Auth-Request-Access-Token", "X-Forwarded-Access-Token"} {
 		if v := got[k].([]any); len(v) != 1 || v[0] != "REDACTED" {
 			t.Errorf("%s: %v", k, v)
 		}

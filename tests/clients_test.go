@@ -789,15 +789,17 @@ func TestKeysWhereNoneIsReadAreRefusedUnlogged(t *testing.T) {
 // A credential of any spelling (a header or query parameter whose name
 // holds key, token, secret, auth..., a WebSocket protocol or a Referer
 // that carries one) never reaches an upstream, nor the access log: with
-// clients by key it is refused 401 unlogged, as a query key is without
-// clients; a header without clients is served, dropped before the
-// upstream, and redacted in the log.
+// clients by key, an API key's header (apikey, apitoken,
+// subscriptionkey) is refused 401 unlogged, as a query key is without
+// clients; another credential's header, and any header without clients,
+// is served, dropped before the upstream, and redacted in the log.
 func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 503}) // the cloud gets them all
 	const key, marker = "sk-credentials-team-key-0123", "sk-marker-4f7c2a9e"
-	headers := []string{"X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "Helicone-Auth", "X-Litellm-Api-Key", "X-Portkey-Api-Key",
-		"Anthropic-Api-Key", "X-Api-Key-Old", "X-Secret-Key", "X-Auth-Key"}
+	apiKeys := []string{"X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "X-Litellm-Api-Key", "X-Portkey-Api-Key",
+		"Anthropic-Api-Key", "X-Api-Key-Old", "X-Api-Token"}
+	others := []string{"Helicone-Auth", "X-Secret-Key", "X-Auth-Key"}
 	queries := []string{"?api_key[]=", "?api_key%5B%5D=", "?x=1;api_key=", "?subscription-key=", "?key+=", "?openai_key=",
 		"?api_key.0=", "?apikey2=", "?password=", "?client_secret=", "?jwt=", "?api_key%00="}
 	for _, withClients := range []bool{true, false} {
@@ -809,6 +811,7 @@ func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
 		logPath := e.loadWithGatewayLog(block)
 		status := map[bool]int{true: http.StatusUnauthorized, false: http.StatusOK}[withClients]
 		var served []string
+		servedHeaders := map[string]string{} // name: request id
 		try := func(what string, want int, req *http.Request) {
 			t.Helper()
 			for i := 0; i < len(auth); i += 2 {
@@ -834,8 +837,15 @@ func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
 			}
 			return req
 		}
-		for _, h := range headers {
+		for _, h := range apiKeys {
+			if status == http.StatusOK {
+				servedHeaders[h] = fmt.Sprintf("cred-%v-%d", withClients, len(served))
+			}
 			try(h, status, chat("/v1/chat/completions", h, marker))
+		}
+		for _, h := range others {
+			servedHeaders[h] = fmt.Sprintf("cred-%v-%d", withClients, len(served))
+			try(h, http.StatusOK, chat("/v1/chat/completions", h, marker))
 		}
 		try("Sec-Websocket-Protocol", status, chat("/v1/chat/completions", "Sec-Websocket-Protocol", "realtime, openai-insecure-api-key."+marker))
 		try("Referer", http.StatusOK, chat("/v1/chat/completions", "Referer", "https://app.example/chat?x=1&api_key="+marker))
@@ -856,12 +866,13 @@ func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
 		if !strings.Contains(string(accessLog), `"uri":"/other?a=1;key=REDACTED"`) {
 			t.Errorf("clients %v: elsewhere not logged redacted", withClients)
 		}
-		if !withClients {
-			for i, h := range headers {
-				got, _ := e.accessLog(served[i])["request"].(map[string]any)["headers"].(map[string]any)
-				if v, _ := got[h].([]any); len(v) != 1 || v[0] != "REDACTED" {
-					t.Errorf("%s logged as %v", h, got[h])
-				}
+		if n := len(servedHeaders); n != map[bool]int{true: len(others), false: len(apiKeys) + len(others)}[withClients] {
+			t.Errorf("clients %v: %d credential headers served", withClients, n)
+		}
+		for h, id := range servedHeaders {
+			got, _ := e.accessLog(id)["request"].(map[string]any)["headers"].(map[string]any)
+			if v, _ := got[h].([]any); len(v) != 1 || v[0] != "REDACTED" {
+				t.Errorf("clients %v: %s logged as %v", withClients, h, got[h])
 			}
 		}
 		if strings.Contains(string(accessLog), marker) {
@@ -885,6 +896,51 @@ func TestCredentialsOfAnySpellingStayOut(t *testing.T) {
 		e.self.ResetRequests()
 		e.cloud.ResetRequests()
 		_ = os.Truncate(e.logPath, 0)
+	}
+}
+
+// An identity proxy in front (Cloudflare Access, oauth2-proxy) adds its
+// own credentials to every request it passes: they are not an API key,
+// so a gateway that reads client keys serves such a request by its key,
+// sends those headers to no upstream, and writes them to the access log
+// only redacted.
+func TestIdentityProxyCredentialsAreServed(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	const key = "sk-behind-a-proxy-0123456789"
+	e.load(defaultGateway + "clients {\n\tclient team-a " + hashed(key) + "\n}\n")
+	proxied := map[string]string{
+		"Cf-Access-Jwt-Assertion":     "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJjZi11c2VyIn0.cf-signature-7d1e",
+		"X-Auth-Request-Access-Token": "oauth2-proxy-access-token-91b3",
+		"X-Forwarded-Access-Token":    "forwarded-access-token-5c08",
+	}
+	h := []string{"Authorization", "Bearer " + key, "X-Request-Id", "behind-a-proxy"}
+	for name, v := range proxied {
+		h = append(h, name, v)
+	}
+	resp, body := post(t, "/v1/chat/completions", chatBody, h...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	posts := e.selfPosts()
+	if len(posts) != 1 {
+		t.Fatalf("the upstream got %d requests", len(posts))
+	}
+	for name := range proxied {
+		if v := posts[0].Header.Values(name); v != nil {
+			t.Errorf("%s reached the upstream: %q", name, v)
+		}
+	}
+	logged, _ := e.accessLog(resp.Header.Get("X-Request-Id"))["request"].(map[string]any)["headers"].(map[string]any)
+	for name := range proxied {
+		if v, _ := logged[name].([]any); len(v) != 1 || v[0] != "REDACTED" {
+			t.Errorf("%s logged as %v", name, logged[name])
+		}
+	}
+	accessLog, _ := os.ReadFile(e.logPath)
+	for name, v := range proxied {
+		if strings.Contains(string(accessLog), v) {
+			t.Errorf("the access log holds the %s", name)
+		}
 	}
 }
 
