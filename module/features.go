@@ -52,65 +52,110 @@ type features struct {
 	header       http.Header
 	top          *topFields
 	promptTokens int // -1: not computed yet
+	mediaParts   int // counted with promptTokens
 }
 
 func newFeatures(body []byte, h http.Header, top *topFields) features {
 	return features{body: body, header: h, top: top, promptTokens: -1}
 }
 
+// mediaPartTokens is what a media part of a prompt (an image, an audio
+// clip, a file: see mediaPart) counts in the estimate limits are held to.
+// Its bytes tell nothing of its tokens (a URL is a few dozen), and models
+// bill one on the order of a thousand: OpenAI about 765 for a 1024x1024
+// image at high detail, Anthropic about 1,600, more for a page of a PDF.
+const mediaPartTokens = 1000
+
 // prompt estimates the prompt's tokens: bytes of the messages' text,
-// the prompt or the input (unescaped), divided by 4, rounded up.
+// the prompt or the input (unescaped), divided by 4, rounded up. The
+// media parts it holds are counted apart (see promptWithMedia).
 func (f *features) prompt() int {
 	if f.promptTokens >= 0 {
 		return f.promptTokens
 	}
-	chars := 0
+	chars, media := 0, 0
 	if m := f.top.messages; len(m) > 0 && m[0] == '[' {
 		jsonscan.ArrayValues(m, func(i int) int {
 			content, end := jsonscan.FieldAt(m, i, "content")
-			chars += textBytes(content)
+			n, k := textBytes(content)
+			chars, media = chars+n, media+k
 			return end
 		})
 	}
-	chars += textBytes(f.top.prompt) + textBytes(f.top.input)
-	f.promptTokens = (chars + 3) / 4
+	for _, raw := range [...][]byte{f.top.prompt, f.top.input} {
+		n, k := textBytes(raw)
+		chars, media = chars+n, media+k
+	}
+	f.promptTokens, f.mediaParts = (chars+3)/4, media
 	return f.promptTokens
+}
+
+// promptWithMedia is prompt with each media part counted as
+// mediaPartTokens.
+func (f *features) promptWithMedia() int {
+	return f.prompt() + f.mediaParts*mediaPartTokens
 }
 
 // textBytes returns the bytes of text in a value: a string, or an array
 // of strings, of parts with a "text" string and of items with a
-// "content" of those (the Responses API's input).
-func textBytes(raw []byte) int {
+// "content" of those (the Responses API's input, an Anthropic
+// tool_result); and how many media parts it holds (see mediaPart).
+func textBytes(raw []byte) (n, media int) {
 	switch {
 	case len(raw) == 0:
-		return 0
+		return 0, 0
 	case raw[0] == '"':
-		return jsonscan.UnescapedLen(raw)
+		return jsonscan.UnescapedLen(raw), 0
 	case raw[0] == '[':
-		n := 0
 		jsonscan.ArrayValues(raw, func(i int) int {
-			if raw[i] == '"' {
+			switch raw[i] {
+			case '"':
 				end, _, _ := jsonscan.ScanString(raw, i+1)
 				n += jsonscan.UnescapedLen(raw[i:end])
 				return end
+			case '{':
+			default:
+				end, _ := jsonscan.SkipValue(raw, i, jsonscan.MaxNesting)
+				return end
 			}
-			text, end := jsonscan.FieldAt(raw, i, "text")
+			var text, typ, content []byte
+			end, _ := jsonscan.ObjectFields(raw, i, jsonscan.MaxNesting, func(k, v []byte, _ int) {
+				switch string(k) { // the last of a repeated field, as decoders read it
+				case "text":
+					text = v
+				case "type":
+					typ = v
+				case "content":
+					content = v
+				}
+			})
 			switch {
 			case len(text) > 0 && text[0] == '"':
 				n += jsonscan.UnescapedLen(text)
-			case raw[i] == '{':
+			case mediaPart(typ):
+				media++
+			case len(content) > 0 && content[0] != '{':
 				// a Responses API input item: a message whose content
 				// is a string or parts
-				content, _ := jsonscan.FieldAt(raw, i, "content")
-				if len(content) > 0 && content[0] != '{' {
-					n += textBytes(content)
-				}
+				tn, tm := textBytes(content)
+				n, media = n+tn, media+tm
 			}
 			return end
 		})
-		return n
+		return n, media
 	}
-	return 0
+	return 0, 0
+}
+
+// mediaPart reports whether a part's type (raw JSON) is an image's, an
+// audio clip's or a file's, in the chat completions, Responses or
+// Anthropic Messages API.
+func mediaPart(typ []byte) bool {
+	switch string(typ) {
+	case `"image_url"`, `"input_image"`, `"input_audio"`, `"file"`, `"input_file"`, `"image"`, `"document"`:
+		return true
+	}
+	return false
 }
 
 // exceeds reports whether the prompt and the requested tokens overflow a

@@ -18,7 +18,10 @@ import (
 //   - the prompt: the bytes of the fields the upstream makes it of
 //     (messages, prompt, input, instructions, tools, functions), JSON and
 //     all, divided by 4: a message's JSON about what a chat template
-//     adds to it, a token id about a token;
+//     adds to it, a token id about a token; or, if that is more, the
+//     bytes of their text divided by 4 and mediaPartTokens for each
+//     image, audio clip or file, whose bytes (a URL) tell nothing of
+//     what a model bills for it;
 //   - the completion: of a stream, the events passed on that carried
 //     text (one event is one token in vLLM's and OpenAI's streams), or,
 //     when they average more than 8 bytes of text (an upstream that
@@ -89,10 +92,10 @@ func (rt *route) charged() (*Target, time.Time) {
 }
 
 // promptEstimate is the request's prompt in tokens, as estimated: the
-// bytes of the fields it is made of, divided by 4, or of its text if that
-// is more.
+// bytes of the fields it is made of, divided by 4, or of its text (with
+// mediaPartTokens for each image, audio clip or file) if that is more.
 func (rt *route) promptEstimate() int64 {
-	return int64(max(rt.features.prompt(), (rt.top.promptBytes+3)/4))
+	return int64(max(rt.features.promptWithMedia(), (rt.top.promptBytes+3)/4))
 }
 
 // embeddingsPath reports whether a path is an embeddings endpoint, whose

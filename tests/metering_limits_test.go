@@ -393,3 +393,60 @@ func TestClientLeavingBeforeTheAnswerIsCharged(t *testing.T) {
 		t.Errorf("self's prompt tokens: %v, want %v", got, prompt)
 	}
 }
+
+// An image in a prompt counts against its client's tpm as a model bills
+// it, about a thousand tokens, not as the few dozen bytes of its URL:
+// after an answer without usage (charged the gateway's estimate), a
+// request with two images leaves a client of 1,500 tokens a minute
+// refused, where the same request without them leaves it served.
+func TestAnInlineImageCountsAgainstATokenLimit(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	// a JSON answer without usage: the gateway charges its estimate
+	up := standIn(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`)
+	})
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	text, images := "sk-text-"+run, "sk-images-"+run
+	e.load("name images-" + run + "\ngroup cloud {\n\tkind openai\n\tproxy " + up.URL() + "\n}\n" +
+		"alias chat-main {\n\ttarget cloud m\n}\n" +
+		"clients {\n\tclient text " + hashed(text) + " {\n\t\ttpm 1500\n\t}\n\tclient images " + hashed(images) + " {\n\t\ttpm 1500\n\t}\n}\n")
+	const plain = `{"model":"chat-main","messages":[{"role":"user","content":"Say hello"}],"max_tokens":4}`
+	image := func(url string) string {
+		return `{"type":"image_url","image_url":{"url":"` + url + `"}}`
+	}
+	const textPart = `{"type":"text","text":"What differs between these?"}`
+	withImages := `{"model":"chat-main","messages":[{"role":"user","content":[` + textPart + `,` +
+		image("https://img.example/a.png") + `,` + image("https://img.example/b.png") + `]}],"max_tokens":4}`
+	withoutImages := `{"model":"chat-main","messages":[{"role":"user","content":[` + textPart + `]}],"max_tokens":4}`
+
+	for _, tc := range []struct {
+		key, body string
+		refused   bool
+	}{{text, withoutImages, false}, {images, withImages, true}} {
+		resp, body := post(t, "/v1/chat/completions", tc.body, "Authorization", "Bearer "+tc.key)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", tc.key, resp.StatusCode, body)
+		}
+		rec := e.accessLog(resp.Header.Get("X-Request-Id"))
+		// without images, the messages' 82 bytes of JSON: 21 tokens;
+		// with them, the text's 27 bytes (7 tokens) and 1,000 an image,
+		// not their 220 bytes of JSON (55 tokens)
+		want := map[bool]float64{false: 21, true: 2007}[tc.refused]
+		if rec["llm_usage_estimated"] != true || rec["llm_prompt_tokens"] != want {
+			t.Errorf("%s: estimated %v, prompt tokens %v, want %v", tc.key, rec["llm_usage_estimated"], rec["llm_prompt_tokens"], want)
+		}
+		resp, body = post(t, "/v1/chat/completions", plain, "Authorization", "Bearer "+tc.key)
+		if !tc.refused {
+			if resp.StatusCode != 200 {
+				t.Errorf("after a prompt without images: %d %s", resp.StatusCode, body)
+			}
+			continue
+		}
+		apiErr := wantError(t, resp, body, http.StatusTooManyRequests, "rate_limit_exceeded")
+		if apiErr.Error.Type != "tokens" || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("after a prompt with images: type %q, Retry-After %q", apiErr.Error.Type, resp.Header.Get("Retry-After"))
+		}
+	}
+}
