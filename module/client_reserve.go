@@ -48,9 +48,11 @@ func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
 	}
 	per := int64(f.requested())
 	if len(tokenFields(path)) > 0 {
-		if cl := rt.client; cl != nil && cl.maxTokens > 0 && per > int64(cl.maxTokens) {
+		if cl := rt.client; cl != nil && cl.maxTokens > 0 && (per <= 0 || per > int64(cl.maxTokens)) {
+			// ceil sets a missing length field to the ceiling, and leaves
 			// a field the path does not read (max_completion_tokens on
-			// the legacy completions endpoint) is not clamped, nor sent on
+			// the legacy completions endpoint) as it is: the upstream
+			// reads the one it bounds
 			per = int64(cl.maxTokens)
 		}
 		if t != nil && t.Tier != nil && t.Tier.MaxTokens > 0 {
