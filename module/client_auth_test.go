@@ -107,7 +107,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			if wait, _ := rt.reserve(tn); wait > 0 {
 				b.Fatal("limited")
 			}
-			if why := rt.holdCloud(cloud); why != "" {
+			if why := rt.hold(cloud); why != "" {
 				b.Fatal(why)
 			}
 			g.spend.add(cl.name, 1e-6, tn)

@@ -37,15 +37,18 @@ func (l *rateLimit) wait(perMinute int, t time.Time) time.Duration {
 // take lets in one unit (a request) if the limit allows, and reports how
 // long to wait otherwise.
 func (l *rateLimit) take(perMinute int, t time.Time) time.Duration {
-	return l.reserve(perMinute, 1, t)
+	w, _ := l.reserve(perMinute, 1, t)
+	return w
 }
 
 // reserve lets in units (a request's tokens) if the limit has room for
 // one more unit now, and reports how long to wait otherwise: what it lets
-// in may go over the limit by at most those units.
-func (l *rateLimit) reserve(perMinute int, units int64, t time.Time) time.Duration {
+// in may go over the limit by at most those units. What it lets in is
+// reserved until the time it returns, when the limit's pace has paid it
+// off (see giveBack).
+func (l *rateLimit) reserve(perMinute int, units int64, t time.Time) (wait time.Duration, until time.Time) {
 	if perMinute <= 0 {
-		return 0
+		return 0, time.Time{}
 	}
 	interval := int64(window / time.Duration(perMinute))
 	n := t.UnixNano()
@@ -53,29 +56,40 @@ func (l *rateLimit) reserve(perMinute int, units int64, t time.Time) time.Durati
 		tat := l.tat.Load()
 		base := max(tat, n)
 		if over := base + interval - n - int64(window); over > 0 {
-			return time.Duration(over)
+			return time.Duration(over), time.Time{}
 		}
-		if l.tat.CompareAndSwap(tat, base+interval*units) {
-			return 0
+		if next := base + interval*units; l.tat.CompareAndSwap(tat, next) {
+			return 0, time.Unix(0, next)
 		}
 	}
 }
 
-// charge adds units (tokens) used at t, after the fact; negative units
-// give back what a reservation took beyond the use.
+// giveBack returns at t the units a reservation took (at perMinute, and
+// held until until) and did not use: only the part of it still ahead of
+// t. The part that elapsed was paid off by the time that passed; giving
+// it back too would take it from the reservations made after it, and let
+// the client past its limit.
+func (l *rateLimit) giveBack(perMinute int, units int64, until, t time.Time) {
+	if perMinute <= 0 || units <= 0 {
+		return
+	}
+	back := min(int64(window/time.Duration(perMinute))*units, until.UnixNano()-t.UnixNano())
+	if back > 0 {
+		l.tat.Add(-back)
+	}
+}
+
+// charge adds units (tokens) used at t, after the fact (what a
+// reservation did not use goes back through giveBack).
 func (l *rateLimit) charge(perMinute int, units int64, t time.Time) {
-	if perMinute <= 0 || units == 0 {
+	if perMinute <= 0 || units <= 0 {
 		return
 	}
 	cost := int64(window/time.Duration(perMinute)) * units
 	n := t.UnixNano()
 	for {
 		tat := l.tat.Load()
-		next := max(tat, n) + cost
-		if cost < 0 {
-			next = tat + cost // what was reserved is taken back where it was put
-		}
-		if l.tat.CompareAndSwap(tat, next) {
+		if l.tat.CompareAndSwap(tat, max(tat, n)+cost) {
 			return
 		}
 	}

@@ -130,7 +130,7 @@ func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 		}
 	}
 	// only the first request's 301 tokens are reserved: 699 left
-	if w := cl.usage.tokens.reserve(1000, 699, t0); w != 0 {
+	if w, _ := cl.usage.tokens.reserve(1000, 699, t0); w != 0 {
 		t.Fatalf("the refused request's reservation was kept: wait %v", w)
 	}
 }
@@ -167,7 +167,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	var held []*route
 	for range 50 {
 		rt := newRoute()
-		switch why := rt.holdCloud(cloud); why {
+		switch why := rt.hold(cloud); why {
 		case "":
 			held = append(held, rt)
 		case reasonBudgetHeld:
@@ -179,13 +179,13 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	if len(held) != 9 {
 		t.Fatalf("%d of 50 went to the cloud, want 9", len(held))
 	}
-	if why := held[0].holdCloud(cloud); why != "" {
+	if why := held[0].hold(cloud); why != "" {
 		t.Fatalf("a request's own hold closed the cloud to it: %s", why)
 	}
 	// the first one ends having spent nothing: room for one more
 	held[0].releaseCloud()
 	last := newRoute()
-	if why := last.holdCloud(cloud); why != "" {
+	if why := last.hold(cloud); why != "" {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {

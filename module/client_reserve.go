@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -27,14 +28,44 @@ const defaultReserveTokens = 1024
 const maxReserveDuration = time.Minute
 
 // tokenBound is the most tokens a request may use: its prompt's estimate
-// and the completion its max_tokens allows for each of its choices.
+// and the completion its max_tokens allows for each of its choices, on
+// whatever target it goes to.
 func (rt *route) tokenBound() (prompt, completion int64) {
+	return rt.tokenBoundOn(nil)
+}
+
+// tokenBoundOn is tokenBound on target t (nil: any target). Where a
+// length field bounds the answer (tokenFields), the client's max_tokens
+// ceiling bounds it (see ceil), and on a tier with a max_tokens, that
+// (see tierBody): the request is sent clamped to it, or given it when it
+// says nothing (but on the legacy completions endpoint).
+func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
 	f := &rt.features
 	prompt = rt.promptEstimate()
-	if embeddingsPath(rt.r.URL.Path) {
+	path := rt.r.URL.Path
+	if embeddingsPath(path) {
 		return prompt, 0
 	}
 	per := int64(f.requested())
+	if len(tokenFields(path)) > 0 {
+		if cl := rt.client; cl != nil && cl.maxTokens > 0 && (per <= 0 || per > int64(cl.maxTokens)) {
+			// ceil sets a missing length field to the ceiling, and leaves
+			// a field the path does not read (max_completion_tokens on
+			// the legacy completions endpoint) as it is: the upstream
+			// reads the one it bounds
+			per = int64(cl.maxTokens)
+		}
+		if t != nil && t.Tier != nil && t.Tier.MaxTokens > 0 {
+			tier := int64(t.Tier.MaxTokens)
+			legacy := !strings.HasSuffix(path, "/chat/completions") && strings.HasSuffix(path, "/completions")
+			switch {
+			case per > 0:
+				per = min(per, tier)
+			case !legacy:
+				per = tier
+			}
+		}
+	}
 	if per <= 0 {
 		per = defaultReserveTokens
 		if n := rt.g.Clients; n != nil && n.ReserveTokens > 0 {
@@ -59,19 +90,20 @@ func (rt *route) reserve(t time.Time) (wait time.Duration, limit string) {
 		units = p + k
 	}
 	// tokens first: a request refused for tokens takes no request slot
-	if w := c.usage.tokens.reserve(tpm, units, t); w > 0 {
+	w, until := c.usage.tokens.reserve(tpm, units, t)
+	if w > 0 {
 		return w, "tokens"
 	}
 	if w := c.usage.requests.take(rpm, t); w > 0 {
-		c.usage.tokens.charge(tpm, -units, t)
+		c.usage.tokens.giveBack(tpm, units, until, t)
 		return w, "requests"
 	}
-	rt.reservedTokens, rt.reservedTPM = units, tpm
+	rt.reservedTokens, rt.reservedTPM, rt.reservedUntil = units, tpm, until
 	return 0, ""
 }
 
 // settleTokens charges the request's client what it used, less what its
-// admission reserved.
+// admission reserved and is still ahead.
 func (rt *route) settleTokens(t time.Time) {
 	used := int64(0)
 	if rt.usage.found {
@@ -83,7 +115,7 @@ func (rt *route) settleTokens(t time.Time) {
 	}
 	// given back at the pace it was taken (a fleet's share may have
 	// changed since), then charged at today's
-	c.usage.tokens.charge(rt.reservedTPM, -rt.reservedTokens, t)
+	c.usage.tokens.giveBack(rt.reservedTPM, rt.reservedTokens, rt.reservedUntil, t)
 	_, tpm := c.limits()
 	c.usage.tokens.charge(tpm, used, t)
 	rt.reservedTokens = 0
@@ -98,11 +130,29 @@ type spendHolds struct {
 	clients map[string]float64
 }
 
+// cloudRefusal returns why a priced cloud target is closed to the
+// request for the holds in flight, if it is: what hold would refuse,
+// without taking anything, so that a target may be judged (by skip, by
+// the degradation chain) before it is tried.
+func (rt *route) cloudRefusal(t *Target) reason {
+	return rt.holdCloud(t, false)
+}
+
+// hold reserves, as the request's attempt on target t starts, what the
+// request may cost there (see holdCloud); it returns why the target is
+// closed to the request otherwise.
+func (rt *route) hold(t *Target) reason {
+	if t.group.Kind != KindOpenAI {
+		return ""
+	}
+	return rt.holdCloud(t, true)
+}
+
 // holdCloud reserves what the request may cost on a priced cloud target,
-// when a budget or the spend cap bounds it; it returns why the target is
-// closed to the request otherwise. A request holds once, topped up to the
-// dearest target it tries.
-func (rt *route) holdCloud(t *Target) reason {
+// when a budget or the spend cap bounds it (with take; without, it only
+// judges); it returns why the target is closed to the request otherwise.
+// A request holds once, topped up to the dearest target it tries.
+func (rt *route) holdCloud(t *Target, take bool) reason {
 	g, cc := rt.g, t.group.Cost
 	if g.spend == nil || cc == nil {
 		return ""
@@ -113,7 +163,7 @@ func (rt *route) holdCloud(t *Target) reason {
 	if !capped && !budgeted {
 		return ""
 	}
-	p, k := rt.tokenBound()
+	p, k := rt.tokenBoundOn(t)
 	dur := maxReserveDuration
 	if g.Deadline > 0 {
 		dur = min(dur, time.Duration(g.Deadline))
@@ -139,6 +189,9 @@ func (rt *route) holdCloud(t *Target) reason {
 		budgeted && cl.budgetDay > 0 && s.DayUSD+mine >= cl.budgetDay:
 		return reasonBudgetHeld
 	}
+	if !take {
+		return ""
+	}
 	extra := need - rt.reservedUSD
 	h.total += extra
 	if name != "" {
@@ -147,11 +200,13 @@ func (rt *route) holdCloud(t *Target) reason {
 		}
 		h.clients[name] += extra
 	}
-	rt.reservedUSD = need
+	rt.reservedUSD, rt.heldFor = need, name
 	return ""
 }
 
-// releaseCloud gives back the request's hold, once its spend is booked.
+// releaseCloud gives back the request's hold, once its spend is booked:
+// what it took, from the total and from the client it was held for (none
+// when only the spend cap bounded it).
 func (rt *route) releaseCloud() {
 	if rt.reservedUSD == 0 {
 		return
@@ -159,13 +214,13 @@ func (rt *route) releaseCloud() {
 	h := &rt.g.spend.holds
 	h.mu.Lock()
 	h.total = max(0, h.total-rt.reservedUSD)
-	if cl := rt.client; cl != nil && h.clients != nil {
-		if v := h.clients[cl.name] - rt.reservedUSD; v > 1e-12 {
-			h.clients[cl.name] = v
+	if name := rt.heldFor; name != "" && h.clients != nil {
+		if v := h.clients[name] - rt.reservedUSD; v > 1e-12 {
+			h.clients[name] = v
 		} else {
-			delete(h.clients, cl.name)
+			delete(h.clients, name)
 		}
 	}
 	h.mu.Unlock()
-	rt.reservedUSD = 0
+	rt.reservedUSD, rt.heldFor = 0, ""
 }

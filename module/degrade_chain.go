@@ -337,13 +337,14 @@ func (rt *route) unservedFormat() string {
 
 // degradeNow reports whether the request should leave the target for a
 // lower tier before trying it: its trigger is on, and a tier after it can
-// take the request.
+// take the request. It judges the tiers without effects: no cloud hold,
+// and their groups' overflow controllers left as they are.
 func (rt *route) degradeNow(t *Target, rest []*Target) bool {
 	if t.trigger == nil || !t.trigger.active.Load() {
 		return false
 	}
 	for _, o := range rest {
-		if o.Tier != nil && rt.tierRefusal(o, false) == "" && rt.skip(o, &rt.features, 0, true) == "" &&
+		if o.Tier != nil && rt.tierRefusal(o, false) == "" && rt.wouldSkip(o, &rt.features, 0, true) == "" &&
 			(o.group.Breaker == nil || o.group.shared.breaker.wouldAllow(now())) {
 			return true
 		}

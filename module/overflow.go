@@ -169,39 +169,7 @@ func (oc *OverflowConfig) dwell() time.Duration {
 func (oc *OverflowConfig) evaluate(st *overflowState, s signals, t time.Time, logger *zap.Logger, group string) (bool, string) {
 	active := st.active.Load()
 	// cheap path: does the state want to change at all?
-	want := active
-	var cause string
-	if !active {
-		for _, d := range oc.defs() {
-			if d.th == nil {
-				continue
-			}
-			if v := d.get(s); !math.IsNaN(v) && v >= d.th.Trigger {
-				want, cause = true, d.name
-				break
-			}
-		}
-	} else {
-		want = false
-		for _, d := range oc.defs() {
-			if d.th == nil {
-				continue
-			}
-			v := d.get(s)
-			if math.IsNaN(v) && s.fresh {
-				// fresh metrics without the signal are no evidence of
-				// load: no TTFT observed while overflow keeps requests
-				// away, or a gauge this vLLM does not export; holding
-				// the state on them would hold it for good
-				continue
-			}
-			if math.IsNaN(v) || v > d.th.Recover {
-				// stale metrics keep the state: recovery needs evidence
-				want = true
-				break
-			}
-		}
-	}
+	want, cause := oc.wants(active, s)
 	if want == active {
 		return active, st.signalName()
 	}
@@ -235,6 +203,59 @@ func (oc *OverflowConfig) evaluate(st *overflowState, s signals, t time.Time, lo
 	st.active.Store(false)
 	logger.Info("overflow off: group=" + group + " " + st.reason)
 	return false, ""
+}
+
+// wants returns the state the signals ask for, from the state active,
+// and the signal that asks for overflow.
+func (oc *OverflowConfig) wants(active bool, s signals) (want bool, cause string) {
+	if !active {
+		for _, d := range oc.defs() {
+			if d.th == nil {
+				continue
+			}
+			if v := d.get(s); !math.IsNaN(v) && v >= d.th.Trigger {
+				return true, d.name
+			}
+		}
+		return false, ""
+	}
+	for _, d := range oc.defs() {
+		if d.th == nil {
+			continue
+		}
+		v := d.get(s)
+		if math.IsNaN(v) && s.fresh {
+			// fresh metrics without the signal are no evidence of
+			// load: no TTFT observed while overflow keeps requests
+			// away, or a gauge this vLLM does not export; holding
+			// the state on them would hold it for good
+			continue
+		}
+		if math.IsNaN(v) || v > d.th.Recover {
+			// stale metrics keep the state: recovery needs evidence
+			return true, ""
+		}
+	}
+	return false, ""
+}
+
+// wouldOverflow reports whether evaluate would find the group in
+// overflow at time t, without changing the state (no transition, no
+// dwell started, nothing logged): for a target judged before its turn.
+func (oc *OverflowConfig) wouldOverflow(st *overflowState, s signals, t time.Time) bool {
+	active := st.active.Load()
+	if want, _ := oc.wants(active, s); want == active {
+		return active
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if cur := st.active.Load(); cur != active {
+		return cur // another request made the change
+	}
+	if !st.since.IsZero() && t.Sub(st.since) < oc.dwell() {
+		return active // dwell: the state holds
+	}
+	return !active
 }
 
 func (st *overflowState) signalName() string {

@@ -89,8 +89,10 @@ type route struct {
 	abandonedAt time.Time
 	// what admission reserved for the request (see reserve)
 	reservedTokens int64
-	reservedTPM    int // the tpm it was reserved at
-	reservedUSD    float64
+	reservedTPM    int        // the tpm it was reserved at
+	reservedUntil  time.Time  // when its reservation is paid off (see rateLimit.giveBack)
+	reservedUSD    float64    // its cloud hold (see holdCloud)
+	heldFor        string     // the client the hold counts against ("": none, the spend cap only)
 	span           trace.Span // the request's span, if recorded (see traced)
 
 	first attemptWriter // the first attempt's writer; in use once its rt is set
@@ -183,6 +185,14 @@ func (rt *route) run(ctx context.Context) error {
 			}
 			groupTrial = trial
 		}
+		// the cloud hold, taken as the attempt starts: the holds taken
+		// since the skip may have closed the target
+		if why := rt.hold(t); why != "" {
+			t.group.shared.breaker.release(groupTrial)
+			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
+			rt.traceSkip(t, why)
+			continue
+		}
 		var avoid []*endpoint
 		for n := 0; ; n++ {
 			// the first attempt carries the group breaker's trial, if any;
@@ -223,24 +233,14 @@ func (rt *route) run(ctx context.Context) error {
 }
 
 // skip returns why the target must not be tried for this request, if so:
-// it is taken out, its group overflows (when overflow applies), or its
-// context window cannot hold the request.
+// it is taken out, closed to the request, its group overflows (when
+// overflow applies), or its context window cannot hold the request. It
+// drives the group's overflow controller and records the overflow the
+// request leaves; it takes no cloud hold (hold does, as the attempt
+// starts).
 func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reason {
-	if why := t.takenOut(); why != "" {
+	if why := rt.unfit(t, f, minWindow); why != "" {
 		return why
-	}
-	if t.group.Kind == KindOpenAI {
-		if rt.noCloud != "" {
-			return rt.noCloud
-		}
-		if why := rt.holdCloud(t); why != "" {
-			return why
-		}
-	}
-	if w := t.contextWindow(); w > 0 {
-		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
-			return reasonContextWindow
-		}
 	}
 	grp := t.group
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
@@ -250,6 +250,46 @@ func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reas
 				rt.overflow = grp.name + ":" + signal
 			}
 			return reasonOverflow
+		}
+	}
+	return ""
+}
+
+// wouldSkip is skip without its effects, for a target judged before its
+// turn (see degradeNow): the overflow controller's state and the
+// request's record are left as they are.
+func (rt *route) wouldSkip(t *Target, f *features, minWindow int, overflow bool) reason {
+	if why := rt.unfit(t, f, minWindow); why != "" {
+		return why
+	}
+	grp := t.group
+	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
+		t0 := now()
+		if oc.wouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
+			return reasonOverflow
+		}
+	}
+	return ""
+}
+
+// unfit returns why the target cannot take the request, whatever its
+// group's load: it is taken out, its cloud is closed to the request, or
+// its context window cannot hold it.
+func (rt *route) unfit(t *Target, f *features, minWindow int) reason {
+	if why := t.takenOut(); why != "" {
+		return why
+	}
+	if t.group.Kind == KindOpenAI {
+		if rt.noCloud != "" {
+			return rt.noCloud
+		}
+		if why := rt.cloudRefusal(t); why != "" {
+			return why
+		}
+	}
+	if w := t.contextWindow(); w > 0 {
+		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
+			return reasonContextWindow
 		}
 	}
 	return ""

@@ -73,7 +73,7 @@ func (rt *route) estimateAbandoned() {
 	u := &rt.usage
 	*u = usageScanner{prompt: rt.promptEstimate(), found: true}
 	if !rt.stream && t.group.vllm == nil && !embeddingsPath(rt.r.URL.Path) {
-		_, u.completion = rt.tokenBound()
+		_, u.completion = rt.tokenBoundOn(t)
 	}
 	rt.estimated = true
 	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, t.Group).Inc()

@@ -1,0 +1,267 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// limitedRoute is a request of client cl for body on path, read as intake
+// reads it.
+func limitedRoute(g *Gateway, cl *client, path string, body []byte) *route {
+	rt := &route{g: g, client: cl, r: httptestPost(path), body: body}
+	rt.top, _ = scanTop(body)
+	rt.features = newFeatures(body, nil, &rt.top)
+	return rt
+}
+
+// A reservation gives back only what is still ahead of its end: the part
+// of it that elapsed was paid off by the time that passed, and giving it
+// back would take the room of the reservations made after it.
+func TestGiveBackOnlyWhatIsAhead(t *testing.T) {
+	var l rateLimit
+	t0 := time.Unix(1000, 0)
+	// 600 a minute: 100 ms a token; 600 reserved until a minute on
+	w, until := l.reserve(600, 600, t0)
+	if w != 0 || !until.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("reserve: wait %v, until %v", w, until.Sub(t0))
+	}
+	// 30 s on, unused: 30 s of it is still ahead, 300 tokens
+	l.giveBack(600, 600, until, t0.Add(30*time.Second))
+	if got := time.Duration(l.tat.Load() - t0.UnixNano()); got != 30*time.Second {
+		t.Fatalf("after the give-back the limit is paid off %v on, want 30s", got)
+	}
+	// past its end: nothing is ahead, nothing comes back
+	l.giveBack(600, 600, until, t0.Add(2*time.Minute))
+	if got := time.Duration(l.tat.Load() - t0.UnixNano()); got != 30*time.Second {
+		t.Fatalf("a reservation past its end gave back: paid off %v on", got)
+	}
+	// a reservation behind later ones: at most what it took
+	var m rateLimit
+	_, u1 := m.reserve(600, 100, t0) // 10 s
+	m.reserve(600, 100, t0)          // 10 s more
+	m.giveBack(600, 100, u1, t0)
+	if got := time.Duration(m.tat.Load() - t0.UnixNano()); got != 10*time.Second {
+		t.Fatalf("gave back more than it took: paid off %v on, want 10s", got)
+	}
+}
+
+// A request that ends without using what it reserved, after part of its
+// reservation elapsed, must not hand the client more than its tpm: the
+// requests admitted since keep their reservations.
+func TestSettleDoesNotOverRefund(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	g := &Gateway{}
+	body := []byte(`{"model":"m","prompt":"hi","max_tokens":99}`)
+	probe := limitedRoute(g, &client{}, "/v1/completions", body)
+	p, k := probe.tokenBound()
+	tpm := int(p + k) // each request reserves a minute's worth
+	cl := &client{name: "c", known: true, tpm: tpm, usage: new(clientUsage)}
+	a := limitedRoute(g, cl, "/v1/completions", body)
+	if w, _ := a.reserve(t0); w != 0 {
+		t.Fatalf("first: wait %v", w)
+	}
+	t1 := t0.Add(30 * time.Second)
+	b := limitedRoute(g, cl, "/v1/completions", body)
+	if w, _ := b.reserve(t1); w != 0 {
+		t.Fatalf("second, half a minute on: wait %v", w)
+	}
+	// the first fails at t1, having used nothing: half its reservation
+	// is behind it
+	a.settleTokens(t1)
+	c := limitedRoute(g, cl, "/v1/completions", body)
+	w, limit := c.reserve(t1)
+	if w == 0 || limit != "tokens" {
+		t.Fatalf("a third minute's worth within a minute was let in (wait %v, %q)", w, limit)
+	}
+	if interval := time.Minute / time.Duration(tpm); w != interval {
+		t.Fatalf("wait %v, want %v", w, interval)
+	}
+	// what was used is still charged in full
+	b.usage.found, b.usage.prompt, b.usage.completion = true, p, k
+	b.settleTokens(t1)
+	if got := time.Duration(cl.usage.tokens.tat.Load() - t1.UnixNano()); got != time.Minute {
+		t.Fatalf("after the second's settlement: paid off %v on, want 1m", got)
+	}
+}
+
+// The completion a request may use is what it can be served: the client's
+// ceiling where ceil applies it, a tier's max_tokens on that tier.
+func TestTokenBoundCeilings(t *testing.T) {
+	g := &Gateway{}
+	// a field the legacy completions endpoint does not read: ceil sets
+	// max_tokens to the ceiling, and that is what bounds the answer
+	cl := &client{name: "c", known: true, maxTokens: 100}
+	body, refusal := cl.ceil([]byte(`{"model":"m","prompt":"hi","max_completion_tokens":5000}`), "/v1/completions")
+	if refusal != nil {
+		t.Fatal(refusal.msg)
+	}
+	rt := limitedRoute(g, cl, "/v1/completions", body)
+	if _, k := rt.tokenBound(); k != 100 {
+		t.Fatalf("completion bound %d under a ceiling of 100", k)
+	}
+	// without max_tokens, ceil gives it the ceiling
+	body, _ = cl.ceil([]byte(`{"model":"m","messages":[]}`), "/v1/chat/completions")
+	if _, k := limitedRoute(g, cl, "/v1/chat/completions", body).tokenBound(); k != 100 {
+		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
+	}
+
+	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, group: &Group{name: "small"}}
+	for _, tc := range []struct {
+		path, body string
+		want       int64
+	}{
+		{"/v1/chat/completions", `{"model":"m","messages":[]}`, 256},                   // sent with 256
+		{"/v1/chat/completions", `{"model":"m","messages":[],"max_tokens":4000}`, 256}, // clamped
+		{"/v1/chat/completions", `{"model":"m","messages":[],"max_tokens":50}`, 50},
+		{"/v1/chat/completions", `{"model":"m","messages":[],"max_tokens":4000,"n":2}`, 512},
+		{"/v1/responses", `{"model":"m","input":"hi"}`, 256},
+		{"/v1/completions", `{"model":"m","prompt":"hi"}`, defaultReserveTokens}, // sent as it is
+		{"/v1/completions", `{"model":"m","prompt":"hi","max_tokens":4000}`, 256},
+	} {
+		rt := limitedRoute(g, nil, tc.path, []byte(tc.body))
+		if _, k := rt.tokenBoundOn(tier); k != tc.want {
+			t.Errorf("%s %s on the tier: completion bound %d, want %d", tc.path, tc.body, k, tc.want)
+		}
+	}
+	// elsewhere the tier's ceiling does not apply
+	if _, k := limitedRoute(g, nil, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`)).tokenBound(); k != defaultReserveTokens {
+		t.Fatalf("any target: completion bound %d", k)
+	}
+}
+
+// A cloud tier's hold is what the tier can cost: the request is sent
+// with its max_tokens.
+func TestCloudHoldOnATier(t *testing.T) {
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}}
+	cl := &client{name: "c", known: true, budgetDay: 1}
+	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{name: "cloud-small",
+		Kind: KindOpenAI, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
+	if why := rt.hold(tier); why != "" {
+		t.Fatal(why)
+	}
+	p, _ := rt.tokenBound()
+	if want := float64(p+100) / 1e6; rt.reservedUSD < want*0.999 || rt.reservedUSD > want*1.001 {
+		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.reservedUSD, want, p)
+	}
+	rt.releaseCloud()
+}
+
+// Judging a cloud target takes no hold: skip only says whether the holds
+// in flight close it; the hold is taken as the attempt starts, and
+// released from the client it was held for.
+func TestSkipTakesNoHold(t *testing.T) {
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}}
+	cl := &client{name: "c", known: true, budgetDay: 0.001}
+	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
+		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
+	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
+	for range 3 {
+		if why := rt.skip(cloud, &rt.features, 0, true); why != "" {
+			t.Fatalf("skipped: %s", why)
+		}
+	}
+	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.reservedUSD != 0 {
+		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", h.total, h.clients, rt.reservedUSD)
+	}
+	// a budget held up by others: skip says so, and still takes nothing
+	g.spend.holds.clients = map[string]float64{"c": 0.001}
+	if why := rt.skip(cloud, &rt.features, 0, true); why != reasonBudgetHeld {
+		t.Fatalf("a held budget: skip says %q", why)
+	}
+	g.spend.holds.clients = nil
+	if why := rt.hold(cloud); why != "" || g.spend.holds.total == 0 || g.spend.holds.clients["c"] != rt.reservedUSD {
+		t.Fatalf("hold: %q, holds %+v", why, g.spend.holds.clients)
+	}
+	rt.releaseCloud()
+	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 {
+		t.Fatalf("released: total %g, clients %v", h.total, h.clients)
+	}
+
+	// held for the spend cap only (the client has no budget here): the
+	// release leaves the holds other requests of that name keep, under
+	// a config that gives it a budget, as they are
+	capped := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, CloudSpend: &CloudSpend{DailyUSD: 10}}
+	capped.spend.holds.clients = map[string]float64{"c": 0.5}
+	capped.spend.holds.total = 0.5
+	free := &client{name: "c", known: true}
+	rt = limitedRoute(capped, free, "/v1/chat/completions", body)
+	if why := rt.hold(cloud); why != "" {
+		t.Fatal(why)
+	}
+	rt.releaseCloud()
+	if h := &capped.spend.holds; h.clients["c"] != 0.5 || h.total < 0.5-1e-9 || h.total > 0.5+1e-9 {
+		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", h.total, h.clients)
+	}
+}
+
+// Whether to degrade is judged without effects: a tier judged for it
+// takes no cloud hold, and its group's overflow controller is not driven
+// (no transition, no dwell started), nor the overflow recorded on the
+// request.
+func TestDegradeNowHasNoEffects(t *testing.T) {
+	fakeClock(t)
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, logger: zap.NewNop()}
+	cl := &client{name: "c", known: true, budgetDay: 1}
+	upper := &Target{Group: "big", group: &Group{name: "big", shared: &groupShared{}}}
+	upper.trigger = &degradeTrigger{t: upper}
+	upper.trigger.active.Store(true)
+
+	// a self-hosted tier whose group is over its overflow trigger
+	ep := &endpoint{p: newProber("http://127.0.0.1:1", zap.NewNop()), br: new(breaker)}
+	ep.p.inflight.Store(5)
+	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{name: "small", shared: &groupShared{},
+		Overflow: &OverflowConfig{InFlight: &Threshold{Trigger: 2, Recover: 1}},
+		vllm:     &vllmGroup{name: "small", endpoints: map[string]*endpoint{"a": ep}, staleAfter: time.Second}}}
+	// a priced cloud tier
+	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, group: &Group{name: "cloud-small", Kind: KindOpenAI,
+		shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+
+	al := &Alias{name: "chat", chain: &chain{cap: 1}}
+	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
+	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
+	rt.alias, rt.deg = al, new(degradeRecord)
+
+	if rt.degradeNow(upper, []*Target{busy}) {
+		t.Fatal("degraded to a tier that overflows")
+	}
+	st := &busy.group.shared.overflow
+	if st.active.Load() || st.changes.Load() != 0 || !st.since.IsZero() || rt.overflow != "" {
+		t.Fatalf("judging the tier drove its overflow: active %v, changes %d, request's overflow %q",
+			st.active.Load(), st.changes.Load(), rt.overflow)
+	}
+	if !rt.degradeNow(upper, []*Target{busy, cloud}) {
+		t.Fatal("the cloud tier could take it")
+	}
+	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.reservedUSD != 0 {
+		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", h.total, h.clients)
+	}
+}
+
+// wouldOverflow says what evaluate would, and changes nothing.
+func TestWouldOverflowAgreesWithEvaluate(t *testing.T) {
+	oc := &OverflowConfig{Waiting: &Threshold{Trigger: 8, Recover: 2}, Dwell: 10_000_000_000}
+	st := new(overflowState)
+	t0 := time.Unix(1000, 0)
+	for i, w := range []float64{0, 7, 12, 6, 1, 0, 5, nan(), 2, 9, 15, 9, 9, 1} {
+		at := t0.Add(time.Duration(i) * 3 * time.Second)
+		s := signals{waiting: w, ttftP99: nan(), kv: nan()}
+		active, since, changes := st.active.Load(), st.since, st.changes.Load()
+		would := oc.wouldOverflow(st, s, at)
+		if st.active.Load() != active || st.since != since || st.changes.Load() != changes {
+			t.Fatalf("step %d: wouldOverflow changed the state", i)
+		}
+		if on, _ := oc.evaluate(st, s, at, zap.NewNop(), "self"); on != would {
+			t.Fatalf("step %d (waiting=%v): wouldOverflow %v, evaluate %v", i, w, would, on)
+		}
+	}
+	if st.changes.Load() < 3 {
+		t.Fatalf("the sequence made %d transitions, want at least 3", st.changes.Load())
+	}
+}
