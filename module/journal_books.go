@@ -155,15 +155,16 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	if sb != nil && !sb.stored {
 		// with a registry: what no book there includes (the last
 		// process published up to 2 s before it ended) goes into this
-		// process's book, published with it
-		published := max(read.published, g.publishedFrom(j.id))
+		// process's book, published with it, once the registry can say
+		// what its books include (see replayFleetBook)
 		if sb.journal.Load() == nil {
-			sb.savedSeq = published
-			spent = sb.replay(read.records)
+			sb.mu.Lock()
+			sb.pending = &pendingReplay{records: read.records, published: read.published}
+			sb.mu.Unlock()
 		}
 		j.registry = true
 		sb.journal.Store(j)
-		j.spendSaved.Store(published)
+		j.spendSaved.Store(read.published)
 		j.spendOn.Store(true)
 		if len(read.setAside) > 0 {
 			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
@@ -204,6 +205,41 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 		j.ledgerSaved.Store(covered)
 		j.compact()
 	}
+}
+
+// pendingReplay is the journal read at start, for a registry's book new
+// in this process: what its last mark says was published.
+type pendingReplay struct {
+	records   []journalRecord
+	published uint64
+}
+
+// replayFleetBook puts into the gateway's registry book, new in this
+// process, the journal's charges that no book in the registry includes:
+// those after the journal's last mark, and after the last record that a
+// book there names (the last process may have been killed between its
+// put and its mark). It runs once the registry's client is provisioned
+// (the ledger and its journal start before), before the book is first
+// published; without an answer from the registry, the marks decide.
+func (g *Gateway) replayFleetBook() {
+	sb := g.spend
+	if sb == nil || sb.stored {
+		return
+	}
+	sb.mu.Lock()
+	p := sb.pending
+	sb.pending = nil
+	sb.mu.Unlock()
+	j := sb.journal.Load()
+	if p == nil || j == nil {
+		return
+	}
+	published := max(p.published, g.publishedFrom(j.id))
+	sb.savedSeq = published
+	if n := sb.replay(p.records); n > 0 {
+		g.logger.Info("the books' journal replayed into the registry's book", zap.Int("spend_records", n), zap.Uint64("published_up_to", published))
+	}
+	j.markPublished(published) // the next start knows it without the registry
 }
 
 // joinJournal journals the gateway's stored spend book, or stops
