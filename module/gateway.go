@@ -355,6 +355,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		if err := g.provisionRegistry(); err != nil {
 			return err
 		}
+		g.replayFleetBook()
 	}
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil

@@ -35,13 +35,15 @@ import (
 // The books' snapshots in Caddy's storage (the spend every 5 s, the
 // ledger every minute) each say the last record they include; at start
 // the snapshots are read, and the records after them replayed. The
-// journal is a series of segments, one started at each start and each
-// ledger save; a segment whose records every snapshot includes is
-// deleted. A last line cut short (a write the machine did not finish) is
-// ignored; a segment with a line that cannot be read is set aside,
-// renamed, never deleted. With a registry the spend is the registry's,
-// and the journal marks what each publication of it includes (see
-// fleet_spend.go).
+// journal is a series of segments, one started at each start, each
+// ledger save, each book that joins (see joinJournal) and after a failed
+// write; a segment whose records both snapshots include, the ledger's and
+// the spend's, is deleted (see compact). A last line cut short (a write
+// the machine or the disk did not finish) is ignored; a segment with a
+// line that cannot be read is set aside, renamed, never deleted, and the
+// spend is unknown until an operator accepts it. With a registry the
+// spend is the registry's, and the journal marks what each publication
+// of it includes (see fleet_spend.go).
 //
 // It lives in Caddy's storage when that is a directory (file_system
 // storage, Caddy's data directory by default), where the books' lock
@@ -57,11 +59,16 @@ type journal struct {
 	// under it, and a snapshot is copied under it, so that the last
 	// record's seq is what the snapshot includes
 	mu     sync.Mutex
-	f      *os.File // the open segment; nil once closed
-	seq    uint64   // the last record's
+	f      segmentFile // the open segment; nil when the next record starts one, or once closed
+	closed bool        // nothing more is journaled
+	seq    uint64      // the last record's
 	buf    []byte
 	synced bool // nothing written since the last sync
 	failed bool // the last write failed (logged once)
+
+	// one compaction at a time, and none while a book that joins reads
+	// the segments (see joinJournal)
+	compactMu sync.Mutex
 
 	// what the books' saved snapshots include; with a registry, the
 	// spend's is what the books published there include
@@ -69,6 +76,17 @@ type journal struct {
 	spendOn                 atomic.Bool // a spend book is journaled
 	registry                bool        // with a registry: it marks what was published
 }
+
+// segmentFile is an open segment: an *os.File (a test's stands in for
+// a disk that fails).
+type segmentFile interface {
+	Write(b []byte) (int, error)
+	Sync() error
+	Close() error
+}
+
+// readSegmentFile reads a segment (a test's sees when a segment is read).
+var readSegmentFile = os.ReadFile
 
 // journalRecord is a record as read back.
 type journalRecord struct {
@@ -127,6 +145,12 @@ type journalRead struct {
 // readJournal reads every segment in dir. A damaged segment's readable
 // records are kept, and the segment is set aside.
 func readJournal(dir string, logger *zap.Logger, at time.Time) (journalRead, error) {
+	return readJournalTo(dir, math.MaxUint64, logger, at)
+}
+
+// readJournalTo is readJournal of the segments that begin at or before
+// upto, and of their records up to it.
+func readJournalTo(dir string, upto uint64, logger *zap.Logger, at time.Time) (journalRead, error) {
 	var out journalRead
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -136,16 +160,20 @@ func readJournal(dir string, logger *zap.Logger, at time.Time) (journalRead, err
 		return out, err
 	}
 	for _, e := range entries { // by name: in seq order
-		if _, ok := segmentFirst(e.Name()); !ok || !e.Type().IsRegular() {
+		if first, ok := segmentFirst(e.Name()); !ok || !e.Type().IsRegular() || first > upto {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		data, err := os.ReadFile(path)
+		data, err := readSegmentFile(path)
 		if err != nil {
 			return out, err
 		}
 		recs, bad := parseSegment(data)
-		out.records = append(out.records, recs...)
+		for _, r := range recs {
+			if r.Seq <= upto {
+				out.records = append(out.records, r)
+			}
+		}
 		if bad == nil {
 			continue
 		}
@@ -212,9 +240,19 @@ func openJournal(dir string, last uint64, logger *zap.Logger) (*journal, error) 
 		return nil, err
 	}
 	// a segment after the last record read holds at most a line cut
-	// short (complete ones were read, or set aside): it goes
-	if err := os.Truncate(filepath.Join(dir, segmentName(last+1)), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// short (complete ones were read, or set aside): emptied, so that no
+	// record of this process is appended to it (after a failed write the
+	// next record starts a segment, so there may be several)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
 		return nil, err
+	}
+	for _, e := range entries {
+		if first, ok := segmentFirst(e.Name()); ok && first > last {
+			if err := os.Truncate(filepath.Join(dir, e.Name()), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+		}
 	}
 	id, err := journalID(dir)
 	if err != nil {
@@ -251,7 +289,7 @@ func journalID(dir string) (string, error) {
 // startSegmentLocked closes the open segment, if any, and opens the next
 // one. j.mu is held, or j is not shared yet.
 func (j *journal) startSegmentLocked() error {
-	f, err := os.OpenFile(filepath.Join(j.dir, segmentName(j.seq+1)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	f, err := openSegment(j.dir, j.seq+1)
 	if err != nil {
 		return err
 	}
@@ -263,20 +301,54 @@ func (j *journal) startSegmentLocked() error {
 	return nil
 }
 
-// writeLocked appends j.buf, one record, to the open segment. j.mu is
-// held. A failed write is logged once until one succeeds; the books have
-// the record in memory, and their next snapshot saves it.
+// openSegment opens the segment whose first record is first.
+func openSegment(dir string, first uint64) (*os.File, error) {
+	return os.OpenFile(filepath.Join(dir, segmentName(first)), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+}
+
+// detachSegmentLocked takes the open segment away: the next record
+// starts a new one. The caller syncs and closes it, outside j.mu. j.mu is
+// held.
+func (j *journal) detachSegmentLocked() segmentFile {
+	f := j.f
+	j.f, j.synced = nil, true
+	return f
+}
+
+// writeLocked appends j.buf, one record (the last, j.seq), to the open
+// segment, starting one when there is none. j.mu is held. A failed write
+// is logged once until one succeeds; the books have the record in memory,
+// and their next snapshot saves it. The segment it failed in may end with
+// a part of the record: the next record starts a new segment, so that the
+// part is a torn last line, not one that takes that record with it.
 func (j *journal) writeLocked() {
-	if j.f == nil {
+	if j.closed {
 		return
 	}
-	_, err := j.f.Write(j.buf)
-	switch {
-	case err != nil && !j.failed:
+	if j.f == nil {
+		f, err := openSegment(j.dir, j.seq)
+		if err != nil {
+			j.writeFailedLocked(err)
+			return
+		}
+		j.f = f
+	}
+	if _, err := j.f.Write(j.buf); err != nil {
+		f := j.detachSegmentLocked()
+		_ = f.Sync()
+		_ = f.Close()
+		j.writeFailedLocked(err)
+		return
+	}
+	j.failed, j.synced = false, false
+}
+
+// writeFailedLocked logs a failed write, once until one succeeds. j.mu is
+// held.
+func (j *journal) writeFailedLocked(err error) {
+	if !j.failed {
 		j.failed = true
 		j.logger.Error("appending to the books' journal; what follows is durable only at the books' next save", zap.Error(err))
-	case err == nil:
-		j.failed, j.synced = false, false
 	}
 }
 
@@ -388,14 +460,18 @@ func (j *journal) sync() {
 }
 
 // compact starts a new segment and deletes the segments whose records
-// every snapshot includes.
+// both snapshots include: the ledger's, and the spend's. Without a book
+// that saves the spend (with a registry: that publishes it), the stored
+// book includes what was folded into it at start (see foldSpend), and
+// the segments after that go once their month is over: a book of a
+// later config counts them.
 func (j *journal) compact() {
-	covered := j.ledgerSaved.Load()
-	if j.spendOn.Load() {
-		covered = min(covered, j.spendSaved.Load())
-	}
+	j.compactMu.Lock()
+	defer j.compactMu.Unlock()
+	ledgerCovered, spendCovered := j.ledgerSaved.Load(), j.spendSaved.Load()
+	spendOn := j.spendOn.Load()
 	j.mu.Lock()
-	if j.f == nil {
+	if j.closed {
 		j.mu.Unlock()
 		return
 	}
@@ -413,17 +489,33 @@ func (j *journal) compact() {
 		return
 	}
 	var firsts []uint64
+	var segs []fs.DirEntry
 	for _, e := range entries {
 		if n, ok := segmentFirst(e.Name()); ok {
-			firsts = append(firsts, n)
+			firsts, segs = append(firsts, n), append(segs, e)
 		}
 	}
+	t := now().UTC()
+	month := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 	// a segment holds the records from its first up to the next one's
 	for i := 0; i+1 < len(firsts); i++ {
-		if firsts[i+1]-1 <= covered {
-			if err := os.Remove(filepath.Join(j.dir, segmentName(firsts[i]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				j.logger.Warn("deleting a segment of the books' journal", zap.Error(err))
+		last := firsts[i+1] - 1
+		if last > ledgerCovered {
+			continue
+		}
+		if last > spendCovered {
+			if spendOn {
+				continue
 			}
+			// not in the stored book: it goes once its records' month,
+			// which its last write ends, is over
+			info, err := segs[i].Info()
+			if err != nil || !info.ModTime().Before(month) {
+				continue
+			}
+		}
+		if err := os.Remove(filepath.Join(j.dir, segmentName(firsts[i]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			j.logger.Warn("deleting a segment of the books' journal", zap.Error(err))
 		}
 	}
 }
@@ -433,6 +525,7 @@ func (j *journal) compact() {
 func (j *journal) close() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	j.closed = true
 	if j.f != nil {
 		_ = j.f.Sync()
 		_ = j.f.Close()

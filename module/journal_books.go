@@ -131,6 +131,14 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	if sb != nil && sb.stored {
 		last = max(last, sb.savedSeq)
 	}
+	var fold *spendBook
+	if sb == nil && g.Registry == nil {
+		spendBooksMu.Lock() // no config's book loads it meanwhile
+		defer spendBooksMu.Unlock()
+		if fold = g.bookToFold(); fold != nil {
+			last = max(last, fold.savedSeq)
+		}
+	}
 	j, err := openJournal(dir, last, g.logger)
 	if err != nil {
 		g.logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
@@ -147,16 +155,20 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	if sb != nil && !sb.stored {
 		// with a registry: what no book there includes (the last
 		// process published up to 2 s before it ended) goes into this
-		// process's book, published with it
-		published := max(read.published, g.publishedFrom(j.id))
+		// process's book, published with it, once the registry can say
+		// what its books include (see replayFleetBook)
 		if sb.journal.Load() == nil {
-			sb.savedSeq = published
-			spent = sb.replay(read.records)
+			sb.mu.Lock()
+			sb.pending = &pendingReplay{records: read.records, published: read.published}
+			sb.mu.Unlock()
 		}
 		j.registry = true
 		sb.journal.Store(j)
-		j.spendSaved.Store(published)
+		j.spendSaved.Store(read.published)
 		j.spendOn.Store(true)
+		if len(read.setAside) > 0 {
+			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+		}
 		sb = nil // nothing to save in storage
 	}
 	if sb != nil {
@@ -171,6 +183,9 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 		if len(read.setAside) > 0 {
 			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
 		}
+	}
+	if fold != nil {
+		spent = g.foldSpend(fold, j, read)
 	}
 	if n == 0 && spent == 0 && len(read.setAside) == 0 {
 		return
@@ -192,6 +207,41 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	}
 }
 
+// pendingReplay is the journal read at start, for a registry's book new
+// in this process: what its last mark says was published.
+type pendingReplay struct {
+	records   []journalRecord
+	published uint64
+}
+
+// replayFleetBook puts into the gateway's registry book, new in this
+// process, the journal's charges that no book in the registry includes:
+// those after the journal's last mark, and after the last record that a
+// book there names (the last process may have been killed between its
+// put and its mark). It runs once the registry's client is provisioned
+// (the ledger and its journal start before), before the book is first
+// published; without an answer from the registry, the marks decide.
+func (g *Gateway) replayFleetBook() {
+	sb := g.spend
+	if sb == nil || sb.stored {
+		return
+	}
+	sb.mu.Lock()
+	p := sb.pending
+	sb.pending = nil
+	sb.mu.Unlock()
+	j := sb.journal.Load()
+	if p == nil || j == nil {
+		return
+	}
+	published := max(p.published, g.publishedFrom(j.id))
+	sb.savedSeq = published
+	if n := sb.replay(p.records); n > 0 {
+		g.logger.Info("the books' journal replayed into the registry's book", zap.Int("spend_records", n), zap.Uint64("published_up_to", published))
+	}
+	j.markPublished(published) // the next start knows it without the registry
+}
+
 // joinJournal journals the gateway's stored spend book, or stops
 // counting on one that no longer is (a config without clients or spend
 // cap). A book that began after the journal (a reload gave the gateway
@@ -209,16 +259,72 @@ func (g *Gateway) joinJournal() {
 		return
 	}
 	if sb.journal.Load() != j {
+		// the segments so far are read outside the journal's lock, which
+		// only closes the open one: the next record starts a new one,
+		// not read; no segment goes meanwhile
+		j.compactMu.Lock()
+		defer j.compactMu.Unlock()
 		j.mu.Lock()
-		read, err := readJournal(j.dir, g.logger, now())
+		f := j.detachSegmentLocked()
+		upto := j.seq
+		j.mu.Unlock()
+		if f != nil {
+			_ = f.Sync()
+			_ = f.Close()
+		}
+		read, err := readJournalTo(j.dir, upto, g.logger, now())
 		if err == nil {
 			sb.replay(read.records)
+			if len(read.setAside) > 0 {
+				sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+			}
+		} else {
+			g.logger.Error("reading the books' journal for the cloud spend; the spend goes on from its last save", zap.Error(err))
 		}
 		sb.journal.Store(j)
 		j.spendSaved.Store(sb.savedSeq)
-		j.mu.Unlock()
 	}
 	j.spendOn.Store(true)
+}
+
+// bookToFold returns the gateway's stored book, for a config without a
+// book (no clients, no spend cap) and without a registry, when no book
+// of this process is in memory: at start, the journal's spend is folded
+// into it (see foldSpend). nil otherwise, and when it cannot be read: the
+// journal then keeps the spend of the month (see compact). spendBooksMu
+// is held.
+func (g *Gateway) bookToFold() *spendBook {
+	if g.storage == nil || spendBooks[g.Name] != nil {
+		return nil // a config before had one: it saves it
+	}
+	b := &spendBook{name: g.Name, clients: map[string]*spend{}, stored: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.load(ctx, g.storage, g.Name); err != nil {
+		g.logger.Warn("reading the stored cloud spend to fold the journal's into; the journal keeps the month's",
+			zap.Error(err))
+		return nil
+	}
+	return b
+}
+
+// foldSpend adds the journal's charges that the stored book lacks to it,
+// marks it unknown when a segment was damaged, and saves it at once, with
+// what it includes: the segments it includes may go once the ledger's
+// snapshot includes them too. It returns how many charges it added.
+// spendBooksMu is held.
+func (g *Gateway) foldSpend(b *spendBook, j *journal, read journalRead) int {
+	n := b.replay(read.records)
+	if len(read.setAside) > 0 {
+		b.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+	}
+	b.journal.Store(j)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.save(ctx, g.storage, b.name); err != nil {
+		g.logger.Error("saving cloud spend", zap.Error(err))
+	}
+	return n
 }
 
 // replayLocked adds the records that each day's snapshot lacks to the

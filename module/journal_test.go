@@ -41,6 +41,7 @@ func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, stored bool) *G
 	}
 	t.Cleanup(l.journal.close)
 	g.ledger = l
+	g.replayFleetBook() // as Provision does, once the registry is provisioned
 	return g
 }
 

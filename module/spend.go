@@ -89,6 +89,9 @@ type spendBook struct {
 	// the journal, when there is one (see journal.go)
 	savedSeq uint64
 	journal  atomic.Pointer[journal]
+	// with a registry: the journal read at start, until the registry
+	// says what its books include (see replayFleetBook)
+	pending *pendingReplay
 	// set when the book in storage could not be read: cloud targets
 	// stay closed to what it bounds until an operator accepts
 	unknown atomic.Pointer[SpendUnknown]

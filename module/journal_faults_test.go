@@ -1,0 +1,267 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+)
+
+// tornFile is a segment on a disk that fails: its next fails writes
+// write half their record, and fail.
+type tornFile struct {
+	segmentFile
+	fails int
+}
+
+func (f *tornFile) Write(b []byte) (int, error) {
+	if f.fails > 0 {
+		f.fails--
+		n, _ := f.segmentFile.Write(b[:len(b)/2])
+		return n, errors.New("no space left on device")
+	}
+	return f.segmentFile.Write(b)
+}
+
+// journaledGatewayWithoutBook starts a gateway's books as a process of a
+// config without clients or spend cap does: a ledger, no spend book.
+func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage) *Gateway {
+	t.Helper()
+	ctx := context.Background()
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st}
+	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger)}
+	l.savedAt = now()
+	l.startJournal(g, l.load(ctx, l.savedAt))
+	if l.journal == nil {
+		t.Fatal("no journal")
+	}
+	t.Cleanup(l.journal.close)
+	g.ledger = l
+	return g
+}
+
+// storedSpend is what a new process's stored book says was spent on the
+// day of at, and whether it is unknown.
+func storedSpend(t *testing.T, st *certmagic.FileStorage, at time.Time) (float64, bool) {
+	t.Helper()
+	b := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
+	if err := b.load(context.Background(), st, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	total, _ := b.spent("", at)
+	return total.DayUSD, b.unknown.Load() != nil
+}
+
+// After a failed write (a full disk, a short write) the next record
+// starts a segment of its own: what the failed write left is a torn last
+// line, not a line in the middle that takes the next record with it.
+func TestJournalStartsASegmentAfterAFailedWrite(t *testing.T) {
+	clock := fakeClock(t)
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	g := journaledGateway(t, st)
+	j := g.ledger.journal
+	at := *clock
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	j.mu.Lock()
+	j.f = &tornFile{segmentFile: j.f, fails: 1}
+	j.mu.Unlock()
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // half written
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
+	// killed: the record that failed is lost with the process, the others are not
+	again := journaledGateway(t, st)
+	if total, _, usd, _, _ := booksOf(again, at); total != 0.625 || usd != 0.625 {
+		t.Errorf("after a kill: spend %v, ledger %v USD; want 0.625 (0.5 + 0.125)", total, usd)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(j.dir, "*.corrupt-*")); len(aside) != 0 || again.spend.unknown.Load() != nil {
+		t.Errorf("set aside %q, unknown %+v: a torn write is no damage", aside, again.spend.unknown.Load())
+	}
+}
+
+// A process killed after two failed writes in a row leaves two segments
+// that end torn, the second holding nothing else: the next process
+// empties every segment after the last record it read, so that none of
+// its records is appended to a torn line.
+func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
+	clock := fakeClock(t)
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	dir := journalDir(st, "gw")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	first := `{"seq":1,"k":"r","t":1800000000000000000,"p":1,"o":1,"usd":0.5}` + "\n" + `{"seq":2,"k":"r","t":18000`
+	if err := os.WriteFile(filepath.Join(dir, segmentName(1)), []byte(first), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, segmentName(3)), []byte(`{"seq":3,"k":"r","t":18000`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := journaledGateway(t, st)
+	at := *clock
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // seq 2
+	g.ledger.journal.compact()                                          // the next segment: 3
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
+	again := journaledGateway(t, st)
+	if total, _, usd, _, _ := booksOf(again, at); total != 0.875 || usd != 0.875 || again.spend.unknown.Load() != nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.875, known", total, usd, again.spend.unknown.Load())
+	}
+}
+
+// A book that joins the journal (a reload gave the gateway clients) reads
+// the segments outside the journal's lock: the requests of the config
+// still serving are journaled meanwhile, and none is counted twice.
+func TestJournalJoinsABookOutsideItsLock(t *testing.T) {
+	clock := fakeClock(t)
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	g := journaledGateway(t, st)
+	j := g.ledger.journal
+	at := *clock
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
+	if err := book.load(context.Background(), st, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	g.spend = book
+	read := readSegmentFile
+	t.Cleanup(func() { readSegmentFile = read })
+	charged := false
+	readSegmentFile = func(path string) ([]byte, error) {
+		if !charged {
+			charged = true
+			if !j.mu.TryLock() {
+				t.Error("a segment is read under the journal's lock")
+			} else {
+				j.mu.Unlock()
+				g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
+			}
+		}
+		return read(path)
+	}
+	g.joinJournal()
+	readSegmentFile = read
+	if total, _ := book.spent("", at); total.DayUSD != 0.75 {
+		t.Errorf("the book that joined: %v USD, want 0.75 (0.5 read back, 0.25 counted as it came)", total.DayUSD)
+	}
+	if total, _, usd, _, _ := booksOf(journaledGateway(t, st), at); total != 0.75 || usd != 0.75 {
+		t.Errorf("after a kill: spend %v, ledger %v USD; want 0.75", total, usd)
+	}
+}
+
+// A damaged segment makes the spend unknown wherever it is found: by a
+// registry's book, by a book that joins, and without a book, in the book
+// stored for the next config that has one.
+func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
+	damaged := `{"seq":1,"k":"r","t":1800000000000000000,"c":"team","p":1,"o":1,"usd":0.5}` + "\n" + "\x00\x00garbage\n" +
+		`{"seq":3,"k":"r","t":1800000000000000000,"c":"team","p":1,"o":1,"usd":0.25}` + "\n"
+	damage := func(t *testing.T, st *certmagic.FileStorage) {
+		t.Helper()
+		dir := journalDir(st, "gw")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, segmentName(1)), []byte(damaged), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("a registry's book", func(t *testing.T) {
+		fakeClock(t)
+		st := &certmagic.FileStorage{Path: t.TempDir()}
+		damage(t, st)
+		g := journaledGatewayAs(t, st, false)
+		if total, _ := g.spend.spent("", now()); total.DayUSD != 0.75 || g.spend.unknown.Load() == nil {
+			t.Errorf("spend %v, unknown %+v; want 0.75, unknown", total.DayUSD, g.spend.unknown.Load())
+		}
+	})
+	t.Run("a book that joins", func(t *testing.T) {
+		clock := fakeClock(t)
+		st := &certmagic.FileStorage{Path: t.TempDir()}
+		g := journaledGateway(t, st)
+		g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, *clock)
+		f, err := os.OpenFile(filepath.Join(g.ledger.journal.dir, segmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.WriteString("\x00\x00garbage\n")
+		_ = f.Close()
+		book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
+		g.spend = book
+		g.joinJournal()
+		if total, _ := book.spent("", *clock); total.DayUSD != 0.5 || book.unknown.Load() == nil {
+			t.Errorf("spend %v, unknown %+v; want 0.5, unknown", total.DayUSD, book.unknown.Load())
+		}
+	})
+	t.Run("no book", func(t *testing.T) {
+		fakeClock(t)
+		st := &certmagic.FileStorage{Path: t.TempDir()}
+		damage(t, st)
+		journaledGatewayWithoutBook(t, st)
+		if usd, unknown := storedSpend(t, st, now()); usd != 0.75 || !unknown {
+			t.Errorf("the stored book: %v USD, unknown %v; want 0.75, unknown", usd, unknown)
+		}
+	})
+}
+
+// The segments go once both books' snapshots include them. Without a
+// book, the spend of the journal is folded into the stored book at start,
+// and what comes after stays until its month is over: a config that gets
+// a book later counts it.
+func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
+	clock := fakeClock(t)
+	*clock = time.Now().Truncate(time.Second) // the segments' times are the file system's
+	ctx := context.Background()
+	st := &certmagic.FileStorage{Path: t.TempDir()}
+	at := *clock
+	g := journaledGateway(t, st)
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	if err := g.spend.save(ctx, st, "gw"); err != nil {
+		t.Fatal(err)
+	}
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // after the spend's snapshot
+	// killed; the next config has no clients and no spend cap
+	g = journaledGatewayWithoutBook(t, st)
+	if usd, _ := storedSpend(t, st, at); usd != 0.75 {
+		t.Errorf("the stored book after a start without one: %v USD, want 0.75", usd)
+	}
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at) // in no book
+	save := func(g *Gateway) {
+		t.Helper()
+		covered, ok := g.ledger.save(ctx, at, *clock)
+		if !ok {
+			t.Fatal("ledger not saved")
+		}
+		g.ledger.journal.ledgerSaved.Store(covered)
+		g.ledger.journal.compact()
+	}
+	segments := func() int {
+		m, _ := filepath.Glob(filepath.Join(journalDir(st, "gw"), "*"+segmentSuffix))
+		return len(m)
+	}
+	save(g)
+	if n := segments(); n != 2 {
+		t.Errorf("%d segments, want 2: the open one, and the one of the spend in no book", n)
+	}
+	// killed; the next config has a book again
+	if total, _, usd, _, _ := booksOf(journaledGateway(t, st), at); total != 0.875 || usd != 0.875 {
+		t.Errorf("after a kill: spend %v, ledger %v USD; want 0.875", total, usd)
+	}
+	// and the one after none; a month later the spend in no book counts no
+	// more: its segments go
+	g = journaledGatewayWithoutBook(t, st)
+	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
+	save(g)
+	if n := segments(); n != 2 {
+		t.Errorf("%d segments, want 2: the open one, and the one of the spend in no book", n)
+	}
+	*clock = time.Date(at.UTC().Year(), at.UTC().Month()+1, 1, 1, 0, 0, 0, time.UTC)
+	save(g)
+	if n := segments(); n != 1 {
+		t.Errorf("a month later: %d segments, want the open one", n)
+	}
+}
