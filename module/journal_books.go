@@ -115,7 +115,7 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 			"a crash loses what came after; with file_system storage every request is journaled")
 		return
 	}
-	t := now()
+	t := g.clock.Now()
 	read, err := readJournal(dir, g.logger, t)
 	if err != nil {
 		// appending after records not read could number records twice
@@ -210,7 +210,7 @@ func (g *Gateway) joinJournal() {
 	}
 	if sb.journal.Load() != j {
 		j.mu.Lock()
-		read, err := readJournal(j.dir, g.logger, now())
+		read, err := readJournal(j.dir, g.logger, g.clock.Now())
 		if err == nil {
 			sb.replay(read.records)
 		}
