@@ -240,7 +240,7 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 	if err := g.spend.save(r.Context(), g.storage, g.spend.name); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("accepted, but not saved, so a restart would close cloud again: %v", err)}
 	}
-	total, _ := g.spend.spent("", now())
+	total, _ := g.spend.spent("", g.clock.Now())
 	what := map[string]any{"gateway": g.Name, "was_unknown": u != nil, "cloud_usd_today": total.DayUSD}
 	if u != nil {
 		what["why"], what["set_aside_as"] = u.Why, u.SetAsideAs
@@ -314,7 +314,7 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed; use GET", r.Method)}
 	}
-	from, to, err := ledgerWindowOf(r.URL.Query(), now())
+	from, to, err := ledgerWindowOf(r.URL.Query(), provisionClock.Now())
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}

@@ -61,13 +61,13 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		if t.health != nil {
 			t.health.inflight.Add(1)
 		}
-		defer rt.observe(t, &res, now()) // after the breakers' verdict
+		defer rt.observe(t, &res, rt.g.clock.Now()) // after the breakers' verdict
 	}
 	aw := &rt.first
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: now(), cancel: cancel}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: rt.g.clock.Now(), cancel: cancel}
 	if rt.traced() != nil {
 		var span trace.Span
 		actx, span = rt.startAttemptSpan(actx, t)
@@ -216,7 +216,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	case aw.status != 0 && aw.held == nil:
 		// the upstream's own status, even if the timer fired after it
 		a.reason = statusReason(aw.status, aw.notFound)
-		a.wait = upstreamRetryAfter(aw.header, now())
+		a.wait = upstreamRetryAfter(aw.header, rt.g.clock.Now())
 	case aw.state.Load() == attemptAbandoned:
 		a.reason = reasonFirstByte
 	case ctx.Err() != nil:
@@ -250,13 +250,13 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	if ep := res.ep; ep != nil {
 		res.cause = failCause{conn: connFailure(a.reason), probe: ep.p.healthSeq.Load()}
 		if a.status == http.StatusTooManyRequests {
-			res.held = ep.br.holdFor(a.wait, now())
+			res.held = ep.br.holdFor(a.wait, rt.g.clock.Now())
 		}
 	} else if a.status == http.StatusTooManyRequests && t.group.vllm == nil {
 		// a cloud's rate limit that says when to come back: the group
 		// gets nothing until then, rather than every request of a peak
 		// in turn; a rate limit is no fault
-		res.held = t.group.shared.breaker.holdFor(a.wait, now())
+		res.held = t.group.shared.breaker.holdFor(a.wait, rt.g.clock.Now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", t.Group),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
@@ -128,11 +129,11 @@ func (b *breaker) held(t time.Time) bool {
 	return u != 0 && t.UnixNano() < u
 }
 
-// heldNow is held at the current time; it reads the clock only once a
+// heldNow is held at the clock's time; it reads the clock only once a
 // hold was set.
-func (b *breaker) heldNow() bool {
+func (b *breaker) heldNow(c clock.Clock) bool {
 	u := b.holdUntil.Load()
-	return u != 0 && now().UnixNano() < u
+	return u != 0 && c.Now().UnixNano() < u
 }
 
 // uneject ends the cooldown of a breaker that opened on a connection
@@ -293,7 +294,7 @@ func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, gro
 			rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
 		}
 	case verdictFailure:
-		if t := now(); b.failure(bc, t, trial, cause) {
+		if t := rt.g.clock.Now(); b.failure(bc, t, trial, cause) {
 			_, until, _ := b.view(t)
 			fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", trial)}
 			if endpoint != "" {

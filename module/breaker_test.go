@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,11 +130,7 @@ func halfOpen(t *testing.T) (b *breaker, cfg *BreakerConfig, t0 time.Time, trial
 // not 1 until a request comes; no request and nothing in the background
 // has to run for it. The breaker opens on a real request through Caddy.
 func TestIdleBreakerPastItsCooldownIsNotOpen(t *testing.T) {
-	var clock atomic.Int64 // Caddy's goroutines read the clock too
-	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
-	old := now
-	now = func() time.Time { return time.Unix(0, clock.Load()) }
-	t.Cleanup(func() { now = old })
+	clk := driveProcessClock(t)
 
 	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, `{"error":{"message":"overloaded","type":"server_error"}}`, http.StatusInternalServerError)
@@ -202,12 +197,12 @@ func TestIdleBreakerPastItsCooldownIsNotOpen(t *testing.T) {
 		t.Fatalf("after the failure: %+v, gauge %v; want open for the cooldown, gauge 1", bs, gauge)
 	}
 	// one second short of the cooldown: still open
-	clock.Add(int64(29 * time.Second))
+	clk.Advance(29 * time.Second)
 	if bs, gauge := breakerNow(); bs.State != "open" || gauge != 1 {
 		t.Fatalf("within the cooldown: %+v, gauge %v", bs, gauge)
 	}
 	// the cooldown is over and no request came
-	clock.Add(int64(time.Second))
+	clk.Advance(time.Second)
 	bs, gauge = breakerNow()
 	if bs.State != "half_open" || bs.OpenUntil != nil || bs.Trial || gauge != 0 {
 		t.Fatalf("past the cooldown with no traffic: state %q open_until %v trial %v, gauge %v; want half_open, none, no trial, gauge 0",

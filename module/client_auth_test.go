@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 )
 
 func TestPresentedKey(t *testing.T) {
@@ -43,7 +46,7 @@ func TestPresentedKey(t *testing.T) {
 // the key, hashing it and looking it up; then with the client's limits
 // (rpm and tpm) and attribution (its metric series) too.
 func BenchmarkAuthenticate(b *testing.B) {
-	g := &Gateway{Clients: &Clients{}, clientSet: new(atomic.Pointer[clientSet])}
+	g := &Gateway{Clients: &Clients{}, clientSet: new(atomic.Pointer[clientSet]), clock: clock.System}
 	cs := &clientSet{byKey: map[keyHash]*client{}, byName: map[string]*client{}}
 	for i := range 1000 {
 		key := "sk-client-" + strings.Repeat("x", 40) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
@@ -77,7 +80,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			if !ok {
 				b.Fatal("refused")
 			}
-			tn := now()
+			tn := time.Now()
 			*rt = route{g: g, r: r, client: cl, top: top}
 			rt.features = newFeatures(body, r.Header, &rt.top)
 			if wait, _ := rt.reserve(tn); wait > 0 {
@@ -101,7 +104,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			cl, _ := g.authenticate(nil, r, "id", "")
-			tn := now()
+			tn := time.Now()
 			*rt = route{g: g, r: r, client: cl, top: top}
 			rt.features = newFeatures(body, r.Header, &rt.top)
 			if wait, _ := rt.reserve(tn); wait > 0 {

@@ -4,11 +4,11 @@
 package hybridllm
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
 // rateLimit is a per-minute limit kept as a generic cell rate (GCRA): tat
@@ -96,27 +96,18 @@ func (l *rateLimit) charge(perMinute int, units int64, t time.Time) {
 }
 
 // clientUsage is what a client has used, kept by gateway and client name
-// so that it lasts across config reloads.
+// for the life of the process, so that it lasts across config reloads
+// and a client that a keys file drops and adds back finds its minute as
+// it left it.
 type clientUsage struct {
 	requests, tokens rateLimit
 }
 
-var (
-	clientUsagesMu sync.Mutex
-	clientUsages   = map[string]*clientUsage{}
-)
+var clientUsages = reload.NewPool[*clientUsage]()
 
 // usageOf returns the usage of a client of a gateway.
 func usageOf(gateway, client string) *clientUsage {
-	clientUsagesMu.Lock()
-	defer clientUsagesMu.Unlock()
-	key := gateway + "/" + client
-	u := clientUsages[key]
-	if u == nil {
-		u = new(clientUsage)
-		clientUsages[key] = u
-	}
-	return u
+	return clientUsages.Keep(reload.Key(gateway, client), func() *clientUsage { return new(clientUsage) })
 }
 
 // limits returns the client's per-minute limits on this gateway. With a

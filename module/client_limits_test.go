@@ -152,7 +152,8 @@ func httptestPost(path string) *http.Request {
 // are turned away for now (not for the day); a hold given back opens
 // the cloud again, and the spend booked closes it for the day.
 func TestCloudHoldsBoundTheBudget(t *testing.T) {
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}}
+	clk := fakeClock(t)
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: clk}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI,
@@ -189,10 +190,10 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
-		g.spend.add(cl.name, 0.000118, now())
+		g.spend.add(cl.name, 0.000118, clk.Now())
 		rt.releaseCloud()
 	}
-	if why, _ := g.cloudClosed(cl, now()); why != reasonBudget {
+	if why, _ := g.cloudClosed(cl, clk.Now()); why != reasonBudget {
 		t.Fatalf("the spent budget: closed for %q", why)
 	}
 }

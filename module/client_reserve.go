@@ -179,7 +179,7 @@ func (rt *route) holdCloud(t *Target, take bool) reason {
 	h := &g.spend.holds
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	total, s := g.spend.spent(name, now())
+	total, s := g.spend.spent(name, g.clock.Now())
 	// what the others hold: this request's own hold so far is not in its way
 	others, mine := h.total-rt.reservedUSD, h.clients[name]-rt.reservedUSD
 	switch {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
@@ -137,7 +138,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 // A cloud tier's hold is what the tier can cost: the request is sent
 // with its max_tokens.
 func TestCloudHoldOnATier(t *testing.T) {
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}}
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{name: "cloud-small",
 		Kind: KindOpenAI, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -156,7 +157,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 // in flight close it; the hold is taken as the attempt starts, and
 // released from the client it was held for.
 func TestSkipTakesNoHold(t *testing.T) {
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}}
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -187,7 +188,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	// held for the spend cap only (the client has no budget here): the
 	// release leaves the holds other requests of that name keep, under
 	// a config that gives it a budget, as they are
-	capped := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, CloudSpend: &CloudSpend{DailyUSD: 10}}
+	capped := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, CloudSpend: &CloudSpend{DailyUSD: 10}, clock: fakeClock(t)}
 	capped.spend.holds.clients = map[string]float64{"c": 0.5}
 	capped.spend.holds.total = 0.5
 	free := &client{name: "c", known: true}
@@ -206,15 +207,14 @@ func TestSkipTakesNoHold(t *testing.T) {
 // (no transition, no dwell started), nor the overflow recorded on the
 // request.
 func TestDegradeNowHasNoEffects(t *testing.T) {
-	fakeClock(t)
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, logger: zap.NewNop()}
+	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	upper := &Target{Group: "big", group: &Group{name: "big", shared: &groupShared{}}}
 	upper.trigger = &degradeTrigger{t: upper}
 	upper.trigger.active.Store(true)
 
 	// a self-hosted tier whose group is over its overflow trigger
-	ep := &endpoint{p: newProber("http://127.0.0.1:1", zap.NewNop()), br: new(breaker)}
+	ep := &endpoint{p: newProber("http://127.0.0.1:1", clock.System, zap.NewNop()), br: new(breaker)}
 	ep.p.inflight.Store(5)
 	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{name: "small", shared: &groupShared{},
 		Overflow: &OverflowConfig{InFlight: &Threshold{Trigger: 2, Recover: 1}},

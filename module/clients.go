@@ -293,7 +293,7 @@ func (g *Gateway) provisionClients(ctx caddy.Context) error {
 	g.clientSet = new(atomic.Pointer[clientSet])
 	g.clientSet.Store(cs)
 	if g.keysFile != "" {
-		go g.watchKeysFile(ctx.Done(), stamp)
+		g.watchKeysFile(ctx, stamp)
 	}
 	return nil
 }

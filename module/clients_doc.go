@@ -105,7 +105,7 @@ func serveClients(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := []ClientsDoc{}
-	t := now()
+	t := provisionClock.Now()
 	for _, g := range gws {
 		out = append(out, g.clientsDoc(t))
 	}

@@ -282,10 +282,10 @@ func (rt *route) tierRefusal(t *Target, reserve bool) reason {
 	}
 	ok := false
 	if reserve {
-		ok = c.share.Reserve(now(), c.cap, degradeMinAnswers)
+		ok = c.share.Reserve(rt.g.clock.Now(), c.cap, degradeMinAnswers)
 		rt.deg.reserved = ok
 	} else {
-		ok = c.share.Allows(now(), c.cap, degradeMinAnswers)
+		ok = c.share.Allows(rt.g.clock.Now(), c.cap, degradeMinAnswers)
 	}
 	if !ok {
 		rt.g.capReached(rt.alias)
@@ -293,7 +293,7 @@ func (rt *route) tierRefusal(t *Target, reserve bool) reason {
 			return reasonDegradeCap
 		}
 		if reserve {
-			c.share.Reserve(now(), 1, 0) // allowed past the cap: counted all the same
+			c.share.Reserve(rt.g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
 			rt.deg.reserved = true
 		}
 	}
@@ -345,7 +345,7 @@ func (rt *route) degradeNow(t *Target, rest []*Target) bool {
 	}
 	for _, o := range rest {
 		if o.Tier != nil && rt.tierRefusal(o, false) == "" && rt.wouldSkip(o, &rt.features, 0, true) == "" &&
-			(o.group.Breaker == nil || o.group.shared.breaker.wouldAllow(now())) {
+			(o.group.Breaker == nil || o.group.shared.breaker.wouldAllow(rt.g.clock.Now())) {
 			return true
 		}
 	}
@@ -358,7 +358,7 @@ func (g *Gateway) capReached(al *Alias) {
 	c := al.chain
 	if c.capped.CompareAndSwap(false, true) {
 		g.logger.Error("degrade cap reached: degraded answers would pass their share; no further degrading",
-			zap.String("alias", al.name), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(now())),
+			zap.String("alias", al.name), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(g.clock.Now())),
 			zap.String("at_cap", c.atCap))
 	}
 }
@@ -373,7 +373,7 @@ const capClearAt = 0.8
 func (rt *route) settleChain() {
 	c := rt.alias.chain
 	if rt.answered != nil && rt.status < 500 {
-		c.share.Add(now(), rt.deg.degraded)
+		c.share.Add(rt.g.clock.Now(), rt.deg.degraded)
 	}
 	if rt.deg.reserved {
 		c.share.Release()

@@ -54,7 +54,7 @@ func (g *Gateway) provisionEndpointHealth(grp *Group) error {
 	if err != nil {
 		return err
 	}
-	hs := &setHealth{gw: g.Name, group: grp.name, logger: g.logger}
+	hs := &setHealth{gw: g.Name, group: grp.name, logger: g.logger, clock: g.clock}
 	hs.s.MaxOut = hc.MaxDegraded
 	dials := make([]string, 0, len(vg.endpoints))
 	for dial := range vg.endpoints {
@@ -64,7 +64,7 @@ func (g *Gateway) provisionEndpointHealth(grp *Group) error {
 	for _, dial := range dials {
 		ep := vg.endpoints[dial]
 		m := &healthscore.Member{Name: grp.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.window()),
-			Base: endpointBase, Since: now()}
+			Base: endpointBase, Since: g.clock.Now()}
 		hm := &healthMember{hs: hs, m: m, ep: ep}
 		hm.carry(endpointKey(g.Name, grp.name, dial))
 		ep.score = &endpointScore{hm: hm}

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
 // RegistryConfig is where several gateways share their runtime state: an
@@ -123,7 +124,7 @@ const memberTTL = 5
 // fleetShare is a process's place among the fleet's live members.
 type fleetShare struct{ rank, n int }
 
-var fleets = caddy.NewUsagePool()
+var fleets = reload.NewPool[*fleet]()
 
 // registryApplied is what a gateway applied of its registry.
 type registryApplied struct {
@@ -187,7 +188,7 @@ func (g *Gateway) provisionRegistry() error {
 	}
 	prefix := rc.prefix(g.Name)
 	key := strings.Join(endpoints, ",") + "|" + prefix
-	val, _, err := fleets.LoadOrNew(key, func() (caddy.Destructor, error) {
+	f, _, err := fleets.Acquire(key, func() (*fleet, error) {
 		dial := time.Duration(rc.DialTimeout)
 		if dial <= 0 {
 			dial = 5 * time.Second
@@ -224,7 +225,6 @@ func (g *Gateway) provisionRegistry() error {
 	if err != nil {
 		return err
 	}
-	f := val.(*fleet)
 	g.fleet, g.applied = f, new(registryApplied)
 	if g.spend != nil {
 		g.spendName = spendName(g.Name)
@@ -251,7 +251,7 @@ func (g *Gateway) releaseRegistry() {
 		f.gateways = slices.Delete(f.gateways, i, i+1)
 	}
 	f.mu.Unlock()
-	_, _ = fleets.Delete(f.key)
+	_ = fleets.Release(f.key)
 }
 
 // keepMember holds the process's membership key under a lease, and

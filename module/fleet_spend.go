@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
@@ -92,7 +93,7 @@ func (g *Gateway) applySpend(s *registry.Snapshot) {
 	if g.spend == nil {
 		return
 	}
-	t := now().UTC()
+	t := g.clock.Now().UTC()
 	total, clients := s.Spent(g.Name, g.spendName, t.Format(time.DateOnly), t.Format("2006-01"))
 	g.spend.others.Store(&fleetSpend{total: total, clients: clients})
 }
@@ -133,26 +134,19 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 	}
 	var published uint64
 	var day string
-	tick := time.NewTicker(fleetSpendInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	loop.Loop{Name: "spend publisher", Every: fleetSpendInterval, Logger: g.logger}.Go(ctx, nil, func(ctx context.Context) {
+		b, v, seq := g.spend.book(g.Name, g.clock.Now())
+		if v == published && b.Total.Day == day {
+			g.markPublished(seq) // what is published has not changed since
 			return
-		case <-tick.C:
-			b, v, seq := g.spend.book(g.Name, now())
-			if v == published && b.Total.Day == day {
-				g.markPublished(seq) // what is published has not changed since
-				continue
-			}
-			if err := g.putSpend(ctx, b); err != nil {
-				g.logger.Debug("registry: could not publish the cloud spend; trying again", zap.Error(err))
-				continue
-			}
-			published, day = v, b.Total.Day
-			g.markPublished(seq)
 		}
-	}
+		if err := g.putSpend(ctx, b); err != nil {
+			g.logger.Debug("registry: could not publish the cloud spend; trying again", zap.Error(err))
+			return
+		}
+		published, day = v, b.Total.Day
+		g.markPublished(seq)
+	})
 }
 
 // putSpend writes a book under the gateway's spend key.
@@ -174,7 +168,7 @@ func (g *Gateway) finalSpend() {
 	if g.fleet == nil || g.spend == nil || g.spendName == "" || g.begun == nil || !g.begun.Load() {
 		return
 	}
-	b, _, seq := g.spend.book(g.Name, now())
+	b, _, seq := g.spend.book(g.Name, g.clock.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := g.putSpend(ctx, b); err != nil {

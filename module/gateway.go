@@ -17,6 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"go.uber.org/zap"
 )
 
@@ -165,8 +167,9 @@ type Gateway struct {
 	modelsList   []byte
 	created      int64
 	logger       *zap.Logger
-	badUsage     *warnEvery // rate-limits the warning about bad usage values
-	strayKeys    *warnEvery // rate-limits the warning about keys where none is read
+	clock        clock.Clock // the time of its windows, holds and cooldowns
+	badUsage     *warnEvery  // rate-limits the warning about bad usage values
+	strayKeys    *warnEvery  // rate-limits the warning about keys where none is read
 	// a group has a cost model, or the cloud a spend cap: the books hold
 	// money, and each request's charge is journaled
 	priced       bool
@@ -215,8 +218,15 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	return err
 }
 
+// provisionClock is the process's clock: each gateway and policy a config
+// provisions is given it, and the admin endpoints and metrics that span
+// them read it. Tests that load a whole Caddy and drive its time set it
+// before loading.
+var provisionClock = clock.System
+
 func (g *Gateway) provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
+	g.clock = provisionClock
 	g.ctx = ctx.Context
 	g.storage = ctx.Storage()
 	g.mirrorLog = g.logger.Named("mirror")
@@ -276,7 +286,8 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		if grp == nil {
 			return fmt.Errorf("group %q: empty", name)
 		}
-		grp.acquireShared(g.Name + "/" + name)
+		grp.acquireShared(reload.Key(g.Name, name))
+		grp.clock = g.clock
 		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
 			return fmt.Errorf("group %q: %v", name, err)
 		}
@@ -312,7 +323,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 
 	if len(g.healthSets) > 0 || len(g.strategySets) > 0 || len(g.chained) > 0 {
-		go g.keepScheduling(ctx)
+		g.keepScheduling(ctx)
 	}
 	g.created = time.Now().Unix()
 	g.modelsList = g.buildModelsList()
@@ -326,12 +337,12 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 	if g.Clients != nil || g.CloudSpend != nil {
 		if g.Registry == nil {
-			g.spend = spendBookOf(ctx, g.Name, g.logger, g.ownsBooks)
+			g.spend = spendBookOf(ctx, g.Name, g.clock, g.logger, g.ownsBooks)
 		} else {
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see
 			// fleet_spend.go)
-			g.spend = spendBookOf(ctx, g.Name+"."+processID(), g.logger, false)
+			g.spend = spendBookOf(ctx, g.Name+"."+processID(), g.clock, g.logger, false)
 		}
 	}
 	if g.Clients != nil {
@@ -349,7 +360,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 	g.joinJournal()
 	if g.spend != nil && g.spend.stored {
-		go g.keepSaving(ctx)
+		g.keepSaving(ctx)
 	}
 	if g.Registry != nil {
 		if err := g.provisionRegistry(); err != nil {

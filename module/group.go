@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
@@ -107,6 +108,7 @@ type Group struct {
 	expect    []string // the model names the aliases send to this group
 	vllm      *vllmGroup
 	check     modelCheck
+	clock     clock.Clock // the gateway's
 	// streamUsage is StreamUsage resolved against the gateway's default
 	streamUsage bool
 }
@@ -124,6 +126,7 @@ type EndpointConfig struct {
 // provision checks the group and loads its reverse proxy.
 func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error {
 	grp.name = name
+	grp.check.clock = grp.clock
 	switch grp.Kind {
 	case KindVLLM, KindOpenAI:
 	case "":
@@ -271,7 +274,7 @@ func (grp *Group) cleanup() {
 		return
 	}
 	if grp.sharedKey != "" {
-		_, _ = groupStates.Delete(grp.sharedKey)
+		_ = groupStates.Release(grp.sharedKey)
 		grp.sharedKey = ""
 	}
 	if grp.vllm == nil || grp.vllm.released {

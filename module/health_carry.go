@@ -3,39 +3,49 @@
 
 package hybridllm
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
+)
 
 // The health scheduler's members of the running configs, by key: a new
 // config's member carries on from the one it replaces (its level, hold,
 // ramp and window), so that a reload does not bring a sick member back
-// at full weight.
-var (
-	healthCarryMu sync.Mutex
-	healthCarry   = map[string]*healthMember{}
-)
+// at full weight. Each config holds the slots of its members while it
+// is provisioned.
+var healthCarry = reload.NewPool[*carrySlot]()
+
+// carrySlot is the member that holds a key now.
+type carrySlot struct {
+	mu  sync.Mutex
+	cur *healthMember
+}
 
 // memberKey names a weighted set's member across configs.
 func memberKey(gw, alias, set string, t *Target) string {
-	return "set\x00" + gw + "\x00" + alias + "\x00" + set + "\x00" + t.Group + "\x00" + t.Model
+	return reload.Key("set", gw, alias, set, t.Group, t.Model)
 }
 
 // endpointKey names a vllm group's endpoint across configs.
 func endpointKey(gw, group, dial string) string {
-	return "endpoint\x00" + gw + "\x00" + group + "\x00" + dial
+	return reload.Key("endpoint", gw, group, dial)
 }
 
 // carry takes over the state of the member that had hm's key, if any,
 // and puts hm in its place.
 func (hm *healthMember) carry(key string) {
 	hm.key = key
-	healthCarryMu.Lock()
-	old := healthCarry[key]
-	healthCarry[key] = hm
+	slot, _, _ := healthCarry.Acquire(key, func() (*carrySlot, error) { return new(carrySlot), nil })
+	slot.mu.Lock()
+	old := slot.cur
+	slot.cur = hm
 	hm.prev = old
 	if old != nil {
 		old.prev = nil // no chain of configs
 	}
-	healthCarryMu.Unlock()
+	slot.mu.Unlock()
+	hm.slot = slot
 	if old == nil {
 		return
 	}
@@ -44,22 +54,25 @@ func (hm *healthMember) carry(key string) {
 	old.hs.mu.Unlock()
 }
 
-// uncarry forgets the gateway's members, unless a newer config's took
-// their place; a config that failed to start hands the place back to
+// uncarry lets go of the gateway's members: a newer config's member keeps
+// its place, and a config that failed to start hands the place back to
 // the one still running.
 func (g *Gateway) uncarry() {
-	healthCarryMu.Lock()
-	defer healthCarryMu.Unlock()
 	for _, hs := range g.healthSets {
 		for _, hm := range hs.members {
-			if healthCarry[hm.key] != hm {
+			if hm.slot == nil {
 				continue
 			}
-			if prev := hm.prev; prev != nil && !prev.hs.stopped.Load() {
-				healthCarry[hm.key] = prev
-			} else {
-				delete(healthCarry, hm.key)
+			hm.slot.mu.Lock()
+			if hm.slot.cur == hm {
+				hm.slot.cur = nil
+				if prev := hm.prev; prev != nil && !prev.hs.stopped.Load() {
+					hm.slot.cur = prev
+				}
 			}
+			hm.slot.mu.Unlock()
+			hm.slot = nil
+			_ = healthCarry.Release(hm.key)
 		}
 	}
 	for _, hs := range g.healthSets {

@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -16,7 +17,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
+	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 )
 
 // HealthConfig is health-score scheduling for a member of a weighted
@@ -101,6 +104,7 @@ type setHealth struct {
 	ws             *weightedSet // the set's; nil for a group's endpoints
 	group          string       // the group, for a group's endpoints
 	logger         *zap.Logger
+	clock          clock.Clock // of the members' windows
 
 	mu      sync.Mutex
 	s       healthscore.Set
@@ -117,6 +121,7 @@ type healthMember struct {
 	ep       *endpoint
 	inflight atomic.Int64
 	key      string        // across configs (see carry)
+	slot     *carrySlot    // its place under key, while it holds it
 	prev     *healthMember // the member it took the place of
 }
 
@@ -144,7 +149,7 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 	if !watched {
 		return nil
 	}
-	hs := &setHealth{gw: g.Name, alias: al.name, set: ws.name, ws: ws, logger: g.logger}
+	hs := &setHealth{gw: g.Name, alias: al.name, set: ws.name, ws: ws, logger: g.logger, clock: g.clock}
 	for _, t := range members {
 		if t.Health != nil {
 			hs.s.MaxOut = max(hs.s.MaxOut, t.Health.MaxDegraded)
@@ -170,7 +175,7 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 			hc = new(HealthConfig)
 		}
 		m := &healthscore.Member{Name: memberName(members, i), Policy: policies[i],
-			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: now()}
+			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: g.clock.Now()}
 		hm := &healthMember{hs: hs, m: m, target: t}
 		hm.carry(memberKey(g.Name, al.name, ws.name, t))
 		hs.s.Members = append(hs.s.Members, m)
@@ -199,7 +204,7 @@ func memberName(members []*Target, i int) string {
 func (hm *healthMember) record(failed bool, latency time.Duration) {
 	hs := hm.hs
 	hs.mu.Lock()
-	hm.m.Record(now(), failed, latency)
+	hm.m.Record(hs.clock.Now(), failed, latency)
 	hs.mu.Unlock()
 }
 
@@ -235,29 +240,22 @@ func (hs *setHealth) apply() {
 }
 
 // keepScheduling evaluates the gateway's sets until the config stops.
-func (g *Gateway) keepScheduling(ctx caddy.Context) {
-	t := time.NewTicker(healthTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			t := now()
-			for _, dt := range g.degradeTriggers {
-				dt.observe(t, g.logger)
-			}
-			for _, al := range g.chained {
-				al.chain.tick(t, g.logger, al.name)
-			}
-			for _, ws := range g.strategySets {
-				ws.relean(t)
-			}
-			for _, hs := range g.healthSets {
-				hs.tick(t)
-			}
+func (g *Gateway) keepScheduling(ctx context.Context) {
+	loop.Loop{Name: "health scheduler", Every: healthTick, Logger: g.logger}.Go(ctx, nil, func(context.Context) {
+		t := g.clock.Now()
+		for _, dt := range g.degradeTriggers {
+			dt.observe(t, g.logger)
 		}
-	}
+		for _, al := range g.chained {
+			al.chain.tick(t, g.logger, al.name)
+		}
+		for _, ws := range g.strategySets {
+			ws.relean(t)
+		}
+		for _, hs := range g.healthSets {
+			hs.tick(t)
+		}
+	})
 }
 
 // tick evaluates the set: probes, windows, levels, weights.
@@ -491,7 +489,7 @@ func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
 			epm.record(true, 0)
 		}
 	case verdictSuccess:
-		end := now()
+		end := rt.g.clock.Now()
 		lat := end.Sub(began)
 		if rt.stream && rt.ttfb > 0 && rt.answered == t {
 			lat = rt.start.Add(rt.ttfb).Sub(began)

@@ -106,7 +106,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	}
 	// a request refused above takes no request of the rpm, and reserves
 	// no tokens
-	at := now()
+	at := g.clock.Now()
 	rt.body, rt.features = body, newFeatures(body, r.Header, &rt.top)
 	if wait, limit := rt.reserve(at); wait > 0 {
 		return g.limited(w, cl, limit, wait)

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
@@ -54,6 +55,7 @@ type journal struct {
 	dir    string
 	id     string // names the journal in the books it feeds (see journalID)
 	logger *zap.Logger
+	clock  clock.Clock // of the month a segment is kept for
 
 	// mu orders the records: a record enters the books and the file
 	// under it, and a snapshot is copied under it, so that the last
@@ -235,7 +237,7 @@ func parseSegment(data []byte) (recs []journalRecord, bad error) {
 
 // openJournal starts a new segment in dir, after the records already
 // there (last is the highest seq the journal or a snapshot knows).
-func openJournal(dir string, last uint64, logger *zap.Logger) (*journal, error) {
+func openJournal(dir string, last uint64, c clock.Clock, logger *zap.Logger) (*journal, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -258,7 +260,7 @@ func openJournal(dir string, last uint64, logger *zap.Logger) (*journal, error) 
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{dir: dir, id: id, logger: logger, seq: last, synced: true, buf: make([]byte, 0, 256)}
+	j := &journal{dir: dir, id: id, logger: logger, clock: c, seq: last, synced: true, buf: make([]byte, 0, 256)}
 	if err := j.startSegmentLocked(); err != nil {
 		return nil, err
 	}
@@ -495,7 +497,7 @@ func (j *journal) compact() {
 			firsts, segs = append(firsts, n), append(segs, e)
 		}
 	}
-	t := now().UTC()
+	t := j.clock.Now().UTC()
 	month := time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
 	// a segment holds the records from its first up to the next one's
 	for i := 0; i+1 < len(firsts); i++ {

@@ -115,7 +115,7 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 			"a crash loses what came after; with file_system storage every request is journaled")
 		return
 	}
-	t := now()
+	t := g.clock.Now()
 	read, err := readJournal(dir, g.logger, t)
 	if err != nil {
 		// appending after records not read could number records twice
@@ -133,13 +133,11 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	}
 	var fold *spendBook
 	if sb == nil && g.Registry == nil {
-		spendBooksMu.Lock() // no config's book loads it meanwhile
-		defer spendBooksMu.Unlock()
 		if fold = g.bookToFold(); fold != nil {
 			last = max(last, fold.savedSeq)
 		}
 	}
-	j, err := openJournal(dir, last, g.logger)
+	j, err := openJournal(dir, last, g.clock, g.logger)
 	if err != nil {
 		g.logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
 		return
@@ -272,7 +270,7 @@ func (g *Gateway) joinJournal() {
 			_ = f.Sync()
 			_ = f.Close()
 		}
-		read, err := readJournalTo(j.dir, upto, g.logger, now())
+		read, err := readJournalTo(j.dir, upto, g.logger, g.clock.Now())
 		if err == nil {
 			sb.replay(read.records)
 			if len(read.setAside) > 0 {
@@ -291,13 +289,13 @@ func (g *Gateway) joinJournal() {
 // book (no clients, no spend cap) and without a registry, when no book
 // of this process is in memory: at start, the journal's spend is folded
 // into it (see foldSpend). nil otherwise, and when it cannot be read: the
-// journal then keeps the spend of the month (see compact). spendBooksMu
-// is held.
+// journal then keeps the spend of the month (see compact). Configs are
+// provisioned one at a time: none loads the book meanwhile.
 func (g *Gateway) bookToFold() *spendBook {
-	if g.storage == nil || spendBooks[g.Name] != nil {
+	if g.storage == nil || spendBooks.Holds(g.Name) > 0 {
 		return nil // a config before had one: it saves it
 	}
-	b := &spendBook{name: g.Name, clients: map[string]*spend{}, stored: true}
+	b := &spendBook{name: g.Name, clients: map[string]*spend{}, stored: true, clock: g.clock}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.load(ctx, g.storage, g.Name); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
@@ -33,12 +34,12 @@ func (f *tornFile) Write(b []byte) (int, error) {
 
 // journaledGatewayWithoutBook starts a gateway's books as a process of a
 // config without clients or spend cap does: a ledger, no spend book.
-func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage) *Gateway {
+func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) *Gateway {
 	t.Helper()
 	ctx := context.Background()
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st}
-	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger)}
-	l.savedAt = now()
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk}
+	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger), clock: clk}
+	l.savedAt = clk.Now()
 	l.startJournal(g, l.load(ctx, l.savedAt))
 	if l.journal == nil {
 		t.Fatal("no journal")
@@ -52,7 +53,7 @@ func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage) *Gatew
 // day of at, and whether it is unknown.
 func storedSpend(t *testing.T, st *certmagic.FileStorage, at time.Time) (float64, bool) {
 	t.Helper()
-	b := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
+	b := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: clock.System}
 	if err := b.load(context.Background(), st, "gw"); err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +65,11 @@ func storedSpend(t *testing.T, st *certmagic.FileStorage, at time.Time) (float64
 // starts a segment of its own: what the failed write left is a torn last
 // line, not a line in the middle that takes the next record with it.
 func TestJournalStartsASegmentAfterAFailedWrite(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	g := journaledGateway(t, st)
+	g := journaledGateway(t, st, clk)
 	j := g.ledger.journal
-	at := *clock
+	at := clk.Now()
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
 	j.mu.Lock()
 	j.f = &tornFile{segmentFile: j.f, fails: 1}
@@ -76,7 +77,7 @@ func TestJournalStartsASegmentAfterAFailedWrite(t *testing.T) {
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // half written
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
 	// killed: the record that failed is lost with the process, the others are not
-	again := journaledGateway(t, st)
+	again := journaledGateway(t, st, clk)
 	if total, _, usd, _, _ := booksOf(again, at); total != 0.625 || usd != 0.625 {
 		t.Errorf("after a kill: spend %v, ledger %v USD; want 0.625 (0.5 + 0.125)", total, usd)
 	}
@@ -90,7 +91,7 @@ func TestJournalStartsASegmentAfterAFailedWrite(t *testing.T) {
 // empties every segment after the last record it read, so that none of
 // its records is appended to a torn line.
 func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	dir := journalDir(st, "gw")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -103,12 +104,12 @@ func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, segmentName(3)), []byte(`{"seq":3,"k":"r","t":18000`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := journaledGateway(t, st)
-	at := *clock
+	g := journaledGateway(t, st, clk)
+	at := clk.Now()
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // seq 2
 	g.ledger.journal.compact()                                          // the next segment: 3
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
-	again := journaledGateway(t, st)
+	again := journaledGateway(t, st, clk)
 	if total, _, usd, _, _ := booksOf(again, at); total != 0.875 || usd != 0.875 || again.spend.unknown.Load() != nil {
 		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.875, known", total, usd, again.spend.unknown.Load())
 	}
@@ -118,13 +119,13 @@ func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
 // the segments outside the journal's lock: the requests of the config
 // still serving are journaled meanwhile, and none is counted twice.
 func TestJournalJoinsABookOutsideItsLock(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	g := journaledGateway(t, st)
+	g := journaledGateway(t, st, clk)
 	j := g.ledger.journal
-	at := *clock
+	at := clk.Now()
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
+	book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: clock.System}
 	if err := book.load(context.Background(), st, "gw"); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestJournalJoinsABookOutsideItsLock(t *testing.T) {
 	if total, _ := book.spent("", at); total.DayUSD != 0.75 {
 		t.Errorf("the book that joined: %v USD, want 0.75 (0.5 read back, 0.25 counted as it came)", total.DayUSD)
 	}
-	if total, _, usd, _, _ := booksOf(journaledGateway(t, st), at); total != 0.75 || usd != 0.75 {
+	if total, _, usd, _, _ := booksOf(journaledGateway(t, st, clk), at); total != 0.75 || usd != 0.75 {
 		t.Errorf("after a kill: spend %v, ledger %v USD; want 0.75", total, usd)
 	}
 }
@@ -171,38 +172,36 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 		}
 	}
 	t.Run("a registry's book", func(t *testing.T) {
-		fakeClock(t)
 		st := &certmagic.FileStorage{Path: t.TempDir()}
 		damage(t, st)
-		g := journaledGatewayAs(t, st, false)
-		if total, _ := g.spend.spent("", now()); total.DayUSD != 0.75 || g.spend.unknown.Load() == nil {
+		g := journaledGatewayAs(t, st, fakeClock(t), false)
+		if total, _ := g.spend.spent("", g.clock.Now()); total.DayUSD != 0.75 || g.spend.unknown.Load() == nil {
 			t.Errorf("spend %v, unknown %+v; want 0.75, unknown", total.DayUSD, g.spend.unknown.Load())
 		}
 	})
 	t.Run("a book that joins", func(t *testing.T) {
-		clock := fakeClock(t)
+		clk := fakeClock(t)
 		st := &certmagic.FileStorage{Path: t.TempDir()}
-		g := journaledGateway(t, st)
-		g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, *clock)
+		g := journaledGateway(t, st, clk)
+		g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, clk.Now())
 		f, err := os.OpenFile(filepath.Join(g.ledger.journal.dir, segmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _ = f.WriteString("\x00\x00garbage\n")
 		_ = f.Close()
-		book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
+		book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: clock.System}
 		g.spend = book
 		g.joinJournal()
-		if total, _ := book.spent("", *clock); total.DayUSD != 0.5 || book.unknown.Load() == nil {
+		if total, _ := book.spent("", clk.Now()); total.DayUSD != 0.5 || book.unknown.Load() == nil {
 			t.Errorf("spend %v, unknown %+v; want 0.5, unknown", total.DayUSD, book.unknown.Load())
 		}
 	})
 	t.Run("no book", func(t *testing.T) {
-		fakeClock(t)
 		st := &certmagic.FileStorage{Path: t.TempDir()}
 		damage(t, st)
-		journaledGatewayWithoutBook(t, st)
-		if usd, unknown := storedSpend(t, st, now()); usd != 0.75 || !unknown {
+		g := journaledGatewayWithoutBook(t, st, fakeClock(t))
+		if usd, unknown := storedSpend(t, st, g.clock.Now()); usd != 0.75 || !unknown {
 			t.Errorf("the stored book: %v USD, unknown %v; want 0.75, unknown", usd, unknown)
 		}
 	})
@@ -213,26 +212,26 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 // and what comes after stays until its month is over: a config that gets
 // a book later counts it.
 func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
-	clock := fakeClock(t)
-	*clock = time.Now().Truncate(time.Second) // the segments' times are the file system's
+	clk := fakeClock(t)
+	clk.Set(time.Now().Truncate(time.Second)) // the segments' times are the file system's
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	at := *clock
-	g := journaledGateway(t, st)
+	at := clk.Now()
+	g := journaledGateway(t, st, clk)
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
 	if err := g.spend.save(ctx, st, "gw"); err != nil {
 		t.Fatal(err)
 	}
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // after the spend's snapshot
 	// killed; the next config has no clients and no spend cap
-	g = journaledGatewayWithoutBook(t, st)
+	g = journaledGatewayWithoutBook(t, st, clk)
 	if usd, _ := storedSpend(t, st, at); usd != 0.75 {
 		t.Errorf("the stored book after a start without one: %v USD, want 0.75", usd)
 	}
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at) // in no book
 	save := func(g *Gateway) {
 		t.Helper()
-		covered, ok := g.ledger.save(ctx, at, *clock)
+		covered, ok := g.ledger.save(ctx, at, clk.Now())
 		if !ok {
 			t.Fatal("ledger not saved")
 		}
@@ -248,18 +247,18 @@ func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
 		t.Errorf("%d segments, want 2: the open one, and the one of the spend in no book", n)
 	}
 	// killed; the next config has a book again
-	if total, _, usd, _, _ := booksOf(journaledGateway(t, st), at); total != 0.875 || usd != 0.875 {
+	if total, _, usd, _, _ := booksOf(journaledGateway(t, st, clk), at); total != 0.875 || usd != 0.875 {
 		t.Errorf("after a kill: spend %v, ledger %v USD; want 0.875", total, usd)
 	}
 	// and the one after none; a month later the spend in no book counts no
 	// more: its segments go
-	g = journaledGatewayWithoutBook(t, st)
+	g = journaledGatewayWithoutBook(t, st, clk)
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
 	save(g)
 	if n := segments(); n != 2 {
 		t.Errorf("%d segments, want 2: the open one, and the one of the spend in no book", n)
 	}
-	*clock = time.Date(at.UTC().Year(), at.UTC().Month()+1, 1, 1, 0, 0, 0, time.UTC)
+	clk.Set(time.Date(at.UTC().Year(), at.UTC().Month()+1, 1, 1, 0, 0, 0, time.UTC))
 	save(g)
 	if n := segments(); n != 1 {
 		t.Errorf("a month later: %d segments, want the open one", n)

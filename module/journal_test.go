@@ -13,28 +13,29 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
 // journaledGateway starts a gateway's books as a process does: the
 // snapshots in st read back, then the journal's records after them.
-func journaledGateway(t *testing.T, st *certmagic.FileStorage) *Gateway {
+func journaledGateway(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) *Gateway {
 	t.Helper()
-	return journaledGatewayAs(t, st, true)
+	return journaledGatewayAs(t, st, clk, true)
 }
 
 // journaledGatewayAs is journaledGateway with the spend book in storage,
 // or (not stored) in a registry: a book of the process's own.
-func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, stored bool) *Gateway {
+func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, clk clock.Clock, stored bool) *Gateway {
 	t.Helper()
 	ctx := context.Background()
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st}
-	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: stored}
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk}
+	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: stored, clock: g.clock}
 	if err := g.spend.load(ctx, st, "gw"); stored && err != nil {
 		t.Fatal(err)
 	}
-	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger)}
-	l.savedAt = now()
+	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger), clock: g.clock}
+	l.savedAt = g.clock.Now()
 	l.startJournal(g, l.load(ctx, l.savedAt))
 	if l.journal == nil {
 		t.Fatal("no journal")
@@ -60,31 +61,31 @@ func booksOf(g *Gateway, at time.Time) (total, team, ledgerUSD float64, tokens i
 // journal holds: the next one reads the snapshots, then replays the
 // records after them, once, however often it happens.
 func TestJournalReplaysPastTheSnapshots(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	g := journaledGateway(t, st)
+	g := journaledGateway(t, st, clk)
 	team := &client{name: "team", known: true}
-	start := *clock
+	start := clk.Now()
 	g.ledger.tick(start)
 	g.charge(team, charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
 	g.charge(team, charge{Client: "team", SelfHosted: true, Prompt: 1000, Completion: 100}, start)
-	*clock = start.Add(5 * time.Second)
-	g.ledger.tick(*clock)
+	clk.Set(start.Add(5 * time.Second))
+	g.ledger.tick(clk.Now())
 	// the snapshots include these
 	if err := g.spend.save(ctx, st, "gw"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := g.ledger.save(ctx, start, *clock); !ok {
+	if _, ok := g.ledger.save(ctx, start, clk.Now()); !ok {
 		t.Fatal("ledger not saved")
 	}
 	// and not these
-	g.charge(nil, charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, *clock)
-	g.charge(team, charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, *clock)
-	g.charge(nil, charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, *clock) // a mirror copy
-	*clock = start.Add(7 * time.Second)
-	g.ledger.tick(*clock)
-	at := *clock
+	g.charge(nil, charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, clk.Now())
+	g.charge(team, charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, clk.Now())
+	g.charge(nil, charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, clk.Now()) // a mirror copy
+	clk.Set(start.Add(7 * time.Second))
+	g.ledger.tick(clk.Now())
+	at := clk.Now()
 	want := func(what string, g *Gateway) {
 		t.Helper()
 		total, tm, usd, tokens, covered := booksOf(g, at)
@@ -98,8 +99,8 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 	}
 	want("before the kill", g)
 	// killed: nothing more is saved
-	want("after a kill", journaledGateway(t, st))
-	want("after a second kill", journaledGateway(t, st))
+	want("after a kill", journaledGateway(t, st, clk))
+	want("after a second kill", journaledGateway(t, st, clk))
 }
 
 // A line cut short at a segment's end is a write the machine did not
@@ -117,7 +118,7 @@ func TestJournalIgnoresATornLine(t *testing.T) {
 	if err != nil || len(read.records) != 2 || read.lastSeq != 2 || len(read.setAside) != 0 || read.records[1].CloudUSD != 0.5 {
 		t.Fatalf("read %+v, %v", read, err)
 	}
-	j, err := openJournal(dir, read.lastSeq, zap.NewNop())
+	j, err := openJournal(dir, read.lastSeq, clock.System, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,6 @@ func TestJournalIgnoresATornLine(t *testing.T) {
 // deleted; its readable records count, and the spend, no longer known
 // for sure, keeps cloud closed until an operator accepts it.
 func TestJournalSetsADamagedSegmentAside(t *testing.T) {
-	fakeClock(t)
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	dir := journalDir(st, "gw")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -149,7 +149,7 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 	if err := os.WriteFile(seg, []byte(damaged), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	g := journaledGateway(t, st)
+	g := journaledGateway(t, st, fakeClock(t))
 	aside, _ := filepath.Glob(seg + ".corrupt-*")
 	if len(aside) != 1 {
 		t.Fatalf("set aside: %q", aside)
@@ -157,25 +157,25 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 	if raw, _ := os.ReadFile(aside[0]); string(raw) != damaged {
 		t.Errorf("what was set aside: %q", raw)
 	}
-	if total, _, usd, _, _ := booksOf(g, now()); total != 0.75 || usd != 0.75 {
+	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 {
 		t.Errorf("the readable records: spend %v, ledger %v USD; want 0.75", total, usd)
 	}
 	team := &client{name: "team", known: true, budgetDay: 10}
-	if why, _ := g.cloudClosed(team, now()); why != reasonSpendUnknown {
+	if why, _ := g.cloudClosed(team, g.clock.Now()); why != reasonSpendUnknown {
 		t.Errorf("cloud for a client with a budget: %q, want %q", why, reasonSpendUnknown)
 	}
-	if why, _ := g.cloudClosed(&client{name: "free", known: true}, now()); why != "" {
+	if why, _ := g.cloudClosed(&client{name: "free", known: true}, g.clock.Now()); why != "" {
 		t.Errorf("cloud for a client without a budget: %q", why)
 	}
 	// killed before an operator decided: still unknown, counted once
-	g = journaledGateway(t, st)
-	if total, _, usd, _, _ := booksOf(g, now()); total != 0.75 || usd != 0.75 || g.spend.unknown.Load() == nil {
+	g = journaledGateway(t, st, fakeClock(t))
+	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 || g.spend.unknown.Load() == nil {
 		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.spend.unknown.Load())
 	}
 	if u := g.spend.accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
 		t.Errorf("accepted: %+v", u)
 	}
-	if why, _ := g.cloudClosed(team, now()); why != "" {
+	if why, _ := g.cloudClosed(team, g.clock.Now()); why != "" {
 		t.Errorf("after the accept: %q", why)
 	}
 }
@@ -183,16 +183,16 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 // A save starts a new segment, and the segments every snapshot includes
 // go; what the journal keeps and the snapshots still add up.
 func TestJournalCompacts(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	g := journaledGateway(t, st)
+	g := journaledGateway(t, st, clk)
 	j := g.ledger.journal
 	segments := func() int {
 		m, _ := filepath.Glob(filepath.Join(j.dir, "*"+segmentSuffix))
 		return len(m)
 	}
-	start := *clock
+	start := clk.Now()
 	for i := range 3 {
 		g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, start)
 		j.compact() // nothing saved yet: every segment stays
@@ -213,7 +213,7 @@ func TestJournalCompacts(t *testing.T) {
 	if n := segments(); n != 2 { // the one with the last record, and the new one
 		t.Errorf("after the saves: %d segments, want 2", n)
 	}
-	if total, _, usd, tokens, _ := booksOf(journaledGateway(t, st), start); total != 1.75 || usd != 1.75 || tokens != 8 {
+	if total, _, usd, tokens, _ := booksOf(journaledGateway(t, st, clk), start); total != 1.75 || usd != 1.75 || tokens != 8 {
 		t.Errorf("after a kill: spend %v, ledger %v USD, %d tokens; want 1.75, 1.75, 8", total, usd, tokens)
 	}
 }
@@ -223,17 +223,17 @@ func TestJournalCompacts(t *testing.T) {
 // the charges after it, and only those, however the segments were
 // compacted since.
 func TestJournalMarksWhatWasPublished(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	g := journaledGatewayAs(t, st, false)
-	at := *clock
+	g := journaledGatewayAs(t, st, clk, false)
+	at := clk.Now()
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
 	_, _, seq := g.spend.book("gw", at)
 	g.markPublished(seq)
 	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
 	// killed: the successor's own book has what was not published
-	g = journaledGatewayAs(t, st, false)
+	g = journaledGatewayAs(t, st, clk, false)
 	if total, _ := g.spend.spent("", at); total.DayUSD != 0.25 {
 		t.Fatalf("after a kill: the new book has %v USD, want the unpublished 0.25", total.DayUSD)
 	}
@@ -246,7 +246,7 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 	}
 	g.ledger.journal.ledgerSaved.Store(covered)
 	g.ledger.journal.compact()
-	g = journaledGatewayAs(t, st, false)
+	g = journaledGatewayAs(t, st, clk, false)
 	if total, _ := g.spend.spent("", at); total.DayUSD != 0 {
 		t.Errorf("after all was published and compacted: the new book has %v USD, want 0", total.DayUSD)
 	}
@@ -256,11 +256,11 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 // allocated.
 func BenchmarkJournalCharge(b *testing.B) {
 	st := &certmagic.FileStorage{Path: b.TempDir()}
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st}
-	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: true}
-	l := &ledger{store: newLedgerStore(st, "gw", "bench", g.logger)}
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clock.System}
+	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: g.clock}
+	l := &ledger{store: newLedgerStore(st, "gw", "bench", g.logger), clock: g.clock}
 	dir := filepath.Join(st.Path, "journal")
-	j, err := openJournal(dir, 0, g.logger)
+	j, err := openJournal(dir, 0, g.clock, g.logger)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -5,12 +5,14 @@ package hybridllm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"go.uber.org/zap"
 )
 
@@ -78,23 +80,16 @@ func stampOf(path string) (fileStamp, error) {
 	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
 }
 
-// watchKeysFile puts a changed keys file in force until done is closed. A
-// file that cannot be read or is not valid leaves the last good clients in
-// force, with an error logged once per version.
-func (g *Gateway) watchKeysFile(done <-chan struct{}, last fileStamp) {
+// watchKeysFile puts a changed keys file in force until the config stops.
+// A file that cannot be read or is not valid leaves the last good clients
+// in force, with an error logged once per version.
+func (g *Gateway) watchKeysFile(ctx context.Context, last fileStamp) {
 	path := g.keysFile
-	t := time.NewTicker(keysFileInterval)
-	defer t.Stop()
 	var failed string // the failure last logged
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-		}
+	loop.Loop{Name: "keys file watch", Every: keysFileInterval, Logger: g.logger}.Go(ctx, nil, func(context.Context) {
 		st, err := stampOf(path)
 		if err == nil && st == last {
-			continue
+			return
 		}
 		var cs *clientSet
 		if err == nil {
@@ -109,10 +104,10 @@ func (g *Gateway) watchKeysFile(done <-chan struct{}, last fileStamp) {
 					zap.String("file", path), zap.Error(err))
 				failed = msg
 			}
-			continue
+			return
 		}
 		g.clientSet.Store(cs)
 		last, failed = st, ""
 		g.logger.Info("keys file loaded", zap.String("file", path), zap.Int("clients", len(cs.byName)))
-	}
+	})
 }

@@ -12,9 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
-	"go.uber.org/zap"
+	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
 // CostConfig is a group's cost model. A vllm group has a fixed cost: its
@@ -118,7 +119,8 @@ type ledger struct {
 	mu      sync.Mutex
 	buckets []ledgerBucketData // ring, oldest first once full
 	next    int
-	current *Gateway // the gateway whose groups the sampler reads
+	current *Gateway    // the gateway whose groups the sampler reads
+	clock   clock.Clock // the first gateway's; the ledger outlives reloads
 	// every provisioned instance of the gateway, oldest first: when a
 	// new config fails to start, the running one is current again
 	instances []*Gateway
@@ -144,7 +146,7 @@ type ledger struct {
 	journaledAt time.Time
 }
 
-var ledgers = caddy.NewUsagePool()
+var ledgers = reload.NewPool[*ledger]()
 
 func (l *ledger) Destruct() error {
 	if l.cancel != nil {
@@ -154,7 +156,7 @@ func (l *ledger) Destruct() error {
 	// the last minutes, for the next start
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	t := now()
+	t := l.clock.Now()
 	l.mu.Lock()
 	l.advanceLocked(t)
 	l.mu.Unlock()
@@ -169,12 +171,11 @@ func (l *ledger) Destruct() error {
 // acquireLedger returns the gateway's ledger, starting its sampler; a new
 // one reads back what Caddy's storage keeps of the gateway's last 31 days.
 func acquireLedger(g *Gateway) *ledger {
-	val, loaded := ledgers.LoadOrStore(g.Name, &ledger{})
-	l := val.(*ledger)
-	if !loaded && g.storage != nil && g.ownsBooks {
+	l, made, _ := ledgers.Acquire(g.Name, func() (*ledger, error) { return &ledger{clock: g.clock}, nil })
+	if made && g.storage != nil && g.ownsBooks {
 		l.store = newLedgerStore(g.storage, g.Name, instanceName(), g.logger)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		l.savedAt = now()
+		l.savedAt = l.clock.Now()
 		days := l.load(ctx, l.savedAt)
 		cancel()
 		l.startJournal(g, days)
@@ -182,14 +183,20 @@ func acquireLedger(g *Gateway) *ledger {
 	l.mu.Lock()
 	l.instances = append(l.instances, g)
 	l.current = g
-	l.advanceLocked(now())
+	l.advanceLocked(l.clock.Now())
 	l.selfGPUs = g.selfGPUs
 	l.mu.Unlock()
-	if !loaded {
+	if made {
 		ctx, cancel := context.WithCancel(context.Background())
 		l.cancel = cancel
-		l.wg.Add(1)
-		go l.sample(ctx, g.logger)
+		var ticks int
+		loop.Loop{Name: "ledger sampler", Every: ledgerTick, Logger: g.logger}.Go(ctx, &l.wg, func(ctx context.Context) {
+			if ticks++; ticks%int(ledgerSaveEvery/ledgerTick) == 0 {
+				l.sampleAndSave(ctx)
+			} else {
+				l.sample()
+			}
+		})
 	}
 	return l
 }
@@ -205,41 +212,33 @@ func releaseLedger(g *Gateway) {
 		l.current = l.instances[n-1]
 	}
 	l.mu.Unlock()
-	_, _ = ledgers.Delete(g.Name)
+	_ = ledgers.Release(g.Name)
 }
 
-func (l *ledger) sample(ctx context.Context, logger *zap.Logger) {
-	defer l.wg.Done()
-	defer logPanic(logger, "ledger sampler")
-	t := time.NewTicker(ledgerTick)
-	defer t.Stop()
-	lastSave := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case tick := <-t.C:
-			// the buckets are kept up to date between the attempts'
-			// starts and ends, which integrate the demand
-			at := now()
-			l.tick(at)
-			if tick.Sub(lastSave) >= ledgerSaveEvery {
-				sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				covered, ok := l.save(sctx, l.savedAt, at)
-				cancel()
-				lastSave = tick
-				if ok {
-					// a failed save is tried again from the same time
-					l.savedAt = at
-				}
-				if j := l.journal; j != nil && ok {
-					j.ledgerSaved.Store(covered)
-					j.compact()
-				}
-			} else if j := l.journal; j != nil {
-				j.sync()
-			}
-		}
+// sample brings the buckets up to date (between the attempts' starts and
+// ends, which integrate the demand) and syncs the journal.
+func (l *ledger) sample() {
+	l.tick(l.clock.Now())
+	if j := l.journal; j != nil {
+		j.sync()
+	}
+}
+
+// sampleAndSave brings the buckets up to date and saves them, then lets
+// the journal go of what the save includes.
+func (l *ledger) sampleAndSave(ctx context.Context) {
+	at := l.clock.Now()
+	l.tick(at)
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	covered, ok := l.save(sctx, l.savedAt, at)
+	cancel()
+	if ok {
+		// a failed save is tried again from the same time
+		l.savedAt = at
+	}
+	if j := l.journal; j != nil && ok {
+		j.ledgerSaved.Store(covered)
+		j.compact()
 	}
 }
 
@@ -411,7 +410,7 @@ func (g *Gateway) comparison(from, to time.Time) cost.Comparison {
 // computed at most once a second.
 func (g *Gateway) selfCostPerToken() float64 {
 	l := g.ledger
-	t := now()
+	t := l.clock.Now()
 	if at := l.perTokenAt.Load(); at != 0 && t.UnixNano()-at < int64(time.Second) {
 		return math.Float64frombits(l.perToken.Load())
 	}

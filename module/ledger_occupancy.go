@@ -65,7 +65,7 @@ func (rt *route) occupyGPUs(t *Target) (l *ledger, self, cloud float64) {
 	if t.group.Kind == KindOpenAI {
 		self, cloud = 0, occ
 	}
-	l.occupy(now(), self, cloud)
+	l.occupy(rt.g.clock.Now(), self, cloud)
 	return l, self, cloud
 }
 
@@ -83,7 +83,7 @@ func (l *ledger) occupy(t time.Time, dSelf, dCloud float64) {
 }
 
 // release ends what occupy began, now.
-func (l *ledger) release(dSelf, dCloud float64) { l.occupy(now(), -dSelf, -dCloud) }
+func (l *ledger) release(dSelf, dCloud float64) { l.occupy(l.clock.Now(), -dSelf, -dCloud) }
 
 func snapZero(v float64) float64 {
 	if v < 1e-6 {

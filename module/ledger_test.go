@@ -21,9 +21,9 @@ import (
 
 // The live ledger keeps one-minute buckets; a window sums those it covers.
 func TestLedgerWindow(t *testing.T) {
-	clock := fakeClock(t)
-	l := &ledger{}
-	start := clock.Truncate(ledgerBucket)
+	clk := fakeClock(t)
+	l := &ledger{clock: clk}
+	start := clk.Now().Truncate(ledgerBucket)
 	// three minutes: 0.5 GPUs self-hosted, 1 GPU in the cloud in the last
 	l.occupy(start, 0.5, 0)
 	l.occupy(start.Add(2*time.Minute), 0, 1)
@@ -68,7 +68,7 @@ func TestLedgerWindow(t *testing.T) {
 // sampler looking once a second saw none of them).
 func TestLedgerCountsShortRequests(t *testing.T) {
 	fakeClock(t)
-	l := &ledger{}
+	l := &ledger{clock: fakeClock(t)}
 	start := time.Unix(1_800_000_000, 0)
 	for i := range 20 {
 		at := start.Add(time.Duration(i) * time.Second)
@@ -87,18 +87,18 @@ func TestLedgerCountsShortRequests(t *testing.T) {
 // price, not a whole GPU's; several vllm groups cost their own GPUs at
 // their own prices.
 func TestComparisonUnits(t *testing.T) {
-	clock := fakeClock(t)
-	l := &ledger{}
-	g := &Gateway{ledger: l, Groups: map[string]*Group{
+	clk := fakeClock(t)
+	l := &ledger{clock: clk}
+	g := &Gateway{ledger: l, clock: clk, Groups: map[string]*Group{
 		"big":   {Kind: KindVLLM, Cost: &CostConfig{GPUs: 2, GPUCostPerMonth: 3000}},
 		"small": {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 600}},
 		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.001}},
 	}, cloudSlotGPUs: 0.25}
-	start := clock.Truncate(ledgerBucket)
+	start := clk.Now().Truncate(ledgerBucket)
 	// one cloud request in flight for 100 s: 25 GPU-seconds
 	l.occupy(start, 0, 0.25)
-	*clock = start.Add(100 * time.Second)
-	l.occupy(*clock, 0, -0.25)
+	clk.Set(start.Add(100 * time.Second))
+	l.occupy(clk.Now(), 0, -0.25)
 	c := g.comparison(start, start.Add(time.Hour))
 	if math.Abs(c.AllCloud.CloudUSD-0.1) > 1e-9 {
 		t.Errorf("all cloud %v USD, want 100 request-seconds at 0.001 = 0.1", c.AllCloud.CloudUSD)
@@ -116,7 +116,7 @@ func TestComparisonUnits(t *testing.T) {
 // GPU-seconds of work over 20 s.
 func TestLedgerQueuedIsNotDemand(t *testing.T) {
 	fakeClock(t)
-	l := &ledger{selfGPUs: 1}
+	l := &ledger{selfGPUs: 1, clock: fakeClock(t)}
 	start := time.Unix(1_800_000_000, 0).Truncate(ledgerBucket)
 	l.occupy(start, 1.5, 0)
 	l.occupy(start.Add(10*time.Second), -1, 0) // four done, the two waiting run
@@ -164,11 +164,11 @@ func TestLedgerWindowQuery(t *testing.T) {
 // reads back the days before; a day that is not a ledger is set aside,
 // never deleted, and the ledger goes on without it.
 func TestLedgerPersists(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	storage := &certmagic.FileStorage{Path: t.TempDir()}
 	store := newLedgerStore(storage, "gw/one", "instance", zap.NewNop())
-	start := clock.Truncate(ledgerBucket)
-	l := &ledger{store: store}
+	start := clk.Now().Truncate(ledgerBucket)
+	l := &ledger{store: store, clock: clk}
 	l.occupy(start.Add(-25*time.Hour), 0.5, 0) // yesterday, into today
 	l.addRequest(start.Add(-25*time.Hour), "team-a", true, 100, 10, 0)
 	l.occupy(start.Add(-24*time.Hour), -0.5, 0)
@@ -179,7 +179,7 @@ func TestLedgerPersists(t *testing.T) {
 	ctx := context.Background()
 	l.save(ctx, start.Add(-25*time.Hour), start.Add(time.Minute))
 
-	back := &ledger{store: store}
+	back := &ledger{store: store, clock: clk}
 	back.load(ctx, start.Add(time.Minute))
 	for _, w := range []struct{ from, to time.Time }{{start.Add(-26 * time.Hour), start.Add(2 * time.Minute)}, {start, start.Add(time.Minute)}} {
 		want, got := l.window(w.from, w.to), back.window(w.from, w.to)
@@ -198,7 +198,7 @@ func TestLedgerPersists(t *testing.T) {
 	if err := storage.Store(ctx, key, []byte("{not a ledger")); err != nil {
 		t.Fatal(err)
 	}
-	broken := &ledger{store: store}
+	broken := &ledger{store: store, clock: clk}
 	broken.load(ctx, start.Add(time.Minute))
 	if storage.Exists(ctx, key) {
 		t.Error("the broken day is still under its key")
@@ -222,13 +222,13 @@ func TestLedgerPersists(t *testing.T) {
 // ten requests self-hosted, fifteen in the cloud at 0.000975 per
 // GPU-second, a tenth of that per request-second.
 func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	self := &Group{Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 1000},
 		vllm: &vllmGroup{endpoints: map[string]*endpoint{"10.0.0.5:8000": {maxNumSeqs: 10}}}}
 	cloud := &Group{Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.0000975}}
-	g := &Gateway{Name: "seed-month", Groups: map[string]*Group{"self": self, "cloud": cloud}, logger: zap.NewNop()}
+	g := &Gateway{Name: "seed-month", Groups: map[string]*Group{"self": self, "cloud": cloud}, logger: zap.NewNop(), clock: clk}
 	g.provisionOccupancy()
-	g.ledger = &ledger{selfGPUs: g.selfGPUs}
+	g.ledger = &ledger{selfGPUs: g.selfGPUs, clock: clk}
 	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", group: self}, cloud: {Group: "cloud", Model: "gpt", group: cloud}}
 
 	type attempt struct {
@@ -241,7 +241,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 		for range n {
 			rt := &route{g: g}
 			l, s, c := rt.occupyGPUs(targets[grp])
-			rt.answered, rt.answerBegan = targets[grp], now()
+			rt.answered, rt.answerBegan = targets[grp], clk.Now()
 			rt.usage.prompt, rt.usage.completion = 200, 25
 			running = append(running, attempt{rt, l, s, c})
 		}
@@ -249,21 +249,21 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	endAll := func() {
 		for _, a := range running {
 			a.l.release(a.self, a.cloud)
-			a.rt.cost(now())
+			a.rt.cost(clk.Now())
 		}
 		running = running[:0]
 	}
 	until := func(at time.Time) {
-		for clock.Before(at) {
-			*clock = clock.Add(time.Minute)
-			if clock.After(at) {
-				*clock = at
+		for clk.Now().Before(at) {
+			clk.Set(clk.Now().Add(time.Minute))
+			if clk.Now().After(at) {
+				clk.Set(at)
 			}
-			g.ledger.tick(*clock)
+			g.ledger.tick(clk.Now())
 		}
 	}
-	month := clock.Truncate(24 * time.Hour)
-	*clock = month
+	month := clk.Now().Truncate(24 * time.Hour)
+	clk.Set(month)
 	for day := range 30 {
 		d := month.Add(time.Duration(day) * 24 * time.Hour)
 		start(self, 4)
@@ -309,18 +309,18 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 // A cloud priced per token has its all-cloud scenario priced per token,
 // and the break-even below which the hybrid beats it comes with it.
 func TestComparisonTokenPricedCloudBreakEven(t *testing.T) {
-	clock := fakeClock(t)
-	l := &ledger{}
-	g := &Gateway{ledger: l, Groups: map[string]*Group{
+	clk := fakeClock(t)
+	l := &ledger{clock: clk}
+	g := &Gateway{ledger: l, clock: clk, Groups: map[string]*Group{
 		"self":  {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 1000}},
 		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 2}},
 	}, cloudSlotGPUs: 0.25}
-	start := clock.Truncate(ledgerBucket)
+	start := clk.Now().Truncate(ledgerBucket)
 	l.occupy(start, 0.25, 0)
 	l.addRequest(start.Add(time.Second), "", true, 2_000_000, 1_000_000, 0) // 2M prompt and 1M completion tokens: $4
 	l.addRequest(start.Add(2*time.Second), "", false, 1_000_000, 0, 1)      // $1 spent
-	*clock = start.Add(25920 * time.Second)                                 // a hundredth of a month
-	l.occupy(*clock, -0.25, 0)
+	clk.Set(start.Add(25920 * time.Second))                                 // a hundredth of a month
+	l.occupy(clk.Now(), -0.25, 0)
 	c := g.comparison(start, start.Add(24*time.Hour))
 	if math.Abs(c.AllCloud.TotalUSD-5) > 1e-9 {
 		t.Errorf("all cloud %v, want every token at the cloud's prices: 5", c.AllCloud.TotalUSD)

@@ -149,7 +149,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if g.ledger == nil || !g.hasSelfCost() {
 			continue
 		}
-		t := now()
+		t := g.clock.Now()
 		if u := g.comparison(t.Add(-time.Minute), t.Add(ledgerBucket)).Hybrid.Utilization; u != nil {
 			gauge(c.utilization, *u, g.Name)
 		}

@@ -133,7 +133,7 @@ func (rt *route) mirror() {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
-		if grp := m.group; m.takenOut() != "" || (grp.Breaker != nil && grp.shared.breaker.state.Load() != breakerClosed) {
+		if grp := m.group; m.takenOut(rt.g.clock) != "" || (grp.Breaker != nil && grp.shared.breaker.state.Load() != breakerClosed) {
 			// a group taken out, or failing, gets no copies either (nor
 			// does a copy take its breaker's trial)
 			m.series.dropped.Inc()
@@ -253,7 +253,7 @@ func (c *mirrorCopy) run() {
 		usd, priced = float64(u.prompt+u.completion)*c.g.selfCostPerToken(), true
 	}
 	if c.g.ledger != nil {
-		c.g.charge(nil, charge{Shadow: true, Prompt: u.prompt, Completion: u.completion, CloudUSD: usd}, now())
+		c.g.charge(nil, charge{Shadow: true, Prompt: u.prompt, Completion: u.completion, CloudUSD: usd}, c.g.clock.Now())
 	}
 	fields := []zap.Field{
 		zap.String("request_id", c.id), zap.String("parent_request_id", c.parent),

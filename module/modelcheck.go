@@ -15,6 +15,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
@@ -41,6 +43,7 @@ type modelCheck struct {
 
 	unlisted atomic.Pointer[[]string] // missing, for routing; nil when none
 	wake     chan struct{}            // check now; nil without checks
+	clock    clock.Clock              // the group's
 }
 
 // lacks reports whether the last check found the model name unlisted.
@@ -55,7 +58,7 @@ func (mc *modelCheck) wakeNow() {
 		return
 	}
 	mc.mu.Lock()
-	recent := !mc.checkedAt.IsZero() && now().Sub(mc.checkedAt) < modelCheckMinGap
+	recent := !mc.checkedAt.IsZero() && mc.clock.Now().Sub(mc.checkedAt) < modelCheckMinGap
 	mc.mu.Unlock()
 	if recent {
 		return
@@ -87,22 +90,8 @@ func (grp *Group) startModelCheck(ctx caddy.Context) {
 	logger := ctx.Logger().With(zap.String("group", grp.name))
 	wake := make(chan struct{}, 1)
 	grp.check.wake = wake
-	go func() {
-		defer logPanic(logger, "model check")
-		t := time.NewTimer(0)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-wake:
-				t.Stop()
-			}
-			grp.checkModels(ctx, logger)
-			t.Reset(interval)
-		}
-	}()
+	loop.Loop{Name: "model check", Every: interval, Wake: wake, When: loop.AtStart, Logger: logger}.
+		Go(ctx, nil, func(ctx context.Context) { grp.checkModels(ctx, logger) })
 }
 
 // checkModels asks the group's API for its models, through the group's
@@ -164,7 +153,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 	if reason != "" {
 		missing = prev
 	}
-	grp.check.checkedAt, grp.check.missing, grp.check.err = now(), missing, reason
+	grp.check.checkedAt, grp.check.missing, grp.check.err = grp.clock.Now(), missing, reason
 	if len(missing) > 0 {
 		grp.check.unlisted.Store(&missing)
 	} else {

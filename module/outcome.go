@@ -36,7 +36,7 @@ func (rt *route) finish() {
 	if rt.alias.chain != nil {
 		rt.settleChain()
 	}
-	at := now()
+	at := rt.g.clock.Now()
 	rt.cost(at)
 	rt.releaseCloud() // once its spend is booked: never neither counts
 	rt.settleTokens(at)

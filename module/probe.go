@@ -19,13 +19,13 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
-
-// now is the clock of probes, staleness and windows; tests replace it.
-var now = time.Now
 
 // Probe defaults, sensible for a real vLLM.
 const (
@@ -40,7 +40,7 @@ const (
 
 // probers holds one prober per vLLM endpoint address per process, shared
 // by every handler that uses the address and kept across config reloads.
-var probers = caddy.NewUsagePool()
+var probers = reload.NewPool[*prober]()
 
 // probeSettings is what one user (a group of one config) asks of a prober.
 type probeSettings struct {
@@ -125,7 +125,8 @@ type prober struct {
 	life      sync.Mutex // orders begin and Destruct
 	stopped   bool       // destructed: begin does nothing
 
-	badMetrics warnEvery // rate-limits the warning about invalid metric values
+	badMetrics warnEvery   // rate-limits the warning about invalid metric values
+	clock      clock.Clock // of its snapshots: its first owner's
 
 	// the answers under way from the endpoint, cut when the health
 	// probes take it down (see watchdog)
@@ -135,14 +136,13 @@ type prober struct {
 // acquireProber returns the prober of the endpoint, creating and starting
 // it if no config uses it yet, and registers owner's settings. Call
 // releaseProber with the same owner when done.
-func acquireProber(base string, owner any, s probeSettings, logger *zap.Logger) (*prober, error) {
-	val, _, err := probers.LoadOrNew(base, func() (caddy.Destructor, error) {
-		return newProber(base, logger), nil
+func acquireProber(base string, owner any, s probeSettings, c clock.Clock, logger *zap.Logger) (*prober, error) {
+	p, _, err := probers.Acquire(base, func() (*prober, error) {
+		return newProber(base, c, logger), nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	p := val.(*prober)
 	p.register(owner, s)
 	return p, nil
 }
@@ -151,13 +151,14 @@ func acquireProber(base string, owner any, s probeSettings, logger *zap.Logger) 
 // when nothing uses it.
 func releaseProber(p *prober, owner any) {
 	p.unregister(owner)
-	_, _ = probers.Delete(p.base)
+	_ = probers.Release(p.base)
 }
 
-func newProber(base string, logger *zap.Logger) *prober {
+func newProber(base string, c clock.Clock, logger *zap.Logger) *prober {
 	p := &prober{
 		base:   base,
-		born:   now(),
+		born:   c.Now(),
+		clock:  c,
 		owners: make(map[any]probeSettings),
 		missed: make(map[string]bool),
 		own: &http.Client{
@@ -292,28 +293,13 @@ func (p *prober) start() {
 	// TLS server name may hold placeholders), as Caddy's health checks do
 	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, caddy.NewReplacer())
 	p.cancel = cancel
-	loop := func(name string, interval func(*probeSettings) time.Duration, probe func(context.Context), wake <-chan struct{}) {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			defer logPanic(p.logger.With(zap.String("probe", name)), "probe")
-			for {
-				probe(ctx)
-				t := time.NewTimer(interval(p.settings.Load()))
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				case <-wake:
-					t.Stop()
-				}
-			}
-		}()
+	probe := func(name string, interval func(*probeSettings) time.Duration, run func(context.Context), wake <-chan struct{}) {
+		loop.Loop{Name: "probe", Pause: func() time.Duration { return interval(p.settings.Load()) }, Wake: wake,
+			When: loop.AtStart, Logger: p.logger.With(zap.String("probe", name))}.Go(ctx, &p.wg, run)
 	}
-	loop("health", func(s *probeSettings) time.Duration { return s.healthInterval }, p.probeHealth, p.wake[0])
-	loop("metrics", func(s *probeSettings) time.Duration { return s.metricsInterval }, p.probeMetrics, p.wake[1])
-	loop("models", func(s *probeSettings) time.Duration { return s.modelsInterval }, p.probeModels, p.wake[2])
+	probe("health", func(s *probeSettings) time.Duration { return s.healthInterval }, p.probeHealth, p.wake[0])
+	probe("metrics", func(s *probeSettings) time.Duration { return s.metricsInterval }, p.probeMetrics, p.wake[1])
+	probe("models", func(s *probeSettings) time.Duration { return s.modelsInterval }, p.probeModels, p.wake[2])
 }
 
 // update replaces the snapshot with a modified copy.
@@ -396,7 +382,7 @@ func (p *prober) probeHealth(ctx context.Context) {
 		state, reason = healthUp, "" // not yet fallen
 	}
 	p.update(func(s *probeSnapshot) {
-		s.health, s.healthAt = state, now()
+		s.health, s.healthAt = state, p.clock.Now()
 		if state == healthDown && reason != "" {
 			s.healthErr = reason
 		} else if state == healthUp {
@@ -462,7 +448,7 @@ func (p *prober) probeModels(ctx context.Context) {
 		}
 	}
 	p.update(func(s *probeSnapshot) {
-		s.models, s.anyMissing, s.modelsErr, s.modelsAt = models, anyMissing, "", now()
+		s.models, s.anyMissing, s.modelsErr, s.modelsAt = models, anyMissing, "", p.clock.Now()
 	})
 
 	served := slices.Sorted(maps.Keys(models))
@@ -495,7 +481,7 @@ func (p *prober) probeMetrics(ctx context.Context) {
 	if resp.StatusCode == http.StatusOK {
 		var invalid string
 		loads, invalid, err = vllmmetrics.Parse(resp.Body)
-		if invalid != "" && p.badMetrics.allow(now()) {
+		if invalid != "" && p.badMetrics.allow(p.clock.Now()) {
 			p.logger.Warn("ignored invalid vLLM metric values (NaN, infinite, negative or absurd); at most one such warning a minute per endpoint",
 				zap.String("endpoint", p.base), zap.String("value", invalid))
 		}
@@ -509,7 +495,7 @@ func (p *prober) probeMetrics(ctx context.Context) {
 		return
 	}
 	inflight := p.inflight.Load()
-	t := now()
+	t := p.clock.Now()
 	p50, p99 := p.ttftWindow(t, loads)
 	p.update(func(s *probeSnapshot) {
 		s.loads, s.metricsErr, s.metricsAt, s.inflightAtScrape = loads, "", t, inflight

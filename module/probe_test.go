@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
@@ -28,11 +29,11 @@ func TestProberIsSharedAndStopsWithLastUser(t *testing.T) {
 		return probeSettings{healthInterval: health, metricsInterval: time.Hour, modelsInterval: time.Hour,
 			timeout: time.Second, ttftWindow: time.Minute, expect: expect}
 	}
-	a, err := acquireProber(base, ownerA, settings(time.Hour, "qwen"), zap.NewNop())
+	a, err := acquireProber(base, ownerA, settings(time.Hour, "qwen"), clock.System, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := acquireProber(base, ownerB, settings(time.Minute, "other"), zap.NewNop())
+	b, err := acquireProber(base, ownerB, settings(time.Minute, "other"), clock.System, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +54,14 @@ func TestProberIsSharedAndStopsWithLastUser(t *testing.T) {
 	}
 
 	releaseProber(a, ownerA)
-	if n, ok := probers.References(base); !ok || n != 1 {
-		t.Fatalf("after one release: %d references (%v)", n, ok)
+	if n := probers.Holds(base); n != 1 {
+		t.Fatalf("after one release: %d references", n)
 	}
 	if eff := a.settings.Load(); eff.healthInterval != time.Minute || len(eff.expect) != 1 {
 		t.Errorf("settings after release: %+v", eff)
 	}
 	releaseProber(b, ownerB)
-	if _, ok := probers.References(base); ok {
+	if probers.Holds(base) != 0 {
 		t.Error("the prober outlived its last user")
 	}
 }
@@ -75,7 +76,7 @@ func TestShorterIntervalAppliesAtOnce(t *testing.T) {
 			timeout: time.Second, ttftWindow: time.Minute, expect: []string{"qwen"}}
 	}
 	oldCfg, newCfg := new(int), new(int)
-	p, err := acquireProber(srv.URL(), oldCfg, settings(time.Hour), zap.NewNop())
+	p, err := acquireProber(srv.URL(), oldCfg, settings(time.Hour), clock.System, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestShorterIntervalAppliesAtOnce(t *testing.T) {
 		return s.health == healthUp && !s.metricsAt.IsZero()
 	})
 	// the reload: the new config joins, the old one leaves
-	if _, err := acquireProber(srv.URL(), newCfg, settings(20*time.Millisecond), zap.NewNop()); err != nil {
+	if _, err := acquireProber(srv.URL(), newCfg, settings(20*time.Millisecond), clock.System, zap.NewNop()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { releaseProber(p, newCfg) })
@@ -101,7 +102,7 @@ func TestShorterIntervalAppliesAtOnce(t *testing.T) {
 // passed probe bring a down one back: `fall` and `rise` in a row do.
 func TestHealthRiseAndFall(t *testing.T) {
 	v, srv := startSim(t, simulator.VLLMConfig{})
-	p := newProber(srv.URL(), zap.NewNop())
+	p := newProber(srv.URL(), clock.System, zap.NewNop())
 	p.settings.Store(&probeSettings{timeout: 2 * time.Second, rise: 2, fall: 3})
 	health := func() int32 {
 		p.probeHealth(context.Background())
@@ -141,7 +142,7 @@ func TestProbesUseTheGroupTransport(t *testing.T) {
 	settings := probeSettings{healthInterval: time.Hour, metricsInterval: time.Hour, modelsInterval: time.Hour,
 		timeout: 2 * time.Second, ttftWindow: time.Minute}
 
-	plain := newProber(srv.URL, zap.NewNop())
+	plain := newProber(srv.URL, clock.System, zap.NewNop())
 	plain.register(new(int), settings)
 	plain.begin()
 	defer plain.Destruct()
@@ -152,7 +153,7 @@ func TestProbesUseTheGroupTransport(t *testing.T) {
 		t.Fatal(err)
 	}
 	settings.transport = ht
-	group := newProber(srv.URL, zap.NewNop())
+	group := newProber(srv.URL, clock.System, zap.NewNop())
 	group.register(new(int), settings)
 	group.begin()
 	defer group.Destruct()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"go.uber.org/zap"
 )
 
@@ -35,7 +36,7 @@ import (
 var errLockHeld = errors.New("held by another process")
 
 // procLocks are the locks this process holds, by file.
-var procLocks = caddy.NewUsagePool()
+var procLocks = reload.NewPool[*heldLock]()
 
 // heldLock is a lock file this process holds; its pid is written in it.
 type heldLock struct{ f *os.File }
@@ -45,7 +46,7 @@ func (l *heldLock) Destruct() error { return unlockFile(l.f) }
 // holdLock takes the lock file at path for this process, or reports the
 // pid of the process that holds it (0 when it cannot be read).
 func holdLock(path string) (pid int, err error) {
-	_, _, err = procLocks.LoadOrNew(path, func() (caddy.Destructor, error) {
+	_, _, err = procLocks.Acquire(path, func() (*heldLock, error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, err
 		}
@@ -73,7 +74,7 @@ func holdLock(path string) (pid int, err error) {
 // of the process to let go unlocks them.
 func releaseLocks(paths []string) {
 	for _, p := range paths {
-		_, _ = procLocks.Delete(p)
+		_ = procLocks.Release(p)
 	}
 }
 
@@ -132,10 +133,10 @@ func lockAdmin(ctx caddy.Context) error {
 	// the same)
 	path := filepath.Join(os.TempDir(), "caddy-hybrid-llm-"+strconv.Itoa(os.Getuid()),
 		"admin-"+netNamespace()+safeFileName(addr)+".lock")
-	adminLocksMu.Lock()
-	defer adminLocksMu.Unlock()
-	if adminLocks[path] {
-		return nil
+	adminLockMu.Lock()
+	defer adminLockMu.Unlock()
+	if procLocks.Holds(path) > 0 {
+		return nil // held already, for the life of the process
 	}
 	pid, err := holdLock(path)
 	switch {
@@ -153,7 +154,6 @@ func lockAdmin(ctx caddy.Context) error {
 	case err != nil:
 		return fmt.Errorf("locking the admin address %s in %s: %v", addr, path, err)
 	}
-	adminLocks[path] = true
 	return nil
 }
 
@@ -175,8 +175,7 @@ var (
 	// runningConfig is the config whose admin endpoint was provisioned
 	// last: the one that runs, or is about to
 	runningConfig atomic.Uintptr
-	adminLocksMu  sync.Mutex
-	adminLocks    = map[string]bool{} // held for the life of the process
+	adminLockMu   sync.Mutex // one lockAdmin at a time
 )
 
 // runs reports whether the config being provisioned is one the process

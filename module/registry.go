@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
 // gateways holds the live gateway of each name. A reload provisions the
@@ -19,7 +19,7 @@ import (
 // provisioned is the current one. So the running config stays managed
 // (state, drains, drills, metrics) until a new one has started, and
 // again if the new one fails.
-var gateways = caddy.NewUsagePool()
+var gateways = reload.NewPool[*gatewayEntry]()
 
 // gatewayEntry is the registry slot of one gateway name.
 type gatewayEntry struct {
@@ -28,18 +28,15 @@ type gatewayEntry struct {
 	instances []*Gateway // oldest first; the last is current
 }
 
-func (*gatewayEntry) Destruct() error { return nil }
-
 // register makes g the current gateway of its name. Two gateways of one
 // config may not share a name.
 func (g *Gateway) register(cfg any) error {
-	val, _ := gateways.LoadOrStore(g.Name, new(gatewayEntry))
-	entry := val.(*gatewayEntry)
+	entry, _, _ := gateways.Acquire(g.Name, func() (*gatewayEntry, error) { return new(gatewayEntry), nil })
 	entry.mu.Lock()
 	defer entry.mu.Unlock()
 	for _, prev := range entry.instances {
 		if prev.cfg == cfg {
-			_, _ = gateways.Delete(g.Name)
+			_ = gateways.Release(g.Name)
 			return fmt.Errorf("two hybrid_llm handlers named %q in one config: give each its own name", g.Name)
 		}
 	}
@@ -66,13 +63,13 @@ func (g *Gateway) unregister() {
 	}
 	entry.current.Store(cur)
 	entry.mu.Unlock()
-	_, _ = gateways.Delete(g.Name)
+	_ = gateways.Release(g.Name)
 	g.entry = nil
 }
 
 // groupStates holds what a group keeps across reloads: its overflow
 // state and breakers, by gateway and group name.
-var groupStates = caddy.NewUsagePool()
+var groupStates = reload.NewPool[*groupShared]()
 
 // groupShared is a group's state that outlives config reloads: what
 // operators set through the admin API (drains) and what the gateway
@@ -91,11 +88,11 @@ type endpointShared struct {
 	breaker breaker
 }
 
-func (*groupShared) Destruct() error { return nil }
-
 func (grp *Group) acquireShared(key string) {
-	val, _ := groupStates.LoadOrStore(key, &groupShared{endpoints: make(map[string]*endpointShared)})
-	grp.shared, grp.sharedKey = val.(*groupShared), key
+	grp.shared, _, _ = groupStates.Acquire(key, func() (*groupShared, error) {
+		return &groupShared{endpoints: make(map[string]*endpointShared)}, nil
+	})
+	grp.sharedKey = key
 }
 
 // endpoint returns the shared state of one endpoint of the group.
@@ -113,8 +110,8 @@ func (gs *groupShared) endpoint(dial string) *endpointShared {
 // liveGateways returns the current gateways, by name.
 func liveGateways() []*Gateway {
 	var out []*Gateway
-	gateways.Range(func(_, val any) bool {
-		if g := val.(*gatewayEntry).current.Load(); g != nil {
+	gateways.Range(func(_ string, entry *gatewayEntry) bool {
+		if g := entry.current.Load(); g != nil {
 			out = append(out, g)
 		}
 		return true

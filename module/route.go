@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -177,7 +178,7 @@ func (rt *route) run(ctx context.Context) error {
 		}
 		groupTrial := false
 		if bc := t.group.Breaker; bc != nil {
-			ok, trial := t.group.shared.breaker.allow(now())
+			ok, trial := t.group.shared.breaker.allow(rt.g.clock.Now())
 			if !ok {
 				rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonBreakerOpen})
 				rt.traceSkip(t, reasonBreakerOpen)
@@ -244,7 +245,7 @@ func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reas
 	}
 	grp := t.group
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
-		t0 := now()
+		t0 := rt.g.clock.Now()
 		if on, signal := oc.evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
 			if rt.overflow == "" {
 				rt.overflow = grp.name + ":" + signal
@@ -264,7 +265,7 @@ func (rt *route) wouldSkip(t *Target, f *features, minWindow int, overflow bool)
 	}
 	grp := t.group
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
-		t0 := now()
+		t0 := rt.g.clock.Now()
 		if oc.wouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
 			return reasonOverflow
 		}
@@ -276,7 +277,7 @@ func (rt *route) wouldSkip(t *Target, f *features, minWindow int, overflow bool)
 // group's load: it is taken out, its cloud is closed to the request, or
 // its context window cannot hold it.
 func (rt *route) unfit(t *Target, f *features, minWindow int) reason {
-	if why := t.takenOut(); why != "" {
+	if why := t.takenOut(rt.g.clock); why != "" {
 		return why
 	}
 	if t.group.Kind == KindOpenAI {
@@ -307,14 +308,14 @@ func (rt *route) overflowed(answer *Target) string {
 // takenOut says why nothing may go to a target, whatever the request: its
 // group is drained, its cloud's model list lacks the name, or the cloud
 // asked to be left alone (a 429).
-func (t *Target) takenOut() reason {
+func (t *Target) takenOut(c clock.Clock) reason {
 	if t.group.shared.drained.Load() {
 		return reasonDrained
 	}
 	if t.group.check.lacks(t.Model) {
 		return reasonMisconfig // the cloud's model list lacks the name
 	}
-	if t.group.vllm == nil && t.group.shared.breaker.heldNow() {
+	if t.group.vllm == nil && t.group.shared.breaker.heldNow(c) {
 		return reasonRateLimited
 	}
 	return ""
@@ -386,7 +387,7 @@ func (rt *route) fail(al *Alias) error {
 		status, code, typ = http.StatusServiceUnavailable, "degrade_cap_reached", errTypeServer
 	}
 	rt.status = status
-	switch never, after := rt.retryAdvice(now()); {
+	switch never, after := rt.retryAdvice(rt.g.clock.Now()); {
 	case capped && format == "":
 		// the share falls as the window's oldest answers leave it
 		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.alias.chain.retryAfter()))

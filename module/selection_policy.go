@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
@@ -60,6 +61,7 @@ type LeastLoadSelection struct {
 	swept    time.Time
 	settings probeSettings
 	logger   *zap.Logger
+	clock    clock.Clock // of its probers and standalone group
 }
 
 // forgetUpstreamAfter is how long the standalone policy keeps probing an
@@ -78,6 +80,7 @@ func (LeastLoadSelection) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the policy for use in a plain reverse_proxy.
 func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 	s.logger = ctx.Logger()
+	s.clock = provisionClock
 	s.mu = new(sync.Mutex)
 	if s.MaxNumSeqs < 0 || s.MaxQueue < 0 {
 		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
@@ -97,9 +100,10 @@ func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 		staleAfter: staleAfter,
 		unknownOK:  unknownOK,
 		endpoints:  make(map[string]*endpoint),
+		clock:      s.clock,
 	}
 	s.seen = make(map[string]time.Time)
-	s.swept = now()
+	s.swept = s.clock.Now()
 	return nil
 }
 
@@ -128,7 +132,7 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		if prev := slot.ep; prev != nil && slot.group.breaker != nil && !slot.drill { // a drill's verdict is never recorded
 			// the proxy retries only what failed before any answer
 			cause := failCause{conn: true, probe: prev.p.healthSeq.Load()}
-			if prev.br.failure(slot.group.breaker, now(), slot.trial, cause) && s.logger != nil {
+			if prev.br.failure(slot.group.breaker, slot.group.clock.Now(), slot.trial, cause) && s.logger != nil {
 				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
 			}
 			slot.ep, slot.trial = nil, false
@@ -148,7 +152,7 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *r
 	if s.group == nil {
 		return nil
 	}
-	t := now()
+	t := s.clock.Now()
 	var best *reverseproxy.Upstream
 	bestScore := math.Inf(1)
 	for _, u := range pool {
@@ -213,7 +217,7 @@ func (s *LeastLoadSelection) endpoint(dial string, t time.Time) *endpoint {
 	}
 	var ep *endpoint
 	if probeable(dial) {
-		if p, err := acquireProber("http://"+dial, s, s.settings, s.logger); err == nil {
+		if p, err := acquireProber("http://"+dial, s, s.settings, s.clock, s.logger); err == nil {
 			p.begin()
 			ep = &endpoint{dial: dial, p: p}
 		}

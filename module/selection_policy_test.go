@@ -6,7 +6,6 @@ package hybridllm
 import (
 	"context"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,12 +43,7 @@ func TestStandalonePolicyCleanupAfterUnprobeableUpstream(t *testing.T) {
 // Dynamic upstreams come and go: the policy stops probing an address no
 // pool has held for a while, and keeps probing those still there.
 func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
-	// the policy's probers run and read the clock meanwhile: an atomic one
-	var clock atomic.Int64
-	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
-	old := now
-	now = func() time.Time { return time.Unix(0, clock.Load()) }
-	t.Cleanup(func() { now = old })
+	clk := driveProcessClock(t)
 	_, a := startSim(t, simulator.VLLMConfig{})
 	_, b := startSim(t, simulator.VLLMConfig{})
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
@@ -64,8 +58,7 @@ func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
 	}
 	req := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	refs := func(srv *simulator.Server) int {
-		n, _ := probers.References(srv.URL())
-		return n
+		return probers.Holds(srv.URL())
 	}
 
 	s.Select(reverseproxy.UpstreamPool{up(a), up(b)}, req, nil)
@@ -74,7 +67,7 @@ func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
 	}
 	// a leaves the pool (the lookup no longer returns it)
 	for range 12 {
-		clock.Add(int64(time.Minute))
+		clk.Advance(time.Minute)
 		s.Select(reverseproxy.UpstreamPool{up(b)}, req, nil)
 	}
 	if refs(a) != 0 {

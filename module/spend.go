@@ -15,6 +15,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"go.uber.org/zap"
 )
 
@@ -97,7 +100,8 @@ type spendBook struct {
 	unknown atomic.Pointer[SpendUnknown]
 	// the stored book could not be read at all: it is not overwritten
 	// until an operator accepts
-	keep bool
+	keep  bool
+	clock clock.Clock // of SpendUnknown.Since
 }
 
 // SpendUnknown says why a gateway's cloud spend is not known.
@@ -107,27 +111,27 @@ type SpendUnknown struct {
 	SetAsideAs string    `json:"set_aside_as,omitempty"`
 }
 
-var (
-	spendBooksMu sync.Mutex
-	spendBooks   = map[string]*spendBook{}
-)
+// spendBooks are the gateways' books, by name, for the life of the
+// process: a gateway that a config drops and a later one adds back goes
+// on from its book, never from a second copy of it.
+var spendBooks = reload.NewPool[*spendBook]()
 
 // spendBookOf returns a gateway's book, loading it from storage (when
 // stored) the first time in this process.
-func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger, stored bool) *spendBook {
-	spendBooksMu.Lock()
-	defer spendBooksMu.Unlock()
-	if b := spendBooks[gateway]; b != nil {
-		return b
-	}
-	b := &spendBook{name: gateway, clients: map[string]*spend{}, stored: stored}
+func spendBookOf(ctx caddy.Context, gateway string, c clock.Clock, logger *zap.Logger, stored bool) *spendBook {
+	return spendBooks.Keep(gateway, func() *spendBook { return loadSpendBook(ctx, gateway, c, logger, stored) })
+}
+
+// loadSpendBook makes a gateway's book, from storage when stored.
+func loadSpendBook(ctx caddy.Context, gateway string, c clock.Clock, logger *zap.Logger, stored bool) *spendBook {
+	b := &spendBook{name: gateway, clients: map[string]*spend{}, stored: stored, clock: c}
 	if st := ctx.Storage(); st != nil && stored {
 		if err := b.load(ctx, st, gateway); err != nil {
 			key, aside := spendKey(gateway), ""
 			var bad *unreadableSpend
 			if errors.As(err, &bad) {
 				// set aside, never overwritten
-				aside = key + ".corrupt-" + strconv.FormatInt(now().Unix(), 10)
+				aside = key + ".corrupt-" + strconv.FormatInt(c.Now().Unix(), 10)
 				if serr := st.Store(ctx, aside, bad.raw); serr == nil {
 					_ = st.Delete(ctx, key)
 				} else {
@@ -142,7 +146,6 @@ func spendBookOf(ctx caddy.Context, gateway string, logger *zap.Logger, stored b
 			}
 		}
 	}
-	spendBooks[gateway] = b
 	return b
 }
 
@@ -183,7 +186,7 @@ func (b *spendBook) load(ctx context.Context, st certmagic.Storage, gateway stri
 // setUnknown closes cloud targets to what the book bounds (the clients'
 // budgets, the spend cap) until an operator accepts it as it is.
 func (b *spendBook) setUnknown(why, setAside string, logger *zap.Logger, gateway string) {
-	u := &SpendUnknown{Since: now().UTC(), Why: why, SetAsideAs: setAside}
+	u := &SpendUnknown{Since: b.clock.Now().UTC(), Why: why, SetAsideAs: setAside}
 	b.unknown.Store(u)
 	b.mu.Lock()
 	b.dirty = true // the state persists
@@ -328,22 +331,13 @@ func (g *Gateway) keepSaving(ctx caddy.Context) {
 	if st == nil {
 		return
 	}
-	t := time.NewTicker(spendSaveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// the next config's gateway, if any, carries on from the
-			// same book; Cleanup saves it too, before the process may
-			// exit
-			g.saveSpend()
-			return
-		case <-t.C:
-			if err := g.spend.save(ctx, st, g.spend.name); err != nil {
-				g.logger.Error("saving cloud spend", zap.Error(err))
-			}
+	// at the end: the next config's gateway, if any, carries on from the
+	// same book; Cleanup saves it too, before the process may exit
+	loop.Loop{Name: "spend saver", Every: spendSaveInterval, Last: g.saveSpend, Logger: g.logger}.Go(ctx, nil, func(ctx context.Context) {
+		if err := g.spend.save(ctx, st, g.spend.name); err != nil {
+			g.logger.Error("saving cloud spend", zap.Error(err))
 		}
-	}
+	})
 }
 
 // saveSpend writes the gateway's stored book to storage, if it changed.

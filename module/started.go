@@ -57,7 +57,7 @@ func (g *Gateway) begin(ctx caddy.Context) {
 	if g.fleet != nil {
 		g.fleet.begin()
 		if g.spend != nil {
-			go g.publishSpend(ctx)
+			g.publishSpend(ctx)
 		}
 	}
 }

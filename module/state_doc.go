@@ -250,7 +250,7 @@ func state() StateDoc { return stateOf(liveGateways()) }
 // stateOf describes the given gateways.
 func stateOf(gws []*Gateway) StateDoc {
 	doc := StateDoc{Gateways: []GatewayState{}}
-	t := now()
+	t := provisionClock.Now()
 	for _, g := range gws {
 		gs := GatewayState{Name: g.Name, Aliases: []AliasState{}, Groups: []GroupState{}, Registry: g.registryState()}
 		for _, name := range sortedKeys(g.aliases) {

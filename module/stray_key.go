@@ -70,7 +70,7 @@ func redactedPath(path string) string {
 func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, clientID, where string) error {
 	caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
 	clientsRefused.WithLabelValues(g.Name).Inc()
-	if g.strayKeys.allow(now()) {
+	if g.strayKeys.allow(g.clock.Now()) {
 		fields := []zap.Field{zap.String("request_id", id), zap.String("where", where),
 			zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),
 			zap.String("path", redactedPath(r.URL.Path)), zap.String("query", redactedQuery(r.URL.RawQuery))}

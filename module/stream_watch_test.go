@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
@@ -71,7 +72,7 @@ func TestWatchdogCutsASilentAnswer(t *testing.T) {
 // registered; one still streaming is cut once it stops.
 func TestEndpointDownCutsItsStreams(t *testing.T) {
 	v, srv := startSim(t, simulator.VLLMConfig{})
-	p := newProber(srv.URL(), zap.NewNop())
+	p := newProber(srv.URL(), clock.System, zap.NewNop())
 	p.settings.Store(&probeSettings{timeout: 2 * time.Second, rise: 1, fall: 2})
 	p.probeHealth(context.Background())
 	if p.snap.Load().health != healthUp {
@@ -122,7 +123,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 // timer set and stopped, the endpoint's registration, and one body write's
 // count.
 func BenchmarkAnswerWatch(b *testing.B) {
-	p := newProber("http://127.0.0.1:1", zap.NewNop())
+	p := newProber("http://127.0.0.1:1", clock.System, zap.NewNop())
 	aw := &attemptWriter{cancel: func() {}, target: &Target{idle: DefaultIdleTimeout}}
 	aw.slot.ep = &endpoint{p: p}
 	b.ReportAllocs()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
@@ -28,7 +29,7 @@ func TestFaultLogOncePerState(t *testing.T) {
 }
 
 func TestMarkMissing(t *testing.T) {
-	p := newProber("http://127.0.0.1:1", zap.NewNop())
+	p := newProber("http://127.0.0.1:1", clock.System, zap.NewNop())
 	p.settings.Store(&probeSettings{expect: []string{"a", "b"}})
 
 	// before any /v1/models answer: the other names still count as served

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"go.uber.org/zap"
@@ -45,7 +46,8 @@ type vllmGroup struct {
 	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
 	poolCache  atomic.Pointer[poolEndpoints]
 	released   bool
-	scored     bool // the endpoints are health-scored (the group's health)
+	scored     bool        // the endpoints are health-scored (the group's health)
+	clock      clock.Clock // of staleness, breakers and holds
 
 	// the endpoints a registry adds beside the config's
 	added    atomic.Pointer[addedEndpoints]
@@ -241,7 +243,7 @@ func skipRank(why reason) int {
 // reserves an in-flight slot on it and, when its breaker is half-open,
 // takes the trial. It records the pick (or why there is none) in the slot.
 func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attemptSlot) *reverseproxy.Upstream {
-	t := now()
+	t := g.clock.Now()
 	var excluded [4]*endpoint
 	for round := range len(excluded) { // a lost race for a slot or a trial re-evaluates
 		var (
@@ -454,6 +456,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		rise:       settings.rise,
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
+		clock:      grp.clock,
 	}
 	grp.vllm = vg
 	scheme := "http"
@@ -466,7 +469,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		}
 	}
 	vg.spawn = func(dial string) (*endpoint, error) {
-		p, err := acquireProber(scheme+"://"+dial, grp, settings, ctx.Logger())
+		p, err := acquireProber(scheme+"://"+dial, grp, settings, grp.clock, ctx.Logger())
 		if err != nil {
 			return nil, err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 )
@@ -101,24 +102,31 @@ func TestScoreSkips(t *testing.T) {
 	}
 }
 
-// fakeClock replaces the package clock for a test.
-func fakeClock(t *testing.T) *time.Time {
+// driveProcessClock gives the gateways and policies a whole Caddy loads
+// during the test a clock moved by hand (their background loops read it
+// too), and gives them the system's again after.
+func driveProcessClock(t *testing.T) *clock.Manual {
 	t.Helper()
-	cur := time.Unix(1_800_000_000, 0)
-	old := now
-	now = func() time.Time { return cur }
-	t.Cleanup(func() { now = old })
-	return &cur
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	provisionClock = clk
+	t.Cleanup(func() { provisionClock = clock.System })
+	return clk
+}
+
+// fakeClock is a test's clock, moved by hand.
+func fakeClock(t *testing.T) *clock.Manual {
+	t.Helper()
+	return clock.NewManual(time.Unix(1_800_000_000, 0))
 }
 
 // testGroup builds a vLLM group over real simulators, with probers that
 // are driven by hand (no probe loops).
-func testGroup(t *testing.T, maxNumSeqs, maxQueue int, servers ...*simulator.Server) (*vllmGroup, reverseproxy.UpstreamPool) {
+func testGroup(t *testing.T, clk clock.Clock, maxNumSeqs, maxQueue int, servers ...*simulator.Server) (*vllmGroup, reverseproxy.UpstreamPool) {
 	t.Helper()
-	g := &vllmGroup{name: "self", maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, staleAfter: 2 * time.Second, endpoints: map[string]*endpoint{}}
+	g := &vllmGroup{name: "self", maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, staleAfter: 2 * time.Second, endpoints: map[string]*endpoint{}, clock: clk}
 	var pool reverseproxy.UpstreamPool
 	for _, s := range servers {
-		p := newProber(s.URL(), zap.NewNop())
+		p := newProber(s.URL(), clk, zap.NewNop())
 		p.settings.Store(&probeSettings{timeout: 2 * time.Second, ttftWindow: time.Minute, expect: []string{"qwen"}})
 		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1, br: new(breaker)}
 		pool = append(pool, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: s.Addr()})
@@ -153,7 +161,7 @@ func probeAll(g *vllmGroup) {
 func TestBurstGoesToLeastLoadedReplica(t *testing.T) {
 	busySim, busy := startSim(t, simulator.VLLMConfig{ITL: time.Hour})
 	_, idle := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 8, 0, busy, idle)
+	g, pool := testGroup(t, fakeClock(t), 8, 0, busy, idle)
 
 	// four long requests on the busy replica, not through the gateway
 	ctx, cancel := context.WithCancel(context.Background())
@@ -203,7 +211,7 @@ func TestBurstGoesToLeastLoadedReplica(t *testing.T) {
 func TestRedLine(t *testing.T) {
 	_, a := startSim(t, simulator.VLLMConfig{})
 	_, b := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 2, 1, a, b)
+	g, pool := testGroup(t, fakeClock(t), 2, 1, a, b)
 	g.unknownOK = true // no metrics scraped at all: the fuse alone
 
 	var held []*prober
@@ -232,7 +240,7 @@ func TestRedLine(t *testing.T) {
 // Many goroutines racing for the last slots never exceed the red line.
 func TestRedLineUnderRace(t *testing.T) {
 	_, a := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 5, 0, a)
+	g, pool := testGroup(t, fakeClock(t), 5, 0, a)
 	g.unknownOK = true
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -257,7 +265,7 @@ func TestRedLineUnderRace(t *testing.T) {
 func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
 	simA, a := startSim(t, simulator.VLLMConfig{})
 	_, b := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 8, 0, a, b)
+	g, pool := testGroup(t, fakeClock(t), 8, 0, a, b)
 	probeAll(g)
 
 	simA.SetHealthy(false)
@@ -288,7 +296,7 @@ func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
 func TestWrongModelNameIsMisconfigured(t *testing.T) {
 	_, wrong := startSim(t, simulator.VLLMConfig{ServedModelNames: []string{"llama-3"}})
 	_, right := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 8, 0, wrong, right)
+	g, pool := testGroup(t, fakeClock(t), 8, 0, wrong, right)
 	probeAll(g)
 
 	if snap := g.endpoints[wrong.Addr()].p.snap.Load(); snap.health != healthUp {
@@ -301,7 +309,7 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 		}
 		p.inflight.Add(-1)
 	}
-	g2, pool2 := testGroup(t, 8, 0, wrong)
+	g2, pool2 := testGroup(t, fakeClock(t), 8, 0, wrong)
 	probeAll(g2)
 	if u, _, why := g2.pick(pool2, "qwen"); u != nil || why != reasonMisconfig {
 		t.Errorf("only a misconfigured replica: %v %q", u, why)
@@ -312,9 +320,9 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 }
 
 func TestStaleMetrics(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	_, a := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 8, 0, a)
+	g, pool := testGroup(t, clk, 8, 0, a)
 	probeAll(g)
 	if u, p, why := g.pick(pool, "qwen"); u == nil {
 		t.Fatalf("fresh metrics: %s", why)
@@ -322,7 +330,7 @@ func TestStaleMetrics(t *testing.T) {
 		p.inflight.Add(-1)
 	}
 
-	*clock = clock.Add(g.staleAfter + time.Millisecond)
+	clk.Set(clk.Now().Add(g.staleAfter + time.Millisecond))
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonStaleMetrics {
 		t.Errorf("stale metrics, saturated by default: %v %q", u, why)
 	}
@@ -344,18 +352,19 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 }
 
 func BenchmarkSelect16(b *testing.B) {
-	g := &vllmGroup{maxNumSeqs: 64, maxQueue: 8, staleAfter: time.Hour, endpoints: map[string]*endpoint{}, byUpstream: map[*reverseproxy.Upstream]*endpoint{}}
+	g := &vllmGroup{maxNumSeqs: 64, maxQueue: 8, staleAfter: time.Hour, endpoints: map[string]*endpoint{}, byUpstream: map[*reverseproxy.Upstream]*endpoint{},
+		clock: clock.System}
 	var pool reverseproxy.UpstreamPool
 	for i := range 16 {
 		dial := fmt.Sprintf("10.0.0.%d:8000", i+1)
-		p := newProber("http://"+dial, zap.NewNop())
+		p := newProber("http://"+dial, clock.System, zap.NewNop())
 		l := &vllmmetrics.ModelLoad{Waiting: float64(i % 3), Running: float64(10 + i), KVUsage: 0.3}
 		p.snap.Store(&probeSnapshot{
 			health:    healthUp,
 			models:    map[string]int{"qwen": 32768},
 			loads:     map[string]*vllmmetrics.ModelLoad{"qwen": l},
 			single:    l,
-			metricsAt: now(),
+			metricsAt: g.clock.Now(),
 		})
 		u := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: dial}
 		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1, br: new(breaker)}
@@ -384,17 +393,17 @@ func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverse
 // An endpoint whose breaker is open gets nothing; after the cooldown it
 // gets exactly one trial request while the others carry the rest.
 func TestEndpointBreakerInSelection(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	_, a := startSim(t, simulator.VLLMConfig{})
 	_, b := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 8, 0, a, b)
+	g, pool := testGroup(t, clk, 8, 0, a, b)
 	g.unknownOK, g.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
 	for _, ep := range g.endpoints {
 		ep.br = new(breaker)
 	}
 	epA := g.endpoints[a.Addr()]
-	epA.br.failure(cfg, *clock, false, failCause{})
+	epA.br.failure(cfg, clk.Now(), false, failCause{})
 
 	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 	for range 3 {
@@ -404,7 +413,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 		}
 		p.inflight.Add(-1)
 	}
-	*clock = clock.Add(time.Minute)
+	clk.Set(clk.Now().Add(time.Minute))
 	slot := &attemptSlot{group: g, model: "qwen"}
 	if u := g.selectEndpoint(pool, slot); u == nil || u.Dial != a.Addr() || !slot.trial {
 		t.Fatalf("no half-open trial to a: %v trial=%v", u, slot.trial)
@@ -427,17 +436,17 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 // breaker and to a drained endpoint, without taking the trial, so that an
 // endpoint can be tried before it is put back.
 func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	_, a := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 8, 0, a)
+	g, pool := testGroup(t, clk, 8, 0, a)
 	g.unknownOK, g.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
 	epA := g.endpoints[a.Addr()]
 	epA.br = new(breaker)
-	epA.br.failure(cfg, *clock, false, failCause{})
+	epA.br.failure(cfg, clk.Now(), false, failCause{})
 
 	for _, at := range []time.Duration{0, time.Minute} { // open, then past its cooldown
-		*clock = clock.Add(at)
+		clk.Set(clk.Now().Add(at))
 		copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
 		if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != reasonBreakerOpen {
 			t.Fatalf("+%v: a copy went to %v (skip %q) with the breaker not closed", at, u, copySlot.skip)
@@ -480,7 +489,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	}
 	drill.release()
 	_, b := startSim(t, simulator.VLLMConfig{})
-	g2, pool2 := testGroup(t, 8, 0, a, b)
+	g2, pool2 := testGroup(t, clk, 8, 0, a, b)
 	g2.unknownOK = true
 	g2.endpoints[a.Addr()].drained = epA.drained
 	g2.endpoints[b.Addr()].p.inflight.Add(3) // busier, yet serving
@@ -504,7 +513,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 // line.
 func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
 	_, a := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 1, 0, a)
+	g, pool := testGroup(t, fakeClock(t), 1, 0, a)
 	g.unknownOK = true
 	unprobed := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: "unix//run/vllm.sock"}
 	pool = append(pool, unprobed)
@@ -538,10 +547,10 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 		{"uneject_on_probe off", true, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := fakeClock(t)
+			clk := fakeClock(t)
 			_, a := startSim(t, simulator.VLLMConfig{})
 			_, b := startSim(t, simulator.VLLMConfig{})
-			g, pool := testGroup(t, 8, 0, a, b)
+			g, pool := testGroup(t, clk, 8, 0, a, b)
 			g.unknownOK, g.breakers, g.uneject, g.rise = true, true, tc.uneject, 2
 			cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Hour)}
 			for _, ep := range g.endpoints {
@@ -549,7 +558,7 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 			}
 			epA := g.endpoints[a.Addr()]
 			probeAll(g)
-			epA.br.failure(cfg, *clock, false, failCause{conn: tc.conn, probe: epA.p.healthSeq.Load()})
+			epA.br.failure(cfg, clk.Now(), false, failCause{conn: tc.conn, probe: epA.p.healthSeq.Load()})
 			g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 
 			epA.p.probeHealth(context.Background()) // one pass is not rise 2
@@ -571,10 +580,10 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 // A 429 with Retry-After keeps its endpoint out for that long, capped at
 // a minute; without Retry-After it is no hold.
 func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
-	clock := fakeClock(t)
+	clk := fakeClock(t)
 	_, a := startSim(t, simulator.VLLMConfig{})
 	_, b := startSim(t, simulator.VLLMConfig{})
-	g, pool := testGroup(t, 8, 0, a, b)
+	g, pool := testGroup(t, clk, 8, 0, a, b)
 	g.unknownOK = true
 	for _, ep := range g.endpoints {
 		ep.br = new(breaker)
@@ -587,24 +596,24 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 		return u.Dial == a.Addr()
 	}
 
-	if epA.br.holdFor(0, *clock) || !pickA() {
+	if epA.br.holdFor(0, clk.Now()) || !pickA() {
 		t.Fatal("a 429 without Retry-After held the endpoint")
 	}
-	if !epA.br.holdFor(time.Hour, *clock) || pickA() {
+	if !epA.br.holdFor(time.Hour, clk.Now()) || pickA() {
 		t.Fatal("Retry-After 3600: a still selected")
 	}
-	*clock = clock.Add(59 * time.Second)
+	clk.Set(clk.Now().Add(59 * time.Second))
 	if pickA() {
 		t.Fatal("a selected before the capped hold ended")
 	}
-	*clock = clock.Add(time.Second)
+	clk.Set(clk.Now().Add(time.Second))
 	if !pickA() {
 		t.Fatal("a held beyond the 60s cap")
 	}
-	if !epA.br.holdFor(upstreamRetryAfter(http.Header{"Retry-After": {clock.Add(10 * time.Second).UTC().Format(http.TimeFormat)}}, *clock), *clock) || pickA() {
+	if !epA.br.holdFor(upstreamRetryAfter(http.Header{"Retry-After": {clk.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)}}, clk.Now()), clk.Now()) || pickA() {
 		t.Fatal("Retry-After as an HTTP date: a still selected")
 	}
-	g.endpoints[b.Addr()].br.hold(clock.Add(time.Minute)) // every endpoint held: the reason says so
+	g.endpoints[b.Addr()].br.hold(clk.Now().Add(time.Minute)) // every endpoint held: the reason says so
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonRateLimited {
 		t.Errorf("every endpoint held: %v (%s)", u, why)
 	}

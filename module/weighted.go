@@ -8,6 +8,9 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
 // weightedSet is a run of an alias's targets served active-active by
@@ -131,18 +134,18 @@ func (ws *weightedSet) order(plan []*Target, members []*Target) []*Target {
 }
 
 // Weights set through the admin API, by gateway, alias, set and member
-// group. Each remembers the configured weight it replaced: a reload keeps
-// it while the config's weight is unchanged, and a config that changes
-// the weight wins.
-var (
-	weightOverridesMu sync.Mutex
-	weightOverrides   = map[string]weightOverride{}
-)
+// group, for the life of the process. Each remembers the configured
+// weight it replaced: a reload keeps it while the config's weight is
+// unchanged, and a config that changes the weight wins.
+var weightOverrides = reload.NewPool[*atomic.Pointer[weightOverride]]()
 
 type weightOverride struct{ configured, weight int }
 
-func weightKey(gw, alias, set, group string) string {
-	return gw + "\x00" + alias + "\x00" + set + "\x00" + group
+// weightOverrideOf is the member's override: nil in it when none is set.
+func weightOverrideOf(gw, alias, set, group string) *atomic.Pointer[weightOverride] {
+	return weightOverrides.Keep(reload.Key(gw, alias, set, group), func() *atomic.Pointer[weightOverride] {
+		return new(atomic.Pointer[weightOverride])
+	})
 }
 
 // hasMember reports whether a weighted set of the alias has the group.
@@ -162,8 +165,6 @@ func (al *Alias) hasMember(group string) bool {
 // false when the group is in no set of the alias.
 func (g *Gateway) setWeight(al *Alias, group string, w int) bool {
 	found := false
-	weightOverridesMu.Lock()
-	defer weightOverridesMu.Unlock()
 	for _, ws := range al.sets {
 		for i, t := range al.Targets[ws.start:ws.end] {
 			if t.Group == group {
@@ -175,7 +176,7 @@ func (g *Gateway) setWeight(al *Alias, group string, w int) bool {
 					ws.serveLocked()
 					ws.mu.Unlock()
 				}
-				weightOverrides[weightKey(g.Name, al.name, ws.name, group)] = weightOverride{configured: ws.configured[i], weight: w}
+				weightOverrideOf(g.Name, al.name, ws.name, group).Store(&weightOverride{configured: ws.configured[i], weight: w})
 				found = true
 			}
 		}
@@ -221,18 +222,16 @@ func (al *Alias) provisionSets(gw string) error {
 			}
 		}
 		configured := slices.Clone(weights)
-		weightOverridesMu.Lock()
 		for k, m := range al.Targets[i:j] {
-			key := weightKey(gw, al.name, t.Set, m.Group)
-			if ov, ok := weightOverrides[key]; ok {
+			slot := weightOverrideOf(gw, al.name, t.Set, m.Group)
+			if ov := slot.Load(); ov != nil {
 				if ov.configured == configured[k] {
 					weights[k] = ov.weight
 				} else {
-					delete(weightOverrides, key) // the config changed it
+					slot.CompareAndSwap(ov, nil) // the config changed it
 				}
 			}
 		}
-		weightOverridesMu.Unlock()
 		byWeight := make([]int, len(weights))
 		for k := range byWeight {
 			byWeight[k] = k
