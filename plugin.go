@@ -8,5 +8,5 @@ package caddyhybridllm
 
 import (
 	_ "github.com/hybridllm/caddy-hybrid-llm/caddyfile"
-	_ "github.com/hybridllm/caddy-hybrid-llm/module"
+	_ "github.com/hybridllm/caddy-hybrid-llm/module/hybridllm"
 )

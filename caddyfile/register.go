@@ -1,14 +1,14 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package hybridcaddyfile registers the Caddyfile directives of
+// Package caddyfile registers the Caddyfile directives of
 // caddy-hybrid-llm.
-package hybridcaddyfile
+package caddyfile
 
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
-	hybridllm "github.com/hybridllm/caddy-hybrid-llm/module"
+	"github.com/hybridllm/caddy-hybrid-llm/module/hybridllm"
 )
 
 func init() {

@@ -10,7 +10,7 @@ import (
 
 // The example keys file is valid, and every setting in it comes through.
 func TestExampleKeysFile(t *testing.T) {
-	clients, err := readKeysFile("../examples/keys/clients.json")
+	clients, err := readKeysFile("../../examples/keys/clients.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func queryProblems(q string, exported map[string][]string) []string {
 // Every query of the example dashboard refers to metrics the module
 // exports, and the dashboard covers what operators look at.
 func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
-	b, err := os.ReadFile("../examples/grafana/hybrid-llm.json")
+	b, err := os.ReadFile("../../examples/grafana/hybrid-llm.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 // config it needs to show anything (or that it needs none), has an id of
 // its own, and a place on the grid no other panel takes.
 func TestDashboardPanelsDescribedAndLaidOut(t *testing.T) {
-	b, err := os.ReadFile("../examples/grafana/hybrid-llm.json")
+	b, err := os.ReadFile("../../examples/grafana/hybrid-llm.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestDashboardPanelsDescribedAndLaidOut(t *testing.T) {
 // for duration, a severity, a summary and a description. promtool checks
 // their syntax and tests them (alerts_test.yml).
 func TestDashboardAlertRulesUseExportedMetrics(t *testing.T) {
-	b, err := os.ReadFile("../examples/prometheus/alerts.yml")
+	b, err := os.ReadFile("../../examples/prometheus/alerts.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
