@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"go.uber.org/zap"
 )
@@ -212,7 +213,7 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if err != nil {
 		// the locks are let go now; Caddy's Cleanup after a failed
 		// provision then finds none
-		releaseLocks(g.locks)
+		proclock.Release(g.locks...)
 		g.locks = nil
 	}
 	return err
@@ -398,7 +399,7 @@ func (g *Gateway) Cleanup() error {
 	for _, grp := range g.Groups {
 		grp.cleanup()
 	}
-	releaseLocks(g.locks)
+	proclock.Release(g.locks...)
 	return nil
 }
 

@@ -10,14 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
-	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
+	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"go.uber.org/zap"
 )
 
@@ -27,64 +24,10 @@ import (
 // ID, which the data directory holds) and its admin address (Caddy listens
 // with SO_REUSEPORT, so a second process on the same address starts
 // without an error, and the kernel splits the connections between the
-// two). Each is an exclusive lock on a file, taken when a config is
-// provisioned and held while a config of the process uses it: a reload
-// in the same process takes it again at no cost, and a second process is
-// refused with the first one's pid.
-
-// errLockHeld is what tryLock returns when another process holds a lock.
-var errLockHeld = errors.New("held by another process")
-
-// procLocks are the locks this process holds, by file.
-var procLocks = reload.NewPool[*heldLock]()
-
-// heldLock is a lock file this process holds; its pid is written in it.
-type heldLock struct{ f *os.File }
-
-func (l *heldLock) Destruct() error { return unlockFile(l.f) }
-
-// holdLock takes the lock file at path for this process, or reports the
-// pid of the process that holds it (0 when it cannot be read).
-func holdLock(path string) (pid int, err error) {
-	_, _, err = procLocks.Acquire(path, func() (*heldLock, error) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return nil, err
-		}
-		if err := tryLock(f); err != nil {
-			if errors.Is(err, errLockHeld) {
-				var b [32]byte
-				n, _ := f.ReadAt(b[:], 0)
-				_, _ = fmt.Sscan(string(b[:n]), &pid)
-			}
-			_ = f.Close()
-			return nil, err
-		}
-		_ = f.Truncate(0)
-		_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
-		return &heldLock{f: f}, nil
-	})
-	return pid, err
-}
-
-// releaseLocks lets go of a gateway's hold on its locks; the last config
-// of the process to let go unlocks them.
-func releaseLocks(paths []string) {
-	for _, p := range paths {
-		_ = procLocks.Release(p)
-	}
-}
-
-// otherProcess names the process that holds a lock.
-func otherProcess(pid int) string {
-	if pid > 0 {
-		return fmt.Sprintf("another process (pid %d)", pid)
-	}
-	return "another process"
-}
+// two). Each is an exclusive lock on a file (package proclock), taken
+// when a config is provisioned and held while a config of the process
+// uses it: a reload in the same process takes it again at no cost, and a
+// second process is refused with the first one's pid.
 
 // lockBooks takes the lock on the gateway's books in Caddy's storage, when
 // that is a directory (file_system storage, Caddy's data directory by
@@ -100,13 +43,13 @@ func (g *Gateway) lockBooks(ctx caddy.Context) error {
 		return nil
 	}
 	path := filepath.Join(fs.Path, "hybrid_llm", "locks", safeFileName(g.Name)+".lock")
-	pid, err := holdLock(path)
+	pid, err := proclock.Hold(path)
 	switch {
-	case errors.Is(err, errLockHeld):
+	case errors.Is(err, proclock.ErrHeld):
 		return fmt.Errorf("%s runs gateway %q on the data directory %s (lock %s): two processes would keep one ledger and one cloud spend "+
 			"and overwrite each other's, and in a fleet count each other's spend as their own; "+
 			"stop the other process, or give this gateway another name (name <gateway>) or another storage (storage file_system { root <dir> }, or another XDG_DATA_HOME)",
-			otherProcess(pid), g.Name, fs.Path, path)
+			proclock.OtherProcess(pid), g.Name, fs.Path, path)
 	case err != nil:
 		return fmt.Errorf("locking the gateway's books in %s: %v", path, err)
 	}
@@ -125,26 +68,13 @@ func lockAdmin(ctx caddy.Context) error {
 		return nil
 	}
 	runningConfig.Store(cfg)
-	if addr == "" || strings.HasPrefix(addr, "unix/") || strings.HasPrefix(addr, "unixgram/") || strings.HasPrefix(addr, "fd/") {
-		return nil // a socket file or descriptor is the OS's to share or not
-	}
-	// one directory per user (only one user's processes can share a
-	// port), one name per network namespace (only there is the port
-	// the same)
-	path := filepath.Join(os.TempDir(), "caddy-hybrid-llm-"+strconv.Itoa(os.Getuid()),
-		"admin-"+netNamespace()+safeFileName(addr)+".lock")
-	adminLockMu.Lock()
-	defer adminLockMu.Unlock()
-	if procLocks.Holds(path) > 0 {
-		return nil // held already, for the life of the process
-	}
-	pid, err := holdLock(path)
+	path, pid, err := proclock.HoldAdmin(addr)
 	switch {
-	case errors.Is(err, errLockHeld):
+	case errors.Is(err, proclock.ErrHeld):
 		return fmt.Errorf("%s serves the admin address %s (lock %s): Caddy would start beside it, and the two processes would "+
 			"each answer a share of the admin calls and of the requests on their common addresses; "+
 			"stop the other process, or give this one another admin address (admin <host:port> in the global options) and other listen addresses",
-			otherProcess(pid), addr, path)
+			proclock.OtherProcess(pid), addr, path)
 	case errors.Is(err, fs.ErrPermission):
 		// a directory that is not ours to write: the lock is a guard,
 		// not a condition of running
@@ -157,26 +87,9 @@ func lockAdmin(ctx caddy.Context) error {
 	return nil
 }
 
-// netNamespace names the process's network namespace where the system
-// says (Linux), followed by a dash; "" elsewhere.
-func netNamespace() string {
-	link, err := os.Readlink("/proc/self/ns/net") // net:[4026531840]
-	if err != nil {
-		return ""
-	}
-	i, j := strings.IndexByte(link, '['), strings.IndexByte(link, ']')
-	if i < 0 || j < i+2 {
-		return ""
-	}
-	return link[i+1:j] + "-"
-}
-
-var (
-	// runningConfig is the config whose admin endpoint was provisioned
-	// last: the one that runs, or is about to
-	runningConfig atomic.Uintptr
-	adminLockMu   sync.Mutex // one lockAdmin at a time
-)
+// runningConfig is the config whose admin endpoint was provisioned last:
+// the one that runs, or is about to.
+var runningConfig atomic.Uintptr
 
 // runs reports whether the config being provisioned is one the process
 // runs: its admin endpoint was provisioned (see lockAdmin), or it has

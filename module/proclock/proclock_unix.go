@@ -3,7 +3,7 @@
 
 //go:build unix
 
-package hybridllm
+package proclock
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ import (
 func tryLock(f *os.File) error {
 	err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
-		return errLockHeld
+		return ErrHeld
 	}
 	return err
 }

@@ -3,7 +3,7 @@
 
 //go:build !unix
 
-package hybridllm
+package proclock
 
 import "os"
 
