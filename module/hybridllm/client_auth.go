@@ -12,12 +12,9 @@ import (
 	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"go.uber.org/zap"
 )
-
-// keyHeaders are the headers a client may send its key in, as the OpenAI
-// and Azure OpenAI SDKs do, besides `Authorization: Bearer`.
-var keyHeaders = [...]string{"Api-Key", "X-Api-Key"}
 
 // presentedKey returns the API key a request carries, or why it carries
 // none that can be used. A key may come in more than one header only if
@@ -35,7 +32,7 @@ func presentedKey(h http.Header) (key, problem string) {
 			return "", "the Authorization header has no key"
 		}
 	}
-	for _, name := range keyHeaders {
+	for _, name := range credentials.KeyHeaders {
 		v, ok := h[name]
 		if !ok {
 			continue

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
 	"github.com/tidwall/gjson"
 )
@@ -225,7 +226,7 @@ func (g *Gateway) watchField(name string) uint64 {
 func (r *Rule) provision(g *Gateway, al *Alias) error {
 	r.fieldBits, r.slowFields = 0, nil
 	for name := range r.Header {
-		if credentialLike(name) {
+		if credentials.CredentialLike(name) {
 			g.ruleCredentials = true
 		}
 	}

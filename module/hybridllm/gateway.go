@@ -408,7 +408,7 @@ func (g *Gateway) Cleanup() error {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	id, clientID := requestID(r)
 	w.Header().Set("X-Request-Id", id)
-	if where := strayKey(r, g.Clients != nil && g.Clients.Identity == ""); where != "" {
+	if where := g.strayKey(r); where != "" {
 		return g.refuseStrayKey(w, r, id, clientID, where)
 	}
 	var cl *client

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"go.uber.org/zap"
 )
 
@@ -115,11 +116,11 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 		delete(r.Header, h) // canonical keys
 	}
 	if g.ruleCredentials {
-		// a rule matches on a header dropCredentials removes: it reads
+		// a rule matches on a header credentials.Drop removes: it reads
 		// the headers as the client sent them
 		rt.features.header = r.Header.Clone()
 	}
-	dropCredentials(r.Header)
+	credentials.Drop(r.Header)
 	dropHopHeaders(r.Header)
 	// each attempt's body has a length of its own (the model swapped),
 	// which the transport sends from the request's ContentLength

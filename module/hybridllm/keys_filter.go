@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/logging"
+	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -18,7 +19,7 @@ func init() {
 
 // KeyHeadersFilter is a log field filter for `request>headers` and
 // `request>uri`. On headers, it writes as REDACTED the value of every
-// header whose name is a credential's (see credentialLike: Api-Key,
+// header whose name is a credential's (see credentials.CredentialLike: Api-Key,
 // X-Goog-Api-Key, Helicone-Auth, the Api_Key spellings...), the values of
 // the credentials in the query of a header that holds a URL (Referer,
 // Origin), and the key of a Sec-WebSocket-Protocol's
@@ -63,7 +64,7 @@ func (KeyHeadersFilter) Filter(in zapcore.Field) zapcore.Field {
 			in.Interface = &keyRedacted{ObjectMarshaler: m}
 		}
 	case zapcore.StringType:
-		if uri, ok := redactedURI(in.String); ok {
+		if uri, ok := credentials.RedactedURI(in.String); ok {
 			in.String = uri
 		}
 	}
@@ -83,15 +84,16 @@ func (k *keyRedacted) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return k.ObjectMarshaler.MarshalLogObject(&k.enc)
 }
 
-// keyRedactingEncoder replaces the values of the headers credentialLike
-// names, and the credentials in the others' values.
+// keyRedactingEncoder replaces the values of the headers
+// credentials.CredentialLike names, and the credentials in the others'
+// values.
 type keyRedactingEncoder struct {
 	zapcore.ObjectEncoder
 	values *valuesRedacting
 }
 
 func (e *keyRedactingEncoder) AddArray(key string, arr zapcore.ArrayMarshaler) error {
-	if credentialLike(key) {
+	if credentials.CredentialLike(key) {
 		return e.ObjectEncoder.AddArray(key, redactedValue{})
 	}
 	e.values.ArrayMarshaler, e.values.protocols = arr, strings.EqualFold(key, "Sec-Websocket-Protocol")
@@ -100,12 +102,12 @@ func (e *keyRedactingEncoder) AddArray(key string, arr zapcore.ArrayMarshaler) e
 
 func (e *keyRedactingEncoder) AddString(key, value string) {
 	switch {
-	case credentialLike(key):
+	case credentials.CredentialLike(key):
 		value = "REDACTED"
 	case strings.EqualFold(key, "Sec-Websocket-Protocol"):
-		value = redactedProtocols(value)
+		value = credentials.RedactedProtocols(value)
 	default:
-		if uri, ok := redactedURI(value); ok {
+		if uri, ok := credentials.RedactedURI(value); ok {
 			value = uri
 		}
 	}
@@ -127,10 +129,10 @@ func (v *valuesRedacting) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 
 func (v *valuesRedacting) AppendString(s string) {
 	if v.protocols {
-		if strings.Contains(s, insecureKeyProtocol) {
-			s = redactedProtocols(s)
+		if strings.Contains(s, credentials.InsecureKeyProtocol) {
+			s = credentials.RedactedProtocols(s)
 		}
-	} else if uri, ok := redactedURI(s); ok {
+	} else if uri, ok := credentials.RedactedURI(s); ok {
 		s = uri
 	}
 	v.ArrayEncoder.AppendString(s)

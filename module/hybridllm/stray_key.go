@@ -5,15 +5,15 @@ package hybridllm
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"go.uber.org/zap"
 )
 
 // A key sent where the gateway does not read one (in the query string, or
 // in a header other than Authorization, Api-Key or X-Api-Key whose name is
-// an API key's: see apiKeyLike) would be written verbatim to Caddy's
+// an API key's: see credentials.APIKeyLike) would be written verbatim to Caddy's
 // access log, which redacts only the Authorization and cookie headers,
 // from a copy of the request taken before any handler runs. Such a
 // request is refused, and its access log record is skipped; a warning
@@ -25,41 +25,16 @@ import (
 // credentials (an identity proxy's Cf-Access-Jwt-Assertion or
 // X-Forwarded-Access-Token, a Helicone-Auth) are not the gateway's key:
 // they are served, and the filter redacts them too. Either way no
-// credential goes upstream (see dropCredentials).
+// credential goes upstream (see credentials.Drop).
 
 // strayKey returns where a request carries a key the gateway does not
-// read: "query" (its query string, or one after a '?' escaped in its
-// path) or, with headers, the header's name (one apiKeyLike names but
-// the key headers, or a Sec-WebSocket-Protocol with a key); "" when it
-// carries none.
-func strayKey(r *http.Request, headers bool) string {
-	if headers {
-		for name, v := range r.Header {
-			switch {
-			case keyHeader(name):
-			case apiKeyLike(name):
-				return name
-			case name == "Sec-Websocket-Protocol" && insecureKey(v):
-				return name
-			}
-		}
+// read (credentials.Stray): its headers count only when the gateway reads
+// keys itself, with clients by key; "" when it carries none.
+func (g *Gateway) strayKey(r *http.Request) string {
+	if g.Clients != nil && g.Clients.Identity == "" {
+		return credentials.Stray(r)
 	}
-	if strayQuery(r.URL.RawQuery) {
-		return "query"
-	}
-	if i := strings.IndexByte(r.URL.Path, '?'); i >= 0 && strayQuery(r.URL.Path[i+1:]) {
-		return "query" // an escaped '?', which another server may split at
-	}
-	return ""
-}
-
-// redactedPath is a path with every value of a query after an escaped
-// '?' in it replaced.
-func redactedPath(path string) string {
-	if p, q, ok := strings.Cut(path, "?"); ok {
-		return p + "?" + redactedQuery(q)
-	}
-	return path
+	return credentials.StrayInQuery(r.URL)
 }
 
 // refuseStrayKey answers a request that carries a key where the gateway
@@ -73,7 +48,7 @@ func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, cli
 	if g.strayKeys.allow(g.clock.Now()) {
 		fields := []zap.Field{zap.String("request_id", id), zap.String("where", where),
 			zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),
-			zap.String("path", redactedPath(r.URL.Path)), zap.String("query", redactedQuery(r.URL.RawQuery))}
+			zap.String("path", credentials.RedactedPath(r.URL.Path)), zap.String("query", credentials.RedactedQuery(r.URL.RawQuery))}
 		if clientID != "" {
 			fields = append(fields, zap.String("llm_client_request_id", clientID))
 		}
@@ -82,7 +57,7 @@ func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, cli
 	}
 	hint := "send the API key as `Authorization: Bearer <key>`, or in the api-key or x-api-key header"
 	msg := "API keys are not accepted in the query string: " + hint
-	if where != "query" {
+	if where != credentials.InQuery {
 		msg = "the " + where + " header is not read: " + hint
 	}
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
