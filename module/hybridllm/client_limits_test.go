@@ -10,59 +10,6 @@ import (
 	"time"
 )
 
-func TestRateLimitRequests(t *testing.T) {
-	var l rateLimit
-	t0 := time.Unix(1000, 0)
-	// 3 a minute: three at once, then one every 20 s
-	for i := range 3 {
-		if w := l.take(3, t0); w != 0 {
-			t.Fatalf("request %d waits %v", i, w)
-		}
-	}
-	if w := l.take(3, t0); w != 20*time.Second {
-		t.Fatalf("the fourth waits %v, want 20s", w)
-	}
-	if w := l.take(3, t0.Add(19*time.Second)); w != time.Second {
-		t.Fatalf("19 s later: wait %v, want 1s", w)
-	}
-	if w := l.take(3, t0.Add(20*time.Second)); w != 0 {
-		t.Fatalf("20 s later: wait %v", w)
-	}
-	// an idle minute gives the whole burst back, no more
-	t1 := t0.Add(5 * time.Minute)
-	for i := range 3 {
-		if w := l.take(3, t1); w != 0 {
-			t.Fatalf("after a pause, request %d waits %v", i, w)
-		}
-	}
-	if w := l.take(3, t1); w == 0 {
-		t.Fatal("the burst grew with the pause")
-	}
-}
-
-func TestRateLimitTokens(t *testing.T) {
-	var l rateLimit
-	t0 := time.Unix(1000, 0)
-	// 600 a minute: 10 a second
-	if w := l.wait(600, t0); w != 0 {
-		t.Fatalf("unused: wait %v", w)
-	}
-	l.charge(600, 500, t0)
-	if w := l.wait(600, t0); w != 0 {
-		t.Fatalf("500 of 600: wait %v", w)
-	}
-	l.charge(600, 700, t0) // 1200: the minute's use is 600 over
-	if w := l.wait(600, t0); w != 60*time.Second+100*time.Millisecond {
-		t.Fatalf("1200 of 600: wait %v", w)
-	}
-	if w := l.wait(600, t0.Add(61*time.Second)); w != 0 {
-		t.Fatalf("a minute later: wait %v", w)
-	}
-	if w := l.wait(0, t0); w != 0 {
-		t.Fatal("no limit waits")
-	}
-}
-
 // Fifty requests at once against a tpm of 500, each of which may use 118
 // tokens: those admitted reserve their bound, so only as many as the
 // minute holds (plus the one that crosses it) get in; their ends settle
@@ -98,7 +45,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 		rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 10, 50
 		rt.settleTokens(t0)
 	}
-	if w := cl.usage.tokens.wait(500, t0); w != 0 {
+	if w := cl.usage.tokens.Wait(500, t0); w != 0 {
 		t.Fatalf("300 of 500 used: wait %v", w)
 	}
 	rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions")}
@@ -111,7 +58,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 10, 1190
 	rt.settleTokens(t0)
 	// 300 + 1200 = 1500 of 500: a minute's worth over, two minutes' wait
-	if w := cl.usage.tokens.wait(500, t0); w != 2*time.Minute+120*time.Millisecond {
+	if w := cl.usage.tokens.Wait(500, t0); w != 2*time.Minute+120*time.Millisecond {
 		t.Fatalf("1500 of 500: wait %v", w)
 	}
 }
@@ -130,7 +77,7 @@ func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 		}
 	}
 	// only the first request's 301 tokens are reserved: 699 left
-	if w, _ := cl.usage.tokens.reserve(1000, 699, t0); w != 0 {
+	if w, _ := cl.usage.tokens.Reserve(1000, 699, t0); w != 0 {
 		t.Fatalf("the refused request's reservation was kept: wait %v", w)
 	}
 }

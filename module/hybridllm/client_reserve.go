@@ -90,12 +90,12 @@ func (rt *route) reserve(t time.Time) (wait time.Duration, limit string) {
 		units = p + k
 	}
 	// tokens first: a request refused for tokens takes no request slot
-	w, until := c.usage.tokens.reserve(tpm, units, t)
+	w, until := c.usage.tokens.Reserve(tpm, units, t)
 	if w > 0 {
 		return w, "tokens"
 	}
-	if w := c.usage.requests.take(rpm, t); w > 0 {
-		c.usage.tokens.giveBack(tpm, units, until, t)
+	if w := c.usage.requests.Take(rpm, t); w > 0 {
+		c.usage.tokens.GiveBack(tpm, units, until, t)
 		return w, "requests"
 	}
 	rt.reservedTokens, rt.reservedTPM, rt.reservedUntil = units, tpm, until
@@ -115,9 +115,9 @@ func (rt *route) settleTokens(t time.Time) {
 	}
 	// given back at the pace it was taken (a fleet's share may have
 	// changed since), then charged at today's
-	c.usage.tokens.giveBack(rt.reservedTPM, rt.reservedTokens, rt.reservedUntil, t)
+	c.usage.tokens.GiveBack(rt.reservedTPM, rt.reservedTokens, rt.reservedUntil, t)
 	_, tpm := c.limits()
-	c.usage.tokens.charge(tpm, used, t)
+	c.usage.tokens.Charge(tpm, used, t)
 	rt.reservedTokens = 0
 }
 

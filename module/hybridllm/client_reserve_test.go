@@ -20,37 +20,6 @@ func limitedRoute(g *Gateway, cl *client, path string, body []byte) *route {
 	return rt
 }
 
-// A reservation gives back only what is still ahead of its end: the part
-// of it that elapsed was paid off by the time that passed, and giving it
-// back would take the room of the reservations made after it.
-func TestGiveBackOnlyWhatIsAhead(t *testing.T) {
-	var l rateLimit
-	t0 := time.Unix(1000, 0)
-	// 600 a minute: 100 ms a token; 600 reserved until a minute on
-	w, until := l.reserve(600, 600, t0)
-	if w != 0 || !until.Equal(t0.Add(time.Minute)) {
-		t.Fatalf("reserve: wait %v, until %v", w, until.Sub(t0))
-	}
-	// 30 s on, unused: 30 s of it is still ahead, 300 tokens
-	l.giveBack(600, 600, until, t0.Add(30*time.Second))
-	if got := time.Duration(l.tat.Load() - t0.UnixNano()); got != 30*time.Second {
-		t.Fatalf("after the give-back the limit is paid off %v on, want 30s", got)
-	}
-	// past its end: nothing is ahead, nothing comes back
-	l.giveBack(600, 600, until, t0.Add(2*time.Minute))
-	if got := time.Duration(l.tat.Load() - t0.UnixNano()); got != 30*time.Second {
-		t.Fatalf("a reservation past its end gave back: paid off %v on", got)
-	}
-	// a reservation behind later ones: at most what it took
-	var m rateLimit
-	_, u1 := m.reserve(600, 100, t0) // 10 s
-	m.reserve(600, 100, t0)          // 10 s more
-	m.giveBack(600, 100, u1, t0)
-	if got := time.Duration(m.tat.Load() - t0.UnixNano()); got != 10*time.Second {
-		t.Fatalf("gave back more than it took: paid off %v on, want 10s", got)
-	}
-}
-
 // A request that ends without using what it reserved, after part of its
 // reservation elapsed, must not hand the client more than its tpm: the
 // requests admitted since keep their reservations.
@@ -85,8 +54,9 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 	// what was used is still charged in full
 	b.usage.found, b.usage.prompt, b.usage.completion = true, p, k
 	b.settleTokens(t1)
-	if got := time.Duration(cl.usage.tokens.tat.Load() - t1.UnixNano()); got != time.Minute {
-		t.Fatalf("after the second's settlement: paid off %v on, want 1m", got)
+	// paid off a minute on: the next token waits one interval
+	if got, want := cl.usage.tokens.Wait(tpm, t1), time.Minute/time.Duration(tpm); got != want {
+		t.Fatalf("after the second's settlement: wait %v, want %v (paid off 1m on)", got, want)
 	}
 }
 

@@ -71,7 +71,7 @@ func (g *Gateway) clientsDoc(t time.Time) ClientsDoc {
 		}
 		if c.usage != nil {
 			rpm, tpm := c.limits()
-			w := max(c.usage.tokens.wait(tpm, t), c.usage.requests.wait(rpm, t))
+			w := max(c.usage.tokens.Wait(tpm, t), c.usage.requests.Wait(rpm, t))
 			st.WaitSeconds = w.Seconds()
 		}
 		if g.spend != nil {

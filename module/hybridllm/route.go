@@ -91,7 +91,7 @@ type route struct {
 	// what admission reserved for the request (see reserve)
 	reservedTokens int64
 	reservedTPM    int        // the tpm it was reserved at
-	reservedUntil  time.Time  // when its reservation is paid off (see rateLimit.giveBack)
+	reservedUntil  time.Time  // when its reservation is paid off (see ratelimit.Minute.GiveBack)
 	reservedUSD    float64    // its cloud hold (see holdCloud)
 	heldFor        string     // the client the hold counts against ("": none, the spend cap only)
 	span           trace.Span // the request's span, if recorded (see traced)
