@@ -399,7 +399,11 @@ func cmdDrain(cmd *cobra.Command, verb string) error {
 	if group == "" {
 		return fmt.Errorf("--group is required")
 	}
-	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/"+verb, adminapi.ActionRequest{Gateway: gateway, Group: group, Endpoint: endpoint})
+	path := adminapi.PathDrain
+	if verb == "undrain" {
+		path = adminapi.PathUndrain
+	}
+	b, err := adminCall(cmd, http.MethodPost, path, adminapi.ActionRequest{Gateway: gateway, Group: group, Endpoint: endpoint})
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
