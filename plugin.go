@@ -8,5 +8,6 @@ package caddyhybridllm
 
 import (
 	_ "github.com/hybridllm/caddy-hybrid-llm/caddyfile"
+	_ "github.com/hybridllm/caddy-hybrid-llm/module/command"
 	_ "github.com/hybridllm/caddy-hybrid-llm/module/hybridllm"
 )

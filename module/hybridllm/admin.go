@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"go.uber.org/zap"
 )
 
@@ -50,41 +50,32 @@ func (adminAPI) Provision(ctx caddy.Context) error { return lockAdmin(ctx) }
 // Routes returns the admin routes.
 func (adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
-		{Pattern: "/hybrid_llm/state", Handler: caddy.AdminHandlerFunc(serveState)},
-		{Pattern: "/hybrid_llm/ledger", Handler: caddy.AdminHandlerFunc(serveLedger)},
-		{Pattern: "/hybrid_llm/clients", Handler: caddy.AdminHandlerFunc(serveClients)},
-		{Pattern: "/hybrid_llm/drain", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		{Pattern: adminapi.PathState, Handler: caddy.AdminHandlerFunc(serveState)},
+		{Pattern: adminapi.PathLedger, Handler: caddy.AdminHandlerFunc(serveLedger)},
+		{Pattern: adminapi.PathClients, Handler: caddy.AdminHandlerFunc(serveClients)},
+		{Pattern: adminapi.PathDrain, Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			return serveDrain(w, r, true)
 		})},
-		{Pattern: "/hybrid_llm/undrain", Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		{Pattern: adminapi.PathUndrain, Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			return serveDrain(w, r, false)
 		})},
-		{Pattern: "/hybrid_llm/drill", Handler: caddy.AdminHandlerFunc(serveDrill)},
-		{Pattern: "/hybrid_llm/spend/accept", Handler: caddy.AdminHandlerFunc(serveSpendAccept)},
-		{Pattern: "/hybrid_llm/weight", Handler: caddy.AdminHandlerFunc(serveWeight)},
-		{Pattern: "/hybrid_llm/registry", Handler: caddy.AdminHandlerFunc(serveRegistry)},
+		{Pattern: adminapi.PathDrill, Handler: caddy.AdminHandlerFunc(serveDrill)},
+		{Pattern: adminapi.PathSpendAccept, Handler: caddy.AdminHandlerFunc(serveSpendAccept)},
+		{Pattern: adminapi.PathWeight, Handler: caddy.AdminHandlerFunc(serveWeight)},
+		{Pattern: adminapi.PathRegistry, Handler: caddy.AdminHandlerFunc(serveRegistry)},
 	}
-}
-
-// actionRequest is the body of the mutating routes.
-type actionRequest struct {
-	Gateway  string `json:"gateway,omitempty"` // default: the only gateway
-	Group    string `json:"group,omitempty"`
-	Endpoint string `json:"endpoint,omitempty"`
-	Alias    string `json:"alias,omitempty"`
-	Weight   *int   `json:"weight,omitempty"`
 }
 
 // readAction checks a mutating request (POST, JSON) and finds its gateway.
 // These routes change live routing: keep the admin listener on loopback.
-func readAction(r *http.Request) (*actionRequest, *Gateway, error) {
+func readAction(r *http.Request) (*adminapi.ActionRequest, *Gateway, error) {
 	if r.Method != http.MethodPost {
 		return nil, nil, caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed; use POST", r.Method)}
 	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		return nil, nil, caddy.APIError{HTTPStatus: http.StatusUnsupportedMediaType, Err: fmt.Errorf("Content-Type must be application/json")}
 	}
-	var req actionRequest
+	var req adminapi.ActionRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -252,7 +243,7 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 }
 
 // readAliasAction is readAction for the routes about one alias.
-func readAliasAction(r *http.Request) (*actionRequest, *Gateway, *Alias, error) {
+func readAliasAction(r *http.Request) (*adminapi.ActionRequest, *Gateway, *Alias, error) {
 	req, g, err := readAction(r)
 	if err != nil {
 		return nil, nil, nil, err
@@ -323,13 +314,7 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	type entry struct {
-		Gateway string `json:"gateway"`
-		cost.Comparison
-		// each client's tokens and cost in the window (with clients)
-		Clients []clientUse `json:"clients,omitempty"`
-	}
-	out := []entry{}
+	out := []adminapi.LedgerGateway{}
 	for _, g := range gws {
 		c := g.comparison(from, to)
 		uses := g.ledger.clientWindow(from, to)
@@ -338,12 +323,12 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 				uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6
 			}
 		}
-		out = append(out, entry{Gateway: g.Name, Comparison: c, Clients: uses})
+		out = append(out, adminapi.LedgerGateway{Gateway: g.Name, Comparison: c, Clients: apiClientUses(uses)})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"window_seconds": window.Seconds(), "gateways": out})
+	return enc.Encode(adminapi.LedgerDoc{Gateways: out, WindowSeconds: window.Seconds()})
 }
 
 func serveState(w http.ResponseWriter, r *http.Request) error {
@@ -363,10 +348,10 @@ func serveState(w http.ResponseWriter, r *http.Request) error {
 }
 
 // processState names this process.
-func processState() *ProcessState {
+func processState() *adminapi.ProcessState {
 	host, _ := os.Hostname()
 	version, _ := caddy.Version()
-	return &ProcessState{PID: os.Getpid(), Host: host, Version: version}
+	return &adminapi.ProcessState{PID: os.Getpid(), Host: host, Version: version}
 }
 
 // maxLedgerWindow is the longest window the ledger answers for: what it

@@ -16,28 +16,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
-// registryEntry is one key of the registry, relative to its prefix.
-type registryEntry struct {
-	Key         string          `json:"key"`
-	Value       json.RawMessage `json:"value"`
-	ModRevision int64           `json:"mod_revision"`
-}
-
-// registryWrite is the body of POST /hybrid_llm/registry: a value to put
-// under a key (groups/<group> or aliases/<alias>), or the key to delete.
-type registryWrite struct {
-	Gateway string          `json:"gateway,omitempty"`
-	Key     string          `json:"key"`
-	Value   json.RawMessage `json:"value,omitempty"`
-	Delete  bool            `json:"delete,omitempty"`
-}
-
 // serveRegistry answers GET /hybrid_llm/registry[?gateway=&key=] with
 // what etcd holds under the gateway's prefix (or one key), and POST with
-// a registryWrite: the value is checked as the watch checks it, written,
+// an adminapi.RegistryWrite: the value is checked as the watch checks it, written,
 // and applied here before the answer.
 func serveRegistry(w http.ResponseWriter, r *http.Request) error {
 	switch r.Method {
@@ -62,7 +47,7 @@ func serveRegistry(w http.ResponseWriter, r *http.Request) error {
 		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 			return caddy.APIError{HTTPStatus: http.StatusUnsupportedMediaType, Err: fmt.Errorf("Content-Type must be application/json")}
 		}
-		var req registryWrite
+		var req adminapi.RegistryWrite
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
@@ -100,7 +85,7 @@ func fleetOf(g *Gateway) (*fleet, error) {
 }
 
 // read lists the keys under the prefix, or one key, as etcd has them now.
-func (f *fleet) read(ctx context.Context, key string) ([]registryEntry, int64, error) {
+func (f *fleet) read(ctx context.Context, key string) ([]adminapi.RegistryEntry, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	full, opts := f.prefix+"/", []clientv3.OpOption{clientv3.WithPrefix()}
@@ -114,19 +99,19 @@ func (f *fleet) read(ctx context.Context, key string) ([]registryEntry, int64, e
 	if key != "" && len(resp.Kvs) == 0 {
 		return nil, 0, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no registry key %s", full)}
 	}
-	entries := make([]registryEntry, 0, len(resp.Kvs))
+	entries := make([]adminapi.RegistryEntry, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		v := json.RawMessage(kv.Value)
 		if !json.Valid(v) {
 			v, _ = json.Marshal(string(kv.Value)) // what the watch refuses, shown as text
 		}
-		entries = append(entries, registryEntry{Key: strings.TrimPrefix(string(kv.Key), f.prefix+"/"), Value: v, ModRevision: kv.ModRevision})
+		entries = append(entries, adminapi.RegistryEntry{Key: strings.TrimPrefix(string(kv.Key), f.prefix+"/"), Value: v, ModRevision: kv.ModRevision})
 	}
 	return entries, resp.Header.Revision, nil
 }
 
 // write puts or deletes a group's or an alias's key, checked first.
-func (f *fleet) write(ctx context.Context, req registryWrite) (int64, error) {
+func (f *fleet) write(ctx context.Context, req adminapi.RegistryWrite) (int64, error) {
 	full := f.prefix + "/" + strings.TrimPrefix(req.Key, "/")
 	kind, _, err := registry.ParseKey(f.prefix, full)
 	switch {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -156,9 +157,9 @@ func TestIdleBreakerPastItsCooldownIsNotOpen(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 
-	breakerNow := func() (*BreakerState, float64) {
+	breakerNow := func() (*adminapi.BreakerState, float64) {
 		t.Helper()
-		var bs *BreakerState
+		var bs *adminapi.BreakerState
 		for _, gs := range state().Gateways {
 			for _, grp := range gs.Groups {
 				if gs.Name == "idle" && grp.Name == "cloud" {

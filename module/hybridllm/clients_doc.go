@@ -10,46 +10,12 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 )
 
-// ClientState is one client as GET /hybrid_llm/clients shows it: its
-// settings, its use and what is left. It never holds a key.
-type ClientState struct {
-	Name    string   `json:"name"`
-	Aliases []string `json:"aliases,omitempty"` // empty: all
-	Trusted bool     `json:"trusted"`
-
-	RPM int `json:"rpm,omitempty"`
-	TPM int `json:"tpm,omitempty"`
-	// how long until a request would be let in, when the client is at a
-	// limit now
-	WaitSeconds float64 `json:"wait_seconds,omitempty"`
-
-	MaxTokens int `json:"max_tokens,omitempty"`
-	MaxN      int `json:"max_n,omitempty"`
-
-	CloudUSDToday     float64  `json:"cloud_usd_today"`
-	CloudUSDThisMonth float64  `json:"cloud_usd_this_month"`
-	BudgetDayUSD      float64  `json:"budget_day_usd,omitempty"`
-	BudgetMonthUSD    float64  `json:"budget_month_usd,omitempty"`
-	BudgetLeftUSD     *float64 `json:"budget_left_usd,omitempty"` // the smaller of what is left today and this month
-}
-
-// ClientsDoc is a gateway's clients and its cloud spend.
-type ClientsDoc struct {
-	Gateway       string  `json:"gateway"`
-	CloudUSDToday float64 `json:"cloud_usd_today"`
-	DailyCapUSD   float64 `json:"daily_cap_usd,omitempty"`
-	// set when the spend in storage could not be read: cloud targets are
-	// closed to the clients with a budget, and to all under a daily cap,
-	// until POST /hybrid_llm/spend/accept
-	SpendUnknown *SpendUnknown `json:"spend_unknown,omitempty"`
-	Clients      []ClientState `json:"clients"`
-}
-
 // clientsDoc describes the gateway's clients in force.
-func (g *Gateway) clientsDoc(t time.Time) ClientsDoc {
-	doc := ClientsDoc{Gateway: g.Name, Clients: []ClientState{}}
+func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
+	doc := adminapi.ClientsDoc{Gateway: g.Name, Clients: []adminapi.ClientState{}}
 	if c := g.CloudSpend; c != nil {
 		doc.DailyCapUSD = c.DailyUSD
 	}
@@ -64,7 +30,7 @@ func (g *Gateway) clientsDoc(t time.Time) ClientsDoc {
 	cs := g.clientSet.Load()
 	for _, name := range cs.names() {
 		c := cs.byName[name]
-		st := ClientState{Name: name, Trusted: c.trusted, RPM: c.rpm, TPM: c.tpm, MaxTokens: c.maxTokens, MaxN: c.maxN,
+		st := adminapi.ClientState{Name: name, Trusted: c.trusted, RPM: c.rpm, TPM: c.tpm, MaxTokens: c.maxTokens, MaxN: c.maxN,
 			BudgetDayUSD: c.budgetDay, BudgetMonthUSD: c.budgetMonth}
 		for _, a := range sortedKeys(c.aliases) {
 			st.Aliases = append(st.Aliases, a)
@@ -104,7 +70,7 @@ func serveClients(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := []ClientsDoc{}
+	out := []adminapi.ClientsDoc{}
 	t := provisionClock.Now()
 	for _, g := range gws {
 		out = append(out, g.clientsDoc(t))
@@ -112,5 +78,5 @@ func serveClients(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"gateways": out})
+	return enc.Encode(adminapi.ClientsList{Gateways: out})
 }

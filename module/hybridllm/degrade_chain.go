@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/degrade"
 )
 
@@ -217,16 +218,16 @@ func (c *chain) retryAfter() time.Duration {
 }
 
 // state renders the chain for the state document.
-func (c *chain) state(t time.Time) *DegradeState {
+func (c *chain) state(t time.Time) *adminapi.DegradeState {
 	a, d := c.share.At(t)
-	ds := &DegradeState{Answered: a, Degraded: d, Cap: c.cap, CapReached: c.capped.Load(),
-		Triggers: []DegradeTriggerState{}}
+	ds := &adminapi.DegradeState{Answered: a, Degraded: d, Cap: c.cap, CapReached: c.capped.Load(),
+		Triggers: []adminapi.DegradeTriggerState{}}
 	if a > 0 {
 		ds.Share = float64(d) / float64(a)
 	}
 	for _, dt := range c.triggers {
 		dec := dt.decision()
-		ts := DegradeTriggerState{Group: dt.t.Group, Model: dt.t.Model, Active: dec.Active, Reason: dec.Reason,
+		ts := adminapi.DegradeTriggerState{Group: dt.t.Group, Model: dt.t.Model, Active: dec.Active, Reason: dec.Reason,
 			Why: dec.Why, Metadata: dec.Metadata}
 		if !dec.Since.IsZero() {
 			ts.Since = dec.Since.UTC().Format(time.RFC3339)

@@ -13,39 +13,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/tidwall/gjson"
 )
-
-// DrillAnswer is what one drill request got.
-type DrillAnswer struct {
-	// whether it was answered (any HTTP status)
-	Reachable bool    `json:"reachable"`
-	Status    int     `json:"status"`
-	OK        bool    `json:"ok"`
-	LatencyMS float64 `json:"latency_ms"`
-	// the model name in the upstream's answer
-	AnsweredModel string `json:"answered_model,omitempty"`
-	// the upstream's error message, or why it could not be reached
-	Error string `json:"error,omitempty"`
-}
-
-// DrillEndpoint is what one endpoint of a target answered.
-type DrillEndpoint struct {
-	// the endpoint's upstream address, as the group's proxy dials it
-	Address string `json:"address"`
-	DrillAnswer
-}
-
-// DrillResult is what one target answered a drill: each of its group's
-// endpoints, and a summary. The target is ok when every endpoint is; the
-// summary is then the first endpoint's answer (the slowest latency),
-// else the first failed endpoint's.
-type DrillResult struct {
-	Group string `json:"group"`
-	Model string `json:"model"`
-	DrillAnswer
-	Endpoints []DrillEndpoint `json:"endpoints"`
-}
 
 const drillTimeout = 30 * time.Second
 
@@ -53,16 +23,16 @@ const drillTimeout = 30 * time.Second
 // target of the alias in turn, bypassing the order and any drain, and
 // reports what each answered: a wrong cloud model name or key, or a dead
 // replica behind a live one, shows up on an ordinary day.
-func (g *Gateway) drill(ctx context.Context, al *Alias) []DrillResult {
-	out := make([]DrillResult, 0, len(al.Targets))
+func (g *Gateway) drill(ctx context.Context, al *Alias) []adminapi.DrillResult {
+	out := make([]adminapi.DrillResult, 0, len(al.Targets))
 	for _, t := range al.Targets {
 		out = append(out, g.drillTarget(ctx, t))
 	}
 	return out
 }
 
-func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
-	res := DrillResult{Group: t.Group, Model: t.Model, Endpoints: []DrillEndpoint{}}
+func (g *Gateway) drillTarget(ctx context.Context, t *Target) adminapi.DrillResult {
+	res := adminapi.DrillResult{Group: t.Group, Model: t.Model, Endpoints: []adminapi.DrillEndpoint{}}
 	addrs := drillAddresses(t.group, drillRequest(ctx, t))
 	if len(addrs) == 0 {
 		// nothing to name (dynamic upstreams that list none): the
@@ -70,7 +40,7 @@ func (g *Gateway) drillTarget(ctx context.Context, t *Target) DrillResult {
 		addrs = []string{""}
 	}
 	for _, addr := range addrs {
-		res.Endpoints = append(res.Endpoints, DrillEndpoint{Address: addr, DrillAnswer: g.drillEndpoint(ctx, t, addr)})
+		res.Endpoints = append(res.Endpoints, adminapi.DrillEndpoint{Address: addr, DrillAnswer: g.drillEndpoint(ctx, t, addr)})
 	}
 	res.DrillAnswer = res.Endpoints[0].DrillAnswer
 	for _, e := range res.Endpoints {
@@ -128,8 +98,8 @@ func drillRequest(ctx context.Context, t *Target) *http.Request {
 
 // drillEndpoint sends the drill request to the target's endpoint addr
 // ("" for whichever the group's policy picks).
-func (g *Gateway) drillEndpoint(ctx context.Context, t *Target, addr string) DrillAnswer {
-	var res DrillAnswer
+func (g *Gateway) drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAnswer {
+	var res adminapi.DrillAnswer
 	ctx, cancel := context.WithTimeout(ctx, drillTimeout)
 	defer cancel()
 	req := drillRequest(ctx, t)

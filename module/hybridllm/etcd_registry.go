@@ -23,6 +23,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
@@ -478,13 +479,13 @@ func (f *fleet) update(ctx context.Context, key string, change func([]byte) ([]b
 }
 
 // registryState is the registry's part of the admin state.
-func (g *Gateway) registryState() *RegistryState {
+func (g *Gateway) registryState() *adminapi.RegistryState {
 	f := g.fleet
 	if f == nil {
 		return nil
 	}
 	sh := f.share(f.watcher.Snapshot())
-	st := &RegistryState{Prefix: f.prefix, Revision: g.applied.rev.Load(), Resyncs: f.watcher.Resyncs(), Member: f.member, Members: sh.n}
+	st := &adminapi.RegistryState{Prefix: f.prefix, Revision: g.applied.rev.Load(), Resyncs: f.watcher.Resyncs(), Member: f.member, Members: sh.n}
 	if at := f.watcher.LastContact(); !at.IsZero() {
 		age := time.Since(at).Seconds()
 		st.LastContact, st.StaleSeconds = &at, &age

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
@@ -450,7 +451,7 @@ func (grp *Group) probesDown() bool {
 
 // state is a member's health for the state document, and its weight
 // now (the round robin's is finer).
-func (hm *healthMember) state() (*TargetHealthState, int) {
+func (hm *healthMember) state() (*adminapi.TargetHealthState, int) {
 	hs := hm.hs
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
@@ -459,7 +460,7 @@ func (hm *healthMember) state() (*TargetHealthState, int) {
 	if hm.ep != nil {
 		inflight = hm.ep.p.inflight.Load()
 	}
-	return &TargetHealthState{
+	return &adminapi.TargetHealthState{
 		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.s.Panic,
 		ErrorRate: m.Last.ErrorRate, P99Ms: m.Last.P99.Milliseconds(), Requests: m.Last.Requests,
 		Inflight: inflight,

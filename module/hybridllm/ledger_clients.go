@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 )
 
 // clientUse is one client's use in a bucket or a window.
@@ -61,5 +63,17 @@ func (l *ledger) clientWindow(from, to time.Time) []clientUse {
 		}
 	}
 	slices.SortFunc(out, func(a, b clientUse) int { return strings.Compare(a.Client, b.Client) })
+	return out
+}
+
+// apiClientUses are uses as the admin API's ledger answers them.
+func apiClientUses(uses []clientUse) []adminapi.ClientUse {
+	if uses == nil {
+		return nil
+	}
+	out := make([]adminapi.ClientUse, len(uses))
+	for i, u := range uses {
+		out[i] = adminapi.ClientUse(u)
+	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -131,7 +132,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
-	breaker := func(b *BreakerState, labels ...string) {
+	breaker := func(b *adminapi.BreakerState, labels ...string) {
 		if b == nil {
 			return
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
@@ -97,18 +98,11 @@ type spendBook struct {
 	pending *pendingReplay
 	// set when the book in storage could not be read: cloud targets
 	// stay closed to what it bounds until an operator accepts
-	unknown atomic.Pointer[SpendUnknown]
+	unknown atomic.Pointer[adminapi.SpendUnknown]
 	// the stored book could not be read at all: it is not overwritten
 	// until an operator accepts
 	keep  bool
-	clock clock.Clock // of SpendUnknown.Since
-}
-
-// SpendUnknown says why a gateway's cloud spend is not known.
-type SpendUnknown struct {
-	Since      time.Time `json:"since"`
-	Why        string    `json:"why"`
-	SetAsideAs string    `json:"set_aside_as,omitempty"`
+	clock clock.Clock // of adminapi.SpendUnknown.Since
 }
 
 // spendBooks are the gateways' books, by name, for the life of the
@@ -186,7 +180,7 @@ func (b *spendBook) load(ctx context.Context, st certmagic.Storage, gateway stri
 // setUnknown closes cloud targets to what the book bounds (the clients'
 // budgets, the spend cap) until an operator accepts it as it is.
 func (b *spendBook) setUnknown(why, setAside string, logger *zap.Logger, gateway string) {
-	u := &SpendUnknown{Since: b.clock.Now().UTC(), Why: why, SetAsideAs: setAside}
+	u := &adminapi.SpendUnknown{Since: b.clock.Now().UTC(), Why: why, SetAsideAs: setAside}
 	b.unknown.Store(u)
 	b.mu.Lock()
 	b.dirty = true // the state persists
@@ -199,7 +193,7 @@ func (b *spendBook) setUnknown(why, setAside string, logger *zap.Logger, gateway
 
 // accept counts on from what the book knows, and reports what the state
 // was.
-func (b *spendBook) accept() *SpendUnknown {
+func (b *spendBook) accept() *adminapi.SpendUnknown {
 	u := b.unknown.Swap(nil)
 	b.mu.Lock()
 	b.keep, b.dirty = false, true
@@ -216,7 +210,7 @@ type spendDoc struct {
 	// the last record of the journal the book includes (see journal.go)
 	JournalSeq uint64 `json:"journal_seq,omitempty"`
 	// set until an operator accepts a book that could not be read
-	Unknown *SpendUnknown `json:"unknown,omitempty"`
+	Unknown *adminapi.SpendUnknown `json:"unknown,omitempty"`
 }
 
 // add records usd spent on the cloud at t, by a client (empty: none).

@@ -1,7 +1,15 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+// Package command is the `caddy hybrid-llm` command: it inspects and
+// steers a running gateway through its admin API (state, drain, undrain,
+// drill, ledger, clients, weight, registry), printing tables or the
+// API's JSON. It registers itself with Caddy's command line in an init.
+//
+// It knows the gateway only by the admin API's JSON (package adminapi):
+// it must not import package hybridllm, nor any other part of the
+// product but adminapi.
+package command
 
 import (
 	"bytes"
@@ -19,7 +27,7 @@ import (
 	"time"
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/spf13/cobra"
 )
 
@@ -175,7 +183,7 @@ func printJSON(cmd *cobra.Command, b []byte) bool {
 }
 
 func cmdState(cmd *cobra.Command) error {
-	uri := "/hybrid_llm/state"
+	uri := adminapi.PathState
 	if gateway, _ := cmd.Flags().GetString("gateway"); gateway != "" {
 		uri += "?gateway=" + url.QueryEscape(gateway)
 	}
@@ -183,7 +191,7 @@ func cmdState(cmd *cobra.Command) error {
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
-	var doc StateDoc
+	var doc adminapi.StateDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return fmt.Errorf("reading the state: %v", err)
 	}
@@ -253,7 +261,7 @@ func cmdState(cmd *cobra.Command) error {
 
 // writeAnswered prints which Caddy answered: its admin address, process
 // and gateways.
-func writeAnswered(cmd *cobra.Command, doc StateDoc) {
+func writeAnswered(cmd *cobra.Command, doc adminapi.StateDoc) {
 	addr, _ := adminAddress(cmd)
 	names := make([]string, 0, len(doc.Gateways))
 	for _, g := range doc.Gateways {
@@ -275,7 +283,7 @@ func writeAnswered(cmd *cobra.Command, doc StateDoc) {
 
 // printRegistries prints, for each gateway with a registry, what it
 // applied of it and how fresh that is.
-func printRegistries(w io.Writer, doc StateDoc) {
+func printRegistries(w io.Writer, doc adminapi.StateDoc) {
 	for _, g := range doc.Gateways {
 		r := g.Registry
 		if r == nil {
@@ -291,7 +299,7 @@ func printRegistries(w io.Writer, doc StateDoc) {
 
 // printChains prints the aliases' degradation chains: the degraded share
 // against its cap, and each upper target's trigger.
-func printChains(w io.Writer, doc StateDoc) error {
+func printChains(w io.Writer, doc adminapi.StateDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	header := false
 	for _, g := range doc.Gateways {
@@ -326,7 +334,7 @@ func printChains(w io.Writer, doc StateDoc) error {
 
 // printSets prints the weighted sets' members, with their health when
 // the set is watched.
-func printSets(w io.Writer, doc StateDoc) error {
+func printSets(w io.Writer, doc adminapi.StateDoc) error {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	header := false
 	for _, g := range doc.Gateways {
@@ -362,7 +370,7 @@ func printSets(w io.Writer, doc StateDoc) error {
 	return tw.Flush()
 }
 
-func groupNotes(grp GroupState) string {
+func groupNotes(grp adminapi.GroupState) string {
 	var notes []string
 	if grp.Drained {
 		notes = append(notes, "group drained")
@@ -391,7 +399,11 @@ func cmdDrain(cmd *cobra.Command, verb string) error {
 	if group == "" {
 		return fmt.Errorf("--group is required")
 	}
-	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/"+verb, actionRequest{Gateway: gateway, Group: group, Endpoint: endpoint})
+	path := adminapi.PathDrain
+	if verb == "undrain" {
+		path = adminapi.PathUndrain
+	}
+	b, err := adminCall(cmd, http.MethodPost, path, adminapi.ActionRequest{Gateway: gateway, Group: group, Endpoint: endpoint})
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
@@ -417,7 +429,7 @@ func cmdWeight(cmd *cobra.Command) error {
 	if alias == "" || group == "" || weight < 0 {
 		return fmt.Errorf("--alias, --group and --weight (0 or more) are required")
 	}
-	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/weight", actionRequest{Gateway: gateway, Alias: alias, Group: group, Weight: &weight})
+	b, err := adminCall(cmd, http.MethodPost, adminapi.PathWeight, adminapi.ActionRequest{Gateway: gateway, Alias: alias, Group: group, Weight: &weight})
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
@@ -431,12 +443,12 @@ func cmdDrill(cmd *cobra.Command) error {
 	if alias == "" {
 		return fmt.Errorf("--alias is required")
 	}
-	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/drill", actionRequest{Gateway: gateway, Alias: alias})
+	b, err := adminCall(cmd, http.MethodPost, adminapi.PathDrill, adminapi.ActionRequest{Gateway: gateway, Alias: alias})
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
 	var out struct {
-		Targets []DrillResult `json:"targets"`
+		Targets []adminapi.DrillResult `json:"targets"`
 	}
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("reading the drill: %v", err)
@@ -455,7 +467,7 @@ func cmdDrill(cmd *cobra.Command) error {
 // each target, "-" for what did not happen (no status or latency from an
 // endpoint that could not be reached), and returns how many targets and
 // how many endpoints failed.
-func writeDrill(w io.Writer, targets []DrillResult) (failed, failedEndpoints int, err error) {
+func writeDrill(w io.Writer, targets []adminapi.DrillResult) (failed, failedEndpoints int, err error) {
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "TARGET\tMODEL\tENDPOINT\tRESULT\tSTATUS\tLATENCY\tANSWERED AS\tERROR")
 	for _, r := range targets {
@@ -464,7 +476,7 @@ func writeDrill(w io.Writer, targets []DrillResult) (failed, failedEndpoints int
 		}
 		eps := r.Endpoints
 		if len(eps) == 0 { // an older gateway's answer
-			eps = []DrillEndpoint{{DrillAnswer: r.DrillAnswer}}
+			eps = []adminapi.DrillEndpoint{{DrillAnswer: r.DrillAnswer}}
 		}
 		for _, e := range eps {
 			result := "ok"
@@ -502,7 +514,7 @@ func usd(v float64) string {
 func cmdLedger(cmd *cobra.Command) error {
 	window, _ := cmd.Flags().GetString("window")
 	gateway, _ := cmd.Flags().GetString("gateway")
-	uri := "/hybrid_llm/ledger?window=" + window
+	uri := adminapi.PathLedger + "?window=" + window
 	if gateway != "" {
 		uri += "&gateway=" + url.QueryEscape(gateway)
 	}
@@ -510,13 +522,7 @@ func cmdLedger(cmd *cobra.Command) error {
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
-	var out struct {
-		Gateways []struct {
-			Gateway string `json:"gateway"`
-			cost.Comparison
-			Clients []clientUse `json:"clients"`
-		} `json:"gateways"`
-	}
+	var out adminapi.LedgerDoc
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("reading the ledger: %v", err)
 	}
@@ -562,16 +568,14 @@ func cmdLedger(cmd *cobra.Command) error {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "GATEWAY\tSCENARIO\tGPUS\tUTILIZATION\tSELF-HOSTED USD\tCLOUD USD\tTOTAL USD")
 	for _, g := range out.Gateways {
-		for _, sc := range []struct {
-			name string
-			c    cost.Scenario
-		}{{"all cloud", g.AllCloud}, {"all self-hosted", g.AllSelfHosted}, {"hybrid (as run)", g.Hybrid}} {
+		names := [...]string{"all cloud", "all self-hosted", "hybrid (as run)"}
+		for i, sc := range g.Scenarios() {
 			util := "-"
-			if sc.c.Utilization != nil {
-				util = fmt.Sprintf("%.1f%%", *sc.c.Utilization*100)
+			if sc.Utilization != nil {
+				util = fmt.Sprintf("%.1f%%", *sc.Utilization*100)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", g.Gateway, sc.name, sc.c.GPUs, util,
-				usd(sc.c.SelfHostedUSD), usd(sc.c.CloudUSD), usd(sc.c.TotalUSD))
+			fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\n", g.Gateway, names[i], sc.GPUs, util,
+				usd(sc.SelfHostedUSD), usd(sc.CloudUSD), usd(sc.TotalUSD))
 		}
 		if v := g.Validation; v != nil {
 			// mirror copies: in no scenario, and in no business bill
@@ -583,7 +587,7 @@ func cmdLedger(cmd *cobra.Command) error {
 
 func cmdClients(cmd *cobra.Command) error {
 	gateway, _ := cmd.Flags().GetString("gateway")
-	uri := "/hybrid_llm/clients"
+	uri := adminapi.PathClients
 	if gateway != "" {
 		uri += "?gateway=" + url.QueryEscape(gateway)
 	}
@@ -591,9 +595,7 @@ func cmdClients(cmd *cobra.Command) error {
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
-	var out struct {
-		Gateways []ClientsDoc `json:"gateways"`
-	}
+	var out adminapi.ClientsList
 	if err := json.Unmarshal(b, &out); err != nil {
 		return fmt.Errorf("reading the clients: %v", err)
 	}
@@ -646,15 +648,15 @@ func cmdRegistryGet(cmd *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		q.Set("key", args[0])
 	}
-	b, err := adminCall(cmd, http.MethodGet, "/hybrid_llm/registry?"+q.Encode(), nil)
+	b, err := adminCall(cmd, http.MethodGet, adminapi.PathRegistry+"?"+q.Encode(), nil)
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}
 	var doc struct {
-		Prefix   string          `json:"prefix"`
-		Revision int64           `json:"revision"`
-		Applied  int64           `json:"applied_revision"`
-		Keys     []registryEntry `json:"keys"`
+		Prefix   string                   `json:"prefix"`
+		Revision int64                    `json:"revision"`
+		Applied  int64                    `json:"applied_revision"`
+		Keys     []adminapi.RegistryEntry `json:"keys"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return err
@@ -673,14 +675,14 @@ func cmdRegistryGet(cmd *cobra.Command, args []string) error {
 // cmdRegistryWrite puts value under key, or deletes key when value is "".
 func cmdRegistryWrite(cmd *cobra.Command, key, value string) error {
 	gateway, _ := cmd.Flags().GetString("gateway")
-	req := registryWrite{Gateway: gateway, Key: key, Delete: value == ""}
+	req := adminapi.RegistryWrite{Gateway: gateway, Key: key, Delete: value == ""}
 	if value != "" {
 		if !json.Valid([]byte(value)) {
 			return fmt.Errorf("the value must be JSON, such as '{\"drained\": true}'")
 		}
 		req.Value = json.RawMessage(value)
 	}
-	b, err := adminCall(cmd, http.MethodPost, "/hybrid_llm/registry", req)
+	b, err := adminCall(cmd, http.MethodPost, adminapi.PathRegistry, req)
 	if err != nil || printJSON(cmd, b) {
 		return err
 	}

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package command
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile" // the caddyfile adapter, for --config
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/spf13/cobra"
 )
 
@@ -112,8 +113,8 @@ func TestCommandConfigAddressAndWhoAnswered(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(StateDoc{Process: &ProcessState{PID: 4242, Host: "gw-host", Version: "v2.11.9"},
-			Gateways: []GatewayState{{Name: "prod"}}})
+		_ = json.NewEncoder(w).Encode(adminapi.StateDoc{Process: &adminapi.ProcessState{PID: 4242, Host: "gw-host", Version: "v2.11.9"},
+			Gateways: []adminapi.GatewayState{{Name: "prod"}}})
 	}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -164,13 +165,13 @@ func TestCommandConfigAddressAndWhoAnswered(t *testing.T) {
 // latency. A target with one dead endpoint of two fails.
 func TestDrillTable(t *testing.T) {
 	var out bytes.Buffer
-	failed, failedEndpoints, err := writeDrill(&out, []DrillResult{
-		{Group: "self", Model: "qwen", DrillAnswer: DrillAnswer{Error: "127.0.0.1:8002: connection_refused"}, Endpoints: []DrillEndpoint{
-			{Address: "127.0.0.1:8001", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 41.6, AnsweredModel: "qwen"}},
-			{Address: "127.0.0.1:8002", DrillAnswer: DrillAnswer{Error: "connection_refused"}},
+	failed, failedEndpoints, err := writeDrill(&out, []adminapi.DrillResult{
+		{Group: "self", Model: "qwen", DrillAnswer: adminapi.DrillAnswer{Error: "127.0.0.1:8002: connection_refused"}, Endpoints: []adminapi.DrillEndpoint{
+			{Address: "127.0.0.1:8001", DrillAnswer: adminapi.DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 41.6, AnsweredModel: "qwen"}},
+			{Address: "127.0.0.1:8002", DrillAnswer: adminapi.DrillAnswer{Error: "connection_refused"}},
 		}},
-		{Group: "cloud", Model: "gpt-4o-mini", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"},
-			Endpoints: []DrillEndpoint{{Address: "api.cloud.example:443", DrillAnswer: DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"}}}},
+		{Group: "cloud", Model: "gpt-4o-mini", DrillAnswer: adminapi.DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"},
+			Endpoints: []adminapi.DrillEndpoint{{Address: "api.cloud.example:443", DrillAnswer: adminapi.DrillAnswer{Reachable: true, Status: 200, OK: true, LatencyMS: 80, AnsweredModel: "gpt-4o-mini"}}}},
 	})
 	if err != nil || failed != 1 || failedEndpoints != 1 {
 		t.Fatalf("failed %d targets, %d endpoints, %v", failed, failedEndpoints, err)
