@@ -81,9 +81,9 @@ func (rt *route) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			enc.AddInt("llm_degrade_max_tokens", d.clampedTo)
 		}
 	}
-	if rt.usage.found {
-		enc.AddInt64("llm_prompt_tokens", rt.usage.prompt)
-		enc.AddInt64("llm_completion_tokens", rt.usage.completion)
+	if rt.usage.Found {
+		enc.AddInt64("llm_prompt_tokens", rt.usage.Prompt)
+		enc.AddInt64("llm_completion_tokens", rt.usage.Completion)
 		if rt.estimated {
 			enc.AddBool("llm_usage_estimated", true)
 		}

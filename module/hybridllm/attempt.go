@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -146,7 +147,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		}
 		if !contextErr && !modelMissing {
 			held := aw.held.Bytes()
-			body := upstreamErrorBody(held, aw.status, t.Model, rt.alias.name)
+			body := protocol.UpstreamErrorBody(held, aw.status, t.Model, rt.alias.name)
 			if h := aw.Header(); string(body) != string(held) {
 				delete(h, "Content-Length")
 				h["Content-Type"] = []string{"application/json"}
@@ -169,7 +170,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		cut := false
 		if aw.scan != nil {
 			aw.finishBody(aborted)
-			cut = !aborted && !aw.scan.complete()
+			cut = !aborted && !aw.scan.Complete()
 		}
 		res.done = true
 		switch {
@@ -329,10 +330,10 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 		msg = causeEndpointDown
 	case ctx.Err() != nil:
 		msg = "the upstream did not finish in time"
-	case ended && aw.scan.errored:
+	case ended && aw.scan.Errored:
 		// in the gateway's words and shape, with no served model name
 		msg = "the upstream failed mid-stream"
-		if m := capped(renamed(aw.scan.upstreamError, aw.target.Model, rt.alias.name), 300); m != "" {
+		if m := protocol.Capped(protocol.Renamed(aw.scan.UpstreamError, aw.target.Model, rt.alias.name), 300); m != "" {
 			msg += ": " + m
 		}
 	case ended:
@@ -352,7 +353,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 	default:
 		_, _ = io.WriteString(rt.w, "\n\n")
 	}
-	_, _ = rt.w.Write(sseErrorEvent("stream_interrupted", msg))
+	_, _ = rt.w.Write(protocol.SSEErrorEvent("stream_interrupted", msg))
 	_ = http.NewResponseController(rt.w).Flush()
 	rt.g.logger.Warn("stream interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 }

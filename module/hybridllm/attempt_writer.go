@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // headerMaps keeps the attempts' own header maps for reuse: a map is
@@ -37,14 +39,14 @@ type attemptWriter struct {
 	status int
 	state  atomic.Int32
 	sse    bool
-	tail   [2]byte       // the last bytes of an event stream written so far
-	slot   attemptSlot   // for the selection policy, on a vLLM group
-	scan   *usageScanner // reads the usage from the response on its way
-	body   upstreamBody  // the request body this attempt sends
+	tail   [2]byte                // the last bytes of an event stream written so far
+	slot   attemptSlot            // for the selection policy, on a vLLM group
+	scan   *protocol.UsageScanner // reads the usage from the response on its way
+	body   upstreamBody           // the request body this attempt sends
 
-	model *modelRewriter // puts the alias into the answer's model, if set
-	mark  []byte         // a degraded answer's mark, until it is written
-	began time.Time      // the attempt's start
+	model *protocol.ModelRewriter // puts the alias into the answer's model, if set
+	mark  []byte                  // a degraded answer's mark, until it is written
+	began time.Time               // the attempt's start
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 4xx's body
@@ -96,7 +98,7 @@ func (aw *attemptWriter) WriteHeader(status int) {
 		// held whole: a context-length 400 goes to the next target, and
 		// so does a 404 that says the model does not exist (the gateway
 		// chose that name); any other is the answer, put in the OpenAI
-		// shape (see upstreamErrorBody)
+		// shape (see protocol.UpstreamErrorBody)
 		aw.status = status
 		aw.held = new(bytes.Buffer)
 	case aw.holdUntilBody:
@@ -145,15 +147,15 @@ func (aw *attemptWriter) commit(status int) bool {
 		// a (chat) completion stream ends with a finish_reason, and it is
 		// passed on whole events at a time, so that an end before it is
 		// the gateway's to tell
-		wantFinish := status < 300 && completionsPath(rt.r.URL.Path)
-		rt.usage = usageScanner{sse: true, strip: rt.injected, whole: alias != nil || wantFinish, wantFinish: wantFinish}
+		wantFinish := status < 300 && rt.api.StreamUsage
+		rt.usage = protocol.UsageScanner{SSE: true, Strip: rt.injected, Whole: alias != nil || wantFinish, WantFinish: wantFinish}
 		aw.scan = &rt.usage
 	case plain && strings.HasPrefix(ct, "application/json"):
-		rt.usage = usageScanner{}
+		rt.usage = protocol.UsageScanner{}
 		aw.scan = &rt.usage
 	}
 	if aw.scan != nil && alias != nil {
-		rt.model = modelRewriter{alias: alias, sse: aw.sse}
+		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.sse}
 		aw.model = &rt.model
 	}
 	if (aw.sse && rt.injected) || aw.model != nil {
@@ -247,7 +249,7 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 // pass writes a committed answer's body on its way to the client.
 func (aw *attemptWriter) pass(p []byte) (int, error) {
 	if aw.scan != nil {
-		if _, err := aw.scan.write(forwarder{aw}, p); err != nil {
+		if _, err := aw.scan.Pass(forwarder{aw}, p); err != nil {
 			return 0, err
 		}
 		return len(p), nil
@@ -284,7 +286,7 @@ type forwarder struct{ aw *attemptWriter }
 
 func (f forwarder) Write(p []byte) (int, error) {
 	if f.aw.model != nil {
-		return f.aw.model.write(toClient{f.aw}, p)
+		return f.aw.model.Pass(toClient{f.aw}, p)
 	}
 	return f.aw.forward(p)
 }
@@ -297,9 +299,9 @@ func (c toClient) Write(p []byte) (int, error) { return c.aw.forward(p) }
 // finishBody writes what the usage scanner and the model rewrite still
 // hold at the end of the body.
 func (aw *attemptWriter) finishBody(aborted bool) {
-	aw.scan.finish(forwarder{aw}, aborted)
+	aw.scan.Finish(forwarder{aw}, aborted)
 	if aw.model != nil {
-		aw.model.finish(toClient{aw})
+		aw.model.Finish(toClient{aw})
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkModelRewrite(b *testing.B) {
 		n    int
 	}{{"1KB", 1 << 10}, {"100KB", 100 << 10}, {"1MB", 1 << 20}} {
 		body := chatRequest(size.n)
-		top, _ := scanTop(body)
+		top, _ := protocol.Scan(body)
 		b.Run(size.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var ub upstreamBody
@@ -75,9 +76,9 @@ func BenchmarkBodyRewrite(b *testing.B) {
 			b.ReportAllocs()
 			var ub upstreamBody
 			for b.Loop() {
-				top, ok := scanTop(body)
+				top, ok := protocol.Scan(body)
 				al, found := g.alias(&top)
-				if !ok || top.models != 1 || !found {
+				if !ok || top.Models != 1 || !found {
 					b.Fatal("bad fields")
 				}
 				sp, _ := al.Targets[0].modelSplice(&top)
@@ -89,7 +90,7 @@ func BenchmarkBodyRewrite(b *testing.B) {
 	}
 }
 
-// BenchmarkGjsonValid is the validator scanTop replaced, for comparison.
+// BenchmarkGjsonValid is the validator protocol.Scan replaced, for comparison.
 func BenchmarkGjsonValid(b *testing.B) {
 	body := chatRequest(100 << 10)
 	b.SetBytes(int64(len(body)))
@@ -120,9 +121,9 @@ func BenchmarkFeatures(b *testing.B) {
 	h := http.Header{"X-Workload": {"interactive"}}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
-	var top topFields // the route's, in the gateway
+	var top protocol.Request // the route's, in the gateway
 	for b.Loop() {
-		top, _ = scanTop(body, g.watch...)
+		top, _ = protocol.Scan(body, g.watch...)
 		f := newFeatures(body, h, &top)
 		if plan, rule := al.plan(&f); rule != nil || len(plan) != 2 {
 			b.Fatal("unexpected match")
@@ -138,7 +139,7 @@ func BenchmarkScanTop(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if top, ok := scanTop(body); !ok || top.model == nil {
+		if top, ok := protocol.Scan(body); !ok || top.Model == nil {
 			b.Fatal("not read")
 		}
 	}
@@ -163,8 +164,8 @@ func BenchmarkMeterAndLog(b *testing.B) {
 			b.ReportAllocs()
 			rt := new(route) // the route comes with the request, not with this work
 			for b.Loop() {
-				*rt = route{g: g, alias: al, r: req, start: time.Now(), answered: t, status: 200, ttfb: time.Millisecond}
-				rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 100, 200
+				*rt = route{g: g, alias: al, r: req, api: protocol.ForPath(req.URL.Path), start: time.Now(), answered: t, status: 200, ttfb: time.Millisecond}
+				rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 100, 200
 				extra := new(caddyhttp.ExtraLogFields)
 				extra.Add(zap.Inline(rt))
 				rt.finish()
@@ -179,28 +180,6 @@ func BenchmarkMeterAndLog(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkUsageJSON reads the usage of a non-streamed answer.
-func BenchmarkUsageJSON(b *testing.B) {
-	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"qwen","choices":[{"index":0,"message":{"role":"assistant","content":"` +
-		strings.Repeat("word ", 200) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":200,"total_tokens":212}}`)
-	var sink discard
-	u := &usageScanner{}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		u.buf, u.found = u.buf[:0], false
-		_, _ = u.write(sink, body)
-		u.readUsageJSON(u.buf)
-		if !u.found {
-			b.Fatal("no usage")
-		}
-	}
-}
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // BenchmarkRegistryEndpoints100 applies a registry group of 100 endpoints
 // the config lacks: their weights changed, and all of them added and

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/tidwall/sjson"
 )
 
@@ -156,15 +157,15 @@ func (b *upstreamBody) replay() (io.ReadCloser, error) {
 	return &upstreamBody{parts: b.parts, n: b.n}, nil
 }
 
-// modelSplice swaps the body's model value, at the position scanTop
+// modelSplice swaps the body's model value, at the position protocol.Scan
 // found it, for the target's model name: nothing else changes (key order,
 // whitespace, unknown fields). It reports false when the target takes
 // the name as the client sent it.
-func (t *Target) modelSplice(top *topFields) (splice, bool) {
+func (t *Target) modelSplice(top *protocol.Request) (splice, bool) {
 	if t.sameName {
 		return splice{}, false
 	}
-	return splice{from: top.modelAt, to: top.modelAt + len(top.model), with: t.modelJSON}, true
+	return splice{from: top.ModelAt, to: top.ModelAt + len(top.Model), with: t.modelJSON}, true
 }
 
 // streamUsageField asks for the usage chunk of a stream.
@@ -174,10 +175,10 @@ var streamUsageField = []byte(`,"stream_options":{"include_usage":true}`)
 // Without stream_options, the field is spliced in before the object's
 // closing brace, after the model; otherwise the body is rewritten (a rare
 // case) and the caller must scan it again.
-func withStreamUsage(body []byte, top *topFields) (splice, []byte, bool) {
-	if !top.hasStreamOptions {
+func withStreamUsage(body []byte, top *protocol.Request) (splice, []byte, bool) {
+	if !top.HasStreamOptions {
 		end := bytes.LastIndexByte(body, '}')
-		if end > top.modelAt {
+		if end > top.ModelAt {
 			return splice{from: end, to: end, with: streamUsageField}, nil, true
 		}
 		return splice{}, nil, false

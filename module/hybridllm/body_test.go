@@ -12,6 +12,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 func TestSetModelKeepsEverythingElse(t *testing.T) {
@@ -41,7 +43,7 @@ func TestSetModelKeepsEverythingElse(t *testing.T) {
 			tg := &Target{Model: tc.model}
 			tg.modelJSON = []byte(jsonString(tc.model))
 			in := []byte(tc.in)
-			top, _ := scanTop(in)
+			top, _ := protocol.Scan(in)
 			sp, _ := tg.modelSplice(&top)
 			if got := readUpstream(t, in, sp); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
@@ -72,7 +74,7 @@ func readUpstream(t *testing.T, body []byte, splices ...splice) string {
 func TestUpstreamBodyReplaysFromTheStart(t *testing.T) {
 	in := []byte(`{"model":"chat-main","stream":true}`)
 	want := `{"model":"qwen","stream":true,"stream_options":{"include_usage":true}}`
-	top, _ := scanTop(in)
+	top, _ := protocol.Scan(in)
 	tg := &Target{Model: "qwen", modelJSON: []byte(`"qwen"`)}
 	model, _ := tg.modelSplice(&top)
 	usage, _, _ := withStreamUsage(in, &top)
@@ -122,14 +124,14 @@ func TestStreamUsageSplice(t *testing.T) {
 		},
 	} {
 		in := []byte(tc.in)
-		top, _ := scanTop(in)
+		top, _ := protocol.Scan(in)
 		usage, rewritten, ok := withStreamUsage(in, &top)
 		if !ok {
 			t.Fatalf("%s: no stream usage", tc.in)
 		}
 		var got string
 		if rewritten != nil {
-			top, _ = scanTop(rewritten)
+			top, _ = protocol.Scan(rewritten)
 			model, _ := tg.modelSplice(&top)
 			got = readUpstream(t, rewritten, model)
 		} else {
@@ -215,17 +217,17 @@ func TestRequestID(t *testing.T) {
 func firstOf(id, _ string) string { return id }
 
 func TestErrorShape(t *testing.T) {
-	got := string(errorJSON(errTypeInvalidRequest, "model_not_found", "model", "The model `x` does not exist."))
+	got := string(protocol.ErrorJSON(protocol.TypeInvalidRequest, "model_not_found", "model", "The model `x` does not exist."))
 	want := `{"error":{"message":"The model ` + "`x`" + ` does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	got = string(errorJSON(errTypeServer, "", "", "boom"))
+	got = string(protocol.ErrorJSON(protocol.TypeServer, "", "", "boom"))
 	want = `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	ev := string(sseErrorEvent("stream_interrupted", "cut"))
+	ev := string(protocol.SSEErrorEvent("stream_interrupted", "cut"))
 	if !strings.HasPrefix(ev, `data: {"error":{"message":"cut"`) || !strings.HasSuffix(ev, "}}\n\n") {
 		t.Errorf("bad SSE error event %q", ev)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
 )
 
@@ -97,7 +98,7 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, clientID, w
 	}
 	clientsRefused.WithLabelValues(g.Name).Inc()
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
-	_ = writeError(w, http.StatusUnauthorized, errTypeInvalidRequest, "invalid_api_key", "", why)
+	_ = protocol.WriteError(w, http.StatusUnauthorized, protocol.TypeInvalidRequest, "invalid_api_key", "", why)
 	return false
 }
 
@@ -115,7 +116,7 @@ func (g *Gateway) limited(w http.ResponseWriter, cl *client, limit string, wait 
 		share = " (this gateway's share of the fleet's " + strconv.Itoa(of) + ")"
 	}
 	w.Header().Set("Retry-After", retryAfterSeconds(wait))
-	return writeError(w, http.StatusTooManyRequests, limit, "rate_limit_exceeded", "",
+	return protocol.WriteError(w, http.StatusTooManyRequests, limit, "rate_limit_exceeded", "",
 		"rate limit reached for client "+cl.name+": "+strconv.Itoa(n)+" "+limit+" per minute"+share+"; try again in "+
 			retryAfterSeconds(wait)+"s")
 }

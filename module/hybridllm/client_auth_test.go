@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 func TestPresentedKey(t *testing.T) {
@@ -71,7 +72,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		t := &Target{Group: "self", Model: "qwen", group: &Group{name: "self"}}
 		t.metrics = newTargetMetrics("bench", "chat-main", t, "")
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
-		top, _ := scanTop(body)
+		top, _ := protocol.Scan(body)
 		r.URL.Path = "/v1/chat/completions"
 		rt := new(route)
 		b.ReportAllocs()
@@ -81,13 +82,13 @@ func BenchmarkAuthenticate(b *testing.B) {
 				b.Fatal("refused")
 			}
 			tn := time.Now()
-			*rt = route{g: g, r: r, client: cl, top: top}
+			*rt = route{g: g, r: r, client: cl, top: top, api: protocol.ChatCompletions}
 			rt.features = newFeatures(body, r.Header, &rt.top)
 			if wait, _ := rt.reserve(tn); wait > 0 {
 				b.Fatal("limited")
 			}
 			t.metricsOf("bench", "chat-main", rt.clientName()).ok.Inc()
-			rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 8, 16
+			rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 8, 16
 			rt.settleTokens(tn)
 		}
 	})
@@ -99,13 +100,13 @@ func BenchmarkAuthenticate(b *testing.B) {
 		cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI,
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
-		top, _ := scanTop(body)
+		top, _ := protocol.Scan(body)
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
 			cl, _ := g.authenticate(nil, r, "id", "")
 			tn := time.Now()
-			*rt = route{g: g, r: r, client: cl, top: top}
+			*rt = route{g: g, r: r, client: cl, top: top, api: protocol.ChatCompletions}
 			rt.features = newFeatures(body, r.Header, &rt.top)
 			if wait, _ := rt.reserve(tn); wait > 0 {
 				b.Fatal("limited")
@@ -115,7 +116,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 			g.spend.add(cl.name, 1e-6, tn)
 			rt.releaseCloud()
-			rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 8, 16
+			rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 8, 16
 			rt.settleTokens(tn)
 		}
 	})

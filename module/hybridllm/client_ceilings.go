@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/tidwall/sjson"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // The choices of max_tokens_mode.
@@ -19,22 +19,6 @@ const (
 	ceilingClamp  = "clamp"
 	ceilingRefuse = "refuse"
 )
-
-// tokenFields are the fields that bound an answer's length on an
-// endpoint, the first the one set when a request has none.
-func tokenFields(path string) []string {
-	switch {
-	case strings.HasSuffix(path, "/chat/completions"):
-		// max_completion_tokens: what OpenAI's reasoning models accept
-		// (they refuse max_tokens), and vLLM too
-		return []string{"max_completion_tokens", "max_tokens"}
-	case strings.HasSuffix(path, "/completions"):
-		return []string{"max_tokens"}
-	case strings.HasSuffix(path, "/responses"):
-		return []string{"max_output_tokens"}
-	}
-	return nil
-}
 
 // ceilingRefusal is a request over its client's ceiling.
 type ceilingRefusal struct {
@@ -46,10 +30,10 @@ type ceilingRefusal struct {
 // with max_tokens_mode refuse), one that is missing is set to it, and n
 // over its ceiling is refused. It returns the body to send (body itself
 // when nothing changed). The body's length fields and n are JSON integers
-// or null: serveInference refuses any other (see topFields.mistyped), so
+// or null: serveInference refuses any other (see protocol.Request.mistyped), so
 // jsonscan.Int reads them as the upstream does.
-func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
-	fields := tokenFields(path)
+func (c *client) ceil(body []byte, api *protocol.API) ([]byte, *ceilingRefusal) {
+	fields := api.LengthFields
 	if c.maxTokens <= 0 {
 		fields = nil
 	}
@@ -86,7 +70,7 @@ func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 	if len(fields) == 0 {
 		return body, nil
 	}
-	out, _, err := clampTokens(body, path, c.maxTokens, true)
+	out, _, err := clampTokens(body, fields, c.maxTokens, fields[0])
 	if err != nil {
 		return nil, &ceilingRefusal{fields[0], "could not apply the client's " + fields[0] + " ceiling"}
 	}
@@ -94,12 +78,11 @@ func (c *client) ceil(body []byte, path string) ([]byte, *ceilingRefusal) {
 }
 
 // clampTokens bounds an answer's length in a request body: a length
-// field over limit is set to it, and without any (and with setMissing)
-// the first of tokenFields is set. It returns the body to send (body
-// itself when nothing changed) and whether it changed. Like ceil, it
-// reads length fields that are JSON integers or null.
-func clampTokens(body []byte, path string, limit int, setMissing bool) ([]byte, bool, error) {
-	fields := tokenFields(path)
+// field (of fields) over limit is set to it, and without any, the field
+// fill is, unless fill is "". It returns the body to send (body itself
+// when nothing changed) and whether it changed. Like ceil, it reads
+// length fields that are JSON integers or null.
+func clampTokens(body []byte, fields []string, limit int, fill string) ([]byte, bool, error) {
 	out, set, changed := body, false, false
 	for _, f := range fields {
 		raw := fieldRaw(body, f)
@@ -116,9 +99,9 @@ func clampTokens(body []byte, path string, limit int, setMissing bool) ([]byte, 
 		}
 		changed = true
 	}
-	if !set && setMissing && len(fields) > 0 {
+	if !set && fill != "" {
 		var err error
-		if out, err = sjson.SetRawBytes(out, fields[0], []byte(strconv.Itoa(limit))); err != nil {
+		if out, err = sjson.SetRawBytes(out, fill, []byte(strconv.Itoa(limit))); err != nil {
 			return nil, false, err
 		}
 		changed = true

@@ -3,7 +3,11 @@
 
 package hybridllm
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+)
 
 func TestClientCeilings(t *testing.T) {
 	clamp := &client{maxTokens: 100, maxN: 2}
@@ -28,7 +32,7 @@ func TestClientCeilings(t *testing.T) {
 		{"n over", clamp, "/v1/chat/completions", `{"model":"m","max_tokens":1,"n":3}`, "refused:n", false},
 		{"n under", clamp, "/v1/chat/completions", `{"model":"m","max_tokens":1,"n":2}`, `{"model":"m","max_tokens":1,"n":2}`, true},
 	} {
-		out, refusal := tc.c.ceil([]byte(tc.body), tc.path)
+		out, refusal := tc.c.ceil([]byte(tc.body), protocol.ForPath(tc.path))
 		switch {
 		case refusal != nil:
 			if "refused:"+refusal.param != tc.want {

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // Fifty requests at once against a tpm of 500, each of which may use 118
@@ -21,8 +23,8 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	var admitted []*route
 	for range 50 {
-		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions")}
-		rt.top, _ = scanTop(body)
+		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions"), api: protocol.ForPath("/v1/chat/completions")}
+		rt.top, _ = protocol.Scan(body)
 		rt.features = newFeatures(body, nil, &rt.top)
 		if w, limit := rt.reserve(t0); w > 0 {
 			if limit != "tokens" {
@@ -42,20 +44,20 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	}
 	// each used 10 + 50: 300 in all, under the limit again
 	for _, rt := range admitted {
-		rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 10, 50
+		rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 10, 50
 		rt.settleTokens(t0)
 	}
 	if w := cl.usage.tokens.Wait(500, t0); w != 0 {
 		t.Fatalf("300 of 500 used: wait %v", w)
 	}
-	rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions")}
-	rt.top, _ = scanTop(body)
+	rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions"), api: protocol.ForPath("/v1/chat/completions")}
+	rt.top, _ = protocol.Scan(body)
 	rt.features = newFeatures(body, nil, &rt.top)
 	if w, _ := rt.reserve(t0); w != 0 {
 		t.Fatalf("after the refunds: wait %v", w)
 	}
 	// one that used far more than it reserved: charged in full
-	rt.usage.found, rt.usage.prompt, rt.usage.completion = true, 10, 1190
+	rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 10, 1190
 	rt.settleTokens(t0)
 	// 300 + 1200 = 1500 of 500: a minute's worth over, two minutes' wait
 	if w := cl.usage.tokens.Wait(500, t0); w != 2*time.Minute+120*time.Millisecond {
@@ -69,8 +71,8 @@ func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 	cl := &client{name: "c", known: true, rpm: 1, tpm: 1000, usage: new(clientUsage)}
 	body := []byte(`{"model":"m","prompt":"hi","max_tokens":300}`)
 	for i, want := range []string{"", "requests"} {
-		rt := &route{g: &Gateway{}, client: cl, r: httptestPost("/v1/completions")}
-		rt.top, _ = scanTop(body)
+		rt := &route{g: &Gateway{}, client: cl, r: httptestPost("/v1/completions"), api: protocol.ForPath("/v1/completions")}
+		rt.top, _ = protocol.Scan(body)
 		rt.features = newFeatures(body, nil, &rt.top)
 		if _, limit := rt.reserve(t0); limit != want {
 			t.Fatalf("request %d: limit %q, want %q", i, limit, want)
@@ -107,8 +109,8 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	newRoute := func() *route {
-		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions")}
-		rt.top, _ = scanTop(body)
+		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions"), api: protocol.ForPath("/v1/chat/completions")}
+		rt.top, _ = protocol.Scan(body)
 		rt.features = newFeatures(body, nil, &rt.top)
 		return rt
 	}

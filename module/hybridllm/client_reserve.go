@@ -4,7 +4,6 @@
 package hybridllm
 
 import (
-	"strings"
 	"sync"
 	"time"
 )
@@ -42,12 +41,11 @@ func (rt *route) tokenBound() (prompt, completion int64) {
 func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
 	f := &rt.features
 	prompt = rt.promptEstimate()
-	path := rt.r.URL.Path
-	if embeddingsPath(path) {
+	if rt.api.PromptOnly {
 		return prompt, 0
 	}
 	per := int64(f.requested())
-	if len(tokenFields(path)) > 0 {
+	if len(rt.api.LengthFields) > 0 {
 		if cl := rt.client; cl != nil && cl.maxTokens > 0 && (per <= 0 || per > int64(cl.maxTokens)) {
 			// ceil sets a missing length field to the ceiling, and leaves
 			// a field the path does not read (max_completion_tokens on
@@ -57,11 +55,10 @@ func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
 		}
 		if t != nil && t.Tier != nil && t.Tier.MaxTokens > 0 {
 			tier := int64(t.Tier.MaxTokens)
-			legacy := !strings.HasSuffix(path, "/chat/completions") && strings.HasSuffix(path, "/completions")
 			switch {
 			case per > 0:
 				per = min(per, tier)
-			case !legacy:
+			case !rt.api.ShortByDefault:
 				per = tier
 			}
 		}
@@ -106,8 +103,8 @@ func (rt *route) reserve(t time.Time) (wait time.Duration, limit string) {
 // admission reserved and is still ahead.
 func (rt *route) settleTokens(t time.Time) {
 	used := int64(0)
-	if rt.usage.found {
-		used = rt.usage.prompt + rt.usage.completion
+	if rt.usage.Found {
+		used = rt.usage.Prompt + rt.usage.Completion
 	}
 	c := rt.client
 	if c == nil || c.usage == nil {

@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
 )
 
 // limitedRoute is a request of client cl for body on path, read as intake
 // reads it.
 func limitedRoute(g *Gateway, cl *client, path string, body []byte) *route {
-	rt := &route{g: g, client: cl, r: httptestPost(path), body: body}
-	rt.top, _ = scanTop(body)
+	rt := &route{g: g, client: cl, r: httptestPost(path), body: body, api: protocol.ForPath(path)}
+	rt.top, _ = protocol.Scan(body)
 	rt.features = newFeatures(body, nil, &rt.top)
 	return rt
 }
@@ -52,7 +53,7 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 		t.Fatalf("wait %v, want %v", w, interval)
 	}
 	// what was used is still charged in full
-	b.usage.found, b.usage.prompt, b.usage.completion = true, p, k
+	b.usage.Found, b.usage.Prompt, b.usage.Completion = true, p, k
 	b.settleTokens(t1)
 	// paid off a minute on: the next token waits one interval
 	if got, want := cl.usage.tokens.Wait(tpm, t1), time.Minute/time.Duration(tpm); got != want {
@@ -67,7 +68,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 	// a field the legacy completions endpoint does not read: ceil sets
 	// max_tokens to the ceiling, and that is what bounds the answer
 	cl := &client{name: "c", known: true, maxTokens: 100}
-	body, refusal := cl.ceil([]byte(`{"model":"m","prompt":"hi","max_completion_tokens":5000}`), "/v1/completions")
+	body, refusal := cl.ceil([]byte(`{"model":"m","prompt":"hi","max_completion_tokens":5000}`), protocol.ForPath("/v1/completions"))
 	if refusal != nil {
 		t.Fatal(refusal.msg)
 	}
@@ -76,7 +77,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		t.Fatalf("completion bound %d under a ceiling of 100", k)
 	}
 	// without max_tokens, ceil gives it the ceiling
-	body, _ = cl.ceil([]byte(`{"model":"m","messages":[]}`), "/v1/chat/completions")
+	body, _ = cl.ceil([]byte(`{"model":"m","messages":[]}`), protocol.ForPath("/v1/chat/completions"))
 	if _, k := limitedRoute(g, cl, "/v1/chat/completions", body).tokenBound(); k != 100 {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}

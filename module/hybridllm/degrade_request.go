@@ -8,9 +8,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"unicode"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/tidwall/gjson"
 )
 
@@ -66,12 +66,15 @@ func (rt *route) formats() []string {
 func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, ok bool) {
 	// the legacy completions endpoint answers 16 tokens when asked for
 	// none: a tier's ceiling is no reason to ask for more
-	legacy := !strings.HasSuffix(rt.r.URL.Path, "/chat/completions") && strings.HasSuffix(rt.r.URL.Path, "/completions")
-	out, changed, err := clampTokens(rt.body, rt.r.URL.Path, t.Tier.MaxTokens, !legacy)
+	fields, fill := rt.api.LengthFields, ""
+	if len(fields) > 0 && !rt.api.ShortByDefault {
+		fill = fields[0]
+	}
+	out, changed, err := clampTokens(rt.body, fields, t.Tier.MaxTokens, fill)
 	if err != nil || !changed {
 		return 0, false, false
 	}
-	top, _ := scanTop(out, rt.g.watch...)
+	top, _ := protocol.Scan(out, rt.g.watch...)
 	var splices [2]splice
 	n := 0
 	if sp, ok := t.modelSplice(&top); ok {
@@ -82,7 +85,7 @@ func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, o
 			injected = true
 			if rewritten != nil {
 				out = rewritten
-				top, _ = scanTop(out, rt.g.watch...)
+				top, _ = protocol.Scan(out, rt.g.watch...)
 				n = 0
 				if sp, ok := t.modelSplice(&top); ok {
 					splices[n], n = sp, n+1

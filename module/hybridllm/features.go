@@ -11,6 +11,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/tidwall/gjson"
 )
 
@@ -41,22 +42,22 @@ type Rule struct {
 	Fields []string `json:"fields,omitempty"`
 
 	start      int      // index of the target in the alias
-	fieldBits  uint64   // the Fields scanTop watches for
+	fieldBits  uint64   // the Fields protocol.Scan watches for
 	slowFields []string // the others, looked up in the body
 }
 
 // features are what routing needs to know of a request body, read with
-// gjson on demand (never a full decode), from the top-level fields scanTop
+// gjson on demand (never a full decode), from the top-level fields protocol.Scan
 // found.
 type features struct {
 	body         []byte
 	header       http.Header
-	top          *topFields
+	top          *protocol.Request
 	promptTokens int // -1: not computed yet
 	mediaParts   int // counted with promptTokens
 }
 
-func newFeatures(body []byte, h http.Header, top *topFields) features {
+func newFeatures(body []byte, h http.Header, top *protocol.Request) features {
 	return features{body: body, header: h, top: top, promptTokens: -1}
 }
 
@@ -75,7 +76,7 @@ func (f *features) prompt() int {
 		return f.promptTokens
 	}
 	chars, media := 0, 0
-	if m := f.top.messages; len(m) > 0 && m[0] == '[' {
+	if m := f.top.Messages; len(m) > 0 && m[0] == '[' {
 		jsonscan.ArrayValues(m, func(i int) int {
 			content, end := jsonscan.FieldAt(m, i, "content")
 			n, k := textBytes(content)
@@ -83,7 +84,7 @@ func (f *features) prompt() int {
 			return end
 		})
 	}
-	for _, raw := range [...][]byte{f.top.prompt, f.top.input} {
+	for _, raw := range [...][]byte{f.top.Prompt, f.top.Input} {
 		n, k := textBytes(raw)
 		chars, media = chars+n, media+k
 	}
@@ -175,12 +176,12 @@ func (f *features) exceeds(window int) bool {
 
 // choices returns the number of choices asked for (n), at least 1.
 func (f *features) choices() int {
-	return int(min(max(f.top.n, 1), 128))
+	return int(min(max(f.top.N, 1), 128))
 }
 
 // requested returns max_tokens or max_completion_tokens, or 0.
 func (f *features) requested() int {
-	return int(max(f.top.maxTokens, 0))
+	return int(max(f.top.MaxTokens, 0))
 }
 
 func (r *Rule) matches(f *features) bool {
@@ -195,7 +196,7 @@ func (r *Rule) matches(f *features) bool {
 			return false
 		}
 	}
-	if f.top.present&r.fieldBits != r.fieldBits {
+	if f.top.Present&r.fieldBits != r.fieldBits {
 		return false
 	}
 	for _, field := range r.slowFields {
@@ -206,10 +207,10 @@ func (r *Rule) matches(f *features) bool {
 	return true
 }
 
-// maxWatched is how many rule fields scanTop notes; rules name few.
+// maxWatched is how many rule fields protocol.Scan notes; rules name few.
 const maxWatched = 64
 
-// watchField returns the bit scanTop sets when the top-level field is
+// watchField returns the bit protocol.Scan sets when the top-level field is
 // present and not null, or 0 when maxWatched fields are watched already.
 func (g *Gateway) watchField(name string) uint64 {
 	i := slices.Index(g.watch, name)

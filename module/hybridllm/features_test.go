@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // A field rule matches when the top-level field is present and not null,
-// whether scanTop watched it or (past maxWatched fields) the body is
+// whether protocol.Scan watched it or (past maxWatched fields) the body is
 // searched for it.
 func TestFieldRules(t *testing.T) {
 	g := new(Gateway)
@@ -42,7 +44,7 @@ func TestFieldRules(t *testing.T) {
 		{`{"model":"a","filler3":1,"tools":[1],"tools":null,"response_format":{},"response_format":null}`, false, false},
 		{`{"model":"a","filler3":1,"tools":null,"tools":[1],"response_format":null,"response_format":{}}`, true, true},
 	} {
-		top, ok := scanTop([]byte(tc.body), g.watch...)
+		top, ok := protocol.Scan([]byte(tc.body), g.watch...)
 		if !ok {
 			t.Fatalf("invalid body %s", tc.body)
 		}
@@ -68,8 +70,8 @@ func TestContextWindowCheck(t *testing.T) {
 		{50, 160, false},
 		{math.MaxInt64, 1000, true}, // no sum may wrap around
 	} {
-		top, _ := scanTop(body)
-		top.maxTokens = tc.maxTokens
+		top, _ := protocol.Scan(body)
+		top.MaxTokens = tc.maxTokens
 		f := newFeatures(body, nil, &top)
 		if got := f.exceeds(tc.window); got != tc.want {
 			t.Errorf("max_tokens %d, window %d: exceeds %v (prompt %d)", tc.maxTokens, tc.window, got, f.prompt())

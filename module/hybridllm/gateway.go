@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"go.uber.org/zap"
 )
@@ -439,7 +440,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		return g.serveModels(w, r, cl)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		return writeError(w, http.StatusMethodNotAllowed, errTypeInvalidRequest, "method_not_allowed", "",
+		return protocol.WriteError(w, http.StatusMethodNotAllowed, protocol.TypeInvalidRequest, "method_not_allowed", "",
 			"method "+r.Method+" is not allowed; use POST for inference or GET for models")
 	}
 }

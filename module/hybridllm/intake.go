@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
 )
 
@@ -32,7 +33,7 @@ const statusClientClosed = 499
 
 // serveInference handles a JSON POST whose model is an alias.
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) error {
-	rt := &route{g: g, w: w, r: r, id: id, clientID: clientID, start: time.Now(), client: cl}
+	rt := &route{g: g, w: w, r: r, id: id, clientID: clientID, start: time.Now(), client: cl, api: protocol.ForPath(r.URL.Path)}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(rt))
@@ -41,51 +42,51 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	if err != nil {
 		switch {
 		case errors.Is(err, errBodyTooLarge):
-			return writeError(w, http.StatusRequestEntityTooLarge, errTypeInvalidRequest, "request_too_large", "",
+			return protocol.WriteError(w, http.StatusRequestEntityTooLarge, protocol.TypeInvalidRequest, "request_too_large", "",
 				"request body exceeds the limit of "+strconv.FormatInt(g.MaxBodySize, 10)+" bytes")
 		case errors.Is(err, errUnsupportedEncoding):
-			return writeError(w, http.StatusUnsupportedMediaType, errTypeInvalidRequest, "unsupported_content_encoding", "",
+			return protocol.WriteError(w, http.StatusUnsupportedMediaType, protocol.TypeInvalidRequest, "unsupported_content_encoding", "",
 				"the request body's Content-Encoding "+strconv.Quote(r.Header.Get("Content-Encoding"))+" is not supported: send it uncompressed, or gzip")
 		case errors.Is(err, errBadEncoding):
-			return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "", err.Error())
+			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_body", "", err.Error())
 		}
-		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_body", "",
+		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_body", "",
 			"could not read the request body")
 	}
 	var isObject bool
 	top := &rt.top
-	*top, isObject = scanTop(body, g.watch...)
+	*top, isObject = protocol.Scan(body, g.watch...)
 	if !isObject {
-		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", "",
+		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_json", "",
 			"the request body is not a valid JSON object")
 	}
-	stream, wantsUsage := top.stream, top.wantsUsage
-	if top.model == nil {
-		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
+	stream, wantsUsage := top.Stream, top.WantsUsage
+	if top.Model == nil {
+		return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "model_not_found", "model",
 			"you must provide a model parameter")
 	}
-	if !top.modelString() {
-		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", "model",
+	if !top.ModelString() {
+		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_type", "model",
 			"model must be a string")
 	}
-	if f := top.repeated; f != "" {
+	if f := top.Repeated; f != "" {
 		// the gateway reads the first, the upstream's decoder the last:
 		// the client would choose the upstream model, its stream usage,
 		// its length past a ceiling
-		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_json", f,
+		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_json", f,
 			"the request body has more than one "+f+" field")
 	}
-	if f := top.mistyped; f != "" {
+	if f := top.Mistyped; f != "" {
 		// vLLM's lax decoder reads " 5000" as 5000 and "yes" as true, the
 		// gateway neither: its ceilings, reservation and stream usage
 		// would read another request than the upstream serves
-		return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_type", f,
-			"Invalid type for '"+f+"': expected "+fieldType(f)+".")
+		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_type", f,
+			"Invalid type for '"+f+"': expected "+protocol.FieldType(f)+".")
 	}
 	al, ok := g.alias(top)
 	if !ok || !cl.allows(al.name) {
-		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
-			"The model `"+top.modelName()+"` does not exist.")
+		return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "model_not_found", "model",
+			"The model `"+top.ModelName()+"` does not exist.")
 	}
 	g.stripRouting(r, cl)
 	if g.colored {
@@ -94,15 +95,15 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 		rt.color = g.colorOf(w, r, al, cl, id)
 	}
 	if cl != nil && (cl.maxTokens > 0 || cl.maxN > 0) {
-		ceiled, refusal := cl.ceil(body, r.URL.Path)
+		ceiled, refusal := cl.ceil(body, rt.api)
 		if refusal != nil {
-			return writeError(w, http.StatusBadRequest, errTypeInvalidRequest, "invalid_value", refusal.param, refusal.msg)
+			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_value", refusal.param, refusal.msg)
 		}
 		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
 			// the fields moved: found again
 			body = ceiled
-			*top, _ = scanTop(body, g.watch...)
-			stream, wantsUsage = top.stream, top.wantsUsage
+			*top, _ = protocol.Scan(body, g.watch...)
+			stream, wantsUsage = top.Stream, top.WantsUsage
 		}
 	}
 	// a request refused above takes no request of the rpm, and reserves
@@ -161,13 +162,13 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	}
 	rt.alias, rt.stream = al, stream
 	rt.attempts = rt.tried[:0]
-	if stream && !wantsUsage && g.streamUsage && completionsPath(r.URL.Path) {
+	if stream && !wantsUsage && g.streamUsage && rt.api.StreamUsage {
 		// ask for the usage chunk, to count the tokens, of the groups
 		// that allow it (see try); the client does not see it
 		if sp, rewritten, ok := withStreamUsage(body, top); ok {
 			if rewritten != nil {
 				rt.withUsage = &usageBody{body: rewritten}
-				rt.withUsage.top, _ = scanTop(rewritten, g.watch...) // the model may have moved
+				rt.withUsage.top, _ = protocol.Scan(rewritten, g.watch...) // the model may have moved
 			} else {
 				rt.inject = sp
 			}
@@ -179,20 +180,14 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 
 // alias returns the alias the body's model names. A name without escapes
 // is looked up in place, without a copy.
-func (g *Gateway) alias(top *topFields) (*Alias, bool) {
-	name := top.model[1 : len(top.model)-1]
+func (g *Gateway) alias(top *protocol.Request) (*Alias, bool) {
+	name := top.Model[1 : len(top.Model)-1]
 	if bytes.IndexByte(name, '\\') >= 0 {
-		al, ok := g.aliases[top.modelName()]
+		al, ok := g.aliases[top.ModelName()]
 		return al, ok
 	}
 	al, ok := g.aliases[string(name)]
 	return al, ok
-}
-
-// completionsPath reports whether a path is a (chat) completions endpoint,
-// where stream_options applies.
-func completionsPath(path string) bool {
-	return strings.HasSuffix(path, "/chat/completions") || strings.HasSuffix(path, "/completions")
 }
 
 // dropHopHeaders removes the hop-by-hop headers a client sent, which

@@ -242,7 +242,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 			rt := &route{g: g}
 			l, s, c := rt.occupyGPUs(targets[grp])
 			rt.answered, rt.answerBegan = targets[grp], clk.Now()
-			rt.usage.prompt, rt.usage.completion = 200, 25
+			rt.usage.Prompt, rt.usage.Completion = 200, 25
 			running = append(running, attempt{rt, l, s, c})
 		}
 	}

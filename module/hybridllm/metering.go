@@ -149,23 +149,23 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		}
 	}
 	if group == "" {
-		if t, _ := rt.charged(); t != nil && rt.usage.found {
+		if t, _ := rt.charged(); t != nil && rt.usage.Found {
 			// left by its client before the answer: charged there
 			tm := t.metricsOf(gw, al.name, client)
-			tm.prompt.Add(float64(rt.usage.prompt))
-			tm.completion.Add(float64(rt.usage.completion))
+			tm.prompt.Add(float64(rt.usage.Prompt))
+			tm.completion.Add(float64(rt.usage.Completion))
 		}
 		return
 	}
 	if tm == nil {
 		tm = newTargetMetrics(gw, al.name, rt.answered, client)
 	}
-	if rt.usage.found {
+	if rt.usage.Found {
 		// counts only: the reader refused anything else
-		tm.prompt.Add(float64(rt.usage.prompt))
-		tm.completion.Add(float64(rt.usage.completion))
+		tm.prompt.Add(float64(rt.usage.Prompt))
+		tm.completion.Add(float64(rt.usage.Completion))
 	}
-	if rt.usage.bad && rt.g.badUsage.allow(rt.g.clock.Now()) {
+	if rt.usage.Bad && rt.g.badUsage.allow(rt.g.clock.Now()) {
 		rt.g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
 			zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}

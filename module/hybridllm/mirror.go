@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -208,7 +209,7 @@ func (c *mirrorCopy) run() {
 	w.start = start
 	aborted, err := proxy(m.group.proxy, w, req)
 	dur := time.Since(start)
-	w.scan.finish(nil, aborted)
+	w.scan.Finish(nil, aborted)
 	if slot.group != nil && slot.ep == nil && w.status == 0 {
 		// no endpoint had room to spare: the copy was never sent
 		m.series.dropped.Inc()
@@ -240,20 +241,20 @@ func (c *mirrorCopy) run() {
 	}
 	u := &w.scan
 	usd, priced := 0.0, false
-	if u.found {
-		s.prompt.Add(float64(u.prompt))
-		s.completion.Add(float64(u.completion))
+	if u.Found {
+		s.prompt.Add(float64(u.Prompt))
+		s.completion.Add(float64(u.Completion))
 	}
 	switch cc := m.group.Cost; {
 	case cc == nil:
 	case m.group.Kind == KindOpenAI:
-		usd, priced = cc.requestCost(u.prompt, u.completion, u.cached, dur), true
+		usd, priced = cc.requestCost(u.Prompt, u.Completion, u.Cached, dur), true
 		s.cost.Add(usd)
 	case c.g.ledger != nil:
-		usd, priced = float64(u.prompt+u.completion)*c.g.selfCostPerToken(), true
+		usd, priced = float64(u.Prompt+u.Completion)*c.g.selfCostPerToken(), true
 	}
 	if c.g.ledger != nil {
-		c.g.charge(nil, charge{Shadow: true, Prompt: u.prompt, Completion: u.completion, CloudUSD: usd}, c.g.clock.Now())
+		c.g.charge(nil, charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
 	}
 	fields := []zap.Field{
 		zap.String("request_id", c.id), zap.String("parent_request_id", c.parent),
@@ -264,8 +265,8 @@ func (c *mirrorCopy) run() {
 	if w.ttfb > 0 {
 		fields = append(fields, zap.Duration("llm_ttfb", w.ttfb))
 	}
-	if u.found {
-		fields = append(fields, zap.Int64("llm_prompt_tokens", u.prompt), zap.Int64("llm_completion_tokens", u.completion))
+	if u.Found {
+		fields = append(fields, zap.Int64("llm_prompt_tokens", u.Prompt), zap.Int64("llm_completion_tokens", u.Completion))
 	}
 	if priced {
 		fields = append(fields, zap.Float64("llm_cost_usd", usd))
@@ -283,7 +284,7 @@ type mirrorWriter struct {
 	status int
 	start  time.Time
 	ttfb   time.Duration // to the first body byte
-	scan   usageScanner
+	scan   protocol.UsageScanner
 	reads  bool // the body is one the scanner reads
 	slot   *attemptSlot
 }
@@ -301,7 +302,7 @@ func (w *mirrorWriter) WriteHeader(status int) {
 	plain := w.header.Get("Content-Encoding") == ""
 	switch {
 	case plain && strings.HasPrefix(ct, "text/event-stream"):
-		w.scan, w.reads = usageScanner{sse: true}, true
+		w.scan, w.reads = protocol.UsageScanner{SSE: true}, true
 	case plain && strings.HasPrefix(ct, "application/json"):
 		w.reads = true
 	}
@@ -315,7 +316,7 @@ func (w *mirrorWriter) Write(p []byte) (int, error) {
 		w.ttfb = time.Since(w.start)
 	}
 	if w.reads {
-		return w.scan.write(io.Discard, p)
+		return w.scan.Pass(io.Discard, p)
 	}
 	return len(p), nil
 }

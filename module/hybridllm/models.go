@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // modelCard is one entry of the OpenAI model list.
@@ -58,12 +60,12 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, cl *client
 	case i >= 0:
 		id := path[i+len("/models/"):]
 		if _, ok := g.aliases[id]; !ok || !cl.allows(id) {
-			return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "model_not_found", "model",
+			return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "model_not_found", "model",
 				"The model `"+id+"` does not exist.")
 		}
 		body, _ = json.Marshal(modelCard{ID: id, Object: "model", Created: g.created, OwnedBy: modelOwner})
 	default:
-		return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "not_found", "",
+		return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "not_found", "",
 			"unknown endpoint "+r.Method+" "+path+"; GET serves only /v1/models")
 	}
 	h := w.Header()

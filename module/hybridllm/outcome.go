@@ -57,13 +57,13 @@ func (rt *route) cost(at time.Time) {
 	switch {
 	case cc == nil:
 	case t.group.Kind == KindOpenAI:
-		usd = cc.requestCost(rt.usage.prompt, rt.usage.completion, rt.usage.cached, at.Sub(began))
+		usd = cc.requestCost(rt.usage.Prompt, rt.usage.Completion, rt.usage.Cached, at.Sub(began))
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName(), billingBusiness).Add(usd)
 	default:
-		usd = float64(rt.usage.prompt+rt.usage.completion) * rt.g.selfCostPerToken()
+		usd = float64(rt.usage.Prompt+rt.usage.Completion) * rt.g.selfCostPerToken()
 	}
 	rt.g.charge(rt.client, charge{Client: rt.clientName(), SelfHosted: t.group.Kind == KindVLLM,
-		Prompt: rt.usage.prompt, Completion: rt.usage.completion, CloudUSD: cloudUSD, Estimated: rt.estimated}, at)
+		Prompt: rt.usage.Prompt, Completion: rt.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.estimated}, at)
 	rt.costUSD, rt.priced = usd, cc != nil
 }

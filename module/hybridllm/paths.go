@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // defaultPaths are the inference endpoints the gateway forwards when the
@@ -51,7 +53,7 @@ func (p *inferencePaths) allows(path string) bool {
 
 // refuse answers a POST to an endpoint the gateway does not forward.
 func (p *inferencePaths) refuse(w http.ResponseWriter, r *http.Request) error {
-	return writeError(w, http.StatusNotFound, errTypeInvalidRequest, "not_found", "",
+	return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "not_found", "",
 		"unknown endpoint POST "+r.URL.Path+"; this gateway serves "+p.list+" (POST) and models (GET)")
 }
 

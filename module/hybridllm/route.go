@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -29,7 +30,7 @@ type attempt struct {
 // usageBody is a request body rewritten to ask for stream usage.
 type usageBody struct {
 	body []byte
-	top  topFields
+	top  protocol.Request
 }
 
 // route carries one request through its alias's targets.
@@ -64,13 +65,14 @@ type route struct {
 	priced       bool // costUSD is set
 	spanRead     bool // span is looked up
 	body         []byte
-	top          topFields // the body's fields, and where its model is
+	top          protocol.Request // the body's fields, and where its model is
+	api          *protocol.API    // what the request's endpoint is
 	features     features
 	// stream usage for groups that ask for it: a field spliced into the
 	// body, if with is set, or else a body rewritten, if not nil
 	inject    splice
 	withUsage *usageBody
-	usage     usageScanner
+	usage     protocol.UsageScanner
 	answered  *Target // the target whose response the client got
 	// when the answering attempt started: a cloud priced per second
 	// bills its attempt, not the time failed attempts took before it
@@ -96,8 +98,8 @@ type route struct {
 	heldFor        string     // the client the hold counts against ("": none, the spend cap only)
 	span           trace.Span // the request's span, if recorded (see traced)
 
-	first attemptWriter // the first attempt's writer; in use once its rt is set
-	model modelRewriter // the answer's model rewrite, if its alias asks for one
+	first attemptWriter          // the first attempt's writer; in use once its rt is set
+	model protocol.ModelRewriter // the answer's model rewrite, if its alias asks for one
 }
 
 func (rt *route) run(ctx context.Context) error {
@@ -326,7 +328,7 @@ func (t *Target) takenOut(c clock.Clock) reason {
 func (rt *route) fail(al *Alias) error {
 	status := http.StatusServiceUnavailable
 	code := "no_target_available"
-	typ := errTypeServer
+	typ := protocol.TypeServer
 	timedOut := false
 	full := len(rt.attempts) > 0 // every target was only full
 	for _, a := range rt.attempts {
@@ -382,9 +384,9 @@ func (rt *route) fail(al *Alias) error {
 	}
 	switch {
 	case format != "":
-		status, code, typ = http.StatusServiceUnavailable, "degraded_format_unsupported", errTypeServer
+		status, code, typ = http.StatusServiceUnavailable, "degraded_format_unsupported", protocol.TypeServer
 	case capped:
-		status, code, typ = http.StatusServiceUnavailable, "degrade_cap_reached", errTypeServer
+		status, code, typ = http.StatusServiceUnavailable, "degrade_cap_reached", protocol.TypeServer
 	}
 	rt.status = status
 	switch never, after := rt.retryAdvice(rt.g.clock.Now()); {
@@ -433,7 +435,7 @@ func (rt *route) fail(al *Alias) error {
 		sb.WriteString(string(a.reason))
 		sb.WriteString(")")
 	}
-	return writeError(rt.w, status, typ, code, "", sb.String())
+	return protocol.WriteError(rt.w, status, typ, code, "", sb.String())
 }
 
 // atCapacity reports whether an attempt found its target full rather than

@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
 )
 
@@ -61,5 +62,5 @@ func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, cli
 		msg = "the " + where + " header is not read: " + hint
 	}
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
-	return writeError(w, http.StatusUnauthorized, errTypeInvalidRequest, "invalid_api_key", "", msg)
+	return protocol.WriteError(w, http.StatusUnauthorized, protocol.TypeInvalidRequest, "invalid_api_key", "", msg)
 }

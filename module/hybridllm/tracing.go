@@ -6,7 +6,6 @@ package hybridllm
 import (
 	"context"
 	"strconv"
-	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -22,19 +21,6 @@ import (
 
 // tracerName is the instrumentation scope of the gateway's spans.
 const tracerName = "github.com/hybridllm/caddy-hybrid-llm"
-
-// operationName is the GenAI operation of an inference path.
-func operationName(path string) string {
-	switch {
-	case strings.HasSuffix(path, "/chat/completions"), strings.HasSuffix(path, "/responses"):
-		return "chat"
-	case strings.HasSuffix(path, "/completions"):
-		return "text_completion"
-	case strings.HasSuffix(path, "/embeddings"):
-		return "embeddings"
-	}
-	return "chat"
-}
 
 // providerName is gen_ai.provider.name for a group: "openai" for an
 // OpenAI-compatible API, "vllm" for self-hosted vLLM.
@@ -65,7 +51,7 @@ func (rt *route) startAttemptSpan(ctx context.Context, t *Target) (context.Conte
 	if parent == nil {
 		return ctx, nil
 	}
-	op := operationName(rt.r.URL.Path)
+	op := rt.api.Operation
 	return parent.TracerProvider().Tracer(tracerName).Start(ctx, op+" "+rt.alias.name,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
@@ -103,9 +89,9 @@ func (rt *route) endAttemptSpan(span trace.Span, t *Target, res *attemptResult, 
 		span.SetStatus(codes.Error, string(failed.reason))
 	case res.done:
 		span.SetAttributes(attribute.String("gen_ai.response.model", t.Model))
-		if rt.usage.found {
-			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.prompt),
-				attribute.Int64("gen_ai.usage.output_tokens", rt.usage.completion))
+		if rt.usage.Found {
+			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.Prompt),
+				attribute.Int64("gen_ai.usage.output_tokens", rt.usage.Completion))
 		}
 		if status >= 400 {
 			span.SetStatus(codes.Error, "upstream answered "+strconv.Itoa(status))
@@ -129,7 +115,7 @@ func (rt *route) traceOutcome() {
 	if s == nil || rt.alias == nil {
 		return
 	}
-	s.SetAttributes(attribute.String("gen_ai.operation.name", operationName(rt.r.URL.Path)),
+	s.SetAttributes(attribute.String("gen_ai.operation.name", rt.api.Operation),
 		attribute.String("gen_ai.request.model", rt.alias.name),
 		attribute.String("hybrid_llm.outcome", string(rt.outcome)))
 	if t := rt.answered; t != nil {
@@ -137,9 +123,9 @@ func (rt *route) traceOutcome() {
 			attribute.String("gen_ai.provider.name", providerName(t.group)),
 			attribute.String("gen_ai.response.model", t.Model))
 	}
-	if rt.usage.found {
-		s.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.prompt),
-			attribute.Int64("gen_ai.usage.output_tokens", rt.usage.completion))
+	if rt.usage.Found {
+		s.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.Prompt),
+			attribute.Int64("gen_ai.usage.output_tokens", rt.usage.Completion))
 		if rt.estimated {
 			s.SetAttributes(attribute.Bool("hybrid_llm.usage_estimated", true))
 		}

@@ -4,8 +4,9 @@
 package hybridllm
 
 import (
-	"strings"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // What a request is charged when its answer brought no usage: a stream
@@ -39,27 +40,27 @@ func (rt *route) estimateUsage() {
 		rt.estimateAbandoned()
 		return
 	}
-	if rt.usage.found || rt.answered == nil || rt.status >= 300 || rt.status < 200 {
+	if rt.usage.Found || rt.answered == nil || rt.status >= 300 || rt.status < 200 {
 		return
 	}
 	u := &rt.usage
-	u.prompt, u.completion, u.cached = rt.promptEstimate(), 0, 0
+	u.Prompt, u.Completion, u.Cached = rt.promptEstimate(), 0, 0
 	switch {
-	case embeddingsPath(rt.r.URL.Path):
-	case u.sse:
-		u.completion = u.textEvents
-		if u.textBytes > 8*u.textEvents {
-			u.completion = (u.textBytes + 3) / 4
+	case rt.api.PromptOnly:
+	case u.SSE:
+		u.Completion = u.TextEvents
+		if u.TextBytes > 8*u.TextEvents {
+			u.Completion = (u.TextBytes + 3) / 4
 		}
-	case u.size > 0 && !u.full:
-		u.completion = (u.textBytes + 3) / 4
+	case u.Size > 0 && !u.Full:
+		u.Completion = (u.TextBytes + 3) / 4
 	default:
-		u.completion = (rt.sent + 3) / 4
+		u.Completion = (rt.sent + 3) / 4
 		if m := rt.features.requested(); m > 0 {
-			u.completion = min(u.completion, int64(m)*int64(rt.features.choices()))
+			u.Completion = min(u.Completion, int64(m)*int64(rt.features.choices()))
 		}
 	}
-	u.found, rt.estimated = true, true
+	u.Found, rt.estimated = true, true
 	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, rt.answered.Group).Inc()
 }
 
@@ -71,9 +72,9 @@ func (rt *route) estimateUsage() {
 func (rt *route) estimateAbandoned() {
 	t := rt.abandoned
 	u := &rt.usage
-	*u = usageScanner{prompt: rt.promptEstimate(), found: true}
-	if !rt.stream && t.group.vllm == nil && !embeddingsPath(rt.r.URL.Path) {
-		_, u.completion = rt.tokenBoundOn(t)
+	*u = protocol.UsageScanner{Prompt: rt.promptEstimate(), Found: true}
+	if !rt.stream && t.group.vllm == nil && !rt.api.PromptOnly {
+		_, u.Completion = rt.tokenBoundOn(t)
 	}
 	rt.estimated = true
 	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, t.Group).Inc()
@@ -95,11 +96,5 @@ func (rt *route) charged() (*Target, time.Time) {
 // bytes of the fields it is made of, divided by 4, or of its text (with
 // mediaPartTokens for each image, audio clip or file) if that is more.
 func (rt *route) promptEstimate() int64 {
-	return int64(max(rt.features.promptWithMedia(), (rt.top.promptBytes+3)/4))
-}
-
-// embeddingsPath reports whether a path is an embeddings endpoint, whose
-// answers have no completion tokens.
-func embeddingsPath(path string) bool {
-	return strings.HasSuffix(path, "/embeddings")
+	return int64(max(rt.features.promptWithMedia(), (rt.top.PromptBytes+3)/4))
 }

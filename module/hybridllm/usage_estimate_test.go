@@ -6,6 +6,8 @@ package hybridllm
 import (
 	"strings"
 	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // Each image, audio clip or file of a prompt counts mediaPartTokens in
@@ -37,7 +39,7 @@ func TestPromptEstimateCountsMedia(t *testing.T) {
 		b := []byte(tc.body)
 		rt := &route{}
 		var ok bool
-		if rt.top, ok = scanTop(b); !ok {
+		if rt.top, ok = protocol.Scan(b); !ok {
 			t.Fatalf("invalid test body %s", b)
 		}
 		rt.features = newFeatures(b, nil, &rt.top)
@@ -51,7 +53,7 @@ func TestPromptEstimateCountsMedia(t *testing.T) {
 func TestPromptEstimateAllocations(t *testing.T) {
 	b := []byte(`{"messages":[{"role":"user","content":[{"type":"text","text":"What is in this?"},` +
 		`{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}],"input":[{"content":[{"type":"input_image"}]}]}`)
-	top, _ := scanTop(b)
+	top, _ := protocol.Scan(b)
 	if n := testing.AllocsPerRun(100, func() {
 		f := newFeatures(b, nil, &top)
 		f.promptWithMedia()

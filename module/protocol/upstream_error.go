@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package protocol
 
 import (
 	"bytes"
@@ -15,12 +15,12 @@ import (
 // JSON.
 const maxErrorText = 500
 
-// upstreamErrorBody is an upstream's 4xx answer as the client gets it: in
+// UpstreamErrorBody is an upstream's 4xx answer as the client gets it: in
 // the OpenAI error shape whatever the upstream's (vLLM's flat shape and
 // its numeric codes, a proxy's plain-text or HTML page), with the served
 // model name replaced by the alias. An answer in that shape already,
 // without the served name, is kept byte for byte.
-func upstreamErrorBody(body []byte, status int, served, alias string) []byte {
+func UpstreamErrorBody(body []byte, status int, served, alias string) []byte {
 	var msg, typ, param, code gjson.Result
 	switch e := gjson.GetBytes(body, "error"); {
 	case e.IsObject():
@@ -36,15 +36,15 @@ func upstreamErrorBody(body []byte, status int, served, alias string) []byte {
 		// FastAPI's own answers (an unknown path, say)
 		msg = gjson.GetBytes(body, "detail")
 	default:
-		text := capped(strings.TrimSpace(string(body)), maxErrorText)
+		text := Capped(strings.TrimSpace(string(body)), maxErrorText)
 		if text == "" {
 			text = http.StatusText(status)
 		}
-		return errorJSON(errTypeInvalidRequest, "", "", renamed(text, served, alias))
+		return ErrorJSON(TypeInvalidRequest, "", "", Renamed(text, served, alias))
 	}
 	t := typ.String()
 	if typ.Type != gjson.String || !isErrorType(t) {
-		t = errTypeInvalidRequest // vLLM's are Python class names: BadRequestError
+		t = TypeInvalidRequest // vLLM's are Python class names: BadRequestError
 	}
 	c, p := "", ""
 	if code.Type == gjson.String {
@@ -57,11 +57,11 @@ func upstreamErrorBody(body []byte, status int, served, alias string) []byte {
 	if m == "" {
 		m = http.StatusText(status)
 	}
-	return errorJSON(t, c, p, renamed(m, served, alias))
+	return ErrorJSON(t, c, p, Renamed(m, served, alias))
 }
 
 // renamed replaces the served model name in s with the alias.
-func renamed(s, served, alias string) string {
+func Renamed(s, served, alias string) string {
 	if served == "" {
 		return s
 	}
@@ -69,7 +69,7 @@ func renamed(s, served, alias string) string {
 }
 
 // capped cuts s to at most n bytes, on a character boundary.
-func capped(s string, n int) string {
+func Capped(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}

@@ -1,13 +1,11 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package protocol
 
 import (
 	"math"
 	"strconv"
-	"sync/atomic"
-	"time"
 )
 
 // maxUpstreamCount is the largest token count taken from an upstream
@@ -40,20 +38,4 @@ func upstreamCount(raw []byte) (int64, bool) {
 // at most maxUpstreamCount.
 func validUpstreamValue(v float64) bool {
 	return v >= 0 && v <= maxUpstreamCount // false for NaN and ±Inf too
-}
-
-// warnEvery lets one warning through per warnInterval, so that an
-// upstream that keeps sending bad numbers is reported without flooding
-// the log.
-type warnEvery struct{ next atomic.Int64 } // unix nanoseconds
-
-const warnInterval = time.Minute
-
-// allow reports whether a warning may be written at t.
-func (w *warnEvery) allow(t time.Time) bool {
-	if w == nil {
-		return true
-	}
-	next := w.next.Load()
-	return t.UnixNano() >= next && w.next.CompareAndSwap(next, t.Add(warnInterval).UnixNano())
 }

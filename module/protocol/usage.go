@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package protocol
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ const (
 	usageTail    = 64 << 10
 )
 
-// usageScanner follows a response body on its way to the client and reads
+// UsageScanner follows a response body on its way to the client and reads
 // the token usage from it: from a JSON body's usage object, or from the
 // usage chunk at the end of an SSE stream, whatever its framing (see
 // sseEvents). When the gateway asked the upstream for stream usage on the
@@ -29,34 +29,34 @@ const (
 // the usage-only chunk and the "usage":null field of the other chunks.
 // With wantFinish it also notes whether a chunk carried a finish_reason,
 // which tells a (chat) completion stream that ended from one cut short.
-type usageScanner struct {
-	sse        bool
-	strip      bool
-	whole      bool // pass a stream on whole events at a time (strip does too)
-	wantFinish bool
+type UsageScanner struct {
+	SSE        bool
+	Strip      bool
+	Whole      bool // pass a stream on whole events at a time (strip does too)
+	WantFinish bool
 	finished   bool // a chunk carried a finish_reason
 	// the upstream ended the stream before its finish_reason with an
 	// error event, whose message this is; the event is not passed on (the
 	// gateway sends its own), nor the [DONE] after it
-	upstreamError string
-	errored       bool
+	UpstreamError string
+	Errored       bool
 	cr            bool    // the last event ended in "\r" at the end of the bytes so far
 	dropped       bool    // the last event was not passed on
 	buf           []byte  // the JSON body so far, or the current partial SSE event
 	pooled        *[]byte // buf's holder from usageBufs, if any
-	full          bool    // a JSON body outgrew maxUsageBody: its tail is kept
+	Full          bool    // a JSON body outgrew maxUsageBody: its tail is kept
 	tail          []byte  // the last bytes of a JSON body that outgrew maxUsageBody
 
 	// what was passed on, for an estimate when no usage comes: the bytes
 	// of a JSON body, and of a stream the events that carried text and
 	// the bytes of that text
-	size                  int64
-	textEvents, textBytes int64
+	Size                  int64
+	TextEvents, TextBytes int64
 
-	prompt, completion int64
-	cached             int64 // prompt tokens the provider served from its cache
-	found              bool
-	bad                bool // the upstream sent a usage value that is no count
+	Prompt, Completion int64
+	Cached             int64 // prompt tokens the provider served from its cache
+	Found              bool
+	Bad                bool // the upstream sent a usage value that is no count
 }
 
 var (
@@ -72,7 +72,7 @@ var usageBufs = sync.Pool{New: func() any { return new([]byte) }}
 const maxPooledBuf = 64 << 10
 
 // grow appends p to the buffer, taking one from the pool first.
-func (u *usageScanner) grow(p []byte) {
+func (u *UsageScanner) grow(p []byte) {
 	if u.buf == nil {
 		u.pooled = usageBufs.Get().(*[]byte)
 		u.buf = (*u.pooled)[:0]
@@ -81,7 +81,7 @@ func (u *usageScanner) grow(p []byte) {
 }
 
 // release puts the buffer back; the scanner must not be written to after.
-func (u *usageScanner) release() {
+func (u *UsageScanner) Release() {
 	if u.pooled != nil && cap(u.buf) <= maxPooledBuf {
 		*u.pooled = u.buf[:0]
 		usageBufs.Put(u.pooled)
@@ -92,24 +92,24 @@ func (u *usageScanner) release() {
 // write passes p on to w (for a stream whose extra chunk is stripped, or
 // with whole set, whole events at a time) and reports the bytes it wrote
 // to w.
-func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
-	if !u.sse {
-		u.size += int64(len(p))
+func (u *UsageScanner) Pass(w io.Writer, p []byte) (int, error) {
+	if !u.SSE {
+		u.Size += int64(len(p))
 		switch {
-		case u.full:
+		case u.Full:
 			u.keepTail(p)
 		case len(u.buf)+len(p) > maxUsageBody:
-			u.full = true
+			u.Full = true
 			u.tail = make([]byte, 0, 2*usageTail)
 			u.keepTail(u.buf)
 			u.keepTail(p)
-			u.release()
+			u.Release()
 		default:
 			u.grow(p)
 		}
 		return w.Write(p)
 	}
-	if !u.strip && !u.whole {
+	if !u.Strip && !u.Whole {
 		u.scanEvents(p, nil)
 		return w.Write(p)
 	}
@@ -120,7 +120,7 @@ func (u *usageScanner) write(w io.Writer, p []byte) (int, error) {
 // last usageTail bytes, half a window at a time, and reads each usage
 // object whose key leaves the window: the object is whole in it, since
 // half a window follows the key.
-func (u *usageScanner) keepTail(p []byte) {
+func (u *UsageScanner) keepTail(p []byte) {
 	for len(p) > usageTail/2 {
 		u.keepTail(p[:usageTail/2])
 		p = p[usageTail/2:]
@@ -146,7 +146,7 @@ func (u *usageScanner) keepTail(p []byte) {
 // scanEvents appends p to the partial event and handles each complete
 // event (see event). Without w the bytes were already passed on. The
 // buffer is reused: the partial event moves to its front.
-func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
+func (u *UsageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 	u.grow(p)
 	written := 0
 	var err error
@@ -186,9 +186,9 @@ func (u *usageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 
 // event reads the usage and the finish of one event and, when w is not
 // nil, writes it to w, stripped.
-func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
+func (u *UsageScanner) event(event []byte, w io.Writer) (int, error) {
 	u.dropped = false
-	if u.wantFinish && !u.finished {
+	if u.WantFinish && !u.finished {
 		// a finish_reason that is not null
 		u.finished = hasValue(event, finishReasonName, '"')
 		if !u.finished {
@@ -199,7 +199,7 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 			// only what it says is kept
 			switch end, msg := endOf(event); end {
 			case streamError:
-				u.errored, u.upstreamError = true, msg
+				u.Errored, u.UpstreamError = true, msg
 				u.dropped = w != nil
 				return 0, nil
 			case streamDone:
@@ -210,18 +210,18 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 	}
 	if hasValue(event, usageName, '{') {
 		u.readUsage(event)
-		if u.strip && w != nil && emptyChoices(event) {
+		if u.Strip && w != nil && emptyChoices(event) {
 			u.dropped = true
 			return 0, nil // the usage-only chunk the client did not ask for
 		}
 	}
 	if w == nil {
-		if !u.strip && !u.whole {
+		if !u.Strip && !u.Whole {
 			u.tally(event) // passed on as it came
 		}
 		return 0, nil
 	}
-	if u.strip {
+	if u.Strip {
 		event = stripAll(event, usageNull)
 	}
 	u.tally(event)
@@ -232,7 +232,7 @@ func (u *usageScanner) event(event []byte, w io.Writer) (int, error) {
 // of its text values (see isTextKey), and the event if it had any. One
 // pass from colon to colon: a string value is skipped whole (colons in it
 // are text), its key compared only then.
-func (u *usageScanner) tally(event []byte) {
+func (u *UsageScanner) tally(event []byte) {
 	n := int64(0)
 	for i := 0; i < len(event); {
 		k := bytes.IndexByte(event[i:], ':')
@@ -258,8 +258,8 @@ func (u *usageScanner) tally(event []byte) {
 		i = end
 	}
 	if n > 0 {
-		u.textEvents++
-		u.textBytes += n
+		u.TextEvents++
+		u.TextBytes += n
 	}
 }
 
@@ -288,8 +288,8 @@ func isTextKey(b []byte) bool {
 
 // complete reports whether the body ended as it should: a (chat)
 // completion stream with a chunk that carried a finish_reason.
-func (u *usageScanner) complete() bool {
-	return !u.wantFinish || u.finished
+func (u *UsageScanner) Complete() bool {
+	return !u.WantFinish || u.finished
 }
 
 // finish handles what is left of a stream (an unterminated last event)
@@ -297,34 +297,34 @@ func (u *usageScanner) complete() bool {
 // partial event of a stream that broke off (aborted), or that ended
 // before its finish_reason, is not passed on: the client gets the error
 // event after the last whole one.
-func (u *usageScanner) finish(w io.Writer, aborted bool) {
+func (u *UsageScanner) Finish(w io.Writer, aborted bool) {
 	switch {
-	case u.sse:
+	case u.SSE:
 		if len(u.buf) > 0 {
-			if !u.strip && !u.whole {
+			if !u.Strip && !u.Whole {
 				w = nil // already passed on
 			}
-			if aborted || (u.wantFinish && !u.finished && !hasValue(u.buf, finishReasonName, '"')) {
+			if aborted || (u.WantFinish && !u.finished && !hasValue(u.buf, finishReasonName, '"')) {
 				w = nil
 			}
 			_, _ = u.event(u.buf, w)
 		}
-	case u.full:
+	case u.Full:
 		u.readUsageAt(u.tail) // the last one, if any is left in the window
 		u.tail = nil
 	case len(u.buf) > 0:
 		u.readUsageJSON(u.buf)
-		if !u.found {
+		if !u.Found {
 			u.tally(u.buf) // the answer's text, for an estimate
 		}
 	}
-	u.release()
+	u.Release()
 }
 
 // readUsageAt reads the last usage object that lies whole in part of a
 // JSON body, whatever the spacing around its colon; it reports whether
 // it found counts there.
-func (u *usageScanner) readUsageAt(part []byte) bool {
+func (u *UsageScanner) readUsageAt(part []byte) bool {
 	last := -1 // the last one: the top level's, in the OpenAI shape
 	for i := 0; i < len(part); {
 		v, next := jsonValueAt(part, usageName, i)
@@ -340,13 +340,13 @@ func (u *usageScanner) readUsageAt(part []byte) bool {
 }
 
 // readUsage reads the usage of one SSE event.
-func (u *usageScanner) readUsage(event []byte) {
+func (u *UsageScanner) readUsage(event []byte) {
 	if data := sseData(event); len(data) > 0 {
 		u.readUsageJSON(bytes.TrimSpace(data))
 	}
 }
 
-func (u *usageScanner) readUsageJSON(body []byte) {
+func (u *UsageScanner) readUsageJSON(body []byte) {
 	// the usage object comes last in OpenAI-style bodies: read it alone
 	// rather than walking the whole answer
 	if i := bytes.LastIndex(body, usageKey); i >= 0 && u.usageObject(body, i+len(usageKey)-1) {
@@ -364,7 +364,7 @@ func (u *usageScanner) readUsageJSON(body []byte) {
 
 // usageObject reads the usage object at body[i]; it reports whether the
 // object is whole and has counts.
-func (u *usageScanner) usageObject(body []byte, i int) bool {
+func (u *UsageScanner) usageObject(body []byte, i int) bool {
 	// the Chat and Completions APIs' names, or the Responses API's (and
 	// Anthropic's) input_tokens and output_tokens
 	var prompt, completion, details []byte
@@ -397,15 +397,15 @@ func (u *usageScanner) usageObject(body []byte, i int) bool {
 // values (nil when absent). A value that is not a count (negative,
 // fractional, absurd, not a number) is ignored and flagged; the last
 // valid usage seen wins (continuous usage stats repeat it).
-func (u *usageScanner) setUsage(prompt, completion, cached []byte) {
+func (u *UsageScanner) setUsage(prompt, completion, cached []byte) {
 	p, pok := upstreamCount(prompt)
 	c, cok := upstreamCount(completion)
 	k, kok := upstreamCount(cached)
 	if !pok && !absentValue(prompt) || !cok && !absentValue(completion) || !kok && !absentValue(cached) {
-		u.bad = true
+		u.Bad = true
 	}
 	if pok || cok {
-		u.prompt, u.completion, u.cached, u.found = p, c, min(k, p), true
+		u.Prompt, u.Completion, u.Cached, u.Found = p, c, min(k, p), true
 	}
 }
 

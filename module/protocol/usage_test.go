@@ -1,33 +1,31 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package protocol
 
 import (
 	"bytes"
-	"math"
 	"strings"
 	"testing"
-	"time"
 )
 
 const (
-	chunkRole  = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}` + "\n\n"
-	chunkTok   = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}` + "\n\n"
-	chunkStop  = `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n"
-	chunkUsage = `data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}` + "\n\n"
+	chunkRole  = `data: {"id":"c1","object":"chat.Completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}` + "\n\n"
+	chunkTok   = `data: {"id":"c1","object":"chat.Completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}` + "\n\n"
+	chunkStop  = `data: {"id":"c1","object":"chat.Completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n"
+	chunkUsage = `data: {"id":"c1","object":"chat.Completion.chunk","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}` + "\n\n"
 	chunkDone  = "data: [DONE]\n\n"
 )
 
 // feed writes s through the scanner in pieces of n bytes.
-func feed(u *usageScanner, s string, n int) string {
+func feed(u *UsageScanner, s string, n int) string {
 	var out bytes.Buffer
 	for len(s) > 0 {
 		k := min(n, len(s))
-		_, _ = u.write(&out, []byte(s[:k]))
+		_, _ = u.Pass(&out, []byte(s[:k]))
 		s = s[k:]
 	}
-	u.finish(&out, false)
+	u.Finish(&out, false)
 	return out.String()
 }
 
@@ -35,47 +33,47 @@ func TestUsageScanner(t *testing.T) {
 	stream := chunkRole + chunkTok + chunkTok + chunkUsage + chunkDone
 	for _, piece := range []int{1, 7, 64, 1 << 20} {
 		// the client asked for usage: passed through unchanged, counted
-		u := &usageScanner{sse: true}
+		u := &UsageScanner{SSE: true}
 		if got := feed(u, stream, piece); got != stream {
 			t.Errorf("piece %d: changed:\n%s", piece, got)
 		}
-		if !u.found || u.prompt != 12 || u.completion != 34 {
-			t.Errorf("piece %d: usage %v %d %d", piece, u.found, u.prompt, u.completion)
+		if !u.Found || u.Prompt != 12 || u.Completion != 34 {
+			t.Errorf("piece %d: usage %v %d %d", piece, u.Found, u.Prompt, u.Completion)
 		}
 
 		// the gateway asked for it: counted, then removed
-		u = &usageScanner{sse: true, strip: true}
+		u = &UsageScanner{SSE: true, Strip: true}
 		got := feed(u, stream, piece)
 		want := strings.ReplaceAll(chunkRole+chunkTok+chunkTok+chunkDone, `,"usage":null`, "")
 		if got != want {
 			t.Errorf("piece %d: stripped stream\n%s\nwant\n%s", piece, got, want)
 		}
-		if !u.found || u.prompt != 12 || u.completion != 34 {
-			t.Errorf("piece %d: stripped usage %v %d %d", piece, u.found, u.prompt, u.completion)
+		if !u.Found || u.Prompt != 12 || u.Completion != 34 {
+			t.Errorf("piece %d: stripped usage %v %d %d", piece, u.Found, u.Prompt, u.Completion)
 		}
 	}
 
-	body := `{"id":"x","object":"chat.completion","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`
-	u := &usageScanner{}
-	if got := feed(u, body, 10); got != body || !u.found || u.prompt != 5 || u.completion != 7 {
-		t.Errorf("json body: %v %d %d", u.found, u.prompt, u.completion)
+	body := `{"id":"x","object":"chat.Completion","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}`
+	u := &UsageScanner{}
+	if got := feed(u, body, 10); got != body || !u.Found || u.Prompt != 5 || u.Completion != 7 {
+		t.Errorf("json body: %v %d %d", u.Found, u.Prompt, u.Completion)
 	}
 	// an unterminated last event of a stripped stream is not lost
-	u = &usageScanner{sse: true, strip: true}
+	u = &UsageScanner{SSE: true, Strip: true}
 	if got := feed(u, chunkTok+"data: [DONE]", 5); !strings.HasSuffix(got, "data: [DONE]") {
 		t.Errorf("tail lost: %q", got)
 	}
 }
 
 func BenchmarkUsageScannerChunk(b *testing.B) {
-	u := &usageScanner{sse: true, strip: true}
+	u := &UsageScanner{SSE: true, Strip: true}
 	chunk := []byte(chunkTok)
 	var sink bytes.Buffer
 	sink.Grow(1 << 20)
 	b.ReportAllocs()
 	for b.Loop() {
 		sink.Reset()
-		_, _ = u.write(&sink, chunk)
+		_, _ = u.Pass(&sink, chunk)
 	}
 }
 
@@ -87,7 +85,7 @@ func reframe(stream, eol string) string { return strings.ReplaceAll(stream, "\n"
 // read.
 func TestUsageScannerFramings(t *testing.T) {
 	const comment = ": keep-alive\n\n"
-	const multiLine = "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\n" +
+	const multiLine = "data: {\"id\":\"c1\",\"object\":\"chat.Completion.chunk\",\n" +
 		"data: \"choices\": [],\n" +
 		"data: \"usage\": {\"prompt_tokens\": 12, \"completion_tokens\": 34}}\n\n"
 	stream := comment + chunkRole + chunkTok + comment + chunkTok + chunkUsage + chunkDone
@@ -96,31 +94,31 @@ func TestUsageScannerFramings(t *testing.T) {
 		for _, usage := range []string{chunkUsage, multiLine} {
 			in := reframe(strings.Replace(stream, chunkUsage, usage, 1), eol)
 			for _, piece := range []int{1, 2, 7, 64, 1 << 20} {
-				u := &usageScanner{sse: true}
+				u := &UsageScanner{SSE: true}
 				if got := feed(u, in, piece); got != in {
 					t.Errorf("%q piece %d: changed:\n%q", eol, piece, got)
 				}
-				if !u.found || u.prompt != 12 || u.completion != 34 {
-					t.Errorf("%q piece %d: usage %v %d %d", eol, piece, u.found, u.prompt, u.completion)
+				if !u.Found || u.Prompt != 12 || u.Completion != 34 {
+					t.Errorf("%q piece %d: usage %v %d %d", eol, piece, u.Found, u.Prompt, u.Completion)
 				}
-				u = &usageScanner{sse: true, strip: true}
+				u = &UsageScanner{SSE: true, Strip: true}
 				got := feed(u, in, piece)
 				if want := reframe(stripped, eol); got != want {
 					t.Errorf("%q piece %d: stripped stream\n%q\nwant\n%q", eol, piece, got, want)
 				}
-				if !u.found || u.prompt != 12 || u.completion != 34 {
-					t.Errorf("%q piece %d: stripped usage %v %d %d", eol, piece, u.found, u.prompt, u.completion)
+				if !u.Found || u.Prompt != 12 || u.Completion != 34 {
+					t.Errorf("%q piece %d: stripped usage %v %d %d", eol, piece, u.Found, u.Prompt, u.Completion)
 				}
 			}
 		}
 
 		// event by event, as an upstream flushes them: each reaches the
 		// client with its own write, none waits for the next
-		u := &usageScanner{sse: true, strip: true}
+		u := &UsageScanner{SSE: true, Strip: true}
 		var out bytes.Buffer
 		for _, ev := range []string{chunkRole, comment, chunkTok, chunkTok} {
 			before := out.Len()
-			_, _ = u.write(&out, []byte(reframe(ev, eol)))
+			_, _ = u.Pass(&out, []byte(reframe(ev, eol)))
 			if out.Len() == before {
 				t.Errorf("%q: event %q held back", eol, ev)
 			}
@@ -146,13 +144,13 @@ func TestUsageScannerFinish(t *testing.T) {
 		{chunkRole + chunkTok + finish + chunkUsage + chunkDone, true},
 		{chunkRole + strings.TrimSuffix(finish, "\n\n"), true}, // no blank line at the end
 	} {
-		u := &usageScanner{sse: true, strip: true, wantFinish: true}
+		u := &UsageScanner{SSE: true, Strip: true, WantFinish: true}
 		feed(u, tc.stream, 5)
-		if u.complete() != tc.whole {
-			t.Errorf("complete = %v, want %v: %q", u.complete(), tc.whole, tc.stream)
+		if u.Complete() != tc.whole {
+			t.Errorf("complete = %v, want %v: %q", u.Complete(), tc.whole, tc.stream)
 		}
 	}
-	if u := (&usageScanner{sse: true}); !u.complete() {
+	if u := (&UsageScanner{SSE: true}); !u.Complete() {
 		t.Error("a stream that is not a completion is complete as it ends")
 	}
 }
@@ -174,12 +172,12 @@ func TestUsageScannerDropsPartialEvent(t *testing.T) {
 		{"ended cleanly, unterminated", last, false, last},
 	} {
 		for _, whole := range []bool{false, true} {
-			u := &usageScanner{sse: true, strip: !whole, whole: whole, wantFinish: true}
+			u := &UsageScanner{SSE: true, Strip: !whole, Whole: whole, WantFinish: true}
 			var out bytes.Buffer
-			if _, err := u.write(&out, []byte(chunkRole+tc.tail)); err != nil {
+			if _, err := u.Pass(&out, []byte(chunkRole+tc.tail)); err != nil {
 				t.Fatal(err)
 			}
-			u.finish(&out, tc.aborted)
+			u.Finish(&out, tc.aborted)
 			want := strings.ReplaceAll(chunkRole, `,"usage":null`, "")
 			if whole {
 				want = chunkRole
@@ -242,15 +240,15 @@ func FuzzUsageScannerFraming(f *testing.F) {
 				want = append(want, strings.ReplaceAll(string(d), `,"usage":null`, ""))
 			}
 		}
-		u := &usageScanner{sse: true, strip: true, wantFinish: true}
+		u := &UsageScanner{SSE: true, Strip: true, WantFinish: true}
 		var out bytes.Buffer
 		s := in.String()
 		for i := 0; len(s) > 0; i++ {
 			k := min(len(s), 1+int(pick(i+int(size)))%max(int(size), 1))
-			_, _ = u.write(&out, []byte(s[:k]))
+			_, _ = u.Pass(&out, []byte(s[:k]))
 			s = s[k:]
 		}
-		u.finish(&out, false)
+		u.Finish(&out, false)
 		var got []string
 		for ev := range strings.SplitSeq(normalizeEOL(out.String()), "\n\n") {
 			if d := sseData([]byte(ev + "\n\n")); len(d) > 0 {
@@ -260,8 +258,8 @@ func FuzzUsageScannerFraming(f *testing.F) {
 		if strings.Join(got, "|") != strings.Join(want, "|") {
 			t.Fatalf("client saw\n%q\nwant\n%q\nfrom %q", got, want, in.String())
 		}
-		if !u.found || u.prompt != 12 || u.completion != 34 {
-			t.Fatalf("usage %v %d %d", u.found, u.prompt, u.completion)
+		if !u.Found || u.Prompt != 12 || u.Completion != 34 {
+			t.Fatalf("usage %v %d %d", u.Found, u.Prompt, u.Completion)
 		}
 	})
 }
@@ -288,10 +286,10 @@ func TestUsageIgnoresBadNumbers(t *testing.T) {
 			`{"id":"x","choices":[],"usage":` + tc.usage + `}`,
 			`{"usage":` + tc.usage + `,"id":"x"}`, // not last: the slow path
 		} {
-			u := &usageScanner{}
+			u := &UsageScanner{}
 			u.readUsageJSON([]byte(body))
-			if u.found != tc.found || u.bad != tc.bad || u.prompt != tc.prompt || u.completion != tc.completion {
-				t.Errorf("%s: found %v bad %v %d/%d, want %+v", body, u.found, u.bad, u.prompt, u.completion, tc)
+			if u.Found != tc.found || u.Bad != tc.bad || u.Prompt != tc.prompt || u.Completion != tc.completion {
+				t.Errorf("%s: found %v bad %v %d/%d, want %+v", body, u.Found, u.Bad, u.Prompt, u.Completion, tc)
 			}
 		}
 	}
@@ -309,14 +307,14 @@ func FuzzReadUsage(f *testing.F) {
 			`{"choices":[],"usage":{"prompt_tokens":` + prompt + `,"completion_tokens":` + completion + `}}`,
 			`data: {"usage":{"prompt_tokens":` + prompt + `,"completion_tokens":` + completion + "}}\n\n",
 		} {
-			u := &usageScanner{sse: strings.HasPrefix(body, "data:")}
+			u := &UsageScanner{SSE: strings.HasPrefix(body, "data:")}
 			feed(u, body, 5)
-			for _, n := range []int64{u.prompt, u.completion} {
+			for _, n := range []int64{u.Prompt, u.Completion} {
 				if n < 0 || n > 1e9 {
 					t.Fatalf("%s: counted %d", body, n)
 				}
 			}
-			if !u.found && (u.prompt != 0 || u.completion != 0) {
+			if !u.Found && (u.Prompt != 0 || u.Completion != 0) {
 				t.Fatalf("%s: counts without usage", body)
 			}
 		}
@@ -324,46 +322,9 @@ func FuzzReadUsage(f *testing.F) {
 }
 
 // The warning about bad numbers is written at most once a minute.
-func TestWarnEvery(t *testing.T) {
-	var w warnEvery
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		after time.Duration
-		want  bool
-	}{{0, true}, {time.Second, false}, {59 * time.Second, false}, {time.Minute, true}, {90 * time.Second, false}, {3 * time.Minute, true}} {
-		if got := w.allow(t0.Add(tc.after)); got != tc.want {
-			t.Errorf("at +%v: %v", tc.after, got)
-		}
-	}
-}
-
 // Clouds report the prompt tokens served from their cache apart, and may
 // bill them at their own price: read from a JSON answer and from a
 // stream's usage chunk, and priced.
-func TestCachedPromptTokens(t *testing.T) {
-	body := `{"id":"x","choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":10,"prompt_tokens_details":{"cached_tokens":800,"audio_tokens":0}}}`
-	u := &usageScanner{}
-	feed(u, body, 7)
-	if u.prompt != 1000 || u.cached != 800 {
-		t.Fatalf("json: prompt %d cached %d", u.prompt, u.cached)
-	}
-	chunk := "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":10,\"prompt_tokens_details\":{\"cached_tokens\":800}}}\n\n"
-	u = &usageScanner{sse: true}
-	feed(u, chunkRole+chunk+chunkDone, 5)
-	if u.cached != 800 {
-		t.Fatalf("stream: cached %d", u.cached)
-	}
-	cc := &CostConfig{InputPerMillion: 2.5, CachedInputPerMillion: 1.25, OutputPerMillion: 10}
-	if got, want := cc.requestCost(1000, 10, 800, 0), (200*2.5+800*1.25+10*10)/1e6; math.Abs(got-want) > 1e-15 {
-		t.Errorf("cost %v, want %v", got, want)
-	}
-	// without a cached price, cached tokens are input tokens
-	cc.CachedInputPerMillion = 0
-	if got, want := cc.requestCost(1000, 10, 800, 0), (1000*2.5+10*10)/1e6; math.Abs(got-want) > 1e-15 {
-		t.Errorf("cost without a cached price %v, want %v", got, want)
-	}
-}
-
 // A completion stream that ends before its finish_reason, on an error event
 // of the upstream's or a [DONE]: neither is passed on (the gateway's own
 // event ends the stream), and the error's message is kept, also when the
@@ -376,10 +337,10 @@ func TestUsageScannerHoldsBackAnEarlyEnd(t *testing.T) {
 		{"[DONE] alone", chunkTok + chunkDone, ""},
 	} {
 		for _, n := range []int{1, 7, 4096} {
-			u := &usageScanner{sse: true, whole: true, wantFinish: true}
+			u := &UsageScanner{SSE: true, Whole: true, WantFinish: true}
 			out := feed(u, tc.in, n)
-			if out != chunkTok || u.complete() || u.upstreamError != tc.msg || u.errored != (tc.msg != "") {
-				t.Errorf("%s, %d-byte writes: passed on %q, complete %v, error %v %q", tc.name, n, out, u.complete(), u.errored, u.upstreamError)
+			if out != chunkTok || u.Complete() || u.UpstreamError != tc.msg || u.Errored != (tc.msg != "") {
+				t.Errorf("%s, %d-byte writes: passed on %q, complete %v, error %v %q", tc.name, n, out, u.Complete(), u.Errored, u.UpstreamError)
 			}
 		}
 	}
@@ -400,16 +361,16 @@ func TestUsageOfALargeJSONBody(t *testing.T) {
 	for _, usage := range []string{`"usage":{"prompt_tokens":40000,"total_tokens":40000}`, `"usage" : { "prompt_tokens" : 40000 , "total_tokens":40000}`} {
 		body := sb.String() + `],"model":"e5",` + usage + `}`
 		for _, piece := range []int{1000, 64 << 10, 200 << 10} {
-			u := &usageScanner{}
+			u := &UsageScanner{}
 			var out strings.Builder
 			for i := 0; i < len(body); i += piece {
-				if _, err := u.write(&out, []byte(body[i:min(i+piece, len(body))])); err != nil {
+				if _, err := u.Pass(&out, []byte(body[i:min(i+piece, len(body))])); err != nil {
 					t.Fatal(err)
 				}
 			}
-			u.finish(&out, false)
-			if !u.found || u.prompt != 40000 || u.completion != 0 {
-				t.Errorf("%q in pieces of %d: usage %v %d %d", usage, piece, u.found, u.prompt, u.completion)
+			u.Finish(&out, false)
+			if !u.Found || u.Prompt != 40000 || u.Completion != 0 {
+				t.Errorf("%q in pieces of %d: usage %v %d %d", usage, piece, u.Found, u.Prompt, u.Completion)
 			}
 			if out.String() != body {
 				t.Errorf("pieces of %d: the body changed on its way", piece)
@@ -421,19 +382,19 @@ func TestUsageOfALargeJSONBody(t *testing.T) {
 // A stream's text passed on is tallied: the events that carried text,
 // and its bytes, for an estimate when no usage comes.
 func TestStreamTextTally(t *testing.T) {
-	long := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a longer piece of text"}}],"usage":null}` + "\n\n"
-	tool := `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}` + "\n\n"
+	long := `data: {"id":"c1","object":"chat.Completion.chunk","choices":[{"index":0,"delta":{"content":"a longer piece of text"}}],"usage":null}` + "\n\n"
+	tool := `data: {"id":"c1","object":"chat.Completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}` + "\n\n"
 	stream := chunkRole + chunkTok + long + tool + chunkTok
 	for _, whole := range []bool{false, true} {
-		u := &usageScanner{sse: true, whole: whole, wantFinish: true}
+		u := &UsageScanner{SSE: true, Whole: whole, WantFinish: true}
 		var out strings.Builder
-		if _, err := u.write(&out, []byte(stream)); err != nil {
+		if _, err := u.Pass(&out, []byte(stream)); err != nil {
 			t.Fatal(err)
 		}
-		u.finish(&out, true)
+		u.Finish(&out, true)
 		// the role chunk's content is empty: no text
-		if u.textEvents != 4 || u.textBytes != 2+22+10+2 {
-			t.Errorf("whole %v: %d events, %d bytes of text", whole, u.textEvents, u.textBytes)
+		if u.TextEvents != 4 || u.TextBytes != 2+22+10+2 {
+			t.Errorf("whole %v: %d events, %d bytes of text", whole, u.TextEvents, u.TextBytes)
 		}
 	}
 }
@@ -444,21 +405,21 @@ func TestStreamTextTally(t *testing.T) {
 func TestResponsesUsage(t *testing.T) {
 	body := `{"id":"resp_1","object":"response","output":[{"type":"message","content":[{"type":"output_text","text":"hi"}]}],` +
 		`"usage":{"input_tokens":4004,"input_tokens_details":{"cached_tokens":1000},"output_tokens":1,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":4005}}`
-	u := &usageScanner{}
+	u := &UsageScanner{}
 	var out strings.Builder
-	_, _ = u.write(&out, []byte(body))
-	u.finish(&out, false)
-	if !u.found || u.prompt != 4004 || u.completion != 1 || u.cached != 1000 {
-		t.Errorf("JSON: usage %v %d %d %d", u.found, u.prompt, u.completion, u.cached)
+	_, _ = u.Pass(&out, []byte(body))
+	u.Finish(&out, false)
+	if !u.Found || u.Prompt != 4004 || u.Completion != 1 || u.Cached != 1000 {
+		t.Errorf("JSON: usage %v %d %d %d", u.Found, u.Prompt, u.Completion, u.Cached)
 	}
 	stream := "event: response.output_text.delta\r\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\r\n\r\n" +
 		"event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":12,\"output_tokens\":34,\"total_tokens\":46}}}\r\n\r\n"
-	u = &usageScanner{sse: true}
+	u = &UsageScanner{SSE: true}
 	out.Reset()
-	_, _ = u.write(&out, []byte(stream))
-	u.finish(&out, false)
-	if !u.found || u.prompt != 12 || u.completion != 34 || out.String() != stream {
-		t.Errorf("stream: usage %v %d %d", u.found, u.prompt, u.completion)
+	_, _ = u.Pass(&out, []byte(stream))
+	u.Finish(&out, false)
+	if !u.Found || u.Prompt != 12 || u.Completion != 34 || out.String() != stream {
+		t.Errorf("stream: usage %v %d %d", u.Found, u.Prompt, u.Completion)
 	}
 }
 
@@ -473,24 +434,63 @@ func TestUsageAnywhereInALargeBody(t *testing.T) {
 		"first":                      `{` + usage + `,"data":[` + filler + `null]}`,
 	} {
 		for _, piece := range []int{777, 32 << 10, 300 << 10} {
-			u := &usageScanner{}
+			u := &UsageScanner{}
 			var out strings.Builder
 			for i := 0; i < len(body); i += piece {
-				_, _ = u.write(&out, []byte(body[i:min(i+piece, len(body))]))
+				_, _ = u.Pass(&out, []byte(body[i:min(i+piece, len(body))]))
 			}
-			u.finish(&out, false)
-			if !u.found || u.prompt != 5001 || u.completion != 7 {
-				t.Errorf("%s, pieces of %d: usage %v %d %d", name, piece, u.found, u.prompt, u.completion)
+			u.Finish(&out, false)
+			if !u.Found || u.Prompt != 5001 || u.Completion != 7 {
+				t.Errorf("%s, pieces of %d: usage %v %d %d", name, piece, u.Found, u.Prompt, u.Completion)
 			}
 		}
 	}
 }
 
 func BenchmarkTally(b *testing.B) {
-	u := &usageScanner{}
+	u := &UsageScanner{}
 	event := []byte(strings.TrimSpace(chunkTok))
 	b.ReportAllocs()
 	for b.Loop() {
 		u.tally(event)
+	}
+}
+
+// BenchmarkUsageJSON reads the usage of a non-streamed answer.
+func BenchmarkUsageJSON(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"qwen","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("word ", 200) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":200,"total_tokens":212}}`)
+	var sink discard
+	u := &UsageScanner{}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		u.buf, u.Found = u.buf[:0], false
+		_, _ = u.Pass(sink, body)
+		u.readUsageJSON(u.buf)
+		if !u.Found {
+			b.Fatal("no usage")
+		}
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// The prompt tokens the provider served from its cache are read, of a
+// JSON answer and of a stream.
+func TestCachedPromptTokens(t *testing.T) {
+	body := `{"id":"x","choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":10,"prompt_tokens_details":{"cached_tokens":800,"audio_tokens":0}}}`
+	u := &UsageScanner{}
+	feed(u, body, 7)
+	if u.Prompt != 1000 || u.Cached != 800 {
+		t.Fatalf("json: prompt %d cached %d", u.Prompt, u.Cached)
+	}
+	chunk := "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":10,\"prompt_tokens_details\":{\"cached_tokens\":800}}}\n\n"
+	u = &UsageScanner{SSE: true}
+	feed(u, chunkRole+chunk+chunkDone, 5)
+	if u.Cached != 800 {
+		t.Fatalf("stream: cached %d", u.Cached)
 	}
 }

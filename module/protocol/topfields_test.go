@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package protocol
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// validObject is the reference scanTop must agree with: one JSON object,
+// validObject is the reference Scan must agree with: one JSON object,
 // valid as encoding/json sees it.
 func validObject(b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n")
@@ -32,7 +32,7 @@ func TestScanTopValidates(t *testing.T) {
 		`{"a":"open}`, `{'a':1}`, `{a:1}`, `{"a":1 "b":2}`, `{"a":[}`, `{"a":{"b"}}`, `{"a":{"b":1]}`,
 		`{"a":"` + strings.Repeat("x", 100) + `\`,
 	} {
-		_, ok := scanTop([]byte(body))
+		_, ok := Scan([]byte(body))
 		if want := validObject([]byte(body)); ok != want {
 			t.Errorf("%.60q: valid %v, want %v", body, ok, want)
 		}
@@ -47,12 +47,12 @@ func TestScanTopDeepNesting(t *testing.T) {
 		return []byte(`{"model":"m","a":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
 	}
 	for _, n := range []int{jsonscan.MaxNesting - 1, jsonscan.MaxNesting, jsonscan.MaxNesting + 1} {
-		_, ok := scanTop(nest(n))
+		_, ok := Scan(nest(n))
 		if want := validObject(nest(n)); ok != want {
 			t.Errorf("depth %d: valid %v, want %v", n+1, ok, want)
 		}
 	}
-	if _, ok := scanTop(append([]byte(`{"a":`), bytes.Repeat([]byte("["), 8<<20)...)); ok {
+	if _, ok := Scan(append([]byte(`{"a":`), bytes.Repeat([]byte("["), 8<<20)...)); ok {
 		t.Error("8 MB of '[' accepted")
 	}
 }
@@ -61,29 +61,24 @@ func TestScanTopFields(t *testing.T) {
 	body := []byte(`{"messages":[{"role":"user","content":"hi, \"model\":\"no\""}], "model" : "chat-main",` +
 		`"stream":true,"stream_options":{"include_usage":true},"max_tokens":64,"max_completion_tokens":128,` +
 		`"prompt":"p","input":["i"],"metadata":{"model":"nested"}}`)
-	f, ok := scanTop(body)
+	f, ok := Scan(body)
 	if !ok {
 		t.Fatal("valid body refused")
 	}
-	if f.modelName() != "chat-main" || f.models != 1 || string(body[f.modelAt:f.modelAt+len(f.model)]) != `"chat-main"` {
-		t.Errorf("model %s at %d (%d)", f.model, f.modelAt, f.models)
+	if f.ModelName() != "chat-main" || f.Models != 1 || string(body[f.ModelAt:f.ModelAt+len(f.Model)]) != `"chat-main"` {
+		t.Errorf("model %s at %d (%d)", f.Model, f.ModelAt, f.Models)
 	}
-	if !f.stream || !f.hasStreamOptions || !f.wantsUsage || f.maxTokens != 128 || f.mistyped != "" {
-		t.Errorf("stream %v options %v usage %v max_tokens %d", f.stream, f.hasStreamOptions, f.wantsUsage, f.maxTokens)
+	if !f.Stream || !f.HasStreamOptions || !f.WantsUsage || f.MaxTokens != 128 || f.Mistyped != "" {
+		t.Errorf("stream %v options %v usage %v max_tokens %d", f.Stream, f.HasStreamOptions, f.WantsUsage, f.MaxTokens)
 	}
-	if string(f.prompt) != `"p"` || string(f.input) != `["i"]` || !gjson.ValidBytes(f.messages) {
-		t.Errorf("prompt %s input %s messages %s", f.prompt, f.input, f.messages)
+	if string(f.Prompt) != `"p"` || string(f.Input) != `["i"]` || !gjson.ValidBytes(f.Messages) {
+		t.Errorf("prompt %s input %s messages %s", f.Prompt, f.Input, f.Messages)
 	}
 
 	// a model key spelled with escapes is still a model key
-	f, _ = scanTop([]byte(`{"model":"chat-main","mod\u0065l":"gpt-4o"}`))
-	if f.models != 2 || f.modelName() != "chat-main" {
-		t.Errorf("escaped duplicate: %d models, first %s", f.models, f.model)
-	}
-	f, _ = scanTop([]byte(`{"model":"chat\u002dmain"}`))
-	g := &Gateway{aliases: map[string]*Alias{"chat-main": {name: "chat-main"}}}
-	if al, ok := g.alias(&f); !ok || al.name != "chat-main" {
-		t.Errorf("escaped value %s not found as chat-main", f.model)
+	f, _ = Scan([]byte(`{"model":"chat-main","mod\u0065l":"gpt-4o"}`))
+	if f.Models != 2 || f.ModelName() != "chat-main" {
+		t.Errorf("escaped duplicate: %d models, first %s", f.Models, f.Model)
 	}
 }
 
@@ -109,12 +104,12 @@ func TestScanTopRepeated(t *testing.T) {
 		{`{"model":"m","metadata":{"model":"a","model":"b"},"messages":[{"content":"a","content":"b"}]}`, ""},
 		{`{"model":"m","stream_options":{"include_usage":true},"response_format":{"type":"json_object"}}`, ""},
 	} {
-		f, ok := scanTop([]byte(tc.body), "x_rule")
-		if !ok || f.repeated != tc.want {
-			t.Errorf("%s: repeated %q (valid %v), want %q", tc.body, f.repeated, ok, tc.want)
+		f, ok := Scan([]byte(tc.body), "x_rule")
+		if !ok || f.Repeated != tc.want {
+			t.Errorf("%s: repeated %q (valid %v), want %q", tc.body, f.Repeated, ok, tc.want)
 		}
 	}
-	if f, _ := scanTop([]byte(`{"stream_options":{"include_usage":true}}`)); !f.wantsUsage || !f.hasStreamOptions {
+	if f, _ := Scan([]byte(`{"stream_options":{"include_usage":true}}`)); !f.WantsUsage || !f.HasStreamOptions {
 		t.Error("include_usage not read")
 	}
 }
@@ -153,13 +148,13 @@ func TestScanTopMistyped(t *testing.T) {
 		{`{"stream":true,"stream_options":{"include_usage":false,"continuous_usage_stats":true}}`, ""},
 		{`{"stream_options":{"include_usage":null,"other":"yes"},"temperature":"0.5","top_k":2.0}`, ""},
 	} {
-		f, ok := scanTop([]byte(tc.body))
-		if !ok || f.mistyped != tc.want {
-			t.Errorf("%s: mistyped %q (valid %v), want %q", tc.body, f.mistyped, ok, tc.want)
+		f, ok := Scan([]byte(tc.body))
+		if !ok || f.Mistyped != tc.want {
+			t.Errorf("%s: mistyped %q (valid %v), want %q", tc.body, f.Mistyped, ok, tc.want)
 		}
 	}
-	if f, _ := scanTop([]byte(`{"stream":"yes","stream_options":{"include_usage":"yes"},"max_tokens":" 5"}`)); f.stream || f.wantsUsage || f.maxTokens != 0 {
-		t.Errorf("mistyped values read: stream %v usage %v max_tokens %d", f.stream, f.wantsUsage, f.maxTokens)
+	if f, _ := Scan([]byte(`{"stream":"yes","stream_options":{"include_usage":"yes"},"max_tokens":" 5"}`)); f.Stream || f.WantsUsage || f.MaxTokens != 0 {
+		t.Errorf("mistyped values read: stream %v usage %v max_tokens %d", f.Stream, f.WantsUsage, f.MaxTokens)
 	}
 }
 
@@ -169,77 +164,21 @@ func FuzzScanTop(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		top, ok := scanTop(b)
+		top, ok := Scan(b)
 		if want := validObject(b); ok != want {
 			t.Fatalf("%q: valid %v, want %v", b, ok, want)
 		}
-		if !ok || top.model == nil {
+		if !ok || top.Model == nil {
 			return
 		}
 		// the model is where the swap will cut, and reads as gjson reads it
-		if at := top.modelAt; at <= 0 || !gjson.ValidBytes(top.model) || !bytes.HasPrefix(b[at:], top.model) {
-			t.Fatalf("%q: model %q not at %d", b, top.model, at)
+		if at := top.ModelAt; at <= 0 || !gjson.ValidBytes(top.Model) || !bytes.HasPrefix(b[at:], top.Model) {
+			t.Fatalf("%q: model %q not at %d", b, top.Model, at)
 		}
-		if top.models == 1 && top.modelString() {
-			if want := gjson.GetBytes(b, "model"); want.Exists() && want.Str != top.modelName() {
-				t.Fatalf("%q: model %q, gjson reads %q", b, top.modelName(), want.Str)
+		if top.Models == 1 && top.ModelString() {
+			if want := gjson.GetBytes(b, "model"); want.Exists() && want.Str != top.ModelName() {
+				t.Fatalf("%q: model %q, gjson reads %q", b, top.ModelName(), want.Str)
 			}
 		}
 	})
-}
-
-// promptRef is the prompt estimate read with gjson, for reference.
-func promptRef(body []byte) int {
-	chars := 0
-	var add func(r gjson.Result)
-	add = func(r gjson.Result) {
-		switch {
-		case r.Type == gjson.String:
-			chars += len(r.Str)
-		case r.IsArray():
-			r.ForEach(func(_, part gjson.Result) bool {
-				if part.Type == gjson.String {
-					chars += len(part.Str)
-				} else if t := part.Get("text"); t.Type == gjson.String {
-					chars += len(t.Str)
-				} else if c := part.Get("content"); part.IsObject() && !c.IsObject() {
-					add(c) // a Responses API input item
-				}
-				return true
-			})
-		}
-	}
-	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
-		// a repeated content counts as decoders read it: the last
-		var fields map[string]json.RawMessage
-		_ = json.Unmarshal([]byte(m.Raw), &fields)
-		add(gjson.ParseBytes(fields["content"]))
-		return true
-	})
-	add(gjson.GetBytes(body, "prompt"))
-	add(gjson.GetBytes(body, "input"))
-	return (chars + 3) / 4
-}
-
-func TestPromptEstimate(t *testing.T) {
-	for _, body := range []string{
-		`{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 50) + `"}]}`,
-		`{"messages":[{"role":"user","content":"tab\t? no: tab\\t, quote \" \\\" é \u00e9 \\u00e9 \\u4e2d\\u6587 \\/"}]}`,
-		`{"messages":[{"role":"user","content":[{"type":"text","text":"look at this"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","text":"no"}},"bare part"]}]}`,
-		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"function":{"arguments":"{\"content\":\"x\"}"}}]},{"role":"user"}]}`,
-		`{"messages":[{"metadata":{"content":"nested, not counted"},"content":"first, not counted","content":"counted"}]}`,
-		`{"prompt":"complete this sentence"}`, `{"prompt":["one","two",[1,2,3]]}`, `{"input":["embed me","and me"]}`,
-		`{"messages":[],"prompt":12,"input":{"text":"an object is not text"}}`, `{"model":"m"}`,
-		`{"input":[{"role":"user","content":"hello responses"},{"role":"user","content":[{"type":"input_text","text":"parts too"}]}]}`,
-	} {
-		b := []byte(strings.ReplaceAll(body, "\t", `\t`))
-		top, ok := scanTop(b)
-		if !ok {
-			t.Fatalf("invalid test body %s", b)
-		}
-		f := newFeatures(b, nil, &top)
-		if got, want := f.prompt(), promptRef(b); got != want {
-			t.Errorf("%s: %d tokens, want %d", b, got, want)
-		}
-	}
 }

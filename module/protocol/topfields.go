@@ -1,44 +1,44 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package protocol
 
 import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
 	"github.com/tidwall/gjson"
 )
 
-// topFields are the top-level fields the gateway reads of a request.
-type topFields struct {
-	model      []byte // the first model field's raw value, nil if none
-	modelAt    int    // its offset in the body
-	models     int    // how many model fields, whatever their spelling
-	stream     bool
-	wantsUsage bool // stream_options.include_usage
+// Request are the top-level fields the gateway reads of a request.
+type Request struct {
+	Model      []byte // the first model field's raw value, nil if none
+	ModelAt    int    // its offset in the body
+	Models     int    // how many model fields, whatever their spelling
+	Stream     bool
+	WantsUsage bool // stream_options.include_usage
 
-	hasStreamOptions bool
+	HasStreamOptions bool
 
 	// for pre-routing and context windows: the raw values, nil if absent
-	messages, prompt, input []byte
-	maxTokens               int64
-	n                       int64 // choices asked for; 0 when not given
+	Messages, Prompt, Input []byte
+	MaxTokens               int64
+	N                       int64 // choices asked for; 0 when not given
 	// the bytes of the fields the upstream turns into the prompt:
 	// messages, prompt, input, instructions, tools and functions
-	promptBytes int
+	PromptBytes int
 
-	watch   []string // rule fields to note
-	present uint64   // bit i: watch[i] is present and not null
+	Watch   []string // rule fields to note
+	Present uint64   // bit i: watch[i] is present and not null
 
 	// the first field the gateway reads that the body gives twice, ""
 	// if none: decoders disagree on which one counts (gjson and sjson
 	// take the first, Go's and Python's decoders, vLLM's and a cloud's,
 	// the last)
-	repeated string
+	Repeated string
 	// the first field the gateway reads for limits or streaming whose
 	// value is not of the JSON type the OpenAI API gives it, "" if none:
 	// vLLM's lax decoder reads " 5000", 5000.0 and "yes" as the gateway
 	// does not
-	mistyped    string
+	Mistyped    string
 	seen        uint32 // bit i: readFields[i] was read
 	watchedSeen uint64 // bit i: watch[i] was read
 }
@@ -71,34 +71,34 @@ const (
 	fieldInstructions
 )
 
-// scanTop validates a JSON body and reads its top-level fields in one
+// Scan validates a JSON body and reads its top-level fields in one
 // pass. It reports false unless the body is one valid JSON object. A key
 // is matched unescaped, so a model key spelled with escapes is a model
 // key too.
-func scanTop(body []byte, watch ...string) (topFields, bool) {
-	f := topFields{watch: watch}
+func Scan(body []byte, watch ...string) (Request, bool) {
+	f := Request{Watch: watch}
 	end, ok := jsonscan.ObjectFields(body, jsonscan.SkipSpace(body, 0), jsonscan.MaxNesting, f.read)
 	return f, ok && jsonscan.SkipSpace(body, end) == len(body)
 }
 
 // read records one top-level field. raw is a valid JSON value at body
 // offset at.
-func (f *topFields) read(key, raw []byte, at int) {
+func (f *Request) read(key, raw []byte, at int) {
 	i := -1
 	switch string(key) {
 	case "model":
 		i = fieldModel
-		if f.models == 0 {
-			f.model, f.modelAt = raw, at
+		if f.Models == 0 {
+			f.Model, f.ModelAt = raw, at
 		}
-		f.models++
+		f.Models++
 	case "stream":
 		i = fieldStream
-		f.stream = f.boolean(raw, "stream")
+		f.Stream = f.boolean(raw, "stream")
 	case "stream_options":
 		i = fieldStreamOptions
-		f.hasStreamOptions = true
-		f.wantsUsage = false
+		f.HasStreamOptions = true
+		f.WantsUsage = false
 		if raw[0] == '{' {
 			f.streamOptions(raw)
 		} else {
@@ -106,31 +106,31 @@ func (f *topFields) read(key, raw []byte, at int) {
 		}
 	case "messages":
 		i = fieldMessages
-		f.messages = raw
-		f.promptBytes += len(raw)
+		f.Messages = raw
+		f.PromptBytes += len(raw)
 	case "prompt":
 		i = fieldPrompt
-		f.prompt = raw
-		f.promptBytes += len(raw)
+		f.Prompt = raw
+		f.PromptBytes += len(raw)
 	case "input":
 		i = fieldInput
-		f.input = raw
-		f.promptBytes += len(raw)
+		f.Input = raw
+		f.PromptBytes += len(raw)
 	case "instructions":
 		i = fieldInstructions
-		f.promptBytes += len(raw)
+		f.PromptBytes += len(raw)
 	case "max_tokens":
 		i = fieldMaxTokens
-		f.maxTokens = max(f.maxTokens, f.integer(raw, "max_tokens"))
+		f.MaxTokens = max(f.MaxTokens, f.integer(raw, "max_tokens"))
 	case "max_completion_tokens":
 		i = fieldMaxCompletionTokens
-		f.maxTokens = max(f.maxTokens, f.integer(raw, "max_completion_tokens"))
+		f.MaxTokens = max(f.MaxTokens, f.integer(raw, "max_completion_tokens"))
 	case "max_output_tokens":
 		i = fieldMaxOutputTokens
-		f.maxTokens = max(f.maxTokens, f.integer(raw, "max_output_tokens"))
+		f.MaxTokens = max(f.MaxTokens, f.integer(raw, "max_output_tokens"))
 	case "n":
 		i = fieldN
-		f.n = f.integer(raw, "n")
+		f.N = f.integer(raw, "n")
 	case "response_format":
 		i = fieldResponseFormat
 		f.nested(raw, "type", "response_format.type", nil)
@@ -143,33 +143,33 @@ func (f *topFields) read(key, raw []byte, at int) {
 		}
 	case "tools":
 		i = fieldTools
-		f.promptBytes += len(raw)
+		f.PromptBytes += len(raw)
 	case "tool_choice":
 		i = fieldToolChoice
 	case "functions":
 		i = fieldFunctions
-		f.promptBytes += len(raw)
+		f.PromptBytes += len(raw)
 	case "function_call":
 		i = fieldFunctionCall
 	}
 	if i >= 0 {
-		if f.seen&(1<<i) != 0 && f.repeated == "" {
-			f.repeated = readFields[i]
+		if f.seen&(1<<i) != 0 && f.Repeated == "" {
+			f.Repeated = readFields[i]
 		}
 		f.seen |= 1 << i
 	}
-	if len(f.watch) > 0 {
+	if len(f.Watch) > 0 {
 		// a field given twice counts as upstream decoders read it: the last
-		for i, w := range f.watch {
+		for i, w := range f.Watch {
 			if string(key) == w {
-				if f.watchedSeen&(1<<i) != 0 && f.repeated == "" {
-					f.repeated = w
+				if f.watchedSeen&(1<<i) != 0 && f.Repeated == "" {
+					f.Repeated = w
 				}
 				f.watchedSeen |= 1 << i
 				if string(raw) == "null" {
-					f.present &^= 1 << i
+					f.Present &^= 1 << i
 				} else {
-					f.present |= 1 << i
+					f.Present |= 1 << i
 				}
 			}
 		}
@@ -177,21 +177,21 @@ func (f *topFields) read(key, raw []byte, at int) {
 }
 
 // typed notes field as mistyped unless ok.
-func (f *topFields) typed(ok bool, field string) {
-	if !ok && f.mistyped == "" {
-		f.mistyped = field
+func (f *Request) typed(ok bool, field string) {
+	if !ok && f.Mistyped == "" {
+		f.Mistyped = field
 	}
 }
 
 // boolean reads a value that must be true, false or null (false).
-func (f *topFields) boolean(raw []byte, field string) bool {
+func (f *Request) boolean(raw []byte, field string) bool {
 	f.typed(raw[0] == 't' || raw[0] == 'f' || raw[0] == 'n', field)
 	return raw[0] == 't'
 }
 
 // integer reads a value that must be a JSON integer or null (0): no
 // fraction, no exponent, no string.
-func (f *topFields) integer(raw []byte, field string) int64 {
+func (f *Request) integer(raw []byte, field string) int64 {
 	if raw[0] == 'n' {
 		return 0
 	}
@@ -214,18 +214,18 @@ func jsonInteger(raw []byte) bool {
 
 // streamOptions reads the stream_options object: include_usage, and
 // continuous_usage_stats (vLLM's), both booleans.
-func (f *topFields) streamOptions(raw []byte) {
+func (f *Request) streamOptions(raw []byte) {
 	var usage, continuous int
 	jsonscan.ObjectFields(raw, 0, jsonscan.MaxNesting, func(k, val []byte, _ int) {
 		switch string(k) {
 		case "include_usage":
-			if usage++; usage == 2 && f.repeated == "" {
-				f.repeated = "stream_options.include_usage"
+			if usage++; usage == 2 && f.Repeated == "" {
+				f.Repeated = "stream_options.include_usage"
 			}
-			f.wantsUsage = f.boolean(val, "stream_options.include_usage") // the last, as decoders read it
+			f.WantsUsage = f.boolean(val, "stream_options.include_usage") // the last, as decoders read it
 		case "continuous_usage_stats":
-			if continuous++; continuous == 2 && f.repeated == "" {
-				f.repeated = "stream_options.continuous_usage_stats"
+			if continuous++; continuous == 2 && f.Repeated == "" {
+				f.Repeated = "stream_options.continuous_usage_stats"
 			}
 			f.boolean(val, "stream_options.continuous_usage_stats")
 		}
@@ -235,15 +235,15 @@ func (f *topFields) streamOptions(raw []byte) {
 // nested reads the field name of an object value raw into v (if v is not
 // nil), noting path as repeated when the object gives it twice. It
 // reports false when raw is not an object.
-func (f *topFields) nested(raw []byte, name, path string, v *[]byte) bool {
+func (f *Request) nested(raw []byte, name, path string, v *[]byte) bool {
 	if raw[0] != '{' {
 		return false
 	}
 	n := 0
 	jsonscan.ObjectFields(raw, 0, jsonscan.MaxNesting, func(k, val []byte, _ int) {
 		if string(k) == name {
-			if n++; n == 2 && f.repeated == "" {
-				f.repeated = path
+			if n++; n == 2 && f.Repeated == "" {
+				f.Repeated = path
 			}
 			if v != nil {
 				*v = val // the last, as decoders read it
@@ -253,8 +253,8 @@ func (f *topFields) nested(raw []byte, name, path string, v *[]byte) bool {
 	return true
 }
 
-// fieldType names the JSON type a field the gateway reads must have.
-func fieldType(field string) string {
+// FieldType names the JSON type a field the gateway reads must have.
+func FieldType(field string) string {
 	switch field {
 	case "stream_options":
 		return "an object"
@@ -265,11 +265,11 @@ func fieldType(field string) string {
 }
 
 // modelString reports whether the model is a JSON string.
-func (f *topFields) modelString() bool {
-	return len(f.model) > 0 && f.model[0] == '"'
+func (f *Request) ModelString() bool {
+	return len(f.Model) > 0 && f.Model[0] == '"'
 }
 
 // modelName returns the model's name, unescaped.
-func (f *topFields) modelName() string {
-	return gjson.ParseBytes(f.model).Str
+func (f *Request) ModelName() string {
+	return gjson.ParseBytes(f.Model).Str
 }

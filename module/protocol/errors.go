@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package protocol
 
 import (
 	"encoding/json"
@@ -11,8 +11,8 @@ import (
 
 // OpenAI error types used by the gateway.
 const (
-	errTypeInvalidRequest = "invalid_request_error"
-	errTypeServer         = "server_error"
+	TypeInvalidRequest = "invalid_request_error"
+	TypeServer         = "server_error"
 )
 
 // apiError is the OpenAI error shape:
@@ -28,9 +28,9 @@ type apiErrorBody struct {
 	Code    *string `json:"code"`
 }
 
-// errorJSON renders an error in the OpenAI shape. Empty param or code
+// ErrorJSON renders an error in the OpenAI shape. Empty param or code
 // become null.
-func errorJSON(typ, code, param, msg string) []byte {
+func ErrorJSON(typ, code, param, msg string) []byte {
 	e := apiError{Error: apiErrorBody{Message: msg, Type: typ}}
 	if param != "" {
 		e.Error.Param = &param
@@ -42,11 +42,11 @@ func errorJSON(typ, code, param, msg string) []byte {
 	return b
 }
 
-// writeError answers the request with an error in the OpenAI shape. The
+// WriteError answers the request with an error in the OpenAI shape. The
 // error is written here rather than returned to Caddy, so that the client
 // gets this body whatever error routes the site has.
-func writeError(w http.ResponseWriter, status int, typ, code, param, msg string) error {
-	b := errorJSON(typ, code, param, msg)
+func WriteError(w http.ResponseWriter, status int, typ, code, param, msg string) error {
+	b := ErrorJSON(typ, code, param, msg)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
@@ -56,10 +56,10 @@ func writeError(w http.ResponseWriter, status int, typ, code, param, msg string)
 	return err
 }
 
-// sseErrorEvent renders an error as an SSE event, for streams that fail
+// SSEErrorEvent renders an error as an SSE event, for streams that fail
 // after their first byte.
-func sseErrorEvent(code, msg string) []byte {
-	b := errorJSON(errTypeServer, code, "", msg)
+func SSEErrorEvent(code, msg string) []byte {
+	b := ErrorJSON(TypeServer, code, "", msg)
 	out := make([]byte, 0, len(b)+8)
 	out = append(out, "data: "...)
 	out = append(out, b...)

@@ -1,0 +1,19 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+)
+
+// A model value spelled with escapes names its alias all the same.
+func TestAnEscapedModelFindsItsAlias(t *testing.T) {
+	f, _ := protocol.Scan([]byte(`{"model":"chat\u002dmain"}`))
+	g := &Gateway{aliases: map[string]*Alias{"chat-main": {name: "chat-main"}}}
+	if al, ok := g.alias(&f); !ok || al.name != "chat-main" {
+		t.Errorf("escaped value %s not found as chat-main", f.Model)
+	}
+}

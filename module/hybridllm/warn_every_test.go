@@ -1,0 +1,37 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+func TestWarnEvery(t *testing.T) {
+	var w warnEvery
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		after time.Duration
+		want  bool
+	}{{0, true}, {time.Second, false}, {59 * time.Second, false}, {time.Minute, true}, {90 * time.Second, false}, {3 * time.Minute, true}} {
+		if got := w.allow(t0.Add(tc.after)); got != tc.want {
+			t.Errorf("at +%v: %v", tc.after, got)
+		}
+	}
+}
+
+// A cached input price applies to the prompt tokens the provider served
+// from its cache; without one they are input tokens.
+func TestCachedInputPrice(t *testing.T) {
+	cc := &CostConfig{InputPerMillion: 2.5, CachedInputPerMillion: 1.25, OutputPerMillion: 10}
+	if got, want := cc.requestCost(1000, 10, 800, 0), (200*2.5+800*1.25+10*10)/1e6; math.Abs(got-want) > 1e-15 {
+		t.Errorf("cost %v, want %v", got, want)
+	}
+	// without a cached price, cached tokens are input tokens
+	cc.CachedInputPerMillion = 0
+	if got, want := cc.requestCost(1000, 10, 800, 0), (1000*2.5+10*10)/1e6; math.Abs(got-want) > 1e-15 {
+		t.Errorf("cost without a cached price %v, want %v", got, want)
+	}
+}

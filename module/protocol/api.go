@@ -1,0 +1,68 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package protocol
+
+import "strings"
+
+// API is one inference API the gateway speaks, as the request core needs
+// to know it: what differs from one API's requests and answers to
+// another's. The request core reads these facts and never a path.
+type API struct {
+	// The endpoint, the end of a request's path: "chat/completions".
+	// Empty for an endpoint the gateway forwards without knowing it
+	// (Other).
+	Endpoint string
+
+	// The GenAI operation, gen_ai.operation.name in traces.
+	Operation string
+
+	// The request fields that bound an answer's length, the first the one
+	// a ceiling fills in when a request gives none. None: answers are not
+	// bounded by the request (embeddings).
+	LengthFields []string
+
+	// A stream's usage can be asked for (stream_options.include_usage),
+	// and its chunks carry a finish_reason that tells a whole answer from
+	// one cut short.
+	StreamUsage bool
+
+	// Answers count prompt tokens only (embeddings).
+	PromptOnly bool
+
+	// The endpoint answers a few tokens (16) when a request gives no
+	// length: a tier's ceiling is no reason to ask for more (the legacy
+	// completions).
+	ShortByDefault bool
+}
+
+// The OpenAI APIs the gateway reads and meters.
+var (
+	ChatCompletions = &API{Endpoint: "chat/completions", Operation: "chat", StreamUsage: true,
+		// max_completion_tokens: what OpenAI's reasoning models accept
+		// (they refuse max_tokens), and vLLM too
+		LengthFields: []string{"max_completion_tokens", "max_tokens"}}
+	Completions = &API{Endpoint: "completions", Operation: "text_completion", StreamUsage: true,
+		LengthFields: []string{"max_tokens"}, ShortByDefault: true}
+	Embeddings = &API{Endpoint: "embeddings", Operation: "embeddings", PromptOnly: true}
+	Responses  = &API{Endpoint: "responses", Operation: "chat", LengthFields: []string{"max_output_tokens"}}
+
+	// Other is an endpoint the gateway forwards and meters as it can
+	// without knowing its shape (one a config's paths add).
+	Other = &API{Operation: "chat"}
+)
+
+// known are the APIs ForPath tells apart, the longest endpoint first
+// where one ends another.
+var known = [...]*API{ChatCompletions, Completions, Embeddings, Responses}
+
+// ForPath returns the API whose endpoint the request path ends with
+// ("/v1/chat/completions" is ChatCompletions); Other for any other.
+func ForPath(path string) *API {
+	for _, a := range known {
+		if strings.HasSuffix(path, a.Endpoint) && len(path) > len(a.Endpoint) && path[len(path)-len(a.Endpoint)-1] == '/' {
+			return a
+		}
+	}
+	return Other
+}

@@ -1,0 +1,18 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package protocol is what an inference API's requests and answers look
+// like, as the gateway reads and rewrites them on their way: the facts a
+// route needs of a request (Request, read in one pass by Scan: its model
+// and where it is, stream, length fields, prompt size), the API of an
+// endpoint (API: its length fields, whether a stream's usage can be asked
+// for, what its answers count), the usage of an answer and of a stream
+// (UsageScanner, over any SSE framing), the alias put into an answer's
+// model (ModelRewriter), where a stream ends and how (its [DONE], an
+// error event), and the shape of an error (OpenAI's, WriteError; an
+// upstream's error rewritten, UpstreamErrorBody).
+//
+// It is a leaf: it imports nothing of the product but module/jsonscan,
+// and nothing of Caddy. The request core gives it bytes and gets facts
+// back; it never sees a route, a target or a gateway.
+package protocol
