@@ -373,7 +373,7 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 		}
 		*dst = &Threshold{Trigger: trig, Recover: rec}
 	}
-	if err := oc.validate(); err != nil {
+	if err := oc.Validate(); err != nil {
 		return nil, d.Err(err.Error())
 	}
 	return oc, nil

@@ -242,7 +242,7 @@ func (c *chain) state(t time.Time) *adminapi.DegradeState {
 func (dt *degradeTrigger) observe(t time.Time, logger *zap.Logger) {
 	s := dt.t.group.vllm.signals(t)
 	dt.mu.Lock()
-	d, changed := dt.tr.Observe(t, degrade.Signals{P99: s.ttftP99, Queue: s.waiting, KV: s.kv})
+	d, changed := dt.tr.Observe(t, degrade.Signals{P99: s.TTFTP99, Queue: s.Waiting, KV: s.KV})
 	dt.d = d
 	dt.active.Store(d.Active)
 	dt.mu.Unlock()

@@ -166,7 +166,7 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		if grp.Kind != KindVLLM {
 			return fmt.Errorf("overflow applies to groups of kind %s only", KindVLLM)
 		}
-		if err := grp.Overflow.validate(); err != nil {
+		if err := grp.Overflow.Validate(); err != nil {
 			return err
 		}
 	}

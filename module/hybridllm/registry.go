@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/overflow"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
@@ -76,7 +77,7 @@ var groupStates = reload.NewPool[*groupShared]()
 // learned (overflow, breakers).
 type groupShared struct {
 	drained   atomic.Bool
-	overflow  overflowState
+	overflow  overflow.State
 	breaker   breaker
 	mu        sync.Mutex
 	endpoints map[string]*endpointShared // by endpoint address

@@ -248,7 +248,7 @@ func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reas
 	grp := t.group
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
 		t0 := rt.g.clock.Now()
-		if on, signal := oc.evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
+		if on, signal := oc.Evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
 			if rt.overflow == "" {
 				rt.overflow = grp.name + ":" + signal
 			}
@@ -268,7 +268,7 @@ func (rt *route) wouldSkip(t *Target, f *features, minWindow int, overflow bool)
 	grp := t.group
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
 		t0 := rt.g.clock.Now()
-		if oc.wouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
+		if oc.WouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
 			return reasonOverflow
 		}
 	}

@@ -106,16 +106,13 @@ func (grp *Group) state(t time.Time) adminapi.GroupState {
 		}
 	}
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil && grp.shared != nil {
-		st := &grp.shared.overflow
+		active, since, why, transitions := grp.shared.overflow.View()
 		sig := grp.vllm.signals(t)
-		st.mu.Lock()
-		os := &adminapi.OverflowState{Active: st.active.Load(), Reason: st.reason, Transitions: st.changes.Load(),
-			Waiting: optional(sig.waiting), TTFTP99: optional(sig.ttftP99), KVUsage: optional(sig.kv), InFlight: sig.inflight}
-		if !st.since.IsZero() {
-			since := st.since
+		os := &adminapi.OverflowState{Active: active, Reason: why, Transitions: transitions,
+			Waiting: optional(sig.Waiting), TTFTP99: optional(sig.TTFTP99), KVUsage: optional(sig.KV), InFlight: sig.InFlight}
+		if !since.IsZero() {
 			os.Since = &since
 		}
-		st.mu.Unlock()
 		gs.Overflow = os
 	}
 	if grp.Breaker != nil && grp.shared != nil {

@@ -1,7 +1,13 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+// Package overflow is the controller that sends a vLLM group's new
+// requests elsewhere while the group is loaded: any signal at or above
+// its trigger turns it on, all at or below their recover level turn it
+// off, each state held for a dwell (hysteresis, so that traffic does not
+// flap). It is a leaf: it reads the signals it is given, at the time it
+// is given, and imports nothing of the product.
+package overflow
 
 import (
 	"bytes"
@@ -18,13 +24,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// OverflowConfig makes a vLLM group overflow: while any signal is at or
+// Config makes a vLLM group overflow: while any signal is at or
 // above its trigger, new requests skip the group (requests in flight
 // finish); the group takes requests again once every signal is at or
 // below its recover threshold. The gap between the two is the dead band,
 // and each state is held for at least dwell, so that traffic does not
 // flap between self-hosted and cloud.
-type OverflowConfig struct {
+type Config struct {
 	// Requests waiting in vLLM's queues, summed over the endpoints.
 	Waiting *Threshold `json:"waiting,omitempty"`
 
@@ -94,9 +100,9 @@ func (th *Threshold) UnmarshalJSON(b []byte) error {
 
 const defaultDwell = 10 * time.Second
 
-// overflowState is the controller's state; it is shared across reloads
-// through the group's shared state.
-type overflowState struct {
+// State is the controller's state of one group; the gateway keeps it
+// across reloads.
+type State struct {
 	mu      sync.Mutex
 	active  atomic.Bool
 	since   time.Time
@@ -105,33 +111,37 @@ type overflowState struct {
 	changes atomic.Int64
 }
 
-// signals are the overflow inputs of a group at one moment; NaN is
+// Signals are the overflow inputs of a group at one moment; NaN is
 // unknown: no fresh metrics, or fresh metrics without the signal.
-type signals struct {
-	waiting, ttftP99, kv, inflight float64
+type Signals struct {
+	// requests waiting in vLLM's queues, summed over the endpoints; time
+	// to first token p99, in seconds, and KV-cache usage (0..1), the
+	// worst endpoint's; the requests in flight from this Caddy
+	Waiting, TTFTP99, KV, InFlight float64
 
-	fresh bool // some endpoint's metrics are fresh
+	Fresh bool // some endpoint's metrics are fresh
 }
 
 type signalDef struct {
 	name string
 	th   *Threshold
-	get  func(signals) float64
+	get  func(Signals) float64
 	unit string
 }
 
-// defs returns the signals in a fixed order; an array, so that the
+// defs returns the Signals in a fixed order; an array, so that the
 // evaluation on every request does not allocate.
-func (oc *OverflowConfig) defs() [4]signalDef {
+func (oc *Config) defs() [4]signalDef {
 	return [4]signalDef{
-		{"waiting", oc.Waiting, func(s signals) float64 { return s.waiting }, ""},
-		{"ttft_p99", oc.TTFTP99, func(s signals) float64 { return s.ttftP99 }, "s"},
-		{"kv_cache_usage", oc.KVCacheUsage, func(s signals) float64 { return s.kv }, ""},
-		{"inflight", oc.InFlight, func(s signals) float64 { return s.inflight }, ""},
+		{"waiting", oc.Waiting, func(s Signals) float64 { return s.Waiting }, ""},
+		{"ttft_p99", oc.TTFTP99, func(s Signals) float64 { return s.TTFTP99 }, "s"},
+		{"kv_cache_usage", oc.KVCacheUsage, func(s Signals) float64 { return s.KV }, ""},
+		{"inflight", oc.InFlight, func(s Signals) float64 { return s.InFlight }, ""},
 	}
 }
 
-func (oc *OverflowConfig) validate() error {
+// Validate reports what is wrong with the config, if anything.
+func (oc *Config) Validate() error {
 	any := false
 	for _, d := range oc.defs() {
 		if d.th == nil {
@@ -156,17 +166,17 @@ func (oc *OverflowConfig) validate() error {
 	return nil
 }
 
-func (oc *OverflowConfig) dwell() time.Duration {
+func (oc *Config) dwell() time.Duration {
 	if oc.Dwell == 0 {
 		return defaultDwell
 	}
 	return time.Duration(oc.Dwell)
 }
 
-// evaluate updates the state from the signals at time t and reports
+// Evaluate updates the state from the Signals at time t and reports
 // whether the group is in overflow, with the triggering signal's name. A
 // transition is logged once, with the values that caused it.
-func (oc *OverflowConfig) evaluate(st *overflowState, s signals, t time.Time, logger *zap.Logger, group string) (bool, string) {
+func (oc *Config) Evaluate(st *State, s Signals, t time.Time, logger *zap.Logger, group string) (bool, string) {
 	active := st.active.Load()
 	// cheap path: does the state want to change at all?
 	want, cause := oc.wants(active, s)
@@ -205,9 +215,9 @@ func (oc *OverflowConfig) evaluate(st *overflowState, s signals, t time.Time, lo
 	return false, ""
 }
 
-// wants returns the state the signals ask for, from the state active,
+// wants returns the state the Signals ask for, from the state active,
 // and the signal that asks for overflow.
-func (oc *OverflowConfig) wants(active bool, s signals) (want bool, cause string) {
+func (oc *Config) wants(active bool, s Signals) (want bool, cause string) {
 	if !active {
 		for _, d := range oc.defs() {
 			if d.th == nil {
@@ -224,7 +234,7 @@ func (oc *OverflowConfig) wants(active bool, s signals) (want bool, cause string
 			continue
 		}
 		v := d.get(s)
-		if math.IsNaN(v) && s.fresh {
+		if math.IsNaN(v) && s.Fresh {
 			// fresh metrics without the signal are no evidence of
 			// load: no TTFT observed while overflow keeps requests
 			// away, or a gauge this vLLM does not export; holding
@@ -239,10 +249,10 @@ func (oc *OverflowConfig) wants(active bool, s signals) (want bool, cause string
 	return false, ""
 }
 
-// wouldOverflow reports whether evaluate would find the group in
+// WouldOverflow reports whether Evaluate would find the group in
 // overflow at time t, without changing the state (no transition, no
 // dwell started, nothing logged): for a target judged before its turn.
-func (oc *OverflowConfig) wouldOverflow(st *overflowState, s signals, t time.Time) bool {
+func (oc *Config) WouldOverflow(st *State, s Signals, t time.Time) bool {
 	active := st.active.Load()
 	if want, _ := oc.wants(active, s); want == active {
 		return active
@@ -258,7 +268,16 @@ func (oc *OverflowConfig) wouldOverflow(st *overflowState, s signals, t time.Tim
 	return !active
 }
 
-func (st *overflowState) signalName() string {
+// View is the state as it stands: whether the group overflows, since
+// when, why (the signal that triggered and its value, or the values it
+// recovered at) and how many transitions it made.
+func (st *State) View() (active bool, since time.Time, reason string, transitions int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.active.Load(), st.since, st.reason, st.changes.Load()
+}
+
+func (st *State) signalName() string {
 	if !st.active.Load() {
 		return ""
 	}
@@ -267,7 +286,7 @@ func (st *overflowState) signalName() string {
 	return st.signal
 }
 
-func (oc *OverflowConfig) def(name string) signalDef {
+func (oc *Config) def(name string) signalDef {
 	for _, d := range oc.defs() {
 		if d.name == name {
 			return d
@@ -281,41 +300,4 @@ func fmtSignal(v float64, unit string) string {
 		return "none"
 	}
 	return strconv.FormatFloat(v, 'g', 4, 64) + unit
-}
-
-// signals gathers a vLLM group's overflow inputs: fresh metrics only.
-func (g *vllmGroup) signals(t time.Time) signals {
-	s := signals{waiting: math.NaN(), ttftP99: math.NaN(), kv: math.NaN()}
-	for ep := range g.all() {
-		snap := ep.p.snap.Load()
-		s.inflight += float64(ep.p.inflight.Load())
-		if snap.metricsAt.IsZero() || t.Sub(snap.metricsAt) > g.staleAfter {
-			continue
-		}
-		s.fresh = true
-		for _, l := range snap.loads {
-			s.waiting = nanAdd(s.waiting, l.Waiting)
-			if !math.IsNaN(l.KVUsage) {
-				s.kv = nanMax(s.kv, l.KVUsage)
-			}
-		}
-		if !math.IsNaN(snap.ttftP99) {
-			s.ttftP99 = nanMax(s.ttftP99, snap.ttftP99)
-		}
-	}
-	return s
-}
-
-func nanAdd(a, b float64) float64 {
-	if math.IsNaN(a) {
-		return b
-	}
-	return a + b
-}
-
-func nanMax(a, b float64) float64 {
-	if math.IsNaN(a) {
-		return b
-	}
-	return max(a, b)
 }

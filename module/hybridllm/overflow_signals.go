@@ -1,0 +1,54 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"math"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/overflow"
+)
+
+// OverflowConfig makes a vLLM group overflow (see overflow.Config).
+type OverflowConfig = overflow.Config
+
+// Threshold is a trigger and a lower recover level (see overflow.Threshold).
+type Threshold = overflow.Threshold
+
+// signals gathers a vLLM group's overflow inputs: fresh metrics only.
+func (g *vllmGroup) signals(t time.Time) overflow.Signals {
+	s := overflow.Signals{Waiting: math.NaN(), TTFTP99: math.NaN(), KV: math.NaN()}
+	for ep := range g.all() {
+		snap := ep.p.snap.Load()
+		s.InFlight += float64(ep.p.inflight.Load())
+		if snap.metricsAt.IsZero() || t.Sub(snap.metricsAt) > g.staleAfter {
+			continue
+		}
+		s.Fresh = true
+		for _, l := range snap.loads {
+			s.Waiting = nanAdd(s.Waiting, l.Waiting)
+			if !math.IsNaN(l.KVUsage) {
+				s.KV = nanMax(s.KV, l.KVUsage)
+			}
+		}
+		if !math.IsNaN(snap.ttftP99) {
+			s.TTFTP99 = nanMax(s.TTFTP99, snap.ttftP99)
+		}
+	}
+	return s
+}
+
+func nanAdd(a, b float64) float64 {
+	if math.IsNaN(a) {
+		return b
+	}
+	return a + b
+}
+
+func nanMax(a, b float64) float64 {
+	if math.IsNaN(a) {
+		return b
+	}
+	return max(a, b)
+}
