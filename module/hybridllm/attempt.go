@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -108,7 +107,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	}
 	t.group.inflight.Add(1)
 	defer aw.unwatch() // also when the proxy panics
-	aborted, err := proxy(t.group.proxy, aw, pr)
+	aborted, err := proxy(t.group.serve, aw, pr)
 	t.group.inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
 	if timer != nil {
@@ -298,7 +297,7 @@ func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected boo
 
 // proxy runs the group's reverse proxy, turning its abort of a started
 // response (a panic with http.ErrAbortHandler) into a flag.
-func proxy(h *reverseproxy.Handler, w http.ResponseWriter, r *http.Request) (aborted bool, err error) {
+func proxy(h caddyhttp.MiddlewareHandler, w http.ResponseWriter, r *http.Request) (aborted bool, err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			if rec != http.ErrAbortHandler { //nolint:errorlint // sentinel compared as the stdlib does

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/tidwall/gjson"
@@ -104,11 +105,13 @@ type Group struct {
 	shared    *groupShared
 	sharedKey string
 	proxy     *reverseproxy.Handler
-	key       string   // the resolved api_key
-	expect    []string // the model names the aliases send to this group
-	vllm      *vllmGroup
-	check     modelCheck
-	clock     clock.Clock // the gateway's
+	// what an attempt is served by: the proxy, or a unit test's upstream
+	serve  caddyhttp.MiddlewareHandler
+	key    string   // the resolved api_key
+	expect []string // the model names the aliases send to this group
+	vllm   *vllmGroup
+	check  modelCheck
+	clock  clock.Clock // the gateway's
 	// streamUsage is StreamUsage resolved against the gateway's default
 	streamUsage bool
 }
@@ -241,6 +244,7 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		return fmt.Errorf("loading proxy: %v", err)
 	}
 	grp.proxy = mod.(*reverseproxy.Handler)
+	grp.serve = grp.proxy
 	if lb := grp.proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
 		// a drill reaches each endpoint in turn, whatever the policy
 		lb.SelectionPolicy = pinnedSelection{lb.SelectionPolicy}

@@ -116,7 +116,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 				status = -1
 			}
 		}()
-		if err := grp.proxy.ServeHTTP(w, req, nopHandler); err != nil {
+		if err := grp.serve.ServeHTTP(w, req, nopHandler); err != nil {
 			return 0
 		}
 		return w.status

@@ -1,0 +1,243 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	_ "github.com/caddyserver/caddy/v2/modules/filestorage"
+	"github.com/tidwall/gjson"
+)
+
+// The request core's own tests: a gateway provisioned in a bare context
+// (no Caddy runs, nothing listens), each group's attempts served by a
+// stand-in handler in place of its reverse_proxy, requests handed to
+// ServeHTTP directly. They pin the order of targets, the fallback, the
+// commit point of an answer and the shape of the errors a client gets.
+
+// upstreamFunc is a stand-in for a group's reverse_proxy.
+type upstreamFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (f upstreamFunc) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	return f(w, r)
+}
+
+// seen records the model each stand-in was asked for, in order.
+type seen struct {
+	mu    sync.Mutex
+	calls []string // group:model
+}
+
+func (s *seen) record(group string, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.calls = append(s.calls, group+":"+gjson.GetBytes(body, "model").String())
+	s.mu.Unlock()
+}
+
+// coreGateway provisions a gateway of cloud groups a, b and c (in that
+// order in alias chat-main, their models gpt-a, gpt-b and gpt-c) whose
+// attempts the given stand-ins serve.
+func coreGateway(t *testing.T, rec *seen, upstreams map[string]upstreamFunc) *Gateway {
+	t.Helper()
+	cfg := `{"name":"core","groups":{` +
+		`"a":{"kind":"openai","model_check":"off","proxy":{"upstreams":[{"dial":"127.0.0.1:1"}]}},` +
+		`"b":{"kind":"openai","model_check":"off","proxy":{"upstreams":[{"dial":"127.0.0.1:1"}]}},` +
+		`"c":{"kind":"openai","model_check":"off","proxy":{"upstreams":[{"dial":"127.0.0.1:1"}]}}},` +
+		`"aliases":{"chat-main":{"targets":[{"group":"a","model":"gpt-a"},{"group":"b","model":"gpt-b"},{"group":"c","model":"gpt-c"}]}}}`
+	storage := `{"module":"file_system","root":` + strconvQuote(t.TempDir()) + `}`
+	base, err := caddy.ProvisionContext(&caddy.Config{Admin: &caddy.AdminConfig{Disabled: true}, StorageRaw: json.RawMessage(storage)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := caddy.NewContext(base)
+	t.Cleanup(cancel)
+	g := new(Gateway)
+	if err := json.Unmarshal([]byte(cfg), g); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Cleanup() })
+	for name, grp := range g.Groups {
+		up := upstreams[name]
+		grp.serve = upstreamFunc(func(w http.ResponseWriter, r *http.Request) error {
+			rec.record(name, r)
+			if up == nil {
+				t.Errorf("group %s was not to be tried", name)
+				return nil
+			}
+			return up(w, r)
+		})
+	}
+	return g
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// ask sends one request through the gateway.
+func ask(t *testing.T, g *Gateway, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+	w := httptest.NewRecorder()
+	if err := g.ServeHTTP(w, r, nil); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func answerJSON(w http.ResponseWriter, model string) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := io.WriteString(w, `{"id":"x","object":"chat.completion","model":"`+model+`","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	return err
+}
+
+func fail(status int, body string) upstreamFunc {
+	return func(w http.ResponseWriter, _ *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, err := io.WriteString(w, body)
+		return err
+	}
+}
+
+const chatBody = `{"model":"chat-main","messages":[{"role":"user","content":"hi"}]}`
+
+// Targets are tried in the alias's order, each asked for its own model,
+// and a failure before any answer moves the request on: the client gets
+// the first answer, its model the alias's, and the headers name the
+// target that served it.
+func TestCoreTriesTargetsInOrderUntilOneAnswers(t *testing.T) {
+	rec := new(seen)
+	g := coreGateway(t, rec, map[string]upstreamFunc{
+		"a": fail(http.StatusServiceUnavailable, `{"error":{"message":"overloaded","type":"server_error"}}`),
+		"b": fail(http.StatusInternalServerError, `{"error":{"message":"boom","type":"server_error"}}`),
+		"c": func(w http.ResponseWriter, _ *http.Request) error { return answerJSON(w, "gpt-c-2025-01-01") },
+	})
+	w := ask(t, g, chatBody)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	if got := strings.Join(rec.calls, " "); got != "a:gpt-a b:gpt-b c:gpt-c" {
+		t.Errorf("tried %s", got)
+	}
+	if m := gjson.Get(w.Body.String(), "model").String(); m != "chat-main" {
+		t.Errorf("the answer's model %q, want the alias", m)
+	}
+	if h := w.Header(); h.Get("X-Hybrid-Target") != "c" || h.Get("X-Hybrid-Fallback-Reason") != "a:http_503, b:http_500" {
+		t.Errorf("headers %v", h)
+	}
+}
+
+// A client error that is no context-length error and no missing model is
+// the answer: passed on, not retried elsewhere, the served model's name
+// replaced by the alias.
+func TestCoreAClientErrorIsTheAnswer(t *testing.T) {
+	rec := new(seen)
+	g := coreGateway(t, rec, map[string]upstreamFunc{
+		"a": fail(http.StatusBadRequest, `{"error":{"message":"gpt-a does not support this tool","type":"invalid_request_error","param":"tools","code":null}}`),
+	})
+	w := ask(t, g, chatBody)
+	if w.Code != http.StatusBadRequest || len(rec.calls) != 1 {
+		t.Fatalf("status %d after %v", w.Code, rec.calls)
+	}
+	msg := gjson.Get(w.Body.String(), "error.message").String()
+	if strings.Contains(msg, "gpt-a") || !strings.Contains(msg, "chat-main") {
+		t.Errorf("message %q: the served model must not reach the client", msg)
+	}
+}
+
+// A missing model moves the request on, as a failure does.
+func TestCoreAMissingModelMovesOn(t *testing.T) {
+	rec := new(seen)
+	g := coreGateway(t, rec, map[string]upstreamFunc{
+		"a": fail(http.StatusNotFound, `{"error":{"message":"The model gpt-a does not exist","type":"invalid_request_error","code":"model_not_found"}}`),
+		"b": func(w http.ResponseWriter, _ *http.Request) error { return answerJSON(w, "gpt-b") },
+	})
+	if w := ask(t, g, chatBody); w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "a:gpt-a b:gpt-b" {
+		t.Fatalf("status %d after %v", w.Code, rec.calls)
+	}
+}
+
+// When every target fails, the client gets one error in OpenAI's shape
+// that names the alias, never a target's model or an upstream's text.
+func TestCoreEveryTargetFailedIsOneError(t *testing.T) {
+	rec := new(seen)
+	secret := fail(http.StatusServiceUnavailable, `{"error":{"message":"gpt-secret-deployment is overloaded","type":"server_error"}}`)
+	g := coreGateway(t, rec, map[string]upstreamFunc{"a": secret, "b": secret, "c": secret})
+	w := ask(t, g, chatBody)
+	if w.Code < 500 || len(rec.calls) != 3 {
+		t.Fatalf("status %d after %v", w.Code, rec.calls)
+	}
+	body := w.Body.String()
+	if typ := gjson.Get(body, "error.type").String(); typ == "" || !gjson.Valid(body) {
+		t.Fatalf("not an OpenAI error: %s", body)
+	}
+	if strings.Contains(body, "gpt-") || strings.Contains(body, "secret") {
+		t.Errorf("an upstream's name reached the client: %s", body)
+	}
+}
+
+// An answer commits at its first byte: a stream that fails after it is
+// not sent anywhere else (the client has part of an answer already); it
+// ends with an error event, never as if it had ended cleanly.
+func TestCoreAStreamCommitsAtItsFirstByte(t *testing.T) {
+	rec := new(seen)
+	g := coreGateway(t, rec, map[string]upstreamFunc{
+		"a": func(w http.ResponseWriter, _ *http.Request) error {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-a\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n")
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the upstream's connection broke
+		},
+	})
+	w := ask(t, g, `{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	if w.Code != http.StatusOK || len(rec.calls) != 1 {
+		t.Fatalf("status %d after %v", w.Code, rec.calls)
+	}
+	body := w.Body.String()
+	if !strings.Contains(body, `"Hel"`) || !strings.Contains(body, `"error"`) || strings.Contains(body, "[DONE]") {
+		t.Errorf("the stream as the client got it: %q", body)
+	}
+	if strings.Contains(body, "gpt-a") {
+		t.Errorf("the served model reached the client: %q", body)
+	}
+}
+
+// A body that is no JSON object, or has no model, is refused in OpenAI's
+// shape before any target is tried.
+func TestCoreBadInputGoesNowhere(t *testing.T) {
+	rec := new(seen)
+	g := coreGateway(t, rec, nil)
+	for body, want := range map[string]struct {
+		status int
+		code   string
+	}{
+		`{"model":"chat-main","messages":[`:        {http.StatusBadRequest, "invalid_json"},
+		`{"messages":[]}`:                          {http.StatusNotFound, "model_not_found"},
+		`{"model":"gpt-a","messages":[]}`:          {http.StatusNotFound, "model_not_found"}, // a target's model is no alias
+		`{"model":"chat-main","stream":"yes"}`:     {http.StatusBadRequest, "invalid_type"},
+		`{"model":"chat-main","model":"gpt-a"}`:    {http.StatusBadRequest, "invalid_json"},
+		`{"model":"chat-main","max_tokens":"500"}`: {http.StatusBadRequest, "invalid_type"},
+	} {
+		w := ask(t, g, body)
+		if w.Code != want.status || gjson.Get(w.Body.String(), "error.code").String() != want.code {
+			t.Errorf("%s: %d %s, want %d %s", body, w.Code, w.Body, want.status, want.code)
+		}
+	}
+	if len(rec.calls) != 0 {
+		t.Errorf("forwarded: %v", rec.calls)
+	}
+}
