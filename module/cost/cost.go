@@ -4,6 +4,8 @@
 // Package cost is the arithmetic of the cost ledger: the seed's three-way
 // comparison of all-cloud, all-self-hosted and hybrid serving of a
 // measured demand.
+//
+// It is a leaf: it imports nothing of the product.
 package cost
 
 import (

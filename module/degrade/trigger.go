@@ -6,6 +6,8 @@
 // before they fail (a latency regression confirmed by a queue, a KV cache
 // filling up), and the sliding share of degraded answers that caps it.
 // Time is an argument everywhere; nothing here reads a clock.
+//
+// It is a leaf: it imports nothing of the product.
 package degrade
 
 import (

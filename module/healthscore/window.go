@@ -7,6 +7,8 @@
 // recovery, and how a weighted set's weights move away from sick members
 // to healthy ones. Time is always an argument: nothing here reads a
 // clock.
+//
+// It is a leaf: it imports nothing of the product.
 package healthscore
 
 import (

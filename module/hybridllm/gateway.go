@@ -1,8 +1,13 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package hybridllm holds the Caddy modules of caddy-hybrid-llm: the
-// hybrid_llm gateway handler and its helpers.
+// Package hybridllm is the Caddy face of caddy-hybrid-llm: the
+// http.handlers.hybrid_llm handler, its JSON config and Caddyfile, its
+// provisioning (which wires the parts), the selection policy, the admin
+// routes and the log filter; and, until they move to parts of their own,
+// the request core, routing, the upstream groups, clients, the books, the
+// fleet and observation (README, "Design"). It may import every part;
+// no part imports it, and only the root package and package caddyfile do.
 package hybridllm
 
 import (

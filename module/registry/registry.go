@@ -25,6 +25,8 @@
 // registry no longer lists leaves the group, its requests in flight
 // finishing. A malformed or wrongly typed value is refused
 // with an error naming its key; the key's last good value stays.
+//
+// It is a leaf: it imports nothing of the product.
 package registry
 
 import (

@@ -20,4 +20,6 @@
 // Server runs a handler on a real loopback listener and can refuse and
 // accept connections on demand; WithControl adds the /_sim/ runtime control
 // endpoints used by the llmsim command.
+//
+// It is a leaf: it imports nothing of the product.
 package simulator

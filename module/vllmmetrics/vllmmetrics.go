@@ -4,6 +4,8 @@
 // Package vllmmetrics reads what a vLLM server's /metrics exposition says
 // about the load of each served model, and keeps the statistics of its
 // time-to-first-token histogram over a sliding window.
+//
+// It is a leaf: it imports nothing of the product.
 package vllmmetrics
 
 import (

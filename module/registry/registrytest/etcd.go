@@ -3,6 +3,8 @@
 
 // Package registrytest runs a real etcd inside a test's process, on
 // loopback, for the registry's tests.
+//
+// It is a leaf for tests: it imports nothing of the product.
 package registrytest
 
 import (
