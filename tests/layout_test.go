@@ -38,6 +38,7 @@ var layers = map[string][]string{
 	"module/vllmmetrics":           nil,
 	"module/protocol":              {"module/jsonscan"},
 	"module/proclock":              {"module/reload"},
+	"module/journal":               {"module/clock"},
 	"module/adminapi":              {"module/cost"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},

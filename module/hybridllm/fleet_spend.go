@@ -38,7 +38,7 @@ import (
 // day and month: the spend of a process that exited is never lost, and
 // never counted twice (so with a registry the book is not kept in Caddy's
 // storage: the registry keeps it). What a process spent after its last
-// publication, when it was killed, is in its journal (see journal.go),
+// publication, when it was killed, is in its journal (see module/journal),
 // which marks each publication: the next process on the same storage
 // starts its own book with the charges after the last mark.
 
@@ -105,9 +105,9 @@ func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64, ui
 	var seq uint64
 	var id string
 	if j := b.journal.Load(); j != nil {
-		j.mu.Lock()
-		defer j.mu.Unlock()
-		seq, id = j.seq, j.id
+		j.Lock()
+		defer j.Unlock()
+		seq, id = j.SeqLocked(), j.ID()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -207,6 +207,6 @@ func (g *Gateway) publishedFrom(journal string) uint64 {
 // includes its records up to seq.
 func (g *Gateway) markPublished(seq uint64) {
 	if j := g.spend.journal.Load(); j != nil {
-		j.markPublished(seq)
+		j.MarkPublished(seq)
 	}
 }

@@ -11,29 +11,39 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"go.uber.org/zap"
 )
 
 // What the journal's records mean to the books, and how they are put
-// back at start (see journal.go).
-
-// charge is what a finished request adds to the books.
-type charge struct {
-	Client     string // a known client's name; "" for none
-	SelfHosted bool   // served by a vllm group
-	Prompt     int64
-	Completion int64
-	CloudUSD   float64 // for a mirror copy: what it cost, wherever it ran
-	Estimated  bool    // the tokens were estimated, not reported by the upstream
-	Shadow     bool    // a mirror copy: validation, outside the business bill and the spend
-}
+// back at start. A gateway's journal (module/journal) makes its books
+// (the ledger and the cloud spend) durable per request: each finished
+// request that counted tokens or cloud cost is appended to it as it
+// enters the books (charge), and once a second the ledger's demand of the
+// minute (journalDemandLocked).
+//
+// The books' snapshots in Caddy's storage (the spend every 5 s, the
+// ledger every minute) each say the last record they include; at start
+// the snapshots are read, and the records after them replayed
+// (startJournal). A segment is started at each start, each ledger save,
+// each book that joins (see joinJournal) and after a failed write; a
+// segment whose records both snapshots include, the ledger's and the
+// spend's, is deleted (journal.Compact). A segment with a line that
+// cannot be read is set aside, and the spend is unknown until an operator
+// accepts it. With a registry the spend is the registry's, and the
+// journal marks what each publication of it includes (see
+// fleet_spend.go).
+//
+// It lives in Caddy's storage when that is a directory (file_system
+// storage, Caddy's data directory by default), where the books' lock
+// (see proclock.go) makes this process its only writer.
 
 // charge records a finished request in the ledger and the cloud spend,
 // through the journal when the gateway has one and its books hold money
 // (see Gateway.priced): a request that counted nothing writes nothing,
 // and the tokens of a gateway without prices are as durable as the
 // ledger's minute saves, at no cost per request.
-func (g *Gateway) charge(cl *client, c charge, at time.Time) {
+func (g *Gateway) charge(cl *client, c journal.Charge, at time.Time) {
 	l := g.ledger
 	j := l.journal
 	spent := c.CloudUSD
@@ -45,18 +55,17 @@ func (g *Gateway) charge(cl *client, c charge, at time.Time) {
 		g.spent(cl, spent, at)
 		return
 	}
-	j.mu.Lock()
-	j.seq++
+	j.Lock()
 	l.add(at, c)
 	g.spent(cl, spent, at)
-	j.appendCharge(j.seq, at, c)
-	j.writeLocked()
-	j.mu.Unlock()
+	j.AppendChargeLocked(at, c)
+	j.Unlock()
 }
 
 // journalDemandLocked appends the demand of the buckets it changed in
-// since the last time, as their totals so far. j.mu and l.mu are held.
-func (l *ledger) journalDemandLocked(j *journal) {
+// since the last time, as their totals so far. j is locked, and l.mu is
+// held.
+func (l *ledger) journalDemandLocked(j *journal.Journal) {
 	if l.lastAt.Equal(l.journaledAt) || l.lastAt.IsZero() {
 		return
 	}
@@ -78,9 +87,8 @@ func (l *ledger) journalDemandLocked(j *journal) {
 		k++
 	}
 	for k--; k >= 0; k-- {
-		j.seq++
-		j.appendDemand(j.seq, changed[k])
-		j.writeLocked()
+		b := changed[k]
+		j.AppendDemandLocked(journal.Demand{Bucket: b.start.Unix(), Dur: b.dur, SelfSecs: b.selfSecs, CloudGS: b.cloudGS, Peak: b.peak})
 	}
 }
 
@@ -116,14 +124,14 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 		return
 	}
 	t := g.clock.Now()
-	read, err := readJournal(dir, g.logger, t)
+	read, err := journal.Read(dir, g.logger, t)
 	if err != nil {
 		// appending after records not read could number records twice
 		g.logger.Error("reading the books' journal; the books go on from their last saves, as durable as their periodic saves",
 			zap.String("dir", dir), zap.Error(err))
 		return
 	}
-	last := read.lastSeq
+	last := read.LastSeq
 	for _, seq := range days {
 		last = max(last, seq)
 	}
@@ -137,13 +145,13 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 			last = max(last, fold.savedSeq)
 		}
 	}
-	j, err := openJournal(dir, last, g.clock, g.logger)
+	j, err := journal.Open(dir, last, g.clock, g.logger)
 	if err != nil {
 		g.logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
 		return
 	}
 	l.mu.Lock()
-	earliest, n := l.replayLocked(read.records, days)
+	earliest, n := l.replayLocked(read.Records, days)
 	if n > 0 && earliest.Before(l.savedAt) {
 		l.savedAt = earliest // the save includes those days
 	}
@@ -157,15 +165,15 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 		// what its books include (see replayFleetBook)
 		if sb.journal.Load() == nil {
 			sb.mu.Lock()
-			sb.pending = &pendingReplay{records: read.records, published: read.published}
+			sb.pending = &pendingReplay{records: read.Records, published: read.Published}
 			sb.mu.Unlock()
 		}
-		j.registry = true
+		j.UseRegistry()
 		sb.journal.Store(j)
-		j.spendSaved.Store(read.published)
-		j.spendOn.Store(true)
-		if len(read.setAside) > 0 {
-			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+		j.SavedSpend(read.Published)
+		j.SpendOn()
+		if len(read.SetAside) > 0 {
+			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
 		}
 		sb = nil // nothing to save in storage
 	}
@@ -173,19 +181,19 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 		if sb.journal.Load() == nil {
 			// new in this process: its snapshot lacks them (a book
 			// journaled before has them all)
-			spent = sb.replay(read.records)
+			spent = sb.replay(read.Records)
 		}
 		sb.journal.Store(j)
-		j.spendSaved.Store(sb.savedSeq)
-		j.spendOn.Store(true)
-		if len(read.setAside) > 0 {
-			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+		j.SavedSpend(sb.savedSeq)
+		j.SpendOn()
+		if len(read.SetAside) > 0 {
+			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
 		}
 	}
 	if fold != nil {
 		spent = g.foldSpend(fold, j, read)
 	}
-	if n == 0 && spent == 0 && len(read.setAside) == 0 {
+	if n == 0 && spent == 0 && len(read.SetAside) == 0 {
 		return
 	}
 	g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
@@ -200,15 +208,15 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	}
 	if covered, ok := l.save(ctx, l.savedAt, t); ok {
 		l.savedAt = t
-		j.ledgerSaved.Store(covered)
-		j.compact()
+		j.SavedLedger(covered)
+		j.Compact()
 	}
 }
 
 // pendingReplay is the journal read at start, for a registry's book new
 // in this process: what its last mark says was published.
 type pendingReplay struct {
-	records   []journalRecord
+	records   []journal.Record
 	published uint64
 }
 
@@ -232,12 +240,12 @@ func (g *Gateway) replayFleetBook() {
 	if p == nil || j == nil {
 		return
 	}
-	published := max(p.published, g.publishedFrom(j.id))
+	published := max(p.published, g.publishedFrom(j.ID()))
 	sb.savedSeq = published
 	if n := sb.replay(p.records); n > 0 {
 		g.logger.Info("the books' journal replayed into the registry's book", zap.Int("spend_records", n), zap.Uint64("published_up_to", published))
 	}
-	j.markPublished(published) // the next start knows it without the registry
+	j.MarkPublished(published) // the next start knows it without the registry
 }
 
 // joinJournal journals the gateway's stored spend book, or stops
@@ -253,36 +261,33 @@ func (g *Gateway) joinJournal() {
 	if sb == nil || !sb.stored {
 		// a registry's book is journaled from the start (see
 		// startJournal)
-		j.spendOn.Store(sb != nil && sb.journal.Load() == j)
+		if sb != nil && sb.journal.Load() == j {
+			j.SpendOn()
+		} else {
+			j.SpendOff()
+		}
 		return
 	}
-	if sb.journal.Load() != j {
-		// the segments so far are read outside the journal's lock, which
-		// only closes the open one: the next record starts a new one,
-		// not read; no segment goes meanwhile
-		j.compactMu.Lock()
-		defer j.compactMu.Unlock()
-		j.mu.Lock()
-		f := j.detachSegmentLocked()
-		upto := j.seq
-		j.mu.Unlock()
-		if f != nil {
-			_ = f.Sync()
-			_ = f.Close()
-		}
-		read, err := readJournalTo(j.dir, upto, g.logger, g.clock.Now())
+	if sb.journal.Load() == j {
+		j.SpendOn()
+		return
+	}
+	// the segments so far are read outside the journal's lock: the
+	// requests of the config still serving are journaled meanwhile, and
+	// none is counted twice; no segment goes meanwhile
+	j.Join(g.clock.Now(), g.logger, func(read journal.Contents, err error) {
 		if err == nil {
-			sb.replay(read.records)
-			if len(read.setAside) > 0 {
-				sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+			sb.replay(read.Records)
+			if len(read.SetAside) > 0 {
+				sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
 			}
 		} else {
 			g.logger.Error("reading the books' journal for the cloud spend; the spend goes on from its last save", zap.Error(err))
 		}
 		sb.journal.Store(j)
-		j.spendSaved.Store(sb.savedSeq)
-	}
-	j.spendOn.Store(true)
+		j.SavedSpend(sb.savedSeq)
+		j.SpendOn()
+	})
 }
 
 // bookToFold returns the gateway's stored book, for a config without a
@@ -311,10 +316,10 @@ func (g *Gateway) bookToFold() *spendBook {
 // what it includes: the segments it includes may go once the ledger's
 // snapshot includes them too. It returns how many charges it added.
 // spendBooksMu is held.
-func (g *Gateway) foldSpend(b *spendBook, j *journal, read journalRead) int {
-	n := b.replay(read.records)
-	if len(read.setAside) > 0 {
-		b.setUnknown("a segment of the books' journal was damaged and set aside: "+read.setAside[0], read.setAside[0], g.logger, g.Name)
+func (g *Gateway) foldSpend(b *spendBook, j *journal.Journal, read journal.Contents) int {
+	n := b.replay(read.Records)
+	if len(read.SetAside) > 0 {
+		b.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
 	}
 	b.journal.Store(j)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -328,24 +333,24 @@ func (g *Gateway) foldSpend(b *spendBook, j *journal, read journalRead) int {
 // replayLocked adds the records that each day's snapshot lacks to the
 // ledger, and returns the earliest one's time and how many there were.
 // l.mu is held.
-func (l *ledger) replayLocked(recs []journalRecord, days map[string]uint64) (earliest time.Time, n int) {
+func (l *ledger) replayLocked(recs []journal.Record, days map[string]uint64) (earliest time.Time, n int) {
 	for i := range recs {
 		r := &recs[i]
 		var at time.Time
-		if r.Kind == journalCharge {
+		if r.Kind == journal.KindCharge {
 			at = time.Unix(0, r.Time)
 		} else {
 			at = time.Unix(r.Bucket, 0)
 		}
-		if r.Kind == journalPublished || r.Seq <= days[at.UTC().Format(time.DateOnly)] {
+		if r.Kind == journal.KindPublished || r.Seq <= days[at.UTC().Format(time.DateOnly)] {
 			continue
 		}
 		b := l.bucketAtLocked(at.Truncate(ledgerBucket))
-		if r.Kind == journalCharge {
-			b.addCharge(r.charge())
+		if r.Kind == journal.KindCharge {
+			b.addCharge(r.Charge)
 		} else {
 			// totals so far: the later record, or the snapshot, has more
-			b.dur = max(b.dur, time.Duration(r.DurNS))
+			b.dur = max(b.dur, r.Dur)
 			b.selfSecs = max(b.selfSecs, r.SelfSecs)
 			b.cloudGS = max(b.cloudGS, r.CloudGS)
 			b.peak = max(b.peak, r.Peak)
@@ -356,11 +361,6 @@ func (l *ledger) replayLocked(recs []journalRecord, days map[string]uint64) (ear
 		n++
 	}
 	return earliest, n
-}
-
-func (r *journalRecord) charge() charge {
-	return charge{Client: r.Client, SelfHosted: r.SelfHosted, Prompt: r.Prompt, Completion: r.Completion, CloudUSD: r.CloudUSD,
-		Estimated: r.Estimated, Shadow: r.Shadow}
 }
 
 // bucketAtLocked returns the bucket that starts at start, adding one
@@ -381,11 +381,11 @@ func (l *ledger) bucketAtLocked(start time.Time) *ledgerBucketData {
 
 // replay adds the charges its snapshot lacks to the book, and returns how
 // many there were.
-func (b *spendBook) replay(recs []journalRecord) int {
+func (b *spendBook) replay(recs []journal.Record) int {
 	n := 0
 	for i := range recs {
 		r := &recs[i]
-		if r.Kind != journalCharge || r.Seq <= b.savedSeq || r.CloudUSD <= 0 || r.Shadow {
+		if r.Kind != journal.KindCharge || r.Seq <= b.savedSeq || r.CloudUSD <= 0 || r.Shadow {
 			continue
 		}
 		b.add(r.Client, r.CloudUSD, time.Unix(0, r.Time))

@@ -5,7 +5,6 @@ package hybridllm
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,24 +12,9 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"go.uber.org/zap"
 )
-
-// tornFile is a segment on a disk that fails: its next fails writes
-// write half their record, and fail.
-type tornFile struct {
-	segmentFile
-	fails int
-}
-
-func (f *tornFile) Write(b []byte) (int, error) {
-	if f.fails > 0 {
-		f.fails--
-		n, _ := f.segmentFile.Write(b[:len(b)/2])
-		return n, errors.New("no space left on device")
-	}
-	return f.segmentFile.Write(b)
-}
 
 // journaledGatewayWithoutBook starts a gateway's books as a process of a
 // config without clients or spend cap does: a ledger, no spend book.
@@ -44,7 +28,7 @@ func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage, clk cl
 	if l.journal == nil {
 		t.Fatal("no journal")
 	}
-	t.Cleanup(l.journal.close)
+	t.Cleanup(l.journal.Close)
 	g.ledger = l
 	return g
 }
@@ -61,31 +45,6 @@ func storedSpend(t *testing.T, st *certmagic.FileStorage, at time.Time) (float64
 	return total.DayUSD, b.unknown.Load() != nil
 }
 
-// After a failed write (a full disk, a short write) the next record
-// starts a segment of its own: what the failed write left is a torn last
-// line, not a line in the middle that takes the next record with it.
-func TestJournalStartsASegmentAfterAFailedWrite(t *testing.T) {
-	clk := fakeClock(t)
-	st := &certmagic.FileStorage{Path: t.TempDir()}
-	g := journaledGateway(t, st, clk)
-	j := g.ledger.journal
-	at := clk.Now()
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	j.mu.Lock()
-	j.f = &tornFile{segmentFile: j.f, fails: 1}
-	j.mu.Unlock()
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // half written
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
-	// killed: the record that failed is lost with the process, the others are not
-	again := journaledGateway(t, st, clk)
-	if total, _, usd, _, _ := booksOf(again, at); total != 0.625 || usd != 0.625 {
-		t.Errorf("after a kill: spend %v, ledger %v USD; want 0.625 (0.5 + 0.125)", total, usd)
-	}
-	if aside, _ := filepath.Glob(filepath.Join(j.dir, "*.corrupt-*")); len(aside) != 0 || again.spend.unknown.Load() != nil {
-		t.Errorf("set aside %q, unknown %+v: a torn write is no damage", aside, again.spend.unknown.Load())
-	}
-}
-
 // A process killed after two failed writes in a row leaves two segments
 // that end torn, the second holding nothing else: the next process
 // empties every segment after the last record it read, so that none of
@@ -98,55 +57,41 @@ func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := `{"seq":1,"k":"r","t":1800000000000000000,"p":1,"o":1,"usd":0.5}` + "\n" + `{"seq":2,"k":"r","t":18000`
-	if err := os.WriteFile(filepath.Join(dir, segmentName(1)), []byte(first), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, journal.SegmentName(1)), []byte(first), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, segmentName(3)), []byte(`{"seq":3,"k":"r","t":18000`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, journal.SegmentName(3)), []byte(`{"seq":3,"k":"r","t":18000`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	g := journaledGateway(t, st, clk)
 	at := clk.Now()
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // seq 2
-	g.ledger.journal.compact()                                          // the next segment: 3
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // seq 2
+	g.ledger.journal.Compact()                                                  // the next segment: 3
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
 	again := journaledGateway(t, st, clk)
 	if total, _, usd, _, _ := booksOf(again, at); total != 0.875 || usd != 0.875 || again.spend.unknown.Load() != nil {
 		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.875, known", total, usd, again.spend.unknown.Load())
 	}
 }
 
-// A book that joins the journal (a reload gave the gateway clients) reads
-// the segments outside the journal's lock: the requests of the config
-// still serving are journaled meanwhile, and none is counted twice.
-func TestJournalJoinsABookOutsideItsLock(t *testing.T) {
+// A book that joins the journal (a reload gave the gateway clients) takes
+// the records its snapshot lacks, and counts the requests after it as
+// they come: none is counted twice. (That it reads the segments outside
+// the journal's lock, while the config still serving journals its
+// requests, is module/journal's TestJoinReadsOutsideTheLock.)
+func TestJournalJoinsABook(t *testing.T) {
 	clk := fakeClock(t)
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGateway(t, st, clk)
-	j := g.ledger.journal
 	at := clk.Now()
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
 	book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: clock.System}
 	if err := book.load(context.Background(), st, "gw"); err != nil {
 		t.Fatal(err)
 	}
 	g.spend = book
-	read := readSegmentFile
-	t.Cleanup(func() { readSegmentFile = read })
-	charged := false
-	readSegmentFile = func(path string) ([]byte, error) {
-		if !charged {
-			charged = true
-			if !j.mu.TryLock() {
-				t.Error("a segment is read under the journal's lock")
-			} else {
-				j.mu.Unlock()
-				g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
-			}
-		}
-		return read(path)
-	}
 	g.joinJournal()
-	readSegmentFile = read
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
 	if total, _ := book.spent("", at); total.DayUSD != 0.75 {
 		t.Errorf("the book that joined: %v USD, want 0.75 (0.5 read back, 0.25 counted as it came)", total.DayUSD)
 	}
@@ -167,7 +112,7 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, segmentName(1)), []byte(damaged), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, journal.SegmentName(1)), []byte(damaged), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,8 +128,8 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 		clk := fakeClock(t)
 		st := &certmagic.FileStorage{Path: t.TempDir()}
 		g := journaledGateway(t, st, clk)
-		g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, clk.Now())
-		f, err := os.OpenFile(filepath.Join(g.ledger.journal.dir, segmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
+		g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, clk.Now())
+		f, err := os.OpenFile(filepath.Join(g.ledger.journal.Dir(), journal.SegmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,28 +163,28 @@ func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	at := clk.Now()
 	g := journaledGateway(t, st, clk)
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
 	if err := g.spend.save(ctx, st, "gw"); err != nil {
 		t.Fatal(err)
 	}
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // after the spend's snapshot
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // after the spend's snapshot
 	// killed; the next config has no clients and no spend cap
 	g = journaledGatewayWithoutBook(t, st, clk)
 	if usd, _ := storedSpend(t, st, at); usd != 0.75 {
 		t.Errorf("the stored book after a start without one: %v USD, want 0.75", usd)
 	}
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at) // in no book
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at) // in no book
 	save := func(g *Gateway) {
 		t.Helper()
 		covered, ok := g.ledger.save(ctx, at, clk.Now())
 		if !ok {
 			t.Fatal("ledger not saved")
 		}
-		g.ledger.journal.ledgerSaved.Store(covered)
-		g.ledger.journal.compact()
+		g.ledger.journal.SavedLedger(covered)
+		g.ledger.journal.Compact()
 	}
 	segments := func() int {
-		m, _ := filepath.Glob(filepath.Join(journalDir(st, "gw"), "*"+segmentSuffix))
+		m, _ := filepath.Glob(filepath.Join(journalDir(st, "gw"), "*"+journal.SegmentSuffix))
 		return len(m)
 	}
 	save(g)
@@ -253,7 +198,7 @@ func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
 	// and the one after none; a month later the spend in no book counts no
 	// more: its segments go
 	g = journaledGatewayWithoutBook(t, st, clk)
-	g.charge(nil, charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
+	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
 	save(g)
 	if n := segments(); n != 2 {
 		t.Errorf("%d segments, want 2: the open one, and the one of the spend in no book", n)

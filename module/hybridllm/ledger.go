@@ -14,6 +14,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
+	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
@@ -141,8 +142,8 @@ type ledger struct {
 	store   *ledgerStore
 	savedAt time.Time
 	// with file_system storage: every change, as it happens (see
-	// journal.go), and the demand journaled up to when
-	journal     *journal
+	// journal_books.go), and the demand journaled up to when
+	journal     *journal.Journal
 	journaledAt time.Time
 }
 
@@ -163,7 +164,7 @@ func (l *ledger) Destruct() error {
 	l.save(ctx, l.savedAt, t)
 	if l.journal != nil {
 		// what came after the save is in it, for the next start
-		l.journal.close()
+		l.journal.Close()
 	}
 	return nil
 }
@@ -220,7 +221,7 @@ func releaseLedger(g *Gateway) {
 func (l *ledger) sample() {
 	l.tick(l.clock.Now())
 	if j := l.journal; j != nil {
-		j.sync()
+		j.Sync()
 	}
 }
 
@@ -237,8 +238,8 @@ func (l *ledger) sampleAndSave(ctx context.Context) {
 		l.savedAt = at
 	}
 	if j := l.journal; j != nil && ok {
-		j.ledgerSaved.Store(covered)
-		j.compact()
+		j.SavedLedger(covered)
+		j.Compact()
 	}
 }
 
@@ -253,16 +254,16 @@ func (l *ledger) tick(t time.Time) {
 		l.mu.Unlock()
 		return
 	}
-	j.mu.Lock()
+	j.Lock()
 	l.mu.Lock()
 	l.advanceLocked(t)
 	l.journalDemandLocked(j)
 	l.mu.Unlock()
-	j.mu.Unlock()
+	j.Unlock()
 }
 
 // add records a finished request's tokens and cloud cost.
-func (l *ledger) add(t time.Time, c charge) {
+func (l *ledger) add(t time.Time, c journal.Charge) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.bucketLocked(t).addCharge(c)
@@ -270,11 +271,11 @@ func (l *ledger) add(t time.Time, c charge) {
 
 // addRequest is add for a charge given by its parts.
 func (l *ledger) addRequest(t time.Time, client string, selfHosted bool, prompt, completion int64, cloudUSD float64) {
-	l.add(t, charge{Client: client, SelfHosted: selfHosted, Prompt: prompt, Completion: completion, CloudUSD: cloudUSD})
+	l.add(t, journal.Charge{Client: client, SelfHosted: selfHosted, Prompt: prompt, Completion: completion, CloudUSD: cloudUSD})
 }
 
 // addCharge records a request, or a mirror copy, in bucket b.
-func (b *ledgerBucketData) addCharge(c charge) {
+func (b *ledgerBucketData) addCharge(c journal.Charge) {
 	if c.Shadow {
 		b.shadow.Requests++
 		b.shadow.PromptTokens += c.Prompt
@@ -296,7 +297,7 @@ func (b *ledgerBucketData) addCharge(c charge) {
 // addShadow records a mirror copy's tokens and cost: validation, not
 // business.
 func (l *ledger) addShadow(t time.Time, prompt, completion int64, usd float64) {
-	l.add(t, charge{Shadow: true, Prompt: prompt, Completion: completion, CloudUSD: usd})
+	l.add(t, journal.Charge{Shadow: true, Prompt: prompt, Completion: completion, CloudUSD: usd})
 }
 
 func (l *ledger) bucketLocked(t time.Time) *ledgerBucketData {

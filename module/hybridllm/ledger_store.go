@@ -25,7 +25,7 @@ import (
 // key per gateway, Caddy instance and UTC day, holding that day's
 // buckets. It is saved every minute and when the ledger ends, and the
 // last 31 days are read back when it starts; with file_system storage
-// the journal (see journal.go) holds what came after the last save.
+// the journal (see journal_books.go) holds what came after the last save.
 
 const (
 	ledgerKeyPrefix = "hybrid_llm/ledger/"
@@ -37,7 +37,7 @@ const (
 type ledgerDay struct {
 	Version int            `json:"version"`
 	Buckets []storedBucket `json:"buckets"`
-	// the last record of the journal the day includes (see journal.go)
+	// the last record of the journal the day includes (see journal_books.go)
 	JournalSeq uint64 `json:"journal_seq,omitempty"`
 }
 
@@ -84,8 +84,8 @@ func (l *ledger) save(ctx context.Context, since, t time.Time) (journalSeq uint6
 	var days []time.Time
 	j := l.journal
 	if j != nil {
-		j.mu.Lock()
-		journalSeq = j.seq
+		j.Lock()
+		journalSeq = j.SeqLocked()
 	}
 	l.mu.Lock()
 	for day := since.Add(-ledgerBucket).UTC().Truncate(24 * time.Hour); !day.After(t); day = day.Add(24 * time.Hour) {
@@ -102,7 +102,7 @@ func (l *ledger) save(ctx context.Context, since, t time.Time) (journalSeq uint6
 	}
 	l.mu.Unlock()
 	if j != nil {
-		j.mu.Unlock()
+		j.Unlock()
 	}
 	ok = true
 	for i, doc := range docs {

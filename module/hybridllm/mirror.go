@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -254,7 +255,7 @@ func (c *mirrorCopy) run() {
 		usd, priced = float64(u.Prompt+u.Completion)*c.g.selfCostPerToken(), true
 	}
 	if c.g.ledger != nil {
-		c.g.charge(nil, charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
+		c.g.charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
 	}
 	fields := []zap.Field{
 		zap.String("request_id", c.id), zap.String("parent_request_id", c.parent),

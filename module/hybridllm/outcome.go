@@ -6,6 +6,8 @@ package hybridllm
 import (
 	"net/http"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 )
 
 // finish settles the request's outcome and records its metrics.
@@ -63,7 +65,7 @@ func (rt *route) cost(at time.Time) {
 	default:
 		usd = float64(rt.usage.Prompt+rt.usage.Completion) * rt.g.selfCostPerToken()
 	}
-	rt.g.charge(rt.client, charge{Client: rt.clientName(), SelfHosted: t.group.Kind == KindVLLM,
+	rt.g.charge(rt.client, journal.Charge{Client: rt.clientName(), SelfHosted: t.group.Kind == KindVLLM,
 		Prompt: rt.usage.Prompt, Completion: rt.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.estimated}, at)
 	rt.costUSD, rt.priced = usd, cc != nil
 }

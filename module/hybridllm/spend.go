@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"go.uber.org/zap"
@@ -90,9 +91,9 @@ type spendBook struct {
 	holds  spendHolds
 	stored bool // in Caddy's storage, not in a registry
 	// the last record of the journal the stored snapshot includes, and
-	// the journal, when there is one (see journal.go)
+	// the journal, when there is one (see module/journal)
 	savedSeq uint64
-	journal  atomic.Pointer[journal]
+	journal  atomic.Pointer[journal.Journal]
 	// with a registry: the journal read at start, until the registry
 	// says what its books include (see replayFleetBook)
 	pending *pendingReplay
@@ -207,7 +208,7 @@ func spendKey(gateway string) string { return "hybrid_llm/spend/" + gateway + ".
 type spendDoc struct {
 	Total   spend            `json:"total"`
 	Clients map[string]spend `json:"clients"`
-	// the last record of the journal the book includes (see journal.go)
+	// the last record of the journal the book includes (see journal_books.go)
 	JournalSeq uint64 `json:"journal_seq,omitempty"`
 	// set until an operator accepts a book that could not be read
 	Unknown *adminapi.SpendUnknown `json:"unknown,omitempty"`
@@ -270,8 +271,8 @@ func (b *spendBook) save(ctx context.Context, st certmagic.Storage, gateway stri
 	j := b.journal.Load()
 	var seq uint64
 	if j != nil {
-		j.mu.Lock()
-		seq = j.seq
+		j.Lock()
+		seq = j.SeqLocked()
 	}
 	b.mu.Lock()
 	dirty, keep := b.dirty, b.keep
@@ -284,14 +285,14 @@ func (b *spendBook) save(ctx context.Context, st certmagic.Storage, gateway stri
 	}
 	b.mu.Unlock()
 	if j != nil {
-		j.mu.Unlock()
+		j.Unlock()
 	}
 	if keep {
 		return nil
 	}
 	if !dirty {
 		if j != nil {
-			j.spendSaved.Store(seq) // what is stored has not changed since
+			j.SavedSpend(seq) // what is stored has not changed since
 		}
 		return nil
 	}
@@ -306,7 +307,7 @@ func (b *spendBook) save(ctx context.Context, st certmagic.Storage, gateway stri
 		return err
 	}
 	if j != nil {
-		j.spendSaved.Store(seq)
+		j.SavedSpend(seq)
 	}
 	return nil
 }
