@@ -8,7 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Request are the top-level fields the gateway reads of a request.
+// Request is what the gateway reads of a request body: its top-level fields.
 type Request struct {
 	Model      []byte // the first model field's raw value, nil if none
 	ModelAt    int    // its offset in the body
