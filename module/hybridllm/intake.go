@@ -31,58 +31,20 @@ const idempotencyKey = "X-Idempotency-Key"
 // it is nobody's answer.
 const statusClientClosed = 499
 
-// serveInference handles a JSON POST whose model is an alias.
+// serveInference handles a JSON POST whose model is an alias: the body
+// read and checked, the alias and the client's ceilings and limits
+// applied, the headers made fit for an upstream; then the route runs.
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) error {
 	rt := &route{g: g, w: w, r: r, id: id, clientID: clientID, start: time.Now(), client: cl, api: protocol.ForPath(r.URL.Path)}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(rt))
 	}
-	body, err := readRequestBody(r, g.MaxBodySize)
-	if err != nil {
-		switch {
-		case errors.Is(err, errBodyTooLarge):
-			return protocol.WriteError(w, http.StatusRequestEntityTooLarge, protocol.TypeInvalidRequest, "request_too_large", "",
-				"request body exceeds the limit of "+strconv.FormatInt(g.MaxBodySize, 10)+" bytes")
-		case errors.Is(err, errUnsupportedEncoding):
-			return protocol.WriteError(w, http.StatusUnsupportedMediaType, protocol.TypeInvalidRequest, "unsupported_content_encoding", "",
-				"the request body's Content-Encoding "+strconv.Quote(r.Header.Get("Content-Encoding"))+" is not supported: send it uncompressed, or gzip")
-		case errors.Is(err, errBadEncoding):
-			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_body", "", err.Error())
-		}
-		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_body", "",
-			"could not read the request body")
+	body, no := g.readInference(r, &rt.top)
+	if no != nil {
+		return no.write(w)
 	}
-	var isObject bool
 	top := &rt.top
-	*top, isObject = protocol.Scan(body, g.watch...)
-	if !isObject {
-		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_json", "",
-			"the request body is not a valid JSON object")
-	}
-	stream, wantsUsage := top.Stream, top.WantsUsage
-	if top.Model == nil {
-		return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "model_not_found", "model",
-			"you must provide a model parameter")
-	}
-	if !top.ModelString() {
-		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_type", "model",
-			"model must be a string")
-	}
-	if f := top.Repeated; f != "" {
-		// the gateway reads the first, the upstream's decoder the last:
-		// the client would choose the upstream model, its stream usage,
-		// its length past a ceiling
-		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_json", f,
-			"the request body has more than one "+f+" field")
-	}
-	if f := top.Mistyped; f != "" {
-		// vLLM's lax decoder reads " 5000" as 5000 and "yes" as true, the
-		// gateway neither: its ceilings, reservation and stream usage
-		// would read another request than the upstream serves
-		return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_type", f,
-			"Invalid type for '"+f+"': expected "+protocol.FieldType(f)+".")
-	}
 	al, ok := g.alias(top)
 	if !ok || !cl.allows(al.name) {
 		return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "model_not_found", "model",
@@ -95,15 +57,14 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 		rt.color = g.colorOf(w, r, al, cl, id)
 	}
 	if cl != nil && (cl.maxTokens > 0 || cl.maxN > 0) {
-		ceiled, refusal := cl.ceil(body, rt.api)
-		if refusal != nil {
-			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_value", refusal.param, refusal.msg)
+		ceiled, over := cl.ceil(body, rt.api)
+		if over != nil {
+			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_value", over.param, over.msg)
 		}
 		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
 			// the fields moved: found again
 			body = ceiled
 			*top, _ = protocol.Scan(body, g.watch...)
-			stream, wantsUsage = top.Stream, top.WantsUsage
 		}
 	}
 	// a request refused above takes no request of the rpm, and reserves
@@ -113,6 +74,100 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	if wait, limit := rt.reserve(at); wait > 0 {
 		return g.limited(w, cl, limit, wait)
 	}
+	if ae, ok := g.fitHeaders(rt, id); ok {
+		defer func() { r.Header["Accept-Encoding"] = ae }()
+	}
+
+	ctx := r.Context()
+	if g.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(g.Deadline))
+		defer cancel()
+	}
+
+	if g.spend != nil {
+		rt.noCloud, rt.noCloudFor = g.cloudClosed(cl, at)
+	}
+	rt.alias, rt.stream = al, top.Stream
+	rt.attempts = rt.tried[:0]
+	if top.Stream && !top.WantsUsage && g.streamUsage && rt.api.StreamUsage {
+		// ask for the usage chunk, to count the tokens, of the groups
+		// that allow it (see try); the client does not see it
+		if sp, rewritten, ok := withStreamUsage(body, top); ok {
+			if rewritten != nil {
+				rt.withUsage = &usageBody{body: rewritten}
+				rt.withUsage.top, _ = protocol.Scan(rewritten, g.watch...) // the model may have moved
+			} else {
+				rt.inject = sp
+			}
+		}
+	}
+	rt.body = body
+	return rt.run(ctx)
+}
+
+// refusal is a request refused before any target is tried, in OpenAI's
+// error shape.
+type refusal struct {
+	status            int
+	code, param, what string
+}
+
+func (no *refusal) write(w http.ResponseWriter) error {
+	return protocol.WriteError(w, no.status, protocol.TypeInvalidRequest, no.code, no.param, no.what)
+}
+
+// readInference reads the request's body and its facts into top, or says
+// why the request is refused: a body too large, in an encoding the
+// gateway does not read, no JSON object, without a model (or one that is
+// no string), a field the gateway reads given twice or of the wrong type.
+func (g *Gateway) readInference(r *http.Request, top *protocol.Request) ([]byte, *refusal) {
+	body, err := readRequestBody(r, g.MaxBodySize)
+	if err != nil {
+		switch {
+		case errors.Is(err, errBodyTooLarge):
+			return nil, &refusal{http.StatusRequestEntityTooLarge, "request_too_large", "",
+				"request body exceeds the limit of " + strconv.FormatInt(g.MaxBodySize, 10) + " bytes"}
+		case errors.Is(err, errUnsupportedEncoding):
+			return nil, &refusal{http.StatusUnsupportedMediaType, "unsupported_content_encoding", "",
+				"the request body's Content-Encoding " + strconv.Quote(r.Header.Get("Content-Encoding")) + " is not supported: send it uncompressed, or gzip"}
+		case errors.Is(err, errBadEncoding):
+			return nil, &refusal{http.StatusBadRequest, "invalid_body", "", err.Error()}
+		}
+		return nil, &refusal{http.StatusBadRequest, "invalid_body", "", "could not read the request body"}
+	}
+	var isObject bool
+	*top, isObject = protocol.Scan(body, g.watch...)
+	switch {
+	case !isObject:
+		return nil, &refusal{http.StatusBadRequest, "invalid_json", "", "the request body is not a valid JSON object"}
+	case top.Model == nil:
+		return nil, &refusal{http.StatusNotFound, "model_not_found", "model", "you must provide a model parameter"}
+	case !top.ModelString():
+		return nil, &refusal{http.StatusBadRequest, "invalid_type", "model", "model must be a string"}
+	case top.Repeated != "":
+		// the gateway reads the first, the upstream's decoder the last:
+		// the client would choose the upstream model, its stream usage,
+		// its length past a ceiling
+		f := top.Repeated
+		return nil, &refusal{http.StatusBadRequest, "invalid_json", f, "the request body has more than one " + f + " field"}
+	case top.Mistyped != "":
+		// vLLM's lax decoder reads " 5000" as 5000 and "yes" as true, the
+		// gateway neither: its ceilings, reservation and stream usage
+		// would read another request than the upstream serves
+		f := top.Mistyped
+		return nil, &refusal{http.StatusBadRequest, "invalid_type", f, "Invalid type for '" + f + "': expected " + protocol.FieldType(f) + "."}
+	}
+	return body, nil
+}
+
+// fitHeaders makes the request's headers fit for an upstream: the
+// client's credentials and hop-by-hop headers dropped, no length (each
+// attempt's body has its own), no Accept-Encoding (returned, with true
+// when there was one, for the caller to put back when the handler
+// returns), the request id and the idempotency key set.
+func (g *Gateway) fitHeaders(rt *route, id string) (acceptEncoding []string, had bool) {
+	r := rt.r
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
@@ -132,10 +187,10 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	// Compression toward the client is the site's `encode`, which has
 	// chosen already. Here rather than in each group proxy's header
 	// operations, which would make the proxy copy every request's
-	// headers; put back when the handler returns.
-	if ae, ok := r.Header["Accept-Encoding"]; ok {
+	// headers.
+	acceptEncoding, had = r.Header["Accept-Encoding"]
+	if had {
 		delete(r.Header, "Accept-Encoding")
-		defer func() { r.Header["Accept-Encoding"] = ae }()
 	}
 	if v := r.Header["X-Request-Id"]; len(v) != 1 || v[0] != id {
 		r.Header.Set("X-Request-Id", id)
@@ -149,33 +204,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	// and would drop a marker without one. A client's own is replaced:
 	// what the transport resends by is not the client's to choose.
 	r.Header[idempotencyKey] = r.Header["X-Request-Id"][:1:1] // the same value, no copy
-
-	ctx := r.Context()
-	if g.Deadline > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(g.Deadline))
-		defer cancel()
-	}
-
-	if g.spend != nil {
-		rt.noCloud, rt.noCloudFor = g.cloudClosed(cl, at)
-	}
-	rt.alias, rt.stream = al, stream
-	rt.attempts = rt.tried[:0]
-	if stream && !wantsUsage && g.streamUsage && rt.api.StreamUsage {
-		// ask for the usage chunk, to count the tokens, of the groups
-		// that allow it (see try); the client does not see it
-		if sp, rewritten, ok := withStreamUsage(body, top); ok {
-			if rewritten != nil {
-				rt.withUsage = &usageBody{body: rewritten}
-				rt.withUsage.top, _ = protocol.Scan(rewritten, g.watch...) // the model may have moved
-			} else {
-				rt.inject = sp
-			}
-		}
-	}
-	rt.body = body
-	return rt.run(ctx)
+	return acceptEncoding, had
 }
 
 // alias returns the alias the body's model names. A name without escapes
