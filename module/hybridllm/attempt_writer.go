@@ -119,6 +119,34 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt := aw.rt
 	rt.ttfb = time.Since(rt.start)
 	h := aw.w.Header() // ServeHTTP set the request id there
+	aw.passHeaders(h)
+	aw.readAnswer(status, h)
+	rt.status = status
+	t := aw.target
+	rt.answered, rt.answerBegan = t, aw.began
+	if t.Tier != nil {
+		rt.markDegraded(aw, h)
+	}
+	if rt.g.routeHeadersOn() {
+		rt.setRouteHeaders(h, t)
+	}
+	// from now on the proxy writes straight into the client's header
+	// map, so that trailers it sets after the body reach the client; the
+	// attempt's own map is no longer read (the proxy asks for Header()
+	// again after WriteHeader)
+	if own := aw.header; own != nil {
+		clear(own)
+		headerMaps.Put(own)
+	}
+	aw.header = h
+	aw.w.WriteHeader(status)
+	return true
+}
+
+// passHeaders copies the upstream's answer headers the client may see
+// into h.
+func (aw *attemptWriter) passHeaders(h http.Header) {
+	rt := aw.rt
 	var upstreamID []string
 	pass := rt.g.pass
 	for k, v := range aw.header {
@@ -136,6 +164,12 @@ func (aw *attemptWriter) commit(status int) bool {
 	if len(upstreamID) > 0 && upstreamID[0] != "" && upstreamID[0] != rt.id {
 		h["X-Upstream-Request-Id"] = upstreamID[:1:1]
 	}
+}
+
+// readAnswer sets up what reads the answer on its way to the client (its
+// usage, its end, the alias in its model) from its headers h.
+func (aw *attemptWriter) readAnswer(status int, h http.Header) {
+	rt := aw.rt
 	// an error event can only be appended to a plain (not compressed)
 	// event stream
 	ct := h.Get("Content-Type")
@@ -162,44 +196,30 @@ func (aw *attemptWriter) commit(status int) bool {
 		// events may be shortened, the model's name changes length
 		h.Del("Content-Length")
 	}
-	rt.status = status
-	t := aw.target
-	rt.answered, rt.answerBegan = t, aw.began
-	if t.Tier != nil {
-		rt.markDegraded(aw, h)
+}
+
+// setRouteHeaders tells the client where its request landed: the
+// X-Hybrid-* headers.
+func (rt *route) setRouteHeaders(h http.Header, t *Target) {
+	// canonical keys, assigned directly, their values in one array
+	v := make([]string, 2, 4)
+	v[0], v[1] = t.Group, t.Model
+	h["X-Hybrid-Target"] = v[0:1:1]
+	if rt.alias.modelJSON == nil {
+		// the answer names the upstream's model anyway (response_model
+		// upstream); otherwise no served model name reaches the client
+		h["X-Hybrid-Model"] = v[1:2:2]
 	}
-	if rt.g.routeHeadersOn() {
-		// canonical keys, assigned directly, their values in one array
-		v := make([]string, 2, 4)
-		v[0], v[1] = t.Group, t.Model
-		h["X-Hybrid-Target"] = v[0:1:1]
-		if rt.alias.modelJSON == nil {
-			// the answer names the upstream's model anyway (response_model
-			// upstream); otherwise no served model name reaches the client
-			h["X-Hybrid-Model"] = v[1:2:2]
-		}
-		if len(rt.attempts) > 0 {
-			v = append(v, "true", rt.fallbackReasons())
-			h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
-		}
-		if o := rt.overflowed(t); o != "" {
-			h.Set("X-Hybrid-Overflow", o)
-		}
-		if rt.rule != "" {
-			h.Set("X-Hybrid-Route", rt.rule)
-		}
+	if len(rt.attempts) > 0 {
+		v = append(v, "true", rt.fallbackReasons())
+		h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
 	}
-	// from now on the proxy writes straight into the client's header
-	// map, so that trailers it sets after the body reach the client; the
-	// attempt's own map is no longer read (the proxy asks for Header()
-	// again after WriteHeader)
-	if own := aw.header; own != nil {
-		clear(own)
-		headerMaps.Put(own)
+	if o := rt.overflowed(t); o != "" {
+		h.Set("X-Hybrid-Overflow", o)
 	}
-	aw.header = h
-	aw.w.WriteHeader(status)
-	return true
+	if rt.rule != "" {
+		h.Set("X-Hybrid-Route", rt.rule)
+	}
 }
 
 func (aw *attemptWriter) Write(p []byte) (int, error) {
