@@ -208,7 +208,7 @@ func (c *mirrorCopy) run() {
 	defer slot.release() // whatever the proxy panics with
 	start := time.Now()
 	w.start = start
-	aborted, err := proxy(m.group.proxy, w, req)
+	aborted, err := proxy(m.group.serve, w, req)
 	dur := time.Since(start)
 	w.scan.Finish(nil, aborted)
 	if slot.group != nil && slot.ep == nil && w.status == 0 {
@@ -217,23 +217,7 @@ func (c *mirrorCopy) run() {
 		return
 	}
 
-	outcome := "ok"
-	switch {
-	case w.status == 0 || (aborted && w.ttfb == 0):
-		outcome = "unreachable"
-		if errors.Is(req.Context().Err(), context.DeadlineExceeded) {
-			outcome = "timeout"
-		}
-	case aborted || (err != nil && w.status < 300):
-		outcome = "interrupted"
-		if errors.Is(req.Context().Err(), context.DeadlineExceeded) {
-			outcome = "timeout"
-		}
-	case w.status >= 500:
-		outcome = "failed"
-	case w.status >= 400:
-		outcome = "rejected"
-	}
+	outcome := mirrorOutcome(req.Context(), w, aborted, err)
 	s := m.series
 	mirrorRequests.WithLabelValues(c.g.Name, c.alias.name, m.Group, m.Model, outcome).Inc()
 	s.duration.Observe(dur.Seconds())
@@ -241,22 +225,7 @@ func (c *mirrorCopy) run() {
 		s.ttft.Observe(w.ttfb.Seconds())
 	}
 	u := &w.scan
-	usd, priced := 0.0, false
-	if u.Found {
-		s.prompt.Add(float64(u.Prompt))
-		s.completion.Add(float64(u.Completion))
-	}
-	switch cc := m.group.Cost; {
-	case cc == nil:
-	case m.group.Kind == KindOpenAI:
-		usd, priced = cc.requestCost(u.Prompt, u.Completion, u.Cached, dur), true
-		s.cost.Add(usd)
-	case c.g.ledger != nil:
-		usd, priced = float64(u.Prompt+u.Completion)*c.g.selfCostPerToken(), true
-	}
-	if c.g.ledger != nil {
-		c.g.charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
-	}
+	usd, priced := c.account(u, dur)
 	fields := []zap.Field{
 		zap.String("request_id", c.id), zap.String("parent_request_id", c.parent),
 		zap.String("billing", billingShadow), zap.String("llm_alias", c.alias.name),
@@ -276,6 +245,50 @@ func (c *mirrorCopy) run() {
 		fields = append(fields, zap.String("error", string(classify(err))))
 	}
 	c.g.mirrorLog.Info("mirror request", fields...)
+}
+
+// mirrorOutcome is what became of a copy, as its metrics and record say.
+func mirrorOutcome(ctx context.Context, w *mirrorWriter, aborted bool, err error) string {
+	switch {
+	case w.status == 0 || (aborted && w.ttfb == 0):
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return "timeout"
+		}
+		return "unreachable"
+	case aborted || (err != nil && w.status < 300):
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return "timeout"
+		}
+		return "interrupted"
+	case w.status >= 500:
+		return "failed"
+	case w.status >= 400:
+		return "rejected"
+	}
+	return "ok"
+}
+
+// account counts a copy's tokens and what it cost (a cloud's price, or
+// the self-hosted cost per token), in its series and as a shadow charge
+// in the books; priced is false when nothing prices it.
+func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd float64, priced bool) {
+	m, s := c.m, c.m.series
+	if u.Found {
+		s.prompt.Add(float64(u.Prompt))
+		s.completion.Add(float64(u.Completion))
+	}
+	switch cc := m.group.Cost; {
+	case cc == nil:
+	case m.group.Kind == KindOpenAI:
+		usd, priced = cc.requestCost(u.Prompt, u.Completion, u.Cached, dur), true
+		s.cost.Add(usd)
+	case c.g.ledger != nil:
+		usd, priced = float64(u.Prompt+u.Completion)*c.g.selfCostPerToken(), true
+	}
+	if c.g.ledger != nil {
+		c.g.charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
+	}
+	return usd, priced
 }
 
 // mirrorWriter takes a mirror's answer: it reads the usage and throws
