@@ -53,12 +53,8 @@ func (adminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: adminapi.PathState, Handler: caddy.AdminHandlerFunc(serveState)},
 		{Pattern: adminapi.PathLedger, Handler: caddy.AdminHandlerFunc(serveLedger)},
 		{Pattern: adminapi.PathClients, Handler: caddy.AdminHandlerFunc(serveClients)},
-		{Pattern: adminapi.PathDrain, Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			return serveDrain(w, r, true)
-		})},
-		{Pattern: adminapi.PathUndrain, Handler: caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
-			return serveDrain(w, r, false)
-		})},
+		{Pattern: adminapi.PathDrain, Handler: caddy.AdminHandlerFunc(serveDrain)},
+		{Pattern: adminapi.PathUndrain, Handler: caddy.AdminHandlerFunc(serveUndrain)},
 		{Pattern: adminapi.PathDrill, Handler: caddy.AdminHandlerFunc(serveDrill)},
 		{Pattern: adminapi.PathSpendAccept, Handler: caddy.AdminHandlerFunc(serveSpendAccept)},
 		{Pattern: adminapi.PathWeight, Handler: caddy.AdminHandlerFunc(serveWeight)},
@@ -136,11 +132,22 @@ func gatewayNames(live []*Gateway) string {
 	return strings.Join(names, ", ")
 }
 
-// serveDrain drains (or undrains) a group or one endpoint of a vllm
-// group: new requests skip it at once, requests in flight finish. The
-// flag lives in shared state, so it survives config reloads until undone,
-// and in Caddy's storage (or the registry), so it survives restarts.
-func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
+// serveDrain drains a group or one endpoint of a vllm group: new
+// requests skip it at once, requests in flight finish. The flag lives in
+// shared state, so it survives config reloads until undone, and in
+// Caddy's storage (or the registry), so it survives restarts.
+func serveDrain(w http.ResponseWriter, r *http.Request) error {
+	return setDrained(w, r, true)
+}
+
+// serveUndrain undoes serveDrain.
+func serveUndrain(w http.ResponseWriter, r *http.Request) error {
+	return setDrained(w, r, false)
+}
+
+// setDrained sets the drain flag the request names to drained, and
+// answers with what it set.
+func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 	req, g, err := readAction(r)
 	if err != nil {
 		return err
@@ -152,7 +159,7 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	if grp == nil || grp.shared == nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no group %q; its groups: %s", g.Name, req.Group, strings.Join(sortedKeys(g.Groups), ", "))}
 	}
-	what := map[string]any{"gateway": g.Name, "group": req.Group, "drained": drain}
+	what := map[string]any{"gateway": g.Name, "group": req.Group, "drained": drained}
 	var ep *endpoint
 	if req.Endpoint != "" {
 		if grp.vllm == nil {
@@ -172,16 +179,16 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 	case g.fleet != nil:
 		// the whole fleet drains: through the registry, applied here as
 		// on every gateway by the watch
-		rev, err := g.fleet.writeDrain(r.Context(), req.Group, req.Endpoint, drain)
+		rev, err := g.fleet.writeDrain(r.Context(), req.Group, req.Endpoint, drained)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
 		}
 		what["registry_revision"] = rev
 		g.awaitRegistry(rev)
 	case ep != nil:
-		ep.drained.Store(drain)
+		ep.drained.Store(drained)
 	default:
-		grp.shared.drained.Store(drain)
+		grp.shared.drained.Store(drained)
 	}
 	if g.fleet == nil && g.storage != nil {
 		// kept for the next start (see drains.go)
@@ -190,7 +197,7 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 			what["not_stored"] = err.Error()
 		}
 	}
-	if !drain && ep == nil && grp.vllm != nil {
+	if !drained && ep == nil && grp.vllm != nil {
 		// a group's undrain leaves its endpoints' own drains as they are
 		var still []string
 		for ep := range grp.vllm.all() {
@@ -204,7 +211,7 @@ func serveDrain(w http.ResponseWriter, r *http.Request, drain bool) error {
 		}
 	}
 	verb := "undrained"
-	if drain {
+	if drained {
 		verb = "drained"
 	}
 	g.logger.Warn(verb+" through the admin API", zap.String("group", req.Group), zap.String("endpoint", req.Endpoint))

@@ -34,9 +34,20 @@ type attemptResult struct {
 	stale bool
 }
 
-// try makes one attempt on a target. The error is the proxy's, for a
-// response that has started.
-func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, groupTrial bool) (res attemptResult, err error) {
+// attemptTurn is an attempt's place in the request's plan.
+type attemptTurn struct {
+	avoid []*endpoint // the target's endpoints that failed the request already
+	// targets follow: a 400 is held, so that a context-length error
+	// goes to the next one
+	more bool
+	// the attempt carries the group breaker's half-open trial, which it
+	// settles however it ends
+	groupTrial bool
+}
+
+// try makes one attempt on a target, at its turn. The error is the
+// proxy's, for a response that has started.
+func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res attemptResult, err error) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if t.timeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, t.timeout)
@@ -67,7 +78,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: more, began: rt.g.clock.Now(), cancel: cancel}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: turn.more, began: rt.g.clock.Now(), cancel: cancel}
 	if rt.traced() != nil {
 		var span trace.Span
 		actx, span = rt.startAttemptSpan(actx, t)
@@ -90,7 +101,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 	if vg := t.group.vllm; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
-		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: avoid}
+		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: turn.avoid}
 		defer aw.slot.release()
 	}
 	var timer *time.Timer
@@ -126,7 +137,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 			rt.faultEnded(t, res.ep)
 		}
 		if bc := t.group.Breaker; bc != nil {
-			rt.settle(t, bc, &res, &aw.slot, groupTrial, len(avoid))
+			rt.settle(t, bc, &res, &aw.slot, turn)
 		}
 	}()
 	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.clientLost
@@ -189,8 +200,11 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		default:
 			res.verdict = verdictSuccess
 		}
-		if aborted || cut {
-			rt.midStreamFailure(actx, aw, cut)
+		switch {
+		case cut:
+			rt.midStreamFailure(actx, aw, rt.endedEarly(aw))
+		case aborted:
+			rt.midStreamFailure(actx, aw, "the upstream connection failed mid-stream")
 		}
 		return res, err
 	}
@@ -262,7 +276,7 @@ func (rt *route) try(ctx context.Context, t *Target, avoid []*endpoint, more, gr
 		c.Write(zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(err))
 	}
-	res.verdict = verdictOf(a.reason, false, rt.r.Context())
+	res.verdict = verdictOf(a.reason, rt.r.Context())
 	return res, nil
 }
 
@@ -312,16 +326,30 @@ func proxy(h caddyhttp.MiddlewareHandler, w http.ResponseWriter, r *http.Request
 
 var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
+// endedEarly is the cause of a stream the upstream ended before its last
+// chunk, without breaking off: an error it sent, if it did.
+func (rt *route) endedEarly(aw *attemptWriter) string {
+	if !aw.scan.Errored {
+		return "the upstream ended the stream before its last chunk"
+	}
+	// in the gateway's words and shape, with no served model name
+	msg := "the upstream failed mid-stream"
+	if m := protocol.Capped(protocol.Renamed(aw.scan.UpstreamError, aw.target.Model, rt.alias.name), 300); m != "" {
+		msg += ": " + m
+	}
+	return msg
+}
+
 // midStreamFailure ends a response whose upstream failed after the first
-// byte (ended: it ended the stream early, without an error), or that the
-// gateway cut (see watchdog). An SSE stream gets an error event, so the
-// client never mistakes the cut for a clean end; anything else is
+// byte (cause: what the upstream did), or that the gateway cut (see
+// watchdog) or ran out of time for. An SSE stream gets an error event, so
+// the client never mistakes the cut for a clean end; anything else is
 // aborted. Either way the cause goes to the log and the access log.
-func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended bool) {
+func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause string) {
 	if rt.r.Context().Err() != nil || aw.clientLost {
 		panic(http.ErrAbortHandler)
 	}
-	msg := "the upstream connection failed mid-stream"
+	msg := cause
 	switch cut := aw.cut.Load(); {
 	case cut == cutIdle:
 		msg = aw.target.idleCause
@@ -329,14 +357,6 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, ended 
 		msg = causeEndpointDown
 	case ctx.Err() != nil:
 		msg = "the upstream did not finish in time"
-	case ended && aw.scan.Errored:
-		// in the gateway's words and shape, with no served model name
-		msg = "the upstream failed mid-stream"
-		if m := protocol.Capped(protocol.Renamed(aw.scan.UpstreamError, aw.target.Model, rt.alias.name), 300); m != "" {
-			msg += ": " + m
-		}
-	case ended:
-		msg = "the upstream ended the stream before its last chunk"
 	}
 	rt.interruption = msg
 	if !aw.sse {

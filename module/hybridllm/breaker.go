@@ -198,37 +198,34 @@ func (b *breaker) wouldAllow(t time.Time) bool {
 	return true
 }
 
-// success records a successful request; a trial's success closes the
-// breaker, which it reports.
-func (b *breaker) success(trial bool) bool {
-	if !trial && b.state.Load() == breakerClosed {
-		return false
-	}
+// trialSucceeded records the half-open trial's success, which closes the
+// breaker. (Another request's success changes nothing.)
+func (b *breaker) trialSucceeded() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if trial {
-		b.trial = false
-		b.state.Store(breakerClosed)
-		b.fails = b.fails[:0]
-		return true
-	}
-	return false
+	b.trial = false
+	b.state.Store(breakerClosed)
+	b.fails = b.fails[:0]
 }
 
-// failure records a failed request at time t. It reports whether the
-// breaker opened (or opened again).
-func (b *breaker) failure(cfg *BreakerConfig, t time.Time, trial bool, cause failCause) bool {
+// trialFailed records the half-open trial's failure at time t, which
+// opens the breaker again: a full cooldown from t, not the old deadline.
+func (b *breaker) trialFailed(cfg *BreakerConfig, t time.Time, cause failCause) {
+	_, _, cool := cfg.params()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.trial = false
+	b.openUntil, b.cause = t.Add(cool), cause
+	b.state.Store(breakerOpen)
+	b.opened.Add(1)
+}
+
+// failure records the failure at time t of a request that was not the
+// half-open trial. It reports whether the breaker opened.
+func (b *breaker) failure(cfg *BreakerConfig, t time.Time, cause failCause) bool {
 	allowed, win, cool := cfg.params()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if trial {
-		// the trial failed: a full cooldown from now, not the old deadline
-		b.trial = false
-		b.openUntil, b.cause = t.Add(cool), cause
-		b.state.Store(breakerOpen)
-		b.opened.Add(1)
-		return true
-	}
 	if b.state.Load() != breakerClosed {
 		// a late failure of a request sent before the breaker opened: the
 		// cooldown already answered it, and only the trial decides now
@@ -251,12 +248,9 @@ func (b *breaker) failure(cfg *BreakerConfig, t time.Time, trial bool, cause fai
 	return false
 }
 
-// release gives back a trial whose request ended without an outcome (the
-// client left, say): the next request may try.
-func (b *breaker) release(trial bool) {
-	if !trial {
-		return
-	}
+// releaseTrial gives back the half-open trial, whose request ended
+// without an outcome (the client left, say): the next request may try.
+func (b *breaker) releaseTrial() {
 	b.mu.Lock()
 	b.trial = false
 	b.mu.Unlock()
@@ -282,28 +276,45 @@ func (b *breaker) view(t time.Time) (state string, until time.Time, trial bool) 
 	return "closed", time.Time{}, false
 }
 
-// judge feeds a verdict to a breaker and logs it opening.
-func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, trial bool, group, endpoint string, cause failCause) {
+// judge feeds the verdict on a request that was not the half-open trial
+// to a breaker, and logs it opening: only a failure counts.
+func (rt *route) judge(b *breaker, bc *BreakerConfig, v verdict, group, endpoint string, cause failCause) {
+	if v != verdictFailure {
+		return
+	}
+	if t := rt.g.clock.Now(); b.failure(bc, t, cause) {
+		_, until, _ := b.view(t)
+		fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", false)}
+		if endpoint != "" {
+			fields = append(fields, zap.String("endpoint", endpoint))
+		}
+		rt.g.logger.Warn("breaker open", fields...)
+	}
+}
+
+// judgeTrial feeds the verdict on the half-open trial to its breaker,
+// and logs what it did: a success closes it, a failure opens it again,
+// and no verdict gives the trial to the next request.
+func (rt *route) judgeTrial(b *breaker, bc *BreakerConfig, v verdict, group, endpoint string, cause failCause) {
 	switch v {
 	case verdictSuccess:
-		if b.success(trial) {
-			fields := []zap.Field{zap.String("group", group)}
-			if endpoint != "" {
-				fields = append(fields, zap.String("endpoint", endpoint))
-			}
-			rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
+		b.trialSucceeded()
+		fields := []zap.Field{zap.String("group", group)}
+		if endpoint != "" {
+			fields = append(fields, zap.String("endpoint", endpoint))
 		}
+		rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
 	case verdictFailure:
-		if t := rt.g.clock.Now(); b.failure(bc, t, trial, cause) {
-			_, until, _ := b.view(t)
-			fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", trial)}
-			if endpoint != "" {
-				fields = append(fields, zap.String("endpoint", endpoint))
-			}
-			rt.g.logger.Warn("breaker open", fields...)
+		t := rt.g.clock.Now()
+		b.trialFailed(bc, t, cause)
+		_, until, _ := b.view(t)
+		fields := []zap.Field{zap.String("group", group), zap.Time("until", until), zap.Bool("half_open_trial_failed", true)}
+		if endpoint != "" {
+			fields = append(fields, zap.String("endpoint", endpoint))
 		}
+		rt.g.logger.Warn("breaker open", fields...)
 	default:
-		b.release(trial)
+		b.releaseTrial()
 	}
 }
 
@@ -328,22 +339,29 @@ func connFailure(why reason) bool {
 // serving; a group whose endpoints are all out is skipped for that.
 // The attempt carrying the group's half-open trial settles it; a failure
 // that is the endpoint's alone gives the trial to the next request.
-func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *attemptSlot, groupTrial bool, failedBefore int) {
+func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *attemptSlot, turn attemptTurn) {
 	v := res.verdict
 	if ep := res.ep; ep != nil {
 		ev := v
 		if res.held {
 			ev = verdictNone
 		}
-		rt.judge(ep.br, bc, ev, slot.trial, t.Group, ep.dial, res.cause)
-		if v == verdictFailure && failedBefore+slot.failed < 1 {
+		if slot.trial {
+			rt.judgeTrial(ep.br, bc, ev, t.Group, ep.dial, res.cause)
+		} else {
+			rt.judge(ep.br, bc, ev, t.Group, ep.dial, res.cause)
+		}
+		if v == verdictFailure && len(turn.avoid)+slot.failed < 1 {
 			v = verdictNone
 		}
 	}
 	if res.held {
 		v = verdictNone // busy, not broken
 	}
-	if groupTrial || v != verdictNone {
-		rt.judge(&t.group.shared.breaker, bc, v, groupTrial, t.Group, "", failCause{})
+	switch {
+	case turn.groupTrial:
+		rt.judgeTrial(&t.group.shared.breaker, bc, v, t.Group, "", failCause{})
+	case v != verdictNone:
+		rt.judge(&t.group.shared.breaker, bc, v, t.Group, "", failCause{})
 	}
 }

@@ -23,13 +23,13 @@ func TestBreakerOpenHalfOpenClosed(t *testing.T) {
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
 	// two failures, one outside the window: still closed
-	b.failure(cfg, at(0), false, failCause{})
-	b.failure(cfg, at(11), false, failCause{})
+	b.failure(cfg, at(0), failCause{})
+	b.failure(cfg, at(11), failCause{})
 	if ok, _ := b.allow(at(12)); !ok {
 		t.Fatal("opened with failures spread over more than the window")
 	}
-	b.failure(cfg, at(12), false, failCause{})
-	if opened := b.failure(cfg, at(13), false, failCause{}); !opened {
+	b.failure(cfg, at(12), failCause{})
+	if opened := b.failure(cfg, at(13), failCause{}); !opened {
 		t.Fatal("3 failures within 10s did not open")
 	}
 	if ok, _ := b.allow(at(20)); ok {
@@ -48,7 +48,7 @@ func TestBreakerOpenHalfOpenClosed(t *testing.T) {
 	if s, _, inFlight := b.view(at(43)); s != "half_open" || !inFlight {
 		t.Fatalf("during the trial: %s, trial in flight %v", s, inFlight)
 	}
-	b.success(trial)
+	b.trialSucceeded()
 	if s, _, _ := b.view(at(43)); s != "closed" {
 		t.Fatalf("trial success left it %s", s)
 	}
@@ -61,7 +61,7 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(30 * time.Second)}
 	b := new(breaker)
 	t0 := time.Unix(1000, 0)
-	b.failure(cfg, t0, false, failCause{}) // open until t0+30
+	b.failure(cfg, t0, failCause{}) // open until t0+30
 	_, until, _ := b.view(t0)
 	if !until.Equal(t0.Add(30 * time.Second)) {
 		t.Fatalf("open until %v", until)
@@ -71,7 +71,7 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 	if !ok || !trial {
 		t.Fatal("no trial")
 	}
-	b.failure(cfg, t0.Add(52*time.Second), trial, failCause{})
+	b.trialFailed(cfg, t0.Add(52*time.Second), failCause{})
 	state, until, _ := b.view(t0.Add(52 * time.Second))
 	if state != "open" || !until.Equal(t0.Add(82*time.Second)) {
 		t.Fatalf("re-opened %s until %v, want a full cooldown from the failure (t0+82s)", state, until)
@@ -90,22 +90,22 @@ func TestBreakerReopenExtendsDeadline(t *testing.T) {
 // A request sent before the breaker opened may fail during the half-open
 // trial: only the trial decides.
 func TestBreakerLateFailureDuringTrial(t *testing.T) {
-	b, cfg, t0, trial := halfOpen(t)
-	if reopened := b.failure(cfg, t0.Add(3*time.Second), false, failCause{}); reopened {
+	b, cfg, t0 := halfOpen(t)
+	if reopened := b.failure(cfg, t0.Add(3*time.Second), failCause{}); reopened {
 		t.Fatal("a late failure re-opened the breaker under the trial")
 	}
 	if ok, _ := b.allow(t0.Add(3 * time.Second)); ok {
 		t.Fatal("a second request while the trial is in flight")
 	}
-	b.success(trial)
+	b.trialSucceeded()
 	if s, _, _ := b.view(t0.Add(3 * time.Second)); s != "closed" || b.opened.Load() != 1 {
 		t.Fatalf("after the trial's success: %s, opened %d times", s, b.opened.Load())
 	}
 }
 
 func TestBreakerTrialReleased(t *testing.T) {
-	b, _, t0, trial := halfOpen(t)
-	b.release(trial) // the client left: no verdict
+	b, _, t0 := halfOpen(t)
+	b.releaseTrial() // the client left: no verdict
 	if ok, trial := b.allow(t0.Add(2 * time.Second)); !ok || !trial {
 		t.Fatal("a released trial was not offered again")
 	}
@@ -113,16 +113,16 @@ func TestBreakerTrialReleased(t *testing.T) {
 
 // halfOpen returns a breaker opened by one failure at t0 (cooldown 1s)
 // whose half-open trial was taken at t0+2s.
-func halfOpen(t *testing.T) (b *breaker, cfg *BreakerConfig, t0 time.Time, trial bool) {
+func halfOpen(t *testing.T) (b *breaker, cfg *BreakerConfig, t0 time.Time) {
 	t.Helper()
 	cfg = &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
 	b, t0 = new(breaker), time.Unix(1000, 0)
-	b.failure(cfg, t0, false, failCause{})
+	b.failure(cfg, t0, failCause{})
 	ok, trial := b.allow(t0.Add(2 * time.Second))
 	if !ok || !trial {
 		t.Fatal("no trial")
 	}
-	return b, cfg, t0, trial
+	return b, cfg, t0
 }
 
 // An idle gateway tells the truth about a breaker whose cooldown has

@@ -16,7 +16,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "target":
-			t, err := unmarshalTarget(d, false, nil)
+			t, err := unmarshalTarget(d)
 			if err != nil {
 				return nil, err
 			}
@@ -94,7 +94,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 					}
 					return nil, d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s'", d.Val())
 				}
-				t, err := unmarshalTarget(d, true, nil)
+				t, err := unmarshalSetTarget(d)
 				if err != nil {
 					return nil, err
 				}
@@ -230,7 +230,7 @@ func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
 		return nil, d.Err("color needs a tag, a group and a model name: color <tag> <group> <model>")
 	}
 	c.Tag = d.Val()
-	err := unmarshalTargetInto(d, &c.Target, "color", false, func(d *caddyfile.Dispenser) (bool, error) {
+	err := unmarshalTargetInto(d, &c.Target, "color", targetExtra{names: []string{"fallback", "trusted_clients", "trusted_ranges"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "fallback":
 			on, err := parseOnOff(d)
@@ -244,7 +244,7 @@ func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
 			return true, nil
 		}
 		return false, nil
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +261,7 @@ func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
 //	}]
 func unmarshalTier(d *caddyfile.Dispenser) (*Target, error) {
 	t := &Target{Tier: new(TierConfig)}
-	err := unmarshalTargetInto(d, t, "tier", false, func(d *caddyfile.Dispenser) (bool, error) {
+	err := unmarshalTargetInto(d, t, "tier", targetExtra{names: []string{"quality", "max_tokens", "formats"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "quality":
 			v, err := parseShare(d)
@@ -280,7 +280,7 @@ func unmarshalTier(d *caddyfile.Dispenser) (*Target, error) {
 			return true, nil
 		}
 		return false, nil
-	})
+	}})
 	return t, err
 }
 
@@ -351,7 +351,7 @@ func unmarshalDegrade(d *caddyfile.Dispenser) (*DegradeConfig, error) {
 //	}
 func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
 	m := new(Mirror)
-	err := unmarshalTargetInto(d, &m.Target, "mirror", false, func(d *caddyfile.Dispenser) (bool, error) {
+	err := unmarshalTargetInto(d, &m.Target, "mirror", targetExtra{names: []string{"ratio", "max_in_flight"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "ratio":
 			v, err := parseShare(d)
@@ -363,7 +363,7 @@ func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
 			return true, err
 		}
 		return false, nil
-	})
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -373,26 +373,54 @@ func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
 	return m, nil
 }
 
-// unmarshalTarget parses `target <group> <model> [{ ... }]` (or the same
-// arguments of a color or mirror); weight is allowed in a weighted set,
-// and extra parses the subdirectives of a color or mirror, reporting
-// whether it took one.
-func unmarshalTarget(d *caddyfile.Dispenser, inSet bool, extra func(*caddyfile.Dispenser) (bool, error)) (*Target, error) {
+// unmarshalTarget parses `target <group> <model> [{ ... }]` outside a
+// weighted set.
+func unmarshalTarget(d *caddyfile.Dispenser) (*Target, error) {
 	t := new(Target)
-	return t, unmarshalTargetInto(d, t, "target", inSet, extra)
+	return t, unmarshalTargetInto(d, t, "target", targetExtra{})
 }
 
-// targetExtras are the subdirectives a color, tier or mirror adds to a
-// target's, for suggestions.
-var targetExtras = map[string][]string{
-	"color":  {"fallback", "trusted_clients", "trusted_ranges"},
-	"tier":   {"quality", "max_tokens", "formats"},
-	"mirror": {"ratio", "max_in_flight"},
+// unmarshalSetTarget parses a target of a weighted set, which may also
+// take weight and health.
+func unmarshalSetTarget(d *caddyfile.Dispenser) (*Target, error) {
+	t := new(Target)
+	return t, unmarshalTargetInto(d, t, "target", targetExtra{names: []string{"health", "weight"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
+		switch d.Val() {
+		case "weight":
+			n, err := parseNonNegativeInt(d)
+			if err != nil {
+				return true, err
+			}
+			t.Weight = &n
+		case "health":
+			if t.Health != nil {
+				return true, d.Err("health already specified")
+			}
+			hc, err := unmarshalHealth(d)
+			if err != nil {
+				return true, err
+			}
+			t.Health = hc
+		default:
+			return false, nil
+		}
+		return true, nil
+	}})
 }
 
-// unmarshalTargetInto parses a target's group, model and block into t;
-// what names the directive in errors.
-func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet bool, extra func(*caddyfile.Dispenser) (bool, error)) error {
+// targetExtra is what a weighted set, color, tier or mirror adds to a
+// target's subdirectives.
+type targetExtra struct {
+	names []string // the subdirectives, for suggestions
+	// parses the subdirective at d if it is one of them, reporting
+	// whether it took it
+	parse func(d *caddyfile.Dispenser) (took bool, err error)
+}
+
+// unmarshalTargetInto parses a target's group, model and block into t
+// (or the same arguments of a color, tier or mirror, with their extra
+// subdirectives); what names the directive in errors.
+func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, extra targetExtra) error {
 	t.pos = posOf(d)
 	if !d.Args(&t.Group, &t.Model) {
 		return d.Errf("%s needs a group and a model name after its arguments: %s ... <group> <model>", what, what)
@@ -401,8 +429,8 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet b
 		return d.ArgErr()
 	}
 	for tn := d.Nesting(); d.NextBlock(tn); {
-		if extra != nil {
-			took, err := extra(d)
+		if extra.parse != nil {
+			took, err := extra.parse(d)
 			if err != nil {
 				return err
 			}
@@ -448,33 +476,13 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, inSet b
 				return err
 			}
 			t.FallbackOn = codes
-		case "weight":
-			if !inSet {
-				return d.Err("weight belongs to a target in a weighted set")
-			}
-			n, err := parseNonNegativeInt(d)
-			if err != nil {
-				return err
-			}
-			t.Weight = &n
+		case "weight": // a weighted set's targets take it (see unmarshalSetTarget)
+			return d.Err("weight belongs to a target in a weighted set")
 		case "health":
-			if !inSet {
-				return d.Err("health belongs to a target in a weighted set")
-			}
-			if t.Health != nil {
-				return d.Err("health already specified")
-			}
-			hc, err := unmarshalHealth(d)
-			if err != nil {
-				return err
-			}
-			t.Health = hc
+			return d.Err("health belongs to a target in a weighted set")
 		default:
 			known := []string{"context_window", "fallback_on", "first_byte_timeout", "retries", "slo", "timeout"}
-			if inSet {
-				known = append(known, "health", "weight")
-			}
-			return unknownOption(d, what+" subdirective", d.Val(), append(known, targetExtras[what]...)...)
+			return unknownOption(d, what+" subdirective", d.Val(), append(known, extra.names...)...)
 		}
 	}
 	return nil

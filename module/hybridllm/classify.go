@@ -71,7 +71,7 @@ const (
 	reasonBudget   reason = "client_budget"
 	reasonSpendCap reason = "spend_cap"
 	// cloud targets closed for now: what the requests in flight reserved
-	// (see holdCloud) reaches the client's budget or the spend cap
+	// (see hold) reaches the client's budget or the spend cap
 	reasonBudgetHeld   reason = "client_budget_in_flight"
 	reasonSpendCapHeld reason = "spend_cap_in_flight"
 	// the cloud spend in storage could not be read, and no operator has
@@ -180,15 +180,13 @@ const (
 	verdictFailure
 )
 
-// verdict judges an attempt's outcome for the breakers: an answer is a
-// success (a 4xx is the client's business), an upstream failure is a
-// failure, and anything the upstream cannot be blamed for is neither.
-func verdictOf(why reason, answered bool, client context.Context) verdict {
+// verdictOf judges an attempt that failed without an answer, for why,
+// for the breakers: an upstream failure is a failure, and anything the
+// upstream cannot be blamed for (the client left, say) is neither. (An
+// answer is a success: a 4xx is the client's business.)
+func verdictOf(why reason, client context.Context) verdict {
 	if client.Err() != nil {
 		return verdictNone
-	}
-	if answered {
-		return verdictSuccess
 	}
 	switch why {
 	case reasonDeadline, reasonContextLength, reasonNoEndpoint, reasonRedLine, reasonUnhealthy,

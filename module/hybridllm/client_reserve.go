@@ -132,33 +132,67 @@ type spendHolds struct {
 // without taking anything, so that a target may be judged (by skip, by
 // the degradation chain) before it is tried.
 func (rt *route) cloudRefusal(t *Target) reason {
-	return rt.holdCloud(t, false)
+	q, ok := rt.holdQuote(t)
+	if !ok {
+		return ""
+	}
+	h := &rt.g.spend.holds
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return rt.heldOut(q)
 }
 
 // hold reserves, as the request's attempt on target t starts, what the
-// request may cost there (see holdCloud); it returns why the target is
-// closed to the request otherwise.
+// request may cost there, when a budget or the spend cap bounds it; it
+// returns why the target is closed to the request otherwise. A request
+// holds once, topped up to the dearest target it tries.
 func (rt *route) hold(t *Target) reason {
 	if t.group.Kind != KindOpenAI {
 		return ""
 	}
-	return rt.holdCloud(t, true)
+	q, ok := rt.holdQuote(t)
+	if !ok {
+		return ""
+	}
+	h := &rt.g.spend.holds
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if why := rt.heldOut(q); why != "" {
+		return why
+	}
+	extra := q.need - rt.reservedUSD
+	h.total += extra
+	if q.name != "" {
+		if h.clients == nil {
+			h.clients = map[string]float64{}
+		}
+		h.clients[q.name] += extra
+	}
+	rt.reservedUSD, rt.heldFor = q.need, q.name
+	return ""
 }
 
-// holdCloud reserves what the request may cost on a priced cloud target,
-// when a budget or the spend cap bounds it (with take; without, it only
-// judges); it returns why the target is closed to the request otherwise.
-// A request holds once, topped up to the dearest target it tries.
-func (rt *route) holdCloud(t *Target, take bool) reason {
+// holdQuote is what a request would hold on a priced cloud target.
+type holdQuote struct {
+	need     float64 // USD: what the request may cost there
+	name     string  // the client it is held for; "" when only the cap bounds it
+	capped   bool    // the spend cap bounds it
+	budgeted bool    // the client's budget bounds it
+}
+
+// holdQuote prices the request's hold on target t. It reports false when
+// nothing is to be held: no spend book or price, no bound, or the hold
+// already taken covers it.
+func (rt *route) holdQuote(t *Target) (holdQuote, bool) {
 	g, cc := rt.g, t.group.Cost
 	if g.spend == nil || cc == nil {
-		return ""
+		return holdQuote{}, false
 	}
 	capped := g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
 	cl := rt.client
 	budgeted := cl != nil && cl.known && (cl.budgetDay > 0 || cl.budgetMonth > 0)
 	if !capped && !budgeted {
-		return ""
+		return holdQuote{}, false
 	}
 	p, k := rt.tokenBoundOn(t)
 	dur := maxReserveDuration
@@ -167,37 +201,29 @@ func (rt *route) holdCloud(t *Target, take bool) reason {
 	}
 	need := cc.requestCost(p, k, 0, dur)
 	if need <= rt.reservedUSD {
-		return ""
+		return holdQuote{}, false
 	}
 	name := ""
 	if budgeted {
 		name = cl.name
 	}
-	h := &g.spend.holds
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	total, s := g.spend.spent(name, g.clock.Now())
+	return holdQuote{need: need, name: name, capped: capped, budgeted: budgeted}, true
+}
+
+// heldOut returns why the holds in flight and the spend so far leave no
+// room for hold q, if they do. The caller holds the holds' lock.
+func (rt *route) heldOut(q holdQuote) reason {
+	g, cl, h := rt.g, rt.client, &rt.g.spend.holds
+	total, s := g.spend.spent(q.name, g.clock.Now())
 	// what the others hold: this request's own hold so far is not in its way
-	others, mine := h.total-rt.reservedUSD, h.clients[name]-rt.reservedUSD
+	others, mine := h.total-rt.reservedUSD, h.clients[q.name]-rt.reservedUSD
 	switch {
-	case capped && total.DayUSD+others >= g.CloudSpend.DailyUSD:
+	case q.capped && total.DayUSD+others >= g.CloudSpend.DailyUSD:
 		return reasonSpendCapHeld
-	case budgeted && cl.budgetMonth > 0 && s.MonthUSD+mine >= cl.budgetMonth,
-		budgeted && cl.budgetDay > 0 && s.DayUSD+mine >= cl.budgetDay:
+	case q.budgeted && cl.budgetMonth > 0 && s.MonthUSD+mine >= cl.budgetMonth,
+		q.budgeted && cl.budgetDay > 0 && s.DayUSD+mine >= cl.budgetDay:
 		return reasonBudgetHeld
 	}
-	if !take {
-		return ""
-	}
-	extra := need - rt.reservedUSD
-	h.total += extra
-	if name != "" {
-		if h.clients == nil {
-			h.clients = map[string]float64{}
-		}
-		h.clients[name] += extra
-	}
-	rt.reservedUSD, rt.heldFor = need, name
 	return ""
 }
 

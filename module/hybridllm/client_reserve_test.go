@@ -135,7 +135,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
 	for range 3 {
-		if why := rt.skip(cloud, &rt.features, 0, true); why != "" {
+		if why := rt.skip(cloud, &rt.features, 0); why != "" {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
@@ -144,7 +144,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	}
 	// a budget held up by others: skip says so, and still takes nothing
 	g.spend.holds.clients = map[string]float64{"c": 0.001}
-	if why := rt.skip(cloud, &rt.features, 0, true); why != reasonBudgetHeld {
+	if why := rt.skip(cloud, &rt.features, 0); why != reasonBudgetHeld {
 		t.Fatalf("a held budget: skip says %q", why)
 	}
 	g.spend.holds.clients = nil

@@ -268,34 +268,54 @@ func (dt *degradeTrigger) decision() degrade.Decision {
 }
 
 // tierRefusal returns why a tier must not take the request, if so: the
-// format it needs, or the cap.
-// With reserve, a tier about to be tried takes the request's place in the
-// cap's share (once per request), so that requests in flight count.
-func (rt *route) tierRefusal(t *Target, reserve bool) reason {
-	for _, need := range rt.formats() {
-		if !slices.Contains(t.Tier.Formats, need) {
-			return reasonFormat
-		}
+// format it needs, or the cap. It takes nothing (see reserveTier).
+func (rt *route) tierRefusal(t *Target) reason {
+	if why := rt.tierFormat(t); why != "" {
+		return why
 	}
 	c := rt.alias.chain
 	if c.cap >= 1 || rt.deg.reserved {
 		return ""
 	}
-	ok := false
-	if reserve {
-		ok = c.share.Reserve(rt.g.clock.Now(), c.cap, degradeMinAnswers)
-		rt.deg.reserved = ok
-	} else {
-		ok = c.share.Allows(rt.g.clock.Now(), c.cap, degradeMinAnswers)
+	if !c.share.Allows(rt.g.clock.Now(), c.cap, degradeMinAnswers) {
+		rt.g.capReached(rt.alias)
+		if c.atCap == atCapRefuse {
+			return reasonDegradeCap
+		}
 	}
+	return ""
+}
+
+// reserveTier is tierRefusal for a tier about to be tried: the request
+// takes its place in the cap's share (once per request), so that
+// requests in flight count.
+func (rt *route) reserveTier(t *Target) reason {
+	if why := rt.tierFormat(t); why != "" {
+		return why
+	}
+	c := rt.alias.chain
+	if c.cap >= 1 || rt.deg.reserved {
+		return ""
+	}
+	ok := c.share.Reserve(rt.g.clock.Now(), c.cap, degradeMinAnswers)
+	rt.deg.reserved = ok
 	if !ok {
 		rt.g.capReached(rt.alias)
 		if c.atCap == atCapRefuse {
 			return reasonDegradeCap
 		}
-		if reserve {
-			c.share.Reserve(rt.g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
-			rt.deg.reserved = true
+		c.share.Reserve(rt.g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
+		rt.deg.reserved = true
+	}
+	return ""
+}
+
+// tierFormat returns reasonFormat if the tier lacks a format the request
+// needs.
+func (rt *route) tierFormat(t *Target) reason {
+	for _, need := range rt.formats() {
+		if !slices.Contains(t.Tier.Formats, need) {
+			return reasonFormat
 		}
 	}
 	return ""
@@ -307,7 +327,7 @@ func (rt *route) tierRefusal(t *Target, reserve bool) reason {
 // requests to a tier after it.
 func (rt *route) degradeSkip(t *Target, rest []*Target) reason {
 	if t.Tier != nil {
-		return rt.tierRefusal(t, true)
+		return rt.reserveTier(t)
 	}
 	if t == rt.deg.deferred {
 		return "" // the tiers failed: its turn after all
@@ -345,7 +365,7 @@ func (rt *route) degradeNow(t *Target, rest []*Target) bool {
 		return false
 	}
 	for _, o := range rest {
-		if o.Tier != nil && rt.tierRefusal(o, false) == "" && rt.wouldSkip(o, &rt.features, 0, true) == "" &&
+		if o.Tier != nil && rt.tierRefusal(o) == "" && rt.wouldSkip(o, &rt.features, 0) == "" &&
 			(o.group.Breaker == nil || o.group.shared.breaker.wouldAllow(rt.g.clock.Now())) {
 			return true
 		}

@@ -357,11 +357,11 @@ func (g *Gateway) applyRegistryLocked(s *registry.Snapshot) {
 		ra := s.Aliases[name]
 		for _, ws := range al.sets {
 			for i, t := range al.Targets[ws.start:ws.end] {
-				w, ok := ra.Weights[t.Group]
-				if !ok {
-					w = ws.configured[i]
+				if w, ok := ra.Weights[t.Group]; ok {
+					g.setRegistryWeight(al, t.Group, w)
+				} else {
+					g.restoreWeight(al, t.Group, ws.configured[i])
 				}
-				g.setRegistryWeight(al, t.Group, w, ok)
 			}
 		}
 	}
@@ -382,25 +382,34 @@ func (g *Gateway) registryNote(msg string, field zap.Field) {
 	}
 }
 
-// setRegistryWeight sets a member's weight from the registry (or back to
-// its configured one); unchanged weights are left alone, so that the
-// health scheduler's own moves are not reset on every snapshot.
-func (g *Gateway) setRegistryWeight(al *Alias, group string, w int, fromRegistry bool) {
+// setRegistryWeight sets a member's weight from the registry; unchanged
+// weights are left alone, so that the health scheduler's own moves are
+// not reset on every snapshot.
+func (g *Gateway) setRegistryWeight(al *Alias, group string, w int) {
 	key := al.name + "|" + group
-	prev, had := g.applied.weights.Load(key)
-	if had && prev.(int) == w {
+	if prev, had := g.applied.weights.Load(key); had && prev.(int) == w {
 		return
-	}
-	if !had && !fromRegistry {
-		return // the config's weight, as provisioned
 	}
 	g.applied.weights.Store(key, w)
 	g.setWeight(al, group, w)
 }
 
-// writeDrain records a drain in the registry; the watch applies it, on
-// this gateway as on the others.
-func (f *fleet) writeDrain(ctx context.Context, group, endpoint string, drain bool) (int64, error) {
+// restoreWeight sets a member's weight back to its configured one, w,
+// once the registry no longer names it; a member the registry never
+// weighed keeps the config's weight, as provisioned, and the health
+// scheduler's moves.
+func (g *Gateway) restoreWeight(al *Alias, group string, w int) {
+	key := al.name + "|" + group
+	if prev, had := g.applied.weights.Load(key); !had || prev.(int) == w {
+		return
+	}
+	g.applied.weights.Store(key, w)
+	g.setWeight(al, group, w)
+}
+
+// writeDrain records a group's or endpoint's drain flag, drained, in the
+// registry; the watch applies it, on this gateway as on the others.
+func (f *fleet) writeDrain(ctx context.Context, group, endpoint string, drained bool) (int64, error) {
 	return f.update(ctx, registry.Key(f.prefix, registry.KindGroup, group), func(raw []byte) ([]byte, error) {
 		var rg registry.Group
 		if raw != nil {
@@ -410,14 +419,14 @@ func (f *fleet) writeDrain(ctx context.Context, group, endpoint string, drain bo
 			}
 		}
 		if endpoint == "" {
-			rg.Drained = drain
+			rg.Drained = drained
 		} else {
 			i := slices.IndexFunc(rg.Endpoints, func(ep registry.Endpoint) bool { return ep.Address == endpoint })
 			if i < 0 {
 				rg.Endpoints = append(rg.Endpoints, registry.Endpoint{Address: endpoint})
 				i = len(rg.Endpoints) - 1
 			}
-			rg.Endpoints[i].Drained = drain
+			rg.Endpoints[i].Drained = drained
 		}
 		return json.Marshal(rg)
 	})

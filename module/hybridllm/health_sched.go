@@ -339,18 +339,18 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 		m := e.Member
 		switch e.Kind {
 		case healthscore.EventAlert:
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: near the thresholds", m.Name, healthNumbers(e.Stats, m.Policy, false)),
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: near the thresholds", m.Name, healthNumbers(e.Stats, m.Policy)),
 				fields(m, numbers(e)...)...)
 		case healthscore.EventAlertOver:
-			log(zapcore.InfoLevel, fmt.Sprintf("route[%s] %s: back under the alert levels", m.Name, healthNumbers(e.Stats, m.Policy, false)),
+			log(zapcore.InfoLevel, fmt.Sprintf("route[%s] %s: back under the alert levels", m.Name, healthNumbers(e.Stats, m.Policy)),
 				fields(m, numbers(e)...)...)
 		case healthscore.EventDegrade:
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s", m.Name, healthNumbers(e.Stats, m.Policy, true)), fields(m, numbers(e)...)...)
+			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s", m.Name, healthNumbersOver(e.Stats, m.Policy)), fields(m, numbers(e)...)...)
 		case healthscore.EventBreak:
 			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] broken: %s", m.Name, breakWhy(e)), fields(m, numbers(e)...)...)
 		case healthscore.EventKept:
 			// why it should be out, as the line it would have had
-			why := healthNumbers(e.Stats, m.Policy, true)
+			why := healthNumbersOver(e.Stats, m.Policy)
 			if e.Probes || (e.Stats.Requests >= m.Policy.MinRequests && e.Stats.Errors == e.Stats.Requests) {
 				why = "broken: " + breakWhy(e)
 			}
@@ -405,18 +405,28 @@ func breakWhy(e healthscore.Event) string {
 }
 
 // healthNumbers renders a member's numbers as the seed's scheduler did:
-// `p99=1120ms > 800ms, errorRate=6.1%`, marking those over a threshold.
-func healthNumbers(st healthscore.Stats, p healthscore.Policy, mark bool) string {
+// `p99=1120ms, errorRate=6.1%`, the p99 where the policy bounds it.
+func healthNumbers(st healthscore.Stats, p healthscore.Policy) string {
+	s := fmt.Sprintf("errorRate=%.1f%%", st.ErrorRate*100)
+	if p.P99 > 0 {
+		return fmt.Sprintf("p99=%dms, ", st.P99.Milliseconds()) + s
+	}
+	return s
+}
+
+// healthNumbersOver is healthNumbers marking those over a threshold:
+// `p99=1120ms > 800ms, errorRate=6.1%`.
+func healthNumbersOver(st healthscore.Stats, p healthscore.Policy) string {
 	var parts []string
 	if p.P99 > 0 {
 		s := fmt.Sprintf("p99=%dms", st.P99.Milliseconds())
-		if mark && st.P99 > p.P99 {
+		if st.P99 > p.P99 {
 			s += fmt.Sprintf(" > %dms", p.P99.Milliseconds())
 		}
 		parts = append(parts, s)
 	}
 	s := fmt.Sprintf("errorRate=%.1f%%", st.ErrorRate*100)
-	if mark && st.ErrorRate > p.ErrorRate {
+	if st.ErrorRate > p.ErrorRate {
 		s += fmt.Sprintf(" > %.1f%%", p.ErrorRate*100)
 	}
 	return strings.Join(append(parts, s), ", ")

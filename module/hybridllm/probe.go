@@ -311,16 +311,28 @@ func (p *prober) update(f func(*probeSnapshot)) {
 	p.mu.Unlock()
 }
 
-func (p *prober) get(ctx context.Context, path string, auth bool) (*http.Response, error) {
+// get sends a probe's GET for path to the endpoint, without credentials.
+func (p *prober) get(ctx context.Context, path string) (*http.Response, error) {
+	return p.send(ctx, p.settings.Load(), path, "")
+}
+
+// getAuthorized is get with the endpoint's API key, if it has one.
+func (p *prober) getAuthorized(ctx context.Context, path string) (*http.Response, error) {
 	s := p.settings.Load()
+	return p.send(ctx, s, path, s.apiKey)
+}
+
+// send sends a GET for path under the probe timeout of s, with apiKey as
+// its bearer token unless empty.
+func (p *prober) send(ctx context.Context, s *probeSettings, path, apiKey string) (*http.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	if auth && s.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
 	}
 	resp, err := p.client.Load().Do(req)
 	if err != nil {
@@ -348,7 +360,7 @@ func (c *cancelOnClose) Close() error {
 // row bring it back, so that one slow answer does not flap it.
 func (p *prober) probeHealth(ctx context.Context) {
 	state, reason := healthDown, ""
-	resp, err := p.get(ctx, "/health", false)
+	resp, err := p.get(ctx, "/health")
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {
@@ -400,7 +412,11 @@ func (p *prober) probeHealth(ctx context.Context) {
 		// a frozen vLLM fails its probes and sends nothing: once it is
 		// down, what it has not sent a byte of since the last failed
 		// probe is cut; what still streams finishes (or meets idle_timeout)
-		p.cutStreams(state == healthDown)
+		if state == healthDown {
+			p.cutStreams()
+		} else {
+			p.markStreams()
+		}
 	}
 }
 
@@ -417,7 +433,7 @@ func (p *prober) healthPassedSince(mark uint64) uint64 {
 // probeModels records the served model names with their max_model_len and
 // checks the expected names against them.
 func (p *prober) probeModels(ctx context.Context) {
-	resp, err := p.get(ctx, "/v1/models", true)
+	resp, err := p.getAuthorized(ctx, "/v1/models")
 	if err != nil {
 		if ctx.Err() == nil {
 			p.update(func(s *probeSnapshot) { s.modelsErr = probeErrReason(err) })
@@ -470,7 +486,7 @@ func (p *prober) probeModels(ctx context.Context) {
 
 // probeMetrics scrapes /metrics and updates the load and the TTFT window.
 func (p *prober) probeMetrics(ctx context.Context) {
-	resp, err := p.get(ctx, "/metrics", false)
+	resp, err := p.get(ctx, "/metrics")
 	if err != nil {
 		if ctx.Err() == nil {
 			p.update(func(s *probeSnapshot) { s.metricsErr = probeErrReason(err) })

@@ -94,7 +94,7 @@ type route struct {
 	reservedTokens int64
 	reservedTPM    int        // the tpm it was reserved at
 	reservedUntil  time.Time  // when its reservation is paid off (see ratelimit.Minute.GiveBack)
-	reservedUSD    float64    // its cloud hold (see holdCloud)
+	reservedUSD    float64    // its cloud hold (see hold)
 	heldFor        string     // the client the hold counts against ("": none, the spend cap only)
 	span           trace.Span // the request's span, if recorded (see traced)
 
@@ -170,7 +170,7 @@ func (rt *route) run(ctx context.Context) error {
 				continue
 			}
 		}
-		if why := rt.skip(t, f, minWindow, !slices.Contains(rt.returned, t)); why != "" {
+		if why := rt.skip(t, f, minWindow); why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
 			if why == reasonOverflow {
@@ -191,7 +191,9 @@ func (rt *route) run(ctx context.Context) error {
 		// the cloud hold, taken as the attempt starts: the holds taken
 		// since the skip may have closed the target
 		if why := rt.hold(t); why != "" {
-			t.group.shared.breaker.release(groupTrial)
+			if groupTrial {
+				t.group.shared.breaker.releaseTrial()
+			}
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
 			continue
@@ -200,7 +202,8 @@ func (rt *route) run(ctx context.Context) error {
 		for n := 0; ; n++ {
 			// the first attempt carries the group breaker's trial, if any;
 			// try settles it however the attempt ends
-			res, err := rt.try(ctx, t, avoid, i < len(plan)-1 || len(spilled) > 0, groupTrial)
+			turn := attemptTurn{avoid: avoid, more: i < len(plan)-1 || len(spilled) > 0, groupTrial: groupTrial}
+			res, err := rt.try(ctx, t, turn)
 			groupTrial = false
 			if res.done {
 				return err
@@ -236,17 +239,17 @@ func (rt *route) run(ctx context.Context) error {
 }
 
 // skip returns why the target must not be tried for this request, if so:
-// it is taken out, closed to the request, its group overflows (when
-// overflow applies), or its context window cannot hold the request. It
-// drives the group's overflow controller and records the overflow the
-// request leaves; it takes no cloud hold (hold does, as the attempt
-// starts).
-func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reason {
+// it is taken out, closed to the request, its group overflows (unless
+// the request came back to it, see returned), or its context window
+// cannot hold the request. It drives the group's overflow controller and
+// records the overflow the request leaves; it takes no cloud hold (hold
+// does, as the attempt starts).
+func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 	if why := rt.unfit(t, f, minWindow); why != "" {
 		return why
 	}
 	grp := t.group
-	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
+	if oc := grp.Overflow; oc != nil && grp.vllm != nil && !slices.Contains(rt.returned, t) {
 		t0 := rt.g.clock.Now()
 		if on, signal := oc.Evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
 			if rt.overflow == "" {
@@ -260,13 +263,13 @@ func (rt *route) skip(t *Target, f *features, minWindow int, overflow bool) reas
 
 // wouldSkip is skip without its effects, for a target judged before its
 // turn (see degradeNow): the overflow controller's state and the
-// request's record are left as they are.
-func (rt *route) wouldSkip(t *Target, f *features, minWindow int, overflow bool) reason {
+// request's record are left as they are, and overflow always applies.
+func (rt *route) wouldSkip(t *Target, f *features, minWindow int) reason {
 	if why := rt.unfit(t, f, minWindow); why != "" {
 		return why
 	}
 	grp := t.group
-	if oc := grp.Overflow; oc != nil && grp.vllm != nil && overflow {
+	if oc := grp.Overflow; oc != nil && grp.vllm != nil {
 		t0 := rt.g.clock.Now()
 		if oc.WouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
 			return reasonOverflow

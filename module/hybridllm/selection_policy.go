@@ -132,7 +132,13 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		if prev := slot.ep; prev != nil && slot.group.breaker != nil && !slot.drill { // a drill's verdict is never recorded
 			// the proxy retries only what failed before any answer
 			cause := failCause{conn: true, probe: prev.p.healthSeq.Load()}
-			if prev.br.failure(slot.group.breaker, slot.group.clock.Now(), slot.trial, cause) && s.logger != nil {
+			opened := true
+			if slot.trial {
+				prev.br.trialFailed(slot.group.breaker, slot.group.clock.Now(), cause)
+			} else {
+				opened = prev.br.failure(slot.group.breaker, slot.group.clock.Now(), cause)
+			}
+			if opened && s.logger != nil {
 				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
 			}
 			slot.ep, slot.trial = nil, false
@@ -172,7 +178,7 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *r
 		if s.Model == "" {
 			v.modelsKnown = false
 		}
-		sc, why := v.score(s.group.unknownOK)
+		sc, why := v.score()
 		if why == "" && sc < bestScore {
 			best, bestScore = u, sc
 		}

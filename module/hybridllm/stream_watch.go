@@ -168,18 +168,27 @@ func (p *prober) unwatchStream(w *watchdog) {
 	sh.mu.Unlock()
 }
 
-// cutStreams runs on each failed health probe of the endpoint: when down
-// (its probes took it down), it cuts every answer under way from it that
-// has read nothing since the last failed probe, which a frozen vLLM would
-// keep open and silent; it notes where each answer is, for the next.
-func (p *prober) cutStreams(down bool) {
+// cutStreams runs on each failed health probe of an endpoint its probes
+// took down: it cuts every answer under way from it that has read
+// nothing since the last failed probe, which a frozen vLLM would keep
+// open and silent, and notes where each other answer is, for the next.
+func (p *prober) cutStreams() {
 	for i := range p.streams {
-		p.streams[i].cut(down)
+		p.streams[i].cut()
+	}
+}
+
+// markStreams runs on each failed health probe of an endpoint still up:
+// it notes where each answer under way from it is, for the next (see
+// cutStreams).
+func (p *prober) markStreams() {
+	for i := range p.streams {
+		p.streams[i].mark()
 	}
 }
 
 // cut is cutStreams over one shard.
-func (sh *streamShard) cut(down bool) {
+func (sh *streamShard) cut() {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for w := range sh.m {
@@ -188,10 +197,21 @@ func (sh *streamShard) cut(down bool) {
 			continue
 		}
 		r := uint64(aw.reads.Load())
-		if down && r&1 == 0 && w.atProbe == r+1 {
+		if r&1 == 0 && w.atProbe == r+1 {
 			aw.cutShort(cutDown)
 			continue
 		}
 		w.atProbe = r + 1
+	}
+}
+
+// mark is markStreams over one shard.
+func (sh *streamShard) mark() {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for w := range sh.m {
+		if aw := w.aw.Load(); aw != nil {
+			w.atProbe = uint64(aw.reads.Load()) + 1
+		}
 	}
 }

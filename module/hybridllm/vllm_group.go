@@ -116,6 +116,7 @@ type endpointView struct {
 	serves      bool
 	load        *vllmmetrics.ModelLoad // nil: no fresh metrics
 	pending     bool                   // no metrics yet, but the prober is young
+	unknownOK   bool                   // unknown_metrics ok: no fresh metrics is no reason to skip
 	inflight    int64                  // the gateway's own count, now
 	atScrape    int64                  // the gateway's count when the metrics were taken
 	redLine     int64
@@ -137,7 +138,7 @@ func (v *endpointView) roomToSpare() bool {
 // then the running share of max_num_seqs, then KV-cache usage. vLLM's
 // gauges lag; requests the gateway sent or finished since the scrape
 // correct them, and the gateway's own in-flight count is a floor.
-func (v *endpointView) score(unknownOK bool) (float64, reason) {
+func (v *endpointView) score() (float64, reason) {
 	switch {
 	case v.health == healthDown:
 		return 0, reasonUnhealthy
@@ -145,7 +146,7 @@ func (v *endpointView) score(unknownOK bool) (float64, reason) {
 		return 0, reasonMisconfig
 	case v.redLine != 0 && v.inflight >= v.redLine:
 		return 0, reasonRedLine
-	case v.load == nil && !v.pending && !unknownOK:
+	case v.load == nil && !v.pending && !v.unknownOK:
 		return 0, reasonStaleMetrics
 	}
 	n := float64(v.maxNumSeqs)
@@ -187,6 +188,7 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 		redLine:    g.redLine(ep),
 		maxNumSeqs: ep.maxNumSeqs,
 		weight:     ep.weightNow(),
+		unknownOK:  g.unknownOK,
 	}
 	if v.maxNumSeqs == 0 {
 		v.maxNumSeqs = g.maxNumSeqs
@@ -285,11 +287,11 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 					// not probed (a unix socket, a placeholder): balanced on
 					// Caddy's own request count, without a reserved slot
 					n := int64(u.NumRequests())
-					v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1}
+					v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1, unknownOK: true}
 					if g.maxNumSeqs > 0 {
 						v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
 					}
-					switch s, why := v.score(true); {
+					switch s, why := v.score(); {
 					case why != "":
 						if skipRank(why) > skipRank(skip) {
 							skip = why
@@ -327,7 +329,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 				var s float64
 				if why == "" {
 					v := g.view(ep, slot.model, t)
-					s, why = v.score(g.unknownOK)
+					s, why = v.score()
 					if why == "" && slot.shadow && !v.roomToSpare() {
 						why = reasonRedLine // a mirror's copy never crowds real requests
 					}

@@ -32,7 +32,7 @@ func TestScoreOrder(t *testing.T) {
 		return endpointView{health: healthUp, load: l, maxNumSeqs: 8, weight: 1}
 	}
 	score := func(v endpointView) float64 {
-		s, why := v.score(false)
+		s, why := v.score()
 		if why != "" {
 			t.Fatalf("skipped: %s", why)
 		}
@@ -95,7 +95,9 @@ func TestScoreSkips(t *testing.T) {
 		{"young prober without data", endpointView{health: healthUp, pending: true}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, why := tc.v.score(tc.unknownOK); why != tc.want {
+			v := tc.v
+			v.unknownOK = tc.unknownOK
+			if _, why := v.score(); why != tc.want {
 				t.Errorf("reason %q, want %q", why, tc.want)
 			}
 		})
@@ -403,7 +405,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 		ep.br = new(breaker)
 	}
 	epA := g.endpoints[a.Addr()]
-	epA.br.failure(cfg, clk.Now(), false, failCause{})
+	epA.br.failure(cfg, clk.Now(), failCause{})
 
 	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 	for range 3 {
@@ -422,7 +424,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != b.Addr() {
 		t.Fatalf("second request during a's trial went to %v", u)
 	}
-	epA.br.success(slot.trial)
+	epA.br.trialSucceeded()
 	slot.release()
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != a.Addr() {
 		t.Errorf("a's breaker closed, yet %v was chosen", u)
@@ -443,7 +445,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
 	epA := g.endpoints[a.Addr()]
 	epA.br = new(breaker)
-	epA.br.failure(cfg, clk.Now(), false, failCause{})
+	epA.br.failure(cfg, clk.Now(), failCause{})
 
 	for _, at := range []time.Duration{0, time.Minute} { // open, then past its cooldown
 		clk.Set(clk.Now().Add(at))
@@ -464,7 +466,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	if u := g.selectEndpoint(pool, slot); u == nil || !slot.trial {
 		t.Fatalf("no half-open trial left for a real request: %v trial=%v", u, slot.trial)
 	}
-	epA.br.success(slot.trial)
+	epA.br.trialSucceeded()
 	slot.release()
 	copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
 	if u := g.selectEndpoint(pool, copySlot); u == nil {
@@ -558,7 +560,7 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 			}
 			epA := g.endpoints[a.Addr()]
 			probeAll(g)
-			epA.br.failure(cfg, clk.Now(), false, failCause{conn: tc.conn, probe: epA.p.healthSeq.Load()})
+			epA.br.failure(cfg, clk.Now(), failCause{conn: tc.conn, probe: epA.p.healthSeq.Load()})
 			g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 
 			epA.p.probeHealth(context.Background()) // one pass is not rise 2
