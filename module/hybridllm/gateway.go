@@ -343,13 +343,16 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		g.fleetShare = new(atomic.Pointer[fleetShare])
 	}
 	if g.Clients != nil || g.CloudSpend != nil {
-		if g.Registry == nil {
-			g.spend = spendBookOf(ctx, g.Name, g.clock, g.logger, g.ownsBooks)
-		} else {
+		switch {
+		case g.Registry == nil && g.ownsBooks:
+			g.spend = storedSpendBook(ctx, g.Name, g.clock, g.logger)
+		case g.Registry == nil:
+			g.spend = memorySpendBook(g.Name, g.clock) // a config only validated
+		default:
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see
 			// fleet_spend.go)
-			g.spend = spendBookOf(ctx, g.Name+"."+processID(), g.clock, g.logger, false)
+			g.spend = memorySpendBook(g.Name+"."+processID(), g.clock)
 		}
 	}
 	if g.Clients != nil {

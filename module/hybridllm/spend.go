@@ -111,16 +111,25 @@ type spendBook struct {
 // on from its book, never from a second copy of it.
 var spendBooks = reload.NewPool[*spendBook]()
 
-// spendBookOf returns a gateway's book, loading it from storage (when
-// stored) the first time in this process.
-func spendBookOf(ctx caddy.Context, gateway string, c clock.Clock, logger *zap.Logger, stored bool) *spendBook {
-	return spendBooks.Keep(gateway, func() *spendBook { return loadSpendBook(ctx, gateway, c, logger, stored) })
+// storedSpendBook returns a gateway's book kept in Caddy's storage,
+// loading it from there the first time in this process.
+func storedSpendBook(ctx caddy.Context, gateway string, c clock.Clock, logger *zap.Logger) *spendBook {
+	return spendBooks.Keep(gateway, func() *spendBook { return loadSpendBook(ctx, gateway, c, logger) })
 }
 
-// loadSpendBook makes a gateway's book, from storage when stored.
-func loadSpendBook(ctx caddy.Context, gateway string, c clock.Clock, logger *zap.Logger, stored bool) *spendBook {
-	b := &spendBook{name: gateway, clients: map[string]*spend{}, stored: stored, clock: c}
-	if st := ctx.Storage(); st != nil && stored {
+// memorySpendBook returns a book the process keeps in memory only: its
+// own in a registry (see fleet_spend.go), or a book of a config that is
+// only validated.
+func memorySpendBook(gateway string, c clock.Clock) *spendBook {
+	return spendBooks.Keep(gateway, func() *spendBook {
+		return &spendBook{name: gateway, clients: map[string]*spend{}, clock: c}
+	})
+}
+
+// loadSpendBook makes a gateway's stored book, from storage.
+func loadSpendBook(ctx caddy.Context, gateway string, c clock.Clock, logger *zap.Logger) *spendBook {
+	b := &spendBook{name: gateway, clients: map[string]*spend{}, stored: true, clock: c}
+	if st := ctx.Storage(); st != nil {
 		if err := b.load(ctx, st, gateway); err != nil {
 			key, aside := spendKey(gateway), ""
 			var bad *unreadableSpend
