@@ -111,41 +111,14 @@ func (rt *route) run(ctx context.Context) error {
 		rt.features = newFeatures(rt.body, rt.r.Header, &rt.top)
 	}
 	f := &rt.features
-	plan, rule := al.plan(f)
-	if rule != nil {
-		rt.rule = rule.Group
-	}
-	plan = al.ordered(plan, rt.order[:])
-	if al.chain != nil {
-		rt.deg = new(degradeRecord)
-	}
-	if c := rt.color; c != nil {
-		// the color's target first; the alias's own after it, if the
-		// color falls back
-		colored := make([]*Target, 1, len(plan)+1)
-		colored[0] = &c.Target
-		if c.fallback {
-			colored = append(colored, plan...)
-		}
-		plan = colored
-	} else if len(al.Mirrors) > 0 {
-		rt.mirror()
-	}
+	plan := rt.planFor(al, f)
 	minWindow := 0 // a context-length error proved the request needs more
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
 	var spilled []*Target
 	for i := 0; ; i++ {
-		if len(spilled) > 0 && (i == len(plan) || plan[i].Tier != nil) {
-			plan = slices.Concat(plan[:i], spilled, plan[i:])
-			rt.returned, spilled = append(rt.returned, spilled...), nil
-			for j := range rt.attempts {
-				// its try now says how the overflow ended
-				a := &rt.attempts[j]
-				a.returned = a.reason == reasonOverflow && slices.Contains(rt.returned, a.target)
-			}
-		}
+		plan, spilled = rt.returnSpilled(plan, spilled, i)
 		if i == len(plan) {
 			break
 		}
@@ -170,7 +143,8 @@ func (rt *route) run(ctx context.Context) error {
 				continue
 			}
 		}
-		if why := rt.skip(t, f, minWindow); why != "" {
+		groupTrial, why := rt.admit(t, f, minWindow)
+		if why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
 			if why == reasonOverflow {
@@ -178,64 +152,123 @@ func (rt *route) run(ctx context.Context) error {
 			}
 			continue
 		}
-		groupTrial := false
-		if bc := t.group.Breaker; bc != nil {
-			ok, trial := t.group.shared.breaker.allow(rt.g.clock.Now())
-			if !ok {
-				rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonBreakerOpen})
-				rt.traceSkip(t, reasonBreakerOpen)
-				continue
-			}
-			groupTrial = trial
+		window, done, err := rt.tryTarget(ctx, t, attemptTurn{more: i < len(plan)-1 || len(spilled) > 0, groupTrial: groupTrial})
+		if done {
+			return err
 		}
-		// the cloud hold, taken as the attempt starts: the holds taken
-		// since the skip may have closed the target
-		if why := rt.hold(t); why != "" {
-			if groupTrial {
-				t.group.shared.breaker.releaseTrial()
-			}
-			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
-			rt.traceSkip(t, why)
-			continue
-		}
-		var avoid []*endpoint
-		for n := 0; ; n++ {
-			// the first attempt carries the group breaker's trial, if any;
-			// try settles it however the attempt ends
-			turn := attemptTurn{avoid: avoid, more: i < len(plan)-1 || len(spilled) > 0, groupTrial: groupTrial}
-			res, err := rt.try(ctx, t, turn)
-			groupTrial = false
-			if res.done {
-				return err
-			}
-			if res.gone {
-				break
-			}
-			if res.stale {
-				n--
-				continue
-			}
-			why := rt.attempts[len(rt.attempts)-1].reason
-			if why == reasonContextLength {
-				minWindow = max(minWindow, t.contextWindow(), 1)
-				break
-			}
-			// a time limit spent is not spent again on another endpoint:
-			// the next target gets the request
-			if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
-				why == reasonTimeout || why == reasonFirstByte || (res.held && res.ep == nil) {
-				break // (a cloud that asked for time is not asked again now)
-			}
-			if res.ep != nil {
-				avoid = append(avoid, res.ep)
-			}
-		}
+		minWindow = max(minWindow, window)
 	}
 	if err := rt.r.Context().Err(); err != nil {
 		// the client is gone; nobody reads an answer
 		return caddyhttp.Error(499, err)
 	}
 	return rt.fail(al)
+}
+
+// planFor is the request's targets in order: the alias's plan (its
+// rules, its sets' order), a color's target first. It starts the
+// mirrors' copies of a request without a color.
+func (rt *route) planFor(al *Alias, f *features) []*Target {
+	plan, rule := al.plan(f)
+	if rule != nil {
+		rt.rule = rule.Group
+	}
+	plan = al.ordered(plan, rt.order[:])
+	if al.chain != nil {
+		rt.deg = new(degradeRecord)
+	}
+	if c := rt.color; c != nil {
+		// the color's target first; the alias's own after it, if the
+		// color falls back
+		colored := make([]*Target, 1, len(plan)+1)
+		colored[0] = &c.Target
+		if c.fallback {
+			colored = append(colored, plan...)
+		}
+		return colored
+	}
+	if len(al.Mirrors) > 0 {
+		rt.mirror()
+	}
+	return plan
+}
+
+// returnSpilled puts the targets passed over because they overflowed
+// back into the plan at i, once i is its end or its first degraded tier,
+// and returns the plan and what is still spilled.
+func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Target) {
+	if len(spilled) == 0 || (i < len(plan) && plan[i].Tier == nil) {
+		return plan, spilled
+	}
+	plan = slices.Concat(plan[:i], spilled, plan[i:])
+	rt.returned = append(rt.returned, spilled...)
+	for j := range rt.attempts {
+		// its try now says how the overflow ended
+		a := &rt.attempts[j]
+		a.returned = a.reason == reasonOverflow && slices.Contains(rt.returned, a.target)
+	}
+	return plan, nil
+}
+
+// admit says whether target t may take the request now, and if not, why:
+// it is not skipped (see skip), its group's breaker lets it through
+// (groupTrial: as the half-open trial), and the cloud hold is taken.
+func (rt *route) admit(t *Target, f *features, minWindow int) (groupTrial bool, why reason) {
+	if why := rt.skip(t, f, minWindow); why != "" {
+		return false, why
+	}
+	if t.group.Breaker != nil {
+		ok, trial := t.group.shared.breaker.allow(rt.g.clock.Now())
+		if !ok {
+			return false, reasonBreakerOpen
+		}
+		groupTrial = trial
+	}
+	// the cloud hold, taken as the attempt starts: the holds taken since
+	// the skip may have closed the target
+	if why := rt.hold(t); why != "" {
+		if groupTrial {
+			t.group.shared.breaker.releaseTrial()
+		}
+		return false, why
+	}
+	return groupTrial, ""
+}
+
+// tryTarget tries target t, on another of its endpoints each time, until
+// it answers (done, with what the handler returns), its retries are
+// spent, or it cannot take the request; window is the context window a
+// context-length error proved the request needs (0: none).
+func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (window int, done bool, err error) {
+	for n := 0; ; n++ {
+		// the first attempt carries the group breaker's trial, if any;
+		// try settles it however the attempt ends
+		res, err := rt.try(ctx, t, turn)
+		turn.groupTrial = false
+		if res.done {
+			return 0, true, err
+		}
+		if res.gone {
+			return 0, false, nil
+		}
+		if res.stale {
+			n--
+			continue
+		}
+		why := rt.attempts[len(rt.attempts)-1].reason
+		if why == reasonContextLength {
+			return max(t.contextWindow(), 1), false, nil
+		}
+		// a time limit spent is not spent again on another endpoint:
+		// the next target gets the request
+		if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
+			why == reasonTimeout || why == reasonFirstByte || (res.held && res.ep == nil) {
+			return 0, false, nil // (a cloud that asked for time is not asked again now)
+		}
+		if res.ep != nil {
+			turn.avoid = append(turn.avoid, res.ep)
+		}
+	}
 }
 
 // skip returns why the target must not be tried for this request, if so:
