@@ -362,13 +362,34 @@ func (t *Target) takenOut(c clock.Clock) reason {
 // fail answers a request none of whose targets answered, telling the
 // client whether a retry can help.
 func (rt *route) fail(al *Alias) error {
-	status := http.StatusServiceUnavailable
-	code := "no_target_available"
-	typ := protocol.TypeServer
+	v := rt.failVerdict()
+	rt.status = v.status
+	rt.adviseRetry(&v)
+	if v.status == http.StatusBadGateway {
+		rt.outcome = outcomeUpstream
+	} else {
+		rt.outcome = outcomeUnavailable
+	}
+	return protocol.WriteError(rt.w, v.status, v.typ, v.code, "", rt.failMessage(al, &v))
+}
+
+// failVerdict is what a request no target served is answered: its
+// status, error code and type, and why.
+type failVerdict struct {
+	status    int
+	code, typ string
+	full      bool   // every target was only full
+	closed    bool   // a cloud target was passed over for spend
+	capped    bool   // the degradation cap held the tiers back
+	format    string // the format the degraded tiers cannot produce
+}
+
+func (rt *route) failVerdict() failVerdict {
+	v := failVerdict{status: http.StatusServiceUnavailable, code: "no_target_available", typ: protocol.TypeServer}
 	timedOut := false
-	full := len(rt.attempts) > 0 // every target was only full
+	v.full = len(rt.attempts) > 0
 	for _, a := range rt.attempts {
-		full = full && atCapacity(&a)
+		v.full = v.full && atCapacity(&a)
 		switch a.reason {
 		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
 			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
@@ -378,58 +399,60 @@ func (rt *route) fail(al *Alias) error {
 			timedOut = true
 		default:
 			if a.status != http.StatusTooManyRequests { // busy, not failing
-				status, code = http.StatusBadGateway, "all_targets_failed"
+				v.status, v.code = http.StatusBadGateway, "all_targets_failed"
 			}
 		}
 	}
 	switch {
-	case timedOut && status == http.StatusServiceUnavailable:
-		status, code = http.StatusGatewayTimeout, "deadline_exceeded"
-	case full:
+	case timedOut && v.status == http.StatusServiceUnavailable:
+		v.status, v.code = http.StatusGatewayTimeout, "deadline_exceeded"
+	case v.full:
 		// self-hosted at its red line and the cloud rate-limited: the
 		// alias has no room now, as an API over its rate limit says
-		status, code, typ = http.StatusTooManyRequests, "capacity_exceeded", "requests"
+		v.status, v.code, v.typ = http.StatusTooManyRequests, "capacity_exceeded", "requests"
 	}
-	closed := false // a cloud target was passed over for spend
 	for _, a := range rt.attempts {
-		closed = closed || (a.reason == rt.noCloud && a.reason != "")
+		v.closed = v.closed || (a.reason == rt.noCloud && a.reason != "")
 	}
-	if closed {
+	if v.closed {
 		// the cloud would have served: what closed it is the answer
 		switch rt.noCloud {
 		case reasonBudget:
 			// the client's own budget: the OpenAI API's answer to a spent quota
-			status, code, typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
+			v.status, v.code, v.typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
 		case reasonSpendCap:
-			status, code = http.StatusServiceUnavailable, "cloud_spend_cap"
+			v.status, v.code = http.StatusServiceUnavailable, "cloud_spend_cap"
 		case reasonSpendUnknown:
-			status, code = http.StatusServiceUnavailable, "cloud_spend_unknown"
+			v.status, v.code = http.StatusServiceUnavailable, "cloud_spend_unknown"
 		}
 	}
 	// the degradation chain held the tiers back: the alias is
 	// unavailable for this request, not failing
-	capped, format := false, ""
-	if n := len(rt.attempts); n > 0 && !closed {
+	if n := len(rt.attempts); n > 0 && !v.closed {
 		// only when the tiers were the last thing tried
 		switch rt.attempts[n-1].reason {
 		case reasonDegradeCap:
-			capped = true
+			v.capped = true
 		case reasonFormat:
-			format = rt.unservedFormat()
+			v.format = rt.unservedFormat()
 		}
 	}
 	switch {
-	case format != "":
-		status, code, typ = http.StatusServiceUnavailable, "degraded_format_unsupported", protocol.TypeServer
-	case capped:
-		status, code, typ = http.StatusServiceUnavailable, "degrade_cap_reached", protocol.TypeServer
+	case v.format != "":
+		v.status, v.code, v.typ = http.StatusServiceUnavailable, "degraded_format_unsupported", protocol.TypeServer
+	case v.capped:
+		v.status, v.code, v.typ = http.StatusServiceUnavailable, "degrade_cap_reached", protocol.TypeServer
 	}
-	rt.status = status
+	return v
+}
+
+// adviseRetry tells the client when to try again, if ever.
+func (rt *route) adviseRetry(v *failVerdict) {
 	switch never, after := rt.retryAdvice(rt.g.clock.Now()); {
-	case capped && format == "":
+	case v.capped && v.format == "":
 		// the share falls as the window's oldest answers leave it
 		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.alias.chain.retryAfter()))
-	case closed:
+	case v.closed:
 		// the cloud opens again with the next UTC day (or month): an SDK
 		// that would retry within minutes is told not to
 		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.noCloudFor))
@@ -441,23 +464,22 @@ func (rt *route) fail(al *Alias) error {
 	case after > 0:
 		rt.w.Header().Set("Retry-After", retryAfterSeconds(after))
 	}
-	if status == http.StatusBadGateway {
-		rt.outcome = outcomeUpstream
-	} else {
-		rt.outcome = outcomeUnavailable
-	}
+}
+
+// failMessage says what was tried and why each target did not serve.
+func (rt *route) failMessage(al *Alias, v *failVerdict) string {
 	var sb strings.Builder
 	sb.WriteString("no target could serve model `")
 	sb.WriteString(al.name)
 	switch {
-	case format != "":
+	case v.format != "":
 		// the upper targets failed and the tiers cannot produce it
 		sb.WriteString("`: its degraded tiers cannot produce ")
-		sb.WriteString(format)
+		sb.WriteString(v.format)
 		sb.WriteString(" output; tried: ")
-	case full:
+	case v.full:
 		sb.WriteString("`: every target is at capacity; tried: ")
-	case capped:
+	case v.capped:
 		sb.WriteString("`: degraded answers are at their cap; tried: ")
 	default:
 		sb.WriteString("`; tried: ")
@@ -471,7 +493,7 @@ func (rt *route) fail(al *Alias) error {
 		sb.WriteString(string(a.reason))
 		sb.WriteString(")")
 	}
-	return protocol.WriteError(rt.w, status, typ, code, "", sb.String())
+	return sb.String()
 }
 
 // atCapacity reports whether an attempt found its target full rather than
