@@ -48,23 +48,8 @@ type attemptTurn struct {
 // try makes one attempt on a target, at its turn. The error is the
 // proxy's, for a response that has started.
 func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res attemptResult, err error) {
-	actx, cancel := ctx, context.CancelFunc(func() {})
-	if t.timeout > 0 {
-		actx, cancel = context.WithTimeout(ctx, t.timeout)
-	} else if (t.firstByte > 0 && rt.stream) || t.idle > 0 || t.group.vllm != nil {
-		// the first-byte timer, or the answer's watchdog, may cut it
-		actx, cancel = context.WithCancel(ctx)
-	}
+	actx, cancel := rt.attemptContext(ctx, t)
 	defer cancel()
-	if rt.first.rt != nil {
-		// a later attempt: the request's variables in a map of its own.
-		// The proxy writes them as it prepares the request, while the
-		// transport may still read them from an earlier attempt's dial
-		// (net/http dials on a goroutine of its own, which outlives an
-		// attempt given up).
-		vars, _ := actx.Value(caddyhttp.VarsCtxKey).(map[string]any)
-		actx = context.WithValue(actx, caddyhttp.VarsCtxKey, maps.Clone(vars))
-	}
 	if l, self, cloud := rt.occupyGPUs(t); l != nil {
 		defer l.release(self, cloud) // its time read at the end
 	}
@@ -74,11 +59,7 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 		}
 		defer rt.observe(t, &res, rt.g.clock.Now()) // after the breakers' verdict
 	}
-	aw := &rt.first
-	if aw.rt != nil {
-		aw = new(attemptWriter)
-	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: turn.more, began: rt.g.clock.Now(), cancel: cancel}
+	aw := rt.attemptWriterFor(t, turn, cancel)
 	if rt.traced() != nil {
 		var span trace.Span
 		actx, span = rt.startAttemptSpan(actx, t)
@@ -91,34 +72,21 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 			rt.endAttemptSpan(span, t, &res, aw.status, failed)
 		}()
 	}
-	pr := rt.r.WithContext(actx)
-	pr.Body = &aw.body
-	pr.ContentLength, rt.injected = rt.bodyFor(t, &aw.body)
-	// the transport resends a request that met a keep-alive connection
-	// the upstream had closed (see serveInference)
-	pr.GetBody = aw.body.replay
-
+	pr := rt.attemptRequest(actx, t, aw)
 	if vg := t.group.vllm; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
 		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: turn.avoid}
 		defer aw.slot.release()
 	}
-	var timer *time.Timer
-	if t.firstByte > 0 && rt.stream {
-		// a stream that sends nothing in time is abandoned for the next
-		// target, before anything reached the client
-		aw.holdUntilBody = true
-		timer = time.AfterFunc(t.firstByte, func() {
-			if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
-				cancel()
-			}
-		})
+	timer := aw.firstByteTimer(cancel)
+	if timer != nil {
 		defer timer.Stop()
 	}
 	t.group.inflight.Add(1)
 	defer aw.unwatch() // also when the proxy panics
-	aborted, err := proxy(t.group.serve, aw, pr)
+	var end attemptEnd
+	end.aborted, end.err = proxy(t.group.serve, aw, pr)
 	t.group.inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
 	if timer != nil {
@@ -140,90 +108,179 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 			rt.settle(t, bc, &res, &aw.slot, turn)
 		}
 	}()
-	clientGone := rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.clientLost
-
-	contextErr, modelMissing := false, false
-	if aw.held != nil && !aborted && err == nil {
-		// a held 4xx, read whole: the next target gets the request
-		// only for a context-length error or a missing model; any other
-		// is the answer, unless the first-byte timer abandoned the
-		// attempt first (an answer cut short is no answer: the attempt
-		// failed)
-		switch aw.status {
-		case http.StatusNotFound:
-			modelMissing = isModelNotFound(aw.held.Bytes())
-		case http.StatusBadRequest:
-			contextErr = aw.holdBadRequest && isContextError(aw.held.Bytes())
-		}
-		if !contextErr && !modelMissing {
-			held := aw.held.Bytes()
-			body := protocol.UpstreamErrorBody(held, aw.status, t.Model, rt.alias.name)
-			if h := aw.Header(); string(body) != string(held) {
-				delete(h, "Content-Length")
-				h["Content-Type"] = []string{"application/json"}
-			}
-			if aw.commit(aw.status) {
-				_, _ = aw.w.Write(body)
-				res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
-				return res, nil
-			}
-		}
+	end.clientGone = rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.clientLost
+	if rt.answerHeld(aw, &end) {
+		res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
+		return res, nil
 	}
-	if aw.heldStatus != 0 && !aborted && err == nil {
+	if aw.heldStatus != 0 && !end.aborted && end.err == nil {
 		// a whole answer without a body, held for its first body byte:
 		// there is none to wait for
 		aw.commit(aw.heldStatus)
 	}
 	if aw.state.Load() == attemptCommitted {
-		// a stream the upstream ended cleanly before its last chunk was
-		// cut short all the same
-		cut := false
-		if aw.scan != nil {
-			aw.finishBody(aborted)
-			cut = !aborted && !aw.scan.Complete()
-		}
-		res.done = true
-		switch {
-		case clientGone:
-			// nobody's fault but the client's: not the upstream's failure
-			if aborted || cut {
-				rt.outcome = outcomeClientCanceled
-			}
-		case (aborted || cut) && ctx.Err() != nil:
-			// the gateway's deadline, which covers every attempt
-			// together, cut it: no evidence against the upstream, as
-			// before the first byte
-			rt.outcome = outcomeInterrupted
-		case aborted || cut:
-			res.verdict = verdictFailure // the upstream broke off
-			rt.outcome = outcomeInterrupted
-		default:
-			res.verdict = verdictSuccess
-		}
-		switch {
-		case cut:
-			rt.midStreamFailure(actx, aw, rt.endedEarly(aw))
-		case aborted:
-			rt.midStreamFailure(actx, aw, "the upstream connection failed mid-stream")
-		}
-		return res, err
+		rt.endAnswer(ctx, actx, aw, &end, &res)
+		return res, end.err
 	}
-
-	if clientGone {
+	if end.clientGone {
 		// the client left before the first byte: nobody's failure, and
 		// no next target
 		res.gone = true
 		rt.abandoned, rt.abandonedAt = t, aw.began // its upstream has the request
 		return res, nil
 	}
+	rt.failedAttempt(ctx, actx, aw, &end, &res)
+	return res, nil
+}
 
-	// the attempt failed before its first byte: record why, discard
-	// whatever it buffered, and let the next target have the request
+// attemptEnd is how an attempt's proxying ended, as try judges it.
+type attemptEnd struct {
+	aborted    bool  // the proxy broke off (http.ErrAbortHandler)
+	err        error // what the proxy returned
+	clientGone bool  // the client left
+	// a held 4xx, read whole, that moves the request on
+	contextErr, modelMissing bool
+}
+
+// attemptContext is an attempt's context: with its time limit, or one
+// the first-byte timer or the answer's watchdog may cancel. A later
+// attempt gets the request's variables in a map of its own.
+func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context, context.CancelFunc) {
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if t.timeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, t.timeout)
+	} else if (t.firstByte > 0 && rt.stream) || t.idle > 0 || t.group.vllm != nil {
+		// the first-byte timer, or the answer's watchdog, may cut it
+		actx, cancel = context.WithCancel(ctx)
+	}
+	if rt.first.rt != nil {
+		// a later attempt: the request's variables in a map of its own.
+		// The proxy writes them as it prepares the request, while the
+		// transport may still read them from an earlier attempt's dial
+		// (net/http dials on a goroutine of its own, which outlives an
+		// attempt given up).
+		vars, _ := actx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+		actx = context.WithValue(actx, caddyhttp.VarsCtxKey, maps.Clone(vars))
+	}
+	return actx, cancel
+}
+
+// attemptWriterFor is the writer an attempt on t answers into: the
+// route's own for the first attempt, a new one for each later one.
+func (rt *route) attemptWriterFor(t *Target, turn attemptTurn, cancel context.CancelFunc) *attemptWriter {
+	aw := &rt.first
+	if aw.rt != nil {
+		aw = new(attemptWriter)
+	}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: turn.more, began: rt.g.clock.Now(), cancel: cancel}
+	return aw
+}
+
+// attemptRequest is the request an attempt on t sends: the client's, with
+// the attempt's context and t's body.
+func (rt *route) attemptRequest(actx context.Context, t *Target, aw *attemptWriter) *http.Request {
+	pr := rt.r.WithContext(actx)
+	pr.Body = &aw.body
+	pr.ContentLength, rt.injected = rt.bodyFor(t, &aw.body)
+	// the transport resends a request that met a keep-alive connection
+	// the upstream had closed (see serveInference)
+	pr.GetBody = aw.body.replay
+	return pr
+}
+
+// firstByteTimer abandons a stream that sends nothing in time for the
+// next target, before anything reached the client; nil when the target
+// has no first_byte_timeout or the request does not stream.
+func (aw *attemptWriter) firstByteTimer(cancel context.CancelFunc) *time.Timer {
+	if aw.target.firstByte <= 0 || !aw.rt.stream {
+		return nil
+	}
+	aw.holdUntilBody = true
+	return time.AfterFunc(aw.target.firstByte, func() {
+		if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
+			cancel()
+		}
+	})
+}
+
+// answerHeld judges a held 4xx, read whole: the next target gets the
+// request only for a context-length error or a missing model (noted in
+// end); any other is the answer, written here with the served model's
+// name replaced, unless the first-byte timer abandoned the attempt first
+// (an answer cut short is no answer: the attempt failed). It reports
+// whether it answered.
+func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
+	if aw.held == nil || end.aborted || end.err != nil {
+		return false
+	}
+	switch aw.status {
+	case http.StatusNotFound:
+		end.modelMissing = isModelNotFound(aw.held.Bytes())
+	case http.StatusBadRequest:
+		end.contextErr = aw.holdBadRequest && isContextError(aw.held.Bytes())
+	}
+	if end.contextErr || end.modelMissing {
+		return false
+	}
+	held := aw.held.Bytes()
+	body := protocol.UpstreamErrorBody(held, aw.status, aw.target.Model, rt.alias.name)
+	if h := aw.Header(); string(body) != string(held) {
+		delete(h, "Content-Length")
+		h["Content-Type"] = []string{"application/json"}
+	}
+	if !aw.commit(aw.status) {
+		return false
+	}
+	_, _ = aw.w.Write(body)
+	return true
+}
+
+// endAnswer ends an answer that reached the client: its verdict and
+// outcome, and the error event (or the abort) of one cut short. A stream
+// the upstream ended cleanly before its last chunk was cut short all the
+// same.
+func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *attemptResult) {
+	cut := false
+	if aw.scan != nil {
+		aw.finishBody(end.aborted)
+		cut = !end.aborted && !aw.scan.Complete()
+	}
+	res.done = true
+	broken := end.aborted || cut
+	switch {
+	case end.clientGone:
+		// nobody's fault but the client's: not the upstream's failure
+		if broken {
+			rt.outcome = outcomeClientCanceled
+		}
+	case broken && ctx.Err() != nil:
+		// the gateway's deadline, which covers every attempt together,
+		// cut it: no evidence against the upstream, as before the first
+		// byte
+		rt.outcome = outcomeInterrupted
+	case broken:
+		res.verdict = verdictFailure // the upstream broke off
+		rt.outcome = outcomeInterrupted
+	default:
+		res.verdict = verdictSuccess
+	}
+	switch {
+	case cut:
+		rt.midStreamFailure(actx, aw, rt.endedEarly(aw))
+	case end.aborted:
+		rt.midStreamFailure(actx, aw, "the upstream connection failed mid-stream")
+	}
+}
+
+// failedAttempt records why an attempt failed before its first byte; what
+// it buffered is discarded, and the next target gets the request.
+func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *attemptResult) {
+	t := aw.target
 	a := attempt{target: t, status: aw.status}
 	switch {
-	case contextErr:
+	case end.contextErr:
 		a.reason = reasonContextLength
-	case modelMissing:
+	case end.modelMissing:
 		a.reason = reasonModelNotFound
 	case aw.notAPI:
 		a.reason = reasonNotAPI
@@ -237,14 +294,14 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 		a.reason = reasonDeadline
 	case actx.Err() != nil:
 		a.reason = reasonTimeout
-	case aborted:
+	case end.aborted:
 		a.reason = reasonConnReset // the upstream broke off a held answer
 	default:
-		a.reason = classify(err)
+		a.reason = classify(end.err)
 		if a.reason == reasonNoEndpoint && aw.slot.skip != "" {
 			a.reason = aw.slot.skip // the policy knows better why
 		}
-		if a.reason == reasonConnReset && !rt.staleRetried && writeFailed(err) {
+		if a.reason == reasonConnReset && !rt.staleRetried && writeFailed(end.err) {
 			// Go's transport resends a request whose pooled connection
 			// failed on reading (see serveInference), not one that failed
 			// while it was written: nothing of it was answered, and no
@@ -254,7 +311,7 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 			// the pool's other connections to the upstream are as old:
 			// the next attempt dials a new one
 			t.group.closeIdleConnections()
-			return res, nil
+			return
 		}
 	}
 	rt.attempts = append(rt.attempts, a)
@@ -274,10 +331,9 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", t.Group),
-			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(err))
+			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(end.err))
 	}
 	res.verdict = verdictOf(a.reason, rt.r.Context())
-	return res, nil
 }
 
 // bodyFor sets b to the request body as target t gets it: its model name
