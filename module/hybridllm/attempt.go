@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
@@ -186,21 +185,6 @@ func (rt *route) attemptRequest(actx context.Context, t *Target, aw *attemptWrit
 	// the upstream had closed (see serveInference)
 	pr.GetBody = aw.body.replay
 	return pr
-}
-
-// firstByteTimer abandons a stream that sends nothing in time for the
-// next target, before anything reached the client; nil when the target
-// has no first_byte_timeout or the request does not stream.
-func (aw *attemptWriter) firstByteTimer(cancel context.CancelFunc) *time.Timer {
-	if aw.target.firstByte <= 0 || !aw.rt.stream {
-		return nil
-	}
-	aw.holdUntilBody = true
-	return time.AfterFunc(aw.target.firstByte, func() {
-		if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
-			cancel()
-		}
-	})
 }
 
 // answerHeld judges a held 4xx, read whole: the next target gets the

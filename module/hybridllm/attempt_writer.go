@@ -358,3 +358,18 @@ var (
 	_ http.ResponseWriter = (*attemptWriter)(nil)
 	_ http.Flusher        = (*attemptWriter)(nil)
 )
+
+// firstByteTimer abandons a stream that sends nothing in time for the
+// next target, before anything reached the client; nil when the target
+// has no first_byte_timeout or the request does not stream.
+func (aw *attemptWriter) firstByteTimer(cancel context.CancelFunc) *time.Timer {
+	if aw.target.firstByte <= 0 || !aw.rt.stream {
+		return nil
+	}
+	aw.holdUntilBody = true
+	return time.AfterFunc(aw.target.firstByte, func() {
+		if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
+			cancel()
+		}
+	})
+}

@@ -259,6 +259,11 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			spareEP    *endpoint
 			spareScore = math.Inf(1)
 		)
+		note := func(why reason) {
+			if skipRank(why) > skipRank(skip) {
+				skip = why
+			}
+		}
 		ups, eps := pool, g.endpointsOf(pool)
 		for seg := range 2 {
 			if seg == 1 { // then the endpoints the registry added, if any
@@ -270,84 +275,35 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			}
 			for i, u := range ups {
 				ep := eps[i]
-				if slot.pin != "" && u.Dial != slot.pin {
+				switch {
+				case slot.pin != "" && u.Dial != slot.pin:
 					continue // a drill of another endpoint
-				}
-				if !u.Available() {
-					why := reasonUnhealthy
-					if u.Full() {
-						why = reasonRedLine // Caddy's max_requests
-					}
-					if skipRank(why) > skipRank(skip) {
-						skip = why
-					}
+				case !u.Available():
+					note(unavailable(u))
 					continue
-				}
-				if ep == nil {
+				case ep == nil:
 					// not probed (a unix socket, a placeholder): balanced on
 					// Caddy's own request count, without a reserved slot
-					n := int64(u.NumRequests())
-					v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1, unknownOK: true}
-					if g.maxNumSeqs > 0 {
-						v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
-					}
-					switch s, why := v.score(); {
+					switch s, why := g.unprobedScore(u); {
 					case why != "":
-						if skipRank(why) > skipRank(skip) {
-							skip = why
-						}
+						note(why)
 					case s < bestScore:
 						best, bestEP, bestScore = u, nil, s
 					}
 					continue
-				}
-				var why reason
-				spareOnly := false
-				switch {
 				case slices.Contains(excluded[:round], ep):
 					continue
-				case ep.drained != nil && ep.drained.Load():
-					why = reasonDrained
-					if slot.drill {
-						// a drill tries what serves first, a drained
-						// endpoint when nothing else answers
-						why, spareOnly = "", true
-					}
-				case ep.added && ep.p.snap.Load().health != healthUp:
-					why = reasonUnhealthy // not probed yet, or down
-				case slices.Contains(slot.avoid, ep):
-					why = reasonAvoided
-				case ep.br.held(t):
-					why = reasonRateLimited
-				case g.breakers && slot.shadow && ep.br.state.Load() != breakerClosed:
-					why = reasonBreakerOpen // a copy never takes a real request's trial
-				case g.breakers && !slot.drill && !slot.shadow && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
-					why = reasonBreakerOpen
-				case ep.score != nil && ep.score.fine.Load() == 0:
-					why = reasonDegraded // its health score took it out
 				}
-				var s float64
-				if why == "" {
-					v := g.view(ep, slot.model, t)
-					s, why = v.score()
-					if why == "" && slot.shadow && !v.roomToSpare() {
-						why = reasonRedLine // a mirror's copy never crowds real requests
-					}
-				}
-				if why != "" {
-					if skipRank(why) > skipRank(skip) {
-						skip = why
-					}
-					continue
-				}
-				if spareOnly || (ep.score != nil && !ep.score.admits()) {
+				s, why, spareOnly := g.eligible(ep, slot, t)
+				switch {
+				case why != "":
+					note(why)
+				case spareOnly || (ep.score != nil && !ep.score.admits()):
 					// ramping back: it takes its share of the requests
 					if s < spareScore {
 						spare, spareEP, spareScore = u, ep, s
 					}
-					continue
-				}
-				if s < bestScore {
+				case s < bestScore:
 					best, bestEP, bestScore = u, ep, s
 				}
 			}
@@ -367,24 +323,84 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			return best // an unprobed upstream: nothing to reserve
 		}
 		excluded[round] = bestEP
-		if !bestEP.p.reserve(g.redLine(bestEP)) {
-			continue
+		if g.take(bestEP, slot, t) {
+			return best
 		}
-		trial := false
-		if g.breakers && !slot.shadow && !slot.drill {
-			// copies and drills leave the breaker alone: no verdict of
-			// theirs is ever recorded
-			var ok bool
-			if ok, trial = bestEP.br.allow(t); !ok {
-				bestEP.p.inflight.Add(-1)
-				continue
-			}
-		}
-		slot.ep, slot.held, slot.trial, slot.skip = bestEP, bestEP.p, trial, ""
-		return best
 	}
 	slot.skip = reasonRedLine
 	return nil
+}
+
+// unavailable says why Caddy holds an upstream back.
+func unavailable(u *reverseproxy.Upstream) reason {
+	if u.Full() {
+		return reasonRedLine // Caddy's max_requests
+	}
+	return reasonUnhealthy
+}
+
+// unprobedScore scores an upstream the group does not probe on Caddy's
+// own request count.
+func (g *vllmGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
+	n := int64(u.NumRequests())
+	v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1, unknownOK: true}
+	if g.maxNumSeqs > 0 {
+		v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
+	}
+	return v.score()
+}
+
+// eligible scores a probed endpoint for the slot at t, or says why it
+// cannot take the request; spareOnly is an endpoint a drill may try only
+// when nothing else answers.
+func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s float64, why reason, spareOnly bool) {
+	switch {
+	case ep.drained != nil && ep.drained.Load():
+		if !slot.drill {
+			return 0, reasonDrained, false
+		}
+		// a drill tries what serves first, a drained endpoint when
+		// nothing else answers
+		spareOnly = true
+	case ep.added && ep.p.snap.Load().health != healthUp:
+		return 0, reasonUnhealthy, false // not probed yet, or down
+	case slices.Contains(slot.avoid, ep):
+		return 0, reasonAvoided, false
+	case ep.br.held(t):
+		return 0, reasonRateLimited, false
+	case g.breakers && slot.shadow && ep.br.state.Load() != breakerClosed:
+		return 0, reasonBreakerOpen, false // a copy never takes a real request's trial
+	case g.breakers && !slot.drill && !slot.shadow && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
+		return 0, reasonBreakerOpen, false
+	case ep.score != nil && ep.score.fine.Load() == 0:
+		return 0, reasonDegraded, false // its health score took it out
+	}
+	v := g.view(ep, slot.model, t)
+	if s, why = v.score(); why == "" && slot.shadow && !v.roomToSpare() {
+		why = reasonRedLine // a mirror's copy never crowds real requests
+	}
+	return s, why, spareOnly
+}
+
+// take reserves an in-flight slot on the endpoint picked and, when its
+// breaker is half-open, takes the trial; it reports false when another
+// request took the last of either first.
+func (g *vllmGroup) take(ep *endpoint, slot *attemptSlot, t time.Time) bool {
+	if !ep.p.reserve(g.redLine(ep)) {
+		return false
+	}
+	trial := false
+	if g.breakers && !slot.shadow && !slot.drill {
+		// copies and drills leave the breaker alone: no verdict of
+		// theirs is ever recorded
+		var ok bool
+		if ok, trial = ep.br.allow(t); !ok {
+			ep.p.inflight.Add(-1)
+			return false
+		}
+	}
+	slot.ep, slot.held, slot.trial, slot.skip = ep, ep.p, trial, ""
+	return true
 }
 
 // poolEndpoints maps one pool slice to the group's endpoints, in order.
