@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
@@ -210,7 +211,7 @@ func (g *Gateway) provisionRegistry() error {
 			return nil, fmt.Errorf("registry: %v", err)
 		}
 		f := &fleet{key: key, prefix: prefix, client: cli, done: make(chan struct{}), logger: g.logger,
-			storage: g.storage, file: "hybrid_llm/registry/" + safeFileName(key) + ".json"}
+			storage: g.storage, file: "hybrid_llm/registry/" + proclock.FileName(key) + ".json"}
 		f.watcher = &registry.Watcher{Client: cli, Prefix: prefix, Logger: g.logger, OnSnapshot: f.apply}
 		if s, err := f.readSnapshot(); err == nil {
 			f.watcher.Seed(s)
@@ -219,7 +220,7 @@ func (g *Gateway) provisionRegistry() error {
 		f.host, _ = os.Hostname()
 		var suffix [4]byte
 		_, _ = rand.Read(suffix[:])
-		f.member = fmt.Sprintf("%s-%d-%x", safeFileName(f.host), os.Getpid(), suffix)
+		f.member = fmt.Sprintf("%s-%d-%x", proclock.FileName(f.host), os.Getpid(), suffix)
 		f.ctx, f.cancel = context.WithCancel(context.Background())
 		return f, nil
 	})
@@ -524,15 +525,4 @@ func (f *fleet) writeSnapshot(s *registry.Snapshot) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return f.storage.Store(ctx, f.file, b)
-}
-
-// safeFileName turns a registry's endpoints and prefix into a file name.
-func safeFileName(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.':
-			return r
-		}
-		return '_'
-	}, s)
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
+	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
@@ -73,7 +74,7 @@ func spendName(gateway string) string {
 	if id == "" {
 		return "" // not published: the others cannot count it
 	}
-	return id + "." + safeFileName(gateway)
+	return id + "." + proclock.FileName(gateway)
 }
 
 // processID names this process among all gateway processes: Caddy's

@@ -42,7 +42,7 @@ func (g *Gateway) lockBooks(ctx caddy.Context) error {
 	if !ok || fs.Path == "" {
 		return nil
 	}
-	path := filepath.Join(fs.Path, "hybrid_llm", "locks", safeFileName(g.Name)+".lock")
+	path := filepath.Join(fs.Path, "hybrid_llm", "locks", proclock.FileName(g.Name)+".lock")
 	pid, err := proclock.Hold(path)
 	switch {
 	case errors.Is(err, proclock.ErrHeld):

@@ -100,7 +100,7 @@ func HoldAdmin(addr string) (path string, pid int, err error) {
 		return "", 0, nil
 	}
 	path = filepath.Join(os.TempDir(), "caddy-hybrid-llm-"+strconv.Itoa(os.Getuid()),
-		"admin-"+NetNamespace()+fileName(addr)+".lock")
+		"admin-"+NetNamespace()+FileName(addr)+".lock")
 	adminMu.Lock()
 	defer adminMu.Unlock()
 	if Held(path) {
@@ -124,9 +124,10 @@ func NetNamespace() string {
 	return link[i+1:j] + "-"
 }
 
-// fileName turns an address into a file name: every byte but letters,
-// digits, '-' and '.' becomes '_'.
-func fileName(s string) string {
+// FileName turns a name (an address, a gateway's, a registry's endpoints)
+// into a file name: every byte but letters, digits, '-' and '.' becomes
+// '_'.
+func FileName(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.':

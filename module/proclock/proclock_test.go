@@ -116,7 +116,7 @@ func TestHoldAdmin(t *testing.T) {
 	Release(path)
 
 	held := "127.0.0.1:2999"
-	release := other(t, filepath.Join(os.TempDir(), "caddy-hybrid-llm-"+strconv.Itoa(os.Getuid()), "admin-"+NetNamespace()+fileName(held)+".lock"), 77)
+	release := other(t, filepath.Join(os.TempDir(), "caddy-hybrid-llm-"+strconv.Itoa(os.Getuid()), "admin-"+NetNamespace()+FileName(held)+".lock"), 77)
 	defer release()
 	if _, pid, err := HoldAdmin(held); !errors.Is(err, ErrHeld) || pid != 77 {
 		t.Fatalf("held elsewhere: pid %d, %v", pid, err)
@@ -137,7 +137,7 @@ func TestNetNamespace(t *testing.T) {
 }
 
 func TestFileName(t *testing.T) {
-	if got := fileName("[::1]:2019/x y.Z-9"); got != "___1__2019_x_y.Z-9" {
+	if got := FileName("[::1]:2019/x y.Z-9"); got != "___1__2019_x_y.Z-9" {
 		t.Errorf("%q", got)
 	}
 }
