@@ -246,6 +246,41 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		return err
 	}
 	registerMetrics(ctx.GetMetricsRegistry(), g.logger)
+	if err := g.provisionSettings(); err != nil {
+		return err
+	}
+	used, err := g.provisionGroups(ctx)
+	if err != nil {
+		return err
+	}
+	g.provisionOccupancy()
+	g.loadDrains() // before any request
+	if err := g.provisionAliases(used); err != nil {
+		return err
+	}
+	if len(g.healthSets) > 0 || len(g.strategySets) > 0 || len(g.chained) > 0 {
+		g.keepScheduling(ctx)
+	}
+	g.created = time.Now().Unix()
+	g.modelsList = g.buildModelsList()
+	g.routeHeaders = g.routingHeaders()
+	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
+		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
+	}
+	g.begun = new(atomic.Bool)
+	if g.Registry != nil {
+		g.fleetShare = new(atomic.Pointer[fleetShare])
+	}
+	if err := g.provisionBooks(ctx); err != nil {
+		return err
+	}
+	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
+	return nil
+}
+
+// provisionSettings checks the gateway's own settings and fills in their
+// defaults.
+func (g *Gateway) provisionSettings() error {
 	if g.MaxBodySize == 0 {
 		g.MaxBodySize = DefaultMaxBodySize
 	}
@@ -271,9 +306,13 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if len(g.Aliases) == 0 {
 		return fmt.Errorf("no aliases configured")
 	}
+	return nil
+}
 
-	// the model names each group is asked for, so that its probes can
-	// check them
+// provisionGroups provisions the groups, first, so that targets can refer
+// to them; each learns the model names its aliases ask it for, so that
+// its probes can check them. used is filled in by the aliases.
+func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err error) {
 	for _, name := range sortedKeys(g.Aliases) {
 		if al := g.Aliases[name]; al != nil {
 			for _, t := range al.Targets {
@@ -285,24 +324,22 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 			}
 		}
 	}
-
-	// groups first, so that targets can refer to them
-	used := make(map[string]bool, len(g.Groups))
+	used = make(map[string]bool, len(g.Groups))
 	for _, name := range sortedKeys(g.Groups) {
 		grp := g.Groups[name]
 		if grp == nil {
-			return fmt.Errorf("group %q: empty", name)
+			return nil, fmt.Errorf("group %q: empty", name)
 		}
 		grp.acquireShared(reload.Key(g.Name, name))
 		grp.clock = g.clock
 		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
-			return fmt.Errorf("group %q: %v", name, err)
+			return nil, fmt.Errorf("group %q: %v", name, err)
 		}
 		if grp.Kind == KindVLLM && len(grp.proxy.Upstreams) == 0 && grp.proxy.DynamicUpstreams == nil && g.Registry == nil {
-			return fmt.Errorf("group %q of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)", name)
+			return nil, fmt.Errorf("group %q of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)", name)
 		}
 		if err := g.provisionEndpointHealth(grp); err != nil {
-			return fmt.Errorf("group %q: %v", name, err)
+			return nil, fmt.Errorf("group %q: %v", name, err)
 		}
 		grp.streamUsage = g.StreamUsage == nil || *g.StreamUsage
 		if grp.StreamUsage != nil {
@@ -310,10 +347,12 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		}
 		g.streamUsage = g.streamUsage || grp.streamUsage
 	}
+	return used, nil
+}
 
-	g.provisionOccupancy()
-	g.loadDrains() // before any request
-
+// provisionAliases provisions the aliases over the groups, noting in used
+// the groups they use, and warns of a group none uses.
+func (g *Gateway) provisionAliases(used map[string]bool) error {
 	g.aliases = make(map[string]*Alias, len(g.Aliases))
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
@@ -328,20 +367,13 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 			g.logger.Warn("group is not used by any alias", zap.String("group", name))
 		}
 	}
+	return nil
+}
 
-	if len(g.healthSets) > 0 || len(g.strategySets) > 0 || len(g.chained) > 0 {
-		g.keepScheduling(ctx)
-	}
-	g.created = time.Now().Unix()
-	g.modelsList = g.buildModelsList()
-	g.routeHeaders = g.routingHeaders()
-	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
-		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
-	}
-	g.begun = new(atomic.Bool)
-	if g.Registry != nil {
-		g.fleetShare = new(atomic.Pointer[fleetShare])
-	}
+// provisionBooks sets up what the gateway counts and keeps: the spend
+// book, the clients, the registry entry, the ledger and its journal, and
+// with a registry the fleet.
+func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 	if g.Clients != nil || g.CloudSpend != nil {
 		switch {
 		case g.Registry == nil && g.ownsBooks:
@@ -378,7 +410,6 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		}
 		g.replayFleetBook()
 	}
-	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }
 
