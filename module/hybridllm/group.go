@@ -130,6 +130,45 @@ type EndpointConfig struct {
 func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error {
 	grp.name = name
 	grp.check.clock = grp.clock
+	if err := grp.validate(); err != nil {
+		return err
+	}
+	if bc := grp.Breaker; bc != nil {
+		if err := bc.validate(); err != nil {
+			return err
+		}
+		if _, _, cool := bc.params(); bc.LoadTime > 0 && cool < time.Duration(bc.LoadTime) {
+			ctx.Logger().Warn("breaker cooldown is shorter than the model load time: traffic returns before the model is ready and the breaker oscillates",
+				zap.String("group", name), zap.Duration("cooldown", cool), zap.Duration("load_time", time.Duration(bc.LoadTime)))
+		}
+	}
+	raw, err := grp.proxyConfig(ctx, maxBody)
+	if err != nil {
+		return err
+	}
+	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
+	if err != nil {
+		return fmt.Errorf("loading proxy: %v", err)
+	}
+	grp.proxy = mod.(*reverseproxy.Handler)
+	grp.serve = grp.proxy
+	if lb := grp.proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
+		// a drill reaches each endpoint in turn, whatever the policy
+		lb.SelectionPolicy = pinnedSelection{lb.SelectionPolicy}
+	}
+	if grp.key != "" {
+		grp.warnKeyExposure(ctx.Logger(), name)
+	}
+
+	switch grp.Kind {
+	case KindVLLM:
+		return grp.provisionVLLM(ctx)
+	}
+	return nil
+}
+
+// validate checks the group's settings, and reads its model_check.
+func (grp *Group) validate() error {
 	switch grp.Kind {
 	case KindVLLM, KindOpenAI:
 	case "":
@@ -173,15 +212,15 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 			return err
 		}
 	}
-	if bc := grp.Breaker; bc != nil {
-		if err := bc.validate(); err != nil {
-			return err
-		}
-		if _, _, cool := bc.params(); bc.LoadTime > 0 && cool < time.Duration(bc.LoadTime) {
-			ctx.Logger().Warn("breaker cooldown is shorter than the model load time: traffic returns before the model is ready and the breaker oscillates",
-				zap.String("group", name), zap.Duration("cooldown", cool), zap.Duration("load_time", time.Duration(bc.LoadTime)))
-		}
-	}
+	return nil
+}
+
+// proxyConfig is the group's reverse_proxy config as the gateway loads it:
+// a vLLM group's selection policy by default, the request buffered for
+// retries inside the group, the api_key in the proxy's own header
+// operations (and its active health checks').
+func (grp *Group) proxyConfig(ctx caddy.Context, maxBody int64) (json.RawMessage, error) {
+	name := grp.name
 	raw := grp.ProxyRaw
 	if grp.Kind == KindVLLM {
 		// the queue-aware policy is the default of vLLM groups
@@ -190,7 +229,7 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 			var err error
 			raw, err = sjson.SetRawBytes(slices.Clone(raw), "load_balancing.selection_policy", []byte(`{"policy":"vllm_least_load"}`))
 			if err != nil {
-				return fmt.Errorf("setting the selection policy: %v", err)
+				return nil, fmt.Errorf("setting the selection policy: %v", err)
 			}
 		case "vllm_least_load":
 		default:
@@ -207,7 +246,7 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		// usage asked for
 		raw, err = sjson.SetBytes(slices.Clone(raw), "request_buffers", maxBody+bodySlack)
 		if err != nil {
-			return fmt.Errorf("setting request_buffers: %v", err)
+			return nil, fmt.Errorf("setting request_buffers: %v", err)
 		}
 	}
 	if grp.APIKey != "" {
@@ -216,7 +255,7 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		if key == "" {
 			// an unset variable would send every request without
 			// credentials, and every answer would be the cloud's 401
-			return fmt.Errorf("api_key %s resolves to an empty value: set it (is the environment variable exported?), or write api_key \"\" to send no credentials", grp.APIKey)
+			return nil, fmt.Errorf("api_key %s resolves to an empty value: set it (is the environment variable exported?), or write api_key \"\" to send no credentials", grp.APIKey)
 		}
 		// the key goes into the proxy's own header operations, which act
 		// on its copy of the request: it never touches the request the
@@ -224,7 +263,7 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		var err error
 		raw, err = sjson.SetBytes(slices.Clone(raw), "headers.request.set.Authorization", []string{"Bearer " + key})
 		if err != nil {
-			return fmt.Errorf("setting api_key: %v", err)
+			return nil, fmt.Errorf("setting api_key: %v", err)
 		}
 		// Caddy's active health checks send none of those operations,
 		// only their own headers: the key goes there too (unless they set
@@ -235,29 +274,11 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 			!hasHeader(active.Get("headers"), "Authorization") {
 			raw, err = sjson.SetBytes(raw, "health_checks.active.headers.Authorization", []string{"Bearer " + key})
 			if err != nil {
-				return fmt.Errorf("setting api_key on the health checks: %v", err)
+				return nil, fmt.Errorf("setting api_key on the health checks: %v", err)
 			}
 		}
 	}
-	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
-	if err != nil {
-		return fmt.Errorf("loading proxy: %v", err)
-	}
-	grp.proxy = mod.(*reverseproxy.Handler)
-	grp.serve = grp.proxy
-	if lb := grp.proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
-		// a drill reaches each endpoint in turn, whatever the policy
-		lb.SelectionPolicy = pinnedSelection{lb.SelectionPolicy}
-	}
-	if grp.key != "" {
-		grp.warnKeyExposure(ctx.Logger(), name)
-	}
-
-	switch grp.Kind {
-	case KindVLLM:
-		return grp.provisionVLLM(ctx)
-	}
-	return nil
+	return raw, nil
 }
 
 // hasHeader reports whether a JSON object of headers names h, in any case.
