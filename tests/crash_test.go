@@ -104,6 +104,20 @@ func (c *crashGateway) start() (cmdKill func(), stop func()) {
 	}, stop
 }
 
+// sendOK sends n requests, each of which must be answered 200, and
+// returns what they cost.
+func (c *crashGateway) sendOK(n int) (served float64) {
+	c.t.Helper()
+	for i := range n {
+		status, usd, _ := c.send(fmt.Sprint("hello ", i))
+		if status != http.StatusOK {
+			c.t.Fatalf("request %d: %d", i, status)
+		}
+		served += usd
+	}
+	return served
+}
+
 // send makes a chat request as the client; it returns the status, and
 // the answer's cost at the cloud's prices and its tokens.
 func (c *crashGateway) send(content string) (status int, usd float64, tokens int64) {
@@ -217,14 +231,7 @@ func TestCrashBetweenAPublicationAndItsMark(t *testing.T) {
 	te := registrytest.Start(t)
 	c := newCrashGateway(t, "\t\tregistry etcd {\n\t\t\tendpoints "+te.URL+"\n\t\t}\n")
 	kill, _ := c.start()
-	var served float64
-	for i := range 4 {
-		status, usd, _ := c.send(fmt.Sprint("hello ", i))
-		if status != http.StatusOK {
-			t.Fatalf("request %d: %d", i, status)
-		}
-		served += usd
-	}
+	served := c.sendOK(4)
 	waitFor(t, "the registry to hold it all", func() bool {
 		resp, err := te.Client.Get(context.Background(), "/hybrid-llm/crashgw/spend/", clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
@@ -505,14 +512,7 @@ func TestCrashLosesNoFleetSpend(t *testing.T) {
 	te := registrytest.Start(t)
 	c := newCrashGateway(t, "\t\tregistry etcd {\n\t\t\tendpoints "+te.URL+"\n\t\t}\n")
 	kill, _ := c.start()
-	var served float64
-	for i := range 8 {
-		status, usd, _ := c.send(fmt.Sprint("hello ", i))
-		if status != http.StatusOK {
-			t.Fatalf("request %d: %d", i, status)
-		}
-		served += usd
-	}
+	served := c.sendOK(8)
 	var before books
 	waitFor(t, "the books to count what was served", func() bool { before = c.books(); return near(before.spendTeam, served) })
 	// killed at once: the last answers are not published yet
