@@ -209,172 +209,57 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 	}
 	var sawHeaders bool
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
 		switch d.Val() {
 		case "name":
-			if err := parseOneArg(d, &g.Name); err != nil {
-				return err
-			}
-
+			err = parseOneArg(d, &g.Name)
 		case "max_body_size":
-			if g.MaxBodySize != 0 {
-				return d.Err("max_body_size already specified")
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			size, err := humanize.ParseBytes(d.Val())
-			if err != nil || size == 0 || size > 1<<40 {
-				return d.Errf("invalid max_body_size '%s': want a positive size such as 8MiB", d.Val())
-			}
-			g.MaxBodySize = int64(size)
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-
+			err = g.unmarshalMaxBodySize(d)
 		case "deadline":
 			if g.Deadline != 0 {
 				return d.Err("deadline already specified")
 			}
-			dur, err := parseDuration(d)
-			if err != nil {
-				return err
-			}
-			g.Deadline = dur
-
+			g.Deadline, err = parseDuration(d)
 		case "paths":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
-			}
-			if _, err := newInferencePaths(args); err != nil {
-				return d.Err(err.Error())
-			}
-			g.Paths = append(g.Paths, args...)
-
+			err = g.unmarshalPaths(d)
 		case "route_headers":
 			if sawHeaders {
 				return d.Err("route_headers already specified")
 			}
 			sawHeaders = true
-			on, err := parseOnOff(d)
-			if err != nil {
-				return err
-			}
-			g.RouteHeaders = &on
-
+			err = g.unmarshalRouteHeaders(d)
 		case "stream_usage":
-			on, err := parseOnOff(d)
-			if err != nil {
-				return err
-			}
-			g.StreamUsage = &on
-
+			err = g.unmarshalStreamUsage(d)
 		case "pass_headers":
-			names := d.RemainingArgs()
-			if len(names) == 0 {
-				return d.Err("pass_headers needs one or more header names (a trailing * for a prefix, * for all)")
-			}
-			if _, err := newHeaderPass(names); err != nil {
-				return d.Err(err.Error())
-			}
-			g.PassHeaders = append(g.PassHeaders, names...)
-
+			err = g.unmarshalPassHeaders(d)
 		case "response_model":
 			if g.ResponseModel != "" {
 				return d.Err("response_model already specified")
 			}
-			v, err := parseResponseModel(d)
-			if err != nil {
-				return err
-			}
-			g.ResponseModel = v
-
+			g.ResponseModel, err = parseResponseModel(d)
 		case "group":
-			if !d.NextArg() {
-				return d.Err("group needs a name")
-			}
-			name := d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if _, dup := g.Groups[name]; dup {
-				return d.Errf("group '%s' already defined", name)
-			}
-			grp, err := unmarshalGroup(d, helper)
-			if err != nil {
-				return err
-			}
-			if g.Groups == nil {
-				g.Groups = make(map[string]*Group)
-			}
-			g.Groups[name] = grp
-
+			err = g.unmarshalGroup(d, helper)
 		case "cloud_spend":
-			if g.CloudSpend != nil {
-				return d.Err("cloud_spend already specified")
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			g.CloudSpend = new(CloudSpend)
-			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				var err error
-				switch d.Val() {
-				case "daily_usd":
-					g.CloudSpend.DailyUSD, err = parseUSD(d)
-				case "warn_at":
-					g.CloudSpend.WarnAt, err = parseUSD(d)
-				default:
-					err = unknownOption(d, "cloud_spend option", d.Val(), "daily_usd", "warn_at")
-				}
-				if err != nil {
-					return err
-				}
-			}
-
+			err = g.unmarshalCloudSpend(d)
 		case "registry":
 			if g.Registry != nil {
 				return d.Err("registry already specified")
 			}
 			g.Registry = new(RegistryConfig)
-			if err := unmarshalRegistry(d, g.Registry); err != nil {
-				return err
-			}
-
+			err = unmarshalRegistry(d, g.Registry)
 		case "clients":
 			if g.Clients != nil {
 				return d.Err("clients already specified")
 			}
 			g.Clients = new(Clients)
-			if err := unmarshalClients(d, g.Clients); err != nil {
-				return err
-			}
-
+			err = unmarshalClients(d, g.Clients)
 		case "alias":
-			if !d.NextArg() {
-				return d.Err("alias needs a name")
-			}
-			name := d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if _, dup := g.Aliases[name]; dup {
-				return d.Errf("alias '%s' already defined", name)
-			}
-			al, err := unmarshalAlias(d)
-			if err != nil {
-				return err
-			}
-			if len(al.Targets) == 0 {
-				return d.Errf("alias '%s' has no targets", name)
-			}
-			if g.Aliases == nil {
-				g.Aliases = make(map[string]*Alias)
-			}
-			g.Aliases[name] = al
-
+			err = g.unmarshalAlias(d)
 		default:
-			return unknownOption(d, "hybrid_llm subdirective", d.Val(), "alias", "clients", "cloud_spend", "deadline", "group", "max_body_size", "name", "pass_headers", "paths", "registry", "response_model", "route_headers", "stream_usage")
+			err = unknownOption(d, "hybrid_llm subdirective", d.Val(), "alias", "clients", "cloud_spend", "deadline", "group", "max_body_size", "name", "pass_headers", "paths", "registry", "response_model", "route_headers", "stream_usage")
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if len(g.Groups) == 0 {
@@ -395,6 +280,146 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 			}
 		}
 	}
+	return nil
+}
+
+// unmarshalMaxBodySize parses the max_body_size subdirective.
+func (g *Gateway) unmarshalMaxBodySize(d *caddyfile.Dispenser) error {
+	if g.MaxBodySize != 0 {
+		return d.Err("max_body_size already specified")
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	size, err := humanize.ParseBytes(d.Val())
+	if err != nil || size == 0 || size > 1<<40 {
+		return d.Errf("invalid max_body_size '%s': want a positive size such as 8MiB", d.Val())
+	}
+	g.MaxBodySize = int64(size)
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// unmarshalPaths parses a paths subdirective; they add up.
+func (g *Gateway) unmarshalPaths(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return d.ArgErr()
+	}
+	if _, err := newInferencePaths(args); err != nil {
+		return d.Err(err.Error())
+	}
+	g.Paths = append(g.Paths, args...)
+	return nil
+}
+
+// unmarshalRouteHeaders parses the route_headers subdirective.
+func (g *Gateway) unmarshalRouteHeaders(d *caddyfile.Dispenser) error {
+	on, err := parseOnOff(d)
+	if err != nil {
+		return err
+	}
+	g.RouteHeaders = &on
+	return nil
+}
+
+// unmarshalStreamUsage parses the stream_usage subdirective.
+func (g *Gateway) unmarshalStreamUsage(d *caddyfile.Dispenser) error {
+	on, err := parseOnOff(d)
+	if err != nil {
+		return err
+	}
+	g.StreamUsage = &on
+	return nil
+}
+
+// unmarshalPassHeaders parses a pass_headers subdirective; they add up.
+func (g *Gateway) unmarshalPassHeaders(d *caddyfile.Dispenser) error {
+	names := d.RemainingArgs()
+	if len(names) == 0 {
+		return d.Err("pass_headers needs one or more header names (a trailing * for a prefix, * for all)")
+	}
+	if _, err := newHeaderPass(names); err != nil {
+		return d.Err(err.Error())
+	}
+	g.PassHeaders = append(g.PassHeaders, names...)
+	return nil
+}
+
+// unmarshalGroup parses a group subdirective: its name and its block.
+func (g *Gateway) unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) error {
+	if !d.NextArg() {
+		return d.Err("group needs a name")
+	}
+	name := d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if _, dup := g.Groups[name]; dup {
+		return d.Errf("group '%s' already defined", name)
+	}
+	grp, err := unmarshalGroup(d, helper)
+	if err != nil {
+		return err
+	}
+	if g.Groups == nil {
+		g.Groups = make(map[string]*Group)
+	}
+	g.Groups[name] = grp
+	return nil
+}
+
+// unmarshalCloudSpend parses the cloud_spend subdirective and its block.
+func (g *Gateway) unmarshalCloudSpend(d *caddyfile.Dispenser) error {
+	if g.CloudSpend != nil {
+		return d.Err("cloud_spend already specified")
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	g.CloudSpend = new(CloudSpend)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "daily_usd":
+			g.CloudSpend.DailyUSD, err = parseUSD(d)
+		case "warn_at":
+			g.CloudSpend.WarnAt, err = parseUSD(d)
+		default:
+			err = unknownOption(d, "cloud_spend option", d.Val(), "daily_usd", "warn_at")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmarshalAlias parses an alias subdirective: its name and its block.
+func (g *Gateway) unmarshalAlias(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.Err("alias needs a name")
+	}
+	name := d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if _, dup := g.Aliases[name]; dup {
+		return d.Errf("alias '%s' already defined", name)
+	}
+	al, err := unmarshalAlias(d)
+	if err != nil {
+		return err
+	}
+	if len(al.Targets) == 0 {
+		return d.Errf("alias '%s' has no targets", name)
+	}
+	if g.Aliases == nil {
+		g.Aliases = make(map[string]*Alias)
+	}
+	g.Aliases[name] = al
 	return nil
 }
 

@@ -20,209 +20,29 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 	grp := &Group{pos: posOf(d)}
 	var schemeless []string // the proxy's upstreams written without a scheme
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
 		switch d.Val() {
 		case "kind":
-			if grp.Kind != "" {
-				return nil, d.Err("kind already specified")
-			}
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			switch d.Val() {
-			case KindVLLM, KindOpenAI:
-				grp.Kind = d.Val()
-			default:
-				return nil, d.Errf("unknown group kind '%s' (want %s or %s)", d.Val(), KindVLLM, KindOpenAI)
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-
+			err = unmarshalGroupKind(d, grp)
 		case "api_key":
-			if grp.APIKey != "" {
-				return nil, d.Err("api_key already specified")
-			}
-			if !d.NextArg() {
-				// an unset {$VAR} leaves nothing behind it
-				return nil, d.Err("api_key needs a value: write api_key {env.CLOUD_API_KEY} to read the key from the environment at start-up " +
-					"(an unset {$VAR} is replaced by nothing as the Caddyfile is read), or api_key \"\" to send no credentials")
-			}
-			grp.APIKey = d.Val()
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-
+			err = unmarshalGroupAPIKey(d, grp)
 		case "stream_usage":
-			if grp.StreamUsage != nil {
-				return nil, d.Err("stream_usage already specified")
-			}
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			on := d.Val() == "on"
-			if !on && d.Val() != "off" {
-				return nil, d.Errf("stream_usage must be 'on' or 'off', got '%s'", d.Val())
-			}
-			grp.StreamUsage = &on
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-
-		case "max_num_seqs":
-			if grp.MaxNumSeqs != 0 {
-				return nil, d.Err("max_num_seqs already specified")
-			}
-			n, err := parsePositiveInt(d)
-			if err != nil {
-				return nil, err
-			}
-			grp.MaxNumSeqs = n
-
-		case "max_queue":
-			if grp.MaxQueue != 0 {
-				return nil, d.Err("max_queue already specified")
-			}
-			n, err := parseNonNegativeInt(d)
-			if err != nil {
-				return nil, err
-			}
-			grp.MaxQueue = n
-
+			err = unmarshalGroupStreamUsage(d, grp)
+		case "max_num_seqs", "max_queue":
+			err = unmarshalGroupLimit(d, grp)
 		case "endpoint":
-			if !d.NextArg() {
-				return nil, d.Err("endpoint needs the upstream's address")
-			}
-			dial := d.Val()
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			if _, dup := grp.Endpoints[dial]; dup {
-				return nil, d.Errf("endpoint '%s' already specified", dial)
-			}
-			ec := new(EndpointConfig)
-			for en := d.Nesting(); d.NextBlock(en); {
-				switch d.Val() {
-				case "max_num_seqs":
-					n, err := parsePositiveInt(d)
-					if err != nil {
-						return nil, err
-					}
-					ec.MaxNumSeqs = n
-				case "weight":
-					if !d.NextArg() {
-						return nil, d.ArgErr()
-					}
-					w, err := strconv.ParseFloat(d.Val(), 64)
-					if err != nil || w <= 0 || math.IsInf(w, 0) {
-						return nil, d.Errf("invalid weight '%s': want a positive number", d.Val())
-					}
-					ec.Weight = w
-					if d.NextArg() {
-						return nil, d.ArgErr()
-					}
-				default:
-					return nil, unknownOption(d, "endpoint subdirective", d.Val(), "max_num_seqs", "weight")
-				}
-			}
-			if grp.Endpoints == nil {
-				grp.Endpoints = make(map[string]*EndpointConfig)
-			}
-			grp.Endpoints[dial] = ec
-
-		case "probe":
-			if grp.Probe != nil {
-				return nil, d.Err("probe already specified")
-			}
-			pc, err := unmarshalProbe(d)
-			if err != nil {
-				return nil, err
-			}
-			grp.Probe = pc
-
-		case "overflow":
-			if grp.Overflow != nil {
-				return nil, d.Err("overflow already specified")
-			}
-			oc, err := unmarshalOverflow(d)
-			if err != nil {
-				return nil, err
-			}
-			grp.Overflow = oc
-
-		case "cost":
-			if grp.Cost != nil {
-				return nil, d.Err("cost already specified")
-			}
-			cc, err := unmarshalCost(d)
-			if err != nil {
-				return nil, err
-			}
-			grp.Cost = cc
-
-		case "health":
-			if grp.Health != nil {
-				return nil, d.Err("health already specified")
-			}
-			hc, err := unmarshalHealth(d)
-			if err != nil {
-				return nil, err
-			}
-			grp.Health = hc
-
-		case "breaker":
-			if grp.Breaker != nil {
-				return nil, d.Err("breaker already specified")
-			}
-			bc, err := unmarshalBreaker(d)
-			if err != nil {
-				return nil, err
-			}
-			grp.Breaker = bc
-
+			err = unmarshalGroupEndpoint(d, grp)
+		case "probe", "overflow", "cost", "health", "breaker":
+			err = unmarshalGroupBlock(d, grp)
 		case "model_check":
-			if grp.ModelCheck != "" {
-				return nil, d.Err("model_check already specified")
-			}
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			if d.Val() == "off" {
-				grp.ModelCheck = "off"
-				if d.NextArg() {
-					return nil, d.ArgErr()
-				}
-				break
-			}
-			d.Prev()
-			if _, err := parseDuration(d); err != nil {
-				return nil, err
-			}
-			grp.ModelCheck = d.Val() // as written: JSON takes the same words
-
+			err = unmarshalGroupModelCheck(d, grp)
 		case "proxy":
-			if grp.ProxyRaw != nil {
-				return nil, d.Err("proxy already specified")
-			}
-			rp := new(reverseproxy.Handler)
-			// the segment starts with "proxy", which the reverse_proxy
-			// parser consumes as its directive name
-			seg := d.NewFromNextSegment()
-			var err error
-			if schemeless, err = checkProxyUpstreams(seg); err != nil {
-				return nil, err
-			}
-			if err := rp.UnmarshalCaddyfile(seg); err != nil {
-				return nil, err
-			}
-			if helper != nil {
-				if err := rp.FinalizeUnmarshalCaddyfile(*helper); err != nil {
-					return nil, err
-				}
-			}
-			grp.ProxyRaw = caddyconfig.JSON(rp, nil)
-
+			schemeless, err = unmarshalGroupProxy(d, helper, grp)
 		default:
-			return nil, unknownOption(d, "group subdirective", d.Val(), "api_key", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
+			err = unknownOption(d, "group subdirective", d.Val(), "api_key", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	if grp.Kind == "" {
@@ -241,6 +61,217 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 		return nil, err
 	}
 	return grp, nil
+}
+
+// unmarshalGroupKind parses a group's kind subdirective.
+func unmarshalGroupKind(d *caddyfile.Dispenser, grp *Group) error {
+	if grp.Kind != "" {
+		return d.Err("kind already specified")
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	switch d.Val() {
+	case KindVLLM, KindOpenAI:
+		grp.Kind = d.Val()
+	default:
+		return d.Errf("unknown group kind '%s' (want %s or %s)", d.Val(), KindVLLM, KindOpenAI)
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// unmarshalGroupAPIKey parses a group's api_key subdirective.
+func unmarshalGroupAPIKey(d *caddyfile.Dispenser, grp *Group) error {
+	if grp.APIKey != "" {
+		return d.Err("api_key already specified")
+	}
+	if !d.NextArg() {
+		// an unset {$VAR} leaves nothing behind it
+		return d.Err("api_key needs a value: write api_key {env.CLOUD_API_KEY} to read the key from the environment at start-up " +
+			"(an unset {$VAR} is replaced by nothing as the Caddyfile is read), or api_key \"\" to send no credentials")
+	}
+	grp.APIKey = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// unmarshalGroupStreamUsage parses a group's stream_usage subdirective.
+func unmarshalGroupStreamUsage(d *caddyfile.Dispenser, grp *Group) error {
+	if grp.StreamUsage != nil {
+		return d.Err("stream_usage already specified")
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	on := d.Val() == "on"
+	if !on && d.Val() != "off" {
+		return d.Errf("stream_usage must be 'on' or 'off', got '%s'", d.Val())
+	}
+	grp.StreamUsage = &on
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// unmarshalGroupLimit parses a group's max_num_seqs or max_queue
+// subdirective.
+func unmarshalGroupLimit(d *caddyfile.Dispenser, grp *Group) error {
+	switch d.Val() {
+	case "max_num_seqs":
+		if grp.MaxNumSeqs != 0 {
+			return d.Err("max_num_seqs already specified")
+		}
+		n, err := parsePositiveInt(d)
+		if err != nil {
+			return err
+		}
+		grp.MaxNumSeqs = n
+	case "max_queue":
+		if grp.MaxQueue != 0 {
+			return d.Err("max_queue already specified")
+		}
+		n, err := parseNonNegativeInt(d)
+		if err != nil {
+			return err
+		}
+		grp.MaxQueue = n
+	}
+	return nil
+}
+
+// unmarshalGroupEndpoint parses a group's endpoint subdirective and its
+// block.
+func unmarshalGroupEndpoint(d *caddyfile.Dispenser, grp *Group) error {
+	if !d.NextArg() {
+		return d.Err("endpoint needs the upstream's address")
+	}
+	dial := d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if _, dup := grp.Endpoints[dial]; dup {
+		return d.Errf("endpoint '%s' already specified", dial)
+	}
+	ec := new(EndpointConfig)
+	for en := d.Nesting(); d.NextBlock(en); {
+		switch d.Val() {
+		case "max_num_seqs":
+			n, err := parsePositiveInt(d)
+			if err != nil {
+				return err
+			}
+			ec.MaxNumSeqs = n
+		case "weight":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			w, err := strconv.ParseFloat(d.Val(), 64)
+			if err != nil || w <= 0 || math.IsInf(w, 0) {
+				return d.Errf("invalid weight '%s': want a positive number", d.Val())
+			}
+			ec.Weight = w
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		default:
+			return unknownOption(d, "endpoint subdirective", d.Val(), "max_num_seqs", "weight")
+		}
+	}
+	if grp.Endpoints == nil {
+		grp.Endpoints = make(map[string]*EndpointConfig)
+	}
+	grp.Endpoints[dial] = ec
+	return nil
+}
+
+// unmarshalGroupBlock parses one of a group's probe, overflow, cost,
+// health and breaker subdirectives, each with a block of its own.
+func unmarshalGroupBlock(d *caddyfile.Dispenser, grp *Group) error {
+	var err error
+	switch d.Val() {
+	case "probe":
+		if grp.Probe != nil {
+			return d.Err("probe already specified")
+		}
+		grp.Probe, err = unmarshalProbe(d)
+	case "overflow":
+		if grp.Overflow != nil {
+			return d.Err("overflow already specified")
+		}
+		grp.Overflow, err = unmarshalOverflow(d)
+	case "cost":
+		if grp.Cost != nil {
+			return d.Err("cost already specified")
+		}
+		grp.Cost, err = unmarshalCost(d)
+	case "health":
+		if grp.Health != nil {
+			return d.Err("health already specified")
+		}
+		grp.Health, err = unmarshalHealth(d)
+	case "breaker":
+		if grp.Breaker != nil {
+			return d.Err("breaker already specified")
+		}
+		grp.Breaker, err = unmarshalBreaker(d)
+	}
+	return err
+}
+
+// unmarshalGroupModelCheck parses a group's model_check subdirective.
+func unmarshalGroupModelCheck(d *caddyfile.Dispenser, grp *Group) error {
+	if grp.ModelCheck != "" {
+		return d.Err("model_check already specified")
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	if d.Val() == "off" {
+		grp.ModelCheck = "off"
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		return nil
+	}
+	d.Prev()
+	if _, err := parseDuration(d); err != nil {
+		return err
+	}
+	grp.ModelCheck = d.Val() // as written: JSON takes the same words
+	return nil
+}
+
+// unmarshalGroupProxy parses a group's proxy subdirective, a
+// reverse_proxy block, and returns its upstreams written without a
+// scheme.
+func unmarshalGroupProxy(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper, grp *Group) ([]string, error) {
+	if grp.ProxyRaw != nil {
+		return nil, d.Err("proxy already specified")
+	}
+	rp := new(reverseproxy.Handler)
+	// the segment starts with "proxy", which the reverse_proxy
+	// parser consumes as its directive name
+	seg := d.NewFromNextSegment()
+	schemeless, err := checkProxyUpstreams(seg)
+	if err != nil {
+		return nil, err
+	}
+	if err := rp.UnmarshalCaddyfile(seg); err != nil {
+		return nil, err
+	}
+	if helper != nil {
+		if err := rp.FinalizeUnmarshalCaddyfile(*helper); err != nil {
+			return nil, err
+		}
+	}
+	grp.ProxyRaw = caddyconfig.JSON(rp, nil)
+	return schemeless, nil
 }
 
 // unmarshalProbe parses a probe block. Syntax:
