@@ -196,11 +196,25 @@ type Event struct {
 	Capped   bool // a member kept: by the cap on members out, not as the last in service
 }
 
+// verdict is what a member's window says at a tick.
+type verdict struct{ out, broken, warn, calm, enough bool }
+
 // Tick evaluates every member at now, moves weights, and returns what
 // changed. The caller sets each member's ProbeDown and Inflight first.
 func (s *Set) Tick(now time.Time) []Event {
-	var ev []Event
-	type verdict struct{ out, broken, warn, calm, enough bool }
+	vs := s.verdicts(now)
+	s.releaseHeld(now, vs)
+	ev := s.takeOut(now, vs)
+	ev, recovered := s.stepInService(now, vs, ev)
+	ev = s.updatePanic(vs, ev)
+	ev = append(ev, s.Rebalance()...)
+	ev = append(ev, recovered...)
+	return s.drainedEvents(ev)
+}
+
+// verdicts reads every member's window at now, and keeps its numbers in
+// its Last.
+func (s *Set) verdicts(now time.Time) []verdict {
 	vs := make([]verdict, len(s.Members))
 	for i, m := range s.Members {
 		st := m.Window.Stats(now)
@@ -215,8 +229,11 @@ func (s *Set) Tick(now time.Time) []Event {
 		vs[i] = verdict{out: m.ProbeDown || allFail || over(1), broken: m.ProbeDown || allFail, warn: over(p.AlertAt),
 			calm: enough && !over(p.AlertAt*alertExit), enough: enough}
 	}
+	return vs
+}
 
-	// members out: hold, then ramp back
+// releaseHeld handles the members out: hold, then ramp back.
+func (s *Set) releaseHeld(now time.Time, vs []verdict) {
 	for i, m := range s.Members {
 		if !m.Level.out() {
 			continue
@@ -233,9 +250,12 @@ func (s *Set) Tick(now time.Time) []Event {
 			vs[i] = verdict{}
 		}
 	}
+}
 
-	// members in service that should go out, the worst first; the last
-	// healthy member and the cap keep some in
+// takeOut takes out the members in service that should go out, the worst
+// first; the last healthy member and the cap keep some in.
+func (s *Set) takeOut(now time.Time, vs []verdict) []Event {
+	var ev []Event
 	maxOut := s.MaxOut
 	if maxOut <= 0 {
 		maxOut = len(s.Members) - 1
@@ -248,16 +268,7 @@ func (s *Set) Tick(now time.Time) []Event {
 			inService++
 		}
 	}
-	var cands []int
-	for i, m := range s.Members {
-		if !m.Level.out() && vs[i].out {
-			cands = append(cands, i)
-		}
-	}
-	slices.SortStableFunc(cands, func(a, b int) int {
-		return worse(s.Members[b].Last, s.Members[a].Last)
-	})
-	for _, i := range cands {
+	for _, i := range s.outCandidates(vs) {
 		m := s.Members[i]
 		if last := m.Base > 0 && inService <= 1; last || outNow >= maxOut {
 			// the last member in service, or the cap: it stays
@@ -271,20 +282,45 @@ func (s *Set) Tick(now time.Time) []Event {
 			inService--
 		}
 		outNow++
-		if m.Level == Recovering {
-			m.relapses++
-		}
-		kind, level := EventDegrade, Degraded
-		if vs[i].broken {
-			kind, level = EventBreak, Broken
-		}
-		m.Level, m.Since, m.Sick, m.drained = level, now, false, false
-		m.until = now.Add(m.hold())
-		ev = append(ev, Event{Kind: kind, Member: m, Stats: m.Last, Probes: m.ProbeDown})
+		ev = append(ev, m.goOut(now, vs[i].broken))
 	}
+	return ev
+}
 
-	// members in service: alert levels and ramp steps
-	var recovered []Event
+// outCandidates lists the members in service whose verdict is out, the
+// worst first.
+func (s *Set) outCandidates(vs []verdict) []int {
+	var cands []int
+	for i, m := range s.Members {
+		if !m.Level.out() && vs[i].out {
+			cands = append(cands, i)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b int) int {
+		return worse(s.Members[b].Last, s.Members[a].Last)
+	})
+	return cands
+}
+
+// goOut takes the member out at now, broken or degraded as its verdict
+// says, and returns the event.
+func (m *Member) goOut(now time.Time, broken bool) Event {
+	if m.Level == Recovering {
+		m.relapses++
+	}
+	kind, level := EventDegrade, Degraded
+	if broken {
+		kind, level = EventBreak, Broken
+	}
+	m.Level, m.Since, m.Sick, m.drained = level, now, false, false
+	m.until = now.Add(m.hold())
+	return Event{Kind: kind, Member: m, Stats: m.Last, Probes: m.ProbeDown}
+}
+
+// stepInService moves the members in service through the alert levels and
+// the ramp steps; it appends their alerts to ev and returns the members
+// that recovered apart, as they are reported after the weights.
+func (s *Set) stepInService(now time.Time, vs []verdict, ev []Event) (_, recovered []Event) {
 	for i, m := range s.Members {
 		if m.Level.out() {
 			continue
@@ -312,33 +348,39 @@ func (s *Set) Tick(now time.Time) []Event {
 			ev = append(ev, Event{Kind: EventAlertOver, Member: m, Stats: m.Last})
 		}
 	}
+	return ev, recovered
+}
 
-	// panic: no member left that is in service and well
+// updatePanic enters or leaves the panic: no member left that is in
+// service and well.
+func (s *Set) updatePanic(vs []verdict, ev []Event) []Event {
 	allSick := len(s.Members) > 0
 	for i, m := range s.Members {
 		if !m.Level.out() && !vs[i].out && m.Base > 0 {
 			allSick = false
 		}
 	}
-	if allSick != s.Panic {
-		s.Panic = allSick
-		kind := EventPanic
-		if !allSick {
-			kind = EventPanicOver
-		}
-		ev = append(ev, Event{Kind: kind})
-		for _, m := range s.Members {
-			// the panic sends traffic to the members out again: once it is
-			// over, the end of their traffic is news again
-			m.drained = m.drained && !allSick
-		}
+	if allSick == s.Panic {
+		return ev
 	}
+	s.Panic = allSick
+	kind := EventPanic
+	if !allSick {
+		kind = EventPanicOver
+	}
+	ev = append(ev, Event{Kind: kind})
+	for _, m := range s.Members {
+		// the panic sends traffic to the members out again: once it is
+		// over, the end of their traffic is news again
+		m.drained = m.drained && !allSick
+	}
+	return ev
+}
 
-	ev = append(ev, s.Rebalance()...)
-	ev = append(ev, recovered...)
-	// the route has recovered once a member out has no request left and
-	// the members that carry the traffic are well: not while one of them
-	// is kept in service sick, nor in a panic
+// drainedEvents appends the members drained: the route has recovered once
+// a member out has no request left and the members that carry the traffic
+// are well: not while one of them is kept in service sick, nor in a panic.
+func (s *Set) drainedEvents(ev []Event) []Event {
 	served := !s.Panic
 	for _, m := range s.Members {
 		served = served && (m.Weight == 0 || !m.Sick)
