@@ -282,7 +282,11 @@ func (s *Set) takeOut(now time.Time, vs []verdict) []Event {
 			inService--
 		}
 		outNow++
-		ev = append(ev, m.goOut(now, vs[i].broken))
+		level := Degraded
+		if vs[i].broken {
+			level = Broken
+		}
+		ev = append(ev, m.goOut(now, level))
 	}
 	return ev
 }
@@ -302,15 +306,15 @@ func (s *Set) outCandidates(vs []verdict) []int {
 	return cands
 }
 
-// goOut takes the member out at now, broken or degraded as its verdict
-// says, and returns the event.
-func (m *Member) goOut(now time.Time, broken bool) Event {
+// goOut takes the member out at now, to level (Degraded or Broken), and
+// returns the event.
+func (m *Member) goOut(now time.Time, level Level) Event {
 	if m.Level == Recovering {
 		m.relapses++
 	}
-	kind, level := EventDegrade, Degraded
-	if broken {
-		kind, level = EventBreak, Broken
+	kind := EventDegrade
+	if level == Broken {
+		kind = EventBreak
 	}
 	m.Level, m.Since, m.Sick, m.drained = level, now, false, false
 	m.until = now.Add(m.hold())
