@@ -37,12 +37,16 @@ func newChainEnv(t *testing.T) *chainEnv {
 	}
 	medium, mediumSrv := start(mediumModel)
 	small, smallSrv := start(smallModel)
-	group := func(name, addr string) string {
-		return "group " + name + " {\n\tkind vllm\n\tprobe {\n\t\tmetrics_interval 100ms\n\t}\n\tproxy " + addr + "\n}\n"
+	group := func(name, addr, probe string) string {
+		return "group " + name + " {\n\tkind vllm\n\tprobe {\n\t\tmetrics_interval 100ms\n" + probe + "\t}\n\tproxy " + addr + "\n}\n"
 	}
+	// the big model's refusal is what a request meets however slow the
+	// machine: its last metrics never go stale and its health probes never
+	// take it down, so a degraded answer's reason is connection_refused
+	bigProbe := "\t\tstale_after 1h\n\t\tfall 1000000\n"
 	ce := &chainEnv{env: e, medium: medium, small: small}
 	ce.block = func(degradeOpts string) string {
-		return group("big", "{SELF}") + group("medium", mediumSrv.URL()) + group("small", smallSrv.URL()) +
+		return group("big", "{SELF}", bigProbe) + group("medium", mediumSrv.URL(), "") + group("small", smallSrv.URL(), "") +
 			"alias chat-main {\n\ttarget big " + selfModel + "\n" +
 			"\ttier medium " + mediumModel + " {\n\t\tquality 0.8\n\t\tmax_tokens 3\n\t\tformats json_object tools\n\t}\n" +
 			"\ttier small " + smallModel + " {\n\t\tquality 0.5\n\t}\n" +
