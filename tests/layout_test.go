@@ -39,6 +39,7 @@ var layers = map[string][]string{
 	"module/protocol":              {"module/jsonscan"},
 	"module/proclock":              {"module/reload"},
 	"module/journal":               {"module/clock"},
+	"module/breaker":               {"module/clock"},
 	"module/adminapi":              {"module/cost"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},

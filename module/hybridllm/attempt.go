@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -21,9 +22,9 @@ type attemptResult struct {
 	// the response has started (the client got bytes, successful or
 	// not): no other target may be tried
 	done    bool
-	ep      *endpoint // the vLLM endpoint it went to, if known
-	verdict verdict   // what it says about the upstream
-	cause   failCause // of a failure, for the endpoint's breaker
+	ep      *endpoint     // the vLLM endpoint it went to, if known
+	verdict verdict       // what it says about the upstream
+	cause   breaker.Cause // of a failure, for the endpoint's breaker
 	// the endpoint, or the cloud group, answered 429 with Retry-After
 	// and is held out
 	held bool
@@ -303,15 +304,15 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		rt.configFault(t, res.ep, a)
 	}
 	if ep := res.ep; ep != nil {
-		res.cause = failCause{conn: connFailure(a.reason), probe: ep.p.healthSeq.Load()}
+		res.cause = breaker.Cause{Conn: connFailure(a.reason), Probe: ep.p.healthSeq.Load()}
 		if a.status == http.StatusTooManyRequests {
-			res.held = ep.br.holdFor(a.wait, rt.g.clock.Now())
+			res.held = ep.br.HoldFor(a.wait, rt.g.clock.Now())
 		}
 	} else if a.status == http.StatusTooManyRequests && t.group.vllm == nil {
 		// a cloud's rate limit that says when to come back: the group
 		// gets nothing until then, rather than every request of a peak
 		// in turn; a rate limit is no fault
-		res.held = t.group.shared.breaker.holdFor(a.wait, rt.g.clock.Now())
+		res.held = t.group.shared.breaker.HoldFor(a.wait, rt.g.clock.Now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", t.Group),

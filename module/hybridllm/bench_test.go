@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -196,7 +197,7 @@ func BenchmarkRegistryEndpoints100(b *testing.B) {
 	newGroup := func() *vllmGroup {
 		return &vllmGroup{name: "self", endpoints: map[string]*endpoint{},
 			spawn: func(dial string) (*endpoint, error) {
-				return &endpoint{dial: dial, weight: 1, drained: new(atomic.Bool), br: new(breaker)}, nil
+				return &endpoint{dial: dial, weight: 1, drained: new(atomic.Bool), br: new(breaker.Breaker)}, nil
 			},
 			unspawn: func(*endpoint) {}}
 	}

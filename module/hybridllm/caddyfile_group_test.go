@@ -75,7 +75,7 @@ func TestUnmarshalVLLMGroupOptions(t *testing.T) {
 	if self.Probe == nil || *self.Probe != want {
 		t.Errorf("probe: %+v", self.Probe)
 	}
-	if bc := self.Breaker; bc == nil || bc.Cooldown != caddy.Duration(time.Minute) || bc.unejectOnProbe() {
+	if bc := self.Breaker; bc == nil || bc.Cooldown != caddy.Duration(time.Minute) || bc.ProbesEndCooldown() {
 		t.Errorf("breaker: %+v", bc)
 	}
 	if g.Groups["cloud"].ModelCheck != "10m" || g.Groups["other"].ModelCheck != "off" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/tidwall/gjson"
 )
 
@@ -171,13 +172,13 @@ func (t *Target) fallsBackOn(status int) bool {
 }
 
 // verdict is what an attempt says about its upstream, for the breakers.
-type verdict int8
+type verdict = breaker.Outcome
 
 // Verdicts of an attempt.
 const (
-	verdictNone verdict = iota // no evidence either way (client left, skipped)
-	verdictSuccess
-	verdictFailure
+	verdictNone    = breaker.None // no evidence either way (client left, skipped)
+	verdictSuccess = breaker.Success
+	verdictFailure = breaker.Failure
 )
 
 // verdictOf judges an attempt that failed without an answer, for why,

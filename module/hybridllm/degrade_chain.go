@@ -366,7 +366,7 @@ func (rt *route) degradeNow(t *Target, rest []*Target) bool {
 	}
 	for _, o := range rest {
 		if o.Tier != nil && rt.tierRefusal(o) == "" && rt.wouldSkip(o, &rt.features, 0) == "" &&
-			(o.group.Breaker == nil || o.group.shared.breaker.wouldAllow(rt.g.clock.Now())) {
+			(o.group.Breaker == nil || o.group.shared.breaker.WouldAllow(rt.g.clock.Now())) {
 			return true
 		}
 	}

@@ -134,10 +134,10 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		return err
 	}
 	if bc := grp.Breaker; bc != nil {
-		if err := bc.validate(); err != nil {
+		if err := bc.Validate(); err != nil {
 			return err
 		}
-		if _, _, cool := bc.params(); bc.LoadTime > 0 && cool < time.Duration(bc.LoadTime) {
+		if _, _, cool := bc.Params(); bc.LoadTime > 0 && cool < time.Duration(bc.LoadTime) {
 			ctx.Logger().Warn("breaker cooldown is shorter than the model load time: traffic returns before the model is ready and the breaker oscillates",
 				zap.String("group", name), zap.Duration("cooldown", cool), zap.Duration("load_time", time.Duration(bc.LoadTime)))
 		}

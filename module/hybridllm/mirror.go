@@ -135,7 +135,7 @@ func (rt *route) mirror() {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
-		if grp := m.group; m.takenOut(rt.g.clock) != "" || (grp.Breaker != nil && grp.shared.breaker.state.Load() != breakerClosed) {
+		if grp := m.group; m.takenOut(rt.g.clock) != "" || (grp.Breaker != nil && !grp.shared.breaker.Closed()) {
 			// a group taken out, or failing, gets no copies either (nor
 			// does a copy take its breaker's trial)
 			m.series.dropped.Inc()

@@ -420,9 +420,9 @@ func (p *prober) probeHealth(ctx context.Context) {
 	}
 }
 
-// healthPassedSince returns how many health probes in a row have passed
+// HealthPassedSince returns how many health probes in a row have passed
 // after the probe numbered mark.
-func (p *prober) healthPassedSince(mark uint64) uint64 {
+func (p *prober) HealthPassedSince(mark uint64) uint64 {
 	seq, last := p.healthSeq.Load(), max(mark, p.failSeq.Load())
 	if seq < last {
 		return 0

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/overflow"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
@@ -78,7 +79,7 @@ var groupStates = reload.NewPool[*groupShared]()
 type groupShared struct {
 	drained   atomic.Bool
 	overflow  overflow.State
-	breaker   breaker
+	breaker   breaker.Breaker
 	mu        sync.Mutex
 	endpoints map[string]*endpointShared // by endpoint address
 }
@@ -86,7 +87,7 @@ type groupShared struct {
 // endpointShared is an endpoint's state that outlives config reloads.
 type endpointShared struct {
 	drained atomic.Bool
-	breaker breaker
+	breaker breaker.Breaker
 }
 
 func (grp *Group) acquireShared(key string) {

@@ -89,14 +89,14 @@ func permanentFailure(a *attempt) bool {
 func breakerWait(t *Target, t0 time.Time) time.Duration {
 	grp := t.group
 	if grp.Breaker != nil {
-		if st, until, _ := grp.shared.breaker.view(t0); st == "open" {
+		if st, until, _ := grp.shared.breaker.View(t0); st == "open" {
 			return until.Sub(t0)
 		}
 	}
 	var w time.Duration
 	if vg := grp.vllm; vg != nil && vg.breakers {
 		for ep := range vg.all() {
-			if st, until, _ := ep.br.view(t0); st == "open" {
+			if st, until, _ := ep.br.View(t0); st == "open" {
 				if d := until.Sub(t0); w == 0 || d < w {
 					w = d
 				}
@@ -143,13 +143,13 @@ func retryAfterSeconds(d time.Duration) string {
 // request again.
 func holdWait(t *Target, t0 time.Time) time.Duration {
 	var w time.Duration
-	if u := t.group.shared.breaker.holdUntil.Load(); u > t0.UnixNano() {
-		w = time.Duration(u - t0.UnixNano()) // a cloud group's
+	if u, ok := t.group.shared.breaker.HeldUntil(t0); ok {
+		w = u.Sub(t0) // a cloud group's
 	}
 	if vg := t.group.vllm; vg != nil {
 		for ep := range vg.all() {
-			if u := ep.br.holdUntil.Load(); u > t0.UnixNano() {
-				if d := time.Duration(u - t0.UnixNano()); w == 0 || d < w {
+			if u, ok := ep.br.HeldUntil(t0); ok {
+				if d := u.Sub(t0); w == 0 || d < w {
 					w = d
 				}
 			}

@@ -7,17 +7,19 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 )
 
 func TestRetryAdvice(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	plain := &Target{Group: "cloud", group: &Group{shared: &groupShared{}}}
 	broken := &Target{Group: "self", group: &Group{shared: &groupShared{}, Breaker: &BreakerConfig{AllowedFails: 1, Cooldown: 0}}}
-	broken.group.shared.breaker.failure(broken.group.Breaker, t0.Add(-22500*time.Millisecond), failCause{}) // open until t0+7.5s
-	held := &endpoint{br: new(breaker)}
-	held.br.hold(t0.Add(12 * time.Second)) // a 429's Retry-After
+	broken.group.shared.breaker.Failure(broken.group.Breaker, t0.Add(-22500*time.Millisecond), breaker.Cause{}) // open until t0+7.5s
+	held := &endpoint{br: new(breaker.Breaker)}
+	held.br.Hold(t0.Add(12 * time.Second)) // a 429's Retry-After
 	limited := &Target{Group: "self", group: &Group{shared: &groupShared{},
-		vllm: &vllmGroup{endpoints: map[string]*endpoint{"a": held, "b": {br: new(breaker)}}}}}
+		vllm: &vllmGroup{endpoints: map[string]*endpoint{"a": held, "b": {br: new(breaker.Breaker)}}}}}
 
 	for _, tc := range []struct {
 		name     string

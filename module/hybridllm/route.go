@@ -218,7 +218,7 @@ func (rt *route) admit(t *Target, f *features, minWindow int) (groupTrial bool, 
 		return false, why
 	}
 	if t.group.Breaker != nil {
-		ok, trial := t.group.shared.breaker.allow(rt.g.clock.Now())
+		ok, trial := t.group.shared.breaker.Allow(rt.g.clock.Now())
 		if !ok {
 			return false, reasonBreakerOpen
 		}
@@ -228,7 +228,7 @@ func (rt *route) admit(t *Target, f *features, minWindow int) (groupTrial bool, 
 	// the skip may have closed the target
 	if why := rt.hold(t); why != "" {
 		if groupTrial {
-			t.group.shared.breaker.releaseTrial()
+			t.group.shared.breaker.ReleaseTrial()
 		}
 		return false, why
 	}
@@ -353,7 +353,7 @@ func (t *Target) takenOut(c clock.Clock) reason {
 	if t.group.check.lacks(t.Model) {
 		return reasonMisconfig // the cloud's model list lacks the name
 	}
-	if t.group.vllm == nil && t.group.shared.breaker.heldNow(c) {
+	if t.group.vllm == nil && t.group.shared.breaker.HeldNow(c) {
 		return reasonRateLimited
 	}
 	return ""

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
@@ -131,14 +132,8 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		slot.release()
 		if prev := slot.ep; prev != nil && slot.group.breaker != nil && !slot.drill { // a drill's verdict is never recorded
 			// the proxy retries only what failed before any answer
-			cause := failCause{conn: true, probe: prev.p.healthSeq.Load()}
-			opened := true
-			if slot.trial {
-				prev.br.trialFailed(slot.group.breaker, slot.group.clock.Now(), cause)
-			} else {
-				opened = prev.br.failure(slot.group.breaker, slot.group.clock.Now(), cause)
-			}
-			if opened && s.logger != nil {
+			v := breaker.Verdict{Outcome: breaker.Failure, Trial: slot.trial, Cause: breaker.Cause{Conn: true, Probe: prev.p.healthSeq.Load()}}
+			if prev.br.Settle(slot.group.breaker, v, slot.group.clock.Now()) != breaker.Kept && s.logger != nil {
 				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
 			}
 			slot.ep, slot.trial = nil, false

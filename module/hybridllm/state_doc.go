@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 )
 
-func breakerState(b *breaker, t time.Time) *adminapi.BreakerState {
-	st, until, trial := b.view(t)
-	bs := &adminapi.BreakerState{State: st, Trial: trial, Opened: b.opened.Load()}
+func breakerState(b *breaker.Breaker, t time.Time) *adminapi.BreakerState {
+	st, until, trial := b.View(t)
+	bs := &adminapi.BreakerState{State: st, Trial: trial, Opened: b.Opened()}
 	if !until.IsZero() {
 		bs.OpenUntil = &until
 	}
@@ -21,9 +22,8 @@ func breakerState(b *breaker, t time.Time) *adminapi.BreakerState {
 }
 
 // heldUntil is the end of a 429's hold, if it is after t.
-func heldUntil(b *breaker, t time.Time) *time.Time {
-	if u := b.holdUntil.Load(); u > t.UnixNano() {
-		until := time.Unix(0, u)
+func heldUntil(b *breaker.Breaker, t time.Time) *time.Time {
+	if until, ok := b.HeldUntil(t); ok {
 		return &until
 	}
 	return nil

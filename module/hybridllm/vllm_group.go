@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
@@ -62,8 +63,8 @@ type vllmGroup struct {
 type endpoint struct {
 	dial       string
 	p          *prober
-	br         *breaker     // consulted when the group has a breaker
-	drained    *atomic.Bool // set through the admin API
+	br         *breaker.Breaker // consulted when the group has a breaker
+	drained    *atomic.Bool     // set through the admin API
 	maxNumSeqs int
 	weight     float64        // the config's
 	regWeight  atomic.Uint64  // with a registry: its weight there (float64 bits; 0: none)
@@ -366,11 +367,11 @@ func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s fl
 		return 0, reasonUnhealthy, false // not probed yet, or down
 	case slices.Contains(slot.avoid, ep):
 		return 0, reasonAvoided, false
-	case ep.br.held(t):
+	case ep.br.Held(t):
 		return 0, reasonRateLimited, false
-	case g.breakers && slot.shadow && ep.br.state.Load() != breakerClosed:
+	case g.breakers && slot.shadow && !ep.br.Closed():
 		return 0, reasonBreakerOpen, false // a copy never takes a real request's trial
-	case g.breakers && !slot.drill && !slot.shadow && !ep.br.wouldAllow(t) && !(g.uneject && ep.br.uneject(ep.p, g.rise, t)):
+	case g.breakers && !slot.drill && !slot.shadow && !ep.br.WouldAllow(t) && !(g.uneject && ep.br.Uneject(ep.p, g.rise, t)):
 		return 0, reasonBreakerOpen, false
 	case ep.score != nil && ep.score.fine.Load() == 0:
 		return 0, reasonDegraded, false // its health score took it out
@@ -394,7 +395,7 @@ func (g *vllmGroup) take(ep *endpoint, slot *attemptSlot, t time.Time) bool {
 		// copies and drills leave the breaker alone: no verdict of
 		// theirs is ever recorded
 		var ok bool
-		if ok, trial = ep.br.allow(t); !ok {
+		if ok, trial = ep.br.Allow(t); !ok {
 			ep.p.inflight.Add(-1)
 			return false
 		}
@@ -470,7 +471,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		unknownOK:  unknownOK,
 		breakers:   grp.Breaker != nil,
 		breaker:    grp.Breaker,
-		uneject:    grp.Breaker != nil && grp.Breaker.unejectOnProbe(),
+		uneject:    grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
 		rise:       settings.rise,
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),

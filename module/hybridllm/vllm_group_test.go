@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
@@ -130,7 +131,7 @@ func testGroup(t *testing.T, clk clock.Clock, maxNumSeqs, maxQueue int, servers 
 	for _, s := range servers {
 		p := newProber(s.URL(), clk, zap.NewNop())
 		p.settings.Store(&probeSettings{timeout: 2 * time.Second, ttftWindow: time.Minute, expect: []string{"qwen"}})
-		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1, br: new(breaker)}
+		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1, br: new(breaker.Breaker)}
 		pool = append(pool, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: s.Addr()})
 	}
 	return g, pool
@@ -369,7 +370,7 @@ func BenchmarkSelect16(b *testing.B) {
 			metricsAt: g.clock.Now(),
 		})
 		u := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: dial}
-		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1, br: new(breaker)}
+		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1, br: new(breaker.Breaker)}
 		g.byUpstream[u] = g.endpoints[dial]
 		pool = append(pool, u)
 	}
@@ -402,10 +403,10 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	g.unknownOK, g.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
 	for _, ep := range g.endpoints {
-		ep.br = new(breaker)
+		ep.br = new(breaker.Breaker)
 	}
 	epA := g.endpoints[a.Addr()]
-	epA.br.failure(cfg, clk.Now(), failCause{})
+	epA.br.Failure(cfg, clk.Now(), breaker.Cause{})
 
 	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 	for range 3 {
@@ -424,7 +425,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != b.Addr() {
 		t.Fatalf("second request during a's trial went to %v", u)
 	}
-	epA.br.trialSucceeded()
+	epA.br.TrialSucceeded()
 	slot.release()
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != a.Addr() {
 		t.Errorf("a's breaker closed, yet %v was chosen", u)
@@ -444,8 +445,8 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	g.unknownOK, g.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
 	epA := g.endpoints[a.Addr()]
-	epA.br = new(breaker)
-	epA.br.failure(cfg, clk.Now(), failCause{})
+	epA.br = new(breaker.Breaker)
+	epA.br.Failure(cfg, clk.Now(), breaker.Cause{})
 
 	for _, at := range []time.Duration{0, time.Minute} { // open, then past its cooldown
 		clk.Set(clk.Now().Add(at))
@@ -466,7 +467,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	if u := g.selectEndpoint(pool, slot); u == nil || !slot.trial {
 		t.Fatalf("no half-open trial left for a real request: %v trial=%v", u, slot.trial)
 	}
-	epA.br.trialSucceeded()
+	epA.br.TrialSucceeded()
 	slot.release()
 	copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
 	if u := g.selectEndpoint(pool, copySlot); u == nil {
@@ -556,11 +557,11 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 			g.unknownOK, g.breakers, g.uneject, g.rise = true, true, tc.uneject, 2
 			cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Hour)}
 			for _, ep := range g.endpoints {
-				ep.br = new(breaker)
+				ep.br = new(breaker.Breaker)
 			}
 			epA := g.endpoints[a.Addr()]
 			probeAll(g)
-			epA.br.failure(cfg, clk.Now(), failCause{conn: tc.conn, probe: epA.p.healthSeq.Load()})
+			epA.br.Failure(cfg, clk.Now(), breaker.Cause{Conn: tc.conn, Probe: epA.p.healthSeq.Load()})
 			g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
 
 			epA.p.probeHealth(context.Background()) // one pass is not rise 2
@@ -588,7 +589,7 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 	g, pool := testGroup(t, clk, 8, 0, a, b)
 	g.unknownOK = true
 	for _, ep := range g.endpoints {
-		ep.br = new(breaker)
+		ep.br = new(breaker.Breaker)
 	}
 	epA := g.endpoints[a.Addr()]
 	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the hold keeps a out
@@ -598,10 +599,10 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 		return u.Dial == a.Addr()
 	}
 
-	if epA.br.holdFor(0, clk.Now()) || !pickA() {
+	if epA.br.HoldFor(0, clk.Now()) || !pickA() {
 		t.Fatal("a 429 without Retry-After held the endpoint")
 	}
-	if !epA.br.holdFor(time.Hour, clk.Now()) || pickA() {
+	if !epA.br.HoldFor(time.Hour, clk.Now()) || pickA() {
 		t.Fatal("Retry-After 3600: a still selected")
 	}
 	clk.Set(clk.Now().Add(59 * time.Second))
@@ -612,10 +613,10 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 	if !pickA() {
 		t.Fatal("a held beyond the 60s cap")
 	}
-	if !epA.br.holdFor(upstreamRetryAfter(http.Header{"Retry-After": {clk.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)}}, clk.Now()), clk.Now()) || pickA() {
+	if !epA.br.HoldFor(upstreamRetryAfter(http.Header{"Retry-After": {clk.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)}}, clk.Now()), clk.Now()) || pickA() {
 		t.Fatal("Retry-After as an HTTP date: a still selected")
 	}
-	g.endpoints[b.Addr()].br.hold(clk.Now().Add(time.Minute)) // every endpoint held: the reason says so
+	g.endpoints[b.Addr()].br.Hold(clk.Now().Add(time.Minute)) // every endpoint held: the reason says so
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonRateLimited {
 		t.Errorf("every endpoint held: %v (%s)", u, why)
 	}
