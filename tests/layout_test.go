@@ -40,6 +40,7 @@ var layers = map[string][]string{
 	"module/proclock":              {"module/reload"},
 	"module/journal":               {"module/clock"},
 	"module/breaker":               {"module/clock"},
+	"module/clients":               {"module/credentials", "module/jsonscan", "module/protocol"},
 	"module/adminapi":              {"module/cost"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},

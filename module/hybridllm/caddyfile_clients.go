@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 )
 
 // unmarshalClients parses a clients block:
@@ -105,7 +106,7 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 			c.MaxTokens = n
 			if d.NextArg() {
 				c.MaxTokensMode = d.Val()
-				if c.MaxTokensMode != ceilingClamp && c.MaxTokensMode != ceilingRefuse {
+				if c.MaxTokensMode != clients.Clamp && c.MaxTokensMode != clients.Refuse {
 					return d.Errf("max_tokens: want clamp or refuse, got '%s'", c.MaxTokensMode)
 				}
 				if d.NextArg() {

@@ -4,58 +4,15 @@
 package hybridllm
 
 import (
-	"crypto/sha256"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
 )
-
-// presentedKey returns the API key a request carries, or why it carries
-// none that can be used. A key may come in more than one header only if
-// it is the same key.
-func presentedKey(h http.Header) (key, problem string) {
-	if v, ok := h["Authorization"]; ok {
-		if len(v) != 1 {
-			return "", "more than one Authorization header"
-		}
-		scheme, k, _ := strings.Cut(v[0], " ")
-		if !strings.EqualFold(scheme, "Bearer") {
-			return "", "the Authorization header is not `Bearer <key>`"
-		}
-		if key = strings.TrimSpace(k); key == "" {
-			return "", "the Authorization header has no key"
-		}
-	}
-	for _, name := range credentials.KeyHeaders {
-		v, ok := h[name]
-		if !ok {
-			continue
-		}
-		if len(v) != 1 || strings.TrimSpace(v[0]) == "" {
-			return "", "the " + name + " header must hold one key"
-		}
-		switch k := strings.TrimSpace(v[0]); {
-		case key == "":
-			key = k
-		case k != key:
-			return "", "two different API keys in one request"
-		}
-	}
-	switch {
-	case key == "":
-		return "", "no API key: send it as `Authorization: Bearer <key>`"
-	case len(key) > maxKeyLength:
-		return "", "the API key is too long"
-	}
-	return key, ""
-}
 
 // authenticate returns the client a request comes from. A request without
 // a known client is answered 401 here, and ok is false.
@@ -75,13 +32,13 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id, clien
 		}
 		return cl, true
 	}
-	key, problem := presentedKey(r.Header)
+	key, problem := clients.Presented(r.Header)
 	if problem != "" {
 		return nil, g.refuse(w, r, id, clientID, problem)
 	}
 	// hashed in place: the key is never copied, and the lookup takes the
 	// same time whichever key it is
-	if cl = cs.byKey[sha256.Sum256(unsafe.Slice(unsafe.StringData(key), len(key)))]; cl == nil {
+	if cl = cs.byKey[clients.HashOf(key)]; cl == nil {
 		return nil, g.refuse(w, r, id, clientID, "incorrect API key provided")
 	}
 	return cl, true

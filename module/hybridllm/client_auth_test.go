@@ -12,43 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
-
-func TestPresentedKey(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		header  http.Header
-		key     string
-		refused bool
-	}{
-		{"bearer", http.Header{"Authorization": {"Bearer sk-1"}}, "sk-1", false},
-		{"bearer, any case", http.Header{"Authorization": {"bearer sk-1"}}, "sk-1", false},
-		{"api-key", http.Header{"Api-Key": {"sk-1"}}, "sk-1", false},
-		{"x-api-key", http.Header{"X-Api-Key": {" sk-1 "}}, "sk-1", false},
-		{"same key twice", http.Header{"Authorization": {"Bearer sk-1"}, "Api-Key": {"sk-1"}}, "sk-1", false},
-		{"none", http.Header{}, "", true},
-		{"basic", http.Header{"Authorization": {"Basic c2stMQ=="}}, "", true},
-		{"bearer without key", http.Header{"Authorization": {"Bearer "}}, "", true},
-		{"two authorization headers", http.Header{"Authorization": {"Bearer sk-1", "Bearer sk-1"}}, "", true},
-		{"empty api-key", http.Header{"Api-Key": {""}}, "", true},
-		{"two keys", http.Header{"Authorization": {"Bearer sk-1"}, "X-Api-Key": {"sk-2"}}, "", true},
-		{"too long", http.Header{"Api-Key": {strings.Repeat("k", maxKeyLength+1)}}, "", true},
-	} {
-		key, problem := presentedKey(tc.header)
-		if key != tc.key || (problem != "") != tc.refused {
-			t.Errorf("%s: key %q, problem %q", tc.name, key, problem)
-		}
-	}
-}
 
 // BenchmarkAuthenticate is the per-request cost of client keys: finding
 // the key, hashing it and looking it up; then with the client's limits
 // (rpm and tpm) and attribution (its metric series) too.
 func BenchmarkAuthenticate(b *testing.B) {
 	g := &Gateway{Clients: &Clients{}, clientSet: new(atomic.Pointer[clientSet]), clock: clock.System}
-	cs := &clientSet{byKey: map[keyHash]*client{}, byName: map[string]*client{}}
+	cs := &clientSet{byKey: map[clients.KeyHash]*client{}, byName: map[string]*client{}}
 	for i := range 1000 {
 		key := "sk-client-" + strings.Repeat("x", 40) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
 		cs.byKey[sha256.Sum256([]byte(key))] = &client{name: key[:12]}

@@ -35,8 +35,8 @@ func (rt *route) tokenBound() (prompt, completion int64) {
 
 // tokenBoundOn is tokenBound on target t (nil: any target). Where a
 // length field bounds the answer (tokenFields), the client's max_tokens
-// ceiling bounds it (see ceil), and on a tier with a max_tokens, that
-// (see tierBody): the request is sent clamped to it, or given it when it
+// ceiling bounds it (see clients.Ceilings.Apply), and on a tier with a
+// max_tokens, that (see tierBody): the request is sent clamped to it, or given it when it
 // says nothing (but on the legacy completions endpoint).
 func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
 	f := &rt.features
@@ -46,12 +46,12 @@ func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
 	}
 	per := int64(f.requested())
 	if len(rt.api.LengthFields) > 0 {
-		if cl := rt.client; cl != nil && cl.maxTokens > 0 && (per <= 0 || per > int64(cl.maxTokens)) {
-			// ceil sets a missing length field to the ceiling, and leaves
+		if cl := rt.client; cl != nil && cl.ceilings.MaxTokens > 0 && (per <= 0 || per > int64(cl.ceilings.MaxTokens)) {
+			// the ceilings set a missing length field to the ceiling, and leave
 			// a field the path does not read (max_completion_tokens on
 			// the legacy completions endpoint) as it is: the upstream
 			// reads the one it bounds
-			per = int64(cl.maxTokens)
+			per = int64(cl.ceilings.MaxTokens)
 		}
 		if t != nil && t.Tier != nil && t.Tier.MaxTokens > 0 {
 			tier := int64(t.Tier.MaxTokens)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
@@ -63,22 +64,22 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 }
 
 // The completion a request may use is what it can be served: the client's
-// ceiling where ceil applies it, a tier's max_tokens on that tier.
+// ceiling where the ceilings apply it, a tier's max_tokens on that tier.
 func TestTokenBoundCeilings(t *testing.T) {
 	g := &Gateway{}
-	// a field the legacy completions endpoint does not read: ceil sets
+	// a field the legacy completions endpoint does not read: the ceilings set
 	// max_tokens to the ceiling, and that is what bounds the answer
-	cl := &client{name: "c", known: true, maxTokens: 100}
-	body, refusal := cl.ceil([]byte(`{"model":"m","prompt":"hi","max_completion_tokens":5000}`), protocol.ForPath("/v1/completions"))
+	cl := &client{name: "c", known: true, ceilings: clients.Ceilings{MaxTokens: 100}}
+	body, refusal := cl.ceilings.Apply([]byte(`{"model":"m","prompt":"hi","max_completion_tokens":5000}`), protocol.ForPath("/v1/completions"))
 	if refusal != nil {
-		t.Fatal(refusal.msg)
+		t.Fatal(refusal.Msg)
 	}
 	rt := limitedRoute(g, cl, "/v1/completions", body)
 	if _, k := rt.tokenBound(); k != 100 {
 		t.Fatalf("completion bound %d under a ceiling of 100", k)
 	}
-	// without max_tokens, ceil gives it the ceiling
-	body, _ = cl.ceil([]byte(`{"model":"m","messages":[]}`), protocol.ForPath("/v1/chat/completions"))
+	// without max_tokens, the ceilings give it the ceiling
+	body, _ = cl.ceilings.Apply([]byte(`{"model":"m","messages":[]}`), protocol.ForPath("/v1/chat/completions"))
 	if _, k := limitedRoute(g, cl, "/v1/chat/completions", body).tokenBound(); k != 100 {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}

@@ -30,7 +30,7 @@ func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
 	cs := g.clientSet.Load()
 	for _, name := range cs.names() {
 		c := cs.byName[name]
-		st := adminapi.ClientState{Name: name, Trusted: c.trusted, RPM: c.rpm, TPM: c.tpm, MaxTokens: c.maxTokens, MaxN: c.maxN,
+		st := adminapi.ClientState{Name: name, Trusted: c.trusted, RPM: c.rpm, TPM: c.tpm, MaxTokens: c.ceilings.MaxTokens, MaxN: c.ceilings.MaxN,
 			BudgetDayUSD: c.budgetDay, BudgetMonthUSD: c.budgetMonth}
 		for _, a := range sortedKeys(c.aliases) {
 			st.Aliases = append(st.Aliases, a)

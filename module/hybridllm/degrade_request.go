@@ -70,7 +70,7 @@ func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, o
 	if len(fields) > 0 && !rt.api.ShortByDefault {
 		fill = fields[0]
 	}
-	out, changed, err := clampTokens(rt.body, fields, t.Tier.MaxTokens, fill)
+	out, changed, err := protocol.ClampTokens(rt.body, fields, t.Tier.MaxTokens, fill)
 	if err != nil || !changed {
 		return 0, false, false
 	}

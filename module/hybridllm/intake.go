@@ -56,10 +56,10 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 		// any alias of a gateway that has colors
 		rt.color = g.colorOf(w, r, al, cl, id)
 	}
-	if cl != nil && (cl.maxTokens > 0 || cl.maxN > 0) {
-		ceiled, over := cl.ceil(body, rt.api)
+	if cl != nil && cl.ceilings.Active() {
+		ceiled, over := cl.ceilings.Apply(body, rt.api)
 		if over != nil {
-			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_value", over.param, over.msg)
+			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_value", over.Param, over.Msg)
 		}
 		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
 			// the fields moved: found again
