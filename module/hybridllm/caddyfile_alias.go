@@ -14,123 +14,140 @@ import (
 func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 	al := new(Alias)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
 		switch d.Val() {
-		case "target":
-			t, err := unmarshalTarget(d)
-			if err != nil {
-				return nil, err
-			}
-			al.Targets = append(al.Targets, t)
-		case "tier":
-			t, err := unmarshalTier(d)
-			if err != nil {
-				return nil, err
-			}
-			al.Targets = append(al.Targets, t)
+		case "target", "tier", "color", "mirror", "route":
+			err = unmarshalAliasEntry(d, al)
 		case "degrade":
 			if al.Degrade != nil {
 				return nil, d.Err("degrade already specified")
 			}
-			dc, err := unmarshalDegrade(d)
-			if err != nil {
-				return nil, err
-			}
-			al.Degrade = dc
-		case "color":
-			c, err := unmarshalColor(d)
-			if err != nil {
-				return nil, err
-			}
-			al.Colors = append(al.Colors, c)
-		case "mirror":
-			m, err := unmarshalMirror(d)
-			if err != nil {
-				return nil, err
-			}
-			al.Mirrors = append(al.Mirrors, m)
+			al.Degrade, err = unmarshalDegrade(d)
 		case "weighted":
-			// weighted [<name>] { [strategy ...] [health {...}] target ... { weight <n> } ... }
-			name := "set" + strconv.Itoa(len(al.Targets))
-			if d.NextArg() {
-				name = d.Val()
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			n := 0
-			var setHealth *HealthConfig
-			for sn := d.Nesting(); d.NextBlock(sn); {
-				if d.Val() == "strategy" {
-					if al.Sets[name] != nil {
-						return nil, d.Err("strategy already specified")
-					}
-					var v string
-					if !d.AllArgs(&v) {
-						return nil, d.Err("strategy needs one of weighted, latency, cost")
-					}
-					if v != strategyWeighted && v != strategyLatency && v != strategyCost {
-						return nil, d.Errf("unknown strategy '%s': want weighted, latency or cost", v)
-					}
-					if al.Sets == nil {
-						al.Sets = make(map[string]*SetConfig)
-					}
-					al.Sets[name] = &SetConfig{Strategy: v}
-					continue
-				}
-				if d.Val() == "health" {
-					if setHealth != nil {
-						return nil, d.Err("health already specified")
-					}
-					hc, err := unmarshalHealth(d)
-					if err != nil {
-						return nil, err
-					}
-					setHealth = hc
-					continue
-				}
-				if d.Val() != "target" {
-					if s := suggest(d.Val(), []string{"target", "strategy", "health"}); s != "" {
-						return nil, d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s' (did you mean '%s'?)", d.Val(), s)
-					}
-					return nil, d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s'", d.Val())
-				}
-				t, err := unmarshalSetTarget(d)
-				if err != nil {
-					return nil, err
-				}
-				t.Set = name
-				al.Targets = append(al.Targets, t)
-				n++
-			}
-			if n == 0 {
-				return nil, d.Errf("weighted set '%s' has no targets", name)
-			}
-			if setHealth != nil {
-				// a member's own block keeps the set's values it leaves unset
-				for _, t := range al.Targets[len(al.Targets)-n:] {
-					t.Health = setHealth.under(t.Health)
-				}
-			}
+			err = unmarshalWeighted(d, al)
 		case "response_model":
 			if al.ResponseModel != "" {
 				return nil, d.Err("response_model already specified")
 			}
-			v, err := parseResponseModel(d)
-			if err != nil {
-				return nil, err
-			}
-			al.ResponseModel = v
-		case "route":
-			r, err := unmarshalRule(d)
-			if err != nil {
-				return nil, err
-			}
-			al.Routes = append(al.Routes, r)
+			al.ResponseModel, err = parseResponseModel(d)
 		default:
-			return nil, unknownOption(d, "alias subdirective", d.Val(), "color", "degrade", "mirror", "response_model", "route", "target", "tier", "weighted")
+			err = unknownOption(d, "alias subdirective", d.Val(), "color", "degrade", "mirror", "response_model", "route", "target", "tier", "weighted")
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	return al, nil
+}
+
+// unmarshalAliasEntry parses one of an alias's repeatable subdirectives:
+// target, tier, color, mirror or route.
+func unmarshalAliasEntry(d *caddyfile.Dispenser, al *Alias) error {
+	switch d.Val() {
+	case "target", "tier":
+		parse := unmarshalTarget
+		if d.Val() == "tier" {
+			parse = unmarshalTier
+		}
+		t, err := parse(d)
+		if err != nil {
+			return err
+		}
+		al.Targets = append(al.Targets, t)
+	case "color":
+		c, err := unmarshalColor(d)
+		if err != nil {
+			return err
+		}
+		al.Colors = append(al.Colors, c)
+	case "mirror":
+		m, err := unmarshalMirror(d)
+		if err != nil {
+			return err
+		}
+		al.Mirrors = append(al.Mirrors, m)
+	case "route":
+		r, err := unmarshalRule(d)
+		if err != nil {
+			return err
+		}
+		al.Routes = append(al.Routes, r)
+	}
+	return nil
+}
+
+// unmarshalWeighted parses a weighted set into the alias's targets and
+// sets:
+//
+//	weighted [<name>] { [strategy ...] [health {...}] target ... { weight <n> } ... }
+func unmarshalWeighted(d *caddyfile.Dispenser, al *Alias) error {
+	name := "set" + strconv.Itoa(len(al.Targets))
+	if d.NextArg() {
+		name = d.Val()
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	first := len(al.Targets)
+	var setHealth *HealthConfig
+	for sn := d.Nesting(); d.NextBlock(sn); {
+		switch d.Val() {
+		case "strategy":
+			if err := unmarshalStrategy(d, al, name); err != nil {
+				return err
+			}
+		case "health":
+			if setHealth != nil {
+				return d.Err("health already specified")
+			}
+			hc, err := unmarshalHealth(d)
+			if err != nil {
+				return err
+			}
+			setHealth = hc
+		case "target":
+			t, err := unmarshalSetTarget(d)
+			if err != nil {
+				return err
+			}
+			t.Set = name
+			al.Targets = append(al.Targets, t)
+		default:
+			if s := suggest(d.Val(), []string{"target", "strategy", "health"}); s != "" {
+				return d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s' (did you mean '%s'?)", d.Val(), s)
+			}
+			return d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s'", d.Val())
+		}
+	}
+	if len(al.Targets) == first {
+		return d.Errf("weighted set '%s' has no targets", name)
+	}
+	if setHealth != nil {
+		// a member's own block keeps the set's values it leaves unset
+		for _, t := range al.Targets[first:] {
+			t.Health = setHealth.under(t.Health)
+		}
+	}
+	return nil
+}
+
+// unmarshalStrategy parses a weighted set's strategy.
+func unmarshalStrategy(d *caddyfile.Dispenser, al *Alias, set string) error {
+	if al.Sets[set] != nil {
+		return d.Err("strategy already specified")
+	}
+	var v string
+	if !d.AllArgs(&v) {
+		return d.Err("strategy needs one of weighted, latency, cost")
+	}
+	if v != strategyWeighted && v != strategyLatency && v != strategyCost {
+		return d.Errf("unknown strategy '%s': want weighted, latency or cost", v)
+	}
+	if al.Sets == nil {
+		al.Sets = make(map[string]*SetConfig)
+	}
+	al.Sets[set] = &SetConfig{Strategy: v}
+	return nil
 }
 
 // unmarshalRule parses a pre-routing rule. Syntax:

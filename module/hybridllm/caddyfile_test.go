@@ -164,6 +164,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"degrade twice", "hybrid_llm {" + self + "alias a {\ntarget self m\ndegrade\ndegrade\n}\n}", "degrade already specified"},
 		{"unknown health option", "hybrid_llm {" + self + "alias a {\nweighted {\nhealth {\nlatency 1s\n}\ntarget self m\n}\n}\n}", "unrecognized health option 'latency'"},
 		{"set health twice", "hybrid_llm {" + self + "alias a {\nweighted {\nhealth\nhealth\ntarget self m\n}\n}\n}", "health already specified"},
+		{"empty set", "hybrid_llm {" + self + "alias a {\ntarget self m\nweighted clouds {\nstrategy cost\n}\n}\n}", "weighted set 'clouds' has no targets"},
+		{"set with two names", "hybrid_llm {" + self + "alias a {\nweighted a b {\ntarget self m\n}\n}\n}", "wrong argument count"},
+		{"unknown in a set", "hybrid_llm {" + self + "alias a {\nweighted {\ncolor c self m\ntarget self m\n}\n}\n}", "a weighted set holds targets, a strategy and a health block only, got 'color'"},
 		{"api_key twice", "hybrid_llm {\ngroup self {\nkind vllm\napi_key a\napi_key b\nproxy 127.0.0.1:1\n}" + alias + "}", "api_key already specified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
