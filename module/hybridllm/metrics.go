@@ -123,105 +123,147 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	b2f := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
-	breaker := func(b *adminapi.BreakerState, labels ...string) {
-		if b == nil {
-			return
-		}
-		v := 0.0
-		switch {
-		case b.State == "open":
-			v = 1
-		case b.Trial:
-			v = 0.5
-		}
-		gauge(c.breakerOpen, v, labels...)
-		ch <- prometheus.MustNewConstMetric(c.breakerOpened, prometheus.CounterValue, float64(b.Opened), labels...)
-	}
+	e := emitter{c, ch}
 	for _, g := range liveGateways() {
-		if g.ledger == nil || !g.hasSelfCost() {
-			continue
-		}
-		t := g.clock.Now()
-		if u := g.comparison(t.Add(-time.Minute), t.Add(ledgerBucket)).Hybrid.Utilization; u != nil {
-			gauge(c.utilization, *u, g.Name)
-		}
-		if pm := g.comparison(t.Add(-5*time.Minute), t.Add(ledgerBucket)).SelfHostedPerMillionTokens; pm != nil {
-			gauge(c.selfPerMillion, *pm, g.Name)
-		}
+		e.ledger(g)
 	}
 	for _, gs := range state().Gateways {
-		for _, as := range gs.Aliases {
-			if d := as.Degrade; d != nil {
-				gauge(c.degradeShare, d.Share, gs.Name, as.Name)
-				gauge(c.degradeCapReached, b2f(d.CapReached), gs.Name, as.Name)
-				for _, tr := range d.Triggers {
-					gauge(c.degradeTrigger, b2f(tr.Active), gs.Name, as.Name, tr.Group, tr.Model)
-				}
-			}
-			for _, ts := range as.Targets {
-				if ts.Weight != nil {
-					gauge(c.targetWeight, float64(*ts.Weight), gs.Name, as.Name, ts.Set, ts.Group, ts.Model)
-				}
-				if h := ts.Health; h != nil {
-					gauge(c.targetHealth, float64(healthLevel(h.Level)), gs.Name, as.Name, ts.Set, ts.Group, ts.Model)
-				}
-			}
+		for i := range gs.Aliases {
+			e.alias(gs.Name, &gs.Aliases[i])
 		}
-		for _, grp := range gs.Groups {
-			if o := grp.Overflow; o != nil {
-				gauge(c.overflowActive, b2f(o.Active), gs.Name, grp.Name)
-				ch <- prometheus.MustNewConstMetric(c.overflowTransitions, prometheus.CounterValue, float64(o.Transitions), gs.Name, grp.Name)
-			}
-			breaker(grp.Breaker, gs.Name, grp.Name, "")
-			for _, es := range grp.Endpoints {
-				l := []string{gs.Name, grp.Name, es.Address}
-				breaker(es.Breaker, l...)
-				if es.Health != "unknown" {
-					gauge(c.up, b2f(es.Health == "up"), l...)
-				}
-				if h := es.HealthScore; h != nil {
-					gauge(c.endpointHealth, float64(healthLevel(h.Level)), l...)
-					gauge(c.endpointServe, float64(*es.ServePercent)/100, l...)
-				}
-				if es.ServedModels != nil {
-					for _, m := range grp.Models {
-						_, served := es.ServedModels[m]
-						gauge(c.misconfigured, b2f(!served), append(l, m)...)
-					}
-				}
-				gauge(c.inflight, float64(es.InFlight), l...)
-				if es.RedLine > 0 {
-					gauge(c.redLine, float64(es.RedLine), l...)
-				}
-				m := es.Metrics
-				if m.AgeSeconds != nil {
-					gauge(c.metricsAge, *m.AgeSeconds, l...)
-					gauge(c.waiting, m.Waiting, l...)
-					gauge(c.running, m.Running, l...)
-					if m.KVCacheUsage != nil {
-						gauge(c.kv, *m.KVCacheUsage, l...)
-					}
-				}
-				if m.TTFTP50Seconds != nil && !math.IsNaN(*m.TTFTP50Seconds) {
-					gauge(c.ttft, *m.TTFTP50Seconds, l...)
-					gauge(c.ttftP99, *m.TTFTP99Seconds, l...)
-				}
-			}
-			if mc := grp.ModelCheck; mc != nil && mc.CheckedAt != nil && mc.Error == "" {
-				for _, m := range grp.Models {
-					gauge(c.modelListed, b2f(!contains(mc.Missing, m)), gs.Name, grp.Name, m)
-				}
-			}
+		for i := range gs.Groups {
+			e.group(gs.Name, &gs.Groups[i])
 		}
+	}
+}
+
+// emitter sends the state collector's metrics, read from the state
+// document, down one Collect's channel.
+type emitter struct {
+	c  *stateCollector
+	ch chan<- prometheus.Metric
+}
+
+func (e emitter) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func (e emitter) flag(d *prometheus.Desc, on bool, labels ...string) {
+	v := 0.0
+	if on {
+		v = 1
+	}
+	e.gauge(d, v, labels...)
+}
+
+func (e emitter) counter(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+// ledger emits a gateway's utilization and self-hosted cost per million
+// tokens, when it prices its self-hosted groups.
+func (e emitter) ledger(g *Gateway) {
+	if g.ledger == nil || !g.hasSelfCost() {
+		return
+	}
+	t := g.clock.Now()
+	if u := g.comparison(t.Add(-time.Minute), t.Add(ledgerBucket)).Hybrid.Utilization; u != nil {
+		e.gauge(e.c.utilization, *u, g.Name)
+	}
+	if pm := g.comparison(t.Add(-5*time.Minute), t.Add(ledgerBucket)).SelfHostedPerMillionTokens; pm != nil {
+		e.gauge(e.c.selfPerMillion, *pm, g.Name)
+	}
+}
+
+// alias emits an alias's degradation and its targets' weights and health.
+func (e emitter) alias(gw string, as *adminapi.AliasState) {
+	c := e.c
+	if d := as.Degrade; d != nil {
+		e.gauge(c.degradeShare, d.Share, gw, as.Name)
+		e.flag(c.degradeCapReached, d.CapReached, gw, as.Name)
+		for _, tr := range d.Triggers {
+			e.flag(c.degradeTrigger, tr.Active, gw, as.Name, tr.Group, tr.Model)
+		}
+	}
+	for _, ts := range as.Targets {
+		if ts.Weight != nil {
+			e.gauge(c.targetWeight, float64(*ts.Weight), gw, as.Name, ts.Set, ts.Group, ts.Model)
+		}
+		if h := ts.Health; h != nil {
+			e.gauge(c.targetHealth, float64(healthLevel(h.Level)), gw, as.Name, ts.Set, ts.Group, ts.Model)
+		}
+	}
+}
+
+// breaker emits a breaker's state (1 open, 0.5 on its half-open trial)
+// and how often it opened.
+func (e emitter) breaker(b *adminapi.BreakerState, labels ...string) {
+	if b == nil {
+		return
+	}
+	v := 0.0
+	switch {
+	case b.State == "open":
+		v = 1
+	case b.Trial:
+		v = 0.5
+	}
+	e.gauge(e.c.breakerOpen, v, labels...)
+	e.counter(e.c.breakerOpened, float64(b.Opened), labels...)
+}
+
+// group emits a group's overflow, breaker, model check and endpoints.
+func (e emitter) group(gw string, grp *adminapi.GroupState) {
+	c := e.c
+	if o := grp.Overflow; o != nil {
+		e.flag(c.overflowActive, o.Active, gw, grp.Name)
+		e.counter(c.overflowTransitions, float64(o.Transitions), gw, grp.Name)
+	}
+	e.breaker(grp.Breaker, gw, grp.Name, "")
+	for i := range grp.Endpoints {
+		e.endpoint(grp, &grp.Endpoints[i], gw, grp.Name, grp.Endpoints[i].Address)
+	}
+	if mc := grp.ModelCheck; mc != nil && mc.CheckedAt != nil && mc.Error == "" {
+		for _, m := range grp.Models {
+			e.flag(c.modelListed, !contains(mc.Missing, m), gw, grp.Name, m)
+		}
+	}
+}
+
+// endpoint emits a vLLM endpoint's health, load and scraped metrics under
+// labels l (gateway, group, address).
+func (e emitter) endpoint(grp *adminapi.GroupState, es *adminapi.EndpointState, l ...string) {
+	c := e.c
+	e.breaker(es.Breaker, l...)
+	if es.Health != "unknown" {
+		e.flag(c.up, es.Health == "up", l...)
+	}
+	if h := es.HealthScore; h != nil {
+		e.gauge(c.endpointHealth, float64(healthLevel(h.Level)), l...)
+		e.gauge(c.endpointServe, float64(*es.ServePercent)/100, l...)
+	}
+	if es.ServedModels != nil {
+		for _, m := range grp.Models {
+			_, served := es.ServedModels[m]
+			e.flag(c.misconfigured, !served, append(l[:len(l):len(l)], m)...)
+		}
+	}
+	e.gauge(c.inflight, float64(es.InFlight), l...)
+	if es.RedLine > 0 {
+		e.gauge(c.redLine, float64(es.RedLine), l...)
+	}
+	m := es.Metrics
+	if m.AgeSeconds != nil {
+		e.gauge(c.metricsAge, *m.AgeSeconds, l...)
+		e.gauge(c.waiting, m.Waiting, l...)
+		e.gauge(c.running, m.Running, l...)
+		if m.KVCacheUsage != nil {
+			e.gauge(c.kv, *m.KVCacheUsage, l...)
+		}
+	}
+	if m.TTFTP50Seconds != nil && !math.IsNaN(*m.TTFTP50Seconds) {
+		e.gauge(c.ttft, *m.TTFTP50Seconds, l...)
+		e.gauge(c.ttftP99, *m.TTFTP99Seconds, l...)
 	}
 }
 
