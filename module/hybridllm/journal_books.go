@@ -131,7 +131,34 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 			zap.String("dir", dir), zap.Error(err))
 		return
 	}
-	last := read.LastSeq
+	last, fold := g.lastJournaled(read.LastSeq, days)
+	j, err := journal.Open(dir, last, g.clock, g.logger)
+	if err != nil {
+		g.logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
+		return
+	}
+	l.mu.Lock()
+	earliest, n := l.replayLocked(read.Records, days)
+	if n > 0 && earliest.Before(l.savedAt) {
+		l.savedAt = earliest // the save includes those days
+	}
+	l.mu.Unlock()
+	l.journal = j
+	sb, spent := g.journalSpend(j, read)
+	if fold != nil {
+		spent = g.foldSpend(fold, j, read)
+	}
+	if n == 0 && spent == 0 && len(read.SetAside) == 0 {
+		return
+	}
+	g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
+	l.saveReplayed(g, sb, j, t)
+}
+
+// lastJournaled returns the highest record number the books' saves and
+// the journal hold, which the journal numbers on from, and, without a
+// registry or spend book, the book of an earlier config to fold in.
+func (g *Gateway) lastJournaled(last uint64, days map[string]uint64) (uint64, *spendBook) {
 	for _, seq := range days {
 		last = max(last, seq)
 	}
@@ -145,60 +172,50 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 			last = max(last, fold.savedSeq)
 		}
 	}
-	j, err := journal.Open(dir, last, g.clock, g.logger)
-	if err != nil {
-		g.logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
-		return
+	return last, fold
+}
+
+// journalSpend journals the cloud spend book. With a registry, what no
+// book there includes (the last process published up to 2 s before it
+// ended) goes into this process's book, published with it, once the
+// registry can say what its books include (see replayFleetBook). Without
+// one, a book new in this process replays the records its snapshot
+// lacks (a book journaled before has them all). It returns the book to
+// save in storage (nil with a registry, or without a book) and the spend
+// records replayed.
+func (g *Gateway) journalSpend(j *journal.Journal, read journal.Contents) (*spendBook, int) {
+	sb := g.spend
+	if sb == nil {
+		return nil, 0
 	}
-	l.mu.Lock()
-	earliest, n := l.replayLocked(read.Records, days)
-	if n > 0 && earliest.Before(l.savedAt) {
-		l.savedAt = earliest // the save includes those days
-	}
-	l.mu.Unlock()
-	l.journal = j
-	spent := 0
-	if sb != nil && !sb.stored {
-		// with a registry: what no book there includes (the last
-		// process published up to 2 s before it ended) goes into this
-		// process's book, published with it, once the registry can say
-		// what its books include (see replayFleetBook)
+	spent, saved := 0, sb.savedSeq
+	if !sb.stored {
 		if sb.journal.Load() == nil {
 			sb.mu.Lock()
 			sb.pending = &pendingReplay{records: read.Records, published: read.Published}
 			sb.mu.Unlock()
 		}
 		j.UseRegistry()
-		sb.journal.Store(j)
-		j.SavedSpend(read.Published)
-		j.SpendOn()
-		if len(read.SetAside) > 0 {
-			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
-		}
-		sb = nil // nothing to save in storage
+		saved = read.Published
+	} else if sb.journal.Load() == nil {
+		spent = sb.replay(read.Records)
 	}
-	if sb != nil {
-		if sb.journal.Load() == nil {
-			// new in this process: its snapshot lacks them (a book
-			// journaled before has them all)
-			spent = sb.replay(read.Records)
-		}
-		sb.journal.Store(j)
-		j.SavedSpend(sb.savedSeq)
-		j.SpendOn()
-		if len(read.SetAside) > 0 {
-			sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
-		}
+	sb.journal.Store(j)
+	j.SavedSpend(saved)
+	j.SpendOn()
+	if len(read.SetAside) > 0 {
+		sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
 	}
-	if fold != nil {
-		spent = g.foldSpend(fold, j, read)
+	if !sb.stored {
+		return nil, 0 // nothing to save in storage
 	}
-	if n == 0 && spent == 0 && len(read.SetAside) == 0 {
-		return
-	}
-	g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
-	// saved at once, with what they include: the state of a damaged
-	// segment survives the next crash, and the segments read go
+	return sb, spent
+}
+
+// saveReplayed saves the books at once after a replay, with what they
+// include: the state of a damaged segment survives the next crash, and
+// the segments read go.
+func (l *ledger) saveReplayed(g *Gateway, sb *spendBook, j *journal.Journal, t time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if sb != nil {
