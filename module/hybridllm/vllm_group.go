@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -249,87 +250,104 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 	t := g.clock.Now()
 	var excluded [4]*endpoint
 	for round := range len(excluded) { // a lost race for a slot or a trial re-evaluates
-		var (
-			best      *reverseproxy.Upstream
-			bestEP    *endpoint
-			bestScore = math.Inf(1)
-			skip      reason
-			// the best of the endpoints ramping back that sat this
-			// request out, should no other be eligible
-			spare      *reverseproxy.Upstream
-			spareEP    *endpoint
-			spareScore = math.Inf(1)
-		)
-		note := func(why reason) {
-			if skipRank(why) > skipRank(skip) {
-				skip = why
-			}
+		c := g.scan(pool, slot, t, excluded[:round])
+		pick := c.best
+		if pick.u == nil {
+			pick = c.spare
 		}
-		ups, eps := pool, g.endpointsOf(pool)
-		for seg := range 2 {
-			if seg == 1 { // then the endpoints the registry added, if any
-				added := g.added.Load()
-				if added == nil {
-					break
-				}
-				ups, eps = added.ups, added.eps
-			}
-			for i, u := range ups {
-				ep := eps[i]
-				switch {
-				case slot.pin != "" && u.Dial != slot.pin:
-					continue // a drill of another endpoint
-				case !u.Available():
-					note(unavailable(u))
-					continue
-				case ep == nil:
-					// not probed (a unix socket, a placeholder): balanced on
-					// Caddy's own request count, without a reserved slot
-					switch s, why := g.unprobedScore(u); {
-					case why != "":
-						note(why)
-					case s < bestScore:
-						best, bestEP, bestScore = u, nil, s
-					}
-					continue
-				case slices.Contains(excluded[:round], ep):
-					continue
-				}
-				s, why, spareOnly := g.eligible(ep, slot, t)
-				switch {
-				case why != "":
-					note(why)
-				case spareOnly || (ep.score != nil && !ep.score.admits()):
-					// ramping back: it takes its share of the requests
-					if s < spareScore {
-						spare, spareEP, spareScore = u, ep, s
-					}
-				case s < bestScore:
-					best, bestEP, bestScore = u, ep, s
-				}
-			}
-		}
-		if best == nil {
-			best, bestEP = spare, spareEP
-		}
-		if best == nil {
-			if skip == "" {
-				skip = reasonNoEndpoint
-			}
-			slot.skip = skip
+		switch {
+		case pick.u == nil:
+			slot.skip = cmp.Or(c.skip, reasonNoEndpoint)
 			return nil
-		}
-		if bestEP == nil {
+		case pick.ep == nil:
 			slot.skip = ""
-			return best // an unprobed upstream: nothing to reserve
+			return pick.u // an unprobed upstream: nothing to reserve
 		}
-		excluded[round] = bestEP
-		if g.take(bestEP, slot, t) {
-			return best
+		excluded[round] = pick.ep
+		if g.take(pick.ep, slot, t) {
+			return pick.u
 		}
 	}
 	slot.skip = reasonRedLine
 	return nil
+}
+
+// candidate is an upstream a request may go to, and its load score.
+type candidate struct {
+	u     *reverseproxy.Upstream
+	ep    *endpoint // nil: not probed
+	score float64
+}
+
+// choice is what one scan of a group's upstreams found: the best
+// candidate, the best of the endpoints ramping back that sat the request
+// out (should no other be eligible), and the weightiest reason one was
+// skipped.
+type choice struct {
+	best, spare candidate
+	skip        reason
+}
+
+func (c *choice) note(why reason) {
+	if skipRank(why) > skipRank(c.skip) {
+		c.skip = why
+	}
+}
+
+// scan weighs the pool's upstreams, then those the registry added, for
+// the slot at time t, leaving out the endpoints excluded.
+func (g *vllmGroup) scan(pool reverseproxy.UpstreamPool, slot *attemptSlot, t time.Time, excluded []*endpoint) choice {
+	c := choice{best: candidate{score: math.Inf(1)}, spare: candidate{score: math.Inf(1)}}
+	ups, eps := pool, g.endpointsOf(pool)
+	for seg := range 2 {
+		if seg == 1 { // then the endpoints the registry added, if any
+			added := g.added.Load()
+			if added == nil {
+				break
+			}
+			ups, eps = added.ups, added.eps
+		}
+		for i, u := range ups {
+			g.weigh(&c, u, eps[i], slot, t, excluded)
+		}
+	}
+	return c
+}
+
+// weigh puts one upstream (ep its endpoint, nil if not probed) into the
+// choice, or notes why it may not take the request.
+func (g *vllmGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *endpoint, slot *attemptSlot, t time.Time, excluded []*endpoint) {
+	switch {
+	case slot.pin != "" && u.Dial != slot.pin:
+		return // a drill of another endpoint
+	case !u.Available():
+		c.note(unavailable(u))
+		return
+	case ep == nil:
+		// not probed (a unix socket, a placeholder): balanced on Caddy's
+		// own request count, without a reserved slot
+		switch s, why := g.unprobedScore(u); {
+		case why != "":
+			c.note(why)
+		case s < c.best.score:
+			c.best = candidate{u, nil, s}
+		}
+		return
+	case slices.Contains(excluded, ep):
+		return
+	}
+	s, why, spareOnly := g.eligible(ep, slot, t)
+	switch {
+	case why != "":
+		c.note(why)
+	case spareOnly || (ep.score != nil && !ep.score.admits()):
+		// ramping back: it takes its share of the requests
+		if s < c.spare.score {
+			c.spare = candidate{u, ep, s}
+		}
+	case s < c.best.score:
+		c.best = candidate{u, ep, s}
+	}
 }
 
 // unavailable says why Caddy holds an upstream back.
