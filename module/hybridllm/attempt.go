@@ -60,17 +60,10 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 		defer rt.observe(t, &res, rt.g.clock.Now()) // after the breakers' verdict
 	}
 	aw := rt.attemptWriterFor(t, turn, cancel)
-	if rt.traced() != nil {
-		var span trace.Span
-		actx, span = rt.startAttemptSpan(actx, t)
+	var span trace.Span
+	if actx, span = rt.startAttemptSpan(actx, t); span != nil {
 		before := len(rt.attempts)
-		defer func() {
-			var failed *attempt
-			if len(rt.attempts) > before {
-				failed = &rt.attempts[len(rt.attempts)-1]
-			}
-			rt.endAttemptSpan(span, t, &res, aw.status, failed)
-		}()
+		defer func() { rt.endAttemptSpan(span, t, &res, aw.status, rt.failedSince(before)) }()
 	}
 	pr := rt.attemptRequest(actx, t, aw)
 	if vg := t.group.vllm; vg != nil {
@@ -108,10 +101,19 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 			rt.settle(t, bc, &res, &aw.slot, turn)
 		}
 	}()
+	err = rt.conclude(ctx, actx, t, aw, &end, &res)
+	return res, err
+}
+
+// conclude judges an attempt whose proxying is over: an answer held for
+// the client, an answer under way or whole, a client gone before the
+// first byte, or a failure that hands the request on. The error is the
+// proxy's, for an answer that has started.
+func (rt *route) conclude(ctx, actx context.Context, t *Target, aw *attemptWriter, end *attemptEnd, res *attemptResult) error {
 	end.clientGone = rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.clientLost
-	if rt.answerHeld(aw, &end) {
+	if rt.answerHeld(aw, end) {
 		res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
-		return res, nil
+		return nil
 	}
 	if aw.heldStatus != 0 && !end.aborted && end.err == nil {
 		// a whole answer without a body, held for its first body byte:
@@ -119,18 +121,18 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 		aw.commit(aw.heldStatus)
 	}
 	if aw.state.Load() == attemptCommitted {
-		rt.endAnswer(ctx, actx, aw, &end, &res)
-		return res, end.err
+		rt.endAnswer(ctx, actx, aw, end, res)
+		return end.err
 	}
 	if end.clientGone {
 		// the client left before the first byte: nobody's failure, and
 		// no next target
 		res.gone = true
 		rt.abandoned, rt.abandonedAt = t, aw.began // its upstream has the request
-		return res, nil
+		return nil
 	}
-	rt.failedAttempt(ctx, actx, aw, &end, &res)
-	return res, nil
+	rt.failedAttempt(ctx, actx, aw, end, res)
+	return nil
 }
 
 // attemptEnd is how an attempt's proxying ended, as try judges it.

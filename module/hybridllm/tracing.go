@@ -65,6 +65,15 @@ func (rt *route) startAttemptSpan(ctx context.Context, t *Target) (context.Conte
 		))
 }
 
+// failedSince returns the attempt recorded last when there are more
+// than n: the failure of an attempt that began with n recorded.
+func (rt *route) failedSince(n int) *attempt {
+	if len(rt.attempts) > n {
+		return &rt.attempts[len(rt.attempts)-1]
+	}
+	return nil
+}
+
 // endAttemptSpan records how the attempt ended: the endpoint and its red
 // line, the upstream's status, the answer's model and tokens, or why the
 // gateway moved on.
