@@ -310,24 +310,6 @@ func (hs *setHealth) write(lines []logLine) {
 // member whose weight was set through the admin API, if any. The set's
 // lock is held.
 func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) []logLine {
-	var out []logLine
-	log := func(level zapcore.Level, msg string, fields ...zap.Field) {
-		out = append(out, logLine{level, msg, fields})
-	}
-	fields := func(m *healthscore.Member, extra ...zap.Field) []zap.Field {
-		f := []zap.Field{zap.String("gateway", hs.gw), zap.String("alias", hs.alias), zap.String("set", hs.set)}
-		if hs.ws == nil {
-			f = []zap.Field{zap.String("gateway", hs.gw), zap.String("group", hs.group)}
-		}
-		if m != nil {
-			f = append(f, zap.String("member", m.Name), zap.String("health", m.Level.String()))
-		}
-		return append(f, extra...)
-	}
-	numbers := func(e healthscore.Event) []zap.Field {
-		return []zap.Field{zap.Float64("error_rate", e.Stats.ErrorRate), zap.Int64("p99_ms", e.Stats.P99.Milliseconds()),
-			zap.Int("requests", e.Stats.Requests)}
-	}
 	// a ramp's last step comes with the member's recovery
 	recovered := map[*healthscore.Member]bool{}
 	for _, e := range ev {
@@ -335,65 +317,106 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 			recovered[e.Member] = true
 		}
 	}
+	out := make([]logLine, 0, len(ev))
 	for _, e := range ev {
-		m := e.Member
-		switch e.Kind {
-		case healthscore.EventAlert:
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: near the thresholds", m.Name, healthNumbers(e.Stats, m.Policy)),
-				fields(m, numbers(e)...)...)
-		case healthscore.EventAlertOver:
-			log(zapcore.InfoLevel, fmt.Sprintf("route[%s] %s: back under the alert levels", m.Name, healthNumbers(e.Stats, m.Policy)),
-				fields(m, numbers(e)...)...)
-		case healthscore.EventDegrade:
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s", m.Name, healthNumbersOver(e.Stats, m.Policy)), fields(m, numbers(e)...)...)
-		case healthscore.EventBreak:
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] broken: %s", m.Name, breakWhy(e)), fields(m, numbers(e)...)...)
-		case healthscore.EventKept:
-			// why it should be out, as the line it would have had
-			why := healthNumbersOver(e.Stats, m.Policy)
-			if e.Probes || (e.Stats.Requests >= m.Policy.MinRequests && e.Stats.Errors == e.Stats.Requests) {
-				why = "broken: " + breakWhy(e)
-			}
-			kept := "the last member in service"
-			if e.Capped {
-				kept = "the most the set may take out are out (max_degraded)"
-			}
-			log(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: kept in service, %s", m.Name, why, kept), fields(m, numbers(e)...)...)
-		case healthscore.EventPanic:
-			log(zapcore.ErrorLevel, "scheduler panic: every member of "+hs.what()+" is sick; traffic goes to all by weight", fields(nil)...)
-		case healthscore.EventPanicOver:
-			log(zapcore.InfoLevel, "scheduler panic over: "+hs.what()+" has a healthy member again", fields(nil)...)
-		case healthscore.EventWeight:
-			verb := "promote"
-			switch {
-			case m == byHand:
-				verb = "set"
-			case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.s.Panic):
-				// a panic gives a member out its weight back: no "break" going up
-				verb = "restore"
-			case m.Level == healthscore.Degraded:
-				verb = "degrade"
-			case m.Level == healthscore.Broken:
-				verb = "break"
-			case e.To < e.From:
-				verb = "demote"
-			}
-			log(zapcore.InfoLevel, fmt.Sprintf("scheduler %s: weight %s %d -> %d", verb, m.Name, e.From, e.To),
-				fields(m, zap.Int("from", e.From), zap.Int("to", e.To))...)
-		case healthscore.EventDrained:
-			var on []string
-			for _, o := range hs.s.Members {
-				if o.Weight > 0 {
-					on = append(on, o.Name)
-				}
-			}
-			log(zapcore.InfoLevel, fmt.Sprintf("route recovered, traffic fully on %s", strings.Join(on, ", ")),
-				fields(m, zap.Strings("on", on))...)
-		case healthscore.EventRecovered:
-			log(zapcore.InfoLevel, fmt.Sprintf("route healthy: %s back at weight %d", m.Name, m.Weight), fields(m)...)
+		if l, ok := hs.line(e, byHand, recovered); ok {
+			out = append(out, l)
 		}
 	}
 	return out
+}
+
+// line renders one transition.
+func (hs *setHealth) line(e healthscore.Event, byHand *healthscore.Member, recovered map[*healthscore.Member]bool) (logLine, bool) {
+	m := e.Member
+	numbered := func(level zapcore.Level, msg string) (logLine, bool) {
+		return logLine{level, msg, hs.fields(m, eventNumbers(e)...)}, true
+	}
+	switch e.Kind {
+	case healthscore.EventAlert:
+		return numbered(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s: near the thresholds", m.Name, healthNumbers(e.Stats, m.Policy)))
+	case healthscore.EventAlertOver:
+		return numbered(zapcore.InfoLevel, fmt.Sprintf("route[%s] %s: back under the alert levels", m.Name, healthNumbers(e.Stats, m.Policy)))
+	case healthscore.EventDegrade:
+		return numbered(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s", m.Name, healthNumbersOver(e.Stats, m.Policy)))
+	case healthscore.EventBreak:
+		return numbered(zapcore.WarnLevel, fmt.Sprintf("route[%s] broken: %s", m.Name, breakWhy(e)))
+	case healthscore.EventKept:
+		return numbered(zapcore.WarnLevel, fmt.Sprintf("route[%s] %s", m.Name, keptWhy(e)))
+	case healthscore.EventPanic:
+		return logLine{zapcore.ErrorLevel, "scheduler panic: every member of " + hs.what() + " is sick; traffic goes to all by weight", hs.fields(nil)}, true
+	case healthscore.EventPanicOver:
+		return logLine{zapcore.InfoLevel, "scheduler panic over: " + hs.what() + " has a healthy member again", hs.fields(nil)}, true
+	case healthscore.EventWeight:
+		return logLine{zapcore.InfoLevel, fmt.Sprintf("scheduler %s: weight %s %d -> %d", hs.weightVerb(e, byHand, recovered), m.Name, e.From, e.To),
+			hs.fields(m, zap.Int("from", e.From), zap.Int("to", e.To))}, true
+	case healthscore.EventDrained:
+		var on []string
+		for _, o := range hs.s.Members {
+			if o.Weight > 0 {
+				on = append(on, o.Name)
+			}
+		}
+		return logLine{zapcore.InfoLevel, fmt.Sprintf("route recovered, traffic fully on %s", strings.Join(on, ", ")),
+			hs.fields(m, zap.Strings("on", on))}, true
+	case healthscore.EventRecovered:
+		return logLine{zapcore.InfoLevel, fmt.Sprintf("route healthy: %s back at weight %d", m.Name, m.Weight), hs.fields(m)}, true
+	}
+	return logLine{}, false
+}
+
+// fields are a line's fields: the set (or group), the member and its
+// health if any, then extra.
+func (hs *setHealth) fields(m *healthscore.Member, extra ...zap.Field) []zap.Field {
+	f := []zap.Field{zap.String("gateway", hs.gw), zap.String("alias", hs.alias), zap.String("set", hs.set)}
+	if hs.ws == nil {
+		f = []zap.Field{zap.String("gateway", hs.gw), zap.String("group", hs.group)}
+	}
+	if m != nil {
+		f = append(f, zap.String("member", m.Name), zap.String("health", m.Level.String()))
+	}
+	return append(f, extra...)
+}
+
+// eventNumbers are the numbers behind a transition.
+func eventNumbers(e healthscore.Event) []zap.Field {
+	return []zap.Field{zap.Float64("error_rate", e.Stats.ErrorRate), zap.Int64("p99_ms", e.Stats.P99.Milliseconds()),
+		zap.Int("requests", e.Stats.Requests)}
+}
+
+// keptWhy says why a member kept in service should be out, as the line it
+// would have had, and what kept it.
+func keptWhy(e healthscore.Event) string {
+	m := e.Member
+	why := healthNumbersOver(e.Stats, m.Policy)
+	if e.Probes || (e.Stats.Requests >= m.Policy.MinRequests && e.Stats.Errors == e.Stats.Requests) {
+		why = "broken: " + breakWhy(e)
+	}
+	kept := "the last member in service"
+	if e.Capped {
+		kept = "the most the set may take out are out (max_degraded)"
+	}
+	return why + ": kept in service, " + kept
+}
+
+// weightVerb names a weight change: set by hand, restored on the way
+// back, or the level that moved it.
+func (hs *setHealth) weightVerb(e healthscore.Event, byHand *healthscore.Member, recovered map[*healthscore.Member]bool) string {
+	m := e.Member
+	switch {
+	case m == byHand:
+		return "set"
+	case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.s.Panic):
+		// a panic gives a member out its weight back: no "break" going up
+		return "restore"
+	case m.Level == healthscore.Degraded:
+		return "degrade"
+	case m.Level == healthscore.Broken:
+		return "break"
+	case e.To < e.From:
+		return "demote"
+	}
+	return "promote"
 }
 
 // breakWhy says why a member is (or would be) broken.
