@@ -58,65 +58,14 @@ address and the Caddy process that answered.
 admin API's JSON instead of a table.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
-			// a subcommand missing or mistyped is a usage error: usage on
-			// stderr, exit status 2
 			cmd.Args = cobra.ArbitraryArgs
-			cmd.RunE = func(c *cobra.Command, args []string) error {
-				if len(args) > 0 && args[0] == "help" {
-					// asked for: on stdout, exit status 0
-					if len(args) == 1 {
-						return c.Help()
-					}
-					if sub, rest, err := c.Find(args[1:]); err == nil && sub != c && len(rest) == 0 {
-						return sub.Help()
-					}
-					args = args[1:]
-				}
-				c.SetOut(c.ErrOrStderr())
-				_ = c.Usage()
-				return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) {
-					if len(args) == 0 {
-						return 2, fmt.Errorf("hybrid-llm: a subcommand is required")
-					}
-					return 2, fmt.Errorf("hybrid-llm: unknown subcommand %q", args[0])
-				})(c, args)
-			}
+			cmd.RunE = runBare
 			cmd.PersistentFlags().String("address", "", "The address of the admin API")
 			cmd.PersistentFlags().StringP("config", "c", "", "Configuration file, to find the admin address")
 			cmd.PersistentFlags().StringP("adapter", "a", "", "Name of the config adapter")
 			cmd.PersistentFlags().String("gateway", "", "The gateway's name, when there are several")
 			cmd.PersistentFlags().Bool("json", false, "Print JSON instead of a table")
-			sub := func(use, short string, run func(*cobra.Command) error) *cobra.Command {
-				c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
-					RunE: func(c *cobra.Command, _ []string) error { return run(c) }}
-				cmd.AddCommand(c)
-				return c
-			}
-			sub("state", "Show the gateways' groups and endpoints", cmdState)
-			for _, verb := range []string{"drain", "undrain"} {
-				c := sub(verb, strings.ToUpper(verb[:1])+verb[1:]+" a group or one endpoint", func(c *cobra.Command) error {
-					return cmdDrain(c, verb)
-				})
-				c.Flags().String("group", "", "The group")
-				c.Flags().String("endpoint", "", "One endpoint of a vllm group (its upstream address)")
-			}
-			c := sub("drill", "Send one minimal request to each endpoint of each target of an alias", cmdDrill)
-			c.Flags().String("alias", "", "The alias")
-			c = sub("ledger", "Show the cost comparison of a window", cmdLedger)
-			c.Flags().String("window", "1h", "The window, up to 24h")
-			sub("clients", "Show the clients, their limits, cloud spend and budget left", cmdClients)
-			c = sub("weight", "Set a member's weight in an alias's weighted set (0: no new traffic)", cmdWeight)
-			c.Flags().String("alias", "", "The alias")
-			c.Flags().String("group", "", "The member's group")
-			c.Flags().Int("weight", -1, "The weight")
-			reg := &cobra.Command{Use: "registry", Short: "Read and write the registry the gateways share (etcd)"}
-			cmd.AddCommand(reg)
-			reg.AddCommand(&cobra.Command{Use: "get [key]", Short: "Show the keys under the gateway's prefix, or one", Args: cobra.MaximumNArgs(1),
-				RunE: func(c *cobra.Command, args []string) error { return cmdRegistryGet(c, args) }})
-			reg.AddCommand(&cobra.Command{Use: "put <key> <json>", Short: "Put a group's or an alias's value", Args: cobra.ExactArgs(2),
-				RunE: func(c *cobra.Command, args []string) error { return cmdRegistryWrite(c, args[0], args[1]) }})
-			reg.AddCommand(&cobra.Command{Use: "rm <key>", Short: "Delete a group's or an alias's key", Args: cobra.ExactArgs(1),
-				RunE: func(c *cobra.Command, args []string) error { return cmdRegistryWrite(c, args[0], "") }})
+			addSubcommands(cmd)
 		},
 	})
 }
@@ -696,4 +645,62 @@ func cmdRegistryWrite(cmd *cobra.Command, key, value string) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s %s at revision %d\n", key, verb, out.Revision)
 	return nil
+}
+
+// runBare runs `caddy hybrid-llm` without a known subcommand: help, when
+// asked for, on stdout with exit status 0; a subcommand missing or
+// mistyped is a usage error: usage on stderr, exit status 2.
+func runBare(c *cobra.Command, args []string) error {
+	if len(args) > 0 && args[0] == "help" {
+		if len(args) == 1 {
+			return c.Help()
+		}
+		if sub, rest, err := c.Find(args[1:]); err == nil && sub != c && len(rest) == 0 {
+			return sub.Help()
+		}
+		args = args[1:]
+	}
+	c.SetOut(c.ErrOrStderr())
+	_ = c.Usage()
+	return caddycmd.WrapCommandFuncForCobra(func(caddycmd.Flags) (int, error) {
+		if len(args) == 0 {
+			return 2, fmt.Errorf("hybrid-llm: a subcommand is required")
+		}
+		return 2, fmt.Errorf("hybrid-llm: unknown subcommand %q", args[0])
+	})(c, args)
+}
+
+// addSubcommands adds the subcommands and their flags to cmd.
+func addSubcommands(cmd *cobra.Command) {
+	sub := func(use, short string, run func(*cobra.Command) error) *cobra.Command {
+		c := &cobra.Command{Use: use, Short: short, Args: cobra.NoArgs,
+			RunE: func(c *cobra.Command, _ []string) error { return run(c) }}
+		cmd.AddCommand(c)
+		return c
+	}
+	sub("state", "Show the gateways' groups and endpoints", cmdState)
+	for _, verb := range []string{"drain", "undrain"} {
+		c := sub(verb, strings.ToUpper(verb[:1])+verb[1:]+" a group or one endpoint", func(c *cobra.Command) error {
+			return cmdDrain(c, verb)
+		})
+		c.Flags().String("group", "", "The group")
+		c.Flags().String("endpoint", "", "One endpoint of a vllm group (its upstream address)")
+	}
+	c := sub("drill", "Send one minimal request to each endpoint of each target of an alias", cmdDrill)
+	c.Flags().String("alias", "", "The alias")
+	c = sub("ledger", "Show the cost comparison of a window", cmdLedger)
+	c.Flags().String("window", "1h", "The window, up to 24h")
+	sub("clients", "Show the clients, their limits, cloud spend and budget left", cmdClients)
+	c = sub("weight", "Set a member's weight in an alias's weighted set (0: no new traffic)", cmdWeight)
+	c.Flags().String("alias", "", "The alias")
+	c.Flags().String("group", "", "The member's group")
+	c.Flags().Int("weight", -1, "The weight")
+	reg := &cobra.Command{Use: "registry", Short: "Read and write the registry the gateways share (etcd)"}
+	cmd.AddCommand(reg)
+	reg.AddCommand(&cobra.Command{Use: "get [key]", Short: "Show the keys under the gateway's prefix, or one", Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error { return cmdRegistryGet(c, args) }})
+	reg.AddCommand(&cobra.Command{Use: "put <key> <json>", Short: "Put a group's or an alias's value", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error { return cmdRegistryWrite(c, args[0], args[1]) }})
+	reg.AddCommand(&cobra.Command{Use: "rm <key>", Short: "Delete a group's or an alias's key", Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error { return cmdRegistryWrite(c, args[0], "") }})
 }
