@@ -10,10 +10,12 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strings"
@@ -304,7 +306,7 @@ func post(t *testing.T, path, body string, header ...string) (*http.Response, []
 
 func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	t.Helper()
-	resp, err := client.Do(req)
+	resp, err := sendOnce(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
 	}
@@ -317,6 +319,30 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 }
 
 var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+
+// sendOnce sends a request, and sends it again on a new connection when
+// the kept-alive one it went out on was closed before any answer: a
+// reload's old server closes its idle connections as it shuts down, and a
+// connection the transport puts back into its pool just after the test's
+// CloseIdleConnections may be the one. Nothing was served on it; Go's
+// transport resends only idempotent requests, the SDKs resend any.
+func sendOnce(req *http.Request) (*http.Response, error) {
+	reused := false
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+	resp, err := client.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	closed := err != nil && (errors.Is(err, io.EOF) || strings.Contains(err.Error(), "server closed idle connection"))
+	if !closed || !reused || (req.Body != nil && req.GetBody == nil) {
+		return resp, err
+	}
+	again := req.Clone(req.Context())
+	if req.GetBody != nil {
+		if again.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	client.CloseIdleConnections()
+	return client.Do(again)
+}
 
 // apiErr is the OpenAI error shape.
 type apiErr struct {
