@@ -16,8 +16,16 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
 		switch d.Val() {
-		case "target", "tier", "color", "mirror", "route":
-			err = unmarshalAliasEntry(d, al)
+		case "target":
+			err = appendParsed(d, &al.Targets, unmarshalTarget)
+		case "tier":
+			err = appendParsed(d, &al.Targets, unmarshalTier)
+		case "color":
+			err = appendParsed(d, &al.Colors, unmarshalColor)
+		case "mirror":
+			err = appendParsed(d, &al.Mirrors, unmarshalMirror)
+		case "route":
+			err = appendParsed(d, &al.Routes, unmarshalRule)
 		case "degrade":
 			if al.Degrade != nil {
 				return nil, d.Err("degrade already specified")
@@ -40,39 +48,14 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 	return al, nil
 }
 
-// unmarshalAliasEntry parses one of an alias's repeatable subdirectives:
-// target, tier, color, mirror or route.
-func unmarshalAliasEntry(d *caddyfile.Dispenser, al *Alias) error {
-	switch d.Val() {
-	case "target", "tier":
-		parse := unmarshalTarget
-		if d.Val() == "tier" {
-			parse = unmarshalTier
-		}
-		t, err := parse(d)
-		if err != nil {
-			return err
-		}
-		al.Targets = append(al.Targets, t)
-	case "color":
-		c, err := unmarshalColor(d)
-		if err != nil {
-			return err
-		}
-		al.Colors = append(al.Colors, c)
-	case "mirror":
-		m, err := unmarshalMirror(d)
-		if err != nil {
-			return err
-		}
-		al.Mirrors = append(al.Mirrors, m)
-	case "route":
-		r, err := unmarshalRule(d)
-		if err != nil {
-			return err
-		}
-		al.Routes = append(al.Routes, r)
+// appendParsed parses one of an alias's repeatable subdirectives and
+// appends it to list.
+func appendParsed[T any](d *caddyfile.Dispenser, list *[]T, parse func(*caddyfile.Dispenser) (T, error)) error {
+	v, err := parse(d)
+	if err != nil {
+		return err
 	}
+	*list = append(*list, v)
 	return nil
 }
 
