@@ -60,6 +60,9 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 		defer rt.observe(t, &res, rt.g.clock.Now()) // after the breakers' verdict
 	}
 	aw := rt.attemptWriterFor(t, turn, cancel)
+	if t.timeout > 0 {
+		defer startLimit(timeoutLimits, aw, t.timeout).stop()
+	}
 	var span trace.Span
 	if actx, span = rt.startAttemptSpan(actx, t); span != nil {
 		before := len(rt.attempts)
@@ -72,23 +75,20 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: turn.avoid}
 		defer aw.slot.release()
 	}
-	timer := aw.firstByteTimer(cancel)
-	if timer != nil {
-		defer timer.Stop()
-	}
+	firstByte := aw.firstByteLimit()
+	defer func() { firstByte.stop() }() // also when the proxy panics
 	t.group.inflight.Add(1)
 	defer aw.unwatch() // also when the proxy panics
 	var end attemptEnd
 	end.aborted, end.err = proxy(t.group.serve, aw, pr)
 	t.group.inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
-	if timer != nil {
-		// an answer the proxy has read whole (a held 400) is no late one
-		timer.Stop()
-	}
-	// a timer that fired before Stop may still be running (Stop does not
-	// wait for it): an answer that is not committed yet must win the state
+	// an answer the proxy has read whole (a held 400) is no late one. A
+	// limit that fired before may still be running (Stop does not wait
+	// for it): an answer that is not committed yet must win the state
 	// before it is sent
+	firstByte.stop()
+	firstByte = nil
 
 	// the breakers' verdict on this attempt, settled however it ends (a
 	// mid-stream failure ends in a panic)
@@ -144,15 +144,12 @@ type attemptEnd struct {
 	contextErr, modelMissing bool
 }
 
-// attemptContext is an attempt's context: with its time limit, or one
-// the first-byte timer or the answer's watchdog may cancel. A later
-// attempt gets the request's variables in a map of its own.
+// attemptContext is an attempt's context: one its time limits (see
+// limitTimer) or the answer's watchdog may cancel. A later attempt gets
+// the request's variables in a map of its own.
 func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context, context.CancelFunc) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
-	if t.timeout > 0 {
-		actx, cancel = context.WithTimeout(ctx, t.timeout)
-	} else if (t.firstByte > 0 && rt.stream) || t.idle > 0 || t.group.vllm != nil {
-		// the first-byte timer, or the answer's watchdog, may cut it
+	if t.timeout > 0 || (t.firstByte > 0 && rt.stream) || t.idle > 0 || t.group.vllm != nil {
 		actx, cancel = context.WithCancel(ctx)
 	}
 	if rt.first.rt != nil {
@@ -279,7 +276,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		a.reason = reasonFirstByte
 	case ctx.Err() != nil:
 		a.reason = reasonDeadline
-	case actx.Err() != nil:
+	case aw.state.Load() == attemptExpired || actx.Err() != nil:
 		a.reason = reasonTimeout
 	case end.aborted:
 		a.reason = reasonConnReset // the upstream broke off a held answer

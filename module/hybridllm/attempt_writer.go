@@ -65,12 +65,15 @@ type attemptWriter struct {
 	dog    *watchdog
 }
 
-// Attempt states; the first-byte timer races the proxy for the change
-// from pending.
+// Attempt states; the time limits race the proxy for the change from
+// pending. Once an attempt is abandoned or expired, nothing its proxy
+// writes counts: Caddy's proxy answers the canceled request with a 499 of
+// its own, which is nobody's answer.
 const (
 	attemptPending int32 = iota
 	attemptCommitted
-	attemptAbandoned
+	attemptAbandoned // the first-byte timeout passed
+	attemptExpired   // the target's timeout passed before the commit
 )
 
 func (aw *attemptWriter) heldSlot() *attemptSlot { return &aw.slot }
@@ -224,7 +227,7 @@ func (rt *route) setRouteHeaders(h http.Header, t *Target) {
 
 func (aw *attemptWriter) Write(p []byte) (int, error) {
 	switch aw.state.Load() {
-	case attemptAbandoned:
+	case attemptAbandoned, attemptExpired:
 		return 0, errAbandoned
 	case attemptPending:
 		switch {
@@ -359,17 +362,14 @@ var (
 	_ http.Flusher        = (*attemptWriter)(nil)
 )
 
-// firstByteTimer abandons a stream that sends nothing in time for the
-// next target, before anything reached the client; nil when the target
-// has no first_byte_timeout or the request does not stream.
-func (aw *attemptWriter) firstByteTimer(cancel context.CancelFunc) *time.Timer {
+// firstByteLimit starts the limit that abandons a stream which sends
+// nothing in time for the next target, before anything reached the
+// client; nil when the target has no first_byte_timeout or the request
+// does not stream.
+func (aw *attemptWriter) firstByteLimit() *limitTimer {
 	if aw.target.firstByte <= 0 || !aw.rt.stream {
 		return nil
 	}
 	aw.holdUntilBody = true
-	return time.AfterFunc(aw.target.firstByte, func() {
-		if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
-			cancel()
-		}
-	})
+	return startLimit(firstByteLimits, aw, aw.target.firstByte)
 }

@@ -188,11 +188,16 @@ func withStreamUsage(body []byte, top *protocol.Request) (splice, []byte, bool) 
 }
 
 // requestID gives the request a new id, the one its X-Request-Id header
-// carries from now on, and returns it with the client's own X-Request-Id
-// if that is a sane token (1 to 128 visible ASCII characters). The
-// client's id is only noted: two clients may send the same one.
-func requestID(r *http.Request) (id, clientID string) {
+// and the answer's carry from now on, and returns it with the client's
+// own X-Request-Id if that is a sane token (1 to 128 visible ASCII
+// characters). The client's id is only noted: two clients may send the
+// same one.
+func requestID(w http.ResponseWriter, r *http.Request) (id, clientID string) {
 	id = newRequestID()
+	// the request's value and the answer's in one array
+	ids := make([]string, 2)
+	ids[0], ids[1] = id, id
+	w.Header()["X-Request-Id"] = ids[1:2:2]
 	if v := r.Header["X-Request-Id"]; len(v) == 1 {
 		if c := v[0]; c != "" && len(c) <= 128 && visibleASCII(c) {
 			clientID = c
@@ -200,7 +205,7 @@ func requestID(r *http.Request) (id, clientID string) {
 		v[0] = id // in place: no new slice
 		return id, clientID
 	}
-	r.Header.Set("X-Request-Id", id)
+	r.Header["X-Request-Id"] = ids[0:1:1]
 	return id, ""
 }
 

@@ -183,12 +183,16 @@ func TestReadBodyLimit(t *testing.T) {
 func TestRequestID(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	r.Header.Set("X-Request-Id", "abc-123")
-	id, clientID := requestID(r)
+	w := httptest.NewRecorder()
+	id, clientID := requestID(w, r)
 	if id == "abc-123" || id == "" || clientID != "abc-123" {
 		t.Errorf("a client's id: id %q, client's %q", id, clientID)
 	}
 	if got := r.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != id {
 		t.Errorf("the request carries %q, want the gateway's %q", got, id)
+	}
+	if got := w.Header().Values("X-Request-Id"); len(got) != 1 || got[0] != id {
+		t.Errorf("the answer carries %q, want the gateway's %q", got, id)
 	}
 
 	for _, bad := range []string{"", "has space", strings.Repeat("x", 129), "new\x7fline"} {
@@ -196,19 +200,25 @@ func TestRequestID(t *testing.T) {
 		if bad != "" {
 			r.Header.Set("X-Request-Id", bad)
 		}
-		got, clientID := requestID(r)
+		w := httptest.NewRecorder()
+		got, clientID := requestID(w, r)
 		if got == bad || got == "" || clientID != "" {
 			t.Errorf("bad id %q kept: %q, client's %q", bad, got, clientID)
 		}
-		if r.Header.Get("X-Request-Id") != got {
-			t.Errorf("generated id %q not set on the request (got %q)", got, r.Header.Get("X-Request-Id"))
+		if r.Header.Get("X-Request-Id") != got || w.Header().Get("X-Request-Id") != got {
+			t.Errorf("generated id %q not set on the request and the answer (got %q, %q)", got, r.Header.Get("X-Request-Id"), w.Header().Get("X-Request-Id"))
+		}
+		// the answer's header may change without changing the request's
+		w.Header().Add("X-Request-Id", "added")
+		if v := r.Header.Values("X-Request-Id"); len(v) != 1 || v[0] != got {
+			t.Errorf("adding to the answer's id changed the request's: %q", v)
 		}
 	}
 	r1 := httptest.NewRequest(http.MethodPost, "/", nil)
 	r2 := httptest.NewRequest(http.MethodPost, "/", nil)
 	r1.Header.Set("X-Request-Id", "same")
 	r2.Header.Set("X-Request-Id", "same")
-	if id1, _ := requestID(r1); id1 == firstOf(requestID(r2)) {
+	if id1, _ := requestID(httptest.NewRecorder(), r1); id1 == firstOf(requestID(httptest.NewRecorder(), r2)) {
 		t.Error("two requests got one id")
 	}
 }

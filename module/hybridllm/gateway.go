@@ -23,6 +23,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
@@ -174,9 +175,9 @@ type Gateway struct {
 	modelsList   []byte
 	created      int64
 	logger       *zap.Logger
-	clock        clock.Clock // the time of its windows, holds and cooldowns
-	badUsage     *warnEvery  // rate-limits the warning about bad usage values
-	strayKeys    *warnEvery  // rate-limits the warning about keys where none is read
+	clock        clock.Clock    // the time of its windows, holds and cooldowns
+	badUsage     *lograte.Every // rate-limits the warning about bad usage values
+	strayKeys    *lograte.Every // rate-limits the warning about keys where none is read
 	// a group has a cost model, or the cloud a spend cap: the books hold
 	// money, and each request's charge is journaled
 	priced       bool
@@ -237,8 +238,8 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	g.ctx = ctx.Context
 	g.storage = ctx.Storage()
 	g.mirrorLog = g.logger.Named("mirror")
-	g.badUsage = new(warnEvery)
-	g.strayKeys = new(warnEvery)
+	g.badUsage = new(lograte.Every)
+	g.strayKeys = new(lograte.Every)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
@@ -446,8 +447,7 @@ func (g *Gateway) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	id, clientID := requestID(r)
-	w.Header().Set("X-Request-Id", id)
+	id, clientID := requestID(w, r)
 	if where := g.strayKey(r); where != "" {
 		return g.refuseStrayKey(w, r, id, clientID, where)
 	}

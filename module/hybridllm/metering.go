@@ -165,7 +165,7 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		tm.prompt.Add(float64(rt.usage.Prompt))
 		tm.completion.Add(float64(rt.usage.Completion))
 	}
-	if rt.usage.Bad && rt.g.badUsage.allow(rt.g.clock.Now()) {
+	if rt.usage.Bad && rt.g.badUsage.Allow(rt.g.clock.Now()) {
 		rt.g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
 			zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}

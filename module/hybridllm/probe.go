@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
@@ -125,8 +126,8 @@ type prober struct {
 	life      sync.Mutex // orders begin and Destruct
 	stopped   bool       // destructed: begin does nothing
 
-	badMetrics warnEvery   // rate-limits the warning about invalid metric values
-	clock      clock.Clock // of its snapshots: its first owner's
+	badMetrics lograte.Every // rate-limits the warning about invalid metric values
+	clock      clock.Clock   // of its snapshots: its first owner's
 
 	// the answers under way from the endpoint, cut when the health
 	// probes take it down (see watchdog)
@@ -497,7 +498,7 @@ func (p *prober) probeMetrics(ctx context.Context) {
 	if resp.StatusCode == http.StatusOK {
 		var invalid string
 		loads, invalid, err = vllmmetrics.Parse(resp.Body)
-		if invalid != "" && p.badMetrics.allow(p.clock.Now()) {
+		if invalid != "" && p.badMetrics.Allow(p.clock.Now()) {
 			p.logger.Warn("ignored invalid vLLM metric values (NaN, infinite, negative or absurd); at most one such warning a minute per endpoint",
 				zap.String("endpoint", p.base), zap.String("value", invalid))
 		}

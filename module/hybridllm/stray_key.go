@@ -46,7 +46,7 @@ func (g *Gateway) strayKey(r *http.Request) string {
 func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, clientID, where string) error {
 	caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
 	clientsRefused.WithLabelValues(g.Name).Inc()
-	if g.strayKeys.allow(g.clock.Now()) {
+	if g.strayKeys.Allow(g.clock.Now()) {
 		fields := []zap.Field{zap.String("request_id", id), zap.String("where", where),
 			zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),
 			zap.String("path", credentials.RedactedPath(r.URL.Path)), zap.String("query", credentials.RedactedQuery(r.URL.RawQuery))}

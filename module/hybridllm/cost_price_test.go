@@ -6,21 +6,7 @@ package hybridllm
 import (
 	"math"
 	"testing"
-	"time"
 )
-
-func TestWarnEvery(t *testing.T) {
-	var w warnEvery
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		after time.Duration
-		want  bool
-	}{{0, true}, {time.Second, false}, {59 * time.Second, false}, {time.Minute, true}, {90 * time.Second, false}, {3 * time.Minute, true}} {
-		if got := w.allow(t0.Add(tc.after)); got != tc.want {
-			t.Errorf("at +%v: %v", tc.after, got)
-		}
-	}
-}
 
 // A cached input price applies to the prompt tokens the provider served
 // from its cache; without one they are input tokens.
