@@ -303,7 +303,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		rt.configFault(t, res.ep, a)
 	}
 	if ep := res.ep; ep != nil {
-		res.cause = breaker.Cause{Conn: connFailure(a.reason), Probe: ep.p.healthSeq.Load()}
+		res.cause = breaker.Cause{Conn: connFailure(a.reason), Probe: ep.p.HealthSeq()}
 		if a.status == http.StatusTooManyRequests {
 			res.held = ep.br.HoldFor(a.wait, rt.g.clock.Now())
 		}

@@ -3,7 +3,11 @@
 
 package hybridllm
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
+)
 
 // slotWriter is the response writer of a request the gateway sends
 // through a vLLM group's proxy: an attempt, a mirror's copy, a drill. The
@@ -27,11 +31,11 @@ func slotOf(w http.ResponseWriter) *attemptSlot {
 type attemptSlot struct {
 	group *vllmGroup
 	model string
-	avoid []*endpoint // endpoints that failed this request already
-	ep    *endpoint   // the endpoint picked last, for the breaker's verdict
-	held  *prober     // whose in-flight slot this attempt holds
-	trial bool        // the attempt is its endpoint breaker's half-open trial
-	skip  reason      // why no endpoint was eligible
+	avoid []*endpoint   // endpoints that failed this request already
+	ep    *endpoint     // the endpoint picked last, for the breaker's verdict
+	held  *probe.Prober // whose in-flight slot this attempt holds
+	trial bool          // the attempt is its endpoint breaker's half-open trial
+	skip  reason        // why no endpoint was eligible
 	// endpoints that failed within this attempt (the proxy's own retries)
 	failed int
 	// a mirror's copy: it goes only to an endpoint with room to spare
@@ -46,7 +50,7 @@ type attemptSlot struct {
 // release gives back the in-flight slot the attempt holds, if any.
 func (s *attemptSlot) release() {
 	if s.held != nil {
-		s.held.inflight.Add(-1)
+		s.held.Inflight.Add(-1)
 		s.held = nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
 )
@@ -187,8 +188,8 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	upper.trigger.active.Store(true)
 
 	// a self-hosted tier whose group is over its overflow trigger
-	ep := &endpoint{p: newProber("http://127.0.0.1:1", clock.System, zap.NewNop()), br: new(breaker.Breaker)}
-	ep.p.inflight.Store(5)
+	ep := &endpoint{p: probe.New("http://127.0.0.1:1", clock.System, zap.NewNop()), br: new(breaker.Breaker)}
+	ep.p.Inflight.Store(5)
 	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{name: "small", shared: &groupShared{},
 		Overflow: &OverflowConfig{InFlight: &Threshold{Trigger: 2, Recover: 1}},
 		vllm:     &vllmGroup{name: "small", endpoints: map[string]*endpoint{"a": ep}, staleAfter: time.Second}}}

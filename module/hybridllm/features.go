@@ -277,7 +277,7 @@ func (t *Target) contextWindow() int {
 	}
 	window := 0
 	for ep := range vg.all() {
-		if n := ep.p.snap.Load().models[t.Model]; n > 0 && (window == 0 || n < window) {
+		if n := ep.p.Snapshot().Models[t.Model]; n > 0 && (window == 0 || n < window) {
 			window = n
 		}
 	}

@@ -15,10 +15,15 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 )
+
+// ProbeConfig sets how the endpoints of a vLLM group are probed (see
+// probe.Config).
+type ProbeConfig = probe.Config
 
 // Group is a named set of interchangeable endpoints that serve the same
 // model names, proxied through one embedded `reverse_proxy`.
@@ -308,7 +313,7 @@ func (grp *Group) cleanup() {
 	grp.vllm.released = true
 	grp.vllm.releaseAdded()
 	for _, ep := range grp.vllm.endpoints {
-		releaseProber(ep.p, grp)
+		probe.Release(ep.p, grp)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 )
 
 // HealthConfig is health-score scheduling for a member of a weighted
@@ -265,8 +266,8 @@ func (hs *setHealth) tick(t time.Time) {
 	before := make([]healthscore.Level, len(hs.members))
 	for i, hm := range hs.members {
 		if ep := hm.ep; ep != nil {
-			hm.m.ProbeDown = ep.p.snap.Load().health == healthDown
-			hm.m.Inflight = ep.p.inflight.Load()
+			hm.m.ProbeDown = ep.p.Snapshot().Health == probe.HealthDown
+			hm.m.Inflight = ep.p.Inflight.Load()
 		} else {
 			hm.m.ProbeDown = hm.target.group.probesDown()
 			hm.m.Inflight = hm.inflight.Load()
@@ -463,7 +464,7 @@ func (grp *Group) probesDown() bool {
 	if vg := grp.vllm; vg != nil {
 		seen := false
 		for ep := range vg.all() { // the registry's endpoints too
-			if ep.p.snap.Load().health != healthDown {
+			if ep.p.Snapshot().Health != probe.HealthDown {
 				return false
 			}
 			seen = true
@@ -491,7 +492,7 @@ func (hm *healthMember) state() (*adminapi.TargetHealthState, int) {
 	m := hm.m
 	inflight := hm.inflight.Load()
 	if hm.ep != nil {
-		inflight = hm.ep.p.inflight.Load()
+		inflight = hm.ep.p.Inflight.Load()
 	}
 	return &adminapi.TargetHealthState{
 		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.s.Panic,

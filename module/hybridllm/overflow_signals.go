@@ -20,20 +20,20 @@ type Threshold = overflow.Threshold
 func (g *vllmGroup) signals(t time.Time) overflow.Signals {
 	s := overflow.Signals{Waiting: math.NaN(), TTFTP99: math.NaN(), KV: math.NaN()}
 	for ep := range g.all() {
-		snap := ep.p.snap.Load()
-		s.InFlight += float64(ep.p.inflight.Load())
-		if snap.metricsAt.IsZero() || t.Sub(snap.metricsAt) > g.staleAfter {
+		snap := ep.p.Snapshot()
+		s.InFlight += float64(ep.p.Inflight.Load())
+		if snap.MetricsAt.IsZero() || t.Sub(snap.MetricsAt) > g.staleAfter {
 			continue
 		}
 		s.Fresh = true
-		for _, l := range snap.loads {
+		for _, l := range snap.Loads {
 			s.Waiting = nanAdd(s.Waiting, l.Waiting)
 			if !math.IsNaN(l.KVUsage) {
 				s.KV = nanMax(s.KV, l.KVUsage)
 			}
 		}
-		if !math.IsNaN(snap.ttftP99) {
-			s.TTFTP99 = nanMax(s.TTFTP99, snap.ttftP99)
+		if !math.IsNaN(snap.TTFTP99) {
+			s.TTFTP99 = nanMax(s.TTFTP99, snap.TTFTP99)
 		}
 	}
 	return s

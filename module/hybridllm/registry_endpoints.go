@@ -66,7 +66,7 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 		ep.added = true
 		setListed(ep, listed[addr]) // before it can be selected
 		if g.running {
-			ep.p.begin()
+			ep.p.Begin()
 		}
 		kept[addr] = ep
 		changed = true

@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"go.uber.org/zap"
 )
 
@@ -60,7 +61,7 @@ type LeastLoadSelection struct {
 	group    *vllmGroup
 	seen     map[string]time.Time // when each address was last in a pool
 	swept    time.Time
-	settings probeSettings
+	settings probe.Settings
 	logger   *zap.Logger
 	clock    clock.Clock // of its probers and standalone group
 }
@@ -86,12 +87,12 @@ func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 	if s.MaxNumSeqs < 0 || s.MaxQueue < 0 {
 		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
 	}
-	settings, staleAfter, unknownOK, err := s.Probe.provision()
+	settings, staleAfter, unknownOK, err := s.Probe.Provision()
 	if err != nil {
 		return err
 	}
 	if s.Model != "" {
-		settings.expect = []string{s.Model}
+		settings.Expect = []string{s.Model}
 	}
 	s.settings = settings
 	s.group = &vllmGroup{
@@ -117,7 +118,7 @@ func (s *LeastLoadSelection) Cleanup() error {
 	defer s.mu.Unlock()
 	for _, ep := range s.group.endpoints {
 		if ep != nil { // nil: an address that is not probed
-			releaseProber(ep.p, s)
+			probe.Release(ep.p, s)
 		}
 	}
 	s.group.endpoints = nil
@@ -132,7 +133,7 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		slot.release()
 		if prev := slot.ep; prev != nil && slot.group.breaker != nil && !slot.drill { // a drill's verdict is never recorded
 			// the proxy retries only what failed before any answer
-			v := breaker.Verdict{Outcome: breaker.Failure, Trial: slot.trial, Cause: breaker.Cause{Conn: true, Probe: prev.p.healthSeq.Load()}}
+			v := breaker.Verdict{Outcome: breaker.Failure, Trial: slot.trial, Cause: breaker.Cause{Conn: true, Probe: prev.p.HealthSeq()}}
 			if prev.br.Settle(slot.group.breaker, v, slot.group.clock.Now()) != breaker.Kept && s.logger != nil {
 				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
 			}
@@ -197,7 +198,7 @@ func (s *LeastLoadSelection) sweep(t time.Time) {
 			continue
 		}
 		if ep := s.group.endpoints[dial]; ep != nil {
-			releaseProber(ep.p, s)
+			probe.Release(ep.p, s)
 		}
 		delete(s.group.endpoints, dial)
 		delete(s.seen, dial)
@@ -218,8 +219,8 @@ func (s *LeastLoadSelection) endpoint(dial string, t time.Time) *endpoint {
 	}
 	var ep *endpoint
 	if probeable(dial) {
-		if p, err := acquireProber("http://"+dial, s, s.settings, s.clock, s.logger); err == nil {
-			p.begin()
+		if p, err := probe.Acquire("http://"+dial, s, s.settings, s.clock, s.logger); err == nil {
+			p.Begin()
 			ep = &endpoint{dial: dial, p: p}
 		}
 	}

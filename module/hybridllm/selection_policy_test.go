@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
@@ -44,8 +45,8 @@ func TestStandalonePolicyCleanupAfterUnprobeableUpstream(t *testing.T) {
 // pool has held for a while, and keeps probing those still there.
 func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
 	clk := driveProcessClock(t)
-	_, a := startSim(t, simulator.VLLMConfig{})
-	_, b := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
+	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	s := &LeastLoadSelection{Probe: &ProbeConfig{UnknownMetrics: "ok"}}
@@ -58,7 +59,7 @@ func TestStandalonePolicyReleasesDepartedUpstreams(t *testing.T) {
 	}
 	req := httptest.NewRequest("POST", "/v1/chat/completions", nil)
 	refs := func(srv *simulator.Server) int {
-		return probers.Holds(srv.URL())
+		return probe.Holds(srv.URL())
 	}
 
 	s.Select(reverseproxy.UpstreamPool{up(a), up(b)}, req, nil)

@@ -69,6 +69,6 @@ func (g *vllmGroup) begin() {
 	g.running = true
 	g.addedMu.Unlock()
 	for ep := range g.all() {
-		ep.p.begin()
+		ep.p.Begin()
 	}
 }

@@ -136,15 +136,15 @@ func (grp *Group) state(t time.Time) adminapi.GroupState {
 }
 
 func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) adminapi.EndpointState {
-	snap := ep.p.snap.Load()
+	snap := ep.p.Snapshot()
 	es := adminapi.EndpointState{
 		Address:       ep.dial,
-		Health:        [...]string{"unknown", "up", "down"}[snap.health],
-		HealthError:   snap.healthErr,
+		Health:        [...]string{"unknown", "up", "down"}[snap.Health],
+		HealthError:   snap.HealthErr,
 		Misconfigured: []string{},
-		ServedModels:  snap.models,
-		ModelsError:   snap.modelsErr,
-		InFlight:      ep.p.inflight.Load(),
+		ServedModels:  snap.Models,
+		ModelsError:   snap.ModelsErr,
+		InFlight:      ep.p.Inflight.Load(),
 		RedLine:       vg.redLine(ep),
 		Weight:        ep.weightNow(),
 	}
@@ -160,21 +160,21 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) a
 		es.HealthScore, _ = sc.hm.state()
 		es.ServePercent = &pct
 	}
-	if snap.models != nil {
+	if snap.Models != nil {
 		for _, m := range expect {
-			if _, ok := snap.models[m]; !ok {
+			if _, ok := snap.Models[m]; !ok {
 				es.Misconfigured = append(es.Misconfigured, m)
 			}
 		}
 	}
-	ms := adminapi.MetricsState{Error: snap.metricsErr}
-	if !snap.metricsAt.IsZero() {
-		age := t.Sub(snap.metricsAt).Seconds()
+	ms := adminapi.MetricsState{Error: snap.MetricsErr}
+	if !snap.MetricsAt.IsZero() {
+		age := t.Sub(snap.MetricsAt).Seconds()
 		ms.AgeSeconds = &age
-		ms.Fresh = t.Sub(snap.metricsAt) <= vg.staleAfter
+		ms.Fresh = t.Sub(snap.MetricsAt) <= vg.staleAfter
 		var waiting, running, kv float64
 		kvSeen := false
-		for _, l := range snap.loads {
+		for _, l := range snap.Loads {
 			waiting += l.Waiting
 			running += l.Running
 			if !math.IsNaN(l.KVUsage) {
@@ -187,8 +187,8 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) a
 			ms.KVCacheUsage = &kv
 		}
 	}
-	if !math.IsNaN(snap.ttftP50) {
-		p50, p99 := snap.ttftP50, snap.ttftP99
+	if !math.IsNaN(snap.TTFTP50) {
+		p50, p99 := snap.TTFTP50, snap.TTFTP99
 		ms.TTFTP50Seconds, ms.TTFTP99Seconds = &p50, &p99
 	}
 	es.Metrics = ms

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 )
 
 // Why the gateway cut a started answer short (an attemptWriter's cut).
@@ -30,7 +32,7 @@ const idleLooks = 4
 // idle_timeout, with one timer that looks every quarter of it (a read
 // costs the answer two atomic additions, nothing more), and for the
 // probes' taking its vLLM endpoint down, which cut every answer the
-// endpoint registered that stopped reading (see prober.cutStreams). Watchdogs are
+// endpoint registered that stopped reading (see probe.Stream). Watchdogs are
 // pooled with their timers, so that watching costs an answer no
 // allocation.
 type watchdog struct {
@@ -40,31 +42,15 @@ type watchdog struct {
 	quiet atomic.Int32                  // looks in a row that saw no read
 	seen  atomic.Uint32                 // the answer's reads at the last look
 	armed bool                          // the timer runs (the attempt's)
-	p     *prober                       // the endpoint it is registered with
-	// the answer's reads at the endpoint's last failed probe, plus one
-	// (0: none yet); under its shard's mu
-	atProbe uint64
-	shard   uint8 // which of an endpoint's shards it registers in
-}
-
-// streamShards is how many locks an endpoint's answers under way are
-// registered under: with one, every answer's start and end queued on it
-// at a few thousand requests a second.
-const streamShards = 8
-
-// streamShard is one share of an endpoint's answers under way, on a
-// cache line of its own.
-type streamShard struct {
-	mu sync.Mutex
-	m  map[*watchdog]struct{}
-	_  [48]byte
+	p     *probe.Prober                 // the endpoint it is registered with
+	shard uint8                         // which of an endpoint's shards it registers in
 }
 
 // dogsMade spreads pooled watchdogs over the shards.
 var dogsMade atomic.Uint32
 
 var watchdogs = sync.Pool{New: func() any {
-	w := &watchdog{shard: uint8(dogsMade.Add(1) % streamShards)}
+	w := &watchdog{shard: uint8(dogsMade.Add(1) % probe.Shards)}
 	w.timer = time.AfterFunc(time.Hour, w.fire)
 	w.timer.Stop()
 	return w
@@ -73,7 +59,7 @@ var watchdogs = sync.Pool{New: func() any {
 // watch starts watching the attempt's answer as its response head goes
 // to the client; unwatch ends it.
 func (aw *attemptWriter) watch() {
-	var p *prober
+	var p *probe.Prober
 	if ep := aw.slot.ep; ep != nil {
 		p = ep.p
 	}
@@ -93,8 +79,7 @@ func (aw *attemptWriter) watch() {
 	}
 	if p != nil {
 		w.p = p
-		w.atProbe = 0
-		p.watchStream(w)
+		p.Watch(w, w.shard)
 	}
 }
 
@@ -107,7 +92,7 @@ func (aw *attemptWriter) unwatch() {
 	}
 	aw.dog = nil
 	if w.p != nil {
-		w.p.unwatchStream(w)
+		w.p.Unwatch(w, w.shard)
 		w.p = nil
 	}
 	w.aw.Store(nil)
@@ -149,69 +134,21 @@ func (aw *attemptWriter) cutShort(why int32) {
 	}
 }
 
-// watchStream registers a started answer from the endpoint, to be cut
-// when the probes take the endpoint down.
-func (p *prober) watchStream(w *watchdog) {
-	sh := &p.streams[w.shard]
-	sh.mu.Lock()
-	if sh.m == nil {
-		sh.m = make(map[*watchdog]struct{})
+// StreamReads implements probe.Stream.
+func (w *watchdog) StreamReads() (uint32, bool) {
+	aw := w.aw.Load()
+	if aw == nil {
+		return 0, false
 	}
-	sh.m[w] = struct{}{}
-	sh.mu.Unlock()
+	return aw.reads.Load(), true
 }
 
-func (p *prober) unwatchStream(w *watchdog) {
-	sh := &p.streams[w.shard]
-	sh.mu.Lock()
-	delete(sh.m, w)
-	sh.mu.Unlock()
-}
-
-// cutStreams runs on each failed health probe of an endpoint its probes
-// took down: it cuts every answer under way from it that has read
-// nothing since the last failed probe, which a frozen vLLM would keep
-// open and silent, and notes where each other answer is, for the next.
-func (p *prober) cutStreams() {
-	for i := range p.streams {
-		p.streams[i].cut()
+// CutDown implements probe.Stream.
+func (w *watchdog) CutDown() {
+	if aw := w.aw.Load(); aw != nil {
+		aw.cutShort(cutDown)
 	}
 }
 
-// markStreams runs on each failed health probe of an endpoint still up:
-// it notes where each answer under way from it is, for the next (see
-// cutStreams).
-func (p *prober) markStreams() {
-	for i := range p.streams {
-		p.streams[i].mark()
-	}
-}
-
-// cut is cutStreams over one shard.
-func (sh *streamShard) cut() {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	for w := range sh.m {
-		aw := w.aw.Load()
-		if aw == nil {
-			continue
-		}
-		r := uint64(aw.reads.Load())
-		if r&1 == 0 && w.atProbe == r+1 {
-			aw.cutShort(cutDown)
-			continue
-		}
-		w.atProbe = r + 1
-	}
-}
-
-// mark is markStreams over one shard.
-func (sh *streamShard) mark() {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	for w := range sh.m {
-		if aw := w.aw.Load(); aw != nil {
-			w.atProbe = uint64(aw.reads.Load()) + 1
-		}
-	}
-}
+// Interface guards
+var _ probe.Stream = (*watchdog)(nil)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
@@ -71,11 +72,11 @@ func TestWatchdogCutsASilentAnswer(t *testing.T) {
 // from it that read nothing since the probe before, and only those still
 // registered; one still streaming is cut once it stops.
 func TestEndpointDownCutsItsStreams(t *testing.T) {
-	v, srv := startSim(t, simulator.VLLMConfig{})
-	p := newProber(srv.URL(), clock.System, zap.NewNop())
-	p.settings.Store(&probeSettings{timeout: 2 * time.Second, rise: 1, fall: 2})
-	p.probeHealth(context.Background())
-	if p.snap.Load().health != healthUp {
+	v, srv := simulator.StartVLLM(t, simulator.VLLMConfig{})
+	p := probe.New(srv.URL(), clock.System, zap.NewNop())
+	p.Register(t, probe.Settings{Timeout: 2 * time.Second, Rise: 1, Fall: 2})
+	p.ProbeHealth(context.Background())
+	if p.Snapshot().Health != probe.HealthUp {
 		t.Fatal("not up")
 	}
 	var live, moving, done attemptWriter
@@ -90,12 +91,12 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 	}
 	done.unwatch()
 	v.SetHealthy(false)
-	p.probeHealth(context.Background())
+	p.ProbeHealth(context.Background())
 	if live.cut.Load() != cutNone {
 		t.Fatal("cut before the endpoint fell")
 	}
 	moving.reads.Add(2) // a token came between the two failed probes
-	p.probeHealth(context.Background())
+	p.ProbeHealth(context.Background())
 	if live.cut.Load() != cutDown || done.cut.Load() != cutNone {
 		t.Errorf("after the fall: live %d, done %d", live.cut.Load(), done.cut.Load())
 	}
@@ -103,17 +104,13 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 		t.Error("an answer still streaming was cut when its endpoint fell")
 	}
 	// it stops too: the next failed probe cuts it
-	p.probeHealth(context.Background())
+	p.ProbeHealth(context.Background())
 	if moving.cut.Load() != cutDown {
 		t.Error("an answer that stopped on an endpoint down was not cut")
 	}
 	live.unwatch()
 	moving.unwatch()
-	left := 0
-	for i := range p.streams {
-		left += len(p.streams[i].m)
-	}
-	if left != 0 {
+	if left := p.Watched(); left != 0 {
 		t.Errorf("%d answers left registered", left)
 	}
 }
@@ -123,7 +120,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 // timer set and stopped, the endpoint's registration, and one body write's
 // count.
 func BenchmarkAnswerWatch(b *testing.B) {
-	p := newProber("http://127.0.0.1:1", clock.System, zap.NewNop())
+	p := probe.New("http://127.0.0.1:1", clock.System, zap.NewNop())
 	aw := &attemptWriter{cancel: func() {}, target: &Target{idle: DefaultIdleTimeout}}
 	aw.slot.ep = &endpoint{p: p}
 	b.ReportAllocs()

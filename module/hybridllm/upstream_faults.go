@@ -4,7 +4,6 @@
 package hybridllm
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -80,7 +79,7 @@ func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
 	dial := rt.endpointOf(ep)
 	if a.reason == reasonModelNotFound {
 		if ep != nil {
-			ep.p.markMissing(t.Model)
+			ep.p.MarkMissing(t.Model)
 		} else {
 			t.group.check.wakeNow()
 		}
@@ -143,33 +142,4 @@ func (rt *route) faultEnded(t *Target, ep *endpoint) {
 		fields = append(fields, zap.String("endpoint", dial))
 	}
 	rt.g.logger.Info("the upstream answers the target again", fields...)
-}
-
-// markMissing marks the endpoint as not serving model at once, after it
-// answered that the model does not exist, and wakes its /v1/models probe,
-// whose answer confirms or clears the mark. Until a /v1/models probe
-// succeeds, the other expected names count as served.
-func (p *prober) markMissing(model string) {
-	p.mu.Lock()
-	next := *p.snap.Load()
-	_, listed := next.models[model]
-	if listed || next.models == nil {
-		models := maps.Clone(next.models)
-		if models == nil {
-			models = make(map[string]int)
-			for _, m := range p.settings.Load().expect {
-				models[m] = 0 // max_model_len unknown
-			}
-		}
-		delete(models, model)
-		next.models, next.anyMissing = models, true
-		p.snap.Store(&next)
-	}
-	// the probe's confirmation is not logged again; its clearing is
-	p.missed[model] = true
-	p.mu.Unlock()
-	select {
-	case p.wake[2] <- struct{}{}:
-	default:
-	}
 }

@@ -6,9 +6,6 @@ package hybridllm
 import (
 	"slices"
 	"testing"
-
-	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
-	"go.uber.org/zap"
 )
 
 func TestFaultLogOncePerState(t *testing.T) {
@@ -25,33 +22,5 @@ func TestFaultLogOncePerState(t *testing.T) {
 	}
 	if !f.start(a) {
 		t.Error("a fault that ended and came back is new")
-	}
-}
-
-func TestMarkMissing(t *testing.T) {
-	p := newProber("http://127.0.0.1:1", clock.System, zap.NewNop())
-	p.settings.Store(&probeSettings{expect: []string{"a", "b"}})
-
-	// before any /v1/models answer: the other names still count as served
-	p.markMissing("a")
-	snap := p.snap.Load()
-	if _, ok := snap.models["a"]; ok || !snap.anyMissing {
-		t.Errorf("a still served: %v", snap.models)
-	}
-	if _, ok := snap.models["b"]; !ok {
-		t.Errorf("b no longer served: %v", snap.models)
-	}
-	select {
-	case <-p.wake[2]:
-	default:
-		t.Error("the /v1/models probe was not woken")
-	}
-
-	// after one: the name goes, the rest (and max_model_len) stay
-	p.update(func(s *probeSnapshot) { s.models, s.anyMissing = map[string]int{"a": 4096, "b": 8192}, false })
-	p.markMissing("b")
-	snap = p.snap.Load()
-	if len(snap.models) != 1 || snap.models["a"] != 4096 || !snap.anyMissing || !p.missed["b"] {
-		t.Errorf("after marking b: %v any missing %v", snap.models, snap.anyMissing)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
 	"go.uber.org/zap"
@@ -63,7 +64,7 @@ type vllmGroup struct {
 // endpoint is one vLLM replica of a group.
 type endpoint struct {
 	dial       string
-	p          *prober
+	p          *probe.Prober
 	br         *breaker.Breaker // consulted when the group has a breaker
 	drained    *atomic.Bool     // set through the admin API
 	maxNumSeqs int
@@ -142,7 +143,7 @@ func (v *endpointView) roomToSpare() bool {
 // correct them, and the gateway's own in-flight count is a floor.
 func (v *endpointView) score() (float64, reason) {
 	switch {
-	case v.health == healthDown:
+	case v.health == probe.HealthDown:
 		return 0, reasonUnhealthy
 	case v.modelsKnown && !v.serves:
 		return 0, reasonMisconfig
@@ -182,11 +183,11 @@ func (v *endpointView) score() (float64, reason) {
 
 // view builds the endpoint's view for a model at time t.
 func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
-	snap := ep.p.snap.Load()
+	snap := ep.p.Snapshot()
 	v := endpointView{
-		health:     snap.health,
-		inflight:   ep.p.inflight.Load(),
-		atScrape:   snap.inflightAtScrape,
+		health:     snap.Health,
+		inflight:   ep.p.Inflight.Load(),
+		atScrape:   snap.InflightAtScrape,
 		redLine:    g.redLine(ep),
 		maxNumSeqs: ep.maxNumSeqs,
 		weight:     ep.weightNow(),
@@ -195,30 +196,21 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 	if v.maxNumSeqs == 0 {
 		v.maxNumSeqs = g.maxNumSeqs
 	}
-	if snap.models != nil {
+	if snap.Models != nil {
 		v.modelsKnown = true
 		// all expected names served is the common case: no lookup
-		v.serves = !snap.anyMissing
+		v.serves = !snap.AnyMissing
 		if !v.serves {
-			_, v.serves = snap.models[model]
+			_, v.serves = snap.Models[model]
 		}
 	}
 	switch {
-	case !snap.metricsAt.IsZero() && t.Sub(snap.metricsAt) <= g.staleAfter:
-		v.load = snap.loadFor(model) // nil: this model's series is missing
-	case snap.metricsAt.IsZero() && t.Sub(ep.p.born) < g.staleAfter:
+	case !snap.MetricsAt.IsZero() && t.Sub(snap.MetricsAt) <= g.staleAfter:
+		v.load = snap.LoadFor(model) // nil: this model's series is missing
+	case snap.MetricsAt.IsZero() && t.Sub(ep.p.Born()) < g.staleAfter:
 		v.pending = true
 	}
 	return v
-}
-
-// loadFor returns the load of a model: the only model of the server, or
-// the series labelled with its name.
-func (s *probeSnapshot) loadFor(model string) *vllmmetrics.ModelLoad {
-	if s.single != nil {
-		return s.single
-	}
-	return s.loads[model]
 }
 
 // skipRank orders the reasons for an empty group, most telling first.
@@ -362,7 +354,7 @@ func unavailable(u *reverseproxy.Upstream) reason {
 // own request count.
 func (g *vllmGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
 	n := int64(u.NumRequests())
-	v := endpointView{health: healthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1, unknownOK: true}
+	v := endpointView{health: probe.HealthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1, unknownOK: true}
 	if g.maxNumSeqs > 0 {
 		v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
 	}
@@ -381,7 +373,7 @@ func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s fl
 		// a drill tries what serves first, a drained endpoint when
 		// nothing else answers
 		spareOnly = true
-	case ep.added && ep.p.snap.Load().health != healthUp:
+	case ep.added && ep.p.Snapshot().Health != probe.HealthUp:
 		return 0, reasonUnhealthy, false // not probed yet, or down
 	case slices.Contains(slot.avoid, ep):
 		return 0, reasonAvoided, false
@@ -405,7 +397,7 @@ func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s fl
 // breaker is half-open, takes the trial; it reports false when another
 // request took the last of either first.
 func (g *vllmGroup) take(ep *endpoint, slot *attemptSlot, t time.Time) bool {
-	if !ep.p.reserve(g.redLine(ep)) {
+	if !ep.p.Reserve(g.redLine(ep)) {
 		return false
 	}
 	trial := false
@@ -414,7 +406,7 @@ func (g *vllmGroup) take(ep *endpoint, slot *attemptSlot, t time.Time) bool {
 		// theirs is ever recorded
 		var ok bool
 		if ok, trial = ep.br.Allow(t); !ok {
-			ep.p.inflight.Add(-1)
+			ep.p.Inflight.Add(-1)
 			return false
 		}
 	}
@@ -460,27 +452,14 @@ func (g *vllmGroup) endpointsOf(pool reverseproxy.UpstreamPool) []*endpoint {
 	return c.eps
 }
 
-// reserve takes one in-flight slot unless the red line is reached.
-func (p *prober) reserve(limit int64) bool {
-	for {
-		cur := p.inflight.Load()
-		if limit != 0 && cur >= limit {
-			return false
-		}
-		if p.inflight.CompareAndSwap(cur, cur+1) {
-			return true
-		}
-	}
-}
-
 // provisionVLLM starts (or joins) the probers of the group's endpoints.
 func (grp *Group) provisionVLLM(ctx caddy.Context) error {
-	settings, staleAfter, unknownOK, err := grp.Probe.provision()
+	settings, staleAfter, unknownOK, err := grp.Probe.Provision()
 	if err != nil {
 		return err
 	}
-	settings.apiKey = grp.key
-	settings.expect = grp.expect
+	settings.APIKey = grp.key
+	settings.Expect = grp.expect
 	vg := &vllmGroup{
 		name:       grp.name,
 		maxNumSeqs: grp.MaxNumSeqs,
@@ -490,7 +469,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		breakers:   grp.Breaker != nil,
 		breaker:    grp.Breaker,
 		uneject:    grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
-		rise:       settings.rise,
+		rise:       settings.Rise,
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
 		clock:      grp.clock,
@@ -500,20 +479,20 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok {
 		// probes go out through the group's own transport: its TLS
 		// settings (a private CA, client certificates, skip verify)
-		settings.transport = ht
+		settings.Transport = ht
 		if ht.TLSEnabled() {
 			scheme = "https"
 		}
 	}
 	vg.spawn = func(dial string) (*endpoint, error) {
-		p, err := acquireProber(scheme+"://"+dial, grp, settings, grp.clock, ctx.Logger())
+		p, err := probe.Acquire(scheme+"://"+dial, grp, settings, grp.clock, ctx.Logger())
 		if err != nil {
 			return nil, err
 		}
 		es := grp.shared.endpoint(dial)
 		return &endpoint{dial: dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}, nil
 	}
-	vg.unspawn = func(ep *endpoint) { releaseProber(ep.p, grp) }
+	vg.unspawn = func(ep *endpoint) { probe.Release(ep.p, grp) }
 	for _, u := range grp.proxy.Upstreams {
 		if !probeable(u.Dial) {
 			ctx.Logger().Warn("upstream address cannot be probed; it is balanced on in-flight counts only",

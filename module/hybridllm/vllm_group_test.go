@@ -18,6 +18,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
@@ -30,7 +31,7 @@ func TestScoreOrder(t *testing.T) {
 		return &vllmmetrics.ModelLoad{Waiting: w, Running: r, KVUsage: kv}
 	}
 	view := func(l *vllmmetrics.ModelLoad) endpointView {
-		return endpointView{health: healthUp, load: l, maxNumSeqs: 8, weight: 1}
+		return endpointView{health: probe.HealthUp, load: l, maxNumSeqs: 8, weight: 1}
 	}
 	score := func(v endpointView) float64 {
 		s, why := v.score()
@@ -85,15 +86,15 @@ func TestScoreSkips(t *testing.T) {
 		unknownOK bool
 		want      reason
 	}{
-		{"down", endpointView{health: healthDown}, false, reasonUnhealthy},
-		{"unknown health is fine", endpointView{health: healthUnknown, pending: true}, false, ""},
-		{"misconfigured", endpointView{health: healthUp, modelsKnown: true, serves: false, pending: true}, false, reasonMisconfig},
-		{"models unknown is fine", endpointView{health: healthUp, pending: true}, false, ""},
-		{"red line", endpointView{health: healthUp, pending: true, inflight: 4, redLine: 4}, false, reasonRedLine},
-		{"below red line", endpointView{health: healthUp, pending: true, inflight: 3, redLine: 4}, false, ""},
-		{"stale means saturated", endpointView{health: healthUp}, false, reasonStaleMetrics},
-		{"stale configured ok", endpointView{health: healthUp}, true, ""},
-		{"young prober without data", endpointView{health: healthUp, pending: true}, false, ""},
+		{"down", endpointView{health: probe.HealthDown}, false, reasonUnhealthy},
+		{"unknown health is fine", endpointView{health: probe.HealthUnknown, pending: true}, false, ""},
+		{"misconfigured", endpointView{health: probe.HealthUp, modelsKnown: true, serves: false, pending: true}, false, reasonMisconfig},
+		{"models unknown is fine", endpointView{health: probe.HealthUp, pending: true}, false, ""},
+		{"red line", endpointView{health: probe.HealthUp, pending: true, inflight: 4, redLine: 4}, false, reasonRedLine},
+		{"below red line", endpointView{health: probe.HealthUp, pending: true, inflight: 3, redLine: 4}, false, ""},
+		{"stale means saturated", endpointView{health: probe.HealthUp}, false, reasonStaleMetrics},
+		{"stale configured ok", endpointView{health: probe.HealthUp}, true, ""},
+		{"young prober without data", endpointView{health: probe.HealthUp, pending: true}, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := tc.v
@@ -129,41 +130,27 @@ func testGroup(t *testing.T, clk clock.Clock, maxNumSeqs, maxQueue int, servers 
 	g := &vllmGroup{name: "self", maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, staleAfter: 2 * time.Second, endpoints: map[string]*endpoint{}, clock: clk}
 	var pool reverseproxy.UpstreamPool
 	for _, s := range servers {
-		p := newProber(s.URL(), clk, zap.NewNop())
-		p.settings.Store(&probeSettings{timeout: 2 * time.Second, ttftWindow: time.Minute, expect: []string{"qwen"}})
+		p := probe.New(s.URL(), clk, zap.NewNop())
+		p.Register(t, probe.Settings{Timeout: 2 * time.Second, TTFTWindow: time.Minute, Expect: []string{"qwen"}})
 		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1, br: new(breaker.Breaker)}
 		pool = append(pool, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: s.Addr()})
 	}
 	return g, pool
 }
 
-func startSim(t *testing.T, cfg simulator.VLLMConfig) (*simulator.VLLM, *simulator.Server) {
-	t.Helper()
-	if cfg.ServedModelNames == nil {
-		cfg.ServedModelNames = []string{"qwen"}
-	}
-	v := simulator.NewVLLM(cfg)
-	s, err := simulator.Start("127.0.0.1:0", v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return v, s
-}
-
 func probeAll(g *vllmGroup) {
 	for _, ep := range g.endpoints {
-		ep.p.probeHealth(context.Background())
-		ep.p.probeModels(context.Background())
-		ep.p.probeMetrics(context.Background())
+		ep.p.ProbeHealth(context.Background())
+		ep.p.ProbeModels(context.Background())
+		ep.p.ProbeMetrics(context.Background())
 	}
 }
 
 // A burst goes to the replica that vLLM's own metrics show idle, and the
 // in-flight correction spreads it once they are level.
 func TestBurstGoesToLeastLoadedReplica(t *testing.T) {
-	busySim, busy := startSim(t, simulator.VLLMConfig{ITL: time.Hour})
-	_, idle := startSim(t, simulator.VLLMConfig{})
+	busySim, busy := simulator.StartVLLM(t, simulator.VLLMConfig{ITL: time.Hour})
+	_, idle := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 8, 0, busy, idle)
 
 	// four long requests on the busy replica, not through the gateway
@@ -212,12 +199,12 @@ func TestBurstGoesToLeastLoadedReplica(t *testing.T) {
 // The red line holds without any metrics: at max_num_seqs + max_queue in
 // flight nothing more is selected, and a released slot is reused.
 func TestRedLine(t *testing.T) {
-	_, a := startSim(t, simulator.VLLMConfig{})
-	_, b := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
+	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 2, 1, a, b)
 	g.unknownOK = true // no metrics scraped at all: the fuse alone
 
-	var held []*prober
+	var held []*probe.Prober
 	for range 6 {
 		u, p, why := g.pick(pool, "qwen")
 		if u == nil {
@@ -230,11 +217,11 @@ func TestRedLine(t *testing.T) {
 		t.Fatalf("past the red line: selected %v, reason %q", u, why)
 	}
 	for _, ep := range g.endpoints {
-		if n := ep.p.inflight.Load(); n != 3 {
+		if n := ep.p.Inflight.Load(); n != 3 {
 			t.Errorf("%s holds %d, want 3", ep.dial, n)
 		}
 	}
-	held[0].inflight.Add(-1)
+	held[0].Inflight.Add(-1)
 	if u, _, _ := g.pick(pool, "qwen"); u == nil {
 		t.Error("a released slot was not reused")
 	}
@@ -242,7 +229,7 @@ func TestRedLine(t *testing.T) {
 
 // Many goroutines racing for the last slots never exceed the red line.
 func TestRedLineUnderRace(t *testing.T) {
-	_, a := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 5, 0, a)
 	g.unknownOK = true
 	var wg sync.WaitGroup
@@ -260,36 +247,36 @@ func TestRedLineUnderRace(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if won != 5 || g.endpoints[a.Addr()].p.inflight.Load() != 5 {
-		t.Errorf("%d selections won, in flight %d; want 5", won, g.endpoints[a.Addr()].p.inflight.Load())
+	if won != 5 || g.endpoints[a.Addr()].p.Inflight.Load() != 5 {
+		t.Errorf("%d selections won, in flight %d; want 5", won, g.endpoints[a.Addr()].p.Inflight.Load())
 	}
 }
 
 func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
-	simA, a := startSim(t, simulator.VLLMConfig{})
-	_, b := startSim(t, simulator.VLLMConfig{})
+	simA, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
+	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 8, 0, a, b)
 	probeAll(g)
 
 	simA.SetHealthy(false)
-	g.endpoints[a.Addr()].p.probeHealth(context.Background()) // one probe interval
+	g.endpoints[a.Addr()].p.ProbeHealth(context.Background()) // one probe interval
 	for range 5 {
 		u, p, _ := g.pick(pool, "qwen")
 		if u == nil || u.Dial != b.Addr() {
 			t.Fatalf("selected %v while %s is down", u, a.Addr())
 		}
-		p.inflight.Add(-1)
+		p.Inflight.Add(-1)
 	}
 	_ = a.Refuse() // a booting vLLM refuses connections: down too
-	g.endpoints[a.Addr()].p.probeHealth(context.Background())
-	if snap := g.endpoints[a.Addr()].p.snap.Load(); snap.health != healthDown || snap.healthErr != "connection refused" {
-		t.Errorf("refused: health %d %q", snap.health, snap.healthErr)
+	g.endpoints[a.Addr()].p.ProbeHealth(context.Background())
+	if snap := g.endpoints[a.Addr()].p.Snapshot(); snap.Health != probe.HealthDown || snap.HealthErr != "connection refused" {
+		t.Errorf("refused: health %d %q", snap.Health, snap.HealthErr)
 	}
 
 	_ = a.Resume()
 	simA.SetHealthy(true)
-	g.endpoints[a.Addr()].p.probeHealth(context.Background())
-	g.endpoints[b.Addr()].p.inflight.Add(3) // b busier: a must be chosen again
+	g.endpoints[a.Addr()].p.ProbeHealth(context.Background())
+	g.endpoints[b.Addr()].p.Inflight.Add(3) // b busier: a must be chosen again
 	u, _, _ := g.pick(pool, "qwen")
 	if u == nil || u.Dial != a.Addr() {
 		t.Errorf("recovered replica not selected: %v", u)
@@ -297,12 +284,12 @@ func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
 }
 
 func TestWrongModelNameIsMisconfigured(t *testing.T) {
-	_, wrong := startSim(t, simulator.VLLMConfig{ServedModelNames: []string{"llama-3"}})
-	_, right := startSim(t, simulator.VLLMConfig{})
+	_, wrong := simulator.StartVLLM(t, simulator.VLLMConfig{ServedModelNames: []string{"llama-3"}})
+	_, right := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 8, 0, wrong, right)
 	probeAll(g)
 
-	if snap := g.endpoints[wrong.Addr()].p.snap.Load(); snap.health != healthUp {
+	if snap := g.endpoints[wrong.Addr()].p.Snapshot(); snap.Health != probe.HealthUp {
 		t.Fatal("a misconfigured replica is still healthy: the state is its own")
 	}
 	for range 3 {
@@ -310,27 +297,27 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 		if u == nil || u.Dial != right.Addr() {
 			t.Fatalf("selected %v", u)
 		}
-		p.inflight.Add(-1)
+		p.Inflight.Add(-1)
 	}
 	g2, pool2 := testGroup(t, fakeClock(t), 8, 0, wrong)
 	probeAll(g2)
 	if u, _, why := g2.pick(pool2, "qwen"); u != nil || why != reasonMisconfig {
 		t.Errorf("only a misconfigured replica: %v %q", u, why)
 	}
-	if ml := g.endpoints[right.Addr()].p.snap.Load().models["qwen"]; ml != 32768 {
+	if ml := g.endpoints[right.Addr()].p.Snapshot().Models["qwen"]; ml != 32768 {
 		t.Errorf("max_model_len %d", ml)
 	}
 }
 
 func TestStaleMetrics(t *testing.T) {
 	clk := fakeClock(t)
-	_, a := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a)
 	probeAll(g)
 	if u, p, why := g.pick(pool, "qwen"); u == nil {
 		t.Fatalf("fresh metrics: %s", why)
 	} else {
-		p.inflight.Add(-1)
+		p.Inflight.Add(-1)
 	}
 
 	clk.Set(clk.Now().Add(g.staleAfter + time.Millisecond))
@@ -360,14 +347,16 @@ func BenchmarkSelect16(b *testing.B) {
 	var pool reverseproxy.UpstreamPool
 	for i := range 16 {
 		dial := fmt.Sprintf("10.0.0.%d:8000", i+1)
-		p := newProber("http://"+dial, clock.System, zap.NewNop())
+		p := probe.New("http://"+dial, clock.System, zap.NewNop())
 		l := &vllmmetrics.ModelLoad{Waiting: float64(i % 3), Running: float64(10 + i), KVUsage: 0.3}
-		p.snap.Store(&probeSnapshot{
-			health:    healthUp,
-			models:    map[string]int{"qwen": 32768},
-			loads:     map[string]*vllmmetrics.ModelLoad{"qwen": l},
-			single:    l,
-			metricsAt: g.clock.Now(),
+		p.Update(func(s *probe.Snapshot) {
+			*s = probe.Snapshot{
+				Health:    probe.HealthUp,
+				Models:    map[string]int{"qwen": 32768},
+				Loads:     map[string]*vllmmetrics.ModelLoad{"qwen": l},
+				Single:    l,
+				MetricsAt: g.clock.Now(),
+			}
 		})
 		u := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: dial}
 		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1, br: new(breaker.Breaker)}
@@ -381,13 +370,13 @@ func BenchmarkSelect16(b *testing.B) {
 		if u == nil {
 			b.Fatal("nothing selected")
 		}
-		p.inflight.Add(-1)
+		p.Inflight.Add(-1)
 	}
 }
 
 // pick selects as the gateway's attempt would, returning the upstream,
 // the prober holding the in-flight slot, and why nothing was selected.
-func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *prober, reason) {
+func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *probe.Prober, reason) {
 	slot := &attemptSlot{group: g, model: model}
 	u := g.selectEndpoint(pool, slot)
 	return u, slot.held, slot.skip
@@ -397,8 +386,8 @@ func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverse
 // gets exactly one trial request while the others carry the rest.
 func TestEndpointBreakerInSelection(t *testing.T) {
 	clk := fakeClock(t)
-	_, a := startSim(t, simulator.VLLMConfig{})
-	_, b := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
+	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a, b)
 	g.unknownOK, g.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
@@ -408,13 +397,13 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	epA := g.endpoints[a.Addr()]
 	epA.br.Failure(cfg, clk.Now(), breaker.Cause{})
 
-	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
+	g.endpoints[b.Addr()].p.Inflight.Add(5) // b busier: only the breaker keeps a out
 	for range 3 {
 		u, p, _ := g.pick(pool, "qwen")
 		if u == nil || u.Dial != b.Addr() {
 			t.Fatalf("selected %v with a's breaker open", u)
 		}
-		p.inflight.Add(-1)
+		p.Inflight.Add(-1)
 	}
 	clk.Set(clk.Now().Add(time.Minute))
 	slot := &attemptSlot{group: g, model: "qwen"}
@@ -440,7 +429,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 // endpoint can be tried before it is put back.
 func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	clk := fakeClock(t)
-	_, a := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a)
 	g.unknownOK, g.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
@@ -491,11 +480,11 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 		t.Fatalf("the drill could not reach the drained endpoint: %q", drill.skip)
 	}
 	drill.release()
-	_, b := startSim(t, simulator.VLLMConfig{})
+	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g2, pool2 := testGroup(t, clk, 8, 0, a, b)
 	g2.unknownOK = true
 	g2.endpoints[a.Addr()].drained = epA.drained
-	g2.endpoints[b.Addr()].p.inflight.Add(3) // busier, yet serving
+	g2.endpoints[b.Addr()].p.Inflight.Add(3) // busier, yet serving
 	drill = &attemptSlot{group: g2, model: "qwen", drill: true}
 	if u := g2.selectEndpoint(pool2, drill); u == nil || u.Dial != b.Addr() {
 		t.Fatalf("the drill went to %v rather than the endpoint that serves", u)
@@ -515,7 +504,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 // warning says: it gets requests, here once the probed one is at its red
 // line.
 func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
-	_, a := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 1, 0, a)
 	g.unknownOK = true
 	unprobed := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: "unix//run/vllm.sock"}
@@ -529,7 +518,7 @@ func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
 	if first != unprobed && second != unprobed {
 		t.Errorf("the unprobed upstream got nothing: %v, then %v (%s)", first.Dial, second, why)
 	}
-	if n := g.endpoints[a.Addr()].p.inflight.Load(); n != 1 {
+	if n := g.endpoints[a.Addr()].p.Inflight.Load(); n != 1 {
 		t.Errorf("the probed endpoint holds %d slots, want 1", n)
 	}
 }
@@ -551,8 +540,8 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := fakeClock(t)
-			_, a := startSim(t, simulator.VLLMConfig{})
-			_, b := startSim(t, simulator.VLLMConfig{})
+			_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
+			_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 			g, pool := testGroup(t, clk, 8, 0, a, b)
 			g.unknownOK, g.breakers, g.uneject, g.rise = true, true, tc.uneject, 2
 			cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Hour)}
@@ -561,16 +550,16 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 			}
 			epA := g.endpoints[a.Addr()]
 			probeAll(g)
-			epA.br.Failure(cfg, clk.Now(), breaker.Cause{Conn: tc.conn, Probe: epA.p.healthSeq.Load()})
-			g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the breaker keeps a out
+			epA.br.Failure(cfg, clk.Now(), breaker.Cause{Conn: tc.conn, Probe: epA.p.HealthSeq()})
+			g.endpoints[b.Addr()].p.Inflight.Add(5) // b busier: only the breaker keeps a out
 
-			epA.p.probeHealth(context.Background()) // one pass is not rise 2
+			epA.p.ProbeHealth(context.Background()) // one pass is not rise 2
 			if u, p, _ := g.pick(pool, "qwen"); u == nil || u.Dial != b.Addr() {
 				t.Fatalf("after one passed probe: %v", u)
 			} else {
-				p.inflight.Add(-1)
+				p.Inflight.Add(-1)
 			}
-			epA.p.probeHealth(context.Background())
+			epA.p.ProbeHealth(context.Background())
 			slot := &attemptSlot{group: g, model: "qwen"}
 			u := g.selectEndpoint(pool, slot)
 			if got := u != nil && u.Dial == a.Addr() && slot.trial; got != tc.want {
@@ -584,18 +573,18 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 // a minute; without Retry-After it is no hold.
 func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 	clk := fakeClock(t)
-	_, a := startSim(t, simulator.VLLMConfig{})
-	_, b := startSim(t, simulator.VLLMConfig{})
+	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
+	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a, b)
 	g.unknownOK = true
 	for _, ep := range g.endpoints {
 		ep.br = new(breaker.Breaker)
 	}
 	epA := g.endpoints[a.Addr()]
-	g.endpoints[b.Addr()].p.inflight.Add(5) // b busier: only the hold keeps a out
+	g.endpoints[b.Addr()].p.Inflight.Add(5) // b busier: only the hold keeps a out
 	pickA := func() bool {
 		u, p, _ := g.pick(pool, "qwen")
-		p.inflight.Add(-1)
+		p.Inflight.Add(-1)
 		return u.Dial == a.Addr()
 	}
 

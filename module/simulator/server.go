@@ -70,6 +70,30 @@ func Start(addr string, h http.Handler) (*Server, error) {
 	return s, nil
 }
 
+// TB is what StartVLLM needs of a test: testing.TB's Helper, Fatal and
+// Cleanup.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// StartVLLM runs a vLLM simulator of cfg on a free loopback port until the
+// test ends; it serves qwen unless cfg names its models.
+func StartVLLM(tb TB, cfg VLLMConfig) (*VLLM, *Server) {
+	tb.Helper()
+	if cfg.ServedModelNames == nil {
+		cfg.ServedModelNames = []string{"qwen"}
+	}
+	v := NewVLLM(cfg)
+	s, err := Start("127.0.0.1:0", v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return v, s
+}
+
 func (s *Server) serveLocked(ln net.Listener) {
 	srv := &http.Server{
 		Handler:           s.handler,

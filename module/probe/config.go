@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package probe
 
 import (
 	"fmt"
@@ -10,11 +10,11 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// ProbeConfig sets how the endpoints of a vLLM group are probed. One
+// Config sets how the endpoints of a vLLM group are probed. One
 // prober runs per endpoint address per process, shared by every config
 // and group that uses the address; when several ask for different
 // intervals, the shortest wins.
-type ProbeConfig struct {
+type Config struct {
 	// How often GET /health is asked. 200 is up; anything else, a
 	// refused connection (a booting vLLM) or a timeout is down.
 	// Default: 2s.
@@ -60,10 +60,10 @@ type ProbeConfig struct {
 
 const defaultStaleAfter = 2 * time.Second
 
-// provision checks the config (nil means defaults) and returns the prober
+// Provision checks the config (nil means defaults) and returns the prober
 // settings, the staleness limit and whether unknown metrics are fine.
-func (pc *ProbeConfig) provision() (probeSettings, time.Duration, bool, error) {
-	c := ProbeConfig{}
+func (pc *Config) Provision() (Settings, time.Duration, bool, error) {
+	c := Config{}
 	if pc != nil {
 		c = *pc
 	}
@@ -73,35 +73,35 @@ func (pc *ProbeConfig) provision() (probeSettings, time.Duration, bool, error) {
 		}
 		return time.Duration(d)
 	}
-	s := probeSettings{
-		healthInterval:  or(c.HealthInterval, defaultHealthInterval),
-		metricsInterval: or(c.MetricsInterval, defaultMetricsInterval),
-		modelsInterval:  or(c.ModelsInterval, defaultModelsInterval),
-		timeout:         or(c.Timeout, defaultProbeTimeout),
-		ttftWindow:      or(c.TTFTWindow, defaultTTFTWindow),
-		rise:            c.Rise,
-		fall:            c.Fall,
+	s := Settings{
+		HealthInterval:  or(c.HealthInterval, defaultHealthInterval),
+		MetricsInterval: or(c.MetricsInterval, defaultMetricsInterval),
+		ModelsInterval:  or(c.ModelsInterval, defaultModelsInterval),
+		Timeout:         or(c.Timeout, defaultProbeTimeout),
+		TTFTWindow:      or(c.TTFTWindow, defaultTTFTWindow),
+		Rise:            c.Rise,
+		Fall:            c.Fall,
 	}
-	if s.rise < 0 || s.fall < 0 {
+	if s.Rise < 0 || s.Fall < 0 {
 		return s, 0, false, fmt.Errorf("probe rise and fall must not be negative")
 	}
-	if s.rise == 0 {
-		s.rise = defaultRise
+	if s.Rise == 0 {
+		s.Rise = defaultRise
 	}
-	if s.fall == 0 {
-		s.fall = defaultFall
+	if s.Fall == 0 {
+		s.Fall = defaultFall
 	}
 	stale := or(c.StaleAfter, defaultStaleAfter)
 	for name, d := range map[string]time.Duration{
-		"health_interval": s.healthInterval, "metrics_interval": s.metricsInterval,
-		"models_interval": s.modelsInterval, "timeout": s.timeout, "ttft_window": s.ttftWindow, "stale_after": stale,
+		"health_interval": s.HealthInterval, "metrics_interval": s.MetricsInterval,
+		"models_interval": s.ModelsInterval, "timeout": s.Timeout, "ttft_window": s.TTFTWindow, "stale_after": stale,
 	} {
 		if d <= 0 {
 			return s, 0, false, fmt.Errorf("probe %s must be positive", name)
 		}
 	}
-	if stale <= s.metricsInterval {
-		return s, 0, false, fmt.Errorf("probe stale_after (%s) must exceed metrics_interval (%s)", stale, s.metricsInterval)
+	if stale <= s.MetricsInterval {
+		return s, 0, false, fmt.Errorf("probe stale_after (%s) must exceed metrics_interval (%s)", stale, s.MetricsInterval)
 	}
 	unknownOK := false
 	switch c.UnknownMetrics {
