@@ -22,6 +22,7 @@ const modulePath = "github.com/hybridllm/caddy-hybrid-llm"
 // Caddy face everything. A package missing here fails the test: a new
 // one is placed in the house on purpose (README, "Design").
 var layers = map[string][]string{
+	"module/because":               nil,
 	"module/clock":                 nil,
 	"module/cost":                  nil,
 	"module/credentials":           nil,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.opentelemetry.io/otel/trace"
@@ -199,7 +200,7 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	}
 	switch aw.status {
 	case http.StatusNotFound:
-		end.modelMissing = isModelNotFound(aw.held.Bytes())
+		end.modelMissing = because.IsModelNotFound(aw.held.Bytes())
 	case http.StatusBadRequest:
 		end.contextErr = aw.holdBadRequest && isContextError(aw.held.Bytes())
 	}
@@ -263,29 +264,29 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 	a := attempt{target: t, status: aw.status}
 	switch {
 	case end.contextErr:
-		a.reason = reasonContextLength
+		a.reason = because.ContextLength
 	case end.modelMissing:
-		a.reason = reasonModelNotFound
+		a.reason = because.ModelNotFound
 	case aw.notAPI:
-		a.reason = reasonNotAPI
+		a.reason = because.NotAPI
 	case aw.status != 0 && aw.held == nil:
 		// the upstream's own status, even if the timer fired after it
-		a.reason = statusReason(aw.status, aw.notFound)
+		a.reason = because.OfStatus(aw.status, aw.notFound)
 		a.wait = upstreamRetryAfter(aw.header, rt.g.clock.Now())
 	case aw.state.Load() == attemptAbandoned:
-		a.reason = reasonFirstByte
+		a.reason = because.FirstByte
 	case ctx.Err() != nil:
-		a.reason = reasonDeadline
+		a.reason = because.Deadline
 	case aw.state.Load() == attemptExpired || actx.Err() != nil:
-		a.reason = reasonTimeout
+		a.reason = because.Timeout
 	case end.aborted:
-		a.reason = reasonConnReset // the upstream broke off a held answer
+		a.reason = because.ConnReset // the upstream broke off a held answer
 	default:
-		a.reason = classify(end.err)
-		if a.reason == reasonNoEndpoint && aw.slot.skip != "" {
+		a.reason = because.Classify(end.err)
+		if a.reason == because.NoEndpoint && aw.slot.skip != "" {
 			a.reason = aw.slot.skip // the policy knows better why
 		}
-		if a.reason == reasonConnReset && !rt.staleRetried && writeFailed(end.err) {
+		if a.reason == because.ConnReset && !rt.staleRetried && because.WriteFailed(end.err) {
 			// Go's transport resends a request whose pooled connection
 			// failed on reading (see serveInference), not one that failed
 			// while it was written: nothing of it was answered, and no

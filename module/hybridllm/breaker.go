@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"go.uber.org/zap"
 )
@@ -35,7 +36,7 @@ func (rt *route) settleOne(b *breaker.Breaker, bc *BreakerConfig, v breaker.Verd
 // not be reached at all.
 func connFailure(why reason) bool {
 	switch why {
-	case reasonConnRefused, reasonDial:
+	case because.ConnRefused, because.Dial:
 		return true
 	}
 	return false

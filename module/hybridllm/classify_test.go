@@ -4,44 +4,8 @@
 package hybridllm
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"os"
-	"syscall"
 	"testing"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 )
-
-func TestClassify(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
-	for _, tc := range []struct {
-		err  error
-		want reason
-	}{
-		{caddyhttp.Error(http.StatusServiceUnavailable, errors.New("no upstreams available")), reasonNoEndpoint},
-		{caddyhttp.Error(http.StatusBadGateway, reverseproxy.NewDialError(refused)), reasonConnRefused},
-		{caddyhttp.Error(http.StatusBadGateway, reset), reasonConnReset},
-		{caddyhttp.Error(http.StatusBadGateway, fmt.Errorf("reading: %w", io.ErrUnexpectedEOF)), reasonConnReset},
-		{caddyhttp.Error(http.StatusBadGateway, &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}), reasonConnReset},
-		{caddyhttp.Error(http.StatusBadGateway, &net.OpError{Op: "readfrom", Net: "tcp", Err: &net.OpError{Op: "write", Err: net.ErrClosed}}), reasonConnReset},
-		{caddyhttp.Error(http.StatusBadGateway, fmt.Errorf("net/http: HTTP/1.x transport connection broken: %v", "write: broken pipe")), reasonConnReset},
-		{caddyhttp.Error(http.StatusGatewayTimeout, context.DeadlineExceeded), reasonTimeout},
-		{caddyhttp.Error(http.StatusBadGateway, reverseproxy.NewDialError(errors.New("lookup nowhere: no such host"))), reasonDial},
-		{caddyhttp.Error(http.StatusBadGateway, errors.New("something else")), reasonUpstream},
-		{nil, reasonUpstream},
-	} {
-		if got := classify(tc.err); got != tc.want {
-			t.Errorf("classify(%v) = %q, want %q", tc.err, got, tc.want)
-		}
-	}
-}
 
 func TestFallbackOnDefault(t *testing.T) {
 	set, err := newStatusSet(defaultFallbackOn)
@@ -73,37 +37,6 @@ func TestFallbackOnSet(t *testing.T) {
 	for _, bad := range [][]int{{200}, {302}, {600}, {3}, {0}, {-1}} {
 		if _, err := newStatusSet(bad); err == nil {
 			t.Errorf("newStatusSet(%v) accepted", bad)
-		}
-	}
-}
-
-func TestStatusReason(t *testing.T) {
-	for _, tc := range []struct {
-		status int
-		body   string
-		want   reason
-	}{
-		{401, `{"error":"Unauthorized"}`, reasonUpstreamAuth},
-		{401, `{"error":{"message":"Incorrect API key provided: sk-***1234.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, reasonUpstreamAuth},
-		{403, ``, reasonUpstreamAuth},
-		// vLLM, current shape and the one before 0.10
-		{404, `{"error":{"message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}}`, reasonModelNotFound},
-		{404, `{"object":"error","message":"The model ` + "`x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}`, reasonModelNotFound},
-		// OpenAI, Azure OpenAI, Ollama
-		{404, `{"error":{"message":"The model ` + "`gpt-x`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`, reasonModelNotFound},
-		{404, `{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist."}}`, reasonModelNotFound},
-		{404, `{"error":"model \"llama3\" not found, try pulling it first"}`, reasonModelNotFound},
-		// a 404 that is not about the model
-		{404, `{"detail":"Not Found"}`, reasonNotFound},
-		{404, `{"error":{"message":"Invalid URL (POST /v1/chat/completion)","type":"invalid_request_error","param":null,"code":null}}`, reasonNotFound},
-		{404, `not json: model does not exist`, reasonNotFound},
-		{404, ``, reasonNotFound},
-		{408, ``, "http_408"},
-		{429, ``, "http_429"},
-		{503, ``, "http_503"},
-	} {
-		if got := statusReason(tc.status, []byte(tc.body)); got != tc.want {
-			t.Errorf("statusReason(%d, %s) = %q, want %q", tc.status, tc.body, got, tc.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
@@ -120,7 +121,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		switch why := rt.hold(cloud); why {
 		case "":
 			held = append(held, rt)
-		case reasonBudgetHeld:
+		case because.BudgetHeld:
 		default:
 			t.Fatalf("closed for %s", why)
 		}
@@ -142,7 +143,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		g.spend.add(cl.name, 0.000118, clk.Now())
 		rt.releaseCloud()
 	}
-	if why, _ := g.cloudClosed(cl, clk.Now()); why != reasonBudget {
+	if why, _ := g.cloudClosed(cl, clk.Now()); why != because.Budget {
 		t.Fatalf("the spent budget: closed for %q", why)
 	}
 }

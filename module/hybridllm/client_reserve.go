@@ -6,6 +6,8 @@ package hybridllm
 import (
 	"sync"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 )
 
 // Limits hold under concurrency because a request reserves, as it is
@@ -219,10 +221,10 @@ func (rt *route) heldOut(q holdQuote) reason {
 	others, mine := h.total-rt.reservedUSD, h.clients[q.name]-rt.reservedUSD
 	switch {
 	case q.capped && total.DayUSD+others >= g.CloudSpend.DailyUSD:
-		return reasonSpendCapHeld
+		return because.SpendCapHeld
 	case q.budgeted && cl.budgetMonth > 0 && s.MonthUSD+mine >= cl.budgetMonth,
 		q.budgeted && cl.budgetDay > 0 && s.DayUSD+mine >= cl.budgetDay:
-		return reasonBudgetHeld
+		return because.BudgetHeld
 	}
 	return ""
 }

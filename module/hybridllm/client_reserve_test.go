@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
@@ -147,7 +148,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	}
 	// a budget held up by others: skip says so, and still takes nothing
 	g.spend.holds.clients = map[string]float64{"c": 0.001}
-	if why := rt.skip(cloud, &rt.features, 0); why != reasonBudgetHeld {
+	if why := rt.skip(cloud, &rt.features, 0); why != because.BudgetHeld {
 		t.Fatalf("a held budget: skip says %q", why)
 	}
 	g.spend.holds.clients = nil

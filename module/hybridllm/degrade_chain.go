@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/degrade"
 )
 
@@ -280,7 +281,7 @@ func (rt *route) tierRefusal(t *Target) reason {
 	if !c.share.Allows(rt.g.clock.Now(), c.cap, degradeMinAnswers) {
 		rt.g.capReached(rt.alias)
 		if c.atCap == atCapRefuse {
-			return reasonDegradeCap
+			return because.DegradeCap
 		}
 	}
 	return ""
@@ -302,7 +303,7 @@ func (rt *route) reserveTier(t *Target) reason {
 	if !ok {
 		rt.g.capReached(rt.alias)
 		if c.atCap == atCapRefuse {
-			return reasonDegradeCap
+			return because.DegradeCap
 		}
 		c.share.Reserve(rt.g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
 		rt.deg.reserved = true
@@ -310,12 +311,12 @@ func (rt *route) reserveTier(t *Target) reason {
 	return ""
 }
 
-// tierFormat returns reasonFormat if the tier lacks a format the request
+// tierFormat returns because.Format if the tier lacks a format the request
 // needs.
 func (rt *route) tierFormat(t *Target) reason {
 	for _, need := range rt.formats() {
 		if !slices.Contains(t.Tier.Formats, need) {
-			return reasonFormat
+			return because.Format
 		}
 	}
 	return ""
@@ -348,7 +349,7 @@ func (rt *route) degradeSkip(t *Target, rest []*Target) reason {
 func (rt *route) unservedFormat() string {
 	formatRefused := false
 	for _, a := range rt.attempts {
-		formatRefused = formatRefused || a.reason == reasonFormat
+		formatRefused = formatRefused || a.reason == because.Format
 	}
 	if !formatRefused {
 		return ""

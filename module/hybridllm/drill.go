@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/tidwall/gjson"
 )
 
@@ -127,8 +128,8 @@ func (g *Gateway) drillEndpoint(ctx context.Context, t *Target, addr string) adm
 			}
 		}
 	default:
-		why := classify(err)
-		if why == reasonNoEndpoint && slot.skip != "" {
+		why := because.Classify(err)
+		if why == because.NoEndpoint && slot.skip != "" {
 			why = slot.skip
 		}
 		res.Error = string(why)
@@ -161,7 +162,7 @@ func (p pinnedSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request,
 			return p.Selector.Select(reverseproxy.UpstreamPool{u}, r, w)
 		}
 	}
-	slot.skip = reasonNoEndpoint
+	slot.skip = because.NoEndpoint
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"go.uber.org/zap"
@@ -131,8 +132,8 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 		t.Errorf("the readable records: spend %v, ledger %v USD; want 0.75", total, usd)
 	}
 	team := &client{name: "team", known: true, budgetDay: 10}
-	if why, _ := g.cloudClosed(team, g.clock.Now()); why != reasonSpendUnknown {
-		t.Errorf("cloud for a client with a budget: %q, want %q", why, reasonSpendUnknown)
+	if why, _ := g.cloudClosed(team, g.clock.Now()); why != because.SpendUnknown {
+		t.Errorf("cloud for a client with a budget: %q, want %q", why, because.SpendUnknown)
 	}
 	if why, _ := g.cloudClosed(&client{name: "free", known: true}, g.clock.Now()); why != "" {
 		t.Errorf("cloud for a client without a budget: %q", why)

@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -89,7 +90,7 @@ const (
 
 // isOverflowReason tells congestion (overflow) from failure (fallback).
 func isOverflowReason(why reason) bool {
-	return why == reasonOverflow || why == reasonRedLine
+	return why == because.Overflow || why == because.RedLine
 }
 
 // codeClass renders a status as 2xx, 4xx, ...

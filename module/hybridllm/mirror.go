@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/prometheus/client_golang/prometheus"
@@ -242,7 +243,7 @@ func (c *mirrorCopy) run() {
 		fields = append(fields, zap.Float64("llm_cost_usd", usd))
 	}
 	if err != nil && outcome != "ok" {
-		fields = append(fields, zap.String("error", string(classify(err))))
+		fields = append(fields, zap.String("error", string(because.Classify(err))))
 	}
 	c.g.mirrorLog.Info("mirror request", fields...)
 }

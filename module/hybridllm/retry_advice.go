@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 )
 
 // OpenAI's SDKs retry 408, 409, 429 and every 5xx on their own, unless the
@@ -44,12 +46,12 @@ func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
 		w := a.wait
 		switch {
 		case w > 0:
-		case a.reason == reasonBreakerOpen:
+		case a.reason == because.BreakerOpen:
 			w = breakerWait(a.target, t0)
-		case a.reason == reasonRateLimited:
+		case a.reason == because.RateLimited:
 			w = holdWait(a.target, t0)
-		case a.reason == reasonRedLine, a.reason == reasonOverflow, a.reason == reasonDegraded,
-			a.reason == reasonBudgetHeld, a.reason == reasonSpendCapHeld,
+		case a.reason == because.RedLine, a.reason == because.Overflow, a.reason == because.Degraded,
+			a.reason == because.BudgetHeld, a.reason == because.SpendCapHeld,
 			a.status == http.StatusTooManyRequests, a.status == http.StatusServiceUnavailable:
 			w = defaultRetryAfter
 		default:
@@ -71,7 +73,7 @@ func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
 // target falls back on, or its context window is too small.
 func permanentFailure(a *attempt) bool {
 	switch a.reason {
-	case reasonMisconfig, reasonContextWindow, reasonContextLength, reasonUpstreamAuth, reasonModelNotFound, reasonNotAPI:
+	case because.Misconfig, because.ContextWindow, because.ContextLength, because.UpstreamAuth, because.ModelNotFound, because.NotAPI:
 		return true
 	}
 	if !strings.HasPrefix(string(a.reason), "http_4") {

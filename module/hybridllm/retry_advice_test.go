@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 )
 
@@ -29,38 +30,38 @@ func TestRetryAdvice(t *testing.T) {
 	}{
 		{"none", nil, false, 0},
 		{"every target misconfigured or refusing the key", []attempt{
-			{target: broken, reason: reasonMisconfig},
-			{target: plain, reason: reasonUpstreamAuth, status: 401},
+			{target: broken, reason: because.Misconfig},
+			{target: plain, reason: because.UpstreamAuth, status: 401},
 		}, true, 0},
 		{"too large everywhere", []attempt{
-			{target: broken, reason: reasonContextLength, status: 400},
-			{target: plain, reason: reasonContextWindow},
+			{target: broken, reason: because.ContextLength, status: 400},
+			{target: plain, reason: because.ContextWindow},
 		}, true, 0},
 		{"a 4xx the user falls back on", []attempt{{target: plain, reason: "http_422", status: 422}}, true, 0},
 		{"a 408 may pass", []attempt{{target: plain, reason: "http_408", status: 408}}, false, 0},
 		{"a 5xx: the client's own backoff", []attempt{
-			{target: broken, reason: reasonMisconfig},
+			{target: broken, reason: because.Misconfig},
 			{target: plain, reason: "http_500", status: 500},
 		}, false, 0},
 		{"busy: the nearest wait", []attempt{
-			{target: broken, reason: reasonRedLine},
+			{target: broken, reason: because.RedLine},
 			{target: plain, reason: "http_429", status: 429, wait: 3 * time.Second},
 		}, false, time.Second},
 		{"the upstream's own wait", []attempt{
-			{target: broken, reason: reasonMisconfig},
+			{target: broken, reason: because.Misconfig},
 			{target: plain, reason: "http_429", status: 429, wait: 3 * time.Second},
 		}, false, 3 * time.Second},
 		{"an open breaker", []attempt{
-			{target: broken, reason: reasonBreakerOpen},
+			{target: broken, reason: because.BreakerOpen},
 			{target: plain, reason: "http_503", status: 503, wait: 20 * time.Second},
 		}, false, 7500 * time.Millisecond},
 		{"every endpoint held by its Retry-After", []attempt{
-			{target: limited, reason: reasonRateLimited},
-			{target: broken, reason: reasonMisconfig},
+			{target: limited, reason: because.RateLimited},
+			{target: broken, reason: because.Misconfig},
 		}, false, 12 * time.Second},
 		{"busy and a connection failure", []attempt{
-			{target: broken, reason: reasonRedLine},
-			{target: plain, reason: reasonConnRefused},
+			{target: broken, reason: because.RedLine},
+			{target: plain, reason: because.ConnRefused},
 		}, false, 0},
 	} {
 		rt := &route{attempts: tc.attempts}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.opentelemetry.io/otel/trace"
@@ -127,8 +128,8 @@ func (rt *route) run(ctx context.Context) error {
 			if rt.r.Context().Err() != nil {
 				break // the client left
 			}
-			rt.attempts = append(rt.attempts, attempt{target: t, reason: reasonDeadline})
-			rt.traceSkip(t, reasonDeadline)
+			rt.attempts = append(rt.attempts, attempt{target: t, reason: because.Deadline})
+			rt.traceSkip(t, because.Deadline)
 			break
 		}
 		if al.chain != nil {
@@ -147,7 +148,7 @@ func (rt *route) run(ctx context.Context) error {
 		if why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
-			if why == reasonOverflow {
+			if why == because.Overflow {
 				spilled = append(spilled, t)
 			}
 			continue
@@ -205,7 +206,7 @@ func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Ta
 	for j := range rt.attempts {
 		// its try now says how the overflow ended
 		a := &rt.attempts[j]
-		a.returned = a.reason == reasonOverflow && slices.Contains(rt.returned, a.target)
+		a.returned = a.reason == because.Overflow && slices.Contains(rt.returned, a.target)
 	}
 	return plan, nil
 }
@@ -220,7 +221,7 @@ func (rt *route) admit(t *Target, f *features, minWindow int) (groupTrial bool, 
 	if t.group.Breaker != nil {
 		ok, trial := t.group.shared.breaker.Allow(rt.g.clock.Now())
 		if !ok {
-			return false, reasonBreakerOpen
+			return false, because.BreakerOpen
 		}
 		groupTrial = trial
 	}
@@ -256,13 +257,13 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (wi
 			continue
 		}
 		why := rt.attempts[len(rt.attempts)-1].reason
-		if why == reasonContextLength {
+		if why == because.ContextLength {
 			return max(t.contextWindow(), 1), false, nil
 		}
 		// a time limit spent is not spent again on another endpoint:
 		// the next target gets the request
 		if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
-			why == reasonTimeout || why == reasonFirstByte || (res.held && res.ep == nil) {
+			why == because.Timeout || why == because.FirstByte || (res.held && res.ep == nil) {
 			return 0, false, nil // (a cloud that asked for time is not asked again now)
 		}
 		if res.ep != nil {
@@ -288,7 +289,7 @@ func (rt *route) skip(t *Target, f *features, minWindow int) reason {
 			if rt.overflow == "" {
 				rt.overflow = grp.name + ":" + signal
 			}
-			return reasonOverflow
+			return because.Overflow
 		}
 	}
 	return ""
@@ -305,7 +306,7 @@ func (rt *route) wouldSkip(t *Target, f *features, minWindow int) reason {
 	if oc := grp.Overflow; oc != nil && grp.vllm != nil {
 		t0 := rt.g.clock.Now()
 		if oc.WouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
-			return reasonOverflow
+			return because.Overflow
 		}
 	}
 	return ""
@@ -328,7 +329,7 @@ func (rt *route) unfit(t *Target, f *features, minWindow int) reason {
 	}
 	if w := t.contextWindow(); w > 0 {
 		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
-			return reasonContextWindow
+			return because.ContextWindow
 		}
 	}
 	return ""
@@ -348,13 +349,13 @@ func (rt *route) overflowed(answer *Target) string {
 // asked to be left alone (a 429).
 func (t *Target) takenOut(c clock.Clock) reason {
 	if t.group.shared.drained.Load() {
-		return reasonDrained
+		return because.Drained
 	}
 	if t.group.check.lacks(t.Model) {
-		return reasonMisconfig // the cloud's model list lacks the name
+		return because.Misconfig // the cloud's model list lacks the name
 	}
 	if t.group.vllm == nil && t.group.shared.breaker.HeldNow(c) {
-		return reasonRateLimited
+		return because.RateLimited
 	}
 	return ""
 }
@@ -391,11 +392,11 @@ func (rt *route) failVerdict() failVerdict {
 	for _, a := range rt.attempts {
 		v.full = v.full && atCapacity(&a)
 		switch a.reason {
-		case reasonNoEndpoint, reasonRedLine, reasonUnhealthy, reasonMisconfig, reasonStaleMetrics,
-			reasonOverflow, reasonBreakerOpen, reasonDegraded, reasonContextWindow, reasonDrained, reasonRateLimited,
-			reasonSLOBreach, reasonKVPressure, reasonFormat, reasonDegradeCap,
-			reasonBudget, reasonSpendCap, reasonBudgetHeld, reasonSpendCapHeld, reasonSpendUnknown:
-		case reasonDeadline:
+		case because.NoEndpoint, because.RedLine, because.Unhealthy, because.Misconfig, because.StaleMetrics,
+			because.Overflow, because.BreakerOpen, because.Degraded, because.ContextWindow, because.Drained, because.RateLimited,
+			because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap,
+			because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown:
+		case because.Deadline:
 			timedOut = true
 		default:
 			if a.status != http.StatusTooManyRequests { // busy, not failing
@@ -417,12 +418,12 @@ func (rt *route) failVerdict() failVerdict {
 	if v.closed {
 		// the cloud would have served: what closed it is the answer
 		switch rt.noCloud {
-		case reasonBudget:
+		case because.Budget:
 			// the client's own budget: the OpenAI API's answer to a spent quota
 			v.status, v.code, v.typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
-		case reasonSpendCap:
+		case because.SpendCap:
 			v.status, v.code = http.StatusServiceUnavailable, "cloud_spend_cap"
-		case reasonSpendUnknown:
+		case because.SpendUnknown:
 			v.status, v.code = http.StatusServiceUnavailable, "cloud_spend_unknown"
 		}
 	}
@@ -431,9 +432,9 @@ func (rt *route) failVerdict() failVerdict {
 	if n := len(rt.attempts); n > 0 && !v.closed {
 		// only when the tiers were the last thing tried
 		switch rt.attempts[n-1].reason {
-		case reasonDegradeCap:
+		case because.DegradeCap:
 			v.capped = true
-		case reasonFormat:
+		case because.Format:
 			v.format = rt.unservedFormat()
 		}
 	}
@@ -501,7 +502,7 @@ func (rt *route) failMessage(al *Alias, v *failVerdict) string {
 // refused it as well), or rate-limited by its upstream.
 func atCapacity(a *attempt) bool {
 	switch a.reason {
-	case reasonRedLine, reasonOverflow, reasonRateLimited, reasonBudgetHeld, reasonSpendCapHeld:
+	case because.RedLine, because.Overflow, because.RateLimited, because.BudgetHeld, because.SpendCapHeld:
 		return true
 	}
 	return a.status == http.StatusTooManyRequests

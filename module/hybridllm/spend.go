@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
@@ -365,7 +366,7 @@ func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 		return "", 0 // nothing to check the spend against
 	}
 	if g.spend.unknown.Load() != nil {
-		return reasonSpendUnknown, spendUnknownRetry
+		return because.SpendUnknown, spendUnknownRetry
 	}
 	name := ""
 	if cl != nil {
@@ -373,16 +374,16 @@ func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 	}
 	total, s := g.spend.spent(name, t)
 	if capped && total.DayUSD >= g.CloudSpend.DailyUSD {
-		return reasonSpendCap, untilTomorrow(t)
+		return because.SpendCap, untilTomorrow(t)
 	}
 	if cl == nil {
 		return "", 0
 	}
 	if cl.budgetMonth > 0 && s.MonthUSD >= cl.budgetMonth {
-		return reasonBudget, untilNextMonth(t)
+		return because.Budget, untilNextMonth(t)
 	}
 	if cl.budgetDay > 0 && s.DayUSD >= cl.budgetDay {
-		return reasonBudget, untilTomorrow(t)
+		return because.Budget, untilTomorrow(t)
 	}
 	return "", 0
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"go.uber.org/zap"
 )
 
@@ -22,7 +23,7 @@ import (
 // isConfigFault reports whether a reason is the gateway's configuration
 // at fault rather than the upstream's health.
 func isConfigFault(why reason) bool {
-	return why == reasonUpstreamAuth || why == reasonModelNotFound || why == reasonNotAPI
+	return why == because.UpstreamAuth || why == because.ModelNotFound || why == because.NotAPI
 }
 
 // faultLog remembers the configuration faults of a target that were
@@ -77,7 +78,7 @@ func (f *faultLog) end(endpoint string) []reason {
 // fault is logged.
 func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
 	dial := rt.endpointOf(ep)
-	if a.reason == reasonModelNotFound {
+	if a.reason == because.ModelNotFound {
 		if ep != nil {
 			ep.p.MarkMissing(t.Model)
 		} else {
@@ -89,11 +90,11 @@ func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
 	}
 	var msg string
 	switch a.reason {
-	case reasonUpstreamAuth:
+	case because.UpstreamAuth:
 		msg = "the upstream refused the gateway's credentials: check the group's api_key; requests fall back to the next target"
-	case reasonNotAPI:
+	case because.NotAPI:
 		msg = "the upstream answered with an HTML page, not the API: check the group's upstream address (scheme, host, port); requests fall back to the next target"
-	case reasonModelNotFound:
+	case because.ModelNotFound:
 		msg = "the upstream does not know the target's model name: requests fall back to the next target"
 		if ep != nil {
 			msg = "the vLLM endpoint does not serve the target's model name: it is marked misconfigured until its /v1/models lists the name; requests fall back to the next target"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
@@ -144,13 +145,13 @@ func (v *endpointView) roomToSpare() bool {
 func (v *endpointView) score() (float64, reason) {
 	switch {
 	case v.health == probe.HealthDown:
-		return 0, reasonUnhealthy
+		return 0, because.Unhealthy
 	case v.modelsKnown && !v.serves:
-		return 0, reasonMisconfig
+		return 0, because.Misconfig
 	case v.redLine != 0 && v.inflight >= v.redLine:
-		return 0, reasonRedLine
+		return 0, because.RedLine
 	case v.load == nil && !v.pending && !v.unknownOK:
-		return 0, reasonStaleMetrics
+		return 0, because.StaleMetrics
 	}
 	n := float64(v.maxNumSeqs)
 	if n <= 0 {
@@ -216,19 +217,19 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 // skipRank orders the reasons for an empty group, most telling first.
 func skipRank(why reason) int {
 	switch why {
-	case reasonRedLine:
+	case because.RedLine:
 		return 6
-	case reasonStaleMetrics:
+	case because.StaleMetrics:
 		return 5
-	case reasonBreakerOpen, reasonRateLimited, reasonDegraded:
+	case because.BreakerOpen, because.RateLimited, because.Degraded:
 		return 4
-	case reasonDrained:
+	case because.Drained:
 		return 4
-	case reasonAvoided:
+	case because.Avoided:
 		return 3
-	case reasonUnhealthy:
+	case because.Unhealthy:
 		return 2
-	case reasonMisconfig:
+	case because.Misconfig:
 		return 1
 	}
 	return 0
@@ -249,7 +250,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 		}
 		switch {
 		case pick.u == nil:
-			slot.skip = cmp.Or(c.skip, reasonNoEndpoint)
+			slot.skip = cmp.Or(c.skip, because.NoEndpoint)
 			return nil
 		case pick.ep == nil:
 			slot.skip = ""
@@ -260,7 +261,7 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			return pick.u
 		}
 	}
-	slot.skip = reasonRedLine
+	slot.skip = because.RedLine
 	return nil
 }
 
@@ -345,9 +346,9 @@ func (g *vllmGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *endpoint, slo
 // unavailable says why Caddy holds an upstream back.
 func unavailable(u *reverseproxy.Upstream) reason {
 	if u.Full() {
-		return reasonRedLine // Caddy's max_requests
+		return because.RedLine // Caddy's max_requests
 	}
-	return reasonUnhealthy
+	return because.Unhealthy
 }
 
 // unprobedScore scores an upstream the group does not probe on Caddy's
@@ -368,27 +369,27 @@ func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s fl
 	switch {
 	case ep.drained != nil && ep.drained.Load():
 		if !slot.drill {
-			return 0, reasonDrained, false
+			return 0, because.Drained, false
 		}
 		// a drill tries what serves first, a drained endpoint when
 		// nothing else answers
 		spareOnly = true
 	case ep.added && ep.p.Snapshot().Health != probe.HealthUp:
-		return 0, reasonUnhealthy, false // not probed yet, or down
+		return 0, because.Unhealthy, false // not probed yet, or down
 	case slices.Contains(slot.avoid, ep):
-		return 0, reasonAvoided, false
+		return 0, because.Avoided, false
 	case ep.br.Held(t):
-		return 0, reasonRateLimited, false
+		return 0, because.RateLimited, false
 	case g.breakers && slot.shadow && !ep.br.Closed():
-		return 0, reasonBreakerOpen, false // a copy never takes a real request's trial
+		return 0, because.BreakerOpen, false // a copy never takes a real request's trial
 	case g.breakers && !slot.drill && !slot.shadow && !ep.br.WouldAllow(t) && !(g.uneject && ep.br.Uneject(ep.p, g.rise, t)):
-		return 0, reasonBreakerOpen, false
+		return 0, because.BreakerOpen, false
 	case ep.score != nil && ep.score.fine.Load() == 0:
-		return 0, reasonDegraded, false // its health score took it out
+		return 0, because.Degraded, false // its health score took it out
 	}
 	v := g.view(ep, slot.model, t)
 	if s, why = v.score(); why == "" && slot.shadow && !v.roomToSpare() {
-		why = reasonRedLine // a mirror's copy never crowds real requests
+		why = because.RedLine // a mirror's copy never crowds real requests
 	}
 	return s, why, spareOnly
 }

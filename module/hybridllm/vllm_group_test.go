@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"go.uber.org/zap"
@@ -86,13 +87,13 @@ func TestScoreSkips(t *testing.T) {
 		unknownOK bool
 		want      reason
 	}{
-		{"down", endpointView{health: probe.HealthDown}, false, reasonUnhealthy},
+		{"down", endpointView{health: probe.HealthDown}, false, because.Unhealthy},
 		{"unknown health is fine", endpointView{health: probe.HealthUnknown, pending: true}, false, ""},
-		{"misconfigured", endpointView{health: probe.HealthUp, modelsKnown: true, serves: false, pending: true}, false, reasonMisconfig},
+		{"misconfigured", endpointView{health: probe.HealthUp, modelsKnown: true, serves: false, pending: true}, false, because.Misconfig},
 		{"models unknown is fine", endpointView{health: probe.HealthUp, pending: true}, false, ""},
-		{"red line", endpointView{health: probe.HealthUp, pending: true, inflight: 4, redLine: 4}, false, reasonRedLine},
+		{"red line", endpointView{health: probe.HealthUp, pending: true, inflight: 4, redLine: 4}, false, because.RedLine},
 		{"below red line", endpointView{health: probe.HealthUp, pending: true, inflight: 3, redLine: 4}, false, ""},
-		{"stale means saturated", endpointView{health: probe.HealthUp}, false, reasonStaleMetrics},
+		{"stale means saturated", endpointView{health: probe.HealthUp}, false, because.StaleMetrics},
 		{"stale configured ok", endpointView{health: probe.HealthUp}, true, ""},
 		{"young prober without data", endpointView{health: probe.HealthUp, pending: true}, false, ""},
 	} {
@@ -213,7 +214,7 @@ func TestRedLine(t *testing.T) {
 		held = append(held, p)
 	}
 	u, _, why := g.pick(pool, "qwen")
-	if u != nil || why != reasonRedLine {
+	if u != nil || why != because.RedLine {
 		t.Fatalf("past the red line: selected %v, reason %q", u, why)
 	}
 	for _, ep := range g.endpoints {
@@ -301,7 +302,7 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 	}
 	g2, pool2 := testGroup(t, fakeClock(t), 8, 0, wrong)
 	probeAll(g2)
-	if u, _, why := g2.pick(pool2, "qwen"); u != nil || why != reasonMisconfig {
+	if u, _, why := g2.pick(pool2, "qwen"); u != nil || why != because.Misconfig {
 		t.Errorf("only a misconfigured replica: %v %q", u, why)
 	}
 	if ml := g.endpoints[right.Addr()].p.Snapshot().Models["qwen"]; ml != 32768 {
@@ -321,7 +322,7 @@ func TestStaleMetrics(t *testing.T) {
 	}
 
 	clk.Set(clk.Now().Add(g.staleAfter + time.Millisecond))
-	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonStaleMetrics {
+	if u, _, why := g.pick(pool, "qwen"); u != nil || why != because.StaleMetrics {
 		t.Errorf("stale metrics, saturated by default: %v %q", u, why)
 	}
 	g.unknownOK = true
@@ -440,7 +441,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	for _, at := range []time.Duration{0, time.Minute} { // open, then past its cooldown
 		clk.Set(clk.Now().Add(at))
 		copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
-		if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != reasonBreakerOpen {
+		if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != because.BreakerOpen {
 			t.Fatalf("+%v: a copy went to %v (skip %q) with the breaker not closed", at, u, copySlot.skip)
 		}
 		for _, pin := range []string{"", a.Addr()} { // any endpoint, then this one
@@ -468,11 +469,11 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	// only when nothing else serves
 	epA.drained = new(atomic.Bool)
 	epA.drained.Store(true)
-	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonDrained {
+	if u, _, why := g.pick(pool, "qwen"); u != nil || why != because.Drained {
 		t.Fatalf("a drained endpoint got %v (%q)", u, why)
 	}
 	copySlot = &attemptSlot{group: g, model: "qwen", shadow: true}
-	if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != reasonDrained {
+	if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != because.Drained {
 		t.Fatalf("a copy went to the drained endpoint: %v (%q)", u, copySlot.skip)
 	}
 	drill := &attemptSlot{group: g, model: "qwen", drill: true}
@@ -606,7 +607,7 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 		t.Fatal("Retry-After as an HTTP date: a still selected")
 	}
 	g.endpoints[b.Addr()].br.Hold(clk.Now().Add(time.Minute)) // every endpoint held: the reason says so
-	if u, _, why := g.pick(pool, "qwen"); u != nil || why != reasonRateLimited {
+	if u, _, why := g.pick(pool, "qwen"); u != nil || why != because.RateLimited {
 		t.Errorf("every endpoint held: %v (%s)", u, why)
 	}
 }
