@@ -34,7 +34,8 @@ func limitPool(hit func(*attemptWriter)) *sync.Pool {
 }
 
 var (
-	// the target's timeout: the attempt is canceled, whatever its state
+	// the target's timeout: the attempt is canceled whatever its state,
+	// and one not committed yet expires
 	timeoutLimits = limitPool(func(aw *attemptWriter) {
 		aw.state.CompareAndSwap(attemptPending, attemptExpired)
 		aw.cancel()

@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -20,52 +21,51 @@ func limitedWriter() (*attemptWriter, <-chan struct{}) {
 	return aw, canceled
 }
 
-// The target's timeout cancels the attempt and, before the commit, marks
-// it expired, so that what the proxy writes after (Caddy's own 499 for a
-// canceled request) does not count; after the commit it only cancels.
-func TestTimeoutLimitExpiresAPendingAttempt(t *testing.T) {
-	aw, canceled := limitedWriter()
-	lt := startLimit(timeoutLimits, aw, time.Millisecond)
-	<-canceled
-	lt.stop()
-	if s := aw.state.Load(); s != attemptExpired {
-		t.Errorf("state %d after the timeout, want expired", s)
-	}
-	aw.WriteHeader(statusClientClosed)
-	if aw.status != 0 {
-		t.Errorf("the proxy's 499 after the timeout was taken: status %d", aw.status)
-	}
+// Passing a limit cancels the attempt. Before the commit the timeout
+// marks it expired and the first byte's limit abandoned, so that what the
+// proxy writes after (Caddy's own 499 for a canceled request) does not
+// count; after the commit the timeout only cancels it, and the first
+// byte's limit leaves it alone.
+func TestLimitsMarkOnlyAPendingAttempt(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limits     *sync.Pool
+		pending    int32 // the state a pending attempt is left in
+		cutsAnswer bool  // a committed one is canceled
+	}{
+		{"timeout", timeoutLimits, attemptExpired, true},
+		{"first_byte_timeout", firstByteLimits, attemptAbandoned, false},
+	} {
+		aw, canceled := limitedWriter()
+		lt := startLimit(tc.limits, aw, time.Millisecond)
+		<-canceled
+		lt.stop()
+		if s := aw.state.Load(); s != tc.pending {
+			t.Errorf("%s: state %d after the limit, want %d", tc.name, s, tc.pending)
+		}
+		aw.WriteHeader(statusClientClosed)
+		if aw.status != 0 {
+			t.Errorf("%s: the proxy's 499 after the limit was taken: status %d", tc.name, aw.status)
+		}
 
-	committed, canceled := limitedWriter()
-	committed.state.Store(attemptCommitted)
-	lt = startLimit(timeoutLimits, committed, time.Millisecond)
-	<-canceled
-	lt.stop()
-	if s := committed.state.Load(); s != attemptCommitted {
-		t.Errorf("a committed answer's state became %d", s)
-	}
-}
-
-// The first byte's limit abandons a pending attempt, never a committed
-// one.
-func TestFirstByteLimitAbandonsOnlyAPendingAttempt(t *testing.T) {
-	aw, canceled := limitedWriter()
-	lt := startLimit(firstByteLimits, aw, time.Millisecond)
-	<-canceled
-	lt.stop()
-	if s := aw.state.Load(); s != attemptAbandoned {
-		t.Errorf("state %d after the first-byte limit, want abandoned", s)
-	}
-
-	committed, canceled := limitedWriter()
-	committed.state.Store(attemptCommitted)
-	lt = startLimit(firstByteLimits, committed, time.Hour)
-	lt.fire() // as if it ran out now
-	lt.stop()
-	select {
-	case <-canceled:
-		t.Error("the first-byte limit canceled a committed answer")
-	default:
+		committed, canceled := limitedWriter()
+		committed.state.Store(attemptCommitted)
+		lt = startLimit(tc.limits, committed, time.Hour)
+		lt.fire() // as if it ran out now
+		lt.stop()
+		select {
+		case <-canceled:
+			if !tc.cutsAnswer {
+				t.Errorf("%s canceled a committed answer", tc.name)
+			}
+		default:
+			if tc.cutsAnswer {
+				t.Errorf("%s left a committed answer running", tc.name)
+			}
+		}
+		if s := committed.state.Load(); s != attemptCommitted {
+			t.Errorf("%s: a committed answer's state became %d", tc.name, s)
+		}
 	}
 }
 
