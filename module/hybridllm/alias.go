@@ -158,6 +158,7 @@ type Target struct {
 	metrics    *targetMetrics
 	health     *healthMember  // its set's scheduler, if watched
 	latency    *memberLatency // its recent latencies, for its set's strategy
+	gates      []gate         // what it passes before an attempt (see gatesOf)
 	byClient   sync.Map       // client name -> *targetMetrics
 }
 
@@ -259,6 +260,32 @@ func (g *Gateway) provisionTarget(al *Alias, t *Target, used map[string]bool) er
 	t.sameName = t.Model == al.name
 	used[t.Group] = true
 	return nil
+}
+
+// provisionGates gives every target a request may be sent to its gates,
+// once the books they read are provisioned.
+func (g *Gateway) provisionGates() {
+	k := gatesFor(g)
+	for _, al := range g.Aliases {
+		for _, t := range al.Targets {
+			t.gates = k.gatesOf(t)
+		}
+		for _, c := range al.Colors {
+			c.Target.gates = k.gatesOf(&c.Target)
+		}
+	}
+}
+
+// gatesFor is the kit gateway g's gates are built with.
+func gatesFor(g *Gateway) gateKit {
+	k := gateKit{clock: g.clock, logger: g.logger}
+	if g.spend != nil {
+		k.spend = &spendLimits{book: g.spend, deadline: time.Duration(g.Deadline), clock: g.clock}
+		if c := g.CloudSpend; c != nil {
+			k.spend.dailyCap = c.DailyUSD
+		}
+	}
+	return k
 }
 
 // Attempt limits when a target sets none. A non-stream answer starts only

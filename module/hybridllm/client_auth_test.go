@@ -71,7 +71,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		for _, c := range cs.byKey {
 			c.budgetDay = 1e9
 		}
-		cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI,
+		cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
@@ -85,7 +85,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			if wait, _ := rt.reserve(tn); wait > 0 {
 				b.Fatal("limited")
 			}
-			if why := rt.hold(cloud); why != "" {
+			if why := admitTo(rt, cloud); why != "" {
 				b.Fatal(why)
 			}
 			g.spend.add(cl.name, 1e-6, tn)

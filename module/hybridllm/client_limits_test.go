@@ -106,7 +106,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: clk}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
-	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI,
+	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	newRoute := func() *route {
@@ -118,7 +118,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	var held []*route
 	for range 50 {
 		rt := newRoute()
-		switch why := rt.hold(cloud); why {
+		switch why := admitTo(rt, cloud); why {
 		case "":
 			held = append(held, rt)
 		case because.BudgetHeld:
@@ -130,13 +130,13 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	if len(held) != 9 {
 		t.Fatalf("%d of 50 went to the cloud, want 9", len(held))
 	}
-	if why := held[0].hold(cloud); why != "" {
+	if why := admitTo(held[0], cloud); why != "" {
 		t.Fatalf("a request's own hold closed the cloud to it: %s", why)
 	}
 	// the first one ends having spent nothing: room for one more
 	held[0].releaseCloud()
 	last := newRoute()
-	if why := last.hold(cloud); why != "" {
+	if why := admitTo(last, cloud); why != "" {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {

@@ -116,14 +116,14 @@ func TestCloudHoldOnATier(t *testing.T) {
 	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{name: "cloud-small",
-		Kind: KindOpenAI, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+		Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
-	if why := rt.hold(tier); why != "" {
+	if why := admitTo(rt, tier); why != "" {
 		t.Fatal(why)
 	}
 	p, _ := rt.tokenBound()
-	if want := float64(p+100) / 1e6; rt.reservedUSD < want*0.999 || rt.reservedUSD > want*1.001 {
-		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.reservedUSD, want, p)
+	if want := float64(p+100) / 1e6; rt.hold.usd < want*0.999 || rt.hold.usd > want*1.001 {
+		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.hold.usd, want, p)
 	}
 	rt.releaseCloud()
 }
@@ -139,20 +139,20 @@ func TestSkipTakesNoHold(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
 	for range 3 {
-		if why := rt.skip(cloud, &rt.features, 0); why != "" {
+		if why := judgeFor(rt, cloud); why != "" {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
-	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.reservedUSD != 0 {
-		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", h.total, h.clients, rt.reservedUSD)
+	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.hold.usd != 0 {
+		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", h.total, h.clients, rt.hold.usd)
 	}
 	// a budget held up by others: skip says so, and still takes nothing
 	g.spend.holds.clients = map[string]float64{"c": 0.001}
-	if why := rt.skip(cloud, &rt.features, 0); why != because.BudgetHeld {
+	if why := judgeFor(rt, cloud); why != because.BudgetHeld {
 		t.Fatalf("a held budget: skip says %q", why)
 	}
 	g.spend.holds.clients = nil
-	if why := rt.hold(cloud); why != "" || g.spend.holds.total == 0 || g.spend.holds.clients["c"] != rt.reservedUSD {
+	if why := admitTo(rt, cloud); why != "" || g.spend.holds.total == 0 || g.spend.holds.clients["c"] != rt.hold.usd {
 		t.Fatalf("hold: %q, holds %+v", why, g.spend.holds.clients)
 	}
 	rt.releaseCloud()
@@ -168,7 +168,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	capped.spend.holds.total = 0.5
 	free := &client{name: "c", known: true}
 	rt = limitedRoute(capped, free, "/v1/chat/completions", body)
-	if why := rt.hold(cloud); why != "" {
+	if why := admitTo(rt, cloud); why != "" {
 		t.Fatal(why)
 	}
 	rt.releaseCloud()
@@ -202,6 +202,8 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
 	rt.alias, rt.deg = al, new(degradeRecord)
+	busy.gates, cloud.gates = gatesFor(g).gatesOf(busy), gatesFor(g).gatesOf(cloud)
+	rt.beginPassage()
 
 	if rt.degradeNow(upper, []*Target{busy}) {
 		t.Fatal("degraded to a tier that overflows")
@@ -213,7 +215,7 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	if !rt.degradeNow(upper, []*Target{busy, cloud}) {
 		t.Fatal("the cloud tier could take it")
 	}
-	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.reservedUSD != 0 {
+	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.hold.usd != 0 {
 		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", h.total, h.clients)
 	}
 }

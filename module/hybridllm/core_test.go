@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/tidwall/gjson"
 )
 
@@ -239,5 +241,29 @@ func TestCoreBadInputGoesNowhere(t *testing.T) {
 	}
 	if len(rec.calls) != 0 {
 		t.Errorf("forwarded: %v", rec.calls)
+	}
+}
+
+// A target a gate refuses is not tried: the request goes on to the next
+// one, and the gate's reason is the target's in the fallback header. A
+// gate that took something for a target a later gate refused gives it
+// back before the request moves on.
+func TestCoreAGateRefusalPassesTheTargetOver(t *testing.T) {
+	rec := new(seen)
+	g := coreGateway(t, rec, map[string]upstreamFunc{
+		"b": func(w http.ResponseWriter, _ *http.Request) error { return answerJSON(w, "gpt-b") },
+	})
+	var log []string
+	a := g.Aliases["chat-main"].Targets[0]
+	a.gates = append(a.gates, fakeGate{"taker", "", &log}, fakeGate{"refuser", because.BreakerOpen, &log})
+	w := ask(t, g, chatBody)
+	if w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "b:gpt-b" {
+		t.Fatalf("status %d after %v", w.Code, rec.calls)
+	}
+	if r := w.Header().Get("X-Hybrid-Fallback-Reason"); r != "a:breaker_open" {
+		t.Errorf("fallback reason %q", r)
+	}
+	if want := []string{"admit taker", "admit refuser", "release taker"}; !slices.Equal(log, want) {
+		t.Errorf("the gates were asked %q, want %q", log, want)
 	}
 }

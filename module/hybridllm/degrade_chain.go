@@ -366,8 +366,7 @@ func (rt *route) degradeNow(t *Target, rest []*Target) bool {
 		return false
 	}
 	for _, o := range rest {
-		if o.Tier != nil && rt.tierRefusal(o) == "" && rt.wouldSkip(o, &rt.features, 0) == "" &&
-			(o.group.Breaker == nil || o.group.shared.breaker.WouldAllow(rt.g.clock.Now())) {
+		if o.Tier != nil && rt.tierRefusal(o) == "" && rt.passage.judge(o) == "" {
 			return true
 		}
 	}

@@ -51,15 +51,9 @@ type route struct {
 	rule     string         // the group a pre-routing rule sent the request to
 	deg      *degradeRecord // with a degradation chain
 	color    *Color         // the color the request asked for, if it counts
-	overflow string         // group:signal of an overflow skip
-	// targets left for overflow that the request came back to, every
-	// later one having refused it
-	returned []*Target
-	noCloud  reason // why cloud targets are closed to the request, if they are
-	// and for how long
-	noCloudFor time.Duration
-	stream     bool // the client asked for a stream
-	injected   bool // the current attempt asked for stream usage on its own
+	passage                 // its way past its targets' gates
+	stream   bool           // the client asked for a stream
+	injected bool           // the current attempt asked for stream usage on its own
 	// an attempt was sent again after its connection failed as it was
 	// written (see try)
 	staleRetried bool
@@ -95,8 +89,6 @@ type route struct {
 	reservedTokens int64
 	reservedTPM    int        // the tpm it was reserved at
 	reservedUntil  time.Time  // when its reservation is paid off (see ratelimit.Minute.GiveBack)
-	reservedUSD    float64    // its cloud hold (see hold)
-	heldFor        string     // the client the hold counts against ("": none, the spend cap only)
 	span           trace.Span // the request's span, if recorded (see traced)
 
 	first attemptWriter          // the first attempt's writer; in use once its rt is set
@@ -112,8 +104,8 @@ func (rt *route) run(ctx context.Context) error {
 		rt.features = newFeatures(rt.body, rt.r.Header, &rt.top)
 	}
 	f := &rt.features
+	rt.beginPassage()
 	plan := rt.planFor(al, f)
-	minWindow := 0 // a context-length error proved the request needs more
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
@@ -144,8 +136,7 @@ func (rt *route) run(ctx context.Context) error {
 				continue
 			}
 		}
-		groupTrial, why := rt.admit(t, f, minWindow)
-		if why != "" {
+		if why := rt.passage.admit(t); why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
 			if why == because.Overflow {
@@ -153,17 +144,22 @@ func (rt *route) run(ctx context.Context) error {
 			}
 			continue
 		}
-		window, done, err := rt.tryTarget(ctx, t, attemptTurn{more: i < len(plan)-1 || len(spilled) > 0, groupTrial: groupTrial})
+		window, done, err := rt.tryTarget(ctx, t, attemptTurn{more: i < len(plan)-1 || len(spilled) > 0, groupTrial: rt.trial})
 		if done {
 			return err
 		}
-		minWindow = max(minWindow, window)
+		rt.minWindow = max(rt.minWindow, window)
 	}
 	if err := rt.r.Context().Err(); err != nil {
 		// the client is gone; nobody reads an answer
 		return caddyhttp.Error(499, err)
 	}
 	return rt.fail(al)
+}
+
+// beginPassage gives the passage what the gates read of the request.
+func (rt *route) beginPassage() {
+	rt.passage.features, rt.passage.bounds, rt.passage.client = &rt.features, rt, rt.client
 }
 
 // planFor is the request's targets in order: the alias's plan (its
@@ -211,31 +207,6 @@ func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Ta
 	return plan, nil
 }
 
-// admit says whether target t may take the request now, and if not, why:
-// it is not skipped (see skip), its group's breaker lets it through
-// (groupTrial: as the half-open trial), and the cloud hold is taken.
-func (rt *route) admit(t *Target, f *features, minWindow int) (groupTrial bool, why reason) {
-	if why := rt.skip(t, f, minWindow); why != "" {
-		return false, why
-	}
-	if t.group.Breaker != nil {
-		ok, trial := t.group.shared.breaker.Allow(rt.g.clock.Now())
-		if !ok {
-			return false, because.BreakerOpen
-		}
-		groupTrial = trial
-	}
-	// the cloud hold, taken as the attempt starts: the holds taken since
-	// the skip may have closed the target
-	if why := rt.hold(t); why != "" {
-		if groupTrial {
-			t.group.shared.breaker.ReleaseTrial()
-		}
-		return false, why
-	}
-	return groupTrial, ""
-}
-
 // tryTarget tries target t, on another of its endpoints each time, until
 // it answers (done, with what the handler returns), its retries are
 // spent, or it cannot take the request; window is the context window a
@@ -270,69 +241,6 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (wi
 			turn.avoid = append(turn.avoid, res.ep)
 		}
 	}
-}
-
-// skip returns why the target must not be tried for this request, if so:
-// it is taken out, closed to the request, its group overflows (unless
-// the request came back to it, see returned), or its context window
-// cannot hold the request. It drives the group's overflow controller and
-// records the overflow the request leaves; it takes no cloud hold (hold
-// does, as the attempt starts).
-func (rt *route) skip(t *Target, f *features, minWindow int) reason {
-	if why := rt.unfit(t, f, minWindow); why != "" {
-		return why
-	}
-	grp := t.group
-	if oc := grp.Overflow; oc != nil && grp.vllm != nil && !slices.Contains(rt.returned, t) {
-		t0 := rt.g.clock.Now()
-		if on, signal := oc.Evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, rt.g.logger, grp.name); on {
-			if rt.overflow == "" {
-				rt.overflow = grp.name + ":" + signal
-			}
-			return because.Overflow
-		}
-	}
-	return ""
-}
-
-// wouldSkip is skip without its effects, for a target judged before its
-// turn (see degradeNow): the overflow controller's state and the
-// request's record are left as they are, and overflow always applies.
-func (rt *route) wouldSkip(t *Target, f *features, minWindow int) reason {
-	if why := rt.unfit(t, f, minWindow); why != "" {
-		return why
-	}
-	grp := t.group
-	if oc := grp.Overflow; oc != nil && grp.vllm != nil {
-		t0 := rt.g.clock.Now()
-		if oc.WouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
-			return because.Overflow
-		}
-	}
-	return ""
-}
-
-// unfit returns why the target cannot take the request, whatever its
-// group's load: it is taken out, its cloud is closed to the request, or
-// its context window cannot hold it.
-func (rt *route) unfit(t *Target, f *features, minWindow int) reason {
-	if why := t.takenOut(rt.g.clock); why != "" {
-		return why
-	}
-	if t.group.Kind == KindOpenAI {
-		if rt.noCloud != "" {
-			return rt.noCloud
-		}
-		if why := rt.cloudRefusal(t); why != "" {
-			return why
-		}
-	}
-	if w := t.contextWindow(); w > 0 {
-		if (minWindow > 0 && w <= minWindow) || f.exceeds(w) {
-			return because.ContextWindow
-		}
-	}
-	return ""
 }
 
 // overflowed is the group:signal of the overflow the request left a

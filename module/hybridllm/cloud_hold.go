@@ -1,0 +1,198 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+)
+
+// spendHolds are the USD that requests in flight on priced cloud targets
+// reserved, in all and by client; a book's, so that they outlive a
+// reload with the requests.
+type spendHolds struct {
+	mu      sync.Mutex
+	total   float64
+	clients map[string]float64
+}
+
+// cloudHold is what one request holds of the cloud spend.
+type cloudHold struct {
+	usd    float64 // what it may cost on the dearest target it tried
+	client string  // the client it counts against ("": none, the spend cap only)
+	topUp  float64 // what the last hold added
+}
+
+// spendLimits are what bounds a request's cloud spend: the book's spend
+// and holds, the gateway's spend cap, and its deadline, which bounds a
+// price per second.
+type spendLimits struct {
+	book     *spendBook
+	dailyCap float64 // USD; 0: none
+	deadline time.Duration
+	clock    clock.Clock
+}
+
+// cloudClosedGate passes over a cloud target the request may not go to
+// for spend: its client's budget or the spend cap is spent (noCloud), or,
+// on a priced target, the holds in flight leave no room for what the
+// request may cost there. It takes nothing: cloudHoldGate does, as the
+// attempt starts.
+type cloudClosedGate struct{ *spendLimits }
+
+func (c cloudClosedGate) judge(p *passage, t *Target) reason {
+	if p.noCloud != "" {
+		return p.noCloud
+	}
+	q, h := c.locked(p, t)
+	if h == nil {
+		return ""
+	}
+	defer h.mu.Unlock()
+	return c.heldOut(p, q)
+}
+
+func (c cloudClosedGate) admit(p *passage, t *Target) reason { return c.judge(p, t) }
+func (cloudClosedGate) release(*passage, *Target)            {}
+
+// cloudHoldGate reserves, as the request's attempt on a priced cloud
+// target starts, what the request may cost there, when a budget or the
+// spend cap bounds it, unless the holds taken since cloudClosedGate
+// judged the target close it. A request holds once, topped up to the
+// dearest target it tries.
+type cloudHoldGate struct{ *spendLimits }
+
+// judge is cloudClosedGate's: the hold is taken only at the turn.
+func (cloudHoldGate) judge(*passage, *Target) reason { return "" }
+
+func (c cloudHoldGate) admit(p *passage, t *Target) reason {
+	q, h := c.locked(p, t)
+	if h == nil {
+		return ""
+	}
+	defer h.mu.Unlock()
+	if why := c.heldOut(p, q); why != "" {
+		return why
+	}
+	extra := q.need - p.hold.usd
+	h.total += extra
+	if q.name != "" {
+		if h.clients == nil {
+			h.clients = map[string]float64{}
+		}
+		h.clients[q.name] += extra
+	}
+	p.hold = cloudHold{usd: q.need, client: q.name, topUp: extra}
+	return ""
+}
+
+func (c cloudHoldGate) release(p *passage, _ *Target) {
+	if p.hold.topUp == 0 {
+		return
+	}
+	h := &c.book.holds
+	h.mu.Lock()
+	h.give(p.hold.client, p.hold.topUp)
+	h.mu.Unlock()
+	p.hold.usd -= p.hold.topUp
+	p.hold.topUp = 0
+}
+
+// holdQuote is what a request would hold on a priced cloud target.
+type holdQuote struct {
+	need     float64 // USD: what the request may cost there
+	name     string  // the client it is held for; "" when only the cap bounds it
+	capped   bool    // the spend cap bounds it
+	budgeted bool    // the client's budget bounds it
+}
+
+// quote prices the request's hold on target t. It reports false when
+// nothing is to be held: no price, no bound, or the hold already taken
+// covers it.
+func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
+	cc := t.group.Cost
+	if cc == nil {
+		return holdQuote{}, false
+	}
+	capped := s.dailyCap > 0
+	cl := p.client
+	budgeted := cl != nil && cl.known && (cl.budgetDay > 0 || cl.budgetMonth > 0)
+	if !capped && !budgeted {
+		return holdQuote{}, false
+	}
+	prompt, completion := p.bounds.tokenBoundOn(t)
+	dur := maxReserveDuration
+	if s.deadline > 0 {
+		dur = min(dur, s.deadline)
+	}
+	need := cc.requestCost(prompt, completion, 0, dur)
+	if need <= p.hold.usd {
+		return holdQuote{}, false
+	}
+	name := ""
+	if budgeted {
+		name = cl.name
+	}
+	return holdQuote{need: need, name: name, capped: capped, budgeted: budgeted}, true
+}
+
+// locked quotes the request's hold on t and, when there is one to
+// take, returns the holds locked: the caller unlocks them. Nil: nothing
+// to hold.
+func (s *spendLimits) locked(p *passage, t *Target) (holdQuote, *spendHolds) {
+	q, ok := s.quote(p, t)
+	if !ok {
+		return q, nil
+	}
+	h := &s.book.holds
+	h.mu.Lock()
+	return q, h
+}
+
+// heldOut returns why the holds in flight and the spend so far leave no
+// room for hold q, if they do. The caller holds the holds' lock.
+func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
+	cl, h := p.client, &s.book.holds
+	total, sp := s.book.spent(q.name, s.clock.Now())
+	// what the others hold: this request's own hold so far is not in its way
+	others, mine := h.total-p.hold.usd, h.clients[q.name]-p.hold.usd
+	switch {
+	case q.capped && total.DayUSD+others >= s.dailyCap:
+		return because.SpendCapHeld
+	case q.budgeted && cl.budgetMonth > 0 && sp.MonthUSD+mine >= cl.budgetMonth,
+		q.budgeted && cl.budgetDay > 0 && sp.DayUSD+mine >= cl.budgetDay:
+		return because.BudgetHeld
+	}
+	return ""
+}
+
+// give takes usd held for client (none: the spend cap only) off the
+// holds. The caller holds their lock.
+func (h *spendHolds) give(client string, usd float64) {
+	h.total = max(0, h.total-usd)
+	if client != "" && h.clients != nil {
+		if v := h.clients[client] - usd; v > 1e-12 {
+			h.clients[client] = v
+		} else {
+			delete(h.clients, client)
+		}
+	}
+}
+
+// releaseCloud gives back the request's hold, once its spend is booked:
+// what it took, from the total and from the client it was held for (none
+// when only the spend cap bounded it).
+func (rt *route) releaseCloud() {
+	if rt.hold.usd == 0 {
+		return
+	}
+	h := &rt.g.spend.holds
+	h.mu.Lock()
+	h.give(rt.hold.client, rt.hold.usd)
+	h.mu.Unlock()
+	rt.hold = cloudHold{}
+}

@@ -1,0 +1,117 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"go.uber.org/zap"
+)
+
+// A gate is one check a target passes before an attempt on it: may this
+// target serve this request now, and if not, why. Each target holds the
+// gates its config calls for (see gateKit.gatesOf), in a fixed order, and the
+// first refusal is the reason it is passed over; a feature that is not
+// configured has no gate. A gate reads the request through the passage,
+// never through the route.
+type gate interface {
+	// judge says why t may not take the request ("" if it may), changing
+	// nothing: for a target judged ahead of its turn (see degradeNow).
+	judge(p *passage, t *Target) reason
+	// admit is judge at t's turn. It may move shared state (an overflow
+	// controller's dwell), record on p what the request leaves, and take
+	// what the attempt will hold (a breaker's half-open trial, a cloud
+	// hold), which release gives back if a later gate refuses t.
+	admit(p *passage, t *Target) reason
+	// release gives back what admit took for t.
+	release(p *passage, t *Target)
+}
+
+// passage is one request on its way past its targets' gates: what they
+// read of it, and what they record on it.
+type passage struct {
+	features *features    // the request's facts
+	bounds   tokenBounder // the tokens it may use on a target
+	client   *client      // who sent it, when clients are configured
+	// a context-length error proved the request needs a window larger
+	// than this (0: none yet)
+	minWindow int
+	// targets left for overflow that the request came back to, every
+	// later one having refused it
+	returned []*Target
+	noCloud  reason // why cloud targets are closed to the request, if they are
+	// and for how long
+	noCloudFor time.Duration
+	overflow   string // group:signal of the first overflow skip
+	// the breaker let the current target through as its half-open
+	// trial, which the attempt settles
+	trial bool
+	hold  cloudHold // what the request holds of the cloud spend
+}
+
+// tokenBounder is the most tokens a request may use on a target.
+type tokenBounder interface {
+	tokenBoundOn(t *Target) (prompt, completion int64)
+}
+
+// admit asks t's gates, in order, whether t may take the request now,
+// and returns the first refusal; what the gates before it took is given
+// back.
+func (p *passage) admit(t *Target) reason {
+	p.trial = false
+	for i, gt := range t.gates {
+		if why := gt.admit(p, t); why != "" {
+			for j := i - 1; j >= 0; j-- {
+				t.gates[j].release(p, t)
+			}
+			return why
+		}
+	}
+	return ""
+}
+
+// judge is admit without effects, for a target judged ahead of its turn.
+func (p *passage) judge(t *Target) reason {
+	for _, gt := range t.gates {
+		if why := gt.judge(p, t); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// gateKit is what the gates are built with: the gateway's clock and
+// logger, and the bounds on its cloud spend (nil without a spend book).
+type gateKit struct {
+	clock  clock.Clock
+	logger *zap.Logger
+	spend  *spendLimits
+}
+
+// gatesOf is target t's gates, in the order they are asked: taken out
+// (drained, unlisted, a cloud's 429), a cloud closed by spend, the context
+// window, overflow, the breaker, and the cloud hold last, as the attempt
+// starts.
+func (k gateKit) gatesOf(t *Target) []gate {
+	grp := t.group
+	cloud := grp.Kind == KindOpenAI
+	gates := []gate{outGate{clock: k.clock}}
+	if cloud && k.spend != nil {
+		gates = append(gates, cloudClosedGate{k.spend})
+	}
+	if t.ContextWindow > 0 || grp.vllm != nil {
+		gates = append(gates, windowGate{})
+	}
+	if grp.Overflow != nil && grp.vllm != nil {
+		gates = append(gates, overflowGate{clock: k.clock, logger: k.logger})
+	}
+	if grp.Breaker != nil {
+		gates = append(gates, breakerGate{clock: k.clock})
+	}
+	if cloud && k.spend != nil && grp.Cost != nil {
+		gates = append(gates, cloudHoldGate{k.spend})
+	}
+	return gates
+}

@@ -1,0 +1,216 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+)
+
+// admitTo asks target t's gates for rt's request, as run does at t's
+// turn (a target built by hand gets the gates its config calls for).
+func admitTo(rt *route, t *Target) reason {
+	if t.gates == nil {
+		t.gates = gatesFor(rt.g).gatesOf(t)
+	}
+	rt.beginPassage()
+	return rt.passage.admit(t)
+}
+
+// judgeFor is admitTo for a target judged ahead of its turn.
+func judgeFor(rt *route, t *Target) reason {
+	if t.gates == nil {
+		t.gates = gatesFor(rt.g).gatesOf(t)
+	}
+	rt.beginPassage()
+	return rt.passage.judge(t)
+}
+
+// fakeGate records what the passage asks of it, and refuses with why.
+type fakeGate struct {
+	name string
+	why  reason
+	log  *[]string
+}
+
+func (f fakeGate) judge(*passage, *Target) reason {
+	*f.log = append(*f.log, "judge "+f.name)
+	return f.why
+}
+
+func (f fakeGate) admit(*passage, *Target) reason {
+	*f.log = append(*f.log, "admit "+f.name)
+	return f.why
+}
+
+func (f fakeGate) release(*passage, *Target) { *f.log = append(*f.log, "release "+f.name) }
+
+// A target's gates are asked in order; the first refusal is the reason,
+// the gates after it are not asked, and what the ones before it took is
+// given back, last first. Judged ahead of its turn, nothing is taken or
+// given back.
+func TestGatesFirstRefusalWins(t *testing.T) {
+	var log []string
+	tgt := &Target{gates: []gate{
+		fakeGate{"a", "", &log}, fakeGate{"b", "", &log},
+		fakeGate{"c", because.BreakerOpen, &log}, fakeGate{"d", because.Overflow, &log},
+	}}
+	var p passage
+	if why := p.admit(tgt); why != because.BreakerOpen {
+		t.Fatalf("admit: %q, want the first refusal", why)
+	}
+	if want := []string{"admit a", "admit b", "admit c", "release b", "release a"}; !slices.Equal(log, want) {
+		t.Fatalf("admit asked %q, want %q", log, want)
+	}
+	log = nil
+	if why := p.judge(tgt); why != because.BreakerOpen {
+		t.Fatalf("judge: %q", why)
+	}
+	if want := []string{"judge a", "judge b", "judge c"}; !slices.Equal(log, want) {
+		t.Fatalf("judge asked %q, want %q", log, want)
+	}
+	log = nil
+	open := &Target{gates: tgt.gates[:2]}
+	if why := p.admit(open); why != "" || !slices.Equal(log, []string{"admit a", "admit b"}) {
+		t.Fatalf("every gate open: %q, asked %q", why, log)
+	}
+}
+
+// A target gets the gates its config calls for and no others: a feature
+// that is not configured is not asked about.
+func TestGatesOfWhatIsConfigured(t *testing.T) {
+	clk := fakeClock(t)
+	spent := &Gateway{clock: clk, spend: &spendBook{clients: map[string]*spend{}}}
+	bare := &Gateway{clock: clk}
+	vllm := &Group{Kind: KindVLLM, vllm: &vllmGroup{}}
+	cost := &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}
+	for _, tc := range []struct {
+		name string
+		g    *Gateway
+		t    *Target
+		want string
+	}{
+		{"a cloud, nothing else", bare, &Target{group: &Group{Kind: KindOpenAI}}, "out"},
+		{"a cloud with a window", bare, &Target{ContextWindow: 8192, group: &Group{Kind: KindOpenAI}}, "out window"},
+		{"a cloud with clients, unpriced", spent, &Target{group: &Group{Kind: KindOpenAI}}, "out closed"},
+		{"a priced cloud with clients", spent, &Target{group: &Group{Kind: KindOpenAI, Cost: cost}}, "out closed hold"},
+		{"a priced cloud with a breaker", spent, &Target{group: &Group{Kind: KindOpenAI, Cost: cost, Breaker: &breaker.Config{}}}, "out closed breaker hold"},
+		{"a priced cloud without clients", bare, &Target{group: &Group{Kind: KindOpenAI, Cost: cost}}, "out"},
+		{"vllm", spent, &Target{group: vllm}, "out window"},
+		{"vllm with overflow and a breaker", spent, &Target{group: &Group{Kind: KindVLLM, vllm: &vllmGroup{},
+			Overflow: &OverflowConfig{}, Breaker: &breaker.Config{}}}, "out window overflow breaker"},
+	} {
+		var names []string
+		for _, gt := range gatesFor(tc.g).gatesOf(tc.t) {
+			names = append(names, gateName(gt))
+		}
+		if got := fmt.Sprint(names); got != "["+tc.want+"]" {
+			t.Errorf("%s: gates %s, want [%s]", tc.name, got, tc.want)
+		}
+	}
+}
+
+func gateName(gt gate) string {
+	switch gt.(type) {
+	case outGate:
+		return "out"
+	case cloudClosedGate:
+		return "closed"
+	case windowGate:
+		return "window"
+	case overflowGate:
+		return "overflow"
+	case breakerGate:
+		return "breaker"
+	case cloudHoldGate:
+		return "hold"
+	}
+	return fmt.Sprintf("%T", gt)
+}
+
+// A breaker's half-open trial goes to the request the gates admit; when
+// the cloud hold after it refuses the target, the trial is given back,
+// so the next request can be the trial. Judging the target ahead of its
+// turn takes no trial.
+func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
+	clk := fakeClock(t)
+	g := &Gateway{clock: clk, spend: &spendBook{clients: map[string]*spend{}}}
+	cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
+	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
+		Breaker: cfg, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	br := &cloud.group.shared.breaker
+	br.Failure(cfg, clk.Now(), breaker.Cause{})
+	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
+	cl := &client{name: "c", known: true, budgetDay: 0.001}
+	if why := admitTo(limitedRoute(g, cl, "/v1/chat/completions", body), cloud); why != because.BreakerOpen {
+		t.Fatalf("an open breaker: %q", why)
+	}
+	clk.Advance(time.Second) // the cooldown is over: the next request is the trial
+	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
+	if why := judgeFor(rt, cloud); why != "" || rt.trial {
+		t.Fatalf("judged ahead: %q, trial taken %v", why, rt.trial)
+	}
+
+	// the hold refuses once the gates before it passed: others hold the
+	// client's budget, though they did not when the closed gate looked
+	hold := cloud.gates[len(cloud.gates)-1]
+	cloud.gates[len(cloud.gates)-1] = heldMeanwhile{hold, g}
+	if why := admitTo(rt, cloud); why != because.BudgetHeld || rt.trial {
+		t.Fatalf("a hold refused after the breaker: %q, trial kept %v", why, rt.trial)
+	}
+	g.spend.holds.clients = nil
+	cloud.gates[len(cloud.gates)-1] = hold
+	rt = limitedRoute(g, cl, "/v1/chat/completions", body)
+	if why := admitTo(rt, cloud); why != "" || !rt.trial || rt.hold.usd == 0 {
+		t.Fatalf("the next request: %q, trial %v, held %g", why, rt.trial, rt.hold.usd)
+	}
+	if why := admitTo(limitedRoute(g, cl, "/v1/chat/completions", body), cloud); why != because.BreakerOpen {
+		t.Fatalf("while the trial is out: %q", why)
+	}
+	rt.releaseCloud()
+}
+
+// heldMeanwhile is a gate whose admit first lets others hold the whole
+// of client c's budget.
+type heldMeanwhile struct {
+	gate
+	g *Gateway
+}
+
+func (h heldMeanwhile) admit(p *passage, t *Target) reason {
+	h.g.spend.holds.clients = map[string]float64{"c": 1}
+	return h.gate.admit(p, t)
+}
+
+// A hold topped up for a dearer target and then given back by release
+// leaves the holds as they were before it.
+func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
+	g := &Gateway{clock: fakeClock(t), spend: &spendBook{clients: map[string]*spend{}}}
+	cl := &client{name: "c", known: true, budgetDay: 1}
+	cheap := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	dear := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 10, OutputPerMillion: 10}}}
+	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[],"max_tokens":100}`))
+	if why := admitTo(rt, cheap); why != "" {
+		t.Fatal(why)
+	}
+	before := g.spend.holds.total
+	if why := admitTo(rt, dear); why != "" || g.spend.holds.total <= before {
+		t.Fatalf("topped up: %q, %g -> %g", why, before, g.spend.holds.total)
+	}
+	dear.gates[len(dear.gates)-1].release(&rt.passage, dear)
+	near := func(v float64) bool { return v > before-1e-12 && v < before+1e-12 }
+	if h := &g.spend.holds; !near(h.total) || !near(h.clients["c"]) || !near(rt.hold.usd) {
+		t.Fatalf("released: total %g, the client's %g, the request's %g; want %g", h.total, h.clients["c"], rt.hold.usd, before)
+	}
+	rt.releaseCloud()
+	if h := &g.spend.holds; h.total > 1e-12 || len(h.clients) != 0 {
+		t.Fatalf("the request ended: %+v", h.clients)
+	}
+}
