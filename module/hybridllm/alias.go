@@ -158,8 +158,9 @@ type Target struct {
 	metrics    *targetMetrics
 	health     *healthMember  // its set's scheduler, if watched
 	latency    *memberLatency // its recent latencies, for its set's strategy
-	gates      []gate         // what it passes before an attempt (see gatesOf)
-	byClient   sync.Map       // client name -> *targetMetrics
+	gates      []gate         // what it passes before an attempt (see targetKit.gatesOf)
+	observers  []attemptObserver
+	byClient   sync.Map // client name -> *targetMetrics
 }
 
 // provisionAlias checks the alias and sets up its targets and routes;
@@ -262,23 +263,23 @@ func (g *Gateway) provisionTarget(al *Alias, t *Target, used map[string]bool) er
 	return nil
 }
 
-// provisionGates gives every target a request may be sent to its gates,
-// once the books they read are provisioned.
-func (g *Gateway) provisionGates() {
-	k := gatesFor(g)
+// equipTargets gives every target a request may be sent to its gates
+// and its attempts' observers, once the books they use are provisioned.
+func (g *Gateway) equipTargets() {
+	k := kitFor(g)
 	for _, al := range g.Aliases {
 		for _, t := range al.Targets {
-			t.gates = k.gatesOf(t)
+			t.gates, t.observers = k.gatesOf(t), k.observersOf(t)
 		}
 		for _, c := range al.Colors {
-			c.Target.gates = k.gatesOf(&c.Target)
+			c.Target.gates, c.Target.observers = k.gatesOf(&c.Target), k.observersOf(&c.Target)
 		}
 	}
 }
 
-// gatesFor is the kit gateway g's gates are built with.
-func gatesFor(g *Gateway) gateKit {
-	k := gateKit{clock: g.clock, logger: g.logger}
+// kitFor is the kit gateway g's targets are equipped with.
+func kitFor(g *Gateway) targetKit {
+	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.ledger}
 	if g.spend != nil {
 		k.spend = &spendLimits{book: g.spend, deadline: time.Duration(g.Deadline), clock: g.clock}
 		if c := g.CloudSpend; c != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
-	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -51,24 +50,12 @@ type attemptTurn struct {
 func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res attemptResult, err error) {
 	actx, cancel := rt.attemptContext(ctx, t)
 	defer cancel()
-	if l, self, cloud := rt.occupyGPUs(t); l != nil {
-		defer l.release(self, cloud) // its time read at the end
-	}
-	if t.health != nil || t.latency != nil || (t.group.vllm != nil && t.group.vllm.scored) {
-		if t.health != nil {
-			t.health.inflight.Add(1)
-		}
-		defer rt.observe(t, &res, rt.g.clock.Now()) // after the breakers' verdict
-	}
 	aw := rt.attemptWriterFor(t, turn, cancel)
 	if t.timeout > 0 {
 		defer startLimit(timeoutLimits, aw, t.timeout).stop()
 	}
-	var span trace.Span
-	if actx, span = rt.startAttemptSpan(actx, t); span != nil {
-		before := len(rt.attempts)
-		defer func() { rt.endAttemptSpan(span, t, &res, aw.status, rt.failedSince(before)) }()
-	}
+	n := len(rt.attempts)
+	actx = rt.beginAttempt(actx, aw, turn)
 	pr := rt.attemptRequest(actx, t, aw)
 	if vg := t.group.vllm; vg != nil {
 		// the selection policy reads the group and model from here, and
@@ -80,6 +67,9 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	defer func() { firstByte.stop() }() // also when the proxy panics
 	t.group.inflight.Add(1)
 	defer aw.unwatch() // also when the proxy panics
+	// the observers see the attempt end however it ends (a mid-stream
+	// failure ends in a panic), before its slot is given back
+	defer rt.endAttempt(aw, &res, n)
 	var end attemptEnd
 	end.aborted, end.err = proxy(t.group.serve, aw, pr)
 	t.group.inflight.Add(-1)
@@ -90,18 +80,7 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	// before it is sent
 	firstByte.stop()
 	firstByte = nil
-
-	// the breakers' verdict on this attempt, settled however it ends (a
-	// mid-stream failure ends in a panic)
 	res.ep = aw.slot.ep
-	defer func() {
-		if res.verdict == verdictSuccess && t.faults.n.Load() > 0 {
-			rt.faultEnded(t, res.ep)
-		}
-		if bc := t.group.Breaker; bc != nil {
-			rt.settle(t, bc, &res, &aw.slot, turn)
-		}
-	}()
 	err = rt.conclude(ctx, actx, t, aw, &end, &res)
 	return res, err
 }

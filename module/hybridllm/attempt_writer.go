@@ -47,6 +47,7 @@ type attemptWriter struct {
 	model *protocol.ModelRewriter // puts the alias into the answer's model, if set
 	mark  []byte                  // a degraded answer's mark, until it is written
 	began time.Time               // the attempt's start
+	rec   attemptRecord           // what the attempt's observers see of it
 
 	holdBadRequest bool          // hold a 400 to look for a context-length error
 	held           *bytes.Buffer // the held 4xx's body

@@ -4,18 +4,34 @@
 package hybridllm
 
 import (
+	"context"
+
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
 
 // BreakerConfig is a group's circuit breaker (see package breaker).
 type BreakerConfig = breaker.Config
 
+// breakerObserver settles the breakers of an attempt's group and
+// endpoint with its verdict.
+type breakerObserver struct {
+	clock  clock.Clock
+	logger *zap.Logger
+}
+
+func (breakerObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context {
+	return ctx
+}
+
+func (b breakerObserver) attemptEnded(a *attemptRecord) { b.settle(a.target, &a.res, a.slot, a.turn) }
+
 // settleOne feeds one verdict to a breaker and logs what it did: opened
 // (again) or closed by its half-open trial.
-func (rt *route) settleOne(b *breaker.Breaker, bc *BreakerConfig, v breaker.Verdict, group, endpoint string) {
-	t := rt.g.clock.Now()
+func (o breakerObserver) settleOne(b *breaker.Breaker, bc *BreakerConfig, v breaker.Verdict, group, endpoint string) {
+	t := o.clock.Now()
 	change := b.Settle(bc, v, t)
 	if change == breaker.Kept {
 		return
@@ -25,11 +41,11 @@ func (rt *route) settleOne(b *breaker.Breaker, bc *BreakerConfig, v breaker.Verd
 		fields = append(fields, zap.String("endpoint", endpoint))
 	}
 	if change == breaker.Closed {
-		rt.g.logger.Info("breaker closed: the half-open trial succeeded", fields...)
+		o.logger.Info("breaker closed: the half-open trial succeeded", fields...)
 		return
 	}
 	_, until, _ := b.View(t)
-	rt.g.logger.Warn("breaker open", append(fields, zap.Time("until", until), zap.Bool("half_open_trial_failed", change == breaker.Reopened))...)
+	o.logger.Warn("breaker open", append(fields, zap.Time("until", until), zap.Bool("half_open_trial_failed", change == breaker.Reopened))...)
 }
 
 // connFailure reports whether a failure reason means the upstream could
@@ -53,14 +69,14 @@ func connFailure(why reason) bool {
 // serving; a group whose endpoints are all out is skipped for that.
 // The attempt carrying the group's half-open trial settles it; a failure
 // that is the endpoint's alone gives the trial to the next request.
-func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *attemptSlot, turn attemptTurn) {
-	v := res.verdict
+func (o breakerObserver) settle(t *Target, res *attemptResult, slot *attemptSlot, turn attemptTurn) {
+	bc, v := t.group.Breaker, res.verdict
 	if ep := res.ep; ep != nil {
 		ev := v
 		if res.held {
 			ev = verdictNone
 		}
-		rt.settleOne(ep.br, bc, breaker.Verdict{Outcome: ev, Trial: slot.trial, Cause: res.cause}, t.Group, ep.dial)
+		o.settleOne(ep.br, bc, breaker.Verdict{Outcome: ev, Trial: slot.trial, Cause: res.cause}, t.Group, ep.dial)
 		if v == verdictFailure && len(turn.avoid)+slot.failed < 1 {
 			v = verdictNone
 		}
@@ -69,6 +85,6 @@ func (rt *route) settle(t *Target, bc *BreakerConfig, res *attemptResult, slot *
 		v = verdictNone // busy, not broken
 	}
 	if turn.groupTrial || v != verdictNone {
-		rt.settleOne(&t.group.shared.breaker, bc, breaker.Verdict{Outcome: v, Trial: turn.groupTrial}, t.Group, "")
+		o.settleOne(&t.group.shared.breaker, bc, breaker.Verdict{Outcome: v, Trial: turn.groupTrial}, t.Group, "")
 	}
 }

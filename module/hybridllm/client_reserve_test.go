@@ -202,7 +202,7 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
 	rt.alias, rt.deg = al, new(degradeRecord)
-	busy.gates, cloud.gates = gatesFor(g).gatesOf(busy), gatesFor(g).gatesOf(cloud)
+	busy.gates, cloud.gates = kitFor(g).gatesOf(busy), kitFor(g).gatesOf(cloud)
 	rt.beginPassage()
 
 	if rt.degradeNow(upper, []*Target{busy}) {

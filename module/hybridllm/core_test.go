@@ -4,11 +4,14 @@
 package hybridllm
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -265,5 +268,91 @@ func TestCoreAGateRefusalPassesTheTargetOver(t *testing.T) {
 	}
 	if want := []string{"admit taker", "admit refuser", "release taker"}; !slices.Equal(log, want) {
 		t.Errorf("the gates were asked %q, want %q", log, want)
+	}
+}
+
+// fakeObserver records the attempts it sees begin and end.
+type fakeObserver struct {
+	name string
+	log  *[]string
+}
+
+func (f fakeObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
+	*f.log = append(*f.log, fmt.Sprintf("%s began %s #%d", f.name, a.target.Group, a.n))
+	return ctx
+}
+
+func (f fakeObserver) attemptEnded(a *attemptRecord) {
+	how := "answered"
+	switch {
+	case a.failed != nil:
+		how = "failed " + string(a.failed.reason)
+	case a.res.verdict == verdictFailure:
+		how = "broke off"
+	}
+	*f.log = append(*f.log, fmt.Sprintf("%s ended %s #%d %d %s", f.name, a.target.Group, a.n, a.status, how))
+}
+
+// Each attempt is seen to begin and end by its target's observers, the
+// ends last first, with how it ended: a failure before the first byte
+// with its reason and the upstream's status, an answer as answered.
+func TestCoreObserversSeeEachAttempt(t *testing.T) {
+	rec := new(seen)
+	g := coreGateway(t, rec, map[string]upstreamFunc{
+		"a": fail(http.StatusServiceUnavailable, `{"error":{"message":"overloaded","type":"server_error"}}`),
+		"b": func(w http.ResponseWriter, _ *http.Request) error { return answerJSON(w, "gpt-b") },
+	})
+	var log []string
+	for _, tgt := range g.Aliases["chat-main"].Targets[:2] {
+		tgt.observers = append(tgt.observers, fakeObserver{"outer", &log}, fakeObserver{"inner", &log})
+	}
+	if w := ask(t, g, chatBody); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	want := []string{
+		"outer began a #1", "inner began a #1", "inner ended a #1 503 failed http_503", "outer ended a #1 503 failed http_503",
+		"outer began b #2", "inner began b #2", "inner ended b #2 0 answered", "outer ended b #2 0 answered",
+	}
+	if !slices.Equal(log, want) {
+		t.Errorf("observed\n%s\nwant\n%s", strings.Join(log, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// An answer broken off after its first byte still ends its attempt for
+// the observers: a stream with its error event, and an answer that is no
+// stream, which the gateway can only abort (a panic through the
+// handler).
+func TestCoreObserversSeeAnAnswerBrokenOff(t *testing.T) {
+	for _, tc := range []struct{ name, contentType, first string }{
+		{"stream", "text/event-stream", "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-a\",\"choices\":[]}\n\n"},
+		{"json", "application/json", `{"id":"x","object":"chat.completion",`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := coreGateway(t, new(seen), map[string]upstreamFunc{
+				"a": func(w http.ResponseWriter, _ *http.Request) error {
+					w.Header().Set("Content-Type", tc.contentType)
+					_, _ = io.WriteString(w, tc.first)
+					w.(http.Flusher).Flush()
+					panic(http.ErrAbortHandler) // the upstream's connection broke
+				},
+			})
+			var log []string
+			a := g.Aliases["chat-main"].Targets[0]
+			a.observers = append(a.observers, fakeObserver{"o", &log})
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
+				strings.NewReader(`{"model":"chat-main","stream":`+strconv.FormatBool(tc.name == "stream")+`,"messages":[]}`))
+			r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+			func() {
+				defer func() {
+					if rec := recover(); rec != nil && rec != http.ErrAbortHandler { //nolint:errorlint // the sentinel, as net/http compares it
+						panic(rec)
+					}
+				}()
+				_ = g.ServeHTTP(httptest.NewRecorder(), r, nil)
+			}()
+			if want := []string{"o began a #1", "o ended a #1 0 broke off"}; !slices.Equal(log, want) {
+				t.Errorf("observed %q, want %q", log, want)
+			}
+		})
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 // A gate is one check a target passes before an attempt on it: may this
 // target serve this request now, and if not, why. Each target holds the
-// gates its config calls for (see gateKit.gatesOf), in a fixed order, and the
+// gates its config calls for (see targetKit.gatesOf), in a fixed order, and the
 // first refusal is the reason it is passed over; a feature that is not
 // configured has no gate. A gate reads the request through the passage,
 // never through the route.
@@ -82,19 +82,21 @@ func (p *passage) judge(t *Target) reason {
 	return ""
 }
 
-// gateKit is what the gates are built with: the gateway's clock and
-// logger, and the bounds on its cloud spend (nil without a spend book).
-type gateKit struct {
+// targetKit is what a target's gates and attempt observers are built
+// with: the gateway's clock and logger, the bounds on its cloud spend
+// (nil without a spend book), and its ledger.
+type targetKit struct {
 	clock  clock.Clock
 	logger *zap.Logger
 	spend  *spendLimits
+	ledger *ledger
 }
 
 // gatesOf is target t's gates, in the order they are asked: taken out
 // (drained, unlisted, a cloud's 429), a cloud closed by spend, the context
 // window, overflow, the breaker, and the cloud hold last, as the attempt
 // starts.
-func (k gateKit) gatesOf(t *Target) []gate {
+func (k targetKit) gatesOf(t *Target) []gate {
 	grp := t.group
 	cloud := grp.Kind == KindOpenAI
 	gates := []gate{outGate{clock: k.clock}}
@@ -114,4 +116,22 @@ func (k gateKit) gatesOf(t *Target) []gate {
 		gates = append(gates, cloudHoldGate{k.spend})
 	}
 	return gates
+}
+
+// observersOf is target t's attempt observers, in the order they begin:
+// the ledger's GPU occupancy, health and latency, configuration faults,
+// the breakers, and the attempt's span innermost.
+func (k targetKit) observersOf(t *Target) []attemptObserver {
+	var obs []attemptObserver
+	if o, ok := occupancyOf(k.ledger, t); ok {
+		obs = append(obs, o)
+	}
+	if watchesHealth(t) {
+		obs = append(obs, healthObserver{clock: k.clock})
+	}
+	obs = append(obs, faultObserver{logger: k.logger})
+	if t.group.Breaker != nil {
+		obs = append(obs, breakerObserver{clock: k.clock, logger: k.logger})
+	}
+	return append(obs, spanObserver{})
 }

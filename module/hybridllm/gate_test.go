@@ -18,7 +18,7 @@ import (
 // turn (a target built by hand gets the gates its config calls for).
 func admitTo(rt *route, t *Target) reason {
 	if t.gates == nil {
-		t.gates = gatesFor(rt.g).gatesOf(t)
+		t.gates = kitFor(rt.g).gatesOf(t)
 	}
 	rt.beginPassage()
 	return rt.passage.admit(t)
@@ -27,7 +27,7 @@ func admitTo(rt *route, t *Target) reason {
 // judgeFor is admitTo for a target judged ahead of its turn.
 func judgeFor(rt *route, t *Target) reason {
 	if t.gates == nil {
-		t.gates = gatesFor(rt.g).gatesOf(t)
+		t.gates = kitFor(rt.g).gatesOf(t)
 	}
 	rt.beginPassage()
 	return rt.passage.judge(t)
@@ -108,8 +108,8 @@ func TestGatesOfWhatIsConfigured(t *testing.T) {
 			Overflow: &OverflowConfig{}, Breaker: &breaker.Config{}}}, "out window overflow breaker"},
 	} {
 		var names []string
-		for _, gt := range gatesFor(tc.g).gatesOf(tc.t) {
-			names = append(names, gateName(gt))
+		for _, gt := range kitFor(tc.g).gatesOf(tc.t) {
+			names = append(names, partName(gt))
 		}
 		if got := fmt.Sprint(names); got != "["+tc.want+"]" {
 			t.Errorf("%s: gates %s, want [%s]", tc.name, got, tc.want)
@@ -117,8 +117,9 @@ func TestGatesOfWhatIsConfigured(t *testing.T) {
 	}
 }
 
-func gateName(gt gate) string {
-	switch gt.(type) {
+// partName is a gate's or an observer's short name.
+func partName(part any) string {
+	switch part.(type) {
 	case outGate:
 		return "out"
 	case cloudClosedGate:
@@ -127,12 +128,20 @@ func gateName(gt gate) string {
 		return "window"
 	case overflowGate:
 		return "overflow"
-	case breakerGate:
+	case breakerGate, breakerObserver:
 		return "breaker"
 	case cloudHoldGate:
 		return "hold"
+	case occupancyObserver:
+		return "occupancy"
+	case healthObserver:
+		return "health"
+	case faultObserver:
+		return "faults"
+	case spanObserver:
+		return "span"
 	}
-	return fmt.Sprintf("%T", gt)
+	return fmt.Sprintf("%T", part)
 }
 
 // A breaker's half-open trial goes to the request the gates admit; when

@@ -275,7 +275,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	g.provisionGates()
+	g.equipTargets()
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }

@@ -501,12 +501,28 @@ func (hm *healthMember) state() (*adminapi.TargetHealthState, int) {
 	}, m.Weight
 }
 
-// observe counts an attempt in its member's window, if it is watched, in
-// its endpoint's, if its vllm group has health, and its latency for its
-// set's latency strategy, if it has one.
-// The latency is to the first byte for a stream, of the whole answer
-// otherwise; attempts that say nothing of the upstream are left out.
-func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
+// healthObserver counts an attempt in its member's window, if it is
+// watched, in its endpoint's, if its vllm group has health, and its
+// latency for its set's latency strategy, if it has one. The latency is
+// to the first byte for a stream, of the whole answer otherwise;
+// attempts that say nothing of the upstream are left out.
+type healthObserver struct{ clock clock.Clock }
+
+// watchesHealth reports whether attempts on t count for health or
+// latency.
+func watchesHealth(t *Target) bool {
+	return t.health != nil || t.latency != nil || (t.group.vllm != nil && t.group.vllm.scored)
+}
+
+func (healthObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
+	if hm := a.target.health; hm != nil {
+		hm.inflight.Add(1)
+	}
+	return ctx
+}
+
+func (h healthObserver) attemptEnded(a *attemptRecord) {
+	t, res := a.target, &a.res
 	hm := t.health
 	if hm != nil {
 		hm.inflight.Add(-1)
@@ -524,10 +540,10 @@ func (rt *route) observe(t *Target, res *attemptResult, began time.Time) {
 			epm.record(true, 0)
 		}
 	case verdictSuccess:
-		end := rt.g.clock.Now()
-		lat := end.Sub(began)
-		if rt.stream && rt.ttfb > 0 && rt.answered == t {
-			lat = rt.start.Add(rt.ttfb).Sub(began)
+		end := h.clock.Now()
+		lat := end.Sub(a.began)
+		if a.firstByte > 0 {
+			lat = a.firstByte
 		}
 		if hm != nil {
 			hm.record(false, lat)

@@ -3,7 +3,10 @@
 
 package hybridllm
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // The ledger's demand is integrated from the attempts themselves: each
 // occupies its share of the GPUs from its start to its end, so that every
@@ -53,21 +56,33 @@ func (g *vllmGroup) seqSlots(ep *endpoint) int {
 	return defaultAssumedSeqs
 }
 
-// occupyGPUs counts an attempt on t in the ledger's demand from now on,
-// failed or not (the GPUs were occupied), until the ledger's release with
-// the shares it returns; a nil ledger when nothing is counted.
-func (rt *route) occupyGPUs(t *Target) (l *ledger, self, cloud float64) {
-	occ, l := t.group.occupancy, rt.g.ledger
-	if occ <= 0 || l == nil {
-		return nil, 0, 0
-	}
-	self = occ
-	if t.group.Kind == KindOpenAI {
-		self, cloud = 0, occ
-	}
-	l.occupy(rt.g.clock.Now(), self, cloud)
-	return l, self, cloud
+// occupancyObserver counts an attempt in the ledger's demand while it
+// runs, failed or not (the GPUs were occupied): self and cloud GPU
+// equivalents.
+type occupancyObserver struct {
+	ledger      *ledger
+	self, cloud float64
 }
+
+// occupancyOf is the observer of attempts on t for the ledger, if its
+// group occupies GPUs.
+func occupancyOf(l *ledger, t *Target) (occupancyObserver, bool) {
+	occ := t.group.occupancy
+	if occ <= 0 || l == nil {
+		return occupancyObserver{}, false
+	}
+	if t.group.Kind == KindOpenAI {
+		return occupancyObserver{ledger: l, cloud: occ}, true
+	}
+	return occupancyObserver{ledger: l, self: occ}, true
+}
+
+func (o occupancyObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context {
+	o.ledger.occupy(o.ledger.clock.Now(), o.self, o.cloud)
+	return ctx
+}
+
+func (o occupancyObserver) attemptEnded(*attemptRecord) { o.ledger.release(o.self, o.cloud) }
 
 // occupy changes the demand at t by dSelf and dCloud GPU equivalents,
 // once the demand so far is integrated up to t.

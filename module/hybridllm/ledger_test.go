@@ -232,23 +232,23 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", group: self}, cloud: {Group: "cloud", Model: "gpt", group: cloud}}
 
 	type attempt struct {
-		rt          *route
-		l           *ledger
-		self, cloud float64
+		rt  *route
+		occ occupancyObserver
 	}
 	var running []attempt
 	start := func(grp *Group, n int) {
 		for range n {
 			rt := &route{g: g}
-			l, s, c := rt.occupyGPUs(targets[grp])
+			occ, _ := occupancyOf(g.ledger, targets[grp])
+			occ.attemptBegan(context.Background(), nil)
 			rt.answered, rt.answerBegan = targets[grp], clk.Now()
 			rt.usage.Prompt, rt.usage.Completion = 200, 25
-			running = append(running, attempt{rt, l, s, c})
+			running = append(running, attempt{rt, occ})
 		}
 	}
 	endAll := func() {
 		for _, a := range running {
-			a.l.release(a.self, a.cloud)
+			a.occ.attemptEnded(nil)
 			a.rt.cost(clk.Now())
 		}
 		running = running[:0]

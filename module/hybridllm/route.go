@@ -52,6 +52,7 @@ type route struct {
 	deg      *degradeRecord // with a degradation chain
 	color    *Color         // the color the request asked for, if it counts
 	passage                 // its way past its targets' gates
+	ask      attemptAsk     // what its attempts' observers see of it
 	stream   bool           // the client asked for a stream
 	injected bool           // the current attempt asked for stream usage on its own
 	// an attempt was sent again after its connection failed as it was

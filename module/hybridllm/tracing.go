@@ -44,40 +44,33 @@ func (rt *route) traced() trace.Span {
 	return rt.span
 }
 
-// startAttemptSpan starts the span of an attempt on t, when the request
-// is traced.
-func (rt *route) startAttemptSpan(ctx context.Context, t *Target) (context.Context, trace.Span) {
-	parent := rt.traced()
-	if parent == nil {
-		return ctx, nil
+// spanObserver gives an attempt of a traced request its span: the
+// endpoint and its red line, the upstream's status, the answer's model
+// and tokens, or why the gateway moved on.
+type spanObserver struct{}
+
+func (spanObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
+	q := a.req
+	if q.parent == nil {
+		return ctx
 	}
-	op := rt.api.Operation
-	return parent.TracerProvider().Tracer(tracerName).Start(ctx, op+" "+rt.alias.name,
+	t, op := a.target, q.api.Operation
+	ctx, a.span = q.parent.TracerProvider().Tracer(tracerName).Start(ctx, op+" "+q.alias,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", op),
-			attribute.String("gen_ai.request.model", rt.alias.name),
+			attribute.String("gen_ai.request.model", q.alias),
 			attribute.String("gen_ai.provider.name", providerName(t.group)),
 			attribute.String("hybrid_llm.group", t.Group),
 			attribute.String("hybrid_llm.target_model", t.Model),
-			attribute.Int("hybrid_llm.attempt", len(rt.attempts)+1),
-			attribute.Bool("hybrid_llm.stream", rt.stream),
+			attribute.Int("hybrid_llm.attempt", a.n),
+			attribute.Bool("hybrid_llm.stream", q.stream),
 		))
+	return ctx
 }
 
-// failedSince returns the attempt recorded last when there are more
-// than n: the failure of an attempt that began with n recorded.
-func (rt *route) failedSince(n int) *attempt {
-	if len(rt.attempts) > n {
-		return &rt.attempts[len(rt.attempts)-1]
-	}
-	return nil
-}
-
-// endAttemptSpan records how the attempt ended: the endpoint and its red
-// line, the upstream's status, the answer's model and tokens, or why the
-// gateway moved on.
-func (rt *route) endAttemptSpan(span trace.Span, t *Target, res *attemptResult, status int, failed *attempt) {
+func (spanObserver) attemptEnded(a *attemptRecord) {
+	span, t, res := a.span, a.target, &a.res
 	if span == nil {
 		return
 	}
@@ -89,21 +82,21 @@ func (rt *route) endAttemptSpan(span trace.Span, t *Target, res *attemptResult, 
 			}
 		}
 	}
-	if status > 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	if a.status > 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", a.status))
 	}
 	switch {
-	case failed != nil:
-		span.SetAttributes(attribute.String("hybrid_llm.fallback_reason", string(failed.reason)))
-		span.SetStatus(codes.Error, string(failed.reason))
+	case a.failed != nil:
+		span.SetAttributes(attribute.String("hybrid_llm.fallback_reason", string(a.failed.reason)))
+		span.SetStatus(codes.Error, string(a.failed.reason))
 	case res.done:
 		span.SetAttributes(attribute.String("gen_ai.response.model", t.Model))
-		if rt.usage.Found {
-			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.Prompt),
-				attribute.Int64("gen_ai.usage.output_tokens", rt.usage.Completion))
+		if u := a.req.usage; u.Found {
+			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", u.Prompt),
+				attribute.Int64("gen_ai.usage.output_tokens", u.Completion))
 		}
-		if status >= 400 {
-			span.SetStatus(codes.Error, "upstream answered "+strconv.Itoa(status))
+		if a.status >= 400 {
+			span.SetStatus(codes.Error, "upstream answered "+strconv.Itoa(a.status))
 		}
 	}
 	span.End()

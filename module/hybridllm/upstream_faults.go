@@ -4,6 +4,8 @@
 package hybridllm
 
 import (
+	"context"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,7 +79,7 @@ func (f *faultLog) end(endpoint string) []reason {
 // misconfigured for it, a cloud's model list is checked again, and a new
 // fault is logged.
 func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
-	dial := rt.endpointOf(ep)
+	dial := upstreamOf(rt.r, ep)
 	if a.reason == because.ModelNotFound {
 		if ep != nil {
 			ep.p.MarkMissing(t.Model)
@@ -110,14 +112,15 @@ func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
 	rt.g.logger.Error(msg, fields...)
 }
 
-// endpointOf names the endpoint an attempt went to: the vLLM endpoint,
-// else the upstream the group's proxy picked last (a cloud region), so
-// that faults are kept per upstream whatever the group's kind.
-func (rt *route) endpointOf(ep *endpoint) string {
+// upstreamOf names the endpoint an attempt of request r went to: the
+// vLLM endpoint, else the upstream the group's proxy picked last (a cloud
+// region), so that faults are kept per upstream whatever the group's
+// kind.
+func upstreamOf(r *http.Request, ep *endpoint) string {
 	if ep != nil {
 		return ep.dial
 	}
-	if repl, ok := rt.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		if hp, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok {
 			return hp
 		}
@@ -125,10 +128,18 @@ func (rt *route) endpointOf(ep *endpoint) string {
 	return ""
 }
 
-// faultEnded logs once that a target with configuration faults answers
-// again.
-func (rt *route) faultEnded(t *Target, ep *endpoint) {
-	dial := rt.endpointOf(ep)
+// faultObserver logs once that a target with configuration faults
+// answers again.
+type faultObserver struct{ logger *zap.Logger }
+
+func (faultObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context { return ctx }
+
+func (f faultObserver) attemptEnded(a *attemptRecord) {
+	t := a.target
+	if a.res.verdict != verdictSuccess || t.faults.n.Load() == 0 {
+		return
+	}
+	dial := upstreamOf(a.req.r, a.res.ep)
 	ended := t.faults.end(dial)
 	if len(ended) == 0 {
 		return
@@ -137,10 +148,10 @@ func (rt *route) faultEnded(t *Target, ep *endpoint) {
 	for i, why := range ended {
 		reasons[i] = string(why)
 	}
-	fields := []zap.Field{zap.String("alias", rt.alias.name), zap.String("group", t.Group), zap.String("model", t.Model),
+	fields := []zap.Field{zap.String("alias", a.req.alias), zap.String("group", t.Group), zap.String("model", t.Model),
 		zap.Strings("reasons", reasons)}
 	if dial != "" {
 		fields = append(fields, zap.String("endpoint", dial))
 	}
-	rt.g.logger.Info("the upstream answers the target again", fields...)
+	f.logger.Info("the upstream answers the target again", fields...)
 }

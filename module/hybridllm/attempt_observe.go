@@ -1,0 +1,93 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// An attemptObserver sees each attempt on a target begin and end: what
+// counts attempts (the ledger's GPU occupancy, health scores and
+// latencies, traces, configuration faults, breakers) does it here, never
+// in the attempt's own code. A target holds the observers its config
+// calls for (see targetKit.observersOf); their ends run in the reverse
+// order of their begins, however the attempt ends (a stream broken off
+// after its first byte ends in a panic).
+type attemptObserver interface {
+	// attemptBegan is called as the attempt starts. ctx is the
+	// attempt's; the one it returns is the attempt's from then on (the
+	// attempt's span).
+	attemptBegan(ctx context.Context, a *attemptRecord) context.Context
+	// attemptEnded is called once the attempt is judged.
+	attemptEnded(a *attemptRecord)
+}
+
+// attemptRecord is what an attempt's observers see of it: set as it
+// begins, completed as it ends, and where they keep what they need of
+// it in between.
+type attemptRecord struct {
+	target *Target
+	turn   attemptTurn // its place in the plan
+	n      int         // its number in the request, from 1
+	began  time.Time
+	req    *attemptAsk
+
+	span trace.Span // its span, if the request is traced
+
+	// as it ends
+	res    attemptResult
+	status int      // the upstream's, if held or a fallback status (0: none, or the answer's)
+	failed *attempt // why it failed before its first byte, if it did
+	// the time to its answer's first byte, if it answered a stream (0:
+	// the whole attempt is its latency)
+	firstByte time.Duration
+	slot      *attemptSlot // the selection policy's handle, in a vLLM group
+}
+
+// attemptAsk is what an attempt's observers see of its request.
+type attemptAsk struct {
+	alias  string
+	api    *protocol.API
+	stream bool
+	r      *http.Request // the client's: its replacer names the upstream an attempt went to
+	parent trace.Span    // the request's span, if it is traced
+	usage  *protocol.UsageScanner
+}
+
+// beginAttempt starts the record of an attempt and tells its target's
+// observers; the context is the attempt's from then on.
+func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn attemptTurn) context.Context {
+	if rt.ask.r == nil {
+		rt.ask = attemptAsk{alias: rt.alias.name, api: rt.api, stream: rt.stream, r: rt.r, parent: rt.traced(), usage: &rt.usage}
+	}
+	t := aw.target
+	aw.rec = attemptRecord{target: t, turn: turn, n: len(rt.attempts) + 1, began: aw.began, req: &rt.ask}
+	for _, o := range t.observers {
+		actx = o.attemptBegan(actx, &aw.rec)
+	}
+	return actx
+}
+
+// endAttempt completes the record of an attempt judged (res), before
+// which the request had recorded n attempts, and tells its target's
+// observers, last first.
+func (rt *route) endAttempt(aw *attemptWriter, res *attemptResult, n int) {
+	a := &aw.rec
+	a.res, a.status, a.slot = *res, aw.status, &aw.slot
+	if len(rt.attempts) > n {
+		a.failed = &rt.attempts[len(rt.attempts)-1]
+	}
+	if rt.stream && rt.ttfb > 0 && rt.answered == a.target {
+		a.firstByte = rt.start.Add(rt.ttfb).Sub(a.began)
+	}
+	obs := a.target.observers
+	for i := len(obs) - 1; i >= 0; i-- {
+		obs[i].attemptEnded(a)
+	}
+}

@@ -1,0 +1,43 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+)
+
+// A target gets the attempt observers its config calls for: the ledger's
+// occupancy only for a group that occupies GPUs, health only where its
+// attempts are scored, the breakers only with a breaker; faults and the
+// span (which does nothing for a request not traced) always, the span
+// innermost.
+func TestObserversOfWhatIsConfigured(t *testing.T) {
+	k := targetKit{clock: fakeClock(t), ledger: &ledger{}}
+	for _, tc := range []struct {
+		name string
+		k    targetKit
+		t    *Target
+		want string
+	}{
+		{"a cloud", k, &Target{group: &Group{Kind: KindOpenAI}}, "faults span"},
+		{"a cloud that occupies GPUs", k, &Target{group: &Group{Kind: KindOpenAI, occupancy: 0.1}}, "occupancy faults span"},
+		{"occupancy without a ledger", targetKit{}, &Target{group: &Group{Kind: KindOpenAI, occupancy: 0.1}}, "faults span"},
+		{"a watched member", k, &Target{health: &healthMember{}, group: &Group{Kind: KindOpenAI}}, "health faults span"},
+		{"a latency strategy", k, &Target{latency: &memberLatency{}, group: &Group{Kind: KindOpenAI}}, "health faults span"},
+		{"vllm unscored", k, &Target{group: &Group{Kind: KindVLLM, vllm: &vllmGroup{}}}, "faults span"},
+		{"vllm scored, with a breaker", k, &Target{group: &Group{Kind: KindVLLM, vllm: &vllmGroup{scored: true},
+			Breaker: &breaker.Config{}, occupancy: 0.5}}, "occupancy health faults breaker span"},
+	} {
+		var names []string
+		for _, o := range tc.k.observersOf(tc.t) {
+			names = append(names, partName(o))
+		}
+		if got := fmt.Sprint(names); got != "["+tc.want+"]" {
+			t.Errorf("%s: observers %s, want [%s]", tc.name, got, tc.want)
+		}
+	}
+}
