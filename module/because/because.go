@@ -3,10 +3,9 @@
 
 // Package because is the gateway's vocabulary of why a target was left or
 // passed over, and how an upstream's failure is told: from the proxy's
-// error (Classify), from a fallback status and the start of its body
-// (OfStatus, IsModelNotFound). Reasons appear in error messages, logs,
-// headers and metric labels, and never carry addresses. It is a leaf: it
-// imports nothing of the product.
+// error (Classify), from a fallback status (OfStatus). Reasons appear in
+// error messages, logs, headers and metric labels, and never carry
+// addresses. It is a leaf: it imports nothing of the product.
 package because
 
 import (
@@ -20,7 +19,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-	"github.com/tidwall/gjson"
 )
 
 // Reason says why a target was left or passed over. Reasons are a fixed
@@ -83,51 +81,17 @@ const (
 	SpendUnknown Reason = "spend_unknown"
 )
 
-// OfStatus is the reason of an upstream answer with a fallback
-// status; body is the start of a 404's body, which tells a missing model
-// from another 404.
-func OfStatus(status int, body []byte) Reason {
+// OfStatus is the reason of an upstream answer with a fallback status.
+// (A 404 that says the model does not exist is ModelNotFound: the API's
+// error shape tells, see protocol.ErrorShape.)
+func OfStatus(status int) Reason {
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return UpstreamAuth
 	case http.StatusNotFound:
-		if IsModelNotFound(body) {
-			return ModelNotFound
-		}
 		return NotFound
 	}
 	return Reason("http_" + strconv.Itoa(status))
-}
-
-// IsModelNotFound reports whether a 404 body says the model does not
-// exist: OpenAI's `model_not_found` code, Azure's `DeploymentNotFound`,
-// or a message about a model that does not exist or was not found
-// (vLLM's "The model `x` does not exist.", in its current
-// {"error":{...}} shape or its older top-level one, and Ollama's string).
-func IsModelNotFound(body []byte) bool {
-	if len(body) == 0 || !gjson.ValidBytes(body) {
-		return false
-	}
-	e := gjson.GetBytes(body, "error")
-	if !e.IsObject() {
-		if e.Type == gjson.String {
-			return mentionsMissingModel(e.String())
-		}
-		e = gjson.ParseBytes(body) // vLLM before 0.10: the fields at the top
-	}
-	switch e.Get("code").String() {
-	case "model_not_found", "DeploymentNotFound":
-		return true
-	}
-	return mentionsMissingModel(e.Get("message").String())
-}
-
-// mentionsMissingModel reports whether an error message is about a
-// model that does not exist or was not found.
-func mentionsMissingModel(msg string) bool {
-	msg = strings.ToLower(msg)
-	return strings.Contains(msg, "model") &&
-		(strings.Contains(msg, "does not exist") || strings.Contains(msg, "not found"))
 }
 
 // WriteFailed reports whether a proxy error is a connection that failed

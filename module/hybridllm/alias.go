@@ -270,6 +270,9 @@ func (g *Gateway) equipTargets() {
 	for _, al := range g.Aliases {
 		for _, t := range al.Targets {
 			t.gates, t.observers = k.gatesOf(t), k.observersOf(t)
+			if al.chain != nil {
+				t.gates = k.chainGates(al.chain, al.name, t, t.gates)
+			}
 		}
 		for _, c := range al.Colors {
 			c.Target.gates, c.Target.observers = k.gatesOf(&c.Target), k.observersOf(&c.Target)

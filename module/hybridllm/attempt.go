@@ -179,15 +179,15 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	}
 	switch aw.status {
 	case http.StatusNotFound:
-		end.modelMissing = because.IsModelNotFound(aw.held.Bytes())
+		end.modelMissing = rt.api.Errors.ModelNotFound(aw.held.Bytes())
 	case http.StatusBadRequest:
-		end.contextErr = aw.holdBadRequest && isContextError(aw.held.Bytes())
+		end.contextErr = aw.holdBadRequest && rt.api.Errors.ContextLength(aw.held.Bytes())
 	}
 	if end.contextErr || end.modelMissing {
 		return false
 	}
 	held := aw.held.Bytes()
-	body := protocol.UpstreamErrorBody(held, aw.status, aw.target.Model, rt.alias.name)
+	body := rt.api.Errors.Upstream(held, aw.status, aw.target.Model, rt.alias.name)
 	if h := aw.Header(); string(body) != string(held) {
 		delete(h, "Content-Length")
 		h["Content-Type"] = []string{"application/json"}
@@ -250,7 +250,10 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		a.reason = because.NotAPI
 	case aw.status != 0 && aw.held == nil:
 		// the upstream's own status, even if the timer fired after it
-		a.reason = because.OfStatus(aw.status, aw.notFound)
+		a.reason = because.OfStatus(aw.status)
+		if aw.status == http.StatusNotFound && rt.api.Errors.ModelNotFound(aw.notFound) {
+			a.reason = because.ModelNotFound
+		}
 		a.wait = upstreamRetryAfter(aw.header, rt.g.clock.Now())
 	case aw.state.Load() == attemptAbandoned:
 		a.reason = because.FirstByte
@@ -392,7 +395,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	default:
 		_, _ = io.WriteString(rt.w, "\n\n")
 	}
-	_, _ = rt.w.Write(protocol.SSEErrorEvent("stream_interrupted", msg))
+	_, _ = rt.w.Write(rt.api.Errors.StreamEvent(protocol.Error{Type: protocol.TypeServer, Code: "stream_interrupted", Message: msg}))
 	_ = http.NewResponseController(rt.w).Flush()
 	rt.g.logger.Warn("stream interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 }

@@ -101,8 +101,8 @@ func (aw *attemptWriter) WriteHeader(status int) {
 	case status >= 400 && status < 500:
 		// held whole: a context-length 400 goes to the next target, and
 		// so does a 404 that says the model does not exist (the gateway
-		// chose that name); any other is the answer, put in the OpenAI
-		// shape (see protocol.UpstreamErrorBody)
+		// chose that name); any other is the answer, put in the API's
+		// error shape (see protocol.ErrorShape)
 		aw.status = status
 		aw.held = new(bytes.Buffer)
 	case aw.holdUntilBody:

@@ -226,23 +226,6 @@ func TestRequestID(t *testing.T) {
 // firstOf returns the gateway's id of a requestID result.
 func firstOf(id, _ string) string { return id }
 
-func TestErrorShape(t *testing.T) {
-	got := string(protocol.ErrorJSON(protocol.TypeInvalidRequest, "model_not_found", "model", "The model `x` does not exist."))
-	want := `{"error":{"message":"The model ` + "`x`" + ` does not exist.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`
-	if got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
-	}
-	got = string(protocol.ErrorJSON(protocol.TypeServer, "", "", "boom"))
-	want = `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`
-	if got != want {
-		t.Errorf("got  %s\nwant %s", got, want)
-	}
-	ev := string(protocol.SSEErrorEvent("stream_interrupted", "cut"))
-	if !strings.HasPrefix(ev, `data: {"error":{"message":"cut"`) || !strings.HasSuffix(ev, "}}\n\n") {
-		t.Errorf("bad SSE error event %q", ev)
-	}
-}
-
 func TestNewRequestIDShape(t *testing.T) {
 	seen := map[string]bool{}
 	for range 1000 {

@@ -17,7 +17,7 @@ import (
 // authenticate returns the client a request comes from. A request without
 // a known client is answered 401 here, and ok is false.
 func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id, clientID string) (cl *client, ok bool) {
-	cs := g.clientSet.Load()
+	cs := g.callers.set.Load()
 	if g.Clients.Identity != "" {
 		repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		name := ""
@@ -55,13 +55,16 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, clientID, w
 	}
 	clientsRefused.WithLabelValues(g.Name).Inc()
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
-	_ = protocol.WriteError(w, http.StatusUnauthorized, protocol.TypeInvalidRequest, "invalid_api_key", "", why)
+	_ = protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
+		Status: http.StatusUnauthorized, Type: protocol.TypeInvalidRequest, Code: "invalid_api_key",
+		Message: why,
+	})
 	return false
 }
 
 // limited answers a request over its client's rpm or tpm, the way the
 // OpenAI API does: 429, rate_limit_exceeded, and when to come back.
-func (g *Gateway) limited(w http.ResponseWriter, cl *client, limit string, wait time.Duration) error {
+func (g *Gateway) limited(w http.ResponseWriter, api *protocol.API, cl *client, limit string, wait time.Duration) error {
 	clientsLimited.WithLabelValues(g.Name, cl.name, limit).Inc()
 	rpm, tpm := cl.limits()
 	n, of := rpm, cl.rpm
@@ -73,7 +76,9 @@ func (g *Gateway) limited(w http.ResponseWriter, cl *client, limit string, wait 
 		share = " (this gateway's share of the fleet's " + strconv.Itoa(of) + ")"
 	}
 	w.Header().Set("Retry-After", retryAfterSeconds(wait))
-	return protocol.WriteError(w, http.StatusTooManyRequests, limit, "rate_limit_exceeded", "",
-		"rate limit reached for client "+cl.name+": "+strconv.Itoa(n)+" "+limit+" per minute"+share+"; try again in "+
-			retryAfterSeconds(wait)+"s")
+	return api.WriteError(w, protocol.Error{
+		Status: http.StatusTooManyRequests, Type: limit, Code: "rate_limit_exceeded",
+		Message: "rate limit reached for client " + cl.name + ": " + strconv.Itoa(n) + " " + limit + " per minute" + share +
+			"; try again in " + retryAfterSeconds(wait) + "s",
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,14 +20,15 @@ import (
 // the key, hashing it and looking it up; then with the client's limits
 // (rpm and tpm) and attribution (its metric series) too.
 func BenchmarkAuthenticate(b *testing.B) {
-	g := &Gateway{Clients: &Clients{}, clientSet: new(atomic.Pointer[clientSet]), clock: clock.System}
+	g := &Gateway{Clients: &Clients{}, clock: clock.System}
+	g.callers = newCallers(g)
 	cs := &clientSet{byKey: map[clients.KeyHash]*client{}, byName: map[string]*client{}}
 	for i := range 1000 {
 		key := "sk-client-" + strings.Repeat("x", 40) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
 		cs.byKey[sha256.Sum256([]byte(key))] = &client{name: key[:12]}
 	}
 	key := "sk-client-" + strings.Repeat("x", 40) + "abb"
-	g.clientSet.Store(cs)
+	g.callers.set.Store(cs)
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.Header.Set("Authorization", "Bearer "+key)
 	b.Run("key", func(b *testing.B) {

@@ -202,17 +202,20 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
 	rt.alias, rt.deg = al, new(degradeRecord)
-	busy.gates, cloud.gates = kitFor(g).gatesOf(busy), kitFor(g).gatesOf(cloud)
+	k := kitFor(g)
+	busy.gates = k.chainGates(al.chain, "chat", busy, k.gatesOf(busy))
+	cloud.gates = k.chainGates(al.chain, "chat", cloud, k.gatesOf(cloud))
 	rt.beginPassage()
+	rt.passage.deg = rt.deg
 
-	if rt.degradeNow(upper, []*Target{busy}) {
+	if rt.rest = []*Target{busy}; leavesForTier(&rt.passage, upper) {
 		t.Fatal("degraded to a tier that overflows")
 	}
 	if active, since, _, changes := busy.group.shared.overflow.View(); active || changes != 0 || !since.IsZero() || rt.overflow != "" {
 		t.Fatalf("judging the tier drove its overflow: active %v, changes %d, request's overflow %q",
 			active, changes, rt.overflow)
 	}
-	if !rt.degradeNow(upper, []*Target{busy, cloud}) {
+	if rt.rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
 		t.Fatal("the cloud tier could take it")
 	}
 	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.hold.usd != 0 {

@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"go.uber.org/zap"
 )
 
 // Clients makes every request name a known client (see package clients).
@@ -49,11 +51,32 @@ type clientSet struct {
 	byName map[string]*client
 }
 
-// newClientSet provisions the clients of the config and of the keys file.
-func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*clientSet, error) {
+// callers are the clients in force and what puts them there: the
+// config's clients and keys, the keys file and its watch.
+type callers struct {
+	cfg        *Clients
+	gateway    string                      // the gateway's name, under which its clients' usage is kept
+	keysFile   string                      // cfg.KeysFile, its placeholders replaced
+	configured map[string]*Client          // cfg.Clients, with cfg.Keys
+	set        atomic.Pointer[clientSet]   // in force
+	share      *atomic.Pointer[fleetShare] // with a registry: the gateway's place among the live gateways
+	aliases    map[string]*Alias           // the aliases a client may be limited to
+	// the models list of the aliases a client may use
+	models func(allows func(alias string) bool) []byte
+	logger *zap.Logger
+}
+
+// newCallers is the callers of gateway g, to be provisioned.
+func newCallers(g *Gateway) *callers {
+	return &callers{cfg: g.Clients, gateway: g.Name, share: g.fleetShare, aliases: g.aliases,
+		models: g.buildModelsListOf, logger: g.logger}
+}
+
+// newSet provisions the clients of the config and of the keys file.
+func (cr *callers) newSet(configured, fromFile map[string]*Client) (*clientSet, error) {
 	cs := &clientSet{byKey: make(map[clients.KeyHash]*client), byName: make(map[string]*client)}
 	repl := caddy.NewReplacer()
-	identity := g.Clients.Identity != ""
+	identity := cr.cfg.Identity != ""
 	add := func(name string, c *Client, origin string) error {
 		if c == nil {
 			return fmt.Errorf("client %q%s: empty", name, origin)
@@ -70,20 +93,18 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 		pc := &client{name: name, known: true, rpm: c.RPM, tpm: c.TPM, trusted: c.Trusted, ceilings: c.Ceilings(),
 			budgetDay: c.BudgetDayUSD, budgetMonth: c.BudgetMonthUSD}
 		if c.RPM > 0 || c.TPM > 0 {
-			pc.usage = usageOf(g.Name, name)
-			if g.Registry != nil {
-				pc.fleet = g.fleetShare
-			}
+			pc.usage = usageOf(cr.gateway, name)
+			pc.fleet = cr.share
 		}
 		if c.Aliases != nil {
 			pc.aliases = make(map[string]bool, len(c.Aliases))
 			for _, a := range c.Aliases {
-				if _, ok := g.aliases[a]; !ok {
+				if _, ok := cr.aliases[a]; !ok {
 					return fmt.Errorf("client %q%s: unknown alias %q", name, origin, a)
 				}
 				pc.aliases[a] = true
 			}
-			pc.models = g.buildModelsListOf(pc.allows)
+			pc.models = cr.models(pc.allows)
 		}
 		switch {
 		case c.Key == "" && !identity:
@@ -119,30 +140,41 @@ func (g *Gateway) newClientSet(configured, fromFile map[string]*Client) (*client
 // provisionClients puts the clients of the config and of the keys file in
 // force, and watches the keys file for changes.
 func (g *Gateway) provisionClients(ctx caddy.Context) error {
-	if id := g.Clients.Identity; id != "" && !clients.IsPlaceholder(id) {
+	cr := newCallers(g)
+	if err := cr.provision(ctx); err != nil {
+		return err
+	}
+	g.callers = cr
+	return nil
+}
+
+// provision checks the config's clients and keys, puts them and the keys
+// file's in force, and watches the keys file until the config stops.
+func (cr *callers) provision(ctx context.Context) error {
+	if id := cr.cfg.Identity; id != "" && !clients.IsPlaceholder(id) {
 		// anything else is never empty, and would let every request in
 		return fmt.Errorf("clients: identity must be one placeholder, such as {http.auth.user.id}, got %q", id)
 	}
 	// the config holds no usable key: keys come from placeholders, or
 	// as their hashes (a keys file may hold keys)
-	for _, name := range sortedKeys(g.Clients.Clients) {
-		if c := g.Clients.Clients[name]; c != nil && c.Key != "" && !strings.HasPrefix(c.Key, "sha256:") && !clients.IsPlaceholder(c.Key) {
+	for _, name := range sortedKeys(cr.cfg.Clients) {
+		if c := cr.cfg.Clients[name]; c != nil && c.Key != "" && !strings.HasPrefix(c.Key, "sha256:") && !clients.IsPlaceholder(c.Key) {
 			return fmt.Errorf("clients: client %q: the key must be a placeholder such as {env.TEAM_A_KEY} or sha256:<hex>, so that the config holds no usable key", name)
 		}
 	}
-	if k := g.Clients.Keys; k != "" && !clients.IsPlaceholder(k) {
+	if k := cr.cfg.Keys; k != "" && !clients.IsPlaceholder(k) {
 		return fmt.Errorf("clients: keys must be a placeholder such as {env.HYBRID_CLIENT_KEYS}, so that the config holds no usable key")
 	}
 	repl := caddy.NewReplacer()
-	g.keysFile = repl.ReplaceAll(g.Clients.KeysFile, "")
-	configured, err := clients.WithKeys(g.Clients.Clients, repl.ReplaceAll(g.Clients.Keys, ""))
+	cr.keysFile = repl.ReplaceAll(cr.cfg.KeysFile, "")
+	configured, err := clients.WithKeys(cr.cfg.Clients, repl.ReplaceAll(cr.cfg.Keys, ""))
 	if err != nil {
 		return fmt.Errorf("clients: keys: %v", err)
 	}
-	g.configured = configured
+	cr.configured = configured
 	var fromFile map[string]*Client
 	var stamp fileStamp
-	if path := g.keysFile; path != "" {
+	if path := cr.keysFile; path != "" {
 		var err error
 		if stamp, err = stampOf(path); err != nil {
 			return fmt.Errorf("clients: keys file: %v", err)
@@ -151,18 +183,17 @@ func (g *Gateway) provisionClients(ctx caddy.Context) error {
 			return fmt.Errorf("clients: keys file: %v", err)
 		}
 	}
-	cs, err := g.newClientSet(configured, fromFile)
+	cs, err := cr.newSet(configured, fromFile)
 	if err != nil {
 		return fmt.Errorf("clients: %v", err)
 	}
-	if len(cs.byName) == 0 && g.Clients.Identity == "" && g.keysFile == "" {
+	if len(cs.byName) == 0 && cr.cfg.Identity == "" && cr.keysFile == "" {
 		// a config validated without its secrets, or keys still to come
-		g.logger.Warn("no clients configured (keys, keys_file or client): every request is refused 401")
+		cr.logger.Warn("no clients configured (keys, keys_file or client): every request is refused 401")
 	}
-	g.clientSet = new(atomic.Pointer[clientSet])
-	g.clientSet.Store(cs)
-	if g.keysFile != "" {
-		g.watchKeysFile(ctx, stamp)
+	cr.set.Store(cs)
+	if cr.keysFile != "" {
+		cr.watchKeysFile(ctx, stamp)
 	}
 	return nil
 }

@@ -24,10 +24,10 @@ func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
 		doc.CloudUSDToday = total.DayUSD
 		doc.SpendUnknown = g.spend.unknown.Load()
 	}
-	if g.clientSet == nil {
+	if g.callers == nil {
 		return doc
 	}
-	cs := g.clientSet.Load()
+	cs := g.callers.set.Load()
 	for _, name := range cs.names() {
 		c := cs.byName[name]
 		st := adminapi.ClientState{Name: name, Trusted: c.trusted, RPM: c.rpm, TPM: c.tpm, MaxTokens: c.ceilings.MaxTokens, MaxN: c.ceilings.MaxN,

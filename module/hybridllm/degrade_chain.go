@@ -18,6 +18,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/degrade"
 )
 
@@ -268,18 +269,29 @@ func (dt *degradeTrigger) decision() degrade.Decision {
 	return dt.d
 }
 
-// tierRefusal returns why a tier must not take the request, if so: the
-// format it needs, or the cap. It takes nothing (see reserveTier).
-func (rt *route) tierRefusal(t *Target) reason {
-	if why := rt.tierFormat(t); why != "" {
+// tierGate passes over a tier of the alias's chain that cannot take the
+// request: the format it needs, or the cap on degraded answers. At the
+// tier's turn the request takes its place in the cap's share (once per
+// request), so that requests in flight count; it keeps it until it ends
+// (see settleChain), whatever the gates after this one say.
+type tierGate struct {
+	takesNothing
+	chain  *chain
+	alias  string
+	clock  clock.Clock
+	logger *zap.Logger
+}
+
+func (g tierGate) judge(p *passage, t *Target) reason {
+	if why := tierFormat(p, t); why != "" {
 		return why
 	}
-	c := rt.alias.chain
-	if c.cap >= 1 || rt.deg.reserved {
+	c := g.chain
+	if c.cap >= 1 || p.deg.reserved {
 		return ""
 	}
-	if !c.share.Allows(rt.g.clock.Now(), c.cap, degradeMinAnswers) {
-		rt.g.capReached(rt.alias)
+	if !c.share.Allows(g.clock.Now(), c.cap, degradeMinAnswers) {
+		c.reached(g.clock.Now(), g.logger, g.alias)
 		if c.atCap == atCapRefuse {
 			return because.DegradeCap
 		}
@@ -287,34 +299,30 @@ func (rt *route) tierRefusal(t *Target) reason {
 	return ""
 }
 
-// reserveTier is tierRefusal for a tier about to be tried: the request
-// takes its place in the cap's share (once per request), so that
-// requests in flight count.
-func (rt *route) reserveTier(t *Target) reason {
-	if why := rt.tierFormat(t); why != "" {
+func (g tierGate) admit(p *passage, t *Target) reason {
+	if why := tierFormat(p, t); why != "" {
 		return why
 	}
-	c := rt.alias.chain
-	if c.cap >= 1 || rt.deg.reserved {
+	c := g.chain
+	if c.cap >= 1 || p.deg.reserved {
 		return ""
 	}
-	ok := c.share.Reserve(rt.g.clock.Now(), c.cap, degradeMinAnswers)
-	rt.deg.reserved = ok
+	ok := c.share.Reserve(g.clock.Now(), c.cap, degradeMinAnswers)
+	p.deg.reserved = ok
 	if !ok {
-		rt.g.capReached(rt.alias)
+		c.reached(g.clock.Now(), g.logger, g.alias)
 		if c.atCap == atCapRefuse {
 			return because.DegradeCap
 		}
-		c.share.Reserve(rt.g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
-		rt.deg.reserved = true
+		c.share.Reserve(g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
+		p.deg.reserved = true
 	}
 	return ""
 }
 
-// tierFormat returns because.Format if the tier lacks a format the request
-// needs.
-func (rt *route) tierFormat(t *Target) reason {
-	for _, need := range rt.formats() {
+// tierFormat returns why tier t cannot take the request for its format.
+func tierFormat(p *passage, t *Target) reason {
+	for _, need := range p.deg.formatsOf(p.features.body) {
 		if !slices.Contains(t.Tier.Formats, need) {
 			return because.Format
 		}
@@ -322,26 +330,49 @@ func (rt *route) tierFormat(t *Target) reason {
 	return ""
 }
 
-// degradeSkip returns why the request passes over the target of its
-// alias's chain before trying it, if it does: a tier that cannot take it
-// (its format, the cap), or an upper target whose trigger sends new
-// requests to a tier after it.
-func (rt *route) degradeSkip(t *Target, rest []*Target) reason {
-	if t.Tier != nil {
-		return rt.reserveTier(t)
+// triggerGate passes over an upper target of the alias's chain whose
+// trigger is on, while a tier after it in the plan can take the request
+// (judged without effects: no cloud hold, no overflow controller driven,
+// no place in the cap taken). At its turn it records what the trigger saw
+// and leaves the target to be tried after all, last (passage.requeue),
+// should the tiers fail; it lets it through then.
+type triggerGate struct{ takesNothing }
+
+func (triggerGate) judge(p *passage, t *Target) reason {
+	if p.deg.deferred == t || !leavesForTier(p, t) {
+		return ""
 	}
-	if t == rt.deg.deferred {
-		return "" // the tiers failed: its turn after all
-	}
-	if rt.degradeNow(t, rest) {
-		d := t.trigger.decision()
-		if d.Active {
-			rt.deg.meta = d.Metadata
-			rt.deg.deferred = t
-			return reason(d.Reason)
-		}
+	if d := t.trigger.decision(); d.Active {
+		return reason(d.Reason)
 	}
 	return ""
+}
+
+func (triggerGate) admit(p *passage, t *Target) reason {
+	if p.deg.deferred == t || !leavesForTier(p, t) {
+		return "" // the tiers failed: its turn after all
+	}
+	d := t.trigger.decision()
+	if !d.Active {
+		return ""
+	}
+	p.deg.meta, p.deg.deferred, p.requeue = d.Metadata, t, t
+	return reason(d.Reason)
+}
+
+// leavesForTier reports whether the request should leave target t for a
+// lower tier before trying it: its trigger is on, and a tier after it in
+// the plan can take the request.
+func leavesForTier(p *passage, t *Target) bool {
+	if !t.trigger.active.Load() {
+		return false
+	}
+	for _, o := range p.rest {
+		if o.Tier != nil && p.judge(o) == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // unservedFormat returns the format the request needs that kept it from
@@ -354,32 +385,15 @@ func (rt *route) unservedFormat() string {
 	if !formatRefused {
 		return ""
 	}
-	return strings.Join(rt.formats(), ", ")
+	return strings.Join(rt.deg.formatsOf(rt.body), ", ")
 }
 
-// degradeNow reports whether the request should leave the target for a
-// lower tier before trying it: its trigger is on, and a tier after it can
-// take the request. It judges the tiers without effects: no cloud hold,
-// and their groups' overflow controllers left as they are.
-func (rt *route) degradeNow(t *Target, rest []*Target) bool {
-	if t.trigger == nil || !t.trigger.active.Load() {
-		return false
-	}
-	for _, o := range rest {
-		if o.Tier != nil && rt.tierRefusal(o) == "" && rt.passage.judge(o) == "" {
-			return true
-		}
-	}
-	return false
-}
-
-// capReached logs the cap's crossing once, until the share is under it
+// reached logs the cap's crossing at t once, until the share is under it
 // again.
-func (g *Gateway) capReached(al *Alias) {
-	c := al.chain
+func (c *chain) reached(t time.Time, logger *zap.Logger, alias string) {
 	if c.capped.CompareAndSwap(false, true) {
-		g.logger.Error("degrade cap reached: degraded answers would pass their share; no further degrading",
-			zap.String("alias", al.name), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(g.clock.Now())),
+		logger.Error("degrade cap reached: degraded answers would pass their share; no further degrading",
+			zap.String("alias", alias), zap.Float64("cap", c.cap), zap.Float64("share", c.share.Ratio(t)),
 			zap.String("at_cap", c.atCap))
 	}
 }

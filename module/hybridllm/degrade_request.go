@@ -30,17 +30,16 @@ type degradeRecord struct {
 	reserved bool // a degraded answer is reserved in the cap's share
 }
 
-// formats returns the structured output the request needs, if any
-// (json_schema or json_object from response_format, tools from tools or
-// functions), read once, with gjson.
-func (rt *route) formats() []string {
-	d := rt.deg
+// formatsOf returns the structured output the request, whose body this
+// is, needs, if any (json_schema or json_object from response_format,
+// tools from tools or functions), read once, with gjson.
+func (d *degradeRecord) formatsOf(body []byte) []string {
 	if d.needsRead {
 		return d.needs
 	}
 	d.needsRead = true
 	for _, path := range []string{"response_format.type", "text.format.type"} {
-		switch gjson.GetBytes(rt.body, path).String() {
+		switch gjson.GetBytes(body, path).String() {
 		case formatJSONSchema:
 			d.needs = append(d.needs, formatJSONSchema)
 		case formatJSONObject:
@@ -49,8 +48,8 @@ func (rt *route) formats() []string {
 	}
 	// tools the request forbids calling (tool_choice none) need nothing
 	for _, f := range [][2]string{{"tools", "tool_choice"}, {"functions", "function_call"}} {
-		v := gjson.GetBytes(rt.body, f[0])
-		if v.IsArray() && len(v.Array()) > 0 && gjson.GetBytes(rt.body, f[1]).String() != "none" {
+		v := gjson.GetBytes(body, f[0])
+		if v.IsArray() && len(v.Array()) > 0 && gjson.GetBytes(body, f[1]).String() != "none" {
 			d.needs = append(d.needs, formatTools)
 			break
 		}

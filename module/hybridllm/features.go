@@ -12,7 +12,6 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"github.com/hybridllm/caddy-hybrid-llm/module/jsonscan"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
-	"github.com/tidwall/gjson"
 )
 
 // Rule sends a request straight to one of the alias's targets when all of
@@ -282,17 +281,4 @@ func (t *Target) contextWindow() int {
 		}
 	}
 	return window
-}
-
-// contextErrorPrefix starts vLLM's and OpenAI's context-length errors.
-const contextErrorPrefix = "This model's maximum context length is"
-
-// isContextError reports whether an upstream 400 body is a context-length
-// error.
-func isContextError(body []byte) bool {
-	msg := gjson.GetBytes(body, "error.message")
-	if !msg.Exists() {
-		msg = gjson.GetBytes(body, "message") // vLLM <= 0.9's flat shape
-	}
-	return strings.HasPrefix(msg.String(), contextErrorPrefix)
 }

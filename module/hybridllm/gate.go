@@ -49,6 +49,12 @@ type passage struct {
 	// trial, which the attempt settles
 	trial bool
 	hold  cloudHold // what the request holds of the cloud spend
+	// with a degradation chain: the request's degradation, the targets
+	// after this one in its plan, and the target a trigger left, to be
+	// tried last should every tier fail
+	deg     *degradeRecord
+	rest    []*Target
+	requeue *Target
 }
 
 // tokenBounder is the most tokens a request may use on a target.
@@ -134,4 +140,16 @@ func (k targetKit) observersOf(t *Target) []attemptObserver {
 		obs = append(obs, breakerObserver{clock: k.clock, logger: k.logger})
 	}
 	return append(obs, spanObserver{})
+}
+
+// chainGates puts the degradation chain's gate before target t's other
+// gates: a tier's, or an upper target's trigger's.
+func (k targetKit) chainGates(c *chain, alias string, t *Target, gates []gate) []gate {
+	switch {
+	case t.Tier != nil:
+		return append([]gate{tierGate{chain: c, alias: alias, clock: k.clock, logger: k.logger}}, gates...)
+	case t.trigger != nil:
+		return append([]gate{triggerGate{}}, gates...)
+	}
+	return gates
 }

@@ -117,6 +117,32 @@ func TestGatesOfWhatIsConfigured(t *testing.T) {
 	}
 }
 
+// On an alias with a degradation chain, a tier's gates start with the
+// tier's (its formats, the cap) and an upper target's with its
+// trigger's; any other target's are its own.
+func TestChainGatesComeFirst(t *testing.T) {
+	k := targetKit{clock: fakeClock(t)}
+	c := &chain{cap: 1}
+	cloud := &Group{Kind: KindOpenAI}
+	for _, tc := range []struct {
+		name string
+		t    *Target
+		want string
+	}{
+		{"a tier", &Target{Tier: &TierConfig{}, group: cloud}, "tier out"},
+		{"an upper target with a trigger", &Target{trigger: &degradeTrigger{}, group: cloud}, "trigger out"},
+		{"an upper target without one", &Target{group: cloud}, "out"},
+	} {
+		var names []string
+		for _, gt := range k.chainGates(c, "chat", tc.t, k.gatesOf(tc.t)) {
+			names = append(names, partName(gt))
+		}
+		if got := fmt.Sprint(names); got != "["+tc.want+"]" {
+			t.Errorf("%s: gates %s, want [%s]", tc.name, got, tc.want)
+		}
+	}
+}
+
 // partName is a gate's or an observer's short name.
 func partName(part any) string {
 	switch part.(type) {
@@ -140,6 +166,10 @@ func partName(part any) string {
 		return "faults"
 	case spanObserver:
 		return "span"
+	case tierGate:
+		return "tier"
+	case triggerGate:
+		return "trigger"
 	}
 	return fmt.Sprintf("%T", part)
 }

@@ -161,11 +161,9 @@ type Gateway struct {
 
 	pass         *headerPass
 	paths        *inferencePaths
-	routeHeaders []string                   // the headers route rules read
-	spend        *spendBook                 // cloud spend, with clients or a spend cap
-	keysFile     string                     // Clients.KeysFile, its placeholders replaced
-	configured   map[string]*Client         // Clients.Clients, with Clients.Keys
-	clientSet    *atomic.Pointer[clientSet] // set with Clients
+	routeHeaders []string   // the headers route rules read
+	spend        *spendBook // cloud spend, with clients or a spend cap
+	callers      *callers   // with Clients
 	aliases      map[string]*Alias
 	streamUsage  bool     // some group asks for stream usage
 	watch        []string // the top-level fields rules look for
@@ -480,8 +478,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		return g.serveModels(w, r, cl)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
-		return protocol.WriteError(w, http.StatusMethodNotAllowed, protocol.TypeInvalidRequest, "method_not_allowed", "",
-			"method "+r.Method+" is not allowed; use POST for inference or GET for models")
+		return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
+			Status: http.StatusMethodNotAllowed, Type: protocol.TypeInvalidRequest, Code: "method_not_allowed",
+			Message: "method " + r.Method + " is not allowed; use POST for inference or GET for models",
+		})
 	}
 }
 

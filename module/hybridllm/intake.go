@@ -42,13 +42,15 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	}
 	body, no := g.readInference(r, &rt.top)
 	if no != nil {
-		return no.write(w)
+		return no.write(w, rt.api)
 	}
 	top := &rt.top
 	al, ok := g.alias(top)
 	if !ok || !cl.allows(al.name) {
-		return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "model_not_found", "model",
-			"The model `"+top.ModelName()+"` does not exist.")
+		return rt.api.WriteError(w, protocol.Error{
+			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
+			Message: "The model `" + top.ModelName() + "` does not exist.",
+		})
 	}
 	g.stripRouting(r, cl)
 	if g.colored {
@@ -59,7 +61,10 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	if cl != nil && cl.ceilings.Active() {
 		ceiled, over := cl.ceilings.Apply(body, rt.api)
 		if over != nil {
-			return protocol.WriteError(w, http.StatusBadRequest, protocol.TypeInvalidRequest, "invalid_value", over.Param, over.Msg)
+			return rt.api.WriteError(w, protocol.Error{
+				Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: "invalid_value", Param: over.Param,
+				Message: over.Msg,
+			})
 		}
 		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
 			// the fields moved: found again
@@ -72,7 +77,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	at := g.clock.Now()
 	rt.body, rt.features = body, newFeatures(body, r.Header, &rt.top)
 	if wait, limit := rt.reserve(at); wait > 0 {
-		return g.limited(w, cl, limit, wait)
+		return g.limited(w, rt.api, cl, limit, wait)
 	}
 	if ae, ok := g.fitHeaders(rt, id); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
@@ -113,8 +118,11 @@ type refusal struct {
 	code, param, what string
 }
 
-func (no *refusal) write(w http.ResponseWriter) error {
-	return protocol.WriteError(w, no.status, protocol.TypeInvalidRequest, no.code, no.param, no.what)
+func (no *refusal) write(w http.ResponseWriter, api *protocol.API) error {
+	return api.WriteError(w, protocol.Error{
+		Status: no.status, Type: protocol.TypeInvalidRequest, Code: no.code, Param: no.param,
+		Message: no.what,
+	})
 }
 
 // readInference reads the request's body and its facts into top, or says

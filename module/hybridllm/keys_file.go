@@ -83,10 +83,10 @@ func stampOf(path string) (fileStamp, error) {
 // watchKeysFile puts a changed keys file in force until the config stops.
 // A file that cannot be read or is not valid leaves the last good clients
 // in force, with an error logged once per version.
-func (g *Gateway) watchKeysFile(ctx context.Context, last fileStamp) {
-	path := g.keysFile
+func (cr *callers) watchKeysFile(ctx context.Context, last fileStamp) {
+	path := cr.keysFile
 	var failed string // the failure last logged
-	loop.Loop{Name: "keys file watch", Every: keysFileInterval, Logger: g.logger}.Go(ctx, nil, func(context.Context) {
+	loop.Loop{Name: "keys file watch", Every: keysFileInterval, Logger: cr.logger}.Go(ctx, nil, func(context.Context) {
 		st, err := stampOf(path)
 		if err == nil && st == last {
 			return
@@ -95,19 +95,19 @@ func (g *Gateway) watchKeysFile(ctx context.Context, last fileStamp) {
 		if err == nil {
 			var fromFile map[string]*Client
 			if fromFile, err = readKeysFile(path); err == nil {
-				cs, err = g.newClientSet(g.configured, fromFile)
+				cs, err = cr.newSet(cr.configured, fromFile)
 			}
 		}
 		if err != nil {
 			if msg := st.mod.String() + err.Error(); msg != failed {
-				g.logger.Error("keys file not loaded; the last good clients stay in force",
+				cr.logger.Error("keys file not loaded; the last good clients stay in force",
 					zap.String("file", path), zap.Error(err))
 				failed = msg
 			}
 			return
 		}
-		g.clientSet.Store(cs)
+		cr.set.Store(cs)
 		last, failed = st, ""
-		g.logger.Info("keys file loaded", zap.String("file", path), zap.Int("clients", len(cs.byName)))
+		cr.logger.Info("keys file loaded", zap.String("file", path), zap.Int("clients", len(cs.byName)))
 	})
 }

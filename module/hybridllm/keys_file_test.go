@@ -17,7 +17,7 @@ func TestExampleKeysFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &Gateway{Name: "example", Clients: &Clients{}, aliases: map[string]*Alias{"chat-main": {name: "chat-main"}}}
-	cs, err := g.newClientSet(nil, fromFile)
+	cs, err := newCallers(g).newSet(nil, fromFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,13 +60,17 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, cl *client
 	case i >= 0:
 		id := path[i+len("/models/"):]
 		if _, ok := g.aliases[id]; !ok || !cl.allows(id) {
-			return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "model_not_found", "model",
-				"The model `"+id+"` does not exist.")
+			return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
+				Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
+				Message: "The model `" + id + "` does not exist.",
+			})
 		}
 		body, _ = json.Marshal(modelCard{ID: id, Object: "model", Created: g.created, OwnedBy: modelOwner})
 	default:
-		return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "not_found", "",
-			"unknown endpoint "+r.Method+" "+path+"; GET serves only /v1/models")
+		return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
+			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "not_found",
+			Message: "unknown endpoint " + r.Method + " " + path + "; GET serves only /v1/models",
+		})
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -53,8 +53,10 @@ func (p *inferencePaths) allows(path string) bool {
 
 // refuse answers a POST to an endpoint the gateway does not forward.
 func (p *inferencePaths) refuse(w http.ResponseWriter, r *http.Request) error {
-	return protocol.WriteError(w, http.StatusNotFound, protocol.TypeInvalidRequest, "not_found", "",
-		"unknown endpoint POST "+r.URL.Path+"; this gateway serves "+p.list+" (POST) and models (GET)")
+	return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
+		Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "not_found",
+		Message: "unknown endpoint POST " + r.URL.Path + "; this gateway serves " + p.list + " (POST) and models (GET)",
+	})
 }
 
 // cleanPath resolves the request path's dot-segments, percent-encoded

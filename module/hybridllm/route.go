@@ -125,23 +125,17 @@ func (rt *route) run(ctx context.Context) error {
 			rt.traceSkip(t, because.Deadline)
 			break
 		}
-		if al.chain != nil {
-			if why := rt.degradeSkip(t, plan[i+1:]); why != "" {
-				rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
-				rt.traceSkip(t, why)
-				if t == rt.deg.deferred {
-					// left for a tier: should every tier fail, it is
-					// tried last after all
-					plan = append(plan[:len(plan):len(plan)], t)
-				}
-				continue
-			}
-		}
+		rt.rest = plan[i+1:]
 		if why := rt.passage.admit(t); why != "" {
 			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
 			rt.traceSkip(t, why)
-			if why == because.Overflow {
+			switch {
+			case why == because.Overflow:
 				spilled = append(spilled, t)
+			case rt.requeue == t:
+				// left for a tier: should every tier fail, it is tried
+				// last after all
+				plan, rt.requeue = append(plan[:len(plan):len(plan)], t), nil
 			}
 			continue
 		}
@@ -174,6 +168,7 @@ func (rt *route) planFor(al *Alias, f *features) []*Target {
 	plan = al.ordered(plan, rt.order[:])
 	if al.chain != nil {
 		rt.deg = new(degradeRecord)
+		rt.passage.deg = rt.deg
 	}
 	if c := rt.color; c != nil {
 		// the color's target first; the alias's own after it, if the
@@ -280,7 +275,10 @@ func (rt *route) fail(al *Alias) error {
 	} else {
 		rt.outcome = outcomeUnavailable
 	}
-	return protocol.WriteError(rt.w, v.status, v.typ, v.code, "", rt.failMessage(al, &v))
+	return rt.api.WriteError(rt.w, protocol.Error{
+		Status: v.status, Type: v.typ, Code: v.code,
+		Message: rt.failMessage(al, &v),
+	})
 }
 
 // failVerdict is what a request no target served is answered: its

@@ -62,5 +62,8 @@ func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, cli
 		msg = "the " + where + " header is not read: " + hint
 	}
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
-	return protocol.WriteError(w, http.StatusUnauthorized, protocol.TypeInvalidRequest, "invalid_api_key", "", msg)
+	return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
+		Status: http.StatusUnauthorized, Type: protocol.TypeInvalidRequest, Code: "invalid_api_key",
+		Message: msg,
+	})
 }

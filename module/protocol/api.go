@@ -34,22 +34,25 @@ type API struct {
 	// length: a tier's ceiling is no reason to ask for more (the legacy
 	// completions).
 	ShortByDefault bool
+
+	// How the API's clients are told of errors.
+	Errors ErrorShape
 }
 
 // The OpenAI APIs the gateway reads and meters.
 var (
-	ChatCompletions = &API{Endpoint: "chat/completions", Operation: "chat", StreamUsage: true,
+	ChatCompletions = &API{Endpoint: "chat/completions", Operation: "chat", StreamUsage: true, Errors: OpenAIErrors,
 		// max_completion_tokens: what OpenAI's reasoning models accept
 		// (they refuse max_tokens), and vLLM too
 		LengthFields: []string{"max_completion_tokens", "max_tokens"}}
-	Completions = &API{Endpoint: "completions", Operation: "text_completion", StreamUsage: true,
+	Completions = &API{Endpoint: "completions", Operation: "text_completion", StreamUsage: true, Errors: OpenAIErrors,
 		LengthFields: []string{"max_tokens"}, ShortByDefault: true}
-	Embeddings = &API{Endpoint: "embeddings", Operation: "embeddings", PromptOnly: true}
-	Responses  = &API{Endpoint: "responses", Operation: "chat", LengthFields: []string{"max_output_tokens"}}
+	Embeddings = &API{Endpoint: "embeddings", Operation: "embeddings", PromptOnly: true, Errors: OpenAIErrors}
+	Responses  = &API{Endpoint: "responses", Operation: "chat", LengthFields: []string{"max_output_tokens"}, Errors: OpenAIErrors}
 
 	// Other is an endpoint the gateway forwards and meters as it can
 	// without knowing its shape (one a config's paths add).
-	Other = &API{Operation: "chat"}
+	Other = &API{Operation: "chat", Errors: OpenAIErrors}
 )
 
 // known are the APIs ForPath tells apart, the longest endpoint first

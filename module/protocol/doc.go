@@ -9,8 +9,10 @@
 // for, what its answers count), the usage of an answer and of a stream
 // (UsageScanner, over any SSE framing), the alias put into an answer's
 // model (ModelRewriter), where a stream ends and how (its [DONE], an
-// error event), and the shape of an error (OpenAI's, WriteError; an
-// upstream's error rewritten, UpstreamErrorBody).
+// error event), and the shape of its errors (API.Errors, an ErrorShape:
+// the gateway's own Error as a body and a stream event, an upstream's
+// error rewritten; OpenAIErrors for the OpenAI APIs), which
+// API.WriteError answers with.
 //
 // It is a leaf: it imports nothing of the product but module/jsonscan,
 // and nothing of Caddy. The request core gives it bytes and gets facts
