@@ -16,6 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"go.uber.org/zap"
 )
 
@@ -231,14 +232,14 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 	if g.spend == nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q keeps no cloud spend (no clients, no cloud_spend)", g.Name)}
 	}
-	if !g.spend.stored {
+	if !g.spend.Stored() {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("gateway %q keeps its cloud spend in the registry, not in storage", g.Name)}
 	}
-	u := g.spend.accept()
-	if err := g.spend.save(r.Context(), g.storage, g.spend.name); err != nil {
+	u := g.spend.Accept()
+	if err := g.spend.Save(r.Context(), g.storage); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("accepted, but not saved, so a restart would close cloud again: %v", err)}
 	}
-	total, _ := g.spend.spent("", g.clock.Now())
+	total, _ := g.spend.Spent("", g.clock.Now())
 	what := map[string]any{"gateway": g.Name, "was_unknown": u != nil, "cloud_usd_today": total.DayUSD}
 	if u != nil {
 		what["why"], what["set_aside_as"] = u.Why, u.SetAsideAs
@@ -324,13 +325,13 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	out := []adminapi.LedgerGateway{}
 	for _, g := range gws {
 		c := g.comparison(from, to)
-		uses := g.ledger.clientWindow(from, to)
+		uses := g.ledger.Clients(from, to)
 		if c.SelfHostedPerMillionTokens != nil {
 			for i := range uses {
 				uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6
 			}
 		}
-		out = append(out, adminapi.LedgerGateway{Gateway: g.Name, Comparison: c, Clients: apiClientUses(uses)})
+		out = append(out, adminapi.LedgerGateway{Gateway: g.Name, Comparison: c, Clients: uses})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
@@ -363,13 +364,13 @@ func processState() *adminapi.ProcessState {
 
 // maxLedgerWindow is the longest window the ledger answers for: what it
 // holds.
-const maxLedgerWindow = ledgerBuckets * ledgerBucket
+const maxLedgerWindow = books.Buckets * books.BucketSize
 
 // ledgerWindowOf reads a ledger query's window: window=<duration> back
 // from t (default 1h; 7d, 30d), or from= and to= as RFC 3339 times. The
 // window ends after the minute t is in, so that it includes it.
 func ledgerWindowOf(q url.Values, t time.Time) (from, to time.Time, err error) {
-	to = t.Truncate(ledgerBucket).Add(ledgerBucket)
+	to = t.Truncate(books.BucketSize).Add(books.BucketSize)
 	if f, tt := q.Get("from"), q.Get("to"); f != "" || tt != "" {
 		if q.Get("window") != "" {
 			return from, to, fmt.Errorf("give window, or from and to, not both")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 )
 
@@ -16,7 +17,7 @@ import (
 // span (which does nothing for a request not traced) always, the span
 // innermost.
 func TestObserversOfWhatIsConfigured(t *testing.T) {
-	k := targetKit{clock: fakeClock(t), ledger: &ledger{}}
+	k := targetKit{clock: fakeClock(t), ledger: books.Open(books.Config{})}
 	for _, tc := range []struct {
 		name string
 		k    targetKit

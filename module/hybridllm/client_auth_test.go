@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
@@ -67,7 +68,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		}
 	})
 	b.Run("key+limits+budget", func(b *testing.B) {
-		g.spend = &spendBook{clients: map[string]*spend{}}
+		g.spend = books.NewSpendBook("", nil)
 		for _, c := range cs.byKey {
 			c.budgetDay = 1e9
 		}
@@ -88,7 +89,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			if why := admitTo(rt, cloud); why != "" {
 				b.Fatal(why)
 			}
-			g.spend.add(cl.name, 1e-6, tn)
+			g.spend.Add(cl.name, 1e-6, tn)
 			rt.releaseCloud()
 			rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 8, 16
 			rt.settleTokens(tn)

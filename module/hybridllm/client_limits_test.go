@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
@@ -103,7 +104,7 @@ func httptestPost(path string) *http.Request {
 // the cloud again, and the spend booked closes it for the day.
 func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	clk := fakeClock(t)
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: clk}
+	g := &Gateway{spend: books.NewSpendBook("", nil), clock: clk}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
@@ -140,7 +141,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
-		g.spend.add(cl.name, 0.000118, clk.Now())
+		g.spend.Add(cl.name, 0.000118, clk.Now())
 		rt.releaseCloud()
 	}
 	if why, _ := g.cloudClosed(cl, clk.Now()); why != because.Budget {

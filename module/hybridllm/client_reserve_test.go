@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
@@ -113,7 +114,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 // A cloud tier's hold is what the tier can cost: the request is sent
 // with its max_tokens.
 func TestCloudHoldOnATier(t *testing.T) {
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: fakeClock(t)}
+	g := &Gateway{spend: books.NewSpendBook("", nil), clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{name: "cloud-small",
 		Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -132,7 +133,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 // in flight close it; the hold is taken as the attempt starts, and
 // released from the client it was held for.
 func TestSkipTakesNoHold(t *testing.T) {
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, clock: fakeClock(t)}
+	g := &Gateway{spend: books.NewSpendBook("", nil), clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -143,37 +144,39 @@ func TestSkipTakesNoHold(t *testing.T) {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
-	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.hold.usd != 0 {
-		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", h.total, h.clients, rt.hold.usd)
+	if total, clients := g.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
+		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.hold.usd)
 	}
 	// a budget held up by others: skip says so, and still takes nothing
-	g.spend.holds.clients = map[string]float64{"c": 0.001}
+	holdFor(g, "c", 0.001)
 	if why := judgeFor(rt, cloud); why != because.BudgetHeld {
 		t.Fatalf("a held budget: skip says %q", why)
 	}
-	g.spend.holds.clients = nil
-	if why := admitTo(rt, cloud); why != "" || g.spend.holds.total == 0 || g.spend.holds.clients["c"] != rt.hold.usd {
-		t.Fatalf("hold: %q, holds %+v", why, g.spend.holds.clients)
+	g.spend.Holds().Give("c", 0.001)
+	if why := admitTo(rt, cloud); why != "" {
+		t.Fatalf("hold: %q", why)
+	}
+	if total, clients := g.spend.Holds().Held(); total == 0 || clients["c"] != rt.hold.usd {
+		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.hold.usd)
 	}
 	rt.releaseCloud()
-	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 {
-		t.Fatalf("released: total %g, clients %v", h.total, h.clients)
+	if total, clients := g.spend.Holds().Held(); total != 0 || len(clients) != 0 {
+		t.Fatalf("released: total %g, clients %v", total, clients)
 	}
 
 	// held for the spend cap only (the client has no budget here): the
 	// release leaves the holds other requests of that name keep, under
 	// a config that gives it a budget, as they are
-	capped := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, CloudSpend: &CloudSpend{DailyUSD: 10}, clock: fakeClock(t)}
-	capped.spend.holds.clients = map[string]float64{"c": 0.5}
-	capped.spend.holds.total = 0.5
+	capped := &Gateway{spend: books.NewSpendBook("", nil), CloudSpend: &CloudSpend{DailyUSD: 10}, clock: fakeClock(t)}
+	holdFor(capped, "c", 0.5)
 	free := &client{name: "c", known: true}
 	rt = limitedRoute(capped, free, "/v1/chat/completions", body)
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatal(why)
 	}
 	rt.releaseCloud()
-	if h := &capped.spend.holds; h.clients["c"] != 0.5 || h.total < 0.5-1e-9 || h.total > 0.5+1e-9 {
-		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", h.total, h.clients)
+	if total, clients := capped.spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
+		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", total, clients)
 	}
 }
 
@@ -182,7 +185,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 // (no transition, no dwell started), nor the overflow recorded on the
 // request.
 func TestDegradeNowHasNoEffects(t *testing.T) {
-	g := &Gateway{spend: &spendBook{clients: map[string]*spend{}}, logger: zap.NewNop(), clock: fakeClock(t)}
+	g := &Gateway{spend: books.NewSpendBook("", nil), logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	upper := &Target{Group: "big", group: &Group{name: "big", shared: &groupShared{}}}
 	upper.trigger = &degradeTrigger{t: upper}
@@ -218,7 +221,15 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	if rt.rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
 		t.Fatal("the cloud tier could take it")
 	}
-	if h := &g.spend.holds; h.total != 0 || len(h.clients) != 0 || rt.hold.usd != 0 {
-		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", h.total, h.clients)
+	if total, clients := g.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
+		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", total, clients)
 	}
+}
+
+// holdFor makes others hold usd for client in g's spend book.
+func holdFor(g *Gateway, client string, usd float64) {
+	h := g.spend.Holds()
+	h.Lock()
+	h.TakeLocked(client, usd)
+	h.Unlock()
 }

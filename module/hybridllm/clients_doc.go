@@ -20,9 +20,9 @@ func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
 		doc.DailyCapUSD = c.DailyUSD
 	}
 	if g.spend != nil {
-		total, _ := g.spend.spent("", t)
+		total, _ := g.spend.Spent("", t)
 		doc.CloudUSDToday = total.DayUSD
-		doc.SpendUnknown = g.spend.unknown.Load()
+		doc.SpendUnknown = g.spend.Unknown()
 	}
 	if g.callers == nil {
 		return doc
@@ -41,7 +41,7 @@ func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
 			st.WaitSeconds = w.Seconds()
 		}
 		if g.spend != nil {
-			_, s := g.spend.spent(name, t)
+			_, s := g.spend.Spent(name, t)
 			st.CloudUSDToday, st.CloudUSDThisMonth = s.DayUSD, s.MonthUSD
 		}
 		if c.budgetDay > 0 || c.budgetMonth > 0 {

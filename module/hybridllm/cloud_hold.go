@@ -4,21 +4,13 @@
 package hybridllm
 
 import (
-	"sync"
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 )
-
-// spendHolds are the USD that requests in flight on priced cloud targets
-// reserved, in all and by client; a book's, so that they outlive a
-// reload with the requests.
-type spendHolds struct {
-	mu      sync.Mutex
-	total   float64
-	clients map[string]float64
-}
 
 // cloudHold is what one request holds of the cloud spend.
 type cloudHold struct {
@@ -31,7 +23,7 @@ type cloudHold struct {
 // and holds, the gateway's spend cap, and its deadline, which bounds a
 // price per second.
 type spendLimits struct {
-	book     *spendBook
+	book     *books.SpendBook
 	dailyCap float64 // USD; 0: none
 	deadline time.Duration
 	clock    clock.Clock
@@ -52,7 +44,7 @@ func (c cloudClosedGate) judge(p *passage, t *Target) reason {
 	if h == nil {
 		return ""
 	}
-	defer h.mu.Unlock()
+	defer h.Unlock()
 	return c.heldOut(p, q)
 }
 
@@ -74,18 +66,12 @@ func (c cloudHoldGate) admit(p *passage, t *Target) reason {
 	if h == nil {
 		return ""
 	}
-	defer h.mu.Unlock()
+	defer h.Unlock()
 	if why := c.heldOut(p, q); why != "" {
 		return why
 	}
 	extra := q.need - p.hold.usd
-	h.total += extra
-	if q.name != "" {
-		if h.clients == nil {
-			h.clients = map[string]float64{}
-		}
-		h.clients[q.name] += extra
-	}
+	h.TakeLocked(q.name, extra)
 	p.hold = cloudHold{usd: q.need, client: q.name, topUp: extra}
 	return ""
 }
@@ -94,10 +80,7 @@ func (c cloudHoldGate) release(p *passage, _ *Target) {
 	if p.hold.topUp == 0 {
 		return
 	}
-	h := &c.book.holds
-	h.mu.Lock()
-	h.give(p.hold.client, p.hold.topUp)
-	h.mu.Unlock()
+	c.book.Holds().Give(p.hold.client, p.hold.topUp)
 	p.hold.usd -= p.hold.topUp
 	p.hold.topUp = 0
 }
@@ -143,23 +126,23 @@ func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
 // locked quotes the request's hold on t and, when there is one to
 // take, returns the holds locked: the caller unlocks them. Nil: nothing
 // to hold.
-func (s *spendLimits) locked(p *passage, t *Target) (holdQuote, *spendHolds) {
+func (s *spendLimits) locked(p *passage, t *Target) (holdQuote, *books.Holds) {
 	q, ok := s.quote(p, t)
 	if !ok {
 		return q, nil
 	}
-	h := &s.book.holds
-	h.mu.Lock()
+	h := s.book.Holds()
+	h.Lock()
 	return q, h
 }
 
 // heldOut returns why the holds in flight and the spend so far leave no
 // room for hold q, if they do. The caller holds the holds' lock.
 func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
-	cl, h := p.client, &s.book.holds
-	total, sp := s.book.spent(q.name, s.clock.Now())
+	cl, h := p.client, s.book.Holds()
+	total, sp := s.book.Spent(q.name, s.clock.Now())
 	// what the others hold: this request's own hold so far is not in its way
-	others, mine := h.total-p.hold.usd, h.clients[q.name]-p.hold.usd
+	others, mine := h.TotalLocked()-p.hold.usd, h.ClientLocked(q.name)-p.hold.usd
 	switch {
 	case q.capped && total.DayUSD+others >= s.dailyCap:
 		return because.SpendCapHeld
@@ -170,19 +153,6 @@ func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
 	return ""
 }
 
-// give takes usd held for client (none: the spend cap only) off the
-// holds. The caller holds their lock.
-func (h *spendHolds) give(client string, usd float64) {
-	h.total = max(0, h.total-usd)
-	if client != "" && h.clients != nil {
-		if v := h.clients[client] - usd; v > 1e-12 {
-			h.clients[client] = v
-		} else {
-			delete(h.clients, client)
-		}
-	}
-}
-
 // releaseCloud gives back the request's hold, once its spend is booked:
 // what it took, from the total and from the client it was held for (none
 // when only the spend cap bounded it).
@@ -190,9 +160,6 @@ func (rt *route) releaseCloud() {
 	if rt.hold.usd == 0 {
 		return
 	}
-	h := &rt.g.spend.holds
-	h.mu.Lock()
-	h.give(rt.hold.client, rt.hold.usd)
-	h.mu.Unlock()
+	rt.g.spend.Holds().Give(rt.hold.client, rt.hold.usd)
 	rt.hold = cloudHold{}
 }

@@ -39,34 +39,13 @@ import (
 // day and month: the spend of a process that exited is never lost, and
 // never counted twice (so with a registry the book is not kept in Caddy's
 // storage: the registry keeps it). What a process spent after its last
-// publication, when it was killed, is in its journal (see module/journal),
+// publication, when it was killed, is in its journal (see module/books),
 // which marks each publication: the next process on the same storage
 // starts its own book with the charges after the last mark.
 
 // fleetSpendInterval is how often a gateway publishes its book when it
 // changed.
 const fleetSpendInterval = 2 * time.Second
-
-// fleetSpend is what the fleet's other processes spent, as last read.
-type fleetSpend struct {
-	total   registry.Spend
-	clients map[string]registry.Spend
-}
-
-// add counts the others' spend into a day and month of this book; theirs
-// counts only for the same day and month.
-func (o *fleetSpend) add(s *spend, client string) {
-	from := o.total
-	if client != "" {
-		from = o.clients[client]
-	}
-	if from.Day == s.Day {
-		s.DayUSD += from.DayUSD
-	}
-	if from.Month == s.Month {
-		s.MonthUSD += from.MonthUSD
-	}
-}
 
 // spendName is the registry name of this process's book of a gateway.
 func spendName(gateway string) string {
@@ -96,34 +75,7 @@ func (g *Gateway) applySpend(s *registry.Snapshot) {
 	}
 	t := g.clock.Now().UTC()
 	total, clients := s.Spent(g.Name, g.spendName, t.Format(time.DateOnly), t.Format("2006-01"))
-	g.spend.others.Store(&fleetSpend{total: total, clients: clients})
-}
-
-// book is the book as published: the total, and the clients that spent
-// this month; with its version and, with a journal, the last record it
-// includes.
-func (b *spendBook) book(gateway string, t time.Time) (registry.Book, uint64, uint64) {
-	var seq uint64
-	var id string
-	if j := b.journal.Load(); j != nil {
-		j.Lock()
-		defer j.Unlock()
-		seq, id = j.SeqLocked(), j.ID()
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.total.roll(t)
-	rb := registry.Book{Gateway: gateway, Total: registry.Spend(b.total), Journal: id, JournalSeq: seq}
-	for name, s := range b.clients {
-		s.roll(t)
-		if s.MonthUSD > 0 {
-			if rb.Clients == nil {
-				rb.Clients = map[string]registry.Spend{}
-			}
-			rb.Clients[name] = registry.Spend(*s)
-		}
-	}
-	return rb, b.version, seq
+	g.spend.SetOthers(total, clients)
 }
 
 // publishSpend writes the gateway's book to the registry whenever it
@@ -136,9 +88,9 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 	var published uint64
 	var day string
 	loop.Loop{Name: "spend publisher", Every: fleetSpendInterval, Logger: g.logger}.Go(ctx, nil, func(ctx context.Context) {
-		b, v, seq := g.spend.book(g.Name, g.clock.Now())
+		b, v, seq := g.spend.Publication(g.Name, g.clock.Now())
 		if v == published && b.Total.Day == day {
-			g.markPublished(seq) // what is published has not changed since
+			g.spend.MarkPublished(seq) // what is published has not changed since
 			return
 		}
 		if err := g.putSpend(ctx, b); err != nil {
@@ -146,7 +98,7 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 			return
 		}
 		published, day = v, b.Total.Day
-		g.markPublished(seq)
+		g.spend.MarkPublished(seq)
 	})
 }
 
@@ -169,14 +121,14 @@ func (g *Gateway) finalSpend() {
 	if g.fleet == nil || g.spend == nil || g.spendName == "" || g.begun == nil || !g.begun.Load() {
 		return
 	}
-	b, _, seq := g.spend.book(g.Name, g.clock.Now())
+	b, _, seq := g.spend.Publication(g.Name, g.clock.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := g.putSpend(ctx, b); err != nil {
 		g.logger.Warn("registry: could not publish the cloud spend as the config stops", zap.Error(err))
 		return
 	}
-	g.markPublished(seq)
+	g.spend.MarkPublished(seq)
 }
 
 // publishedFrom returns the last record of a journal that a book in the
@@ -202,12 +154,4 @@ func (g *Gateway) publishedFrom(journal string) uint64 {
 		}
 	}
 	return last
-}
-
-// markPublished marks in the journal, if any, that the book published
-// includes its records up to seq.
-func (g *Gateway) markPublished(seq uint64) {
-	if j := g.spend.journal.Load(); j != nil {
-		j.MarkPublished(seq)
-	}
 }

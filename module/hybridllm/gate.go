@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
@@ -95,7 +96,7 @@ type targetKit struct {
 	clock  clock.Clock
 	logger *zap.Logger
 	spend  *spendLimits
-	ledger *ledger
+	ledger *books.Ledger
 }
 
 // gatesOf is target t's gates, in the order they are asked: taken out

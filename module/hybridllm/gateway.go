@@ -22,6 +22,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
@@ -161,14 +162,14 @@ type Gateway struct {
 
 	pass         *headerPass
 	paths        *inferencePaths
-	routeHeaders []string   // the headers route rules read
-	spend        *spendBook // cloud spend, with clients or a spend cap
-	callers      *callers   // with Clients
+	routeHeaders []string         // the headers route rules read
+	spend        *books.SpendBook // cloud spend, with clients or a spend cap
+	callers      *callers         // with Clients
 	aliases      map[string]*Alias
 	streamUsage  bool     // some group asks for stream usage
 	watch        []string // the top-level fields rules look for
 	entry        *gatewayEntry
-	ledger       *ledger
+	ledger       *books.Ledger
 	cfg          any // the config's context, to tell configs apart
 	modelsList   []byte
 	created      int64
@@ -377,14 +378,14 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 	if g.Clients != nil || g.CloudSpend != nil {
 		switch {
 		case g.Registry == nil && g.ownsBooks:
-			g.spend = storedSpendBook(ctx, g.Name, g.clock, g.logger)
+			g.spend = books.StoredSpendBook(ctx, ctx.Storage(), g.Name, g.clock, g.logger)
 		case g.Registry == nil:
-			g.spend = memorySpendBook(g.Name, g.clock) // a config only validated
+			g.spend = books.MemorySpendBook(g.Name, g.clock) // a config only validated
 		default:
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see
 			// fleet_spend.go)
-			g.spend = memorySpendBook(g.Name+"."+processID(), g.clock)
+			g.spend = books.MemorySpendBook(g.Name+"."+processID(), g.clock)
 		}
 	}
 	if g.Clients != nil {
@@ -395,22 +396,29 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 	if err := g.register(ctx.Context); err != nil {
 		return err
 	}
-	g.ledger = acquireLedger(g)
+	bc := g.booksConfig()
+	g.ledger = books.Acquire(bc)
 	g.priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
 	for _, grp := range g.Groups {
 		g.priced = g.priced || grp.Cost != nil
 	}
-	g.joinJournal()
-	if g.spend != nil && g.spend.stored {
+	g.ledger.Join(bc)
+	if g.spend != nil && g.spend.Stored() {
 		g.keepSaving(ctx)
 	}
 	if g.Registry != nil {
 		if err := g.provisionRegistry(); err != nil {
 			return err
 		}
-		g.replayFleetBook()
+		g.spend.ReplayPending(g.publishedFrom, g.logger)
 	}
 	return nil
+}
+
+// booksConfig is what the gateway's books need of it.
+func (g *Gateway) booksConfig() books.Config {
+	return books.Config{Gateway: g.Name, Storage: g.storage, Owns: g.ownsBooks, SelfGPUs: g.selfGPUs,
+		Spend: g.spend, Fleet: g.Registry != nil, Clock: g.clock, Logger: g.logger}
 }
 
 // routeHeadersOn reports whether the X-Hybrid-* headers are sent.
@@ -432,7 +440,7 @@ func (g *Gateway) Cleanup() error {
 	g.saveSpend()
 	g.releaseRegistry()
 	if g.ledger != nil {
-		releaseLedger(g)
+		books.Release(g.Name)
 	}
 	g.unregister()
 	g.uncarry()

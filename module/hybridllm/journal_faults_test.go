@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"go.uber.org/zap"
@@ -20,16 +21,12 @@ import (
 // config without clients or spend cap does: a ledger, no spend book.
 func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) *Gateway {
 	t.Helper()
-	ctx := context.Background()
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk}
-	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger), clock: clk}
-	l.savedAt = clk.Now()
-	l.startJournal(g, l.load(ctx, l.savedAt))
-	if l.journal == nil {
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk, ownsBooks: true}
+	g.ledger = books.Open(g.booksConfig())
+	if g.ledger.Journal() == nil {
 		t.Fatal("no journal")
 	}
-	t.Cleanup(l.journal.Close)
-	g.ledger = l
+	t.Cleanup(g.ledger.Journal().Close)
 	return g
 }
 
@@ -37,12 +34,9 @@ func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage, clk cl
 // day of at, and whether it is unknown.
 func storedSpend(t *testing.T, st *certmagic.FileStorage, at time.Time) (float64, bool) {
 	t.Helper()
-	b := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: clock.System}
-	if err := b.load(context.Background(), st, "gw"); err != nil {
-		t.Fatal(err)
-	}
-	total, _ := b.spent("", at)
-	return total.DayUSD, b.unknown.Load() != nil
+	b := books.LoadSpendBook(context.Background(), st, "gw", clock.System, zap.NewNop())
+	total, _ := b.Spent("", at)
+	return total.DayUSD, b.Unknown() != nil
 }
 
 // A process killed after two failed writes in a row leaves two segments
@@ -52,7 +46,7 @@ func storedSpend(t *testing.T, st *certmagic.FileStorage, at time.Time) (float64
 func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
 	clk := fakeClock(t)
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	dir := journalDir(st, "gw")
+	dir := books.JournalDir(st, "gw")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +60,11 @@ func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
 	g := journaledGateway(t, st, clk)
 	at := clk.Now()
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // seq 2
-	g.ledger.journal.Compact()                                                  // the next segment: 3
+	g.ledger.Journal().Compact()                                                // the next segment: 3
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
 	again := journaledGateway(t, st, clk)
-	if total, _, usd, _, _ := booksOf(again, at); total != 0.875 || usd != 0.875 || again.spend.unknown.Load() != nil {
-		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.875, known", total, usd, again.spend.unknown.Load())
+	if total, _, usd, _, _ := booksOf(again, at); total != 0.875 || usd != 0.875 || again.spend.Unknown() != nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.875, known", total, usd, again.spend.Unknown())
 	}
 }
 
@@ -85,14 +79,11 @@ func TestJournalJoinsABook(t *testing.T) {
 	g := journaledGateway(t, st, clk)
 	at := clk.Now()
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: clock.System}
-	if err := book.load(context.Background(), st, "gw"); err != nil {
-		t.Fatal(err)
-	}
+	book := books.LoadSpendBook(context.Background(), st, "gw", clock.System, zap.NewNop())
 	g.spend = book
-	g.joinJournal()
+	g.ledger.Join(g.booksConfig())
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
-	if total, _ := book.spent("", at); total.DayUSD != 0.75 {
+	if total, _ := book.Spent("", at); total.DayUSD != 0.75 {
 		t.Errorf("the book that joined: %v USD, want 0.75 (0.5 read back, 0.25 counted as it came)", total.DayUSD)
 	}
 	if total, _, usd, _, _ := booksOf(journaledGateway(t, st, clk), at); total != 0.75 || usd != 0.75 {
@@ -108,7 +99,7 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 		`{"seq":3,"k":"r","t":1800000000000000000,"c":"team","p":1,"o":1,"usd":0.25}` + "\n"
 	damage := func(t *testing.T, st *certmagic.FileStorage) {
 		t.Helper()
-		dir := journalDir(st, "gw")
+		dir := books.JournalDir(st, "gw")
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -120,8 +111,8 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 		st := &certmagic.FileStorage{Path: t.TempDir()}
 		damage(t, st)
 		g := journaledGatewayAs(t, st, fakeClock(t), false)
-		if total, _ := g.spend.spent("", g.clock.Now()); total.DayUSD != 0.75 || g.spend.unknown.Load() == nil {
-			t.Errorf("spend %v, unknown %+v; want 0.75, unknown", total.DayUSD, g.spend.unknown.Load())
+		if total, _ := g.spend.Spent("", g.clock.Now()); total.DayUSD != 0.75 || g.spend.Unknown() == nil {
+			t.Errorf("spend %v, unknown %+v; want 0.75, unknown", total.DayUSD, g.spend.Unknown())
 		}
 	})
 	t.Run("a book that joins", func(t *testing.T) {
@@ -129,17 +120,17 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 		st := &certmagic.FileStorage{Path: t.TempDir()}
 		g := journaledGateway(t, st, clk)
 		g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, clk.Now())
-		f, err := os.OpenFile(filepath.Join(g.ledger.journal.Dir(), journal.SegmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
+		f, err := os.OpenFile(filepath.Join(g.ledger.Journal().Dir(), journal.SegmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _ = f.WriteString("\x00\x00garbage\n")
 		_ = f.Close()
-		book := &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: clock.System}
+		book := books.LoadSpendBook(context.Background(), nil, "gw", clock.System, zap.NewNop())
 		g.spend = book
-		g.joinJournal()
-		if total, _ := book.spent("", clk.Now()); total.DayUSD != 0.5 || book.unknown.Load() == nil {
-			t.Errorf("spend %v, unknown %+v; want 0.5, unknown", total.DayUSD, book.unknown.Load())
+		g.ledger.Join(g.booksConfig())
+		if total, _ := book.Spent("", clk.Now()); total.DayUSD != 0.5 || book.Unknown() == nil {
+			t.Errorf("spend %v, unknown %+v; want 0.5, unknown", total.DayUSD, book.Unknown())
 		}
 	})
 	t.Run("no book", func(t *testing.T) {
@@ -164,7 +155,7 @@ func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
 	at := clk.Now()
 	g := journaledGateway(t, st, clk)
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	if err := g.spend.save(ctx, st, "gw"); err != nil {
+	if err := g.spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // after the spend's snapshot
@@ -176,15 +167,15 @@ func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at) // in no book
 	save := func(g *Gateway) {
 		t.Helper()
-		covered, ok := g.ledger.save(ctx, at, clk.Now())
+		covered, ok := g.ledger.Save(ctx, at, clk.Now())
 		if !ok {
 			t.Fatal("ledger not saved")
 		}
-		g.ledger.journal.SavedLedger(covered)
-		g.ledger.journal.Compact()
+		g.ledger.Journal().SavedLedger(covered)
+		g.ledger.Journal().Compact()
 	}
 	segments := func() int {
-		m, _ := filepath.Glob(filepath.Join(journalDir(st, "gw"), "*"+journal.SegmentSuffix))
+		m, _ := filepath.Glob(filepath.Join(books.JournalDir(st, "gw"), "*"+journal.SegmentSuffix))
 		return len(m)
 	}
 	save(g)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"go.uber.org/zap"
@@ -30,33 +31,31 @@ func journaledGateway(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) 
 // or (not stored) in a registry: a book of the process's own.
 func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, clk clock.Clock, stored bool) *Gateway {
 	t.Helper()
-	ctx := context.Background()
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk}
-	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: stored, clock: g.clock}
-	if err := g.spend.load(ctx, st, "gw"); stored && err != nil {
-		t.Fatal(err)
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk, ownsBooks: true}
+	if stored {
+		g.spend = books.LoadSpendBook(context.Background(), st, "gw", clk, g.logger)
+	} else {
+		g.spend = books.NewSpendBook("gw", clk)
+		g.Registry = &RegistryConfig{}
 	}
-	l := &ledger{store: newLedgerStore(st, "gw", instanceName(), g.logger), clock: g.clock}
-	l.savedAt = g.clock.Now()
-	l.startJournal(g, l.load(ctx, l.savedAt))
-	if l.journal == nil {
+	g.ledger = books.Open(g.booksConfig())
+	if g.ledger.Journal() == nil {
 		t.Fatal("no journal")
 	}
-	t.Cleanup(l.journal.Close)
-	g.ledger = l
-	g.replayFleetBook() // as Provision does, once the registry is provisioned
+	t.Cleanup(g.ledger.Journal().Close)
+	g.spend.ReplayPending(g.publishedFrom, g.logger) // as Provision does, once the registry is provisioned
 	return g
 }
 
 // booksOf is what the books say: the spend book's total and team's
 // today, the ledger's cloud USD, tokens and covered seconds.
 func booksOf(g *Gateway, at time.Time) (total, team, ledgerUSD float64, tokens int64, covered time.Duration) {
-	tot, tm := g.spend.spent("team", at)
-	w := g.ledger.window(at.Add(-time.Hour), at.Add(time.Minute))
-	for _, s := range w.samples {
+	tot, tm := g.spend.Spent("team", at)
+	w := g.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute))
+	for _, s := range w.Samples {
 		covered += s.Dur
 	}
-	return tot.DayUSD, tm.DayUSD, w.cloudUSD, w.prompt + w.completion, covered
+	return tot.DayUSD, tm.DayUSD, w.CloudUSD, w.Prompt + w.Completion, covered
 }
 
 // A process that stops without a word (SIGKILL) loses nothing the
@@ -69,16 +68,16 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 	g := journaledGateway(t, st, clk)
 	team := &client{name: "team", known: true}
 	start := clk.Now()
-	g.ledger.tick(start)
+	g.ledger.Tick(start)
 	g.charge(team, journal.Charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
 	g.charge(team, journal.Charge{Client: "team", SelfHosted: true, Prompt: 1000, Completion: 100}, start)
 	clk.Set(start.Add(5 * time.Second))
-	g.ledger.tick(clk.Now())
+	g.ledger.Tick(clk.Now())
 	// the snapshots include these
-	if err := g.spend.save(ctx, st, "gw"); err != nil {
+	if err := g.spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := g.ledger.save(ctx, start, clk.Now()); !ok {
+	if _, ok := g.ledger.Save(ctx, start, clk.Now()); !ok {
 		t.Fatal("ledger not saved")
 	}
 	// and not these
@@ -86,7 +85,7 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 	g.charge(team, journal.Charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, clk.Now())
 	g.charge(nil, journal.Charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, clk.Now()) // a mirror copy
 	clk.Set(start.Add(7 * time.Second))
-	g.ledger.tick(clk.Now())
+	g.ledger.Tick(clk.Now())
 	at := clk.Now()
 	want := func(what string, g *Gateway) {
 		t.Helper()
@@ -95,7 +94,7 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 			t.Errorf("%s: spend %v (team %v), ledger %v USD, %d tokens, %v covered; want 0.875 (0.625), 0.875, 1222, 7s",
 				what, total, tm, usd, tokens, covered)
 		}
-		if v := g.ledger.window(at.Add(-time.Hour), at.Add(time.Minute)).shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
+		if v := g.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute)).Shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
 			t.Errorf("%s: mirror copies %+v, want one of 5+5 tokens, 0.1 USD", what, v)
 		}
 	}
@@ -110,7 +109,7 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 // for sure, keeps cloud closed until an operator accepts it.
 func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
-	dir := journalDir(st, "gw")
+	dir := books.JournalDir(st, "gw")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +139,10 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 	}
 	// killed before an operator decided: still unknown, counted once
 	g = journaledGateway(t, st, fakeClock(t))
-	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 || g.spend.unknown.Load() == nil {
-		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.spend.unknown.Load())
+	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 || g.spend.Unknown() == nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.spend.Unknown())
 	}
-	if u := g.spend.accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
+	if u := g.spend.Accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
 		t.Errorf("accepted: %+v", u)
 	}
 	if why, _ := g.cloudClosed(team, g.clock.Now()); why != "" {
@@ -158,7 +157,7 @@ func TestJournalCompacts(t *testing.T) {
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGateway(t, st, clk)
-	j := g.ledger.journal
+	j := g.ledger.Journal()
 	segments := func() int {
 		m, _ := filepath.Glob(filepath.Join(j.Dir(), "*"+journal.SegmentSuffix))
 		return len(m)
@@ -171,10 +170,10 @@ func TestJournalCompacts(t *testing.T) {
 			t.Fatalf("unsaved: %d segments, want %d", n, i+2)
 		}
 	}
-	if err := g.spend.save(ctx, st, "gw"); err != nil {
+	if err := g.spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	seq, ok := g.ledger.save(ctx, start, start)
+	seq, ok := g.ledger.Save(ctx, start, start)
 	if !ok || seq != 3 {
 		t.Fatalf("saved at %d (%v)", seq, ok)
 	}
@@ -200,25 +199,25 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 	g := journaledGatewayAs(t, st, clk, false)
 	at := clk.Now()
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	_, _, seq := g.spend.book("gw", at)
-	g.markPublished(seq)
+	_, _, seq := g.spend.Publication("gw", at)
+	g.spend.MarkPublished(seq)
 	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
 	// killed: the successor's own book has what was not published
 	g = journaledGatewayAs(t, st, clk, false)
-	if total, _ := g.spend.spent("", at); total.DayUSD != 0.25 {
+	if total, _ := g.spend.Spent("", at); total.DayUSD != 0.25 {
 		t.Fatalf("after a kill: the new book has %v USD, want the unpublished 0.25", total.DayUSD)
 	}
 	// it publishes, and the segments go: the mark stays
-	_, _, seq = g.spend.book("gw", at)
-	g.markPublished(seq)
-	covered, ok := g.ledger.save(ctx, at, at)
+	_, _, seq = g.spend.Publication("gw", at)
+	g.spend.MarkPublished(seq)
+	covered, ok := g.ledger.Save(ctx, at, at)
 	if !ok {
 		t.Fatal("ledger not saved")
 	}
-	g.ledger.journal.SavedLedger(covered)
-	g.ledger.journal.Compact()
+	g.ledger.Journal().SavedLedger(covered)
+	g.ledger.Journal().Compact()
 	g = journaledGatewayAs(t, st, clk, false)
-	if total, _ := g.spend.spent("", at); total.DayUSD != 0 {
+	if total, _ := g.spend.Spent("", at); total.DayUSD != 0 {
 		t.Errorf("after all was published and compacted: the new book has %v USD, want 0", total.DayUSD)
 	}
 }
@@ -228,15 +227,8 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 func BenchmarkJournalCharge(b *testing.B) {
 	st := &certmagic.FileStorage{Path: b.TempDir()}
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clock.System}
-	g.spend = &spendBook{name: "gw", clients: map[string]*spend{}, stored: true, clock: g.clock}
-	l := &ledger{store: newLedgerStore(st, "gw", "bench", g.logger), clock: g.clock}
-	dir := filepath.Join(st.Path, "journal")
-	j, err := journal.Open(dir, 0, g.clock, g.logger)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer j.Close()
-	g.ledger = l
+	g.spend = books.LoadSpendBook(context.Background(), nil, "gw", g.clock, g.logger)
+	g.ledger = books.Open(g.booksConfig()) // memory only
 	team := &client{name: "team", known: true}
 	c := journal.Charge{Client: "team", Prompt: 1234, Completion: 567, CloudUSD: 0.0012345}
 	at := time.Now()
@@ -244,8 +236,9 @@ func BenchmarkJournalCharge(b *testing.B) {
 		name := "memory only"
 		if journaled {
 			name = "journaled"
-			l.journal = j
-			g.spend.journal.Store(j)
+			g.ownsBooks = true
+			g.ledger = books.Open(g.booksConfig())
+			defer g.ledger.Journal().Close()
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -254,7 +247,7 @@ func BenchmarkJournalCharge(b *testing.B) {
 			}
 		})
 	}
-	if math.IsNaN(g.spend.total.DayUSD) {
+	if total, _ := g.spend.Spent("", at); math.IsNaN(total.DayUSD) {
 		b.Fatal("nan")
 	}
 }

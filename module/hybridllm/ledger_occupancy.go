@@ -5,13 +5,13 @@ package hybridllm
 
 import (
 	"context"
-	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 )
 
-// The ledger's demand is integrated from the attempts themselves: each
-// occupies its share of the GPUs from its start to its end, so that every
-// request counts, however short (a sampler that looks once a second
-// misses a 100 ms request).
+// The ledger's demand is integrated from the attempts themselves (see
+// module/books): each occupies its share of the GPUs from its start to
+// its end.
 
 // provisionOccupancy sets each group's share of the GPUs per request in
 // flight: for a vllm group with a cost model, its GPUs divided by its
@@ -60,13 +60,13 @@ func (g *vllmGroup) seqSlots(ep *endpoint) int {
 // runs, failed or not (the GPUs were occupied): self and cloud GPU
 // equivalents.
 type occupancyObserver struct {
-	ledger      *ledger
+	ledger      *books.Ledger
 	self, cloud float64
 }
 
 // occupancyOf is the observer of attempts on t for the ledger, if its
 // group occupies GPUs.
-func occupancyOf(l *ledger, t *Target) (occupancyObserver, bool) {
+func occupancyOf(l *books.Ledger, t *Target) (occupancyObserver, bool) {
 	occ := t.group.occupancy
 	if occ <= 0 || l == nil {
 		return occupancyObserver{}, false
@@ -78,60 +78,8 @@ func occupancyOf(l *ledger, t *Target) (occupancyObserver, bool) {
 }
 
 func (o occupancyObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context {
-	o.ledger.occupy(o.ledger.clock.Now(), o.self, o.cloud)
+	o.ledger.Occupy(o.ledger.Clock().Now(), o.self, o.cloud)
 	return ctx
 }
 
-func (o occupancyObserver) attemptEnded(*attemptRecord) { o.ledger.release(o.self, o.cloud) }
-
-// occupy changes the demand at t by dSelf and dCloud GPU equivalents,
-// once the demand so far is integrated up to t.
-func (l *ledger) occupy(t time.Time, dSelf, dCloud float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.advanceLocked(t)
-	// sums of many small shares drift: what is left under a millionth of
-	// a GPU is nothing
-	l.curSelf, l.curCloud = snapZero(l.curSelf+dSelf), snapZero(l.curCloud+dCloud)
-	b := l.bucketLocked(l.lastAt)
-	b.peak = max(b.peak, l.curSelf+l.curCloud)
-}
-
-// release ends what occupy began, now.
-func (l *ledger) release(dSelf, dCloud float64) { l.occupy(l.clock.Now(), -dSelf, -dCloud) }
-
-func snapZero(v float64) float64 {
-	if v < 1e-6 {
-		return 0
-	}
-	return v
-}
-
-// advanceLocked integrates the current demand from the last change (or
-// tick) to t into the buckets it spans. l.mu is held.
-func (l *ledger) advanceLocked(t time.Time) {
-	if l.lastAt.IsZero() || t.Sub(l.lastAt) > ledgerBuckets*ledgerBucket {
-		l.lastAt = t // the first look, or back after longer than the ledger holds
-		return
-	}
-	for l.lastAt.Before(t) {
-		b := l.bucketLocked(l.lastAt)
-		end := b.start.Add(ledgerBucket)
-		if end.After(t) {
-			end = t
-		}
-		d := end.Sub(l.lastAt)
-		secs := d.Seconds()
-		busy := l.curSelf
-		if l.selfGPUs > 0 {
-			busy = min(busy, l.selfGPUs) // the rest waits in vLLM's queues
-		}
-		b.dur += d
-		b.selfSecs += busy * secs
-		// the cloud's demand; requests waiting in vLLM's queues are not:
-		// their wait is latency, the work they need counts when they run
-		b.cloudGS += l.curCloud * secs
-		b.peak = max(b.peak, l.curSelf+l.curCloud)
-		l.lastAt = end
-	}
-}
+func (o occupancyObserver) attemptEnded(*attemptRecord) { o.ledger.Vacate(o.self, o.cloud) }

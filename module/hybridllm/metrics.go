@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -167,10 +168,10 @@ func (e emitter) ledger(g *Gateway) {
 		return
 	}
 	t := g.clock.Now()
-	if u := g.comparison(t.Add(-time.Minute), t.Add(ledgerBucket)).Hybrid.Utilization; u != nil {
+	if u := g.comparison(t.Add(-time.Minute), t.Add(books.BucketSize)).Hybrid.Utilization; u != nil {
 		e.gauge(e.c.utilization, *u, g.Name)
 	}
-	if pm := g.comparison(t.Add(-5*time.Minute), t.Add(ledgerBucket)).SelfHostedPerMillionTokens; pm != nil {
+	if pm := g.comparison(t.Add(-5*time.Minute), t.Add(books.BucketSize)).SelfHostedPerMillionTokens; pm != nil {
 		e.gauge(e.c.selfPerMillion, *pm, g.Name)
 	}
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package books
 
 import (
 	"context"
@@ -11,61 +11,37 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
-	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 )
 
 // What the journal's records mean to the books, and how they are put
 // back at start. A gateway's journal (module/journal) makes its books
 // (the ledger and the cloud spend) durable per request: each finished
 // request that counted tokens or cloud cost is appended to it as it
-// enters the books (charge), and once a second the ledger's demand of the
-// minute (journalDemandLocked).
+// enters the books (the gateway's charge), and once a second the
+// ledger's demand of the minute (journalDemandLocked).
 //
 // The books' snapshots in Caddy's storage (the spend every 5 s, the
 // ledger every minute) each say the last record they include; at start
 // the snapshots are read, and the records after them replayed
 // (startJournal). A segment is started at each start, each ledger save,
-// each book that joins (see joinJournal) and after a failed write; a
-// segment whose records both snapshots include, the ledger's and the
-// spend's, is deleted (journal.Compact). A segment with a line that
-// cannot be read is set aside, and the spend is unknown until an operator
-// accepts it. With a registry the spend is the registry's, and the
-// journal marks what each publication of it includes (see
-// fleet_spend.go).
+// each book that joins (see Join) and after a failed write; a segment
+// whose records both snapshots include, the ledger's and the spend's, is
+// deleted (journal.Compact). A segment with a line that cannot be read
+// is set aside, and the spend is unknown until an operator accepts it.
+// With a registry the spend is the registry's, and the journal marks
+// what each publication of it includes (see fleet.go).
 //
 // It lives in Caddy's storage when that is a directory (file_system
 // storage, Caddy's data directory by default), where the books' lock
-// (see proclock.go) makes this process its only writer.
-
-// charge records a finished request in the ledger and the cloud spend,
-// through the journal when the gateway has one and its books hold money
-// (see Gateway.priced): a request that counted nothing writes nothing,
-// and the tokens of a gateway without prices are as durable as the
-// ledger's minute saves, at no cost per request.
-func (g *Gateway) charge(cl *client, c journal.Charge, at time.Time) {
-	l := g.ledger
-	j := l.journal
-	spent := c.CloudUSD
-	if c.Shadow {
-		spent = 0
-	}
-	if j == nil || !g.priced && c.CloudUSD <= 0 || c.Prompt == 0 && c.Completion == 0 && c.CloudUSD <= 0 {
-		l.add(at, c)
-		g.spent(cl, spent, at)
-		return
-	}
-	j.Lock()
-	l.add(at, c)
-	g.spent(cl, spent, at)
-	j.AppendChargeLocked(at, c)
-	j.Unlock()
-}
+// (module/proclock) makes this process its only writer.
 
 // journalDemandLocked appends the demand of the buckets it changed in
 // since the last time, as their totals so far. j is locked, and l.mu is
 // held.
-func (l *ledger) journalDemandLocked(j *journal.Journal) {
+func (l *Ledger) journalDemandLocked(j *journal.Journal) {
 	if l.lastAt.Equal(l.journaledAt) || l.lastAt.IsZero() {
 		return
 	}
@@ -73,10 +49,10 @@ func (l *ledger) journalDemandLocked(j *journal.Journal) {
 	if from.IsZero() {
 		from = l.lastAt // the first time: the bucket of now
 	}
-	from = from.Truncate(ledgerBucket)
+	from = from.Truncate(BucketSize)
 	l.journaledAt = l.lastAt
 	n := len(l.buckets)
-	var changed [4]*ledgerBucketData // newest first; a tick spans one or two
+	var changed [4]*bucket // newest first; a tick spans one or two
 	k := 0
 	for i := 1; i <= n && k < len(changed); i++ {
 		b := &l.buckets[(l.next-i+n)%n]
@@ -92,19 +68,19 @@ func (l *ledger) journalDemandLocked(j *journal.Journal) {
 	}
 }
 
-// journalDir is where a gateway's journal lives: under Caddy's storage
+// JournalDir is where a gateway's journal lives: under Caddy's storage
 // when that is a directory, by gateway and Caddy instance as the ledger;
 // "" for other storage modules.
-func journalDir(st certmagic.Storage, gateway string) string {
+func JournalDir(st certmagic.Storage, gateway string) string {
 	fs, ok := st.(*certmagic.FileStorage)
 	if !ok || fs.Path == "" {
 		return ""
 	}
-	return filepath.Join(fs.Path, "hybrid_llm", "journal", url.PathEscape(gateway), instanceName())
+	return filepath.Join(fs.Path, "hybrid_llm", "journal", url.PathEscape(gateway), InstanceName())
 }
 
-// instanceName is Caddy's instance ID, which the data directory keeps.
-func instanceName() string {
+// InstanceName is Caddy's instance ID, which the data directory keeps.
+func InstanceName() string {
 	if id, err := caddy.InstanceID(); err == nil {
 		return id.String()
 	}
@@ -116,25 +92,25 @@ func instanceName() string {
 // a stored spend book's snapshot says what it includes), and opens it
 // for the records to come. Without a journal, the books are as durable
 // as their periodic saves.
-func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
-	dir := journalDir(g.storage, g.Name)
+func (l *Ledger) startJournal(c Config, days map[string]uint64) {
+	dir := JournalDir(c.Storage, c.Gateway)
 	if dir == "" {
-		g.logger.Warn("with this storage module the ledger is saved every minute and the cloud spend every 5 s: " +
+		c.Logger.Warn("with this storage module the ledger is saved every minute and the cloud spend every 5 s: " +
 			"a crash loses what came after; with file_system storage every request is journaled")
 		return
 	}
-	t := g.clock.Now()
-	read, err := journal.Read(dir, g.logger, t)
+	t := c.Clock.Now()
+	read, err := journal.Read(dir, c.Logger, t)
 	if err != nil {
 		// appending after records not read could number records twice
-		g.logger.Error("reading the books' journal; the books go on from their last saves, as durable as their periodic saves",
+		c.Logger.Error("reading the books' journal; the books go on from their last saves, as durable as their periodic saves",
 			zap.String("dir", dir), zap.Error(err))
 		return
 	}
-	last, fold := g.lastJournaled(read.LastSeq, days)
-	j, err := journal.Open(dir, last, g.clock, g.logger)
+	last, fold := lastJournaled(c, read.LastSeq, days)
+	j, err := journal.Open(dir, last, c.Clock, c.Logger)
 	if err != nil {
-		g.logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
+		c.Logger.Error("opening the books' journal; the books are as durable as their periodic saves", zap.String("dir", dir), zap.Error(err))
 		return
 	}
 	l.mu.Lock()
@@ -144,31 +120,31 @@ func (l *ledger) startJournal(g *Gateway, days map[string]uint64) {
 	}
 	l.mu.Unlock()
 	l.journal = j
-	sb, spent := g.journalSpend(j, read)
+	sb, spent := journalSpend(c, j, read)
 	if fold != nil {
-		spent = g.foldSpend(fold, j, read)
+		spent = foldSpend(c, fold, j, read)
 	}
 	if n == 0 && spent == 0 && len(read.SetAside) == 0 {
 		return
 	}
-	g.logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
-	l.saveReplayed(g, sb, j, t)
+	c.Logger.Info("the books' journal replayed", zap.Int("ledger_records", n), zap.Int("spend_records", spent))
+	l.saveReplayed(c, sb, j, t)
 }
 
 // lastJournaled returns the highest record number the books' saves and
 // the journal hold, which the journal numbers on from, and, without a
 // registry or spend book, the book of an earlier config to fold in.
-func (g *Gateway) lastJournaled(last uint64, days map[string]uint64) (uint64, *spendBook) {
+func lastJournaled(c Config, last uint64, days map[string]uint64) (uint64, *SpendBook) {
 	for _, seq := range days {
 		last = max(last, seq)
 	}
-	sb := g.spend
+	sb := c.Spend
 	if sb != nil && sb.stored {
 		last = max(last, sb.savedSeq)
 	}
-	var fold *spendBook
-	if sb == nil && g.Registry == nil {
-		if fold = g.bookToFold(); fold != nil {
+	var fold *SpendBook
+	if sb == nil && !c.Fleet {
+		if fold = bookToFold(c); fold != nil {
 			last = max(last, fold.savedSeq)
 		}
 	}
@@ -178,13 +154,13 @@ func (g *Gateway) lastJournaled(last uint64, days map[string]uint64) (uint64, *s
 // journalSpend journals the cloud spend book. With a registry, what no
 // book there includes (the last process published up to 2 s before it
 // ended) goes into this process's book, published with it, once the
-// registry can say what its books include (see replayFleetBook). Without
+// registry can say what its books include (see ReplayPending). Without
 // one, a book new in this process replays the records its snapshot
 // lacks (a book journaled before has them all). It returns the book to
 // save in storage (nil with a registry, or without a book) and the spend
 // records replayed.
-func (g *Gateway) journalSpend(j *journal.Journal, read journal.Contents) (*spendBook, int) {
-	sb := g.spend
+func journalSpend(c Config, j *journal.Journal, read journal.Contents) (*SpendBook, int) {
+	sb := c.Spend
 	if sb == nil {
 		return nil, 0
 	}
@@ -192,7 +168,7 @@ func (g *Gateway) journalSpend(j *journal.Journal, read journal.Contents) (*spen
 	if !sb.stored {
 		if sb.journal.Load() == nil {
 			sb.mu.Lock()
-			sb.pending = &pendingReplay{records: read.Records, published: read.Published}
+			sb.fleet.pending = &pendingReplay{records: read.Records, published: read.Published}
 			sb.mu.Unlock()
 		}
 		j.UseRegistry()
@@ -204,7 +180,7 @@ func (g *Gateway) journalSpend(j *journal.Journal, read journal.Contents) (*spen
 	j.SavedSpend(saved)
 	j.SpendOn()
 	if len(read.SetAside) > 0 {
-		sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
+		sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], c.Logger, c.Gateway)
 	}
 	if !sb.stored {
 		return nil, 0 // nothing to save in storage
@@ -215,15 +191,15 @@ func (g *Gateway) journalSpend(j *journal.Journal, read journal.Contents) (*spen
 // saveReplayed saves the books at once after a replay, with what they
 // include: the state of a damaged segment survives the next crash, and
 // the segments read go.
-func (l *ledger) saveReplayed(g *Gateway, sb *spendBook, j *journal.Journal, t time.Time) {
+func (l *Ledger) saveReplayed(c Config, sb *SpendBook, j *journal.Journal, t time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if sb != nil {
-		if err := sb.save(ctx, g.storage, sb.name); err != nil {
-			g.logger.Error("saving cloud spend", zap.Error(err))
+		if err := sb.Save(ctx, c.Storage); err != nil {
+			c.Logger.Error("saving cloud spend", zap.Error(err))
 		}
 	}
-	if covered, ok := l.save(ctx, l.savedAt, t); ok {
+	if covered, ok := l.Save(ctx, l.savedAt, t); ok {
 		l.savedAt = t
 		j.SavedLedger(covered)
 		j.Compact()
@@ -237,44 +213,44 @@ type pendingReplay struct {
 	published uint64
 }
 
-// replayFleetBook puts into the gateway's registry book, new in this
-// process, the journal's charges that no book in the registry includes:
-// those after the journal's last mark, and after the last record that a
-// book there names (the last process may have been killed between its
-// put and its mark). It runs once the registry's client is provisioned
-// (the ledger and its journal start before), before the book is first
-// published; without an answer from the registry, the marks decide.
-func (g *Gateway) replayFleetBook() {
-	sb := g.spend
-	if sb == nil || sb.stored {
+// ReplayPending puts into a registry's book, new in this process, the
+// journal's charges that no book in the registry includes: those after
+// the journal's last mark, and after the last record that a book there
+// names (publishedFrom, given the journal's ID; the last process may
+// have been killed between its put and its mark). It runs once the
+// registry's client is provisioned (the ledger and its journal start
+// before), before the book is first published; without an answer from
+// the registry, the marks decide.
+func (b *SpendBook) ReplayPending(publishedFrom func(journalID string) uint64, logger *zap.Logger) {
+	if b == nil || b.stored {
 		return
 	}
-	sb.mu.Lock()
-	p := sb.pending
-	sb.pending = nil
-	sb.mu.Unlock()
-	j := sb.journal.Load()
+	b.mu.Lock()
+	p := b.fleet.pending
+	b.fleet.pending = nil
+	b.mu.Unlock()
+	j := b.journal.Load()
 	if p == nil || j == nil {
 		return
 	}
-	published := max(p.published, g.publishedFrom(j.ID()))
-	sb.savedSeq = published
-	if n := sb.replay(p.records); n > 0 {
-		g.logger.Info("the books' journal replayed into the registry's book", zap.Int("spend_records", n), zap.Uint64("published_up_to", published))
+	published := max(p.published, publishedFrom(j.ID()))
+	b.savedSeq = published
+	if n := b.replay(p.records); n > 0 {
+		logger.Info("the books' journal replayed into the registry's book", zap.Int("spend_records", n), zap.Uint64("published_up_to", published))
 	}
 	j.MarkPublished(published) // the next start knows it without the registry
 }
 
-// joinJournal journals the gateway's stored spend book, or stops
+// Join journals the config's stored spend book (c.Spend), or stops
 // counting on one that no longer is (a config without clients or spend
 // cap). A book that began after the journal (a reload gave the gateway
 // clients or a spend cap) first takes the records its snapshot lacks.
-func (g *Gateway) joinJournal() {
-	j := g.ledger.journal
+func (l *Ledger) Join(c Config) {
+	j := l.journal
 	if j == nil {
 		return
 	}
-	sb := g.spend
+	sb := c.Spend
 	if sb == nil || !sb.stored {
 		// a registry's book is journaled from the start (see
 		// startJournal)
@@ -292,14 +268,14 @@ func (g *Gateway) joinJournal() {
 	// the segments so far are read outside the journal's lock: the
 	// requests of the config still serving are journaled meanwhile, and
 	// none is counted twice; no segment goes meanwhile
-	j.Join(g.clock.Now(), g.logger, func(read journal.Contents, err error) {
+	j.Join(c.Clock.Now(), c.Logger, func(read journal.Contents, err error) {
 		if err == nil {
 			sb.replay(read.Records)
 			if len(read.SetAside) > 0 {
-				sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
+				sb.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], c.Logger, c.Gateway)
 			}
 		} else {
-			g.logger.Error("reading the books' journal for the cloud spend; the spend goes on from its last save", zap.Error(err))
+			c.Logger.Error("reading the books' journal for the cloud spend; the spend goes on from its last save", zap.Error(err))
 		}
 		sb.journal.Store(j)
 		j.SavedSpend(sb.savedSeq)
@@ -311,17 +287,18 @@ func (g *Gateway) joinJournal() {
 // book (no clients, no spend cap) and without a registry, when no book
 // of this process is in memory: at start, the journal's spend is folded
 // into it (see foldSpend). nil otherwise, and when it cannot be read: the
-// journal then keeps the spend of the month (see compact). Configs are
-// provisioned one at a time: none loads the book meanwhile.
-func (g *Gateway) bookToFold() *spendBook {
-	if g.storage == nil || spendBooks.Holds(g.Name) > 0 {
+// journal then keeps the spend of the month (see journal.Compact).
+// Configs are provisioned one at a time: none loads the book meanwhile.
+func bookToFold(c Config) *SpendBook {
+	if c.Storage == nil || spendBooks.Holds(c.Gateway) > 0 {
 		return nil // a config before had one: it saves it
 	}
-	b := &spendBook{name: g.Name, clients: map[string]*spend{}, stored: true, clock: g.clock}
+	b := newSpendBook(c.Gateway, c.Clock)
+	b.stored = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := b.load(ctx, g.storage, g.Name); err != nil {
-		g.logger.Warn("reading the stored cloud spend to fold the journal's into; the journal keeps the month's",
+	if err := b.load(ctx, c.Storage); err != nil {
+		c.Logger.Warn("reading the stored cloud spend to fold the journal's into; the journal keeps the month's",
 			zap.Error(err))
 		return nil
 	}
@@ -332,17 +309,16 @@ func (g *Gateway) bookToFold() *spendBook {
 // marks it unknown when a segment was damaged, and saves it at once, with
 // what it includes: the segments it includes may go once the ledger's
 // snapshot includes them too. It returns how many charges it added.
-// spendBooksMu is held.
-func (g *Gateway) foldSpend(b *spendBook, j *journal.Journal, read journal.Contents) int {
+func foldSpend(c Config, b *SpendBook, j *journal.Journal, read journal.Contents) int {
 	n := b.replay(read.Records)
 	if len(read.SetAside) > 0 {
-		b.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], g.logger, g.Name)
+		b.setUnknown("a segment of the books' journal was damaged and set aside: "+read.SetAside[0], read.SetAside[0], c.Logger, c.Gateway)
 	}
 	b.journal.Store(j)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := b.save(ctx, g.storage, b.name); err != nil {
-		g.logger.Error("saving cloud spend", zap.Error(err))
+	if err := b.Save(ctx, c.Storage); err != nil {
+		c.Logger.Error("saving cloud spend", zap.Error(err))
 	}
 	return n
 }
@@ -350,7 +326,7 @@ func (g *Gateway) foldSpend(b *spendBook, j *journal.Journal, read journal.Conte
 // replayLocked adds the records that each day's snapshot lacks to the
 // ledger, and returns the earliest one's time and how many there were.
 // l.mu is held.
-func (l *ledger) replayLocked(recs []journal.Record, days map[string]uint64) (earliest time.Time, n int) {
+func (l *Ledger) replayLocked(recs []journal.Record, days map[string]uint64) (earliest time.Time, n int) {
 	for i := range recs {
 		r := &recs[i]
 		var at time.Time
@@ -362,7 +338,7 @@ func (l *ledger) replayLocked(recs []journal.Record, days map[string]uint64) (ea
 		if r.Kind == journal.KindPublished || r.Seq <= days[at.UTC().Format(time.DateOnly)] {
 			continue
 		}
-		b := l.bucketAtLocked(at.Truncate(ledgerBucket))
+		b := l.bucketAtLocked(at.Truncate(BucketSize))
 		if r.Kind == journal.KindCharge {
 			b.addCharge(r.Charge)
 		} else {
@@ -382,7 +358,7 @@ func (l *ledger) replayLocked(recs []journal.Record, days map[string]uint64) (ea
 
 // bucketAtLocked returns the bucket that starts at start, adding one
 // when the ledger has none. l.mu is held.
-func (l *ledger) bucketAtLocked(start time.Time) *ledgerBucketData {
+func (l *Ledger) bucketAtLocked(start time.Time) *bucket {
 	n := len(l.buckets)
 	for i := 1; i <= n; i++ {
 		b := &l.buckets[(l.next-i+n)%n]
@@ -398,14 +374,14 @@ func (l *ledger) bucketAtLocked(start time.Time) *ledgerBucketData {
 
 // replay adds the charges its snapshot lacks to the book, and returns how
 // many there were.
-func (b *spendBook) replay(recs []journal.Record) int {
+func (b *SpendBook) replay(recs []journal.Record) int {
 	n := 0
 	for i := range recs {
 		r := &recs[i]
 		if r.Kind != journal.KindCharge || r.Seq <= b.savedSeq || r.CloudUSD <= 0 || r.Shadow {
 			continue
 		}
-		b.add(r.Client, r.CloudUSD, time.Unix(0, r.Time))
+		b.Add(r.Client, r.CloudUSD, time.Unix(0, r.Time))
 		n++
 	}
 	return n

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package books
 
 import (
 	"context"
@@ -25,19 +25,19 @@ import (
 // key per gateway, Caddy instance and UTC day, holding that day's
 // buckets. It is saved every minute and when the ledger ends, and the
 // last 31 days are read back when it starts; with file_system storage
-// the journal (see journal_books.go) holds what came after the last save.
+// the journal (see journal.go) holds what came after the last save.
 
 const (
-	ledgerKeyPrefix = "hybrid_llm/ledger/"
-	ledgerSaveEvery = time.Minute
-	ledgerFormat    = 1
+	keyPrefix = "hybrid_llm/ledger/"
+	saveEvery = time.Minute
+	format    = 1
 )
 
 // ledgerDay is one day of a ledger as stored.
 type ledgerDay struct {
 	Version int            `json:"version"`
 	Buckets []storedBucket `json:"buckets"`
-	// the last record of the journal the day includes (see journal_books.go)
+	// the last record of the journal the day includes (see journal.go)
 	JournalSeq uint64 `json:"journal_seq,omitempty"`
 }
 
@@ -53,28 +53,28 @@ type storedBucket struct {
 	SelfTokens       int64            `json:"self_tokens"`
 	CloudUSD         float64          `json:"cloud_usd"`
 	Shadow           *cost.Validation `json:"shadow,omitempty"`
-	Clients          []clientUse      `json:"clients,omitempty"`
+	Clients          []ClientUse      `json:"clients,omitempty"`
 }
 
-// ledgerStore is where a ledger is kept.
-type ledgerStore struct {
+// store is where a ledger is kept.
+type store struct {
 	storage certmagic.Storage
 	prefix  string // the gateway's and instance's keys
 	logger  *zap.Logger
 }
 
-func newLedgerStore(storage certmagic.Storage, gateway, instance string, logger *zap.Logger) *ledgerStore {
-	return &ledgerStore{storage: storage, prefix: ledgerKeyPrefix + url.PathEscape(gateway) + "/" + instance + "/", logger: logger}
+func newStore(storage certmagic.Storage, gateway, instance string, logger *zap.Logger) *store {
+	return &store{storage: storage, prefix: keyPrefix + url.PathEscape(gateway) + "/" + instance + "/", logger: logger}
 }
 
-func (s *ledgerStore) key(day time.Time) string {
+func (s *store) key(day time.Time) string {
 	return s.prefix + day.UTC().Format(time.DateOnly) + ".json"
 }
 
-// save stores the days from since (a minute before, for a request that
+// Save stores the days from since (a minute before, for a request that
 // ended then and was counted after) to t, and reports the last record of
 // the journal they include, and whether all were stored.
-func (l *ledger) save(ctx context.Context, since, t time.Time) (journalSeq uint64, ok bool) {
+func (l *Ledger) Save(ctx context.Context, since, t time.Time) (journalSeq uint64, ok bool) {
 	s := l.store
 	if s == nil {
 		return 0, false
@@ -88,9 +88,9 @@ func (l *ledger) save(ctx context.Context, since, t time.Time) (journalSeq uint6
 		journalSeq = j.SeqLocked()
 	}
 	l.mu.Lock()
-	for day := since.Add(-ledgerBucket).UTC().Truncate(24 * time.Hour); !day.After(t); day = day.Add(24 * time.Hour) {
+	for day := since.Add(-BucketSize).UTC().Truncate(24 * time.Hour); !day.After(t); day = day.Add(24 * time.Hour) {
 		next := day.Add(24 * time.Hour)
-		doc := ledgerDay{Version: ledgerFormat, JournalSeq: journalSeq}
+		doc := ledgerDay{Version: format, JournalSeq: journalSeq}
 		for i := range l.buckets {
 			if b := &l.buckets[i]; b.in(day, next) && (b.dur > 0 || b.promptTokens > 0 || b.completionTokens > 0 || b.shadow.Requests > 0) {
 				doc.Buckets = append(doc.Buckets, storeBucket(b))
@@ -119,7 +119,7 @@ func (l *ledger) save(ctx context.Context, since, t time.Time) (journalSeq uint6
 	return journalSeq, ok
 }
 
-func storeBucket(b *ledgerBucketData) storedBucket {
+func storeBucket(b *bucket) storedBucket {
 	sb := storedBucket{Start: b.start.Unix(), DurationMS: b.dur.Milliseconds(), SelfGPUSeconds: b.selfSecs,
 		CloudGPUSeconds: b.cloudGS, PeakGPUs: b.peak, PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens,
 		SelfTokens: b.selfTokens, CloudUSD: b.cloudUSD, Clients: slices.Clone(b.clients)}
@@ -134,7 +134,7 @@ func storeBucket(b *ledgerBucketData) storedBucket {
 // returns the last record of the journal each day includes. A day that
 // cannot be read as a ledger is logged and set aside under another key,
 // never deleted, and the ledger goes on without it.
-func (l *ledger) load(ctx context.Context, t time.Time) map[string]uint64 {
+func (l *Ledger) load(ctx context.Context, t time.Time) map[string]uint64 {
 	s := l.store
 	if s == nil {
 		return nil
@@ -153,9 +153,9 @@ func (l *ledger) load(ctx context.Context, t time.Time) map[string]uint64 {
 			continue
 		}
 		var doc ledgerDay
-		if err := json.Unmarshal(data, &doc); err != nil || doc.Version != ledgerFormat {
+		if err := json.Unmarshal(data, &doc); err != nil || doc.Version != format {
 			if err == nil {
-				err = fmt.Errorf("format %d, want %d", doc.Version, ledgerFormat)
+				err = fmt.Errorf("format %d, want %d", doc.Version, format)
 			}
 			aside := key + ".corrupt-" + strconv.FormatInt(t.Unix(), 10)
 			if serr := s.storage.Store(ctx, aside, data); serr == nil {
@@ -173,7 +173,7 @@ func (l *ledger) load(ctx context.Context, t time.Time) map[string]uint64 {
 	defer l.mu.Unlock()
 	for _, sb := range all {
 		start := time.Unix(sb.Start, 0)
-		if t.Sub(start) > ledgerBuckets*ledgerBucket {
+		if t.Sub(start) > Buckets*BucketSize {
 			continue
 		}
 		b := l.bucketLocked(start)

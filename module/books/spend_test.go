@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package books
 
 import (
 	"context"
@@ -15,36 +15,30 @@ func TestSpendRollsOverAndLasts(t *testing.T) {
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	day1 := time.Date(2026, 11, 30, 23, 59, 0, 0, time.UTC)
-	b := &spendBook{clients: map[string]*spend{}}
-	b.add("team-a", 1.5, day1)
-	b.add("", 0.5, day1)
-	if err := b.save(ctx, st, "gw"); err != nil {
+	b := newSpendBook("gw", nil)
+	b.Add("team-a", 1.5, day1)
+	b.Add("", 0.5, day1)
+	if err := b.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 
 	// a new process reads it back
-	again := &spendBook{clients: map[string]*spend{}}
-	if err := again.load(ctx, st, "gw"); err != nil {
+	again := newSpendBook("gw", nil)
+	if err := again.load(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	total, a := again.spent("team-a", day1)
+	total, a := again.Spent("team-a", day1)
 	if total.DayUSD != 2 || a.DayUSD != 1.5 || a.MonthUSD != 1.5 {
 		t.Fatalf("after a restart: total %+v, team-a %+v", total, a)
 	}
 	// the next UTC day starts from zero, the month too when it is a new one
-	total, a = again.spent("team-a", day1.Add(2*time.Minute))
+	total, a = again.Spent("team-a", day1.Add(2*time.Minute))
 	if total.DayUSD != 0 || a.DayUSD != 0 || a.MonthUSD != 0 {
 		t.Fatalf("a new day and month: total %+v, team-a %+v", total, a)
 	}
 	// a missing file is no error
-	if err := (&spendBook{clients: map[string]*spend{}}).load(ctx, st, "other"); err != nil {
+	if err := newSpendBook("other", nil).load(ctx, st); err != nil {
 		t.Fatal(err)
-	}
-	if got := untilTomorrow(day1); got != time.Minute {
-		t.Fatalf("until tomorrow: %v", got)
-	}
-	if got := untilNextMonth(day1); got != time.Minute {
-		t.Fatalf("until next month: %v", got)
 	}
 }
 
@@ -63,7 +57,7 @@ func TestSpendRollKeepsTheDayItIsIn(t *testing.T) {
 		{"a day of the same number, a year later", time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), time.Date(2027, 12, 1, 9, 0, 0, 0, time.UTC), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var s spend
+			var s Spend
 			s.roll(tc.from)
 			s.DayUSD, s.MonthUSD = 1, 2
 			s.roll(tc.to)

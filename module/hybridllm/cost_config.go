@@ -1,0 +1,76 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// CostConfig is a group's cost model. A vllm group has a fixed cost: its
+// GPUs at a monthly price. An openai group is priced per million tokens
+// (input and output) or per second of compute.
+type CostConfig struct {
+	// GPUs behind the group (kind vllm), all endpoints together.
+	GPUs float64 `json:"gpus,omitempty"`
+
+	// The monthly cost of one GPU in USD, all in: amortization, hosting,
+	// power, operations (kind vllm).
+	GPUCostPerMonth float64 `json:"gpu_cost_per_month,omitempty"`
+
+	// USD per million input (prompt) tokens (kind openai).
+	InputPerMillion float64 `json:"input_per_million,omitempty"`
+
+	// USD per million input tokens the provider served from its prompt
+	// cache (usage.prompt_tokens_details.cached_tokens), when it bills
+	// them apart (kind openai). Default: the input price.
+	CachedInputPerMillion float64 `json:"cached_input_per_million,omitempty"`
+
+	// USD per million output (completion) tokens (kind openai).
+	OutputPerMillion float64 `json:"output_per_million,omitempty"`
+
+	// USD per second of compute (kind openai), instead of token prices:
+	// a request costs its duration times this.
+	PerSecond float64 `json:"per_second,omitempty"`
+}
+
+func (cc *CostConfig) validate(kind string) error {
+	for _, v := range []float64{cc.GPUs, cc.GPUCostPerMonth, cc.InputPerMillion, cc.OutputPerMillion, cc.PerSecond, cc.CachedInputPerMillion} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("cost values must be finite and not negative")
+		}
+	}
+	switch kind {
+	case KindVLLM:
+		if cc.InputPerMillion != 0 || cc.OutputPerMillion != 0 || cc.PerSecond != 0 || cc.CachedInputPerMillion != 0 {
+			return fmt.Errorf("a vllm group's cost is gpus and gpu_cost_per_month")
+		}
+		if cc.GPUs == 0 {
+			return fmt.Errorf("cost needs gpus")
+		}
+	case KindOpenAI:
+		if cc.GPUs != 0 || cc.GPUCostPerMonth != 0 {
+			return fmt.Errorf("an openai group's cost is input_per_million/output_per_million or per_second")
+		}
+		if cc.PerSecond != 0 && (cc.InputPerMillion != 0 || cc.OutputPerMillion != 0) {
+			return fmt.Errorf("price per second or per token, not both")
+		}
+	}
+	return nil
+}
+
+// requestCost is what one cloud request costs; cached is the part of
+// the prompt served from the provider's cache.
+func (cc *CostConfig) requestCost(prompt, completion, cached int64, dur time.Duration) float64 {
+	if cc.PerSecond > 0 {
+		return dur.Seconds() * cc.PerSecond
+	}
+	cachedPrice := cc.InputPerMillion
+	if cc.CachedInputPerMillion > 0 {
+		cachedPrice = cc.CachedInputPerMillion
+	}
+	cached = min(max(cached, 0), prompt)
+	return (float64(prompt-cached)*cc.InputPerMillion + float64(cached)*cachedPrice + float64(completion)*cc.OutputPerMillion) / 1e6
+}

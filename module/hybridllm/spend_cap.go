@@ -1,0 +1,105 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+)
+
+// spendUnknownRetry is the Retry-After of a request refused the cloud
+// while the spend is unknown: an operator's decision has no set time.
+const spendUnknownRetry = 5 * time.Minute
+
+// cloudClosed returns why cloud targets are closed to a request now (the
+// gateway's daily spend cap is reached, or the client's budget is spent),
+// and until when.
+func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
+	capped := g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
+	if g.spend == nil || !capped && (cl == nil || cl.budgetMonth <= 0 && cl.budgetDay <= 0) {
+		return "", 0 // nothing to check the spend against
+	}
+	if g.spend.Unknown() != nil {
+		return because.SpendUnknown, spendUnknownRetry
+	}
+	name := ""
+	if cl != nil {
+		name = cl.name
+	}
+	total, s := g.spend.Spent(name, t)
+	if capped && total.DayUSD >= g.CloudSpend.DailyUSD {
+		return because.SpendCap, untilTomorrow(t)
+	}
+	if cl == nil {
+		return "", 0
+	}
+	if cl.budgetMonth > 0 && s.MonthUSD >= cl.budgetMonth {
+		return because.Budget, untilNextMonth(t)
+	}
+	if cl.budgetDay > 0 && s.DayUSD >= cl.budgetDay {
+		return because.Budget, untilTomorrow(t)
+	}
+	return "", 0
+}
+
+// spent records a request's cloud spend, and warns once a day when the
+// gateway's spend passes the cap's warning share.
+func (g *Gateway) spent(cl *client, usd float64, t time.Time) {
+	if g.spend == nil || usd <= 0 {
+		return
+	}
+	name := ""
+	if cl != nil {
+		name = cl.name
+	}
+	if cl != nil && !cl.known {
+		name = "" // an identity's name, unbounded: counted in the total only
+	}
+	g.spend.Add(name, usd, t)
+	c := g.CloudSpend
+	if c == nil || c.DailyUSD <= 0 {
+		return
+	}
+	total, _ := g.spend.Spent("", t)
+	share := c.warnShare()
+	if total.DayUSD >= share*c.DailyUSD && g.spend.WarnOnce(total.Day) {
+		g.logger.Warn("cloud spend near the daily cap",
+			zap.Float64("spent_usd", total.DayUSD), zap.Float64("daily_cap_usd", c.DailyUSD), zap.Float64("warn_share", share))
+	}
+}
+
+// CloudSpend caps what all the gateway's cloud targets together may cost
+// in a UTC day.
+type CloudSpend struct {
+	// The daily cap in USD. When it is reached, overflow and fallback to
+	// cloud targets stop until the next UTC day: self-hosted targets keep
+	// serving, and a request that finds no target gets 503 with
+	// Retry-After.
+	DailyUSD float64 `json:"daily_usd,omitempty"`
+
+	// The share of the cap at which a warning is logged. Default: 0.8.
+	WarnAt float64 `json:"warn_at,omitempty"`
+}
+
+func (c *CloudSpend) warnShare() float64 {
+	if c.WarnAt > 0 {
+		return c.WarnAt
+	}
+	return 0.8
+}
+
+// untilNextMonth is the time left in the UTC month.
+func untilNextMonth(t time.Time) time.Duration {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(t)
+}
+
+// untilTomorrow is the time left in the UTC day.
+func untilTomorrow(t time.Time) time.Duration {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, time.UTC).Sub(t)
+}
