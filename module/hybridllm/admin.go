@@ -229,17 +229,17 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if g.spend == nil {
+	if g.money.spend == nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q keeps no cloud spend (no clients, no cloud_spend)", g.Name)}
 	}
-	if !g.spend.Stored() {
+	if !g.money.spend.Stored() {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("gateway %q keeps its cloud spend in the registry, not in storage", g.Name)}
 	}
-	u := g.spend.Accept()
-	if err := g.spend.Save(r.Context(), g.storage); err != nil {
+	u := g.money.spend.Accept()
+	if err := g.money.spend.Save(r.Context(), g.storage); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("accepted, but not saved, so a restart would close cloud again: %v", err)}
 	}
-	total, _ := g.spend.Spent("", g.clock.Now())
+	total, _ := g.money.spend.Spent("", g.clock.Now())
 	what := map[string]any{"gateway": g.Name, "was_unknown": u != nil, "cloud_usd_today": total.DayUSD}
 	if u != nil {
 		what["why"], what["set_aside_as"] = u.Why, u.SetAsideAs
@@ -324,8 +324,8 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []adminapi.LedgerGateway{}
 	for _, g := range gws {
-		c := g.comparison(from, to)
-		uses := g.ledger.Clients(from, to)
+		c := g.money.comparison(from, to)
+		uses := g.money.ledger.Clients(from, to)
 		if c.SelfHostedPerMillionTokens != nil {
 			for i := range uses {
 				uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6

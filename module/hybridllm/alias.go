@@ -282,9 +282,9 @@ func (g *Gateway) equipTargets() {
 
 // kitFor is the kit gateway g's targets are equipped with.
 func kitFor(g *Gateway) targetKit {
-	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.ledger}
-	if g.spend != nil {
-		k.spend = &spendLimits{book: g.spend, deadline: time.Duration(g.Deadline), clock: g.clock}
+	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.money.ledger}
+	if g.money.spend != nil {
+		k.spend = &spendLimits{book: g.money.spend, deadline: time.Duration(g.Deadline), clock: g.clock}
 		if c := g.CloudSpend; c != nil {
 			k.spend.dailyCap = c.DailyUSD
 		}

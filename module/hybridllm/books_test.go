@@ -25,7 +25,8 @@ import (
 func TestComparisonUnits(t *testing.T) {
 	clk := fakeClock(t)
 	l := books.Open(books.Config{Clock: clk})
-	g := &Gateway{ledger: l, clock: clk, Groups: map[string]*Group{
+	g := &Gateway{clock: clk}
+	g.money = money{ledger: l, groups: map[string]*Group{
 		"big":   {Kind: KindVLLM, Cost: &CostConfig{GPUs: 2, GPUCostPerMonth: 3000}},
 		"small": {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 600}},
 		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.001}},
@@ -35,7 +36,7 @@ func TestComparisonUnits(t *testing.T) {
 	l.Occupy(start, 0, 0.25)
 	clk.Set(start.Add(100 * time.Second))
 	l.Occupy(clk.Now(), 0, -0.25)
-	c := g.comparison(start, start.Add(time.Hour))
+	c := g.money.comparison(start, start.Add(time.Hour))
 	if math.Abs(c.AllCloud.CloudUSD-0.1) > 1e-9 {
 		t.Errorf("all cloud %v USD, want 100 request-seconds at 0.001 = 0.1", c.AllCloud.CloudUSD)
 	}
@@ -92,8 +93,9 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 		vllm: &vllmGroup{endpoints: map[string]*endpoint{"10.0.0.5:8000": {maxNumSeqs: 10}}}}
 	cloud := &Group{Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.0000975}}
 	g := &Gateway{Name: "seed-month", Groups: map[string]*Group{"self": self, "cloud": cloud}, logger: zap.NewNop(), clock: clk}
-	g.provisionOccupancy()
-	g.ledger = books.Open(books.Config{SelfGPUs: g.selfGPUs, Clock: clk})
+	g.money = money{gateway: g.Name, groups: g.Groups, logger: g.logger}
+	g.money.provisionOccupancy()
+	g.money.ledger = books.Open(books.Config{SelfGPUs: g.money.selfGPUs, Clock: clk})
 	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", group: self}, cloud: {Group: "cloud", Model: "gpt", group: cloud}}
 
 	type attempt struct {
@@ -104,7 +106,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	start := func(grp *Group, n int) {
 		for range n {
 			rt := &route{g: g}
-			occ, _ := occupancyOf(g.ledger, targets[grp])
+			occ, _ := occupancyOf(g.money.ledger, targets[grp])
 			occ.attemptBegan(context.Background(), nil)
 			rt.answered, rt.answerBegan = targets[grp], clk.Now()
 			rt.usage.Prompt, rt.usage.Completion = 200, 25
@@ -124,7 +126,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 			if clk.Now().After(at) {
 				clk.Set(at)
 			}
-			g.ledger.Tick(clk.Now())
+			g.money.ledger.Tick(clk.Now())
 		}
 	}
 	month := clk.Now().Truncate(24 * time.Hour)
@@ -144,7 +146,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	}
 
 	// the last answers end as the month does: their minute is in the window
-	c := g.comparison(month, month.Add(cost.SecondsPerMonth*time.Second+books.BucketSize))
+	c := g.money.comparison(month, month.Add(cost.SecondsPerMonth*time.Second+books.BucketSize))
 	if c.WindowSeconds != cost.SecondsPerMonth || math.Abs(c.DemandGPUSecs-2_669_760) > 1e-3 {
 		t.Errorf("%v s of %v GPU-seconds, want 2,592,000 of 2,669,760", c.WindowSeconds, c.DemandGPUSecs)
 	}
@@ -176,7 +178,8 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 func TestComparisonTokenPricedCloudBreakEven(t *testing.T) {
 	clk := fakeClock(t)
 	l := books.Open(books.Config{Clock: clk})
-	g := &Gateway{ledger: l, clock: clk, Groups: map[string]*Group{
+	g := &Gateway{clock: clk}
+	g.money = money{ledger: l, groups: map[string]*Group{
 		"self":  {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 1000}},
 		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 2}},
 	}, cloudSlotGPUs: 0.25}
@@ -186,7 +189,7 @@ func TestComparisonTokenPricedCloudBreakEven(t *testing.T) {
 	l.Add(start.Add(2*time.Second), journal.Charge{SelfHosted: false, Prompt: 1_000_000, Completion: 0, CloudUSD: 1})      // $1 spent
 	clk.Set(start.Add(25920 * time.Second))                                                                                // a hundredth of a month
 	l.Occupy(clk.Now(), -0.25, 0)
-	c := g.comparison(start, start.Add(24*time.Hour))
+	c := g.money.comparison(start, start.Add(24*time.Hour))
 	if math.Abs(c.AllCloud.TotalUSD-5) > 1e-9 {
 		t.Errorf("all cloud %v, want every token at the cloud's prices: 5", c.AllCloud.TotalUSD)
 	}

@@ -68,7 +68,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		}
 	})
 	b.Run("key+limits+budget", func(b *testing.B) {
-		g.spend = books.NewSpendBook("", nil)
+		g.money.spend = books.NewSpendBook("", nil)
 		for _, c := range cs.byKey {
 			c.budgetDay = 1e9
 		}
@@ -89,7 +89,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			if why := admitTo(rt, cloud); why != "" {
 				b.Fatal(why)
 			}
-			g.spend.Add(cl.name, 1e-6, tn)
+			g.money.spend.Add(cl.name, 1e-6, tn)
 			rt.releaseCloud()
 			rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 8, 16
 			rt.settleTokens(tn)

@@ -104,7 +104,7 @@ func httptestPost(path string) *http.Request {
 // the cloud again, and the spend booked closes it for the day.
 func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	clk := fakeClock(t)
-	g := &Gateway{spend: books.NewSpendBook("", nil), clock: clk}
+	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: clk}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
@@ -141,10 +141,10 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
-		g.spend.Add(cl.name, 0.000118, clk.Now())
+		g.money.spend.Add(cl.name, 0.000118, clk.Now())
 		rt.releaseCloud()
 	}
-	if why, _ := g.cloudClosed(cl, clk.Now()); why != because.Budget {
+	if why, _ := g.money.cloudClosed(cl, clk.Now()); why != because.Budget {
 		t.Fatalf("the spent budget: closed for %q", why)
 	}
 }

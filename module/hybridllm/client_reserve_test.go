@@ -114,7 +114,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 // A cloud tier's hold is what the tier can cost: the request is sent
 // with its max_tokens.
 func TestCloudHoldOnATier(t *testing.T) {
-	g := &Gateway{spend: books.NewSpendBook("", nil), clock: fakeClock(t)}
+	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{name: "cloud-small",
 		Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -133,7 +133,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 // in flight close it; the hold is taken as the attempt starts, and
 // released from the client it was held for.
 func TestSkipTakesNoHold(t *testing.T) {
-	g := &Gateway{spend: books.NewSpendBook("", nil), clock: fakeClock(t)}
+	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -144,7 +144,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
-	if total, clients := g.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
+	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
 		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.hold.usd)
 	}
 	// a budget held up by others: skip says so, and still takes nothing
@@ -152,22 +152,23 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := judgeFor(rt, cloud); why != because.BudgetHeld {
 		t.Fatalf("a held budget: skip says %q", why)
 	}
-	g.spend.Holds().Give("c", 0.001)
+	g.money.spend.Holds().Give("c", 0.001)
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatalf("hold: %q", why)
 	}
-	if total, clients := g.spend.Holds().Held(); total == 0 || clients["c"] != rt.hold.usd {
+	if total, clients := g.money.spend.Holds().Held(); total == 0 || clients["c"] != rt.hold.usd {
 		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.hold.usd)
 	}
 	rt.releaseCloud()
-	if total, clients := g.spend.Holds().Held(); total != 0 || len(clients) != 0 {
+	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 {
 		t.Fatalf("released: total %g, clients %v", total, clients)
 	}
 
 	// held for the spend cap only (the client has no budget here): the
 	// release leaves the holds other requests of that name keep, under
 	// a config that gives it a budget, as they are
-	capped := &Gateway{spend: books.NewSpendBook("", nil), CloudSpend: &CloudSpend{DailyUSD: 10}, clock: fakeClock(t)}
+	daily := &CloudSpend{DailyUSD: 10}
+	capped := &Gateway{money: money{spend: books.NewSpendBook("", nil), cap: daily}, CloudSpend: daily, clock: fakeClock(t)}
 	holdFor(capped, "c", 0.5)
 	free := &client{name: "c", known: true}
 	rt = limitedRoute(capped, free, "/v1/chat/completions", body)
@@ -175,7 +176,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 		t.Fatal(why)
 	}
 	rt.releaseCloud()
-	if total, clients := capped.spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
+	if total, clients := capped.money.spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
 		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", total, clients)
 	}
 }
@@ -185,7 +186,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 // (no transition, no dwell started), nor the overflow recorded on the
 // request.
 func TestDegradeNowHasNoEffects(t *testing.T) {
-	g := &Gateway{spend: books.NewSpendBook("", nil), logger: zap.NewNop(), clock: fakeClock(t)}
+	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	upper := &Target{Group: "big", group: &Group{name: "big", shared: &groupShared{}}}
 	upper.trigger = &degradeTrigger{t: upper}
@@ -221,14 +222,14 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	if rt.rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
 		t.Fatal("the cloud tier could take it")
 	}
-	if total, clients := g.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
+	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
 		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", total, clients)
 	}
 }
 
 // holdFor makes others hold usd for client in g's spend book.
 func holdFor(g *Gateway, client string, usd float64) {
-	h := g.spend.Holds()
+	h := g.money.spend.Holds()
 	h.Lock()
 	h.TakeLocked(client, usd)
 	h.Unlock()

@@ -19,10 +19,10 @@ func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
 	if c := g.CloudSpend; c != nil {
 		doc.DailyCapUSD = c.DailyUSD
 	}
-	if g.spend != nil {
-		total, _ := g.spend.Spent("", t)
+	if g.money.spend != nil {
+		total, _ := g.money.spend.Spent("", t)
 		doc.CloudUSDToday = total.DayUSD
-		doc.SpendUnknown = g.spend.Unknown()
+		doc.SpendUnknown = g.money.spend.Unknown()
 	}
 	if g.callers == nil {
 		return doc
@@ -40,8 +40,8 @@ func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
 			w := max(c.usage.tokens.Wait(tpm, t), c.usage.requests.Wait(rpm, t))
 			st.WaitSeconds = w.Seconds()
 		}
-		if g.spend != nil {
-			_, s := g.spend.Spent(name, t)
+		if g.money.spend != nil {
+			_, s := g.money.spend.Spent(name, t)
 			st.CloudUSDToday, st.CloudUSDThisMonth = s.DayUSD, s.MonthUSD
 		}
 		if c.budgetDay > 0 || c.budgetMonth > 0 {

@@ -160,6 +160,6 @@ func (rt *route) releaseCloud() {
 	if rt.hold.usd == 0 {
 		return
 	}
-	rt.g.spend.Holds().Give(rt.hold.client, rt.hold.usd)
+	rt.g.money.spend.Holds().Give(rt.hold.client, rt.hold.usd)
 	rt.hold = cloudHold{}
 }

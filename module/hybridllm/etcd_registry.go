@@ -228,7 +228,7 @@ func (g *Gateway) provisionRegistry() error {
 		return err
 	}
 	g.fleet, g.applied = f, new(registryApplied)
-	if g.spend != nil {
+	if g.money.spend != nil {
 		g.spendName = spendName(g.Name)
 	}
 	f.mu.Lock()

@@ -70,12 +70,12 @@ var processID = sync.OnceValue(func() string {
 
 // applySpend takes the others' books from a snapshot.
 func (g *Gateway) applySpend(s *registry.Snapshot) {
-	if g.spend == nil {
+	if g.money.spend == nil {
 		return
 	}
 	t := g.clock.Now().UTC()
 	total, clients := s.Spent(g.Name, g.spendName, t.Format(time.DateOnly), t.Format("2006-01"))
-	g.spend.SetOthers(total, clients)
+	g.money.spend.SetOthers(total, clients)
 }
 
 // publishSpend writes the gateway's book to the registry whenever it
@@ -88,9 +88,9 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 	var published uint64
 	var day string
 	loop.Loop{Name: "spend publisher", Every: fleetSpendInterval, Logger: g.logger}.Go(ctx, nil, func(ctx context.Context) {
-		b, v, seq := g.spend.Publication(g.Name, g.clock.Now())
+		b, v, seq := g.money.spend.Publication(g.Name, g.clock.Now())
 		if v == published && b.Total.Day == day {
-			g.spend.MarkPublished(seq) // what is published has not changed since
+			g.money.spend.MarkPublished(seq) // what is published has not changed since
 			return
 		}
 		if err := g.putSpend(ctx, b); err != nil {
@@ -98,7 +98,7 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 			return
 		}
 		published, day = v, b.Total.Day
-		g.spend.MarkPublished(seq)
+		g.money.spend.MarkPublished(seq)
 	})
 }
 
@@ -118,17 +118,17 @@ func (g *Gateway) putSpend(ctx context.Context, b registry.Book) error {
 // registry's client may close: the others count this process's last
 // spend too (the key outlives it).
 func (g *Gateway) finalSpend() {
-	if g.fleet == nil || g.spend == nil || g.spendName == "" || g.begun == nil || !g.begun.Load() {
+	if g.fleet == nil || g.money.spend == nil || g.spendName == "" || g.begun == nil || !g.begun.Load() {
 		return
 	}
-	b, _, seq := g.spend.Publication(g.Name, g.clock.Now())
+	b, _, seq := g.money.spend.Publication(g.Name, g.clock.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := g.putSpend(ctx, b); err != nil {
 		g.logger.Warn("registry: could not publish the cloud spend as the config stops", zap.Error(err))
 		return
 	}
-	g.spend.MarkPublished(seq)
+	g.money.spend.MarkPublished(seq)
 }
 
 // publishedFrom returns the last record of a journal that a book in the

@@ -88,7 +88,7 @@ func TestGatesFirstRefusalWins(t *testing.T) {
 // that is not configured is not asked about.
 func TestGatesOfWhatIsConfigured(t *testing.T) {
 	clk := fakeClock(t)
-	spent := &Gateway{clock: clk, spend: books.NewSpendBook("", nil)}
+	spent := &Gateway{clock: clk, money: money{spend: books.NewSpendBook("", nil)}}
 	bare := &Gateway{clock: clk}
 	vllm := &Group{Kind: KindVLLM, vllm: &vllmGroup{}}
 	cost := &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}
@@ -181,7 +181,7 @@ func partName(part any) string {
 // turn takes no trial.
 func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	clk := fakeClock(t)
-	g := &Gateway{clock: clk, spend: books.NewSpendBook("", nil)}
+	g := &Gateway{clock: clk, money: money{spend: books.NewSpendBook("", nil)}}
 	cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
 	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
 		Breaker: cfg, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -205,7 +205,7 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	if why := admitTo(rt, cloud); why != because.BudgetHeld || rt.trial {
 		t.Fatalf("a hold refused after the breaker: %q, trial kept %v", why, rt.trial)
 	}
-	g.spend.Holds().Give("c", 1)
+	g.money.spend.Holds().Give("c", 1)
 	cloud.gates[len(cloud.gates)-1] = hold
 	rt = limitedRoute(g, cl, "/v1/chat/completions", body)
 	if why := admitTo(rt, cloud); why != "" || !rt.trial || rt.hold.usd == 0 {
@@ -232,7 +232,7 @@ func (h heldMeanwhile) admit(p *passage, t *Target) reason {
 // A hold topped up for a dearer target and then given back by release
 // leaves the holds as they were before it.
 func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
-	g := &Gateway{clock: fakeClock(t), spend: books.NewSpendBook("", nil)}
+	g := &Gateway{clock: fakeClock(t), money: money{spend: books.NewSpendBook("", nil)}}
 	cl := &client{name: "c", known: true, budgetDay: 1}
 	cheap := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	dear := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 10, OutputPerMillion: 10}}}
@@ -240,20 +240,20 @@ func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
 	if why := admitTo(rt, cheap); why != "" {
 		t.Fatal(why)
 	}
-	before, _ := g.spend.Holds().Held()
+	before, _ := g.money.spend.Holds().Held()
 	if why := admitTo(rt, dear); why != "" {
 		t.Fatal(why)
 	}
-	if after, _ := g.spend.Holds().Held(); after <= before {
+	if after, _ := g.money.spend.Holds().Held(); after <= before {
 		t.Fatalf("topped up: %g -> %g", before, after)
 	}
 	dear.gates[len(dear.gates)-1].release(&rt.passage, dear)
 	near := func(v float64) bool { return v > before-1e-12 && v < before+1e-12 }
-	if total, clients := g.spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.hold.usd) {
+	if total, clients := g.money.spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.hold.usd) {
 		t.Fatalf("released: total %g, the client's %g, the request's %g; want %g", total, clients["c"], rt.hold.usd, before)
 	}
 	rt.releaseCloud()
-	if total, clients := g.spend.Holds().Held(); total > 1e-12 || len(clients) != 0 {
+	if total, clients := g.money.spend.Holds().Held(); total > 1e-12 || len(clients) != 0 {
 		t.Fatalf("the request ended: %+v", clients)
 	}
 }

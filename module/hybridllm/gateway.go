@@ -162,32 +162,26 @@ type Gateway struct {
 
 	pass         *headerPass
 	paths        *inferencePaths
-	routeHeaders []string         // the headers route rules read
-	spend        *books.SpendBook // cloud spend, with clients or a spend cap
-	callers      *callers         // with Clients
+	routeHeaders []string // the headers route rules read
+	callers      *callers // with Clients
 	aliases      map[string]*Alias
 	streamUsage  bool     // some group asks for stream usage
 	watch        []string // the top-level fields rules look for
 	entry        *gatewayEntry
-	ledger       *books.Ledger
-	cfg          any // the config's context, to tell configs apart
+	money        money // its books, and how it charges requests
+	cfg          any   // the config's context, to tell configs apart
 	modelsList   []byte
 	created      int64
 	logger       *zap.Logger
 	clock        clock.Clock    // the time of its windows, holds and cooldowns
 	badUsage     *lograte.Every // rate-limits the warning about bad usage values
 	strayKeys    *lograte.Every // rate-limits the warning about keys where none is read
-	// a group has a cost model, or the cloud a spend cap: the books hold
-	// money, and each request's charge is journaled
-	priced       bool
 	healthSets   []*setHealth
 	strategySets []*weightedSet // sets leaning by latency
 	colored      bool           // an alias has colors
 	// upper targets that may degrade their new requests
 	degradeTriggers []*degradeTrigger
 	chained         []*Alias                    // aliases with a degradation chain
-	cloudSlotGPUs   float64                     // the GPUs a cloud request in flight stands for
-	selfGPUs        float64                     // the self-hosted GPUs with a cost model
 	ctx             context.Context             // done when the config stops
 	storage         certmagic.Storage           // Caddy's, where the ledger persists
 	locks           []string                    // the lock files held, see proclock.go
@@ -253,7 +247,8 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	g.provisionOccupancy()
+	g.money = money{gateway: g.Name, groups: g.Groups, cap: g.CloudSpend, storage: g.storage, logger: g.logger}
+	g.money.provisionOccupancy()
 	g.loadDrains() // before any request
 	if err := g.provisionAliases(used); err != nil {
 		return err
@@ -378,14 +373,14 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 	if g.Clients != nil || g.CloudSpend != nil {
 		switch {
 		case g.Registry == nil && g.ownsBooks:
-			g.spend = books.StoredSpendBook(ctx, ctx.Storage(), g.Name, g.clock, g.logger)
+			g.money.spend = books.StoredSpendBook(ctx, ctx.Storage(), g.Name, g.clock, g.logger)
 		case g.Registry == nil:
-			g.spend = books.MemorySpendBook(g.Name, g.clock) // a config only validated
+			g.money.spend = books.MemorySpendBook(g.Name, g.clock) // a config only validated
 		default:
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see
 			// fleet_spend.go)
-			g.spend = books.MemorySpendBook(g.Name+"."+processID(), g.clock)
+			g.money.spend = books.MemorySpendBook(g.Name+"."+processID(), g.clock)
 		}
 	}
 	if g.Clients != nil {
@@ -397,28 +392,28 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		return err
 	}
 	bc := g.booksConfig()
-	g.ledger = books.Acquire(bc)
-	g.priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
+	g.money.ledger = books.Acquire(bc)
+	g.money.priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
 	for _, grp := range g.Groups {
-		g.priced = g.priced || grp.Cost != nil
+		g.money.priced = g.money.priced || grp.Cost != nil
 	}
-	g.ledger.Join(bc)
-	if g.spend != nil && g.spend.Stored() {
-		g.keepSaving(ctx)
+	g.money.ledger.Join(bc)
+	if g.money.spend != nil && g.money.spend.Stored() {
+		g.money.keepSaving(ctx)
 	}
 	if g.Registry != nil {
 		if err := g.provisionRegistry(); err != nil {
 			return err
 		}
-		g.spend.ReplayPending(g.publishedFrom, g.logger)
+		g.money.spend.ReplayPending(g.publishedFrom, g.logger)
 	}
 	return nil
 }
 
 // booksConfig is what the gateway's books need of it.
 func (g *Gateway) booksConfig() books.Config {
-	return books.Config{Gateway: g.Name, Storage: g.storage, Owns: g.ownsBooks, SelfGPUs: g.selfGPUs,
-		Spend: g.spend, Fleet: g.Registry != nil, Clock: g.clock, Logger: g.logger}
+	return books.Config{Gateway: g.Name, Storage: g.storage, Owns: g.ownsBooks, SelfGPUs: g.money.selfGPUs,
+		Spend: g.money.spend, Fleet: g.Registry != nil, Clock: g.clock, Logger: g.logger}
 }
 
 // routeHeadersOn reports whether the X-Hybrid-* headers are sent.
@@ -437,9 +432,9 @@ func (g *Gateway) Validate() error {
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
 	g.finalSpend()
-	g.saveSpend()
+	g.money.saveSpend()
 	g.releaseRegistry()
-	if g.ledger != nil {
+	if g.money.ledger != nil {
 		books.Release(g.Name)
 	}
 	g.unregister()

@@ -90,8 +90,8 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 		defer cancel()
 	}
 
-	if g.spend != nil {
-		rt.noCloud, rt.noCloudFor = g.cloudClosed(cl, at)
+	if g.money.spend != nil {
+		rt.noCloud, rt.noCloudFor = g.money.cloudClosed(cl, at)
 	}
 	rt.alias, rt.stream = al, top.Stream
 	rt.attempts = rt.tried[:0]

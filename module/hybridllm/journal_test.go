@@ -33,25 +33,25 @@ func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, clk clock.Clock
 	t.Helper()
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk, ownsBooks: true}
 	if stored {
-		g.spend = books.LoadSpendBook(context.Background(), st, "gw", clk, g.logger)
+		g.money.spend = books.LoadSpendBook(context.Background(), st, "gw", clk, g.logger)
 	} else {
-		g.spend = books.NewSpendBook("gw", clk)
+		g.money.spend = books.NewSpendBook("gw", clk)
 		g.Registry = &RegistryConfig{}
 	}
-	g.ledger = books.Open(g.booksConfig())
-	if g.ledger.Journal() == nil {
+	g.money.ledger = books.Open(g.booksConfig())
+	if g.money.ledger.Journal() == nil {
 		t.Fatal("no journal")
 	}
-	t.Cleanup(g.ledger.Journal().Close)
-	g.spend.ReplayPending(g.publishedFrom, g.logger) // as Provision does, once the registry is provisioned
+	t.Cleanup(g.money.ledger.Journal().Close)
+	g.money.spend.ReplayPending(g.publishedFrom, g.logger) // as Provision does, once the registry is provisioned
 	return g
 }
 
 // booksOf is what the books say: the spend book's total and team's
 // today, the ledger's cloud USD, tokens and covered seconds.
 func booksOf(g *Gateway, at time.Time) (total, team, ledgerUSD float64, tokens int64, covered time.Duration) {
-	tot, tm := g.spend.Spent("team", at)
-	w := g.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute))
+	tot, tm := g.money.spend.Spent("team", at)
+	w := g.money.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute))
 	for _, s := range w.Samples {
 		covered += s.Dur
 	}
@@ -68,24 +68,24 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 	g := journaledGateway(t, st, clk)
 	team := &client{name: "team", known: true}
 	start := clk.Now()
-	g.ledger.Tick(start)
-	g.charge(team, journal.Charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
-	g.charge(team, journal.Charge{Client: "team", SelfHosted: true, Prompt: 1000, Completion: 100}, start)
+	g.money.ledger.Tick(start)
+	g.money.charge(team, journal.Charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
+	g.money.charge(team, journal.Charge{Client: "team", SelfHosted: true, Prompt: 1000, Completion: 100}, start)
 	clk.Set(start.Add(5 * time.Second))
-	g.ledger.Tick(clk.Now())
+	g.money.ledger.Tick(clk.Now())
 	// the snapshots include these
-	if err := g.spend.Save(ctx, st); err != nil {
+	if err := g.money.spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := g.ledger.Save(ctx, start, clk.Now()); !ok {
+	if _, ok := g.money.ledger.Save(ctx, start, clk.Now()); !ok {
 		t.Fatal("ledger not saved")
 	}
 	// and not these
-	g.charge(nil, journal.Charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, clk.Now())
-	g.charge(team, journal.Charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, clk.Now())
-	g.charge(nil, journal.Charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, clk.Now()) // a mirror copy
+	g.money.charge(nil, journal.Charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, clk.Now())
+	g.money.charge(team, journal.Charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, clk.Now())
+	g.money.charge(nil, journal.Charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, clk.Now()) // a mirror copy
 	clk.Set(start.Add(7 * time.Second))
-	g.ledger.Tick(clk.Now())
+	g.money.ledger.Tick(clk.Now())
 	at := clk.Now()
 	want := func(what string, g *Gateway) {
 		t.Helper()
@@ -94,7 +94,7 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 			t.Errorf("%s: spend %v (team %v), ledger %v USD, %d tokens, %v covered; want 0.875 (0.625), 0.875, 1222, 7s",
 				what, total, tm, usd, tokens, covered)
 		}
-		if v := g.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute)).Shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
+		if v := g.money.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute)).Shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
 			t.Errorf("%s: mirror copies %+v, want one of 5+5 tokens, 0.1 USD", what, v)
 		}
 	}
@@ -131,21 +131,21 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 		t.Errorf("the readable records: spend %v, ledger %v USD; want 0.75", total, usd)
 	}
 	team := &client{name: "team", known: true, budgetDay: 10}
-	if why, _ := g.cloudClosed(team, g.clock.Now()); why != because.SpendUnknown {
+	if why, _ := g.money.cloudClosed(team, g.clock.Now()); why != because.SpendUnknown {
 		t.Errorf("cloud for a client with a budget: %q, want %q", why, because.SpendUnknown)
 	}
-	if why, _ := g.cloudClosed(&client{name: "free", known: true}, g.clock.Now()); why != "" {
+	if why, _ := g.money.cloudClosed(&client{name: "free", known: true}, g.clock.Now()); why != "" {
 		t.Errorf("cloud for a client without a budget: %q", why)
 	}
 	// killed before an operator decided: still unknown, counted once
 	g = journaledGateway(t, st, fakeClock(t))
-	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 || g.spend.Unknown() == nil {
-		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.spend.Unknown())
+	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 || g.money.spend.Unknown() == nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.money.spend.Unknown())
 	}
-	if u := g.spend.Accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
+	if u := g.money.spend.Accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
 		t.Errorf("accepted: %+v", u)
 	}
-	if why, _ := g.cloudClosed(team, g.clock.Now()); why != "" {
+	if why, _ := g.money.cloudClosed(team, g.clock.Now()); why != "" {
 		t.Errorf("after the accept: %q", why)
 	}
 }
@@ -157,27 +157,27 @@ func TestJournalCompacts(t *testing.T) {
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGateway(t, st, clk)
-	j := g.ledger.Journal()
+	j := g.money.ledger.Journal()
 	segments := func() int {
 		m, _ := filepath.Glob(filepath.Join(j.Dir(), "*"+journal.SegmentSuffix))
 		return len(m)
 	}
 	start := clk.Now()
 	for i := range 3 {
-		g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, start)
+		g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, start)
 		j.Compact() // nothing saved yet: every segment stays
 		if n := segments(); n != i+2 {
 			t.Fatalf("unsaved: %d segments, want %d", n, i+2)
 		}
 	}
-	if err := g.spend.Save(ctx, st); err != nil {
+	if err := g.money.spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	seq, ok := g.ledger.Save(ctx, start, start)
+	seq, ok := g.money.ledger.Save(ctx, start, start)
 	if !ok || seq != 3 {
 		t.Fatalf("saved at %d (%v)", seq, ok)
 	}
-	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, start)
+	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, start)
 	j.SavedLedger(seq)
 	j.Compact()
 	if n := segments(); n != 2 { // the one with the last record, and the new one
@@ -198,26 +198,26 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGatewayAs(t, st, clk, false)
 	at := clk.Now()
-	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	_, _, seq := g.spend.Publication("gw", at)
-	g.spend.MarkPublished(seq)
-	g.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
+	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	_, _, seq := g.money.spend.Publication("gw", at)
+	g.money.spend.MarkPublished(seq)
+	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
 	// killed: the successor's own book has what was not published
 	g = journaledGatewayAs(t, st, clk, false)
-	if total, _ := g.spend.Spent("", at); total.DayUSD != 0.25 {
+	if total, _ := g.money.spend.Spent("", at); total.DayUSD != 0.25 {
 		t.Fatalf("after a kill: the new book has %v USD, want the unpublished 0.25", total.DayUSD)
 	}
 	// it publishes, and the segments go: the mark stays
-	_, _, seq = g.spend.Publication("gw", at)
-	g.spend.MarkPublished(seq)
-	covered, ok := g.ledger.Save(ctx, at, at)
+	_, _, seq = g.money.spend.Publication("gw", at)
+	g.money.spend.MarkPublished(seq)
+	covered, ok := g.money.ledger.Save(ctx, at, at)
 	if !ok {
 		t.Fatal("ledger not saved")
 	}
-	g.ledger.Journal().SavedLedger(covered)
-	g.ledger.Journal().Compact()
+	g.money.ledger.Journal().SavedLedger(covered)
+	g.money.ledger.Journal().Compact()
 	g = journaledGatewayAs(t, st, clk, false)
-	if total, _ := g.spend.Spent("", at); total.DayUSD != 0 {
+	if total, _ := g.money.spend.Spent("", at); total.DayUSD != 0 {
 		t.Errorf("after all was published and compacted: the new book has %v USD, want 0", total.DayUSD)
 	}
 }
@@ -227,8 +227,8 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 func BenchmarkJournalCharge(b *testing.B) {
 	st := &certmagic.FileStorage{Path: b.TempDir()}
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clock.System}
-	g.spend = books.LoadSpendBook(context.Background(), nil, "gw", g.clock, g.logger)
-	g.ledger = books.Open(g.booksConfig()) // memory only
+	g.money.spend = books.LoadSpendBook(context.Background(), nil, "gw", g.clock, g.logger)
+	g.money.ledger = books.Open(g.booksConfig()) // memory only
 	team := &client{name: "team", known: true}
 	c := journal.Charge{Client: "team", Prompt: 1234, Completion: 567, CloudUSD: 0.0012345}
 	at := time.Now()
@@ -237,17 +237,17 @@ func BenchmarkJournalCharge(b *testing.B) {
 		if journaled {
 			name = "journaled"
 			g.ownsBooks = true
-			g.ledger = books.Open(g.booksConfig())
-			defer g.ledger.Journal().Close()
+			g.money.ledger = books.Open(g.booksConfig())
+			defer g.money.ledger.Journal().Close()
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				g.charge(team, c, at)
+				g.money.charge(team, c, at)
 			}
 		})
 	}
-	if total, _ := g.spend.Spent("", at); math.IsNaN(total.DayUSD) {
+	if total, _ := g.money.spend.Spent("", at); math.IsNaN(total.DayUSD) {
 		b.Fatal("nan")
 	}
 }

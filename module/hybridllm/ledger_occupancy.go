@@ -19,10 +19,10 @@ import (
 // GPUs (a cloud request in flight is counted as one slot of them). Without
 // self-hosted GPUs in the cost model there is no comparison to make, and
 // nothing is counted.
-func (g *Gateway) provisionOccupancy() {
+func (m *money) provisionOccupancy() {
 	var gpus, slots float64
-	for _, name := range sortedKeys(g.Groups) {
-		grp := g.Groups[name]
+	for _, name := range sortedKeys(m.groups) {
+		grp := m.groups[name]
 		if vg := grp.vllm; vg != nil && grp.Cost != nil && grp.Cost.GPUs > 0 && len(vg.endpoints) > 0 {
 			n := 0.0
 			for _, ep := range vg.endpoints {
@@ -36,10 +36,10 @@ func (g *Gateway) provisionOccupancy() {
 	if slots == 0 {
 		return
 	}
-	g.cloudSlotGPUs, g.selfGPUs = gpus/slots, gpus
-	for _, grp := range g.Groups {
+	m.cloudSlotGPUs, m.selfGPUs = gpus/slots, gpus
+	for _, grp := range m.groups {
 		if grp.Kind == KindOpenAI {
-			grp.occupancy = g.cloudSlotGPUs
+			grp.occupancy = m.cloudSlotGPUs
 		}
 	}
 }

@@ -164,14 +164,14 @@ func (e emitter) counter(d *prometheus.Desc, v float64, labels ...string) {
 // ledger emits a gateway's utilization and self-hosted cost per million
 // tokens, when it prices its self-hosted groups.
 func (e emitter) ledger(g *Gateway) {
-	if g.ledger == nil || !g.hasSelfCost() {
+	if g.money.ledger == nil || !g.money.hasSelfCost() {
 		return
 	}
 	t := g.clock.Now()
-	if u := g.comparison(t.Add(-time.Minute), t.Add(books.BucketSize)).Hybrid.Utilization; u != nil {
+	if u := g.money.comparison(t.Add(-time.Minute), t.Add(books.BucketSize)).Hybrid.Utilization; u != nil {
 		e.gauge(e.c.utilization, *u, g.Name)
 	}
-	if pm := g.comparison(t.Add(-5*time.Minute), t.Add(books.BucketSize)).SelfHostedPerMillionTokens; pm != nil {
+	if pm := g.money.comparison(t.Add(-5*time.Minute), t.Add(books.BucketSize)).SelfHostedPerMillionTokens; pm != nil {
 		e.gauge(e.c.selfPerMillion, *pm, g.Name)
 	}
 }

@@ -27,7 +27,7 @@ func (rt *route) finish() {
 	default:
 		rt.outcome = outcomeOK
 	}
-	if rt.g.priced && rt.answered != nil && rt.interruption == "" && rt.r.Context().Err() == nil {
+	if rt.g.money.priced && rt.answered != nil && rt.interruption == "" && rt.r.Context().Err() == nil {
 		// a journaled charge outlives a kill; the answer it is for must
 		// have left first: until the handler returns, a short one waits
 		// in the server's buffer
@@ -51,7 +51,7 @@ func (rt *route) finish() {
 // when the answer ended.
 func (rt *route) cost(at time.Time) {
 	t, began := rt.charged()
-	if t == nil || rt.g.ledger == nil {
+	if t == nil || rt.g.money.ledger == nil {
 		return
 	}
 	cc := t.group.Cost
@@ -63,9 +63,9 @@ func (rt *route) cost(at time.Time) {
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.clientName(), billingBusiness).Add(usd)
 	default:
-		usd = float64(rt.usage.Prompt+rt.usage.Completion) * rt.g.selfCostPerToken()
+		usd = float64(rt.usage.Prompt+rt.usage.Completion) * rt.g.money.selfCostPerToken()
 	}
-	rt.g.charge(rt.client, journal.Charge{Client: rt.clientName(), SelfHosted: t.group.Kind == KindVLLM,
+	rt.g.money.charge(rt.client, journal.Charge{Client: rt.clientName(), SelfHosted: t.group.Kind == KindVLLM,
 		Prompt: rt.usage.Prompt, Completion: rt.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.estimated}, at)
 	rt.costUSD, rt.priced = usd, cc != nil
 }

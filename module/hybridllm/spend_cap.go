@@ -18,20 +18,20 @@ const spendUnknownRetry = 5 * time.Minute
 // cloudClosed returns why cloud targets are closed to a request now (the
 // gateway's daily spend cap is reached, or the client's budget is spent),
 // and until when.
-func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
-	capped := g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
-	if g.spend == nil || !capped && (cl == nil || cl.budgetMonth <= 0 && cl.budgetDay <= 0) {
+func (m *money) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
+	capped := m.cap != nil && m.cap.DailyUSD > 0
+	if m.spend == nil || !capped && (cl == nil || cl.budgetMonth <= 0 && cl.budgetDay <= 0) {
 		return "", 0 // nothing to check the spend against
 	}
-	if g.spend.Unknown() != nil {
+	if m.spend.Unknown() != nil {
 		return because.SpendUnknown, spendUnknownRetry
 	}
 	name := ""
 	if cl != nil {
 		name = cl.name
 	}
-	total, s := g.spend.Spent(name, t)
-	if capped && total.DayUSD >= g.CloudSpend.DailyUSD {
+	total, s := m.spend.Spent(name, t)
+	if capped && total.DayUSD >= m.cap.DailyUSD {
 		return because.SpendCap, untilTomorrow(t)
 	}
 	if cl == nil {
@@ -48,8 +48,8 @@ func (g *Gateway) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 
 // spent records a request's cloud spend, and warns once a day when the
 // gateway's spend passes the cap's warning share.
-func (g *Gateway) spent(cl *client, usd float64, t time.Time) {
-	if g.spend == nil || usd <= 0 {
+func (m *money) spent(cl *client, usd float64, t time.Time) {
+	if m.spend == nil || usd <= 0 {
 		return
 	}
 	name := ""
@@ -59,15 +59,15 @@ func (g *Gateway) spent(cl *client, usd float64, t time.Time) {
 	if cl != nil && !cl.known {
 		name = "" // an identity's name, unbounded: counted in the total only
 	}
-	g.spend.Add(name, usd, t)
-	c := g.CloudSpend
+	m.spend.Add(name, usd, t)
+	c := m.cap
 	if c == nil || c.DailyUSD <= 0 {
 		return
 	}
-	total, _ := g.spend.Spent("", t)
+	total, _ := m.spend.Spent("", t)
 	share := c.warnShare()
-	if total.DayUSD >= share*c.DailyUSD && g.spend.WarnOnce(total.Day) {
-		g.logger.Warn("cloud spend near the daily cap",
+	if total.DayUSD >= share*c.DailyUSD && m.spend.WarnOnce(total.Day) {
+		m.logger.Warn("cloud spend near the daily cap",
 			zap.Float64("spent_usd", total.DayUSD), zap.Float64("daily_cap_usd", c.DailyUSD), zap.Float64("warn_share", share))
 	}
 }

@@ -56,7 +56,7 @@ func (g *Gateway) begin(ctx caddy.Context) {
 	}
 	if g.fleet != nil {
 		g.fleet.begin()
-		if g.spend != nil {
+		if g.money.spend != nil {
 			g.publishSpend(ctx)
 		}
 	}
