@@ -45,6 +45,7 @@ var layers = map[string][]string{
 	"module/probe":                 {"module/clock", "module/lograte", "module/loop", "module/reload", "module/vllmmetrics"},
 	"module/clients":               {"module/credentials", "module/jsonscan", "module/protocol"},
 	"module/adminapi":              {"module/cost"},
+	"module/fleet":                 {"module/adminapi", "module/proclock", "module/registry", "module/reload"},
 	"module/books":                 {"module/adminapi", "module/clock", "module/cost", "module/journal", "module/loop", "module/registry", "module/reload"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},

@@ -180,7 +180,7 @@ func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 	case g.fleet != nil:
 		// the whole fleet drains: through the registry, applied here as
 		// on every gateway by the watch
-		rev, err := g.fleet.writeDrain(r.Context(), req.Group, req.Endpoint, drained)
+		rev, err := g.fleet.WriteDrain(r.Context(), req.Group, req.Endpoint, drained)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
 		}
@@ -278,7 +278,7 @@ func serveWeight(w http.ResponseWriter, r *http.Request) error {
 	}
 	what := map[string]any{"gateway": g.Name, "alias": req.Alias, "group": req.Group, "weight": *req.Weight}
 	if g.fleet != nil {
-		rev, err := g.fleet.writeWeight(r.Context(), req.Alias, req.Group, *req.Weight)
+		rev, err := g.fleet.WriteWeight(r.Context(), req.Alias, req.Group, *req.Weight)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
 		}

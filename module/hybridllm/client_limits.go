@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
@@ -34,15 +35,15 @@ func (c *client) limits() (rpm, tpm int) {
 	if c.fleet == nil {
 		return rpm, tpm
 	}
-	if sh := c.fleet.Load(); sh != nil && sh.n > 1 {
+	if sh := c.fleet.Load(); sh != nil && sh.N > 1 {
 		rpm, tpm = fleetLimit(rpm, sh), fleetLimit(tpm, sh)
 	}
 	return rpm, tpm
 }
 
-func fleetLimit(limit int, sh *fleetShare) int {
+func fleetLimit(limit int, sh *fleet.Share) int {
 	if limit <= 0 {
 		return limit
 	}
-	return max(1, registry.Share(limit, sh.rank, sh.n))
+	return max(1, registry.Share(limit, sh.Rank, sh.N))
 }

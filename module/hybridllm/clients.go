@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"go.uber.org/zap"
 )
 
@@ -32,7 +33,7 @@ type client struct {
 	usage    *clientUsage // set when it has limits
 	// with a registry: the gateway's place in the fleet, which divides
 	// rpm and tpm
-	fleet   *atomic.Pointer[fleetShare]
+	fleet   *atomic.Pointer[fleet.Share]
 	trusted bool
 
 	ceilings clients.Ceilings
@@ -55,12 +56,12 @@ type clientSet struct {
 // config's clients and keys, the keys file and its watch.
 type callers struct {
 	cfg        *Clients
-	gateway    string                      // the gateway's name, under which its clients' usage is kept
-	keysFile   string                      // cfg.KeysFile, its placeholders replaced
-	configured map[string]*Client          // cfg.Clients, with cfg.Keys
-	set        atomic.Pointer[clientSet]   // in force
-	share      *atomic.Pointer[fleetShare] // with a registry: the gateway's place among the live gateways
-	aliases    map[string]*Alias           // the aliases a client may be limited to
+	gateway    string                       // the gateway's name, under which its clients' usage is kept
+	keysFile   string                       // cfg.KeysFile, its placeholders replaced
+	configured map[string]*Client           // cfg.Clients, with cfg.Keys
+	set        atomic.Pointer[clientSet]    // in force
+	share      *atomic.Pointer[fleet.Share] // with a registry: the gateway's place among the live gateways
+	aliases    map[string]*Alias            // the aliases a client may be limited to
 	// the models list of the aliases a client may use
 	models func(allows func(alias string) bool) []byte
 	logger *zap.Logger

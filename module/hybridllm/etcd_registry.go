@@ -4,29 +4,21 @@
 package hybridllm
 
 import (
-	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/certmagic"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
-	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
-	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
 // RegistryConfig is where several gateways share their runtime state: an
@@ -95,72 +87,13 @@ func (rt *RegistryTLS) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// fleet is one watched registry, shared by the gateways (and their
-// reloads) that name the same endpoints and prefix.
-type fleet struct {
-	key     string
-	prefix  string
-	client  *clientv3.Client
-	watcher *registry.Watcher
-	cancel  context.CancelFunc
-	done    chan struct{}
-	// where the last snapshot applied is kept (Caddy's storage, by
-	// default its data directory), for a start without etcd
-	storage certmagic.Storage
-	file    string
-	logger  *zap.Logger
-
-	member string // this process's key under members/, held by its lease
-	host   string
-	ctx    context.Context // ends when the last gateway on it goes
-	began  sync.Once
-
-	mu       sync.Mutex
-	gateways []*Gateway // every provisioned gateway on it; each applies its groups
-}
-
-// memberTTL is the lease of a gateway's membership: a replica that dies
-// leaves the others' count within it.
-const memberTTL = 5
-
-// fleetShare is a process's place among the fleet's live members.
-type fleetShare struct{ rank, n int }
-
-var fleets = reload.NewPool[*fleet]()
-
 // registryApplied is what a gateway applied of its registry.
 type registryApplied struct {
+	sub     *fleet.Subscription
 	mu      sync.Mutex   // one snapshot applied at a time
 	rev     atomic.Int64 // the revision last applied
 	notes   sync.Map     // names the registry has and the gateway lacks, logged
 	weights sync.Map     // alias|group: the weight last set from the registry
-}
-
-// begin starts the watch and the membership, once: when the first
-// gateway on the registry runs (a config that is only validated never
-// joins the fleet, even briefly).
-func (f *fleet) begin() {
-	f.began.Do(func() {
-		members := make(chan struct{})
-		go func() {
-			defer close(members)
-			defer logPanic(f.logger, "registry membership")
-			f.keepMember(f.ctx, f.host)
-		}()
-		go func() {
-			defer close(f.done)
-			defer func() { <-members }()
-			defer logPanic(f.logger, "registry watcher")
-			f.watcher.Run(f.ctx)
-		}()
-	})
-}
-
-func (f *fleet) Destruct() error {
-	f.cancel()
-	f.began.Do(func() { close(f.done) }) // never begun: nothing to wait for
-	<-f.done
-	return f.client.Close()
 }
 
 func (rc *RegistryConfig) prefix(gw string) string {
@@ -188,42 +121,15 @@ func (g *Gateway) provisionRegistry() error {
 	if len(endpoints) == 0 {
 		return fmt.Errorf("registry: the etcd endpoints %q resolve to none", rc.Endpoints)
 	}
-	prefix := rc.prefix(g.Name)
-	key := strings.Join(endpoints, ",") + "|" + prefix
-	f, _, err := fleets.Acquire(key, func() (*fleet, error) {
-		dial := time.Duration(rc.DialTimeout)
-		if dial <= 0 {
-			dial = 5 * time.Second
+	o := fleet.Options{Endpoints: endpoints, Prefix: rc.prefix(g.Name), DialTimeout: time.Duration(rc.DialTimeout),
+		Username: repl.ReplaceAll(rc.Username, ""), Password: repl.ReplaceAll(rc.Password, ""), Storage: g.storage, Logger: g.logger}
+	if rc.TLS != nil {
+		var err error
+		if o.TLS, err = rc.TLS.config(); err != nil {
+			return err
 		}
-		cc := clientv3.Config{
-			Endpoints: endpoints, DialTimeout: dial,
-			Username: repl.ReplaceAll(rc.Username, ""), Password: repl.ReplaceAll(rc.Password, ""),
-			Logger: g.logger.Named("etcd").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
-		}
-		if rc.TLS != nil {
-			var err error
-			if cc.TLS, err = rc.TLS.config(); err != nil {
-				return nil, err
-			}
-		}
-		cli, err := clientv3.New(cc)
-		if err != nil {
-			return nil, fmt.Errorf("registry: %v", err)
-		}
-		f := &fleet{key: key, prefix: prefix, client: cli, done: make(chan struct{}), logger: g.logger,
-			storage: g.storage, file: "hybrid_llm/registry/" + proclock.FileName(key) + ".json"}
-		f.watcher = &registry.Watcher{Client: cli, Prefix: prefix, Logger: g.logger, OnSnapshot: f.apply}
-		if s, err := f.readSnapshot(); err == nil {
-			f.watcher.Seed(s)
-			g.logger.Info("registry: starting from the last snapshot applied", zap.String("file", f.file), zap.Int64("revision", s.Revision))
-		}
-		f.host, _ = os.Hostname()
-		var suffix [4]byte
-		_, _ = rand.Read(suffix[:])
-		f.member = fmt.Sprintf("%s-%d-%x", proclock.FileName(f.host), os.Getpid(), suffix)
-		f.ctx, f.cancel = context.WithCancel(context.Background())
-		return f, nil
-	})
+	}
+	f, err := fleet.Acquire(o)
 	if err != nil {
 		return err
 	}
@@ -231,89 +137,22 @@ func (g *Gateway) provisionRegistry() error {
 	if g.money.spend != nil {
 		g.spendName = spendName(g.Name)
 	}
-	f.mu.Lock()
-	f.gateways = append(f.gateways, g)
-	f.mu.Unlock()
+	g.applied.sub = f.Join(g.applyRegistry)
 	// the watcher stores a snapshot before it hands it to the gateways,
 	// which now include this one: read under the lock, the snapshot
 	// applied here is never older than one the watcher applies after
 	g.applied.mu.Lock()
-	g.applyRegistryLocked(f.watcher.Snapshot())
+	g.applyRegistryLocked(f.Snapshot())
 	g.applied.mu.Unlock()
 	return nil
 }
 
 func (g *Gateway) releaseRegistry() {
-	f := g.fleet
-	if f == nil {
+	if g.fleet == nil {
 		return
 	}
-	f.mu.Lock()
-	if i := slices.Index(f.gateways, g); i >= 0 {
-		f.gateways = slices.Delete(f.gateways, i, i+1)
-	}
-	f.mu.Unlock()
-	_ = fleets.Release(f.key)
-}
-
-// keepMember holds the process's membership key under a lease, and
-// takes a new lease whenever the old one is lost (etcd restarted or
-// unreachable longer than the lease); at the end it revokes it, so that
-// the others count one fewer at once.
-func (f *fleet) keepMember(ctx context.Context, host string) {
-	key := registry.Key(f.prefix, registry.KindMember, f.member)
-	value, _ := json.Marshal(registry.Member{Host: host, Since: time.Now().UTC().Truncate(time.Second)})
-	for ctx.Err() == nil {
-		lease, err := f.client.Grant(ctx, memberTTL)
-		if err == nil {
-			_, err = f.client.Put(ctx, key, string(value), clientv3.WithLease(lease.ID))
-			if err == nil {
-				var ch <-chan *clientv3.LeaseKeepAliveResponse
-				if ch, err = f.client.KeepAlive(ctx, lease.ID); err == nil {
-					for range ch {
-					}
-				}
-			}
-			if ctx.Err() != nil {
-				rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, _ = f.client.Revoke(rctx, lease.ID)
-				cancel()
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// share is the process's place among the members the snapshot lists (and
-// itself, before its own key is seen).
-func (f *fleet) share(s *registry.Snapshot) fleetShare {
-	ids := make([]string, 0, len(s.Members)+1)
-	for id := range s.Members {
-		ids = append(ids, id)
-	}
-	if _, ok := s.Members[f.member]; !ok {
-		ids = append(ids, f.member)
-	}
-	slices.Sort(ids)
-	return fleetShare{rank: slices.Index(ids, f.member), n: len(ids)}
-}
-
-// apply hands a new snapshot to the fleet's gateways and keeps it on disk.
-func (f *fleet) apply(s *registry.Snapshot) {
-	f.mu.Lock()
-	gws := slices.Clone(f.gateways)
-	f.mu.Unlock()
-	for _, g := range gws {
-		g.applyRegistry(s)
-	}
-	if err := f.writeSnapshot(s); err != nil {
-		f.logger.Warn("registry: could not keep the snapshot on disk", zap.String("file", f.file), zap.Error(err))
-	}
+	g.fleet.Leave(g.applied.sub)
+	g.fleet.Release()
 }
 
 // applyRegistry sets the gateway's drains and weights from the snapshot:
@@ -331,7 +170,7 @@ func (g *Gateway) applyRegistry(s *registry.Snapshot) {
 }
 
 func (g *Gateway) applyRegistryLocked(s *registry.Snapshot) {
-	share := g.fleet.share(s)
+	share := g.fleet.Share(s)
 	g.fleetShare.Store(&share)
 	g.applySpend(s)
 	for name, grp := range g.Groups {
@@ -408,31 +247,6 @@ func (g *Gateway) restoreWeight(al *Alias, group string, w int) {
 	g.setWeight(al, group, w)
 }
 
-// writeDrain records a group's or endpoint's drain flag, drained, in the
-// registry; the watch applies it, on this gateway as on the others.
-func (f *fleet) writeDrain(ctx context.Context, group, endpoint string, drained bool) (int64, error) {
-	return f.update(ctx, registry.Key(f.prefix, registry.KindGroup, group), func(raw []byte) ([]byte, error) {
-		var rg registry.Group
-		if raw != nil {
-			var err error
-			if rg, err = registry.DecodeGroup(raw); err != nil {
-				return nil, err
-			}
-		}
-		if endpoint == "" {
-			rg.Drained = drained
-		} else {
-			i := slices.IndexFunc(rg.Endpoints, func(ep registry.Endpoint) bool { return ep.Address == endpoint })
-			if i < 0 {
-				rg.Endpoints = append(rg.Endpoints, registry.Endpoint{Address: endpoint})
-				i = len(rg.Endpoints) - 1
-			}
-			rg.Endpoints[i].Drained = drained
-		}
-		return json.Marshal(rg)
-	})
-}
-
 // awaitRegistry waits, up to two seconds, until the watch has applied
 // the registry's revision rev here: an operator who drained sees it in
 // this gateway's state when the call returns.
@@ -442,87 +256,10 @@ func (g *Gateway) awaitRegistry(rev int64) {
 	}
 }
 
-// writeWeight records an alias member's weight in the registry.
-func (f *fleet) writeWeight(ctx context.Context, alias, group string, w int) (int64, error) {
-	return f.update(ctx, registry.Key(f.prefix, registry.KindAlias, alias), func(raw []byte) ([]byte, error) {
-		ra := registry.Alias{Weights: map[string]int{}}
-		if raw != nil {
-			var err error
-			if ra, err = registry.DecodeAlias(raw); err != nil {
-				return nil, err
-			}
-		}
-		ra.Weights[group] = w
-		return json.Marshal(ra)
-	})
-}
-
-// update changes a key by read, modify and compare-and-swap, again when
-// another writer came between.
-func (f *fleet) update(ctx context.Context, key string, change func([]byte) ([]byte, error)) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	for range 10 {
-		resp, err := f.client.Get(ctx, key)
-		if err != nil {
-			return 0, fmt.Errorf("the registry (etcd) cannot be reached: %w", err)
-		}
-		var raw []byte
-		var modRev int64
-		if len(resp.Kvs) > 0 {
-			raw, modRev = resp.Kvs[0].Value, resp.Kvs[0].ModRevision
-		}
-		value, err := change(raw)
-		if err != nil {
-			return 0, fmt.Errorf("registry key %s holds a value the gateway refuses (%v): fix or delete it first", key, err)
-		}
-		txn, err := f.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
-			Then(clientv3.OpPut(key, string(value))).Commit()
-		if err != nil {
-			return 0, fmt.Errorf("the registry (etcd) cannot be reached: %w", err)
-		}
-		if txn.Succeeded {
-			return txn.Header.Revision, nil
-		}
-	}
-	return 0, errors.New("the registry key kept changing under the update; try again")
-}
-
 // registryState is the registry's part of the admin state.
 func (g *Gateway) registryState() *adminapi.RegistryState {
-	f := g.fleet
-	if f == nil {
+	if g.fleet == nil {
 		return nil
 	}
-	sh := f.share(f.watcher.Snapshot())
-	st := &adminapi.RegistryState{Prefix: f.prefix, Revision: g.applied.rev.Load(), Resyncs: f.watcher.Resyncs(), Member: f.member, Members: sh.n}
-	if at := f.watcher.LastContact(); !at.IsZero() {
-		age := time.Since(at).Seconds()
-		st.LastContact, st.StaleSeconds = &at, &age
-	}
-	return st
-}
-
-func (f *fleet) readSnapshot() (*registry.Snapshot, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	b, err := f.storage.Load(ctx, f.file)
-	if err != nil {
-		return nil, err
-	}
-	s := registry.Empty()
-	if err := json.Unmarshal(b, s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (f *fleet) writeSnapshot(s *registry.Snapshot) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return f.storage.Store(ctx, f.file, b)
+	return g.fleet.State(g.applied.rev.Load())
 }

@@ -6,14 +6,12 @@ package hybridllm
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
@@ -104,14 +102,7 @@ func (g *Gateway) publishSpend(ctx context.Context) {
 
 // putSpend writes a book under the gateway's spend key.
 func (g *Gateway) putSpend(ctx context.Context, b registry.Book) error {
-	raw, err := json.Marshal(b)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = g.fleet.client.Put(ctx, registry.Key(g.fleet.prefix, registry.KindSpend, g.spendName), string(raw))
-	return err
+	return g.fleet.PutSpend(ctx, g.spendName, b)
 }
 
 // finalSpend writes the book once more as the config stops, before the
@@ -136,22 +127,8 @@ func (g *Gateway) finalSpend() {
 // however soon after the put it died (its journal's mark may not be
 // written yet). 0 when the registry does not answer, or holds none.
 func (g *Gateway) publishedFrom(journal string) uint64 {
-	if g.fleet == nil || journal == "" {
+	if g.fleet == nil {
 		return 0
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	resp, err := g.fleet.client.Get(ctx, registry.Key(g.fleet.prefix, registry.KindSpend, ""), clientv3.WithPrefix())
-	if err != nil {
-		g.logger.Warn("registry: could not read what the last process published; counting from the journal's marks", zap.Error(err))
-		return 0
-	}
-	var last uint64
-	for _, kv := range resp.Kvs {
-		var b registry.Book
-		if json.Unmarshal(kv.Value, &b) == nil && b.Journal == journal && b.Gateway == g.Name {
-			last = max(last, b.JournalSeq)
-		}
-	}
-	return last
+	return g.fleet.PublishedFrom(g.Name, journal)
 }

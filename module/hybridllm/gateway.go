@@ -24,6 +24,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
@@ -181,16 +182,16 @@ type Gateway struct {
 	colored      bool           // an alias has colors
 	// upper targets that may degrade their new requests
 	degradeTriggers []*degradeTrigger
-	chained         []*Alias                    // aliases with a degradation chain
-	ctx             context.Context             // done when the config stops
-	storage         certmagic.Storage           // Caddy's, where the ledger persists
-	locks           []string                    // the lock files held, see proclock.go
-	mirrorLog       *zap.Logger                 // the mirror copies' records
-	fleet           *fleet                      // with a registry
-	applied         *registryApplied            // with a registry: what the gateway applied of it
-	fleetShare      *atomic.Pointer[fleetShare] // with a registry: its place among the live gateways
-	spendName       string                      // with a registry: its book's name there
-	begun           *atomic.Bool                // its config started: its network work began
+	chained         []*Alias                     // aliases with a degradation chain
+	ctx             context.Context              // done when the config stops
+	storage         certmagic.Storage            // Caddy's, where the ledger persists
+	locks           []string                     // the lock files held, see proclock.go
+	mirrorLog       *zap.Logger                  // the mirror copies' records
+	fleet           *fleet.Fleet                 // with a registry
+	applied         *registryApplied             // with a registry: what the gateway applied of it
+	fleetShare      *atomic.Pointer[fleet.Share] // with a registry: its place among the live gateways
+	spendName       string                       // with a registry: its book's name there
+	begun           *atomic.Bool                 // its config started: its network work began
 	// its config runs (it is not only validated): it reads and writes
 	// its books in storage, under their lock with file_system storage
 	ownsBooks bool
@@ -264,7 +265,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 	g.begun = new(atomic.Bool)
 	if g.Registry != nil {
-		g.fleetShare = new(atomic.Pointer[fleetShare])
+		g.fleetShare = new(atomic.Pointer[fleet.Share])
 	}
 	if err := g.provisionBooks(ctx); err != nil {
 		return err

@@ -55,7 +55,7 @@ func (g *Gateway) begin(ctx caddy.Context) {
 		}
 	}
 	if g.fleet != nil {
-		g.fleet.begin()
+		g.fleet.Begin()
 		if g.money.spend != nil {
 			g.publishSpend(ctx)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
@@ -39,7 +40,7 @@ type vllmGroup struct {
 	maxQueue   int
 	// with a registry: this gateway's place among the live ones, which
 	// split each endpoint's red line
-	share      atomic.Pointer[fleetShare]
+	share      atomic.Pointer[fleet.Share]
 	staleAfter time.Duration
 	unknownOK  bool
 	breakers   bool                                 // endpoint breakers are on
@@ -100,10 +101,10 @@ func (g *vllmGroup) redLine(ep *endpoint) int64 {
 // gateways of a registry; redLineNone when the share is nothing.
 func (g *vllmGroup) shareOf(limit int) int64 {
 	sh := g.share.Load()
-	if sh == nil || sh.n <= 1 {
+	if sh == nil || sh.N <= 1 {
 		return int64(limit)
 	}
-	if v := registry.Share(limit, sh.rank, sh.n); v > 0 {
+	if v := registry.Share(limit, sh.Rank, sh.N); v > 0 {
 		return int64(v)
 	}
 	return redLineNone

@@ -35,40 +35,24 @@ func watching(t *testing.T, te *registrytest.Etcd, logger *zap.Logger) (*Watcher
 	return w, snaps
 }
 
-// until waits for a snapshot for which ok holds, up to 20 s.
-func until(t *testing.T, snaps <-chan *Snapshot, what string, ok func(*Snapshot) bool) *Snapshot {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case s := <-snaps:
-			if ok(s) {
-				return s
-			}
-		case <-deadline:
-			t.Fatalf("no snapshot with %s within 20s", what)
-		}
-	}
-}
-
 // A change reaches the watcher without a reload; a deletion too; the
 // delay from the put to the snapshot is measured.
 func TestWatcherAppliesChanges(t *testing.T) {
 	te := registrytest.Start(t)
 	te.Put(Key(prefix, KindGroup, "self"), `{"endpoints":[{"address":"10.0.0.5:8000"}]}`)
 	w, snaps := watching(t, te, zap.NewNop())
-	until(t, snaps, "the first read", func(s *Snapshot) bool { return len(s.Groups["self"].Endpoints) == 1 })
+	registrytest.Until(t, snaps, "the first read", func(s *Snapshot) bool { return len(s.Groups["self"].Endpoints) == 1 })
 
 	var worst time.Duration
 	for i := range 20 {
 		began := time.Now()
 		rev := te.Put(Key(prefix, KindGroup, "self"), `{"drained":`+map[bool]string{true: "true", false: "false"}[i%2 == 0]+`}`)
-		until(t, snaps, "the put", func(s *Snapshot) bool { return s.Revision >= rev })
+		registrytest.Until(t, snaps, "the put", func(s *Snapshot) bool { return s.Revision >= rev })
 		worst = max(worst, time.Since(began))
 	}
 	t.Logf("a put reached the watcher within %v (worst of 20, loopback)", worst)
 	rev := te.Delete(Key(prefix, KindGroup, "self"))
-	s := until(t, snaps, "the deletion", func(s *Snapshot) bool { return s.Revision >= rev })
+	s := registrytest.Until(t, snaps, "the deletion", func(s *Snapshot) bool { return s.Revision >= rev })
 	if _, ok := s.Groups["self"]; ok {
 		t.Errorf("the deleted group is still there: %+v", s.Groups)
 	}
@@ -119,11 +103,11 @@ func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 	te := registrytest.Start(t)
 	te.Put(Key(prefix, KindGroup, "self"), `{"drained":true}`)
 	_, snaps := watching(t, te, zap.NewNop())
-	until(t, snaps, "the first read", func(s *Snapshot) bool { return s.Groups["self"].Drained })
+	registrytest.Until(t, snaps, "the first read", func(s *Snapshot) bool { return s.Groups["self"].Drained })
 	te.Stop()
 	te.Restart()
 	rev := te.Put(Key(prefix, KindGroup, "self"), `{"drained":false}`)
-	until(t, snaps, "the change after the restart", func(s *Snapshot) bool { return s.Revision >= rev && !s.Groups["self"].Drained })
+	registrytest.Until(t, snaps, "the change after the restart", func(s *Snapshot) bool { return s.Revision >= rev && !s.Groups["self"].Drained })
 }
 
 // An etcd that comes back without its data (restored from an old backup,
@@ -136,12 +120,12 @@ func TestWatcherResyncsWhenEtcdLosesItsHistory(t *testing.T) {
 		te.Put(Key(prefix, KindGroup, "old"), `{"drained":`+map[bool]string{true: "true", false: "false"}[i%2 == 0]+`}`)
 	}
 	w, snaps := watching(t, te, zap.NewNop())
-	until(t, snaps, "the first read", func(s *Snapshot) bool { _, ok := s.Groups["old"]; return ok })
+	registrytest.Until(t, snaps, "the first read", func(s *Snapshot) bool { _, ok := s.Groups["old"]; return ok })
 	te.Stop()
 	te.Dir = t.TempDir()
 	te.Restart()
 	te.Put(Key(prefix, KindAlias, "chat"), `{"weights":{"a":1}}`)
-	s := until(t, snaps, "the new history", func(s *Snapshot) bool { return s.Aliases["chat"].Weights["a"] == 1 })
+	s := registrytest.Until(t, snaps, "the new history", func(s *Snapshot) bool { return s.Aliases["chat"].Weights["a"] == 1 })
 	if _, ok := s.Groups["old"]; ok || w.Resyncs() < 2 {
 		t.Errorf("after etcd lost its data: %+v, %d full reads", s, w.Resyncs())
 	}
@@ -155,9 +139,9 @@ func TestWatcherRefusesMalformed(t *testing.T) {
 	key := Key(prefix, KindAlias, "chat")
 	te.Put(key, `{"weights":{"a":60,"b":40}}`)
 	w, snaps := watching(t, te, zap.New(core))
-	until(t, snaps, "the first read", func(s *Snapshot) bool { return s.Aliases["chat"].Weights["a"] == 60 })
+	registrytest.Until(t, snaps, "the first read", func(s *Snapshot) bool { return s.Aliases["chat"].Weights["a"] == 60 })
 	rev := te.Put(key, `{"weights":{"a":"sixty"}}`)
-	s := until(t, snaps, "the bad put", func(s *Snapshot) bool { return s.Revision >= rev })
+	s := registrytest.Until(t, snaps, "the bad put", func(s *Snapshot) bool { return s.Revision >= rev })
 	if s.Aliases["chat"].Weights["a"] != 60 {
 		t.Errorf("the bad value replaced the good one: %+v", s.Aliases)
 	}
