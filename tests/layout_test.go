@@ -46,6 +46,7 @@ var layers = map[string][]string{
 	"module/clients":               {"module/credentials", "module/jsonscan", "module/protocol"},
 	"module/adminapi":              {"module/cost"},
 	"module/fleet":                 {"module/adminapi", "module/proclock", "module/registry", "module/reload"},
+	"module/statemetrics":          {"module/adminapi", "module/healthscore"},
 	"module/books":                 {"module/adminapi", "module/clock", "module/cost", "module/journal", "module/loop", "module/registry", "module/reload"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},

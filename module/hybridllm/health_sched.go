@@ -556,13 +556,3 @@ func (h healthObserver) attemptEnded(a *attemptRecord) {
 		}
 	}
 }
-
-// healthLevel is a level's number, for the health level metric.
-func healthLevel(name string) int {
-	for l := healthscore.OK; l <= healthscore.Broken; l++ {
-		if l.String() == name {
-			return int(l)
-		}
-	}
-	return 0
-}
