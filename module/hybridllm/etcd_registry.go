@@ -135,7 +135,7 @@ func (g *Gateway) provisionRegistry() error {
 	}
 	g.fleet, g.applied = f, new(registryApplied)
 	if g.money.spend != nil {
-		g.spendName = spendName(g.Name)
+		g.fleetBook = &fleetBook{fleet: f, book: g.money.spend, gateway: g.Name, name: spendName(g.Name), clock: g.clock, logger: g.logger}
 	}
 	g.applied.sub = f.Join(g.applyRegistry)
 	// the watcher stores a snapshot before it hands it to the gateways,
@@ -172,7 +172,7 @@ func (g *Gateway) applyRegistry(s *registry.Snapshot) {
 func (g *Gateway) applyRegistryLocked(s *registry.Snapshot) {
 	share := g.fleet.Share(s)
 	g.fleetShare.Store(&share)
-	g.applySpend(s)
+	g.fleetBook.apply(s)
 	for name, grp := range g.Groups {
 		if grp.shared == nil {
 			continue

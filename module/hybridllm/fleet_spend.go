@@ -14,6 +14,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
@@ -66,69 +69,64 @@ var processID = sync.OnceValue(func() string {
 	return fmt.Sprintf("%s-%d-%x", id, os.Getpid(), r)
 })
 
-// applySpend takes the others' books from a snapshot.
-func (g *Gateway) applySpend(s *registry.Snapshot) {
-	if g.money.spend == nil {
-		return
-	}
-	t := g.clock.Now().UTC()
-	total, clients := s.Spent(g.Name, g.spendName, t.Format(time.DateOnly), t.Format("2006-01"))
-	g.money.spend.SetOthers(total, clients)
+// fleetBook is this process's book of a gateway in its registry: what it
+// publishes there, and what it takes of the others' books.
+type fleetBook struct {
+	fleet   *fleet.Fleet
+	book    *books.SpendBook
+	gateway string
+	name    string // its name in the registry; "": not published
+	clock   clock.Clock
+	logger  *zap.Logger
 }
 
-// publishSpend writes the gateway's book to the registry whenever it
-// changed, every fleetSpendInterval, until the config stops; Cleanup
-// writes it once more (see finalSpend).
-func (g *Gateway) publishSpend(ctx context.Context) {
-	if g.spendName == "" {
+// apply takes the others' books from a snapshot.
+func (fb *fleetBook) apply(s *registry.Snapshot) {
+	if fb == nil {
+		return
+	}
+	t := fb.clock.Now().UTC()
+	total, clients := s.Spent(fb.gateway, fb.name, t.Format(time.DateOnly), t.Format("2006-01"))
+	fb.book.SetOthers(total, clients)
+}
+
+// publish writes the book to the registry whenever it changed, every
+// fleetSpendInterval, until the config stops; Cleanup writes it once
+// more (see final).
+func (fb *fleetBook) publish(ctx context.Context) {
+	if fb == nil || fb.name == "" {
 		return
 	}
 	var published uint64
 	var day string
-	loop.Loop{Name: "spend publisher", Every: fleetSpendInterval, Logger: g.logger}.Go(ctx, nil, func(ctx context.Context) {
-		b, v, seq := g.money.spend.Publication(g.Name, g.clock.Now())
+	loop.Loop{Name: "spend publisher", Every: fleetSpendInterval, Logger: fb.logger}.Go(ctx, nil, func(ctx context.Context) {
+		b, v, seq := fb.book.Publication(fb.gateway, fb.clock.Now())
 		if v == published && b.Total.Day == day {
-			g.money.spend.MarkPublished(seq) // what is published has not changed since
+			fb.book.MarkPublished(seq) // what is published has not changed since
 			return
 		}
-		if err := g.putSpend(ctx, b); err != nil {
-			g.logger.Debug("registry: could not publish the cloud spend; trying again", zap.Error(err))
+		if err := fb.fleet.PutSpend(ctx, fb.name, b); err != nil {
+			fb.logger.Debug("registry: could not publish the cloud spend; trying again", zap.Error(err))
 			return
 		}
 		published, day = v, b.Total.Day
-		g.money.spend.MarkPublished(seq)
+		fb.book.MarkPublished(seq)
 	})
 }
 
-// putSpend writes a book under the gateway's spend key.
-func (g *Gateway) putSpend(ctx context.Context, b registry.Book) error {
-	return g.fleet.PutSpend(ctx, g.spendName, b)
-}
-
-// finalSpend writes the book once more as the config stops, before the
+// final writes the book once more as the config stops, before the
 // registry's client may close: the others count this process's last
 // spend too (the key outlives it).
-func (g *Gateway) finalSpend() {
-	if g.fleet == nil || g.money.spend == nil || g.spendName == "" || g.begun == nil || !g.begun.Load() {
+func (fb *fleetBook) final() {
+	if fb == nil || fb.name == "" {
 		return
 	}
-	b, _, seq := g.money.spend.Publication(g.Name, g.clock.Now())
+	b, _, seq := fb.book.Publication(fb.gateway, fb.clock.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := g.putSpend(ctx, b); err != nil {
-		g.logger.Warn("registry: could not publish the cloud spend as the config stops", zap.Error(err))
+	if err := fb.fleet.PutSpend(ctx, fb.name, b); err != nil {
+		fb.logger.Warn("registry: could not publish the cloud spend as the config stops", zap.Error(err))
 		return
 	}
-	g.money.spend.MarkPublished(seq)
-}
-
-// publishedFrom returns the last record of a journal that a book in the
-// registry includes: what a process killed on that journal published,
-// however soon after the put it died (its journal's mark may not be
-// written yet). 0 when the registry does not answer, or holds none.
-func (g *Gateway) publishedFrom(journal string) uint64 {
-	if g.fleet == nil {
-		return 0
-	}
-	return g.fleet.PublishedFrom(g.Name, journal)
+	fb.book.MarkPublished(seq)
 }

@@ -190,7 +190,7 @@ type Gateway struct {
 	fleet           *fleet.Fleet                 // with a registry
 	applied         *registryApplied             // with a registry: what the gateway applied of it
 	fleetShare      *atomic.Pointer[fleet.Share] // with a registry: its place among the live gateways
-	spendName       string                       // with a registry: its book's name there
+	fleetBook       *fleetBook                   // with a registry and a spend book: the process's book there
 	begun           *atomic.Bool                 // its config started: its network work began
 	// its config runs (it is not only validated): it reads and writes
 	// its books in storage, under their lock with file_system storage
@@ -406,7 +406,7 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		if err := g.provisionRegistry(); err != nil {
 			return err
 		}
-		g.money.spend.ReplayPending(g.publishedFrom, g.logger)
+		g.money.spend.ReplayPending(func(journal string) uint64 { return g.fleet.PublishedFrom(g.Name, journal) }, g.logger)
 	}
 	return nil
 }
@@ -432,7 +432,9 @@ func (g *Gateway) Validate() error {
 
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
-	g.finalSpend()
+	if g.begun != nil && g.begun.Load() {
+		g.fleetBook.final()
+	}
 	g.money.saveSpend()
 	g.releaseRegistry()
 	if g.money.ledger != nil {

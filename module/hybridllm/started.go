@@ -56,9 +56,7 @@ func (g *Gateway) begin(ctx caddy.Context) {
 	}
 	if g.fleet != nil {
 		g.fleet.Begin()
-		if g.money.spend != nil {
-			g.publishSpend(ctx)
-		}
+		g.fleetBook.publish(ctx)
 	}
 }
 
