@@ -246,6 +246,7 @@ func (b *SpendBook) ReplayPending(publishedFrom func(journalID string) uint64, l
 // cap). A book that began after the journal (a reload gave the gateway
 // clients or a spend cap) first takes the records its snapshot lacks.
 func (l *Ledger) Join(c Config) {
+	c = c.withDefaults()
 	j := l.journal
 	if j == nil {
 		return

@@ -76,6 +76,14 @@ type Config struct {
 	Logger *zap.Logger
 }
 
+// withDefaults is c with a logger that discards when it has none.
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	return c
+}
+
 // Ledger is a gateway's record of demand and spend; it lives in shared
 // state (by gateway name) so that it outlives reloads.
 type Ledger struct {
@@ -83,7 +91,6 @@ type Ledger struct {
 	buckets []bucket // ring, oldest first once full
 	next    int
 	clock   clock.Clock // the first config's; the ledger outlives reloads
-	logger  *zap.Logger
 	sampler struct {
 		cancel context.CancelFunc
 		wg     sync.WaitGroup
@@ -134,10 +141,8 @@ func (l *Ledger) Destruct() error {
 // gateway's last 31 days read back, then the journal's records after
 // them (into the spend book too).
 func Open(c Config) *Ledger {
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	l := &Ledger{clock: c.Clock, logger: c.Logger, selfGPUs: c.SelfGPUs}
+	c = c.withDefaults()
+	l := &Ledger{clock: c.Clock, selfGPUs: c.SelfGPUs}
 	if c.Storage != nil && c.Owns {
 		l.store = newStore(c.Storage, c.Gateway, InstanceName(), c.Logger)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -152,6 +157,7 @@ func Open(c Config) *Ledger {
 // Acquire returns the gateway's ledger, starting its sampler; a new one
 // is opened (see Open). Release lets it go.
 func Acquire(c Config) *Ledger {
+	c = c.withDefaults()
 	l, made, _ := ledgers.Acquire(c.Gateway, func() (*Ledger, error) { return Open(c), nil })
 	l.mu.Lock()
 	l.advanceLocked(l.clock.Now())

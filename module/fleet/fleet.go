@@ -47,8 +47,9 @@ type Options struct {
 	Username, Password string
 	// DialTimeout bounds connecting. Default: 5s.
 	DialTimeout time.Duration
-	// TLS to etcd, nil for plain connections.
-	TLS *tls.Config
+	// TLS builds the TLS to etcd when the fleet is first made; nil for
+	// plain connections.
+	TLS func() (*tls.Config, error)
 	// Storage keeps the last snapshot applied, for a start without etcd.
 	Storage certmagic.Storage
 	Logger  *zap.Logger
@@ -102,8 +103,14 @@ func Acquire(o Options) (*Fleet, error) {
 			dial = 5 * time.Second
 		}
 		cc := clientv3.Config{
-			Endpoints: o.Endpoints, DialTimeout: dial, Username: o.Username, Password: o.Password, TLS: o.TLS,
+			Endpoints: o.Endpoints, DialTimeout: dial, Username: o.Username, Password: o.Password,
 			Logger: o.Logger.Named("etcd").WithOptions(zap.IncreaseLevel(zap.ErrorLevel)),
+		}
+		if o.TLS != nil {
+			var err error
+			if cc.TLS, err = o.TLS(); err != nil {
+				return nil, err
+			}
 		}
 		cli, err := clientv3.New(cc)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
@@ -110,10 +111,10 @@ func TestSpendBooksAndWhatWasPublished(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := f.PublishedFrom("gw", "j1"); got != 7 {
+	if got := f.PublishedFrom("gw", "j1", zap.NewNop()); got != 7 {
 		t.Errorf("published from j1: %d, want 7", got)
 	}
-	if got := f.PublishedFrom("gw", "j3"); got != 0 {
+	if got := f.PublishedFrom("gw", "j3", zap.NewNop()); got != 0 {
 		t.Errorf("a journal no book names: %d", got)
 	}
 	var b registry.Book

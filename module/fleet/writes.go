@@ -105,8 +105,8 @@ func (f *Fleet) PutSpend(ctx context.Context, name string, b registry.Book) erro
 // book in the registry includes: what a process killed on that journal
 // published, however soon after the put it died (its journal's mark may
 // not be written yet). 0 when the registry does not answer, or holds
-// none.
-func (f *Fleet) PublishedFrom(gateway, journal string) uint64 {
+// none (logged to logger when it does not answer).
+func (f *Fleet) PublishedFrom(gateway, journal string, logger *zap.Logger) uint64 {
 	if journal == "" {
 		return 0
 	}
@@ -114,7 +114,7 @@ func (f *Fleet) PublishedFrom(gateway, journal string) uint64 {
 	defer cancel()
 	resp, err := f.client.Get(ctx, registry.Key(f.prefix, registry.KindSpend, ""), clientv3.WithPrefix())
 	if err != nil {
-		f.logger.Warn("registry: could not read what the last process published; counting from the journal's marks", zap.Error(err))
+		logger.Warn("registry: could not read what the last process published; counting from the journal's marks", zap.Error(err))
 		return 0
 	}
 	var last uint64

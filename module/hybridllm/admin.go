@@ -324,6 +324,9 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []adminapi.LedgerGateway{}
 	for _, g := range gws {
+		if g.money.ledger == nil {
+			continue // still provisioning
+		}
 		c := g.money.comparison(from, to)
 		uses := g.money.ledger.Clients(from, to)
 		if c.SelfHostedPerMillionTokens != nil {

@@ -93,7 +93,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 		vllm: &vllmGroup{endpoints: map[string]*endpoint{"10.0.0.5:8000": {maxNumSeqs: 10}}}}
 	cloud := &Group{Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.0000975}}
 	g := &Gateway{Name: "seed-month", Groups: map[string]*Group{"self": self, "cloud": cloud}, logger: zap.NewNop(), clock: clk}
-	g.money = money{gateway: g.Name, groups: g.Groups, logger: g.logger}
+	g.money = money{groups: g.Groups, logger: g.logger}
 	g.money.provisionOccupancy()
 	g.money.ledger = books.Open(books.Config{SelfGPUs: g.money.selfGPUs, Clock: clk})
 	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", group: self}, cloud: {Group: "cloud", Model: "gpt", group: cloud}}

@@ -124,10 +124,7 @@ func (g *Gateway) provisionRegistry() error {
 	o := fleet.Options{Endpoints: endpoints, Prefix: rc.prefix(g.Name), DialTimeout: time.Duration(rc.DialTimeout),
 		Username: repl.ReplaceAll(rc.Username, ""), Password: repl.ReplaceAll(rc.Password, ""), Storage: g.storage, Logger: g.logger}
 	if rc.TLS != nil {
-		var err error
-		if o.TLS, err = rc.TLS.config(); err != nil {
-			return err
-		}
+		o.TLS = rc.TLS.config
 	}
 	f, err := fleet.Acquire(o)
 	if err != nil {

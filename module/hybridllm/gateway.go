@@ -248,7 +248,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	g.money = money{gateway: g.Name, groups: g.Groups, cap: g.CloudSpend, storage: g.storage, logger: g.logger}
+	g.money = money{groups: g.Groups, cap: g.CloudSpend, storage: g.storage, logger: g.logger}
 	g.money.provisionOccupancy()
 	g.loadDrains() // before any request
 	if err := g.provisionAliases(used); err != nil {
@@ -406,7 +406,7 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		if err := g.provisionRegistry(); err != nil {
 			return err
 		}
-		g.money.spend.ReplayPending(func(journal string) uint64 { return g.fleet.PublishedFrom(g.Name, journal) }, g.logger)
+		g.money.spend.ReplayPending(func(journal string) uint64 { return g.fleet.PublishedFrom(g.Name, journal, g.logger) }, g.logger)
 	}
 	return nil
 }

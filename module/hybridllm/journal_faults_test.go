@@ -34,7 +34,7 @@ func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage, clk cl
 // day of at, and whether it is unknown.
 func storedSpend(t *testing.T, st *certmagic.FileStorage, at time.Time) (float64, bool) {
 	t.Helper()
-	b := books.LoadSpendBook(context.Background(), st, "gw", clock.System, zap.NewNop())
+	b := loadStoredBook(t, st, clock.System)
 	total, _ := b.Spent("", at)
 	return total.DayUSD, b.Unknown() != nil
 }

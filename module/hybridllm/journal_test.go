@@ -33,7 +33,7 @@ func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, clk clock.Clock
 	t.Helper()
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk, ownsBooks: true}
 	if stored {
-		g.money.spend = books.LoadSpendBook(context.Background(), st, "gw", clk, g.logger)
+		g.money.spend = loadStoredBook(t, st, clk)
 	} else {
 		g.money.spend = books.NewSpendBook("gw", clk)
 		g.Registry = &RegistryConfig{}
@@ -45,6 +45,17 @@ func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, clk clock.Clock
 	t.Cleanup(g.money.ledger.Journal().Close)
 	g.money.spend.ReplayPending(func(string) uint64 { return 0 }, g.logger) // as Provision does, with a registry that holds no book
 	return g
+}
+
+// loadStoredBook reads the gateway's stored spend book as a process
+// does, and fails the test when what is stored is not a book.
+func loadStoredBook(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) *books.SpendBook {
+	t.Helper()
+	b := books.LoadSpendBook(context.Background(), st, "gw", clk, zap.NewNop())
+	if u := b.Unknown(); u != nil && strings.HasPrefix(u.Why, "the cloud spend in storage") {
+		t.Fatalf("the stored book could not be read: %s", u.Why)
+	}
+	return b
 }
 
 // booksOf is what the books say: the spend book's total and team's

@@ -23,7 +23,6 @@ import (
 // checked (see spend_cap.go), and the spend book saved while the config
 // runs.
 type money struct {
-	gateway string
 	groups  map[string]*Group
 	cap     *CloudSpend // nil: no spend cap
 	ledger  *books.Ledger
