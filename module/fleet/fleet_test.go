@@ -95,12 +95,19 @@ func TestAFleetHandsItsSnapshotsToWhoJoined(t *testing.T) {
 	}
 }
 
-// Each process's book is its own key; what a journal's process
-// published is read back from the books of its gateway only.
-func TestSpendBooksAndWhatWasPublished(t *testing.T) {
+// The writes a fleet makes besides drains, on one etcd: the spend books
+// and the admin API's keys.
+func TestWrites(t *testing.T) {
 	te := registrytest.Start(t)
 	f := acquire(t, te, &certmagic.FileStorage{Path: t.TempDir()})
 	defer f.Release()
+	t.Run("spend books", func(t *testing.T) { spendBooksAndWhatWasPublished(t, te, f) })
+	t.Run("admin writes", func(t *testing.T) { adminWritesAreChecked(t, f) })
+}
+
+// Each process's book is its own key; what a journal's process
+// published is read back from the books of its gateway only.
+func spendBooksAndWhatWasPublished(t *testing.T, te *registrytest.Etcd, f *Fleet) {
 	ctx := context.Background()
 	for name, b := range map[string]registry.Book{
 		"p1.gw":    {Gateway: "gw", Journal: "j1", JournalSeq: 7},
@@ -125,10 +132,7 @@ func TestSpendBooksAndWhatWasPublished(t *testing.T) {
 
 // The admin API writes groups' and aliases' keys, checked as the watch
 // checks them, and never the keys the gateways hold themselves.
-func TestAdminWritesAreChecked(t *testing.T) {
-	te := registrytest.Start(t)
-	f := acquire(t, te, &certmagic.FileStorage{Path: t.TempDir()})
-	defer f.Release()
+func adminWritesAreChecked(t *testing.T, f *Fleet) {
 	ctx := context.Background()
 	for _, req := range []adminapi.RegistryWrite{
 		{Key: "members/x", Value: json.RawMessage(`{}`)},
