@@ -260,9 +260,13 @@ func (f *Fleet) Share(s *registry.Snapshot) Share {
 }
 
 // State is the registry's part of the admin state, with the revision
-// the gateway last applied.
-func (f *Fleet) State(applied int64) *adminapi.RegistryState {
-	sh := f.Share(f.watcher.Snapshot())
+// the gateway last applied and the share it applied with it (nil: the
+// share of the snapshot last read), which its limits are divided by.
+func (f *Fleet) State(applied int64, sh *Share) *adminapi.RegistryState {
+	if sh == nil {
+		s := f.Share(f.watcher.Snapshot())
+		sh = &s
+	}
 	st := &adminapi.RegistryState{Prefix: f.prefix, Revision: applied, Resyncs: f.watcher.Resyncs(), Member: f.member, Members: sh.N}
 	if at := f.watcher.LastContact(); !at.IsZero() {
 		age := time.Since(at).Seconds()

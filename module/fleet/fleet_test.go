@@ -66,7 +66,7 @@ func TestAFleetHandsItsSnapshotsToWhoJoined(t *testing.T) {
 	if sh := f.Share(s); sh != (Share{Rank: 0, N: 1}) {
 		t.Errorf("share %+v, want the only member", sh)
 	}
-	if st := f.State(s.Revision); st.Members != 1 || st.Prefix != prefix || st.Revision != s.Revision {
+	if st := f.State(s.Revision, nil); st.Members != 1 || st.Prefix != prefix || st.Revision != s.Revision {
 		t.Errorf("state %+v", st)
 	}
 	f.Leave(gone)

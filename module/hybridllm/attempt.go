@@ -54,7 +54,7 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	if t.timeout > 0 {
 		defer startLimit(timeoutLimits, aw, t.timeout).stop()
 	}
-	n := len(rt.attempts)
+	n := len(rt.x.attempts)
 	actx = rt.beginAttempt(actx, aw, turn)
 	pr := rt.attemptRequest(actx, t, aw)
 	if vg := t.group.vllm; vg != nil {
@@ -108,7 +108,7 @@ func (rt *route) conclude(ctx, actx context.Context, t *Target, aw *attemptWrite
 		// the client left before the first byte: nobody's failure, and
 		// no next target
 		res.gone = true
-		rt.abandoned, rt.abandonedAt = t, aw.began // its upstream has the request
+		rt.x.ans.abandoned, rt.x.ans.abandonedAt = t, aw.began // its upstream has the request
 		return nil
 	}
 	rt.failedAttempt(ctx, actx, aw, end, res)
@@ -129,7 +129,7 @@ type attemptEnd struct {
 // the request's variables in a map of its own.
 func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context, context.CancelFunc) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
-	if t.timeout > 0 || (t.firstByte > 0 && rt.stream) || t.idle > 0 || t.group.vllm != nil {
+	if t.timeout > 0 || (t.firstByte > 0 && rt.q.stream) || t.idle > 0 || t.group.vllm != nil {
 		actx, cancel = context.WithCancel(ctx)
 	}
 	if rt.first.rt != nil {
@@ -160,7 +160,7 @@ func (rt *route) attemptWriterFor(t *Target, turn attemptTurn, cancel context.Ca
 func (rt *route) attemptRequest(actx context.Context, t *Target, aw *attemptWriter) *http.Request {
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
-	pr.ContentLength, rt.injected = rt.bodyFor(t, &aw.body)
+	pr.ContentLength, rt.inj.injected = rt.bodyFor(t, &aw.body)
 	// the transport resends a request that met a keep-alive connection
 	// the upstream had closed (see serveInference)
 	pr.GetBody = aw.body.replay
@@ -179,15 +179,15 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	}
 	switch aw.status {
 	case http.StatusNotFound:
-		end.modelMissing = rt.api.Errors.ModelNotFound(aw.held.Bytes())
+		end.modelMissing = rt.q.api.Errors.ModelNotFound(aw.held.Bytes())
 	case http.StatusBadRequest:
-		end.contextErr = aw.holdBadRequest && rt.api.Errors.ContextLength(aw.held.Bytes())
+		end.contextErr = aw.holdBadRequest && rt.q.api.Errors.ContextLength(aw.held.Bytes())
 	}
 	if end.contextErr || end.modelMissing {
 		return false
 	}
 	held := aw.held.Bytes()
-	body := rt.api.Errors.Upstream(held, aw.status, aw.target.Model, rt.alias.name)
+	body := rt.q.api.Errors.Upstream(held, aw.status, aw.target.Model, rt.x.alias.name)
 	if h := aw.Header(); string(body) != string(held) {
 		delete(h, "Content-Length")
 		h["Content-Type"] = []string{"application/json"}
@@ -215,16 +215,16 @@ func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *at
 	case end.clientGone:
 		// nobody's fault but the client's: not the upstream's failure
 		if broken {
-			rt.outcome = outcomeClientCanceled
+			rt.x.ans.outcome = outcomeClientCanceled
 		}
 	case broken && ctx.Err() != nil:
 		// the gateway's deadline, which covers every attempt together,
 		// cut it: no evidence against the upstream, as before the first
 		// byte
-		rt.outcome = outcomeInterrupted
+		rt.x.ans.outcome = outcomeInterrupted
 	case broken:
 		res.verdict = verdictFailure // the upstream broke off
-		rt.outcome = outcomeInterrupted
+		rt.x.ans.outcome = outcomeInterrupted
 	default:
 		res.verdict = verdictSuccess
 	}
@@ -251,7 +251,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 	case aw.status != 0 && aw.held == nil:
 		// the upstream's own status, even if the timer fired after it
 		a.reason = because.OfStatus(aw.status)
-		if aw.status == http.StatusNotFound && rt.api.Errors.ModelNotFound(aw.notFound) {
+		if aw.status == http.StatusNotFound && rt.q.api.Errors.ModelNotFound(aw.notFound) {
 			a.reason = because.ModelNotFound
 		}
 		a.wait = upstreamRetryAfter(aw.header, rt.g.clock.Now())
@@ -281,10 +281,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 			return
 		}
 	}
-	rt.attempts = append(rt.attempts, a)
-	if isConfigFault(a.reason) {
-		rt.configFault(t, res.ep, a)
-	}
+	rt.x.attempts = append(rt.x.attempts, a)
 	if ep := res.ep; ep != nil {
 		res.cause = breaker.Cause{Conn: connFailure(a.reason), Probe: ep.p.HealthSeq()}
 		if a.status == http.StatusTooManyRequests {
@@ -297,7 +294,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		res.held = t.group.shared.breaker.HoldFor(a.wait, rt.g.clock.Now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
-		c.Write(zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", t.Group),
+		c.Write(zap.String("request_id", rt.x.id), rt.x.clientIDField(), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(end.err))
 	}
 	res.verdict = verdictOf(a.reason, rt.r.Context())
@@ -305,31 +302,19 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 
 // bodyFor sets b to the request body as target t gets it: its model name
 // swapped in and, if its group asks for stream usage, the usage asked
-// for (injected). It returns the body's length.
+// for (injected); on a tier with a max_tokens, clamped to it. It returns
+// the body's length.
 func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected bool) {
-	if t.Tier != nil && rt.deg != nil {
-		rt.deg.clampedTo = 0 // this attempt's, if it clamps
+	if t.Tier != nil && rt.x.deg != nil {
+		rt.x.deg.clampedTo = 0 // this attempt's, if it clamps
 		if t.Tier.MaxTokens > 0 {
-			if length, injected, ok := rt.tierBody(t, b); ok {
+			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.g.watch, t, b); ok {
+				rt.x.deg.clampedTo = t.Tier.MaxTokens
 				return length, injected
 			}
 		}
 	}
-	body, top := rt.body, &rt.top
-	if t.group.streamUsage && rt.withUsage != nil {
-		body, top = rt.withUsage.body, &rt.withUsage.top
-		injected = true
-	}
-	var splices [2]splice
-	n := 0
-	if sp, ok := t.modelSplice(top); ok {
-		splices[n], n = sp, n+1
-	}
-	if t.group.streamUsage && rt.inject.with != nil {
-		splices[n], n = rt.inject, n+1
-		injected = true
-	}
-	return b.set(body, splices[:n]...), injected
+	return rt.inj.bodyFor(&rt.q, t, b)
 }
 
 // proxy runs the group's reverse proxy, turning its abort of a started
@@ -357,7 +342,7 @@ func (rt *route) endedEarly(aw *attemptWriter) string {
 	}
 	// in the gateway's words and shape, with no served model name
 	msg := "the upstream failed mid-stream"
-	if m := protocol.Capped(protocol.Renamed(aw.scan.UpstreamError, aw.target.Model, rt.alias.name), 300); m != "" {
+	if m := protocol.Capped(protocol.Renamed(aw.scan.UpstreamError, aw.target.Model, rt.x.alias.name), 300); m != "" {
 		msg += ": " + m
 	}
 	return msg
@@ -381,7 +366,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	case ctx.Err() != nil:
 		msg = "the upstream did not finish in time"
 	}
-	rt.interruption = msg
+	rt.x.ans.interruption = msg
 	if !aw.sse {
 		rt.g.logger.Warn("answer interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 		panic(http.ErrAbortHandler)
@@ -395,7 +380,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	default:
 		_, _ = io.WriteString(rt.w, "\n\n")
 	}
-	_, _ = rt.w.Write(rt.api.Errors.StreamEvent(protocol.Error{Type: protocol.TypeServer, Code: "stream_interrupted", Message: msg}))
+	_, _ = rt.w.Write(rt.q.api.Errors.StreamEvent(protocol.Error{Type: protocol.TypeServer, Code: "stream_interrupted", Message: msg}))
 	_ = http.NewResponseController(rt.w).Flush()
 	rt.g.logger.Warn("stream interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 }
@@ -403,9 +388,41 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 // interruptedFields are the log fields of an answer interrupted after
 // its first byte, for the given cause.
 func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field {
-	return []zap.Field{zap.String("request_id", rt.id), rt.clientIDField(),
+	return []zap.Field{zap.String("request_id", rt.x.id), rt.x.clientIDField(),
 		zap.String("outcome", outcomeInterrupted),
 		zap.String("cause", cause),
 		zap.String("group", aw.target.Group),
 		zap.String("model", aw.target.Model)}
+}
+
+// beginAttempt starts the record of an attempt and tells its target's
+// observers; the context is the attempt's from then on.
+func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn attemptTurn) context.Context {
+	if rt.ask.r == nil {
+		rt.ask = attemptAsk{alias: rt.x.alias.name, api: rt.q.api, stream: rt.q.stream, r: rt.r, parent: rt.x.traced(), usage: &rt.x.usage}
+	}
+	t := aw.target
+	aw.rec = attemptRecord{target: t, turn: turn, n: len(rt.x.attempts) + 1, began: aw.began, req: &rt.ask}
+	for _, o := range t.observers {
+		actx = o.attemptBegan(actx, &aw.rec)
+	}
+	return actx
+}
+
+// endAttempt completes the record of an attempt judged (res), before
+// which the request had recorded n attempts, and tells its target's
+// observers, last first.
+func (rt *route) endAttempt(aw *attemptWriter, res *attemptResult, n int) {
+	a := &aw.rec
+	a.res, a.status, a.slot = *res, aw.status, &aw.slot
+	if len(rt.x.attempts) > n {
+		a.failed = &rt.x.attempts[len(rt.x.attempts)-1]
+	}
+	if rt.q.stream && rt.x.ans.ttfb > 0 && rt.x.ans.target == a.target {
+		a.firstByte = rt.x.start.Add(rt.x.ans.ttfb).Sub(a.began)
+	}
+	obs := a.target.observers
+	for i := len(obs) - 1; i >= 0; i-- {
+		obs[i].attemptEnded(a)
+	}
 }

@@ -59,35 +59,3 @@ type attemptAsk struct {
 	parent trace.Span    // the request's span, if it is traced
 	usage  *protocol.UsageScanner
 }
-
-// beginAttempt starts the record of an attempt and tells its target's
-// observers; the context is the attempt's from then on.
-func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn attemptTurn) context.Context {
-	if rt.ask.r == nil {
-		rt.ask = attemptAsk{alias: rt.alias.name, api: rt.api, stream: rt.stream, r: rt.r, parent: rt.traced(), usage: &rt.usage}
-	}
-	t := aw.target
-	aw.rec = attemptRecord{target: t, turn: turn, n: len(rt.attempts) + 1, began: aw.began, req: &rt.ask}
-	for _, o := range t.observers {
-		actx = o.attemptBegan(actx, &aw.rec)
-	}
-	return actx
-}
-
-// endAttempt completes the record of an attempt judged (res), before
-// which the request had recorded n attempts, and tells its target's
-// observers, last first.
-func (rt *route) endAttempt(aw *attemptWriter, res *attemptResult, n int) {
-	a := &aw.rec
-	a.res, a.status, a.slot = *res, aw.status, &aw.slot
-	if len(rt.attempts) > n {
-		a.failed = &rt.attempts[len(rt.attempts)-1]
-	}
-	if rt.stream && rt.ttfb > 0 && rt.answered == a.target {
-		a.firstByte = rt.start.Add(rt.ttfb).Sub(a.began)
-	}
-	obs := a.target.observers
-	for i := len(obs) - 1; i >= 0; i-- {
-		obs[i].attemptEnded(a)
-	}
-}

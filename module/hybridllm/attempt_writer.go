@@ -121,15 +121,15 @@ func (aw *attemptWriter) commit(status int) bool {
 		return false
 	}
 	rt := aw.rt
-	rt.ttfb = time.Since(rt.start)
+	rt.x.ans.ttfb = time.Since(rt.x.start)
 	h := aw.w.Header() // ServeHTTP set the request id there
 	aw.passHeaders(h)
 	aw.readAnswer(status, h)
-	rt.status = status
+	rt.x.ans.status = status
 	t := aw.target
-	rt.answered, rt.answerBegan = t, aw.began
+	rt.x.ans.target, rt.x.ans.began = t, aw.began
 	if t.Tier != nil {
-		rt.markDegraded(aw, h)
+		rt.x.deg.mark(&rt.x, rt.g.Name, aw, h)
 	}
 	if rt.g.routeHeadersOn() {
 		rt.setRouteHeaders(h, t)
@@ -165,7 +165,7 @@ func (aw *attemptWriter) passHeaders(h http.Header) {
 	}
 	// the gateway's request id is the one the client sees; an upstream's
 	// own id (a cloud's, say) goes under another name
-	if len(upstreamID) > 0 && upstreamID[0] != "" && upstreamID[0] != rt.id {
+	if len(upstreamID) > 0 && upstreamID[0] != "" && upstreamID[0] != rt.x.id {
 		h["X-Upstream-Request-Id"] = upstreamID[:1:1]
 	}
 }
@@ -179,50 +179,26 @@ func (aw *attemptWriter) readAnswer(status int, h http.Header) {
 	ct := h.Get("Content-Type")
 	plain := h.Get("Content-Encoding") == ""
 	aw.sse = strings.HasPrefix(ct, "text/event-stream") && plain
-	alias := rt.alias.modelJSON // set when answers carry the alias
+	alias := rt.x.alias.modelJSON // set when answers carry the alias
 	switch {
 	case aw.sse:
 		// a (chat) completion stream ends with a finish_reason, and it is
 		// passed on whole events at a time, so that an end before it is
 		// the gateway's to tell
-		wantFinish := status < 300 && rt.api.StreamUsage
-		rt.usage = protocol.UsageScanner{SSE: true, Strip: rt.injected, Whole: alias != nil || wantFinish, WantFinish: wantFinish}
-		aw.scan = &rt.usage
+		wantFinish := status < 300 && rt.q.api.StreamUsage
+		rt.x.usage = protocol.UsageScanner{SSE: true, Strip: rt.inj.injected, Whole: alias != nil || wantFinish, WantFinish: wantFinish}
+		aw.scan = &rt.x.usage
 	case plain && strings.HasPrefix(ct, "application/json"):
-		rt.usage = protocol.UsageScanner{}
-		aw.scan = &rt.usage
+		rt.x.usage = protocol.UsageScanner{}
+		aw.scan = &rt.x.usage
 	}
 	if aw.scan != nil && alias != nil {
 		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.sse}
 		aw.model = &rt.model
 	}
-	if (aw.sse && rt.injected) || aw.model != nil {
+	if (aw.sse && rt.inj.injected) || aw.model != nil {
 		// events may be shortened, the model's name changes length
 		h.Del("Content-Length")
-	}
-}
-
-// setRouteHeaders tells the client where its request landed: the
-// X-Hybrid-* headers.
-func (rt *route) setRouteHeaders(h http.Header, t *Target) {
-	// canonical keys, assigned directly, their values in one array
-	v := make([]string, 2, 4)
-	v[0], v[1] = t.Group, t.Model
-	h["X-Hybrid-Target"] = v[0:1:1]
-	if rt.alias.modelJSON == nil {
-		// the answer names the upstream's model anyway (response_model
-		// upstream); otherwise no served model name reaches the client
-		h["X-Hybrid-Model"] = v[1:2:2]
-	}
-	if len(rt.attempts) > 0 {
-		v = append(v, "true", rt.fallbackReasons())
-		h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
-	}
-	if o := rt.overflowed(t); o != "" {
-		h.Set("X-Hybrid-Overflow", o)
-	}
-	if rt.rule != "" {
-		h.Set("X-Hybrid-Route", rt.rule)
 	}
 }
 
@@ -288,7 +264,7 @@ func (aw *attemptWriter) forward(p []byte) (int, error) {
 		write = aw.markBody
 	}
 	n, err := write(p)
-	aw.rt.sent += int64(n)
+	aw.rt.x.ans.sent += int64(n)
 	if err != nil {
 		// the client's connection failed: the client left, whether or
 		// not its request's context has been canceled yet
@@ -368,7 +344,7 @@ var (
 // client; nil when the target has no first_byte_timeout or the request
 // does not stream.
 func (aw *attemptWriter) firstByteLimit() *limitTimer {
-	if aw.target.firstByte <= 0 || !aw.rt.stream {
+	if aw.target.firstByte <= 0 || !aw.rt.q.stream {
 		return nil
 	}
 	aw.holdUntilBody = true

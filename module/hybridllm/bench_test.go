@@ -165,13 +165,14 @@ func BenchmarkMeterAndLog(b *testing.B) {
 			b.ReportAllocs()
 			rt := new(route) // the route comes with the request, not with this work
 			for b.Loop() {
-				*rt = route{g: g, alias: al, r: req, api: protocol.ForPath(req.URL.Path), start: time.Now(), answered: t, status: 200, ttfb: time.Millisecond}
-				rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 100, 200
+				*rt = route{g: g, r: req, q: asked{api: protocol.ForPath(req.URL.Path)}}
+				rt.x = exchange{alias: al, r: req, q: &rt.q, start: time.Now(), ans: answer{target: t, status: 200, ttfb: time.Millisecond}}
+				rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 100, 200
 				extra := new(caddyhttp.ExtraLogFields)
-				extra.Add(zap.Inline(rt))
+				extra.Add(zap.Inline(&rt.x))
 				rt.finish()
 				if logs {
-					buf, err := enc.EncodeEntry(zapcore.Entry{Message: "handled request"}, []zap.Field{zap.Inline(rt)})
+					buf, err := enc.EncodeEntry(zapcore.Entry{Message: "handled request"}, []zap.Field{zap.Inline(&rt.x)})
 					if err != nil || buf.Len() == 0 {
 						b.Fatal("no entry")
 					}

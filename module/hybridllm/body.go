@@ -107,6 +107,21 @@ type splice struct {
 	with     []byte
 }
 
+// usageBody is a request body rewritten to ask for stream usage.
+type usageBody struct {
+	body []byte
+	top  protocol.Request
+}
+
+// usageAsk is how a stream's usage is asked of the groups that allow it:
+// a field spliced into the body, if splice.with is set, or else a body
+// rewritten, if body is not nil.
+type usageAsk struct {
+	splice   splice
+	body     *usageBody
+	injected bool // the current attempt asked for it on its own
+}
+
 // upstreamBody is a request body as an upstream gets it: the client's
 // bytes with the gateway's splices (the model swapped, stream usage asked
 // for), read from where they are rather than copied into a new body.
@@ -233,4 +248,25 @@ func visibleASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// bodyFor sets b to the request body (q) as target t gets it: its model
+// name swapped in and, if its group asks for stream usage and the request
+// does (u), the usage asked for (injected). It returns the body's length.
+func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, injected bool) {
+	body, top := q.body, &q.top
+	if t.group.streamUsage && u.body != nil {
+		body, top = u.body.body, &u.body.top
+		injected = true
+	}
+	var splices [2]splice
+	n := 0
+	if sp, ok := t.modelSplice(top); ok {
+		splices[n], n = sp, n+1
+	}
+	if t.group.streamUsage && u.splice.with != nil {
+		splices[n], n = u.splice, n+1
+		injected = true
+	}
+	return b.set(body, splices[:n]...), injected
 }

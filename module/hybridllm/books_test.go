@@ -108,8 +108,8 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 			rt := &route{g: g}
 			occ, _ := occupancyOf(g.money.ledger, targets[grp])
 			occ.attemptBegan(context.Background(), nil)
-			rt.answered, rt.answerBegan = targets[grp], clk.Now()
-			rt.usage.Prompt, rt.usage.Completion = 200, 25
+			rt.x.ans.target, rt.x.ans.began = targets[grp], clk.Now()
+			rt.x.usage.Prompt, rt.x.usage.Completion = 200, 25
 			running = append(running, attempt{rt, occ})
 		}
 	}

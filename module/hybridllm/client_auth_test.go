@@ -57,14 +57,15 @@ func BenchmarkAuthenticate(b *testing.B) {
 				b.Fatal("refused")
 			}
 			tn := time.Now()
-			*rt = route{g: g, r: r, client: cl, top: top, api: protocol.ChatCompletions}
-			rt.features = newFeatures(body, r.Header, &rt.top)
-			if wait, _ := rt.reserve(tn); wait > 0 {
+			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
+			rt.q.top = top
+			rt.q.features = newFeatures(body, r.Header, &rt.q.top)
+			if wait, _ := reserve(rt, tn); wait > 0 {
 				b.Fatal("limited")
 			}
-			t.metricsOf("bench", "chat-main", rt.clientName()).ok.Inc()
-			rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 8, 16
-			rt.settleTokens(tn)
+			t.metricsOf("bench", "chat-main", rt.x.clientName()).ok.Inc()
+			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
+			settle(rt, tn)
 		}
 	})
 	b.Run("key+limits+budget", func(b *testing.B) {
@@ -81,18 +82,19 @@ func BenchmarkAuthenticate(b *testing.B) {
 		for b.Loop() {
 			cl, _ := g.authenticate(nil, r, "id", "")
 			tn := time.Now()
-			*rt = route{g: g, r: r, client: cl, top: top, api: protocol.ChatCompletions}
-			rt.features = newFeatures(body, r.Header, &rt.top)
-			if wait, _ := rt.reserve(tn); wait > 0 {
+			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
+			rt.q.top = top
+			rt.q.features = newFeatures(body, r.Header, &rt.q.top)
+			if wait, _ := reserve(rt, tn); wait > 0 {
 				b.Fatal("limited")
 			}
 			if why := admitTo(rt, cloud); why != "" {
 				b.Fatal(why)
 			}
 			g.money.spend.Add(cl.name, 1e-6, tn)
-			rt.releaseCloud()
-			rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 8, 16
-			rt.settleTokens(tn)
+			rt.passage.hold.release(&rt.g.money)
+			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
+			settle(rt, tn)
 		}
 	})
 }

@@ -25,10 +25,10 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	var admitted []*route
 	for range 50 {
-		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions"), api: protocol.ForPath("/v1/chat/completions")}
-		rt.top, _ = protocol.Scan(body)
-		rt.features = newFeatures(body, nil, &rt.top)
-		if w, limit := rt.reserve(t0); w > 0 {
+		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
+		rt.q.top, _ = protocol.Scan(body)
+		rt.q.features = newFeatures(body, nil, &rt.q.top)
+		if w, limit := reserve(rt, t0); w > 0 {
 			if limit != "tokens" {
 				t.Fatalf("refused for %s", limit)
 			}
@@ -37,7 +37,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 		admitted = append(admitted, rt)
 	}
 	// the messages are 70 bytes of JSON: 18 tokens
-	if p, k := admitted[0].tokenBound(); p != 18 || k != 100 {
+	if p, k := bounds(admitted[0]).tokenBound(); p != 18 || k != 100 {
 		t.Fatalf("bound %d+%d, want 18+100", p, k)
 	}
 	// 118 each: four fit under 500, the fifth crosses it
@@ -46,21 +46,21 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	}
 	// each used 10 + 50: 300 in all, under the limit again
 	for _, rt := range admitted {
-		rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 10, 50
-		rt.settleTokens(t0)
+		rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 10, 50
+		settle(rt, t0)
 	}
 	if w := cl.usage.tokens.Wait(500, t0); w != 0 {
 		t.Fatalf("300 of 500 used: wait %v", w)
 	}
-	rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions"), api: protocol.ForPath("/v1/chat/completions")}
-	rt.top, _ = protocol.Scan(body)
-	rt.features = newFeatures(body, nil, &rt.top)
-	if w, _ := rt.reserve(t0); w != 0 {
+	rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
+	rt.q.top, _ = protocol.Scan(body)
+	rt.q.features = newFeatures(body, nil, &rt.q.top)
+	if w, _ := reserve(rt, t0); w != 0 {
 		t.Fatalf("after the refunds: wait %v", w)
 	}
 	// one that used far more than it reserved: charged in full
-	rt.usage.Found, rt.usage.Prompt, rt.usage.Completion = true, 10, 1190
-	rt.settleTokens(t0)
+	rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 10, 1190
+	settle(rt, t0)
 	// 300 + 1200 = 1500 of 500: a minute's worth over, two minutes' wait
 	if w := cl.usage.tokens.Wait(500, t0); w != 2*time.Minute+120*time.Millisecond {
 		t.Fatalf("1500 of 500: wait %v", w)
@@ -73,10 +73,10 @@ func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 	cl := &client{name: "c", known: true, rpm: 1, tpm: 1000, usage: new(clientUsage)}
 	body := []byte(`{"model":"m","prompt":"hi","max_tokens":300}`)
 	for i, want := range []string{"", "requests"} {
-		rt := &route{g: &Gateway{}, client: cl, r: httptestPost("/v1/completions"), api: protocol.ForPath("/v1/completions")}
-		rt.top, _ = protocol.Scan(body)
-		rt.features = newFeatures(body, nil, &rt.top)
-		if _, limit := rt.reserve(t0); limit != want {
+		rt := testRoute(&Gateway{}, cl, httptestPost("/v1/completions"), protocol.ForPath("/v1/completions"))
+		rt.q.top, _ = protocol.Scan(body)
+		rt.q.features = newFeatures(body, nil, &rt.q.top)
+		if _, limit := reserve(rt, t0); limit != want {
 			t.Fatalf("request %d: limit %q, want %q", i, limit, want)
 		}
 	}
@@ -111,9 +111,9 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	newRoute := func() *route {
-		rt := &route{g: g, client: cl, r: httptestPost("/v1/chat/completions"), api: protocol.ForPath("/v1/chat/completions")}
-		rt.top, _ = protocol.Scan(body)
-		rt.features = newFeatures(body, nil, &rt.top)
+		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
+		rt.q.top, _ = protocol.Scan(body)
+		rt.q.features = newFeatures(body, nil, &rt.q.top)
 		return rt
 	}
 	var held []*route
@@ -135,14 +135,14 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("a request's own hold closed the cloud to it: %s", why)
 	}
 	// the first one ends having spent nothing: room for one more
-	held[0].releaseCloud()
+	held[0].passage.hold.release(&held[0].g.money)
 	last := newRoute()
 	if why := admitTo(last, cloud); why != "" {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
 		g.money.spend.Add(cl.name, 0.000118, clk.Now())
-		rt.releaseCloud()
+		rt.passage.hold.release(&rt.g.money)
 	}
 	if why, _ := g.money.cloudClosed(cl, clk.Now()); why != because.Budget {
 		t.Fatalf("the spent budget: closed for %q", why)

@@ -5,6 +5,8 @@ package hybridllm
 
 import (
 	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
 // Limits hold under concurrency because a request reserves, as it is
@@ -25,11 +27,27 @@ const defaultReserveTokens = 1024
 // reserves: the gateway's deadline, if shorter.
 const maxReserveDuration = time.Minute
 
+// reservation is what a request's admission reserved of its client's
+// tpm, until its end settles it.
+type reservation struct {
+	tokens int64
+	tpm    int       // the tpm it was reserved at
+	until  time.Time // when it is paid off (see ratelimit.Minute.GiveBack)
+}
+
+// tokenBounds bound the tokens a request may use on a target: what it
+// asks, its client's ceilings and the clients' reserve_tokens.
+type tokenBounds struct {
+	q       *asked
+	client  *client
+	reserve int64 // a choice's completion when nothing else bounds it (0: defaultReserveTokens)
+}
+
 // tokenBound is the most tokens a request may use: its prompt's estimate
 // and the completion its max_tokens allows for each of its choices, on
 // whatever target it goes to.
-func (rt *route) tokenBound() (prompt, completion int64) {
-	return rt.tokenBoundOn(nil)
+func (b *tokenBounds) tokenBound() (prompt, completion int64) {
+	return b.tokenBoundOn(nil)
 }
 
 // tokenBoundOn is tokenBound on target t (nil: any target). Where a
@@ -37,15 +55,16 @@ func (rt *route) tokenBound() (prompt, completion int64) {
 // ceiling bounds it (see clients.Ceilings.Apply), and on a tier with a
 // max_tokens, that (see tierBody): the request is sent clamped to it, or given it when it
 // says nothing (but on the legacy completions endpoint).
-func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
-	f := &rt.features
-	prompt = rt.promptEstimate()
-	if rt.api.PromptOnly {
+func (b *tokenBounds) tokenBoundOn(t *Target) (prompt, completion int64) {
+	q := b.q
+	f := &q.features
+	prompt = b.promptEstimate()
+	if q.api.PromptOnly {
 		return prompt, 0
 	}
 	per := int64(f.requested())
-	if len(rt.api.LengthFields) > 0 {
-		if cl := rt.client; cl != nil && cl.ceilings.MaxTokens > 0 && (per <= 0 || per > int64(cl.ceilings.MaxTokens)) {
+	if len(q.api.LengthFields) > 0 {
+		if cl := b.client; cl != nil && cl.ceilings.MaxTokens > 0 && (per <= 0 || per > int64(cl.ceilings.MaxTokens)) {
 			// the ceilings set a missing length field to the ceiling, and leave
 			// a field the path does not read (max_completion_tokens on
 			// the legacy completions endpoint) as it is: the upstream
@@ -57,32 +76,39 @@ func (rt *route) tokenBoundOn(t *Target) (prompt, completion int64) {
 			switch {
 			case per > 0:
 				per = min(per, tier)
-			case !rt.api.ShortByDefault:
+			case !q.api.ShortByDefault:
 				per = tier
 			}
 		}
 	}
 	if per <= 0 {
 		per = defaultReserveTokens
-		if n := rt.g.Clients; n != nil && n.ReserveTokens > 0 {
-			per = int64(n.ReserveTokens)
+		if b.reserve > 0 {
+			per = b.reserve
 		}
 	}
 	return prompt, per * int64(f.choices())
 }
 
-// reserve takes a request into its client's limits: one request of its
+// promptEstimate is the request's prompt in tokens, as estimated: the
+// bytes of the fields it is made of, divided by 4, or of its text (with
+// mediaPartTokens for each image, audio clip or file) if that is more.
+func (b *tokenBounds) promptEstimate() int64 {
+	return int64(max(b.q.features.promptWithMedia(), (b.q.top.PromptBytes+3)/4))
+}
+
+// take takes a request into its client's limits: one request of its
 // rpm and, with a tpm, the tokens it may use. It reports how long to
 // wait, and the limit, when the client is over one.
-func (rt *route) reserve(t time.Time) (wait time.Duration, limit string) {
-	c := rt.client
+func (h *reservation) take(b *tokenBounds, t time.Time) (wait time.Duration, limit string) {
+	c := b.client
 	if c == nil || c.usage == nil {
 		return 0, ""
 	}
 	rpm, tpm := c.limits()
 	var units int64
 	if tpm > 0 {
-		p, k := rt.tokenBound()
+		p, k := b.tokenBound()
 		units = p + k
 	}
 	// tokens first: a request refused for tokens takes no request slot
@@ -94,25 +120,24 @@ func (rt *route) reserve(t time.Time) (wait time.Duration, limit string) {
 		c.usage.tokens.GiveBack(tpm, units, until, t)
 		return w, "requests"
 	}
-	rt.reservedTokens, rt.reservedTPM, rt.reservedUntil = units, tpm, until
+	*h = reservation{tokens: units, tpm: tpm, until: until}
 	return 0, ""
 }
 
-// settleTokens charges the request's client what it used, less what its
-// admission reserved and is still ahead.
-func (rt *route) settleTokens(t time.Time) {
+// settle charges client c what its request used (u, if found), less what
+// its admission reserved and is still ahead.
+func (h *reservation) settle(c *client, u *protocol.UsageScanner, t time.Time) {
 	used := int64(0)
-	if rt.usage.Found {
-		used = rt.usage.Prompt + rt.usage.Completion
+	if u.Found {
+		used = u.Prompt + u.Completion
 	}
-	c := rt.client
 	if c == nil || c.usage == nil {
 		return
 	}
 	// given back at the pace it was taken (a fleet's share may have
 	// changed since), then charged at today's
-	c.usage.tokens.GiveBack(rt.reservedTPM, rt.reservedTokens, rt.reservedUntil, t)
+	c.usage.tokens.GiveBack(h.tpm, h.tokens, h.until, t)
 	_, tpm := c.limits()
 	c.usage.tokens.Charge(tpm, used, t)
-	rt.reservedTokens = 0
+	h.tokens = 0
 }

@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -20,10 +21,35 @@ import (
 // limitedRoute is a request of client cl for body on path, read as intake
 // reads it.
 func limitedRoute(g *Gateway, cl *client, path string, body []byte) *route {
-	rt := &route{g: g, client: cl, r: httptestPost(path), body: body, api: protocol.ForPath(path)}
-	rt.top, _ = protocol.Scan(body)
-	rt.features = newFeatures(body, nil, &rt.top)
+	rt := testRoute(g, cl, httptestPost(path), protocol.ForPath(path))
+	rt.q.body = body
+	rt.q.top, _ = protocol.Scan(body)
+	rt.q.features = newFeatures(body, nil, &rt.q.top)
 	return rt
+}
+
+// testRoute is a request of client cl for r on api, before its body is
+// read.
+func testRoute(g *Gateway, cl *client, r *http.Request, api *protocol.API) *route {
+	rt := &route{g: g, r: r, q: asked{api: api}}
+	rt.x = exchange{client: cl, r: r, q: &rt.q, start: time.Now()}
+	return rt
+}
+
+// reserve admits rt into its client's limits at t, as intake does.
+func reserve(rt *route, t time.Time) (time.Duration, string) {
+	return rt.held.take(bounds(rt), t)
+}
+
+// settle ends rt at t, charging its client what it used.
+func settle(rt *route, t time.Time) {
+	rt.held.settle(rt.x.client, &rt.x.usage, t)
+}
+
+// bounds are the token bounds of rt, whose body is read.
+func bounds(rt *route) *tokenBounds {
+	rt.beginPassage()
+	return &rt.passage.bounds
 }
 
 // A request that ends without using what it reserved, after part of its
@@ -34,23 +60,23 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 	g := &Gateway{}
 	body := []byte(`{"model":"m","prompt":"hi","max_tokens":99}`)
 	probe := limitedRoute(g, &client{}, "/v1/completions", body)
-	p, k := probe.tokenBound()
+	p, k := bounds(probe).tokenBound()
 	tpm := int(p + k) // each request reserves a minute's worth
 	cl := &client{name: "c", known: true, tpm: tpm, usage: new(clientUsage)}
 	a := limitedRoute(g, cl, "/v1/completions", body)
-	if w, _ := a.reserve(t0); w != 0 {
+	if w, _ := reserve(a, t0); w != 0 {
 		t.Fatalf("first: wait %v", w)
 	}
 	t1 := t0.Add(30 * time.Second)
 	b := limitedRoute(g, cl, "/v1/completions", body)
-	if w, _ := b.reserve(t1); w != 0 {
+	if w, _ := reserve(b, t1); w != 0 {
 		t.Fatalf("second, half a minute on: wait %v", w)
 	}
 	// the first fails at t1, having used nothing: half its reservation
 	// is behind it
-	a.settleTokens(t1)
+	settle(a, t1)
 	c := limitedRoute(g, cl, "/v1/completions", body)
-	w, limit := c.reserve(t1)
+	w, limit := reserve(c, t1)
 	if w == 0 || limit != "tokens" {
 		t.Fatalf("a third minute's worth within a minute was let in (wait %v, %q)", w, limit)
 	}
@@ -58,8 +84,8 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 		t.Fatalf("wait %v, want %v", w, interval)
 	}
 	// what was used is still charged in full
-	b.usage.Found, b.usage.Prompt, b.usage.Completion = true, p, k
-	b.settleTokens(t1)
+	b.x.usage.Found, b.x.usage.Prompt, b.x.usage.Completion = true, p, k
+	settle(b, t1)
 	// paid off a minute on: the next token waits one interval
 	if got, want := cl.usage.tokens.Wait(tpm, t1), time.Minute/time.Duration(tpm); got != want {
 		t.Fatalf("after the second's settlement: wait %v, want %v (paid off 1m on)", got, want)
@@ -78,12 +104,12 @@ func TestTokenBoundCeilings(t *testing.T) {
 		t.Fatal(refusal.Msg)
 	}
 	rt := limitedRoute(g, cl, "/v1/completions", body)
-	if _, k := rt.tokenBound(); k != 100 {
+	if _, k := bounds(rt).tokenBound(); k != 100 {
 		t.Fatalf("completion bound %d under a ceiling of 100", k)
 	}
 	// without max_tokens, the ceilings give it the ceiling
 	body, _ = cl.ceilings.Apply([]byte(`{"model":"m","messages":[]}`), protocol.ForPath("/v1/chat/completions"))
-	if _, k := limitedRoute(g, cl, "/v1/chat/completions", body).tokenBound(); k != 100 {
+	if _, k := bounds(limitedRoute(g, cl, "/v1/chat/completions", body)).tokenBound(); k != 100 {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}
 
@@ -101,12 +127,12 @@ func TestTokenBoundCeilings(t *testing.T) {
 		{"/v1/completions", `{"model":"m","prompt":"hi","max_tokens":4000}`, 256},
 	} {
 		rt := limitedRoute(g, nil, tc.path, []byte(tc.body))
-		if _, k := rt.tokenBoundOn(tier); k != tc.want {
+		if _, k := bounds(rt).tokenBoundOn(tier); k != tc.want {
 			t.Errorf("%s %s on the tier: completion bound %d, want %d", tc.path, tc.body, k, tc.want)
 		}
 	}
 	// elsewhere the tier's ceiling does not apply
-	if _, k := limitedRoute(g, nil, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`)).tokenBound(); k != defaultReserveTokens {
+	if _, k := bounds(limitedRoute(g, nil, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))).tokenBound(); k != defaultReserveTokens {
 		t.Fatalf("any target: completion bound %d", k)
 	}
 }
@@ -122,11 +148,11 @@ func TestCloudHoldOnATier(t *testing.T) {
 	if why := admitTo(rt, tier); why != "" {
 		t.Fatal(why)
 	}
-	p, _ := rt.tokenBound()
-	if want := float64(p+100) / 1e6; rt.hold.usd < want*0.999 || rt.hold.usd > want*1.001 {
-		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.hold.usd, want, p)
+	p, _ := bounds(rt).tokenBound()
+	if want := float64(p+100) / 1e6; rt.passage.hold.usd < want*0.999 || rt.passage.hold.usd > want*1.001 {
+		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.passage.hold.usd, want, p)
 	}
-	rt.releaseCloud()
+	rt.passage.hold.release(&rt.g.money)
 }
 
 // Judging a cloud target takes no hold: skip only says whether the holds
@@ -144,8 +170,8 @@ func TestSkipTakesNoHold(t *testing.T) {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
-	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
-		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.hold.usd)
+	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
+		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.passage.hold.usd)
 	}
 	// a budget held up by others: skip says so, and still takes nothing
 	holdFor(g, "c", 0.001)
@@ -156,10 +182,10 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatalf("hold: %q", why)
 	}
-	if total, clients := g.money.spend.Holds().Held(); total == 0 || clients["c"] != rt.hold.usd {
-		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.hold.usd)
+	if total, clients := g.money.spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.hold.usd {
+		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.hold.usd)
 	}
-	rt.releaseCloud()
+	rt.passage.hold.release(&rt.g.money)
 	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 {
 		t.Fatalf("released: total %g, clients %v", total, clients)
 	}
@@ -175,7 +201,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatal(why)
 	}
-	rt.releaseCloud()
+	rt.passage.hold.release(&rt.g.money)
 	if total, clients := capped.money.spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
 		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", total, clients)
 	}
@@ -205,24 +231,24 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	al := &Alias{name: "chat", chain: &chain{cap: 1}}
 	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
-	rt.alias, rt.deg = al, new(degradeRecord)
+	rt.x.alias, rt.x.deg = al, new(degradeRecord)
 	k := kitFor(g)
 	busy.gates = k.chainGates(al.chain, "chat", busy, k.gatesOf(busy))
 	cloud.gates = k.chainGates(al.chain, "chat", cloud, k.gatesOf(cloud))
 	rt.beginPassage()
-	rt.passage.deg = rt.deg
+	rt.passage.deg = rt.x.deg
 
-	if rt.rest = []*Target{busy}; leavesForTier(&rt.passage, upper) {
+	if rt.passage.rest = []*Target{busy}; leavesForTier(&rt.passage, upper) {
 		t.Fatal("degraded to a tier that overflows")
 	}
-	if active, since, _, changes := busy.group.shared.overflow.View(); active || changes != 0 || !since.IsZero() || rt.overflow != "" {
+	if active, since, _, changes := busy.group.shared.overflow.View(); active || changes != 0 || !since.IsZero() || rt.passage.overflow != "" {
 		t.Fatalf("judging the tier drove its overflow: active %v, changes %d, request's overflow %q",
-			active, changes, rt.overflow)
+			active, changes, rt.passage.overflow)
 	}
-	if rt.rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
+	if rt.passage.rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
 		t.Fatal("the cloud tier could take it")
 	}
-	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.hold.usd != 0 {
+	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
 		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", total, clients)
 	}
 }

@@ -153,13 +153,13 @@ func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
 	return ""
 }
 
-// releaseCloud gives back the request's hold, once its spend is booked:
+// release gives back a request's hold, once its spend is booked:
 // what it took, from the total and from the client it was held for (none
 // when only the spend cap bounded it).
-func (rt *route) releaseCloud() {
-	if rt.hold.usd == 0 {
+func (h *cloudHold) release(m *money) {
+	if h.usd == 0 {
 		return
 	}
-	rt.g.money.spend.Holds().Give(rt.hold.client, rt.hold.usd)
-	rt.hold = cloudHold{}
+	m.spend.Holds().Give(h.client, h.usd)
+	*h = cloudHold{}
 }

@@ -375,17 +375,17 @@ func leavesForTier(p *passage, t *Target) bool {
 	return false
 }
 
-// unservedFormat returns the format the request needs that kept it from
-// every tier, if that is why it failed.
-func (rt *route) unservedFormat() string {
+// unservedFormat returns the format the request (body) needs that kept
+// it from every tier, if that is why its attempts failed.
+func (d *degradeRecord) unservedFormat(attempts []attempt, body []byte) string {
 	formatRefused := false
-	for _, a := range rt.attempts {
+	for _, a := range attempts {
 		formatRefused = formatRefused || a.reason == because.Format
 	}
 	if !formatRefused {
 		return ""
 	}
-	return strings.Join(rt.deg.formatsOf(rt.body), ", ")
+	return strings.Join(d.formatsOf(body), ", ")
 }
 
 // reached logs the cap's crossing at t once, until the share is under it
@@ -403,14 +403,13 @@ func (c *chain) reached(t time.Time, logger *zap.Logger, alias string) {
 // trigger is one crossing, not one per answer.
 const capClearAt = 0.8
 
-// settleChain counts an ended request in its alias's share: the answer,
+// settle counts a request ended at t in its alias's share: the answer,
 // if there was one, and the place it reserved given back.
-func (rt *route) settleChain() {
-	c := rt.alias.chain
-	if rt.answered != nil && rt.status < 500 {
-		c.share.Add(rt.g.clock.Now(), rt.deg.degraded)
+func (c *chain) settle(x *exchange, t time.Time) {
+	if x.ans.target != nil && x.ans.status < 500 {
+		c.share.Add(t, x.deg.degraded)
 	}
-	if rt.deg.reserved {
+	if x.deg.reserved {
 		c.share.Release()
 	}
 }
@@ -430,15 +429,15 @@ func (c *chain) tick(t time.Time, logger *zap.Logger, alias string) {
 
 // degradeOrigin returns the upper target a degraded answer was meant for
 // and why it was left: the request's first attempt.
-func (rt *route) degradeOrigin() (from string, why reason) {
-	if len(rt.attempts) == 0 || (rt.rule != "" && rt.attempts[0].target.Tier != nil) {
+func degradeOrigin(x *exchange) (from string, why reason) {
+	if len(x.attempts) == 0 || (x.rule != "" && x.attempts[0].target.Tier != nil) {
 		// nothing tried before the tiers: a pre-routing rule sent it there
-		return rt.alias.Targets[0].Group, "route"
+		return x.alias.Targets[0].Group, "route"
 	}
-	for _, a := range rt.attempts {
+	for _, a := range x.attempts {
 		if a.target.Tier == nil {
 			return a.target.Group, a.reason
 		}
 	}
-	return rt.attempts[0].target.Group, rt.attempts[0].reason
+	return x.attempts[0].target.Group, x.attempts[0].reason
 }

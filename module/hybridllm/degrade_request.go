@@ -57,34 +57,35 @@ func (d *degradeRecord) formatsOf(body []byte) []string {
 	return d.needs
 }
 
-// tierBody sets b to the request body as a tier with a max_tokens gets
+// tierBody sets b to the request body (q) as a tier with a max_tokens gets
 // it: clamped to it (or given it, when the request says nothing), its
-// model swapped and, if its group asks for stream usage, the usage asked
-// for. ok is false when the request asks for no more than the tier's
+// model swapped and, if its group asks for stream usage and the request
+// does (u), the usage asked for; watch are the fields rules read. ok is
+// false when the request asks for no more than the tier's
 // max_tokens: the common body serves.
-func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, ok bool) {
+func (u *usageAsk) tierBody(q *asked, watch []string, t *Target, b *upstreamBody) (length int64, injected, ok bool) {
 	// the legacy completions endpoint answers 16 tokens when asked for
 	// none: a tier's ceiling is no reason to ask for more
-	fields, fill := rt.api.LengthFields, ""
-	if len(fields) > 0 && !rt.api.ShortByDefault {
+	fields, fill := q.api.LengthFields, ""
+	if len(fields) > 0 && !q.api.ShortByDefault {
 		fill = fields[0]
 	}
-	out, changed, err := protocol.ClampTokens(rt.body, fields, t.Tier.MaxTokens, fill)
+	out, changed, err := protocol.ClampTokens(q.body, fields, t.Tier.MaxTokens, fill)
 	if err != nil || !changed {
 		return 0, false, false
 	}
-	top, _ := protocol.Scan(out, rt.g.watch...)
+	top, _ := protocol.Scan(out, watch...)
 	var splices [2]splice
 	n := 0
 	if sp, ok := t.modelSplice(&top); ok {
 		splices[n], n = sp, n+1
 	}
-	if t.group.streamUsage && (rt.inject.with != nil || rt.withUsage != nil) {
+	if t.group.streamUsage && (u.splice.with != nil || u.body != nil) {
 		if sp, rewritten, ok := withStreamUsage(out, &top); ok {
 			injected = true
 			if rewritten != nil {
 				out = rewritten
-				top, _ = protocol.Scan(out, rt.g.watch...)
+				top, _ = protocol.Scan(out, watch...)
 				n = 0
 				if sp, ok := t.modelSplice(&top); ok {
 					splices[n], n = sp, n+1
@@ -94,18 +95,16 @@ func (rt *route) tierBody(t *Target, b *upstreamBody) (length int64, injected, o
 			}
 		}
 	}
-	rt.deg.clampedTo = t.Tier.MaxTokens
 	return b.set(out, splices[:n]...), injected, true
 }
 
-// markDegraded marks the answer of a tier as degraded: in the headers
+// mark marks the answer of a tier to request x as degraded: in the headers
 // (whatever route_headers says: the caller may need to know), in the
 // metrics and, with mark_body, in the body.
-func (rt *route) markDegraded(aw *attemptWriter, h http.Header) {
+func (d *degradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.Header) {
 	t := aw.target
-	d := rt.deg
 	d.degraded = true
-	from, why := rt.degradeOrigin()
+	from, why := degradeOrigin(x)
 	d.from, d.reason = from, string(why)
 	h["X-Hybrid-Degraded"] = []string{"true"}
 	h["X-Hybrid-Degraded-From"] = []string{from}
@@ -113,8 +112,8 @@ func (rt *route) markDegraded(aw *attemptWriter, h http.Header) {
 	if d.clampedTo > 0 {
 		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.clampedTo)}
 	}
-	degradedTotal.WithLabelValues(rt.g.Name, rt.alias.name, from, t.Group, d.reason).Inc()
-	if rt.alias.chain.markBody && aw.scan != nil { // a plain JSON or event-stream body
+	degradedTotal.WithLabelValues(gw, x.alias.name, from, t.Group, d.reason).Inc()
+	if x.alias.chain.markBody && aw.scan != nil { // a plain JSON or event-stream body
 		mark := map[string]any{"from": from, "reason": d.reason}
 		if q := t.Tier.Quality; q != nil {
 			mark["quality"] = *q

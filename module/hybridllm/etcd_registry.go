@@ -258,5 +258,7 @@ func (g *Gateway) registryState() *adminapi.RegistryState {
 	if g.fleet == nil {
 		return nil
 	}
-	return g.fleet.State(g.applied.rev.Load())
+	// the share the gateway's limits are divided by, not the snapshot's
+	// the watcher may hold ahead of it
+	return g.fleet.State(g.applied.rev.Load(), g.fleetShare.Load())
 }

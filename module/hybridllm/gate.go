@@ -33,9 +33,9 @@ type gate interface {
 // passage is one request on its way past its targets' gates: what they
 // read of it, and what they record on it.
 type passage struct {
-	features *features    // the request's facts
-	bounds   tokenBounder // the tokens it may use on a target
-	client   *client      // who sent it, when clients are configured
+	features *features   // the request's facts
+	bounds   tokenBounds // the tokens it may use on a target
+	client   *client     // who sent it, when clients are configured
 	// a context-length error proved the request needs a window larger
 	// than this (0: none yet)
 	minWindow int
@@ -56,11 +56,6 @@ type passage struct {
 	deg     *degradeRecord
 	rest    []*Target
 	requeue *Target
-}
-
-// tokenBounder is the most tokens a request may use on a target.
-type tokenBounder interface {
-	tokenBoundOn(t *Target) (prompt, completion int64)
 }
 
 // admit asks t's gates, in order, whether t may take the request now,

@@ -194,27 +194,27 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	}
 	clk.Advance(time.Second) // the cooldown is over: the next request is the trial
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
-	if why := judgeFor(rt, cloud); why != "" || rt.trial {
-		t.Fatalf("judged ahead: %q, trial taken %v", why, rt.trial)
+	if why := judgeFor(rt, cloud); why != "" || rt.passage.trial {
+		t.Fatalf("judged ahead: %q, trial taken %v", why, rt.passage.trial)
 	}
 
 	// the hold refuses once the gates before it passed: others hold the
 	// client's budget, though they did not when the closed gate looked
 	hold := cloud.gates[len(cloud.gates)-1]
 	cloud.gates[len(cloud.gates)-1] = heldMeanwhile{hold, g}
-	if why := admitTo(rt, cloud); why != because.BudgetHeld || rt.trial {
-		t.Fatalf("a hold refused after the breaker: %q, trial kept %v", why, rt.trial)
+	if why := admitTo(rt, cloud); why != because.BudgetHeld || rt.passage.trial {
+		t.Fatalf("a hold refused after the breaker: %q, trial kept %v", why, rt.passage.trial)
 	}
 	g.money.spend.Holds().Give("c", 1)
 	cloud.gates[len(cloud.gates)-1] = hold
 	rt = limitedRoute(g, cl, "/v1/chat/completions", body)
-	if why := admitTo(rt, cloud); why != "" || !rt.trial || rt.hold.usd == 0 {
-		t.Fatalf("the next request: %q, trial %v, held %g", why, rt.trial, rt.hold.usd)
+	if why := admitTo(rt, cloud); why != "" || !rt.passage.trial || rt.passage.hold.usd == 0 {
+		t.Fatalf("the next request: %q, trial %v, held %g", why, rt.passage.trial, rt.passage.hold.usd)
 	}
 	if why := admitTo(limitedRoute(g, cl, "/v1/chat/completions", body), cloud); why != because.BreakerOpen {
 		t.Fatalf("while the trial is out: %q", why)
 	}
-	rt.releaseCloud()
+	rt.passage.hold.release(&rt.g.money)
 }
 
 // heldMeanwhile is a gate whose admit first lets others hold the whole
@@ -249,10 +249,10 @@ func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
 	}
 	dear.gates[len(dear.gates)-1].release(&rt.passage, dear)
 	near := func(v float64) bool { return v > before-1e-12 && v < before+1e-12 }
-	if total, clients := g.money.spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.hold.usd) {
-		t.Fatalf("released: total %g, the client's %g, the request's %g; want %g", total, clients["c"], rt.hold.usd, before)
+	if total, clients := g.money.spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.passage.hold.usd) {
+		t.Fatalf("released: total %g, the client's %g, the request's %g; want %g", total, clients["c"], rt.passage.hold.usd, before)
 	}
-	rt.releaseCloud()
+	rt.passage.hold.release(&rt.g.money)
 	if total, clients := g.money.spend.Holds().Held(); total > 1e-12 || len(clients) != 0 {
 		t.Fatalf("the request ended: %+v", clients)
 	}

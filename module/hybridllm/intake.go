@@ -35,19 +35,20 @@ const statusClientClosed = 499
 // read and checked, the alias and the client's ceilings and limits
 // applied, the headers made fit for an upstream; then the route runs.
 func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) error {
-	rt := &route{g: g, w: w, r: r, id: id, clientID: clientID, start: time.Now(), client: cl, api: protocol.ForPath(r.URL.Path)}
+	rt := &route{g: g, w: w, r: r, q: asked{api: protocol.ForPath(r.URL.Path)}}
+	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
-		extra.Add(zap.Inline(rt))
+		extra.Add(zap.Inline(&rt.x))
 	}
-	body, no := g.readInference(r, &rt.top)
+	body, no := g.readInference(r, &rt.q.top)
 	if no != nil {
-		return no.write(w, rt.api)
+		return no.write(w, rt.q.api)
 	}
-	top := &rt.top
+	top := &rt.q.top
 	al, ok := g.alias(top)
 	if !ok || !cl.allows(al.name) {
-		return rt.api.WriteError(w, protocol.Error{
+		return rt.q.api.WriteError(w, protocol.Error{
 			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The model `" + top.ModelName() + "` does not exist.",
 		})
@@ -56,12 +57,12 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	if g.colored {
 		// a tag reaches an upstream only for a color that trusts it, on
 		// any alias of a gateway that has colors
-		rt.color = g.colorOf(w, r, al, cl, id)
+		rt.x.color = g.colorOf(w, r, al, cl, id)
 	}
 	if cl != nil && cl.ceilings.Active() {
-		ceiled, over := cl.ceilings.Apply(body, rt.api)
+		ceiled, over := cl.ceilings.Apply(body, rt.q.api)
 		if over != nil {
-			return rt.api.WriteError(w, protocol.Error{
+			return rt.q.api.WriteError(w, protocol.Error{
 				Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: "invalid_value", Param: over.Param,
 				Message: over.Msg,
 			})
@@ -75,9 +76,10 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	// a request refused above takes no request of the rpm, and reserves
 	// no tokens
 	at := g.clock.Now()
-	rt.body, rt.features = body, newFeatures(body, r.Header, &rt.top)
-	if wait, limit := rt.reserve(at); wait > 0 {
-		return g.limited(w, rt.api, cl, limit, wait)
+	rt.q.body, rt.q.features = body, newFeatures(body, r.Header, &rt.q.top)
+	rt.beginPassage()
+	if wait, limit := rt.held.take(&rt.passage.bounds, at); wait > 0 {
+		return g.limited(w, rt.q.api, cl, limit, wait)
 	}
 	if ae, ok := g.fitHeaders(rt, id); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
@@ -91,23 +93,23 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	}
 
 	if g.money.spend != nil {
-		rt.noCloud, rt.noCloudFor = g.money.cloudClosed(cl, at)
+		rt.passage.noCloud, rt.passage.noCloudFor = g.money.cloudClosed(cl, at)
 	}
-	rt.alias, rt.stream = al, top.Stream
-	rt.attempts = rt.tried[:0]
-	if top.Stream && !top.WantsUsage && g.streamUsage && rt.api.StreamUsage {
+	rt.x.alias, rt.q.stream = al, top.Stream
+	rt.x.attempts = rt.tried[:0]
+	if top.Stream && !top.WantsUsage && g.streamUsage && rt.q.api.StreamUsage {
 		// ask for the usage chunk, to count the tokens, of the groups
 		// that allow it (see try); the client does not see it
 		if sp, rewritten, ok := withStreamUsage(body, top); ok {
 			if rewritten != nil {
-				rt.withUsage = &usageBody{body: rewritten}
-				rt.withUsage.top, _ = protocol.Scan(rewritten, g.watch...) // the model may have moved
+				rt.inj.body = &usageBody{body: rewritten}
+				rt.inj.body.top, _ = protocol.Scan(rewritten, g.watch...) // the model may have moved
 			} else {
-				rt.inject = sp
+				rt.inj.splice = sp
 			}
 		}
 	}
-	rt.body = body
+	rt.q.body = body
 	return rt.run(ctx)
 }
 
@@ -182,7 +184,7 @@ func (g *Gateway) fitHeaders(rt *route, id string) (acceptEncoding []string, had
 	if g.ruleCredentials {
 		// a rule matches on a header credentials.Drop removes: it reads
 		// the headers as the client sent them
-		rt.features.header = r.Header.Clone()
+		rt.q.features.header = r.Header.Clone()
 	}
 	credentials.Drop(r.Header)
 	dropHopHeaders(r.Header)

@@ -122,24 +122,28 @@ func newTargetMetrics(gw, alias string, t *Target, client string) *targetMetrics
 }
 
 // meter records a finished request's metrics.
-func (rt *route) meter(al *Alias, group string, status int, outcome string) {
-	gw := rt.g.Name
-	model, client := "", rt.clientName()
+func meter(g *Gateway, x *exchange) {
+	gw, al, status, outcome := g.Name, x.alias, x.ans.status, x.ans.outcome
+	group := ""
+	if x.ans.target != nil {
+		group = x.ans.target.Group
+	}
+	model, client := "", x.clientName()
 	var tm *targetMetrics
-	if rt.answered != nil {
-		model, tm = rt.answered.Model, rt.answered.metricsOf(gw, al.name, client)
+	if x.ans.target != nil {
+		model, tm = x.ans.target.Model, x.ans.target.metricsOf(gw, al.name, client)
 	}
 	code := codeClass(status)
-	if tm != nil && outcome == outcomeOK && code == "2xx" && rt.color == nil {
+	if tm != nil && outcome == outcomeOK && code == "2xx" && x.color == nil {
 		tm.ok.Inc()
 	} else {
 		color := ""
-		if rt.color != nil {
-			color = rt.color.Tag
+		if x.color != nil {
+			color = x.color.Tag
 		}
 		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code, client, color).Inc()
 	}
-	for _, a := range rt.attempts {
+	for _, a := range x.attempts {
 		if a.returned {
 			continue // counted as its try back ended
 		}
@@ -150,40 +154,30 @@ func (rt *route) meter(al *Alias, group string, status int, outcome string) {
 		}
 	}
 	if group == "" {
-		if t, _ := rt.charged(); t != nil && rt.usage.Found {
+		if t, _ := x.charged(); t != nil && x.usage.Found {
 			// left by its client before the answer: charged there
 			tm := t.metricsOf(gw, al.name, client)
-			tm.prompt.Add(float64(rt.usage.Prompt))
-			tm.completion.Add(float64(rt.usage.Completion))
+			tm.prompt.Add(float64(x.usage.Prompt))
+			tm.completion.Add(float64(x.usage.Completion))
 		}
 		return
 	}
 	if tm == nil {
-		tm = newTargetMetrics(gw, al.name, rt.answered, client)
+		tm = newTargetMetrics(gw, al.name, x.ans.target, client)
 	}
-	if rt.usage.Found {
+	if x.usage.Found {
 		// counts only: the reader refused anything else
-		tm.prompt.Add(float64(rt.usage.Prompt))
-		tm.completion.Add(float64(rt.usage.Completion))
+		tm.prompt.Add(float64(x.usage.Prompt))
+		tm.completion.Add(float64(x.usage.Completion))
 	}
-	if rt.usage.Bad && rt.g.badUsage.Allow(rt.g.clock.Now()) {
-		rt.g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
-			zap.String("request_id", rt.id), rt.clientIDField(), zap.String("group", group), zap.String("model", model))
+	if x.usage.Bad && g.badUsage.Allow(g.clock.Now()) {
+		g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
+			zap.String("request_id", x.id), x.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}
-	tm.duration.Observe(time.Since(rt.start).Seconds())
-	if rt.ttfb > 0 {
-		tm.ttft.Observe(rt.ttfb.Seconds())
+	tm.duration.Observe(time.Since(x.start).Seconds())
+	if x.ans.ttfb > 0 {
+		tm.ttft.Observe(x.ans.ttfb.Seconds())
 	}
-}
-
-// clientName is the request's client as metrics and the spend book know
-// it: empty without clients, and for a name only an identity gave (which
-// no config bounds).
-func (rt *route) clientName() string {
-	if rt.client == nil || !rt.client.known {
-		return ""
-	}
-	return rt.client.name
 }
 
 // metricsOf returns the target's series for a client: resolved once per

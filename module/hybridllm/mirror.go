@@ -128,15 +128,16 @@ func (g *Gateway) provisionMirrors(al *Alias, used map[string]bool) error {
 	return nil
 }
 
-// mirror sends the request's copies: each mirror of the alias takes its
-// share. The copy's body is built here, from the body already read; the
-// rest runs on its own goroutine.
-func (rt *route) mirror() {
-	for _, m := range rt.alias.Mirrors {
+// sendMirrors sends the copies of a request (r, with id; q is what it
+// asks, u how it asks for stream usage) to the alias's mirrors: each
+// takes its share. The copy's body is built here, from the body already
+// read; the rest runs on its own goroutine.
+func (al *Alias) sendMirrors(g *Gateway, r *http.Request, id string, q *asked, u *usageAsk) {
+	for _, m := range al.Mirrors {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
-		if grp := m.group; m.takenOut(rt.g.clock) != "" || (grp.Breaker != nil && !grp.shared.breaker.Closed()) {
+		if grp := m.group; m.takenOut(g.clock) != "" || (grp.Breaker != nil && !grp.shared.breaker.Closed()) {
 			// a group taken out, or failing, gets no copies either (nor
 			// does a copy take its breaker's trial)
 			m.series.dropped.Inc()
@@ -147,34 +148,34 @@ func (rt *route) mirror() {
 			m.series.dropped.Inc()
 			continue
 		}
-		c := &mirrorCopy{m: m, g: rt.g, alias: rt.alias, parent: rt.id, id: newRequestID(), stream: rt.stream}
-		c.length, _ = rt.bodyFor(&m.Target, &c.body)
-		c.req = rt.mirrorRequest(c)
+		c := &mirrorCopy{m: m, g: g, alias: al, parent: id, id: newRequestID(), stream: q.stream}
+		c.length, _ = u.bodyFor(q, &m.Target, &c.body)
+		c.req = c.request(r)
 		go c.run()
 	}
 }
 
-// mirrorRequest is the copy's request: the client's method and path, and
-// none of its headers but the content type; the mirror's group adds its
-// own credentials and headers. Its context keeps the request's values
-// (a trace continues) but not its cancellation.
-func (rt *route) mirrorRequest(c *mirrorCopy) *http.Request {
-	u := *rt.r.URL
+// request is the copy's request: the method and path of the client's
+// (r), and none of its headers but the content type; the mirror's group
+// adds its own credentials and headers. Its context keeps the request's
+// values (a trace continues) but not its cancellation.
+func (c *mirrorCopy) request(r *http.Request) *http.Request {
+	u := *r.URL
 	h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {c.id}}
-	if a, ok := rt.r.Header["Accept"]; ok {
+	if a, ok := r.Header["Accept"]; ok {
 		h["Accept"] = a
 	}
 	req := &http.Request{
 		Method: http.MethodPost, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, Body: &c.body, ContentLength: c.length, GetBody: c.body.replay,
-		Host: rt.r.Host, RemoteAddr: rt.r.RemoteAddr, RequestURI: rt.r.RequestURI,
+		Host: r.Host, RemoteAddr: r.RemoteAddr, RequestURI: r.RequestURI,
 	}
-	srv, _ := rt.r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	if srv == nil {
 		srv = new(caddyhttp.Server)
 	}
 	c.srv = srv
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rt.r.Context()), c.m.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.m.timeout)
 	c.cancel = cancel
 	return req.WithContext(ctx)
 }

@@ -32,13 +32,13 @@ const (
 // time until the nearest target may serve when every one that can is
 // only busy (overloaded, past its red line, overflowing, its breaker
 // open), else neither (the client's own backoff applies).
-func (rt *route) retryAdvice(t0 time.Time) (never bool, after time.Duration) {
-	if len(rt.attempts) == 0 {
+func retryAdvice(attempts []attempt, t0 time.Time) (never bool, after time.Duration) {
+	if len(attempts) == 0 {
 		return false, 0
 	}
 	never, busy := true, true
-	for i := range rt.attempts {
-		a := &rt.attempts[i]
+	for i := range attempts {
+		a := &attempts[i]
 		if permanentFailure(a) {
 			continue
 		}

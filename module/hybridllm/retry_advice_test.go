@@ -64,8 +64,7 @@ func TestRetryAdvice(t *testing.T) {
 			{target: plain, reason: because.ConnRefused},
 		}, false, 0},
 	} {
-		rt := &route{attempts: tc.attempts}
-		never, after := rt.retryAdvice(t0)
+		never, after := retryAdvice(tc.attempts, t0)
 		if never != tc.never || after != tc.after {
 			t.Errorf("%s: never %v after %v, want %v %v", tc.name, never, after, tc.never, tc.after)
 		}

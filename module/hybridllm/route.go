@@ -14,7 +14,6 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // attempt is the record of one try of one target.
@@ -28,83 +27,36 @@ type attempt struct {
 	wait time.Duration
 }
 
-// usageBody is a request body rewritten to ask for stream usage.
-type usageBody struct {
-	body []byte
-	top  protocol.Request
-}
-
 // route carries one request through its alias's targets.
 type route struct {
-	g        *Gateway
-	alias    *Alias
-	w        http.ResponseWriter
-	r        *http.Request
-	id       string
-	clientID string  // the client's own X-Request-Id, if it sent one
-	client   *client // who sent it, when clients are configured
-	start    time.Time
-	attempts []attempt
-	tried    [4]attempt // attempts' first backing array
-	order    [6]*Target // the plan's backing array, with weighted sets
-	ttfb     time.Duration
-	rule     string         // the group a pre-routing rule sent the request to
-	deg      *degradeRecord // with a degradation chain
-	color    *Color         // the color the request asked for, if it counts
-	passage                 // its way past its targets' gates
-	ask      attemptAsk     // what its attempts' observers see of it
-	stream   bool           // the client asked for a stream
-	injected bool           // the current attempt asked for stream usage on its own
+	g       *Gateway
+	w       http.ResponseWriter
+	r       *http.Request
+	x       exchange // the record of the request
+	q       asked    // what it asks
+	passage passage  // its way past its targets' gates
+	ask     attemptAsk
+	inj     usageAsk
+	held    reservation // what admission reserved of its client's limits
+	tried   [4]attempt  // attempts' first backing array
+	order   [6]*Target  // the plan's backing array, with weighted sets
 	// an attempt was sent again after its connection failed as it was
 	// written (see try)
 	staleRetried bool
-	priced       bool // costUSD is set
-	spanRead     bool // span is looked up
-	body         []byte
-	top          protocol.Request // the body's fields, and where its model is
-	api          *protocol.API    // what the request's endpoint is
-	features     features
-	// stream usage for groups that ask for it: a field spliced into the
-	// body, if with is set, or else a body rewritten, if not nil
-	inject    splice
-	withUsage *usageBody
-	usage     protocol.UsageScanner
-	answered  *Target // the target whose response the client got
-	// when the answering attempt started: a cloud priced per second
-	// bills its attempt, not the time failed attempts took before it
-	answerBegan time.Time
-	status      int // the status the client got
-	outcome     string
-	// why an answer broke off after its first byte (outcome interrupted)
-	interruption string
-	costUSD      float64 // what the answer cost, if priced
-	// no usage came with the answer: its tokens are the gateway's
-	// estimate (see estimateUsage)
-	estimated bool
-	sent      int64 // the answer's body bytes passed on to the client
-	// the target whose attempt the client left before any answer, and
-	// when that attempt began: the request is charged there
-	abandoned   *Target
-	abandonedAt time.Time
-	// what admission reserved for the request (see reserve)
-	reservedTokens int64
-	reservedTPM    int        // the tpm it was reserved at
-	reservedUntil  time.Time  // when its reservation is paid off (see ratelimit.Minute.GiveBack)
-	span           trace.Span // the request's span, if recorded (see traced)
 
 	first attemptWriter          // the first attempt's writer; in use once its rt is set
 	model protocol.ModelRewriter // the answer's model rewrite, if its alias asks for one
 }
 
 func (rt *route) run(ctx context.Context) error {
-	al := rt.alias
+	al := rt.x.alias
 	// deferred, so that a response aborted after its first byte (a panic
 	// with http.ErrAbortHandler) gets its metrics too
 	defer rt.finish()
-	if rt.features.top == nil {
-		rt.features = newFeatures(rt.body, rt.r.Header, &rt.top)
+	if rt.q.features.top == nil {
+		rt.q.features = newFeatures(rt.q.body, rt.r.Header, &rt.q.top)
 	}
-	f := &rt.features
+	f := &rt.q.features
 	rt.beginPassage()
 	plan := rt.planFor(al, f)
 	// targets passed over because they overflow: overflow is a
@@ -121,29 +73,29 @@ func (rt *route) run(ctx context.Context) error {
 			if rt.r.Context().Err() != nil {
 				break // the client left
 			}
-			rt.attempts = append(rt.attempts, attempt{target: t, reason: because.Deadline})
-			rt.traceSkip(t, because.Deadline)
+			rt.x.attempts = append(rt.x.attempts, attempt{target: t, reason: because.Deadline})
+			traceSkip(&rt.x, t, because.Deadline)
 			break
 		}
-		rt.rest = plan[i+1:]
+		rt.passage.rest = plan[i+1:]
 		if why := rt.passage.admit(t); why != "" {
-			rt.attempts = append(rt.attempts, attempt{target: t, reason: why})
-			rt.traceSkip(t, why)
+			rt.x.attempts = append(rt.x.attempts, attempt{target: t, reason: why})
+			traceSkip(&rt.x, t, why)
 			switch {
 			case why == because.Overflow:
 				spilled = append(spilled, t)
-			case rt.requeue == t:
+			case rt.passage.requeue == t:
 				// left for a tier: should every tier fail, it is tried
 				// last after all
-				plan, rt.requeue = append(plan[:len(plan):len(plan)], t), nil
+				plan, rt.passage.requeue = append(plan[:len(plan):len(plan)], t), nil
 			}
 			continue
 		}
-		window, done, err := rt.tryTarget(ctx, t, attemptTurn{more: i < len(plan)-1 || len(spilled) > 0, groupTrial: rt.trial})
+		window, done, err := rt.tryTarget(ctx, t, attemptTurn{more: i < len(plan)-1 || len(spilled) > 0, groupTrial: rt.passage.trial})
 		if done {
 			return err
 		}
-		rt.minWindow = max(rt.minWindow, window)
+		rt.passage.minWindow = max(rt.passage.minWindow, window)
 	}
 	if err := rt.r.Context().Err(); err != nil {
 		// the client is gone; nobody reads an answer
@@ -154,7 +106,12 @@ func (rt *route) run(ctx context.Context) error {
 
 // beginPassage gives the passage what the gates read of the request.
 func (rt *route) beginPassage() {
-	rt.passage.features, rt.passage.bounds, rt.passage.client = &rt.features, rt, rt.client
+	var reserve int64
+	if n := rt.g.Clients; n != nil {
+		reserve = int64(n.ReserveTokens)
+	}
+	rt.passage.features, rt.passage.client = &rt.q.features, rt.x.client
+	rt.passage.bounds = tokenBounds{q: &rt.q, client: rt.x.client, reserve: reserve}
 }
 
 // planFor is the request's targets in order: the alias's plan (its
@@ -163,14 +120,14 @@ func (rt *route) beginPassage() {
 func (rt *route) planFor(al *Alias, f *features) []*Target {
 	plan, rule := al.plan(f)
 	if rule != nil {
-		rt.rule = rule.Group
+		rt.x.rule = rule.Group
 	}
 	plan = al.ordered(plan, rt.order[:])
 	if al.chain != nil {
-		rt.deg = new(degradeRecord)
-		rt.passage.deg = rt.deg
+		rt.x.deg = new(degradeRecord)
+		rt.passage.deg = rt.x.deg
 	}
-	if c := rt.color; c != nil {
+	if c := rt.x.color; c != nil {
 		// the color's target first; the alias's own after it, if the
 		// color falls back
 		colored := make([]*Target, 1, len(plan)+1)
@@ -181,7 +138,7 @@ func (rt *route) planFor(al *Alias, f *features) []*Target {
 		return colored
 	}
 	if len(al.Mirrors) > 0 {
-		rt.mirror()
+		al.sendMirrors(rt.g, rt.r, rt.x.id, &rt.q, &rt.inj)
 	}
 	return plan
 }
@@ -194,11 +151,11 @@ func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Ta
 		return plan, spilled
 	}
 	plan = slices.Concat(plan[:i], spilled, plan[i:])
-	rt.returned = append(rt.returned, spilled...)
-	for j := range rt.attempts {
+	rt.passage.returned = append(rt.passage.returned, spilled...)
+	for j := range rt.x.attempts {
 		// its try now says how the overflow ended
-		a := &rt.attempts[j]
-		a.returned = a.reason == because.Overflow && slices.Contains(rt.returned, a.target)
+		a := &rt.x.attempts[j]
+		a.returned = a.reason == because.Overflow && slices.Contains(rt.passage.returned, a.target)
 	}
 	return plan, nil
 }
@@ -223,7 +180,7 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (wi
 			n--
 			continue
 		}
-		why := rt.attempts[len(rt.attempts)-1].reason
+		why := rt.x.attempts[len(rt.x.attempts)-1].reason
 		if why == because.ContextLength {
 			return max(t.contextWindow(), 1), false, nil
 		}
@@ -242,10 +199,10 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (wi
 // overflowed is the group:signal of the overflow the request left a
 // target for, unless the answer came from that target after all.
 func (rt *route) overflowed(answer *Target) string {
-	if rt.overflow == "" || (answer != nil && slices.Contains(rt.returned, answer)) {
+	if rt.passage.overflow == "" || (answer != nil && slices.Contains(rt.passage.returned, answer)) {
 		return ""
 	}
-	return rt.overflow
+	return rt.passage.overflow
 }
 
 // takenOut says why nothing may go to a target, whatever the request: its
@@ -268,14 +225,14 @@ func (t *Target) takenOut(c clock.Clock) reason {
 // client whether a retry can help.
 func (rt *route) fail(al *Alias) error {
 	v := rt.failVerdict()
-	rt.status = v.status
+	rt.x.ans.status = v.status
 	rt.adviseRetry(&v)
 	if v.status == http.StatusBadGateway {
-		rt.outcome = outcomeUpstream
+		rt.x.ans.outcome = outcomeUpstream
 	} else {
-		rt.outcome = outcomeUnavailable
+		rt.x.ans.outcome = outcomeUnavailable
 	}
-	return rt.api.WriteError(rt.w, protocol.Error{
+	return rt.q.api.WriteError(rt.w, protocol.Error{
 		Status: v.status, Type: v.typ, Code: v.code,
 		Message: rt.failMessage(al, &v),
 	})
@@ -295,8 +252,8 @@ type failVerdict struct {
 func (rt *route) failVerdict() failVerdict {
 	v := failVerdict{status: http.StatusServiceUnavailable, code: "no_target_available", typ: protocol.TypeServer}
 	timedOut := false
-	v.full = len(rt.attempts) > 0
-	for _, a := range rt.attempts {
+	v.full = len(rt.x.attempts) > 0
+	for _, a := range rt.x.attempts {
 		v.full = v.full && atCapacity(&a)
 		switch a.reason {
 		case because.NoEndpoint, because.RedLine, because.Unhealthy, because.Misconfig, because.StaleMetrics,
@@ -319,12 +276,12 @@ func (rt *route) failVerdict() failVerdict {
 		// alias has no room now, as an API over its rate limit says
 		v.status, v.code, v.typ = http.StatusTooManyRequests, "capacity_exceeded", "requests"
 	}
-	for _, a := range rt.attempts {
-		v.closed = v.closed || (a.reason == rt.noCloud && a.reason != "")
+	for _, a := range rt.x.attempts {
+		v.closed = v.closed || (a.reason == rt.passage.noCloud && a.reason != "")
 	}
 	if v.closed {
 		// the cloud would have served: what closed it is the answer
-		switch rt.noCloud {
+		switch rt.passage.noCloud {
 		case because.Budget:
 			// the client's own budget: the OpenAI API's answer to a spent quota
 			v.status, v.code, v.typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
@@ -336,13 +293,13 @@ func (rt *route) failVerdict() failVerdict {
 	}
 	// the degradation chain held the tiers back: the alias is
 	// unavailable for this request, not failing
-	if n := len(rt.attempts); n > 0 && !v.closed {
+	if n := len(rt.x.attempts); n > 0 && !v.closed {
 		// only when the tiers were the last thing tried
-		switch rt.attempts[n-1].reason {
+		switch rt.x.attempts[n-1].reason {
 		case because.DegradeCap:
 			v.capped = true
 		case because.Format:
-			v.format = rt.unservedFormat()
+			v.format = rt.x.deg.unservedFormat(rt.x.attempts, rt.q.body)
 		}
 	}
 	switch {
@@ -356,15 +313,15 @@ func (rt *route) failVerdict() failVerdict {
 
 // adviseRetry tells the client when to try again, if ever.
 func (rt *route) adviseRetry(v *failVerdict) {
-	switch never, after := rt.retryAdvice(rt.g.clock.Now()); {
+	switch never, after := retryAdvice(rt.x.attempts, rt.g.clock.Now()); {
 	case v.capped && v.format == "":
 		// the share falls as the window's oldest answers leave it
-		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.alias.chain.retryAfter()))
+		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.x.alias.chain.retryAfter()))
 	case v.closed:
 		// the cloud opens again with the next UTC day (or month): an SDK
 		// that would retry within minutes is told not to
-		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.noCloudFor))
-		if rt.noCloudFor > maxRetryAfter {
+		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.passage.noCloudFor))
+		if rt.passage.noCloudFor > maxRetryAfter {
 			rt.w.Header().Set("X-Should-Retry", "false")
 		}
 	case never:
@@ -392,7 +349,7 @@ func (rt *route) failMessage(al *Alias, v *failVerdict) string {
 	default:
 		sb.WriteString("`; tried: ")
 	}
-	for i, a := range rt.attempts {
+	for i, a := range rt.x.attempts {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
@@ -418,7 +375,7 @@ func atCapacity(a *attempt) bool {
 // fallbackReasons renders the failed attempts for a response header.
 func (rt *route) fallbackReasons() string {
 	var sb strings.Builder
-	for i, a := range rt.attempts {
+	for i, a := range rt.x.attempts {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
@@ -427,4 +384,28 @@ func (rt *route) fallbackReasons() string {
 		sb.WriteString(string(a.reason))
 	}
 	return sb.String()
+}
+
+// setRouteHeaders tells the client where its request landed: the
+// X-Hybrid-* headers.
+func (rt *route) setRouteHeaders(h http.Header, t *Target) {
+	// canonical keys, assigned directly, their values in one array
+	v := make([]string, 2, 4)
+	v[0], v[1] = t.Group, t.Model
+	h["X-Hybrid-Target"] = v[0:1:1]
+	if rt.x.alias.modelJSON == nil {
+		// the answer names the upstream's model anyway (response_model
+		// upstream); otherwise no served model name reaches the client
+		h["X-Hybrid-Model"] = v[1:2:2]
+	}
+	if len(rt.x.attempts) > 0 {
+		v = append(v, "true", rt.fallbackReasons())
+		h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
+	}
+	if o := rt.overflowed(t); o != "" {
+		h.Set("X-Hybrid-Overflow", o)
+	}
+	if rt.x.rule != "" {
+		h.Set("X-Hybrid-Route", rt.x.rule)
+	}
 }

@@ -31,19 +31,6 @@ func providerName(grp *Group) string {
 	return "openai"
 }
 
-// traced is the request's span when it is being recorded, else nil. It is
-// looked up once: a lookup walks the whole context chain when there is
-// no span.
-func (rt *route) traced() trace.Span {
-	if !rt.spanRead {
-		if s := trace.SpanFromContext(rt.r.Context()); s.IsRecording() {
-			rt.span = s
-		}
-		rt.spanRead = true
-	}
-	return rt.span
-}
-
 // spanObserver gives an attempt of a traced request its span: the
 // endpoint and its red line, the upstream's status, the answer's model
 // and tokens, or why the gateway moved on.
@@ -103,8 +90,8 @@ func (spanObserver) attemptEnded(a *attemptRecord) {
 }
 
 // traceSkip records a target passed over on the request's span.
-func (rt *route) traceSkip(t *Target, why reason) {
-	if s := rt.traced(); s != nil {
+func traceSkip(x *exchange, t *Target, why reason) {
+	if s := x.traced(); s != nil {
 		s.AddEvent("hybrid_llm.skip", trace.WithAttributes(
 			attribute.String("hybrid_llm.group", t.Group),
 			attribute.String("hybrid_llm.reason", string(why))))
@@ -112,33 +99,33 @@ func (rt *route) traceSkip(t *Target, why reason) {
 }
 
 // traceOutcome sets the request's span's attributes once it is answered.
-func (rt *route) traceOutcome() {
-	s := rt.traced()
-	if s == nil || rt.alias == nil {
+func traceOutcome(x *exchange) {
+	s := x.traced()
+	if s == nil || x.alias == nil {
 		return
 	}
-	s.SetAttributes(attribute.String("gen_ai.operation.name", rt.api.Operation),
-		attribute.String("gen_ai.request.model", rt.alias.name),
-		attribute.String("hybrid_llm.outcome", string(rt.outcome)))
-	if t := rt.answered; t != nil {
+	s.SetAttributes(attribute.String("gen_ai.operation.name", x.q.api.Operation),
+		attribute.String("gen_ai.request.model", x.alias.name),
+		attribute.String("hybrid_llm.outcome", string(x.ans.outcome)))
+	if t := x.ans.target; t != nil {
 		s.SetAttributes(attribute.String("hybrid_llm.group", t.Group),
 			attribute.String("gen_ai.provider.name", providerName(t.group)),
 			attribute.String("gen_ai.response.model", t.Model))
 	}
-	if rt.usage.Found {
-		s.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", rt.usage.Prompt),
-			attribute.Int64("gen_ai.usage.output_tokens", rt.usage.Completion))
-		if rt.estimated {
+	if x.usage.Found {
+		s.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", x.usage.Prompt),
+			attribute.Int64("gen_ai.usage.output_tokens", x.usage.Completion))
+		if x.ans.estimated {
 			s.SetAttributes(attribute.Bool("hybrid_llm.usage_estimated", true))
 		}
 	}
-	if o := rt.overflowed(rt.answered); o != "" {
+	if o := x.ans.overflow; o != "" {
 		s.SetAttributes(attribute.String("hybrid_llm.overflow", o))
 	}
-	if rt.interruption != "" {
-		s.SetAttributes(attribute.String("hybrid_llm.interrupt_cause", rt.interruption))
+	if x.ans.interruption != "" {
+		s.SetAttributes(attribute.String("hybrid_llm.interrupt_cause", x.ans.interruption))
 	}
-	if rt.priced {
-		s.SetAttributes(attribute.Float64("hybrid_llm.cost_usd", rt.costUSD))
+	if x.ans.priced {
+		s.SetAttributes(attribute.Float64("hybrid_llm.cost_usd", x.ans.costUSD))
 	}
 }

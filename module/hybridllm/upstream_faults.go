@@ -75,11 +75,12 @@ func (f *faultLog) end(endpoint string) []reason {
 }
 
 // configFault handles an attempt that failed for the gateway's
-// configuration: a vLLM endpoint that does not know the model is marked
+// configuration (a): a vLLM endpoint that does not know the model is marked
 // misconfigured for it, a cloud's model list is checked again, and a new
 // fault is logged.
-func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
-	dial := upstreamOf(rt.r, ep)
+func (f faultObserver) configFault(rec *attemptRecord, a *attempt) {
+	t, ep := rec.target, rec.res.ep
+	dial := upstreamOf(rec.req.r, ep)
 	if a.reason == because.ModelNotFound {
 		if ep != nil {
 			ep.p.MarkMissing(t.Model)
@@ -104,12 +105,12 @@ func (rt *route) configFault(t *Target, ep *endpoint, a attempt) {
 	default:
 		msg = "the upstream answered 404 to the gateway: check the group's path and the target's model name; requests fall back to the next target"
 	}
-	fields := []zap.Field{zap.String("alias", rt.alias.name), zap.String("group", t.Group), zap.String("model", t.Model),
+	fields := []zap.Field{zap.String("alias", rec.req.alias), zap.String("group", t.Group), zap.String("model", t.Model),
 		zap.String("reason", string(a.reason)), zap.Int("status", a.status)}
 	if dial != "" {
 		fields = append(fields, zap.String("endpoint", dial))
 	}
-	rt.g.logger.Error(msg, fields...)
+	f.logger.Error(msg, fields...)
 }
 
 // upstreamOf names the endpoint an attempt of request r went to: the
@@ -128,13 +129,18 @@ func upstreamOf(r *http.Request, ep *endpoint) string {
 	return ""
 }
 
-// faultObserver logs once that a target with configuration faults
-// answers again.
+// faultObserver handles the attempts that fail for the gateway's
+// configuration (see configFault), and logs once that a target with
+// such faults answers again.
 type faultObserver struct{ logger *zap.Logger }
 
 func (faultObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context { return ctx }
 
 func (f faultObserver) attemptEnded(a *attemptRecord) {
+	if a.failed != nil && isConfigFault(a.failed.reason) {
+		f.configFault(a, a.failed)
+		return
+	}
 	t := a.target
 	if a.res.verdict != verdictSuccess || t.faults.n.Load() == 0 {
 		return

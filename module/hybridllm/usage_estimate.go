@@ -4,8 +4,6 @@
 package hybridllm
 
 import (
-	"time"
-
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
@@ -32,21 +30,22 @@ import (
 //     does not read (compressed, another type), its bytes divided by 4,
 //     at most what max_tokens allowed. Embeddings have no completion.
 
-// estimateUsage sets the request's tokens to the gateway's estimate when
+// estimateUsage sets the request's tokens to the gateway's estimate (b
+// bounds them; gw is the gateway's name, for the metrics) when
 // it was answered (2xx) and the answer carried no usage, or when the
 // client left before the answer, with the request at an upstream.
-func (rt *route) estimateUsage() {
-	if rt.answered == nil && rt.abandoned != nil {
-		rt.estimateAbandoned()
+func (x *exchange) estimateUsage(b *tokenBounds, gw string) {
+	if x.ans.target == nil && x.ans.abandoned != nil {
+		x.estimateAbandoned(b, gw)
 		return
 	}
-	if rt.usage.Found || rt.answered == nil || rt.status >= 300 || rt.status < 200 {
+	if x.usage.Found || x.ans.target == nil || x.ans.status >= 300 || x.ans.status < 200 {
 		return
 	}
-	u := &rt.usage
-	u.Prompt, u.Completion, u.Cached = rt.promptEstimate(), 0, 0
+	u := &x.usage
+	u.Prompt, u.Completion, u.Cached = b.promptEstimate(), 0, 0
 	switch {
-	case rt.api.PromptOnly:
+	case x.q.api.PromptOnly:
 	case u.SSE:
 		u.Completion = u.TextEvents
 		if u.TextBytes > 8*u.TextEvents {
@@ -55,13 +54,13 @@ func (rt *route) estimateUsage() {
 	case u.Size > 0 && !u.Full:
 		u.Completion = (u.TextBytes + 3) / 4
 	default:
-		u.Completion = (rt.sent + 3) / 4
-		if m := rt.features.requested(); m > 0 {
-			u.Completion = min(u.Completion, int64(m)*int64(rt.features.choices()))
+		u.Completion = (x.ans.sent + 3) / 4
+		if m := x.q.features.requested(); m > 0 {
+			u.Completion = min(u.Completion, int64(m)*int64(x.q.features.choices()))
 		}
 	}
-	u.Found, rt.estimated = true, true
-	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, rt.answered.Group).Inc()
+	u.Found, x.ans.estimated = true, true
+	usageEstimated.WithLabelValues(gw, x.alias.name, x.ans.target.Group).Inc()
 }
 
 // estimateAbandoned charges a request whose client left before the
@@ -69,32 +68,13 @@ func (rt *route) estimateUsage() {
 // cloud generates a JSON answer whole, and bills it, whether or not
 // anyone is left to read it (vLLM aborts a request whose connection
 // closes, and a stream stops with its connection).
-func (rt *route) estimateAbandoned() {
-	t := rt.abandoned
-	u := &rt.usage
-	*u = protocol.UsageScanner{Prompt: rt.promptEstimate(), Found: true}
-	if !rt.stream && t.group.vllm == nil && !rt.api.PromptOnly {
-		_, u.Completion = rt.tokenBoundOn(t)
+func (x *exchange) estimateAbandoned(b *tokenBounds, gw string) {
+	t := x.ans.abandoned
+	u := &x.usage
+	*u = protocol.UsageScanner{Prompt: b.promptEstimate(), Found: true}
+	if !x.q.stream && t.group.vllm == nil && !x.q.api.PromptOnly {
+		_, u.Completion = b.tokenBoundOn(t)
 	}
-	rt.estimated = true
-	usageEstimated.WithLabelValues(rt.g.Name, rt.alias.name, t.Group).Inc()
-}
-
-// charged is the target a request is charged to: the one that answered,
-// or the one the client left (see estimateAbandoned).
-func (rt *route) charged() (*Target, time.Time) {
-	if rt.answered != nil {
-		return rt.answered, rt.answerBegan
-	}
-	if rt.estimated {
-		return rt.abandoned, rt.abandonedAt
-	}
-	return nil, time.Time{}
-}
-
-// promptEstimate is the request's prompt in tokens, as estimated: the
-// bytes of the fields it is made of, divided by 4, or of its text (with
-// mediaPartTokens for each image, audio clip or file) if that is more.
-func (rt *route) promptEstimate() int64 {
-	return int64(max(rt.features.promptWithMedia(), (rt.top.PromptBytes+3)/4))
+	x.ans.estimated = true
+	usageEstimated.WithLabelValues(gw, x.alias.name, t.Group).Inc()
 }

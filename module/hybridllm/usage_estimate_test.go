@@ -37,13 +37,13 @@ func TestPromptEstimateCountsMedia(t *testing.T) {
 			`{"role":"user","content":"image_url"}]}`, 125},
 	} {
 		b := []byte(tc.body)
-		rt := &route{}
+		q := new(asked)
 		var ok bool
-		if rt.top, ok = protocol.Scan(b); !ok {
+		if q.top, ok = protocol.Scan(b); !ok {
 			t.Fatalf("invalid test body %s", b)
 		}
-		rt.features = newFeatures(b, nil, &rt.top)
-		if got := rt.promptEstimate(); got != tc.want {
+		q.features = newFeatures(b, nil, &q.top)
+		if got := (&tokenBounds{q: q}).promptEstimate(); got != tc.want {
 			t.Errorf("%.200s: %d tokens, want %d", b, got, tc.want)
 		}
 	}
