@@ -90,15 +90,15 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 // first byte, or a failure that hands the request on. The error is the
 // proxy's, for an answer that has started.
 func (rt *route) conclude(ctx, actx context.Context, t *Target, aw *attemptWriter, end *attemptEnd, res *attemptResult) error {
-	end.clientGone = rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.clientLost
+	end.clientGone = rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.out.lost
 	if rt.answerHeld(aw, end) {
 		res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
 		return nil
 	}
-	if aw.heldStatus != 0 && !end.aborted && end.err == nil {
+	if aw.hold.status != 0 && !end.aborted && end.err == nil {
 		// a whole answer without a body, held for its first body byte:
 		// there is none to wait for
-		aw.commit(aw.heldStatus)
+		aw.commit(aw.hold.status)
 	}
 	if aw.state.Load() == attemptCommitted {
 		rt.endAnswer(ctx, actx, aw, end, res)
@@ -151,7 +151,8 @@ func (rt *route) attemptWriterFor(t *Target, turn attemptTurn, cancel context.Ca
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, holdBadRequest: turn.more, began: rt.g.clock.Now(), cancel: cancel}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, began: rt.g.clock.Now()}
+	aw.hold.badRequest, aw.guard.cancel = turn.more, cancel
 	return aw
 }
 
@@ -174,19 +175,19 @@ func (rt *route) attemptRequest(actx context.Context, t *Target, aw *attemptWrit
 // (an answer cut short is no answer: the attempt failed). It reports
 // whether it answered.
 func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
-	if aw.held == nil || end.aborted || end.err != nil {
+	if aw.hold.body == nil || end.aborted || end.err != nil {
 		return false
 	}
 	switch aw.status {
 	case http.StatusNotFound:
-		end.modelMissing = rt.q.api.Errors.ModelNotFound(aw.held.Bytes())
+		end.modelMissing = rt.q.api.Errors.ModelNotFound(aw.hold.body.Bytes())
 	case http.StatusBadRequest:
-		end.contextErr = aw.holdBadRequest && rt.q.api.Errors.ContextLength(aw.held.Bytes())
+		end.contextErr = aw.hold.badRequest && rt.q.api.Errors.ContextLength(aw.hold.body.Bytes())
 	}
 	if end.contextErr || end.modelMissing {
 		return false
 	}
-	held := aw.held.Bytes()
+	held := aw.hold.body.Bytes()
 	body := rt.q.api.Errors.Upstream(held, aw.status, aw.target.Model, rt.x.alias.name)
 	if h := aw.Header(); string(body) != string(held) {
 		delete(h, "Content-Length")
@@ -205,9 +206,9 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 // same.
 func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *attemptResult) {
 	cut := false
-	if aw.scan != nil {
+	if aw.out.scan != nil {
 		aw.finishBody(end.aborted)
-		cut = !end.aborted && !aw.scan.Complete()
+		cut = !end.aborted && !aw.out.scan.Complete()
 	}
 	res.done = true
 	broken := end.aborted || cut
@@ -246,12 +247,12 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		a.reason = because.ContextLength
 	case end.modelMissing:
 		a.reason = because.ModelNotFound
-	case aw.notAPI:
+	case aw.hold.notAPI:
 		a.reason = because.NotAPI
-	case aw.status != 0 && aw.held == nil:
+	case aw.status != 0 && aw.hold.body == nil:
 		// the upstream's own status, even if the timer fired after it
 		a.reason = because.OfStatus(aw.status)
-		if aw.status == http.StatusNotFound && rt.q.api.Errors.ModelNotFound(aw.notFound) {
+		if aw.status == http.StatusNotFound && rt.q.api.Errors.ModelNotFound(aw.hold.notFound) {
 			a.reason = because.ModelNotFound
 		}
 		a.wait = upstreamRetryAfter(aw.header, rt.g.clock.Now())
@@ -337,12 +338,12 @@ var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) 
 // endedEarly is the cause of a stream the upstream ended before its last
 // chunk, without breaking off: an error it sent, if it did.
 func (rt *route) endedEarly(aw *attemptWriter) string {
-	if !aw.scan.Errored {
+	if !aw.out.scan.Errored {
 		return "the upstream ended the stream before its last chunk"
 	}
 	// in the gateway's words and shape, with no served model name
 	msg := "the upstream failed mid-stream"
-	if m := protocol.Capped(protocol.Renamed(aw.scan.UpstreamError, aw.target.Model, rt.x.alias.name), 300); m != "" {
+	if m := protocol.Capped(protocol.Renamed(aw.out.scan.UpstreamError, aw.target.Model, rt.x.alias.name), 300); m != "" {
 		msg += ": " + m
 	}
 	return msg
@@ -354,11 +355,11 @@ func (rt *route) endedEarly(aw *attemptWriter) string {
 // the client never mistakes the cut for a clean end; anything else is
 // aborted. Either way the cause goes to the log and the access log.
 func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause string) {
-	if rt.r.Context().Err() != nil || aw.clientLost {
+	if rt.r.Context().Err() != nil || aw.out.lost {
 		panic(http.ErrAbortHandler)
 	}
 	msg := cause
-	switch cut := aw.cut.Load(); {
+	switch cut := aw.guard.cut.Load(); {
 	case cut == cutIdle:
 		msg = aw.target.idleCause
 	case cut == cutDown:
@@ -367,15 +368,15 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 		msg = "the upstream did not finish in time"
 	}
 	rt.x.ans.interruption = msg
-	if !aw.sse {
+	if !aw.out.sse {
 		rt.g.logger.Warn("answer interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 		panic(http.ErrAbortHandler)
 	}
 	// the cut may have come inside an event: end it first, so that the
 	// error is an event of its own rather than glued onto a partial one
 	switch {
-	case aw.tail == [2]byte{} || aw.tail == [2]byte{'\n', '\n'}:
-	case aw.tail[1] == '\n':
+	case aw.out.tail == [2]byte{} || aw.out.tail == [2]byte{'\n', '\n'}:
+	case aw.out.tail[1] == '\n':
 		_, _ = io.WriteString(rt.w, "\n")
 	default:
 		_, _ = io.WriteString(rt.w, "\n\n")

@@ -38,28 +38,39 @@ type attemptWriter struct {
 	header http.Header
 	status int
 	state  atomic.Int32
-	sse    bool
-	tail   [2]byte                // the last bytes of an event stream written so far
-	slot   attemptSlot            // for the selection policy, on a vLLM group
-	scan   *protocol.UsageScanner // reads the usage from the response on its way
-	body   upstreamBody           // the request body this attempt sends
+	slot   attemptSlot   // for the selection policy, on a vLLM group
+	body   upstreamBody  // the request body this attempt sends
+	began  time.Time     // the attempt's start
+	rec    attemptRecord // what the attempt's observers see of it
+	hold   answerHold    // what it holds back of the answer
+	out    answerOut     // how the answer is passed on
+	guard  answerGuard   // the answer's watch
+}
 
+// answerHold is what an attempt holds back of its answer, and why.
+type answerHold struct {
+	badRequest bool          // hold a 400 to look for a context-length error
+	untilBody  bool          // commit on the first body byte, not the header
+	body       *bytes.Buffer // the held 4xx's body
+	status     int           // the status held for the first body byte
+	notFound   []byte        // the start of a held 404's body
+	notAPI     bool          // the answer is an HTML page, not the API's
+}
+
+// answerOut is how an answer is passed on to the client.
+type answerOut struct {
+	sse   bool
+	tail  [2]byte                 // the last bytes of an event stream written so far
+	scan  *protocol.UsageScanner  // reads the usage from the response on its way
 	model *protocol.ModelRewriter // puts the alias into the answer's model, if set
 	mark  []byte                  // a degraded answer's mark, until it is written
-	began time.Time               // the attempt's start
-	rec   attemptRecord           // what the attempt's observers see of it
+	lost  bool                    // a write to the client failed
+}
 
-	holdBadRequest bool          // hold a 400 to look for a context-length error
-	held           *bytes.Buffer // the held 4xx's body
-	clientLost     bool          // a write to the client failed
-	holdUntilBody  bool          // commit on the first body byte, not the header
-	heldStatus     int
-	notFound       []byte // the start of a held 404's body
-	notAPI         bool   // the answer is an HTML page, not the API's
-
-	// the answer's watch (see watchdog): the attempt's cancel, which cuts
-	// it short, the reason it was cut, and its body writes, counted twice
-	// each (odd while one is under way)
+// answerGuard is an answer's watch (see watchdog): the attempt's cancel,
+// which cuts it short, the reason it was cut, and its body writes,
+// counted twice each (odd while one is under way).
+type answerGuard struct {
 	cancel context.CancelFunc
 	cut    atomic.Int32
 	reads  atomic.Uint32
@@ -87,7 +98,7 @@ func (aw *attemptWriter) Header() http.Header {
 }
 
 func (aw *attemptWriter) WriteHeader(status int) {
-	if aw.status != 0 || aw.heldStatus != 0 || aw.state.Load() != attemptPending {
+	if aw.status != 0 || aw.hold.status != 0 || aw.state.Load() != attemptPending {
 		return
 	}
 	switch {
@@ -97,16 +108,16 @@ func (aw *attemptWriter) WriteHeader(status int) {
 		aw.status = status
 	case status < 300 && isHTML(aw.header["Content-Type"]):
 		// no API answers with a page: the group's address is wrong
-		aw.status, aw.notAPI = status, true
+		aw.status, aw.hold.notAPI = status, true
 	case status >= 400 && status < 500:
 		// held whole: a context-length 400 goes to the next target, and
 		// so does a 404 that says the model does not exist (the gateway
 		// chose that name); any other is the answer, put in the API's
 		// error shape (see protocol.ErrorShape)
 		aw.status = status
-		aw.held = new(bytes.Buffer)
-	case aw.holdUntilBody:
-		aw.heldStatus = status
+		aw.hold.body = new(bytes.Buffer)
+	case aw.hold.untilBody:
+		aw.hold.status = status
 	default:
 		if aw.commit(status) {
 			aw.watch()
@@ -178,25 +189,25 @@ func (aw *attemptWriter) readAnswer(status int, h http.Header) {
 	// event stream
 	ct := h.Get("Content-Type")
 	plain := h.Get("Content-Encoding") == ""
-	aw.sse = strings.HasPrefix(ct, "text/event-stream") && plain
+	aw.out.sse = strings.HasPrefix(ct, "text/event-stream") && plain
 	alias := rt.x.alias.modelJSON // set when answers carry the alias
 	switch {
-	case aw.sse:
+	case aw.out.sse:
 		// a (chat) completion stream ends with a finish_reason, and it is
 		// passed on whole events at a time, so that an end before it is
 		// the gateway's to tell
 		wantFinish := status < 300 && rt.q.api.StreamUsage
 		rt.x.usage = protocol.UsageScanner{SSE: true, Strip: rt.inj.injected, Whole: alias != nil || wantFinish, WantFinish: wantFinish}
-		aw.scan = &rt.x.usage
+		aw.out.scan = &rt.x.usage
 	case plain && strings.HasPrefix(ct, "application/json"):
 		rt.x.usage = protocol.UsageScanner{}
-		aw.scan = &rt.x.usage
+		aw.out.scan = &rt.x.usage
 	}
-	if aw.scan != nil && alias != nil {
-		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.sse}
-		aw.model = &rt.model
+	if aw.out.scan != nil && alias != nil {
+		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.out.sse}
+		aw.out.model = &rt.model
 	}
-	if (aw.sse && rt.inj.injected) || aw.model != nil {
+	if (aw.out.sse && rt.inj.injected) || aw.out.model != nil {
 		// events may be shortened, the model's name changes length
 		h.Del("Content-Length")
 	}
@@ -208,15 +219,15 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 		return 0, errAbandoned
 	case attemptPending:
 		switch {
-		case aw.held != nil:
-			if aw.held.Len()+len(p) <= maxHeldBody {
-				return aw.held.Write(p)
+		case aw.hold.body != nil:
+			if aw.hold.body.Len()+len(p) <= maxHeldBody {
+				return aw.hold.body.Write(p)
 			}
 			// too long for a context-length error or a missing model:
 			// the 4xx is the answer, and goes to the client whole, as
 			// it came
-			held := aw.held.Bytes()
-			aw.held, aw.heldStatus, aw.status = nil, aw.status, 0
+			held := aw.hold.body.Bytes()
+			aw.hold.body, aw.hold.status, aw.status = nil, aw.status, 0
 			if _, err := aw.Write(held); err != nil {
 				return 0, err
 			}
@@ -224,14 +235,14 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 		case aw.status != 0:
 			// a failed attempt's body: discarded, but for what tells a
 			// missing model
-			if aw.status == http.StatusNotFound && len(aw.notFound) < maxNotFoundBody {
-				aw.notFound = append(aw.notFound, p[:min(len(p), maxNotFoundBody-len(aw.notFound))]...)
+			if aw.status == http.StatusNotFound && len(aw.hold.notFound) < maxNotFoundBody {
+				aw.hold.notFound = append(aw.hold.notFound, p[:min(len(p), maxNotFoundBody-len(aw.hold.notFound))]...)
 			}
 			return len(p), nil
 		case len(p) == 0:
 			return 0, nil
 		}
-		status := aw.heldStatus
+		status := aw.hold.status
 		if status == 0 {
 			status = http.StatusOK
 		}
@@ -240,16 +251,16 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 		}
 		aw.watch()
 	}
-	aw.reads.Add(1) // odd: a write under way, which the watchdog waits for
+	aw.guard.reads.Add(1) // odd: a write under way, which the watchdog waits for
 	n, err := aw.pass(p)
-	aw.reads.Add(1)
+	aw.guard.reads.Add(1)
 	return n, err
 }
 
 // pass writes a committed answer's body on its way to the client.
 func (aw *attemptWriter) pass(p []byte) (int, error) {
-	if aw.scan != nil {
-		if _, err := aw.scan.Pass(forwarder{aw}, p); err != nil {
+	if aw.out.scan != nil {
+		if _, err := aw.out.scan.Pass(forwarder{aw}, p); err != nil {
 			return 0, err
 		}
 		return len(p), nil
@@ -260,7 +271,7 @@ func (aw *attemptWriter) pass(p []byte) (int, error) {
 // forward writes to the client, remembering the tail of an event stream.
 func (aw *attemptWriter) forward(p []byte) (int, error) {
 	write := aw.w.Write
-	if aw.mark != nil {
+	if aw.out.mark != nil {
 		write = aw.markBody
 	}
 	n, err := write(p)
@@ -268,13 +279,13 @@ func (aw *attemptWriter) forward(p []byte) (int, error) {
 	if err != nil {
 		// the client's connection failed: the client left, whether or
 		// not its request's context has been canceled yet
-		aw.clientLost = true
+		aw.out.lost = true
 	}
-	if aw.sse && n > 0 {
+	if aw.out.sse && n > 0 {
 		if n == 1 {
-			aw.tail = [2]byte{aw.tail[1], p[0]}
+			aw.out.tail = [2]byte{aw.out.tail[1], p[0]}
 		} else {
-			aw.tail = [2]byte{p[n-2], p[n-1]}
+			aw.out.tail = [2]byte{p[n-2], p[n-1]}
 		}
 	}
 	return n, err
@@ -285,8 +296,8 @@ func (aw *attemptWriter) forward(p []byte) (int, error) {
 type forwarder struct{ aw *attemptWriter }
 
 func (f forwarder) Write(p []byte) (int, error) {
-	if f.aw.model != nil {
-		return f.aw.model.Pass(toClient{f.aw}, p)
+	if f.aw.out.model != nil {
+		return f.aw.out.model.Pass(toClient{f.aw}, p)
 	}
 	return f.aw.forward(p)
 }
@@ -299,9 +310,9 @@ func (c toClient) Write(p []byte) (int, error) { return c.aw.forward(p) }
 // finishBody writes what the usage scanner and the model rewrite still
 // hold at the end of the body.
 func (aw *attemptWriter) finishBody(aborted bool) {
-	aw.scan.Finish(forwarder{aw}, aborted)
-	if aw.model != nil {
-		aw.model.Finish(toClient{aw})
+	aw.out.scan.Finish(forwarder{aw}, aborted)
+	if aw.out.model != nil {
+		aw.out.model.Finish(toClient{aw})
 	}
 }
 
@@ -347,6 +358,6 @@ func (aw *attemptWriter) firstByteLimit() *limitTimer {
 	if aw.target.firstByte <= 0 || !aw.rt.q.stream {
 		return nil
 	}
-	aw.holdUntilBody = true
+	aw.hold.untilBody = true
 	return startLimit(firstByteLimits, aw, aw.target.firstByte)
 }

@@ -113,7 +113,7 @@ func (d *degradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.H
 		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.clampedTo)}
 	}
 	degradedTotal.WithLabelValues(gw, x.alias.name, from, t.Group, d.reason).Inc()
-	if x.alias.chain.markBody && aw.scan != nil { // a plain JSON or event-stream body
+	if x.alias.chain.markBody && aw.out.scan != nil { // a plain JSON or event-stream body
 		mark := map[string]any{"from": from, "reason": d.reason}
 		if q := t.Tier.Quality; q != nil {
 			mark["quality"] = *q
@@ -125,7 +125,7 @@ func (d *degradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.H
 			mark["metadata"] = d.meta
 		}
 		b, _ := json.Marshal(mark)
-		aw.mark = append(append([]byte(`"degraded":`), b...), ',')
+		aw.out.mark = append(append([]byte(`"degraded":`), b...), ',')
 		h.Del("Content-Length") // the body grows
 	}
 }
@@ -138,8 +138,8 @@ func (aw *attemptWriter) markBody(p []byte) (int, error) {
 	if i < 0 {
 		return aw.w.Write(p)
 	}
-	mark := aw.mark
-	aw.mark = nil
+	mark := aw.out.mark
+	aw.out.mark = nil
 	if j := bytes.IndexFunc(p[i+1:], func(r rune) bool { return !unicode.IsSpace(r) }); j >= 0 && p[i+1+j] == '}' {
 		mark = mark[:len(mark)-1] // an empty object: no comma
 	}

@@ -38,13 +38,13 @@ var (
 	// and one not committed yet expires
 	timeoutLimits = limitPool(func(aw *attemptWriter) {
 		aw.state.CompareAndSwap(attemptPending, attemptExpired)
-		aw.cancel()
+		aw.guard.cancel()
 	})
 	// the first byte's: a stream with nothing for the client yet is
 	// abandoned for the next target (the commit races it for the state)
 	firstByteLimits = limitPool(func(aw *attemptWriter) {
 		if aw.state.CompareAndSwap(attemptPending, attemptAbandoned) {
-			aw.cancel()
+			aw.guard.cancel()
 		}
 	})
 )

@@ -12,12 +12,12 @@ import (
 // limitedWriter is an attempt writer whose cancel is seen on a channel.
 func limitedWriter() (*attemptWriter, <-chan struct{}) {
 	canceled := make(chan struct{}, 1)
-	aw := &attemptWriter{cancel: func() {
+	aw := &attemptWriter{guard: answerGuard{cancel: func() {
 		select {
 		case canceled <- struct{}{}:
 		default:
 		}
-	}}
+	}}}
 	return aw, canceled
 }
 

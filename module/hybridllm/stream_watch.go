@@ -64,14 +64,14 @@ func (aw *attemptWriter) watch() {
 		p = ep.p
 	}
 	idle := aw.target.idle
-	if (idle <= 0 && p == nil) || aw.cancel == nil || aw.dog != nil {
+	if (idle <= 0 && p == nil) || aw.guard.cancel == nil || aw.guard.dog != nil {
 		return
 	}
 	w := watchdogs.Get().(*watchdog)
 	w.quiet.Store(0)
-	w.seen.Store(aw.reads.Load())
+	w.seen.Store(aw.guard.reads.Load())
 	w.aw.Store(aw)
-	aw.dog = w
+	aw.guard.dog = w
 	if idle > 0 {
 		w.look.Store(int64(idle / idleLooks))
 		w.armed = true
@@ -86,11 +86,11 @@ func (aw *attemptWriter) watch() {
 // unwatch stops the attempt's watchdog, if any, and pools it unless its
 // timer is running its look right now.
 func (aw *attemptWriter) unwatch() {
-	w := aw.dog
+	w := aw.guard.dog
 	if w == nil {
 		return
 	}
-	aw.dog = nil
+	aw.guard.dog = nil
 	if w.p != nil {
 		w.p.Unwatch(w, w.shard)
 		w.p = nil
@@ -115,7 +115,7 @@ func (w *watchdog) fire() {
 	if aw == nil {
 		return
 	}
-	if r := aw.reads.Load(); r != w.seen.Load() || r&1 == 1 {
+	if r := aw.guard.reads.Load(); r != w.seen.Load() || r&1 == 1 {
 		w.seen.Store(r)
 		w.quiet.Store(0)
 	} else if w.quiet.Add(1) >= idleLooks {
@@ -129,8 +129,8 @@ func (w *watchdog) fire() {
 // one wins) by canceling its context: the proxy's read of the upstream
 // fails, and try tells the client why (see midStreamFailure).
 func (aw *attemptWriter) cutShort(why int32) {
-	if aw.cut.CompareAndSwap(cutNone, why) {
-		aw.cancel()
+	if aw.guard.cut.CompareAndSwap(cutNone, why) {
+		aw.guard.cancel()
 	}
 }
 
@@ -140,7 +140,7 @@ func (w *watchdog) StreamReads() (uint32, bool) {
 	if aw == nil {
 		return 0, false
 	}
-	return aw.reads.Load(), true
+	return aw.guard.reads.Load(), true
 }
 
 // CutDown implements probe.Stream.

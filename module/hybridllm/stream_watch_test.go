@@ -31,7 +31,7 @@ func quietWatchdog(t *testing.T, aw *attemptWriter) *watchdog {
 // still under way (the client reads slowly, the upstream is not idle).
 func TestWatchdogCutsASilentAnswer(t *testing.T) {
 	canceled := 0
-	aw := &attemptWriter{cancel: func() { canceled++ }}
+	aw := &attemptWriter{guard: answerGuard{cancel: func() { canceled++ }}}
 	w := quietWatchdog(t, aw)
 	looks := func(n int) {
 		for range n {
@@ -39,29 +39,29 @@ func TestWatchdogCutsASilentAnswer(t *testing.T) {
 		}
 	}
 	looks(idleLooks - 1)
-	aw.reads.Add(2) // one write, done
+	aw.guard.reads.Add(2) // one write, done
 	looks(idleLooks - 1)
-	if aw.cut.Load() != cutNone || canceled != 0 {
-		t.Fatalf("cut after reads: %d, canceled %d", aw.cut.Load(), canceled)
+	if aw.guard.cut.Load() != cutNone || canceled != 0 {
+		t.Fatalf("cut after reads: %d, canceled %d", aw.guard.cut.Load(), canceled)
 	}
-	aw.reads.Add(1) // a write blocked on the client
+	aw.guard.reads.Add(1) // a write blocked on the client
 	looks(3 * idleLooks)
-	if aw.cut.Load() != cutNone {
+	if aw.guard.cut.Load() != cutNone {
 		t.Fatal("cut while a write to the client was under way")
 	}
-	aw.reads.Add(1) // it returned
+	aw.guard.reads.Add(1) // it returned
 	looks(idleLooks)
-	if aw.cut.Load() != cutNone {
+	if aw.guard.cut.Load() != cutNone {
 		t.Fatal("cut at the look that saw the write return")
 	}
 	looks(idleLooks - 1)
-	if aw.cut.Load() != cutIdle || canceled != 1 {
-		t.Fatalf("not cut after %d quiet looks: %d, canceled %d", idleLooks, aw.cut.Load(), canceled)
+	if aw.guard.cut.Load() != cutIdle || canceled != 1 {
+		t.Fatalf("not cut after %d quiet looks: %d, canceled %d", idleLooks, aw.guard.cut.Load(), canceled)
 	}
 	// the first reason stays, and the attempt is canceled once
 	aw.cutShort(cutDown)
-	if aw.cut.Load() != cutIdle || canceled != 1 {
-		t.Errorf("a second cut: %d, canceled %d", aw.cut.Load(), canceled)
+	if aw.guard.cut.Load() != cutIdle || canceled != 1 {
+		t.Errorf("a second cut: %d, canceled %d", aw.guard.cut.Load(), canceled)
 	}
 	// a released watchdog's late look does nothing
 	w.aw.Store(nil)
@@ -81,31 +81,31 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 	}
 	var live, moving, done attemptWriter
 	for _, aw := range []*attemptWriter{&live, &moving, &done} {
-		aw.cancel = func() {}
+		aw.guard.cancel = func() {}
 		aw.target = &Target{} // no idle_timeout: the probes alone watch it
 		aw.slot.ep = &endpoint{p: p}
 		aw.watch()
-		if aw.dog == nil {
+		if aw.guard.dog == nil {
 			t.Fatal("an answer from a vLLM endpoint is not watched")
 		}
 	}
 	done.unwatch()
 	v.SetHealthy(false)
 	p.ProbeHealth(context.Background())
-	if live.cut.Load() != cutNone {
+	if live.guard.cut.Load() != cutNone {
 		t.Fatal("cut before the endpoint fell")
 	}
-	moving.reads.Add(2) // a token came between the two failed probes
+	moving.guard.reads.Add(2) // a token came between the two failed probes
 	p.ProbeHealth(context.Background())
-	if live.cut.Load() != cutDown || done.cut.Load() != cutNone {
-		t.Errorf("after the fall: live %d, done %d", live.cut.Load(), done.cut.Load())
+	if live.guard.cut.Load() != cutDown || done.guard.cut.Load() != cutNone {
+		t.Errorf("after the fall: live %d, done %d", live.guard.cut.Load(), done.guard.cut.Load())
 	}
-	if moving.cut.Load() != cutNone {
+	if moving.guard.cut.Load() != cutNone {
 		t.Error("an answer still streaming was cut when its endpoint fell")
 	}
 	// it stops too: the next failed probe cuts it
 	p.ProbeHealth(context.Background())
-	if moving.cut.Load() != cutDown {
+	if moving.guard.cut.Load() != cutDown {
 		t.Error("an answer that stopped on an endpoint down was not cut")
 	}
 	live.unwatch()
@@ -121,13 +121,13 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 // count.
 func BenchmarkAnswerWatch(b *testing.B) {
 	p := probe.New("http://127.0.0.1:1", clock.System, zap.NewNop())
-	aw := &attemptWriter{cancel: func() {}, target: &Target{idle: DefaultIdleTimeout}}
+	aw := &attemptWriter{target: &Target{idle: DefaultIdleTimeout}, guard: answerGuard{cancel: func() {}}}
 	aw.slot.ep = &endpoint{p: p}
 	b.ReportAllocs()
 	for b.Loop() {
 		aw.watch()
-		aw.reads.Add(1)
-		aw.reads.Add(1)
+		aw.guard.reads.Add(1)
+		aw.guard.reads.Add(1)
 		aw.unwatch()
 	}
 }
