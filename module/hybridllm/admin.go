@@ -177,23 +177,23 @@ func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 		what["endpoint"] = req.Endpoint
 	}
 	switch {
-	case g.fleet != nil:
+	case g.reg != nil:
 		// the whole fleet drains: through the registry, applied here as
 		// on every gateway by the watch
-		rev, err := g.fleet.WriteDrain(r.Context(), req.Group, req.Endpoint, drained)
+		rev, err := g.reg.fleet.WriteDrain(r.Context(), req.Group, req.Endpoint, drained)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
 		}
 		what["registry_revision"] = rev
-		g.awaitRegistry(rev)
+		g.reg.await(rev)
 	case ep != nil:
 		ep.drained.Store(drained)
 	default:
 		grp.shared.drained.Store(drained)
 	}
-	if g.fleet == nil && g.storage != nil {
+	if g.reg == nil && g.storage != nil {
 		// kept for the next start (see drains.go)
-		if err := g.saveDrains(r.Context()); err != nil {
+		if err := saveDrains(r.Context(), g.storage, g.Name, g.Groups); err != nil {
 			g.logger.Error("storing the drains; a restart would not keep this one", zap.Error(err))
 			what["not_stored"] = err.Error()
 		}
@@ -277,15 +277,15 @@ func serveWeight(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("alias %q has no weighted set with group %q", req.Alias, req.Group)}
 	}
 	what := map[string]any{"gateway": g.Name, "alias": req.Alias, "group": req.Group, "weight": *req.Weight}
-	if g.fleet != nil {
-		rev, err := g.fleet.WriteWeight(r.Context(), req.Alias, req.Group, *req.Weight)
+	if g.reg != nil {
+		rev, err := g.reg.fleet.WriteWeight(r.Context(), req.Alias, req.Group, *req.Weight)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
 		}
 		what["registry_revision"] = rev
-		g.awaitRegistry(rev)
+		g.reg.await(rev)
 	} else {
-		g.setWeight(al, req.Group, *req.Weight)
+		al.setWeight(g.Name, req.Group, *req.Weight)
 	}
 	g.logger.Warn("weight set through the admin API", zap.String("alias", req.Alias), zap.String("group", req.Group), zap.Int("weight", *req.Weight))
 	w.Header().Set("Content-Type", "application/json")
@@ -298,7 +298,7 @@ func serveDrill(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	results := g.drill(r.Context(), al)
+	results := drill(r.Context(), al)
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -196,17 +196,17 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 		}
 	}
 	for _, ws := range al.sets {
-		if err := g.provisionStrategy(al, ws); err != nil {
+		if err := provisionStrategy(al, ws, g.logger); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
-		if err := g.provisionHealth(al, ws); err != nil {
+		if err := provisionHealth(g.Name, g.clock, g.logger, al, ws); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
 		if ws.health == nil {
 			ws.serveLocked() // leaned by the strategy, if any; nothing runs yet
 		}
 	}
-	if err := g.provisionChain(al); err != nil {
+	if err := provisionChain(al); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
 	if err := g.provisionColors(al, used); err != nil {

@@ -16,16 +16,16 @@ import (
 
 // authenticate returns the client a request comes from. A request without
 // a known client is answered 401 here, and ok is false.
-func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id, clientID string) (cl *client, ok bool) {
-	cs := g.callers.set.Load()
-	if g.Clients.Identity != "" {
+func (cr *callers) authenticate(w http.ResponseWriter, r *http.Request, id, clientID string) (cl *client, ok bool) {
+	cs := cr.set.Load()
+	if cr.cfg.Identity != "" {
 		repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		name := ""
 		if repl != nil {
-			name = repl.ReplaceAll(g.Clients.Identity, "")
+			name = repl.ReplaceAll(cr.cfg.Identity, "")
 		}
 		if name == "" {
-			return nil, g.refuse(w, r, id, clientID, "the request has no client identity")
+			return nil, cr.refuse(w, r, id, clientID, "the request has no client identity")
 		}
 		if cl = cs.byName[name]; cl == nil {
 			cl = &client{name: name} // authenticated in front, without settings here
@@ -34,26 +34,26 @@ func (g *Gateway) authenticate(w http.ResponseWriter, r *http.Request, id, clien
 	}
 	key, problem := clients.Presented(r.Header)
 	if problem != "" {
-		return nil, g.refuse(w, r, id, clientID, problem)
+		return nil, cr.refuse(w, r, id, clientID, problem)
 	}
 	// hashed in place: the key is never copied, and the lookup takes the
 	// same time whichever key it is
 	if cl = cs.byKey[clients.HashOf(key)]; cl == nil {
-		return nil, g.refuse(w, r, id, clientID, "incorrect API key provided")
+		return nil, cr.refuse(w, r, id, clientID, "incorrect API key provided")
 	}
 	return cl, true
 }
 
 // refuse answers a request that names no known client. The message never
 // repeats the key.
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, clientID, why string) bool {
+func (cr *callers) refuse(w http.ResponseWriter, r *http.Request, id, clientID, why string) bool {
 	if extra := logFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
 		if clientID != "" {
 			extra.Set(zap.String("llm_client_request_id", clientID))
 		}
 	}
-	clientsRefused.WithLabelValues(g.Name).Inc()
+	clientsRefused.WithLabelValues(cr.gateway).Inc()
 	w.Header().Set("Www-Authenticate", `Bearer realm="hybrid_llm"`)
 	_ = protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
 		Status: http.StatusUnauthorized, Type: protocol.TypeInvalidRequest, Code: "invalid_api_key",
@@ -64,8 +64,8 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, id, clientID, w
 
 // limited answers a request over its client's rpm or tpm, the way the
 // OpenAI API does: 429, rate_limit_exceeded, and when to come back.
-func (g *Gateway) limited(w http.ResponseWriter, api *protocol.API, cl *client, limit string, wait time.Duration) error {
-	clientsLimited.WithLabelValues(g.Name, cl.name, limit).Inc()
+func (cr *callers) limited(w http.ResponseWriter, api *protocol.API, cl *client, limit string, wait time.Duration) error {
+	clientsLimited.WithLabelValues(cr.gateway, cl.name, limit).Inc()
 	rpm, tpm := cl.limits()
 	n, of := rpm, cl.rpm
 	if limit == "tokens" {

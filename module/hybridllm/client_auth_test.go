@@ -35,7 +35,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 	b.Run("key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if cl, ok := g.authenticate(nil, r, "id", ""); !ok || cl == nil {
+			if cl, ok := g.callers.authenticate(nil, r, "id", ""); !ok || cl == nil {
 				b.Fatal("refused")
 			}
 		}
@@ -52,7 +52,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, ok := g.authenticate(nil, r, "id", "")
+			cl, ok := g.callers.authenticate(nil, r, "id", "")
 			if !ok {
 				b.Fatal("refused")
 			}
@@ -80,7 +80,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, _ := g.authenticate(nil, r, "id", "")
+			cl, _ := g.callers.authenticate(nil, r, "id", "")
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
 			rt.q.top = top

@@ -62,6 +62,9 @@ type callers struct {
 	set        atomic.Pointer[clientSet]    // in force
 	share      *atomic.Pointer[fleet.Share] // with a registry: the gateway's place among the live gateways
 	aliases    map[string]*Alias            // the aliases a client may be limited to
+	// the request headers route rules read, which an untrusted client's
+	// requests lose (see stripRouting)
+	routeHeaders []string
 	// the models list of the aliases a client may use
 	models func(allows func(alias string) bool) []byte
 	logger *zap.Logger
@@ -70,7 +73,7 @@ type callers struct {
 // newCallers is the callers of gateway g, to be provisioned.
 func newCallers(g *Gateway) *callers {
 	return &callers{cfg: g.Clients, gateway: g.Name, share: g.fleetShare, aliases: g.aliases,
-		models: g.buildModelsListOf, logger: g.logger}
+		routeHeaders: routingHeaders(g.aliases), models: g.models.of, logger: g.logger}
 }
 
 // newSet provisions the clients of the config and of the keys file.
@@ -211,10 +214,10 @@ func (cs *clientSet) names() []string {
 
 // routingHeaders returns the request headers the aliases' route rules
 // read, in canonical form.
-func (g *Gateway) routingHeaders() []string {
+func routingHeaders(aliases map[string]*Alias) []string {
 	var names []string
-	for _, name := range sortedKeys(g.aliases) {
-		for _, r := range g.aliases[name].Routes {
+	for _, name := range sortedKeys(aliases) {
+		for _, r := range aliases[name].Routes {
 			for h := range r.Header {
 				if c := http.CanonicalHeaderKey(h); !slices.Contains(names, c) {
 					names = append(names, c)
@@ -227,18 +230,18 @@ func (g *Gateway) routingHeaders() []string {
 
 // stripRouting removes an untrusted client's routing headers, so that
 // neither the route rules nor the upstreams see them.
-func (g *Gateway) stripRouting(r *http.Request, cl *client) {
+func (cr *callers) stripRouting(r *http.Request, cl *client) {
 	if cl == nil || cl.trusted {
 		return
 	}
-	for _, h := range g.routeHeaders {
+	for _, h := range cr.routeHeaders {
 		if _, ok := r.Header[h]; ok {
 			delete(r.Header, h)
 			name := cl.name
 			if !cl.known {
 				name = "" // an identity's name: no config bounds it
 			}
-			routingHeadersRemoved.WithLabelValues(g.Name, name).Inc()
+			routingHeadersRemoved.WithLabelValues(cr.gateway, name).Inc()
 		}
 	}
 }

@@ -13,21 +13,22 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 )
 
-// clientsDoc describes the gateway's clients in force.
-func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
-	doc := adminapi.ClientsDoc{Gateway: g.Name, Clients: []adminapi.ClientState{}}
-	if c := g.CloudSpend; c != nil {
+// clientsDoc describes the clients in force (cr: none when nil) of
+// gateway gw, whose books are m, at t.
+func clientsDoc(gw string, m *money, cr *callers, t time.Time) adminapi.ClientsDoc {
+	doc := adminapi.ClientsDoc{Gateway: gw, Clients: []adminapi.ClientState{}}
+	if c := m.cap; c != nil {
 		doc.DailyCapUSD = c.DailyUSD
 	}
-	if g.money.spend != nil {
-		total, _ := g.money.spend.Spent("", t)
+	if m.spend != nil {
+		total, _ := m.spend.Spent("", t)
 		doc.CloudUSDToday = total.DayUSD
-		doc.SpendUnknown = g.money.spend.Unknown()
+		doc.SpendUnknown = m.spend.Unknown()
 	}
-	if g.callers == nil {
+	if cr == nil {
 		return doc
 	}
-	cs := g.callers.set.Load()
+	cs := cr.set.Load()
 	for _, name := range cs.names() {
 		c := cs.byName[name]
 		st := adminapi.ClientState{Name: name, Trusted: c.trusted, RPM: c.rpm, TPM: c.tpm, MaxTokens: c.ceilings.MaxTokens, MaxN: c.ceilings.MaxN,
@@ -40,8 +41,8 @@ func (g *Gateway) clientsDoc(t time.Time) adminapi.ClientsDoc {
 			w := max(c.usage.tokens.Wait(tpm, t), c.usage.requests.Wait(rpm, t))
 			st.WaitSeconds = w.Seconds()
 		}
-		if g.money.spend != nil {
-			_, s := g.money.spend.Spent(name, t)
+		if m.spend != nil {
+			_, s := m.spend.Spent(name, t)
 			st.CloudUSDToday, st.CloudUSDThisMonth = s.DayUSD, s.MonthUSD
 		}
 		if c.budgetDay > 0 || c.budgetMonth > 0 {
@@ -73,7 +74,7 @@ func serveClients(w http.ResponseWriter, r *http.Request) error {
 	out := []adminapi.ClientsDoc{}
 	t := provisionClock.Now()
 	for _, g := range gws {
-		out = append(out, g.clientsDoc(t))
+		out = append(out, clientsDoc(g.Name, &g.money, g.callers, t))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

@@ -134,8 +134,9 @@ var (
 )
 
 // provisionChain checks the alias's tiers and sets up its degradation
-// runtime; an alias without tiers has none.
-func (g *Gateway) provisionChain(al *Alias) error {
+// runtime (al.chain, and its targets' triggers); an alias without tiers
+// has none.
+func provisionChain(al *Alias) error {
 	first := slices.IndexFunc(al.Targets, func(t *Target) bool { return t.Tier != nil })
 	if first < 0 {
 		if al.Degrade != nil {
@@ -206,10 +207,8 @@ func (g *Gateway) provisionChain(al *Alias) error {
 		dt := &degradeTrigger{alias: al.name, t: t, tr: degrade.NewTrigger(cfg)}
 		t.trigger = dt
 		c.triggers = append(c.triggers, dt)
-		g.degradeTriggers = append(g.degradeTriggers, dt)
 	}
 	al.chain = c
-	g.chained = append(g.chained, al)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 )
 
@@ -35,15 +36,13 @@ func drainsKey(gateway string) string {
 // drainsMu orders the writes of the drains.
 var drainsMu sync.Mutex
 
-// loadDrains drains what the stored drains name. It only ever drains: a
-// drain kept in memory since an earlier config stays.
-func (g *Gateway) loadDrains() {
-	if g.storage == nil || g.Registry != nil {
-		return
-	}
+// loadDrains drains what the drains of gateway gw stored in st name,
+// among its groups. It only ever drains: a drain kept in memory since an
+// earlier config stays.
+func loadDrains(st certmagic.Storage, gw string, groups map[string]*Group, logger *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	raw, err := g.storage.Load(ctx, drainsKey(g.Name))
+	raw, err := st.Load(ctx, drainsKey(gw))
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -52,35 +51,35 @@ func (g *Gateway) loadDrains() {
 		err = json.Unmarshal(raw, &d)
 	}
 	if err != nil {
-		g.logger.Error("the drains in storage could not be read; groups and endpoints drained before are not drained now",
-			zap.String("key", drainsKey(g.Name)), zap.Error(err))
+		logger.Error("the drains in storage could not be read; groups and endpoints drained before are not drained now",
+			zap.String("key", drainsKey(gw)), zap.Error(err))
 		return
 	}
 	for _, name := range d.Groups {
-		if grp := g.Groups[name]; grp != nil && grp.shared != nil && !grp.shared.drained.Swap(true) {
-			g.logger.Info("drained, as before the restart", zap.String("group", name))
+		if grp := groups[name]; grp != nil && grp.shared != nil && !grp.shared.drained.Swap(true) {
+			logger.Info("drained, as before the restart", zap.String("group", name))
 		}
 	}
 	for _, name := range sortedKeys(d.Endpoints) {
-		grp := g.Groups[name]
+		grp := groups[name]
 		if grp == nil || grp.shared == nil {
 			continue
 		}
 		for _, dial := range d.Endpoints[name] {
 			if !grp.shared.endpoint(dial).drained.Swap(true) {
-				g.logger.Info("drained, as before the restart", zap.String("group", name), zap.String("endpoint", dial))
+				logger.Info("drained, as before the restart", zap.String("group", name), zap.String("endpoint", dial))
 			}
 		}
 	}
 }
 
-// saveDrains stores the gateway's drains as they are now.
-func (g *Gateway) saveDrains(ctx context.Context) error {
+// saveDrains stores the drains of gateway gw's groups as they are now.
+func saveDrains(ctx context.Context, st certmagic.Storage, gw string, groups map[string]*Group) error {
 	drainsMu.Lock()
 	defer drainsMu.Unlock()
 	var d storedDrains
-	for _, name := range sortedKeys(g.Groups) {
-		gs := g.Groups[name].shared
+	for _, name := range sortedKeys(groups) {
+		gs := groups[name].shared
 		if gs == nil {
 			continue
 		}
@@ -103,5 +102,5 @@ func (g *Gateway) saveDrains(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return g.storage.Store(ctx, drainsKey(g.Name), raw)
+	return st.Store(ctx, drainsKey(gw), raw)
 }

@@ -20,7 +20,7 @@ func TestDrainsLastInStorage(t *testing.T) {
 		for _, name := range []string{"self", "cloud", "spare"} {
 			g.Groups[name] = &Group{shared: &groupShared{endpoints: map[string]*endpointShared{}}}
 		}
-		g.loadDrains()
+		loadDrains(st, g.Name, g.Groups, g.logger)
 		return g
 	}
 	g := gateway()
@@ -28,11 +28,11 @@ func TestDrainsLastInStorage(t *testing.T) {
 	g.Groups["spare"].shared.drained.Store(true)
 	g.Groups["self"].shared.endpoint("10.0.0.5:8000").drained.Store(true)
 	g.Groups["self"].shared.endpoint("10.0.0.6:8000")
-	if err := g.saveDrains(context.Background()); err != nil {
+	if err := saveDrains(context.Background(), st, g.Name, g.Groups); err != nil {
 		t.Fatal(err)
 	}
 	g.Groups["spare"].shared.drained.Store(false) // undrained
-	if err := g.saveDrains(context.Background()); err != nil {
+	if err := saveDrains(context.Background(), st, g.Name, g.Groups); err != nil {
 		t.Fatal(err)
 	}
 

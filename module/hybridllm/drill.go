@@ -24,15 +24,15 @@ const drillTimeout = 30 * time.Second
 // target of the alias in turn, bypassing the order and any drain, and
 // reports what each answered: a wrong cloud model name or key, or a dead
 // replica behind a live one, shows up on an ordinary day.
-func (g *Gateway) drill(ctx context.Context, al *Alias) []adminapi.DrillResult {
+func drill(ctx context.Context, al *Alias) []adminapi.DrillResult {
 	out := make([]adminapi.DrillResult, 0, len(al.Targets))
 	for _, t := range al.Targets {
-		out = append(out, g.drillTarget(ctx, t))
+		out = append(out, drillTarget(ctx, t))
 	}
 	return out
 }
 
-func (g *Gateway) drillTarget(ctx context.Context, t *Target) adminapi.DrillResult {
+func drillTarget(ctx context.Context, t *Target) adminapi.DrillResult {
 	res := adminapi.DrillResult{Group: t.Group, Model: t.Model, Endpoints: []adminapi.DrillEndpoint{}}
 	addrs := drillAddresses(t.group, drillRequest(ctx, t))
 	if len(addrs) == 0 {
@@ -41,7 +41,7 @@ func (g *Gateway) drillTarget(ctx context.Context, t *Target) adminapi.DrillResu
 		addrs = []string{""}
 	}
 	for _, addr := range addrs {
-		res.Endpoints = append(res.Endpoints, adminapi.DrillEndpoint{Address: addr, DrillAnswer: g.drillEndpoint(ctx, t, addr)})
+		res.Endpoints = append(res.Endpoints, adminapi.DrillEndpoint{Address: addr, DrillAnswer: drillEndpoint(ctx, t, addr)})
 	}
 	res.DrillAnswer = res.Endpoints[0].DrillAnswer
 	for _, e := range res.Endpoints {
@@ -99,7 +99,7 @@ func drillRequest(ctx context.Context, t *Target) *http.Request {
 
 // drillEndpoint sends the drill request to the target's endpoint addr
 // ("" for whichever the group's policy picks).
-func (g *Gateway) drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAnswer {
+func drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAnswer {
 	var res adminapi.DrillAnswer
 	ctx, cancel := context.WithTimeout(ctx, drillTimeout)
 	defer cancel()

@@ -9,7 +9,9 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
+	"go.uber.org/zap"
 )
 
 // endpointBase is each endpoint's weight in its group's scheduler: the
@@ -41,20 +43,20 @@ func (es *endpointScore) admits() bool {
 // group's endpoints: each is scored over its own window of the group's
 // requests, as a weighted set's members are, and one taken out gets no
 // request (the others take its share) until it ramps back.
-func (g *Gateway) provisionEndpointHealth(grp *Group) error {
+func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *Group) (*setHealth, error) {
 	hc := grp.Health
 	if hc == nil {
-		return nil
+		return nil, nil
 	}
 	vg := grp.vllm
 	if vg == nil {
-		return fmt.Errorf("health applies to groups of kind %s (a weighted set's health watches any target)", KindVLLM)
+		return nil, fmt.Errorf("health applies to groups of kind %s (a weighted set's health watches any target)", KindVLLM)
 	}
 	p, err := hc.policy()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	hs := &setHealth{gw: g.Name, group: grp.name, logger: g.logger, clock: g.clock}
+	hs := &setHealth{gw: gw, group: grp.name, logger: logger, clock: c}
 	hs.s.MaxOut = hc.MaxDegraded
 	dials := make([]string, 0, len(vg.endpoints))
 	for dial := range vg.endpoints {
@@ -64,9 +66,9 @@ func (g *Gateway) provisionEndpointHealth(grp *Group) error {
 	for _, dial := range dials {
 		ep := vg.endpoints[dial]
 		m := &healthscore.Member{Name: grp.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.window()),
-			Base: endpointBase, Since: g.clock.Now()}
+			Base: endpointBase, Since: c.Now()}
 		hm := &healthMember{hs: hs, m: m, ep: ep}
-		hm.carry(endpointKey(g.Name, grp.name, dial))
+		hm.carry(endpointKey(gw, grp.name, dial))
 		ep.score = &endpointScore{hm: hm}
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)
@@ -74,6 +76,5 @@ func (g *Gateway) provisionEndpointHealth(grp *Group) error {
 	hs.s.Rebalance()
 	hs.apply()
 	vg.scored = true
-	g.healthSets = append(g.healthSets, hs)
-	return nil
+	return hs, nil
 }

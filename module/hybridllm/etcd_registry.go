@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -87,9 +88,19 @@ func (rt *RegistryTLS) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// registryApplied is what a gateway applied of its registry.
-type registryApplied struct {
+// registryLink is a gateway's tie to its registry: the fleet it is a
+// member of, what it applied of the registry's snapshots to its groups
+// and aliases, and its spend book there.
+type registryLink struct {
+	fleet   *fleet.Fleet
 	sub     *fleet.Subscription
+	book    *fleetBook                   // with a spend book: the process's book in the registry
+	share   *atomic.Pointer[fleet.Share] // its place among the live gateways, as last applied
+	gateway string
+	groups  map[string]*Group
+	aliases map[string]*Alias
+	logger  *zap.Logger
+
 	mu      sync.Mutex   // one snapshot applied at a time
 	rev     atomic.Int64 // the revision last applied
 	notes   sync.Map     // names the registry has and the gateway lacks, logged
@@ -130,47 +141,53 @@ func (g *Gateway) provisionRegistry() error {
 	if err != nil {
 		return err
 	}
-	g.fleet, g.applied = f, new(registryApplied)
+	l := &registryLink{fleet: f, share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.aliases, logger: g.logger}
 	if g.money.spend != nil {
-		g.fleetBook = &fleetBook{fleet: f, book: g.money.spend, gateway: g.Name, name: spendName(g.Name), clock: g.clock, logger: g.logger}
+		l.book = &fleetBook{fleet: f, book: g.money.spend, gateway: g.Name, name: spendName(g.Name), clock: g.clock, logger: g.logger}
 	}
-	g.applied.sub = f.Join(g.applyRegistry)
+	g.reg = l
+	l.sub = f.Join(l.apply)
 	// the watcher stores a snapshot before it hands it to the gateways,
 	// which now include this one: read under the lock, the snapshot
 	// applied here is never older than one the watcher applies after
-	g.applied.mu.Lock()
-	g.applyRegistryLocked(f.Snapshot())
-	g.applied.mu.Unlock()
+	l.mu.Lock()
+	l.applyLocked(f.Snapshot())
+	l.mu.Unlock()
 	return nil
 }
 
-func (g *Gateway) releaseRegistry() {
-	if g.fleet == nil {
-		return
-	}
-	g.fleet.Leave(g.applied.sub)
-	g.fleet.Release()
+// begin starts the watch and the membership, and the publishing of the
+// process's book.
+func (l *registryLink) begin(ctx context.Context) {
+	l.fleet.Begin()
+	l.book.publish(ctx)
 }
 
-// applyRegistry sets the gateway's drains and weights from the snapshot:
-// a group or endpoint is drained when the registry says so, and not when
+// release leaves the fleet.
+func (l *registryLink) release() {
+	l.fleet.Leave(l.sub)
+	l.fleet.Release()
+}
+
+// apply sets the gateway's drains and weights from the snapshot: a
+// group or endpoint is drained when the registry says so, and not when
 // it does not; an alias's weights are the registry's where it has them,
 // else the config's. Names the gateway does not have are logged.
-func (g *Gateway) applyRegistry(s *registry.Snapshot) {
+func (l *registryLink) apply(s *registry.Snapshot) {
 	// the watcher and the gateway's provisioning may both apply, one at
 	// a time (provisioning reads the watcher's snapshot under the lock:
 	// see provisionRegistry). Not ordered by revision: an etcd restored
 	// or started afresh is at a lower one, and its snapshots must apply.
-	g.applied.mu.Lock()
-	defer g.applied.mu.Unlock()
-	g.applyRegistryLocked(s)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applyLocked(s)
 }
 
-func (g *Gateway) applyRegistryLocked(s *registry.Snapshot) {
-	share := g.fleet.Share(s)
-	g.fleetShare.Store(&share)
-	g.fleetBook.apply(s)
-	for name, grp := range g.Groups {
+func (l *registryLink) applyLocked(s *registry.Snapshot) {
+	share := l.fleet.Share(s)
+	l.share.Store(&share)
+	l.book.apply(s)
+	for name, grp := range l.groups {
 		if grp.shared == nil {
 			continue
 		}
@@ -180,85 +197,85 @@ func (g *Gateway) applyRegistryLocked(s *registry.Snapshot) {
 		rg := s.Groups[name]
 		grp.shared.drained.Store(rg.Drained)
 		if vg := grp.vllm; vg != nil {
-			vg.applyEndpoints(rg.Endpoints, g.logger)
+			vg.applyEndpoints(rg.Endpoints, l.logger)
 		} else if len(rg.Endpoints) > 0 {
-			g.registryNote("registry: endpoints are listed for vllm groups only; the group's are its config's", zap.String("group", name))
+			l.note("registry: endpoints are listed for vllm groups only; the group's are its config's", zap.String("group", name))
 		}
 	}
 	for name := range s.Groups {
-		if g.Groups[name] == nil {
-			g.registryNote("registry: a group the gateway does not have", zap.String("group", name))
+		if l.groups[name] == nil {
+			l.note("registry: a group the gateway does not have", zap.String("group", name))
 		}
 	}
-	for name, al := range g.aliases {
+	for name, al := range l.aliases {
 		ra := s.Aliases[name]
 		for _, ws := range al.sets {
 			for i, t := range al.Targets[ws.start:ws.end] {
 				if w, ok := ra.Weights[t.Group]; ok {
-					g.setRegistryWeight(al, t.Group, w)
+					l.setWeight(al, t.Group, w)
 				} else {
-					g.restoreWeight(al, t.Group, ws.configured[i])
+					l.restoreWeight(al, t.Group, ws.configured[i])
 				}
 			}
 		}
 	}
 	for name := range s.Aliases {
-		if g.aliases[name] == nil {
-			g.registryNote("registry: an alias the gateway does not have", zap.String("alias", name))
+		if l.aliases[name] == nil {
+			l.note("registry: an alias the gateway does not have", zap.String("alias", name))
 		}
 	}
-	g.applied.rev.Store(s.Revision)
+	l.rev.Store(s.Revision)
 }
 
-// registryNote logs what a snapshot names that the gateway lacks, once
-// per message and name.
-func (g *Gateway) registryNote(msg string, field zap.Field) {
+// note logs what a snapshot names that the gateway lacks, once per
+// message and name.
+func (l *registryLink) note(msg string, field zap.Field) {
 	key := msg + "|" + field.String
-	if _, seen := g.applied.notes.LoadOrStore(key, true); !seen {
-		g.logger.Warn(msg, field)
+	if _, seen := l.notes.LoadOrStore(key, true); !seen {
+		l.logger.Warn(msg, field)
 	}
 }
 
-// setRegistryWeight sets a member's weight from the registry; unchanged
+// setWeight sets a member's weight from the registry; unchanged
 // weights are left alone, so that the health scheduler's own moves are
 // not reset on every snapshot.
-func (g *Gateway) setRegistryWeight(al *Alias, group string, w int) {
+func (l *registryLink) setWeight(al *Alias, group string, w int) {
 	key := al.name + "|" + group
-	if prev, had := g.applied.weights.Load(key); had && prev.(int) == w {
+	if prev, had := l.weights.Load(key); had && prev.(int) == w {
 		return
 	}
-	g.applied.weights.Store(key, w)
-	g.setWeight(al, group, w)
+	l.weights.Store(key, w)
+	al.setWeight(l.gateway, group, w)
 }
 
 // restoreWeight sets a member's weight back to its configured one, w,
 // once the registry no longer names it; a member the registry never
 // weighed keeps the config's weight, as provisioned, and the health
 // scheduler's moves.
-func (g *Gateway) restoreWeight(al *Alias, group string, w int) {
+func (l *registryLink) restoreWeight(al *Alias, group string, w int) {
 	key := al.name + "|" + group
-	if prev, had := g.applied.weights.Load(key); !had || prev.(int) == w {
+	if prev, had := l.weights.Load(key); !had || prev.(int) == w {
 		return
 	}
-	g.applied.weights.Store(key, w)
-	g.setWeight(al, group, w)
+	l.weights.Store(key, w)
+	al.setWeight(l.gateway, group, w)
 }
 
-// awaitRegistry waits, up to two seconds, until the watch has applied
-// the registry's revision rev here: an operator who drained sees it in
-// this gateway's state when the call returns.
-func (g *Gateway) awaitRegistry(rev int64) {
-	for deadline := time.Now().Add(2 * time.Second); g.applied.rev.Load() < rev && time.Now().Before(deadline); {
+// await waits, up to two seconds, until the watch has applied the
+// registry's revision rev here: an operator who drained sees it in this
+// gateway's state when the call returns.
+func (l *registryLink) await(rev int64) {
+	for deadline := time.Now().Add(2 * time.Second); l.rev.Load() < rev && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// registryState is the registry's part of the admin state.
-func (g *Gateway) registryState() *adminapi.RegistryState {
-	if g.fleet == nil {
+// state is the registry's part of the admin state (nil without one).
+func (l *registryLink) state() *adminapi.RegistryState {
+	if l == nil {
 		return nil
 	}
 	// the share the gateway's limits are divided by, not the snapshot's
 	// the watcher may hold ahead of it
-	return g.fleet.State(g.applied.rev.Load(), g.fleetShare.Load())
+	return l.fleet.State(l.rev.Load(), l.share.Load())
 }

@@ -161,37 +161,30 @@ type Gateway struct {
 	// kept in etcd and watched. Default: each gateway its own.
 	Registry *RegistryConfig `json:"registry,omitempty"`
 
-	pass         *headerPass
-	paths        *inferencePaths
-	routeHeaders []string // the headers route rules read
-	callers      *callers // with Clients
-	aliases      map[string]*Alias
-	streamUsage  bool     // some group asks for stream usage
-	watch        []string // the top-level fields rules look for
-	entry        *gatewayEntry
-	money        money // its books, and how it charges requests
-	cfg          any   // the config's context, to tell configs apart
-	modelsList   []byte
-	created      int64
-	logger       *zap.Logger
-	clock        clock.Clock    // the time of its windows, holds and cooldowns
-	badUsage     *lograte.Every // rate-limits the warning about bad usage values
-	strayKeys    *lograte.Every // rate-limits the warning about keys where none is read
-	healthSets   []*setHealth
-	strategySets []*weightedSet // sets leaning by latency
-	colored      bool           // an alias has colors
+	pass        *headerPass
+	paths       *inferencePaths
+	callers     *callers // with Clients
+	aliases     map[string]*Alias
+	streamUsage bool     // some group asks for stream usage
+	watch       []string // the top-level fields rules look for
+	entry       *gatewayEntry
+	money       money      // its books, and how it charges requests
+	cfg         any        // the config's context, to tell configs apart
+	models      *aliasList // what GET .../models answers
+	logger      *zap.Logger
+	clock       clock.Clock    // the time of its windows, holds and cooldowns
+	badUsage    *lograte.Every // rate-limits the warning about bad usage values
+	strays      *strayKeys     // refuses keys sent where none is read
+	sched       schedule       // what its scheduler ticks
+	colored     bool           // an alias has colors
 	// upper targets that may degrade their new requests
-	degradeTriggers []*degradeTrigger
-	chained         []*Alias                     // aliases with a degradation chain
-	ctx             context.Context              // done when the config stops
-	storage         certmagic.Storage            // Caddy's, where the ledger persists
-	locks           []string                     // the lock files held, see proclock.go
-	mirrorLog       *zap.Logger                  // the mirror copies' records
-	fleet           *fleet.Fleet                 // with a registry
-	applied         *registryApplied             // with a registry: what the gateway applied of it
-	fleetShare      *atomic.Pointer[fleet.Share] // with a registry: its place among the live gateways
-	fleetBook       *fleetBook                   // with a registry and a spend book: the process's book there
-	begun           *atomic.Bool                 // its config started: its network work began
+	ctx        context.Context              // done when the config stops
+	storage    certmagic.Storage            // Caddy's, where the ledger persists
+	locks      []string                     // the lock files held, see proclock.go
+	mirrorLog  *zap.Logger                  // the mirror copies' records
+	reg        *registryLink                // with a registry: the gateway's tie to it
+	fleetShare *atomic.Pointer[fleet.Share] // with a registry: its place among the live gateways
+	begun      *atomic.Bool                 // its config started: its network work began
 	// its config runs (it is not only validated): it reads and writes
 	// its books in storage, under their lock with file_system storage
 	ownsBooks bool
@@ -233,10 +226,10 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	g.storage = ctx.Storage()
 	g.mirrorLog = g.logger.Named("mirror")
 	g.badUsage = new(lograte.Every)
-	g.strayKeys = new(lograte.Every)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
+	g.strays = newStrayKeys(g)
 	if err := g.lockBooks(ctx); err != nil {
 		return err
 	}
@@ -250,16 +243,16 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 	g.money = money{groups: g.Groups, cap: g.CloudSpend, storage: g.storage, logger: g.logger}
 	g.money.provisionOccupancy()
-	g.loadDrains() // before any request
+	if g.storage != nil && g.Registry == nil {
+		loadDrains(g.storage, g.Name, g.Groups, g.logger) // before any request
+	}
 	if err := g.provisionAliases(used); err != nil {
 		return err
 	}
-	if len(g.healthSets) > 0 || len(g.strategySets) > 0 || len(g.chained) > 0 {
-		g.keepScheduling(ctx)
+	if !g.sched.empty() {
+		g.sched.keep(ctx, g.clock, g.logger)
 	}
-	g.created = time.Now().Unix()
-	g.modelsList = g.buildModelsList()
-	g.routeHeaders = g.routingHeaders()
+	g.models = newAliasList(g.aliases, time.Now())
 	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
 		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
 	}
@@ -335,8 +328,12 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if grp.Kind == KindVLLM && len(grp.proxy.Upstreams) == 0 && grp.proxy.DynamicUpstreams == nil && g.Registry == nil {
 			return nil, fmt.Errorf("group %q of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)", name)
 		}
-		if err := g.provisionEndpointHealth(grp); err != nil {
+		hs, err := provisionEndpointHealth(g.Name, g.clock, g.logger, grp)
+		if err != nil {
 			return nil, fmt.Errorf("group %q: %v", name, err)
+		}
+		if hs != nil {
+			g.sched.healthSets = append(g.sched.healthSets, hs)
 		}
 		grp.streamUsage = g.StreamUsage == nil || *g.StreamUsage
 		if grp.StreamUsage != nil {
@@ -353,7 +350,13 @@ func (g *Gateway) provisionAliases(used map[string]bool) error {
 	g.aliases = make(map[string]*Alias, len(g.Aliases))
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
-		if err := g.provisionAlias(name, al, used); err != nil {
+		err := g.provisionAlias(name, al, used)
+		if al != nil {
+			// what it set up, even if it then failed: a config that fails
+			// hands the health it carried over back (see uncarry)
+			g.sched.addAlias(al)
+		}
+		if err != nil {
 			return err
 		}
 		g.aliases[name] = al
@@ -406,7 +409,8 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		if err := g.provisionRegistry(); err != nil {
 			return err
 		}
-		g.money.spend.ReplayPending(func(journal string) uint64 { return g.fleet.PublishedFrom(g.Name, journal, g.logger) }, g.logger)
+		f := g.reg.fleet
+		g.money.spend.ReplayPending(func(journal string) uint64 { return f.PublishedFrom(g.Name, journal, g.logger) }, g.logger)
 	}
 	return nil
 }
@@ -432,16 +436,18 @@ func (g *Gateway) Validate() error {
 
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
-	if g.begun != nil && g.begun.Load() {
-		g.fleetBook.final()
+	if g.reg != nil && g.begun != nil && g.begun.Load() {
+		g.reg.book.final()
 	}
 	g.money.saveSpend()
-	g.releaseRegistry()
+	if g.reg != nil {
+		g.reg.release()
+	}
 	if g.money.ledger != nil {
 		books.Release(g.Name)
 	}
 	g.unregister()
-	g.uncarry()
+	g.sched.uncarry()
 	for _, grp := range g.Groups {
 		grp.cleanup()
 	}
@@ -453,13 +459,13 @@ func (g *Gateway) Cleanup() error {
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	id, clientID := requestID(w, r)
-	if where := g.strayKey(r); where != "" {
-		return g.refuseStrayKey(w, r, id, clientID, where)
+	if where := g.strays.find(r); where != "" {
+		return g.strays.refuse(w, r, id, clientID, where)
 	}
 	var cl *client
 	if g.Clients != nil {
 		var ok bool
-		if cl, ok = g.authenticate(w, r, id, clientID); !ok {
+		if cl, ok = g.callers.authenticate(w, r, id, clientID); !ok {
 			return nil
 		}
 	}
@@ -481,7 +487,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		return g.serveModels(w, r, cl)
+		return g.models.serve(w, r, cl)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{

@@ -54,11 +54,11 @@ func (hm *healthMember) carry(key string) {
 	old.hs.mu.Unlock()
 }
 
-// uncarry lets go of the gateway's members: a newer config's member keeps
+// uncarry lets go of the scheduled sets' members: a newer config's member keeps
 // its place, and a config that failed to start hands the place back to
 // the one still running.
-func (g *Gateway) uncarry() {
-	for _, hs := range g.healthSets {
+func (s *schedule) uncarry() {
+	for _, hs := range s.healthSets {
 		for _, hm := range hs.members {
 			if hm.slot == nil {
 				continue
@@ -75,7 +75,7 @@ func (g *Gateway) uncarry() {
 			_ = healthCarry.Release(hm.key)
 		}
 	}
-	for _, hs := range g.healthSets {
+	for _, hs := range s.healthSets {
 		hs.stopped.Store(true)
 	}
 }

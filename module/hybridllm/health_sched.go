@@ -142,7 +142,7 @@ var schedulerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 // provisionHealth sets up the scheduler of a set whose members have a
 // health config; a set without one costs nothing.
-func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
+func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws *weightedSet) error {
 	members := al.Targets[ws.start:ws.end]
 	watched := false
 	for _, t := range members {
@@ -151,7 +151,7 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 	if !watched {
 		return nil
 	}
-	hs := &setHealth{gw: g.Name, alias: al.name, set: ws.name, ws: ws, logger: g.logger, clock: g.clock}
+	hs := &setHealth{gw: gw, alias: al.name, set: ws.name, ws: ws, logger: logger, clock: c}
 	for _, t := range members {
 		if t.Health != nil {
 			hs.s.MaxOut = max(hs.s.MaxOut, t.Health.MaxDegraded)
@@ -177,9 +177,9 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 			hc = new(HealthConfig)
 		}
 		m := &healthscore.Member{Name: memberName(members, i), Policy: policies[i],
-			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: g.clock.Now()}
+			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: c.Now()}
 		hm := &healthMember{hs: hs, m: m, target: t}
-		hm.carry(memberKey(g.Name, al.name, ws.name, t))
+		hm.carry(memberKey(gw, al.name, ws.name, t))
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)
 		t.health = hm
@@ -187,7 +187,6 @@ func (g *Gateway) provisionHealth(al *Alias, ws *weightedSet) error {
 	hs.s.Rebalance()
 	hs.apply()
 	ws.health = hs
-	g.healthSets = append(g.healthSets, hs)
 	return nil
 }
 
@@ -242,22 +241,53 @@ func (hs *setHealth) apply() {
 }
 
 // keepScheduling evaluates the gateway's sets until the config stops.
-func (g *Gateway) keepScheduling(ctx context.Context) {
-	loop.Loop{Name: "health scheduler", Every: healthTick, Logger: g.logger}.Go(ctx, nil, func(context.Context) {
-		t := g.clock.Now()
-		for _, dt := range g.degradeTriggers {
-			dt.observe(t, g.logger)
+func (s *schedule) keep(ctx context.Context, c clock.Clock, logger *zap.Logger) {
+	loop.Loop{Name: "health scheduler", Every: healthTick, Logger: logger}.Go(ctx, nil, func(context.Context) {
+		t := c.Now()
+		for _, dt := range s.triggers {
+			dt.observe(t, logger)
 		}
-		for _, al := range g.chained {
-			al.chain.tick(t, g.logger, al.name)
+		for _, al := range s.chained {
+			al.chain.tick(t, logger, al.name)
 		}
-		for _, ws := range g.strategySets {
+		for _, ws := range s.strategySets {
 			ws.relean(t)
 		}
-		for _, hs := range g.healthSets {
+		for _, hs := range s.healthSets {
 			hs.tick(t)
 		}
 	})
+}
+
+// schedule is what the gateway's scheduler ticks: the degradation
+// triggers, the chains' caps, the sets leaning by latency and the
+// health-scored sets and groups.
+type schedule struct {
+	triggers     []*degradeTrigger
+	chained      []*Alias // aliases with a degradation chain
+	strategySets []*weightedSet
+	healthSets   []*setHealth
+}
+
+// addAlias schedules what the provisioned alias needs ticked.
+func (s *schedule) addAlias(al *Alias) {
+	for _, ws := range al.sets {
+		if ws.strategy == strategyLatency {
+			s.strategySets = append(s.strategySets, ws)
+		}
+		if ws.health != nil {
+			s.healthSets = append(s.healthSets, ws.health)
+		}
+	}
+	if c := al.chain; c != nil {
+		s.chained = append(s.chained, al)
+		s.triggers = append(s.triggers, c.triggers...)
+	}
+}
+
+// empty reports whether there is nothing to tick.
+func (s *schedule) empty() bool {
+	return len(s.healthSets) == 0 && len(s.strategySets) == 0 && len(s.chained) == 0
 }
 
 // tick evaluates the set: probes, windows, levels, weights.

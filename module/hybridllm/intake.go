@@ -53,7 +53,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 			Message: "The model `" + top.ModelName() + "` does not exist.",
 		})
 	}
-	g.stripRouting(r, cl)
+	g.callers.stripRouting(r, cl)
 	if g.colored {
 		// a tag reaches an upstream only for a color that trusts it, on
 		// any alias of a gateway that has colors
@@ -79,7 +79,7 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	rt.q.body, rt.q.features = body, newFeatures(body, r.Header, &rt.q.top)
 	rt.beginPassage()
 	if wait, limit := rt.held.take(&rt.passage.bounds, at); wait > 0 {
-		return g.limited(w, rt.q.api, cl, limit, wait)
+		return g.callers.limited(w, rt.q.api, cl, limit, wait)
 	}
 	if ae, ok := g.fitHeaders(rt, id); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()

@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"crypto/sha256"
 	"testing"
+	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 )
@@ -17,6 +18,7 @@ func TestExampleKeysFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &Gateway{Name: "example", Clients: &Clients{}, aliases: map[string]*Alias{"chat-main": {name: "chat-main"}}}
+	g.models = newAliasList(g.aliases, time.Time{})
 	cs, err := newCallers(g).newSet(nil, fromFile)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
@@ -27,45 +28,54 @@ type modelList struct {
 
 const modelOwner = "hybrid_llm"
 
-// buildModelsList renders the alias list once; it changes only with the
-// config.
-func (g *Gateway) buildModelsList() []byte {
-	return g.buildModelsListOf(func(string) bool { return true })
+// aliasList is what GET .../models answers: the aliases, listed as of
+// when the config was loaded, rendered once (the list changes only with
+// the config).
+type aliasList struct {
+	aliases map[string]*Alias
+	created int64 // the cards' created time
+	all     []byte
 }
 
-// buildModelsListOf renders the list of the aliases a client may use.
-func (g *Gateway) buildModelsListOf(allows func(alias string) bool) []byte {
-	list := modelList{Object: "list", Data: make([]modelCard, 0, len(g.aliases))}
-	for _, name := range sortedKeys(g.aliases) {
+func newAliasList(aliases map[string]*Alias, created time.Time) *aliasList {
+	l := &aliasList{aliases: aliases, created: created.Unix()}
+	l.all = l.of(func(string) bool { return true })
+	return l
+}
+
+// of renders the list of the aliases a client may use.
+func (l *aliasList) of(allows func(alias string) bool) []byte {
+	list := modelList{Object: "list", Data: make([]modelCard, 0, len(l.aliases))}
+	for _, name := range sortedKeys(l.aliases) {
 		if allows(name) {
-			list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: g.created, OwnedBy: modelOwner})
+			list.Data = append(list.Data, modelCard{ID: name, Object: "model", Created: l.created, OwnedBy: modelOwner})
 		}
 	}
 	b, _ := json.Marshal(list)
 	return b
 }
 
-// serveModels answers GET .../models with the aliases and GET
+// serve answers GET .../models with the aliases and GET
 // .../models/{alias} with one of them. Upstream model names are never
 // listed: clients only ever see aliases.
-func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request, cl *client) error {
+func (l *aliasList) serve(w http.ResponseWriter, r *http.Request, cl *client) error {
 	path := r.URL.Path
 	var body []byte
 	switch i := strings.LastIndex(path, "/models/"); {
 	case strings.HasSuffix(path, "/models"):
-		body = g.modelsList
+		body = l.all
 		if cl != nil && cl.models != nil {
 			body = cl.models
 		}
 	case i >= 0:
 		id := path[i+len("/models/"):]
-		if _, ok := g.aliases[id]; !ok || !cl.allows(id) {
+		if _, ok := l.aliases[id]; !ok || !cl.allows(id) {
 			return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
 				Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 				Message: "The model `" + id + "` does not exist.",
 			})
 		}
-		body, _ = json.Marshal(modelCard{ID: id, Object: "model", Created: g.created, OwnedBy: modelOwner})
+		body, _ = json.Marshal(modelCard{ID: id, Object: "model", Created: l.created, OwnedBy: modelOwner})
 	default:
 		return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
 			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "not_found",

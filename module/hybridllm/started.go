@@ -54,9 +54,8 @@ func (g *Gateway) begin(ctx caddy.Context) {
 			grp.startModelCheck(ctx)
 		}
 	}
-	if g.fleet != nil {
-		g.fleet.Begin()
-		g.fleetBook.publish(ctx)
+	if g.reg != nil {
+		g.reg.begin(ctx)
 	}
 }
 

@@ -44,7 +44,7 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 	doc := adminapi.StateDoc{Gateways: []adminapi.GatewayState{}}
 	t := provisionClock.Now()
 	for _, g := range gws {
-		gs := adminapi.GatewayState{Name: g.Name, Aliases: []adminapi.AliasState{}, Groups: []adminapi.GroupState{}, Registry: g.registryState()}
+		gs := adminapi.GatewayState{Name: g.Name, Aliases: []adminapi.AliasState{}, Groups: []adminapi.GroupState{}, Registry: g.reg.state()}
 		for _, name := range sortedKeys(g.aliases) {
 			as := adminapi.AliasState{Name: name}
 			al := g.aliases[name]

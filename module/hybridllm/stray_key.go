@@ -6,6 +6,9 @@ package hybridllm
 import (
 	"net/http"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
+
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
@@ -28,32 +31,47 @@ import (
 // they are served, and the filter redacts them too. Either way no
 // credential goes upstream (see credentials.Drop).
 
-// strayKey returns where a request carries a key the gateway does not
-// read (credentials.Stray): its headers count only when the gateway reads
+// strayKeys refuses the requests that carry a key where the gateway
+// does not read one, and warns of them at most once a minute.
+type strayKeys struct {
+	gateway string
+	byKey   bool // the gateway reads keys itself: clients by key
+	warned  lograte.Every
+	clock   clock.Clock
+	logger  *zap.Logger
+}
+
+// newStrayKeys is gateway g's, once its name, clock and logger are set.
+func newStrayKeys(g *Gateway) *strayKeys {
+	return &strayKeys{gateway: g.Name, byKey: g.Clients != nil && g.Clients.Identity == "", clock: g.clock, logger: g.logger}
+}
+
+// find returns where a request carries a key the gateway does not read
+// (credentials.Stray): its headers count only when the gateway reads
 // keys itself, with clients by key; "" when it carries none.
-func (g *Gateway) strayKey(r *http.Request) string {
-	if g.Clients != nil && g.Clients.Identity == "" {
+func (sk *strayKeys) find(r *http.Request) string {
+	if sk.byKey {
 		return credentials.Stray(r)
 	}
 	return credentials.StrayInQuery(r.URL)
 }
 
-// refuseStrayKey answers a request that carries a key where the gateway
-// does not read one (see strayKey): 401, with where to send it instead.
+// refuse answers a request that carries a key where the gateway does
+// not read one (see find): 401, with where to send it instead.
 // Its access log record is skipped, since Caddy would write the key in
 // it; the gateway logs a warning without the key instead, at most one a
 // minute, and counts it in clients_refused_total.
-func (g *Gateway) refuseStrayKey(w http.ResponseWriter, r *http.Request, id, clientID, where string) error {
+func (sk *strayKeys) refuse(w http.ResponseWriter, r *http.Request, id, clientID, where string) error {
 	caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
-	clientsRefused.WithLabelValues(g.Name).Inc()
-	if g.strayKeys.Allow(g.clock.Now()) {
+	clientsRefused.WithLabelValues(sk.gateway).Inc()
+	if sk.warned.Allow(sk.clock.Now()) {
 		fields := []zap.Field{zap.String("request_id", id), zap.String("where", where),
 			zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),
 			zap.String("path", credentials.RedactedPath(r.URL.Path)), zap.String("query", credentials.RedactedQuery(r.URL.RawQuery))}
 		if clientID != "" {
 			fields = append(fields, zap.String("llm_client_request_id", clientID))
 		}
-		g.logger.Warn("refused a request with an API key where none is read; its access log record is skipped, "+
+		sk.logger.Warn("refused a request with an API key where none is read; its access log record is skipped, "+
 			"since it would hold the key; at most one such warning a minute, clients_refused_total counts them all", fields...)
 	}
 	hint := "send the API key as `Authorization: Bearer <key>`, or in the api-key or x-api-key header"

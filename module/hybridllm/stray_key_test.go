@@ -26,11 +26,11 @@ func TestStrayKeyWhereKeysAreRead(t *testing.T) {
 		{&Clients{}, "X-Goog-Api-Key", "query"},
 		{&Clients{Identity: "{http.auth.user.id}"}, "", "query"},
 	} {
-		g := &Gateway{Clients: tc.clients}
-		if got := g.strayKey(r); got != tc.header {
+		sk := newStrayKeys(&Gateway{Clients: tc.clients})
+		if got := sk.find(r); got != tc.header {
 			t.Errorf("clients %+v: header %q, want %q", tc.clients, got, tc.header)
 		}
-		if got := g.strayKey(q); got != tc.query {
+		if got := sk.find(q); got != tc.query {
 			t.Errorf("clients %+v: query %q, want %q", tc.clients, got, tc.query)
 		}
 	}

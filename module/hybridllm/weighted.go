@@ -161,9 +161,9 @@ func (al *Alias) hasMember(group string) bool {
 }
 
 // setWeight sets the weight of the members of the alias's sets in a
-// group, for this config and the reloads that keep its weight; it reports
+// group, for this config of gateway gw and the reloads that keep its weight; it reports
 // false when the group is in no set of the alias.
-func (g *Gateway) setWeight(al *Alias, group string, w int) bool {
+func (al *Alias) setWeight(gw, group string, w int) bool {
 	found := false
 	for _, ws := range al.sets {
 		for i, t := range al.Targets[ws.start:ws.end] {
@@ -176,7 +176,7 @@ func (g *Gateway) setWeight(al *Alias, group string, w int) bool {
 					ws.serveLocked()
 					ws.mu.Unlock()
 				}
-				weightOverrideOf(g.Name, al.name, ws.name, group).Store(&weightOverride{configured: ws.configured[i], weight: w})
+				weightOverrideOf(gw, al.name, ws.name, group).Store(&weightOverride{configured: ws.configured[i], weight: w})
 				found = true
 			}
 		}

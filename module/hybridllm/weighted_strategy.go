@@ -65,8 +65,9 @@ func (ml *memberLatency) p50(t time.Time) (time.Duration, bool) {
 	return st.P50, st.Requests >= latencyMinSamples
 }
 
-// provisionStrategy sets up the set's leaning, from its config.
-func (g *Gateway) provisionStrategy(al *Alias, ws *weightedSet) error {
+// provisionStrategy sets up the set's leaning, from its config; logger
+// warns of what it cannot lean by.
+func provisionStrategy(al *Alias, ws *weightedSet, logger *zap.Logger) error {
 	sc := al.Sets[ws.name]
 	if sc == nil || sc.Strategy == "" || sc.Strategy == strategyWeighted {
 		return nil
@@ -83,19 +84,18 @@ func (g *Gateway) provisionStrategy(al *Alias, ws *weightedSet) error {
 			t.latency = &memberLatency{w: healthscore.NewWindow(latencyWindow)}
 		}
 		ws.members = members
-		g.strategySets = append(g.strategySets, ws)
 	case strategyCost:
 		prices := make([]float64, len(members))
 		for i, t := range members {
 			prices[i] = math.NaN() // unknown
 			switch cc := t.group.Cost; {
 			case cc == nil:
-				g.logger.Warn("a member of a set with strategy cost has no cost block; it is not weighed by price",
+				logger.Warn("a member of a set with strategy cost has no cost block; it is not weighed by price",
 					zap.String("alias", al.name), zap.String("set", ws.name), zap.String("group", t.Group))
 			case t.group.Kind == KindVLLM:
 				prices[i] = 0 // its GPUs are paid for: a token more costs nothing
 			case cc.PerSecond > 0:
-				g.logger.Warn("a member of a set with strategy cost is priced per second; it is not weighed by price",
+				logger.Warn("a member of a set with strategy cost is priced per second; it is not weighed by price",
 					zap.String("alias", al.name), zap.String("set", ws.name), zap.String("group", t.Group))
 			default:
 				prices[i] = cc.InputPerMillion + cc.OutputPerMillion
