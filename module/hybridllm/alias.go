@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"go.uber.org/zap"
 )
 
 // Alias maps a business model name to the targets that can serve it.
@@ -163,9 +165,24 @@ type Target struct {
 	byClient   sync.Map // client name -> *targetMetrics
 }
 
-// provisionAlias checks the alias and sets up its targets and routes;
-// used collects the groups its targets name.
-func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) error {
+// aliasSetup is what provisioning a gateway's aliases reads of the
+// gateway, and what it gathers for it.
+type aliasSetup struct {
+	gateway       string
+	groups        map[string]*Group
+	clients       bool   // clients are configured
+	registry      bool   // a registry is configured
+	responseModel string // the gateway's response_model
+	clock         clock.Clock
+	logger        *zap.Logger
+
+	used            map[string]bool // the groups the targets name
+	watch           watchedFields   // the top-level fields route rules read
+	ruleCredentials bool            // a route rule reads a credential header
+}
+
+// alias checks the alias and sets up its targets and routes.
+func (s *aliasSetup) alias(name string, al *Alias) error {
 	if name == "" {
 		return fmt.Errorf("alias with an empty name")
 	}
@@ -176,18 +193,18 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 	if err := checkResponseModel(al.ResponseModel); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
-	if answersCarryAlias(al.ResponseModel, g.ResponseModel) {
+	if answersCarryAlias(al.ResponseModel, s.responseModel) {
 		al.modelJSON, _ = json.Marshal(name)
 	}
 	for i, t := range al.Targets {
 		if t == nil {
 			return fmt.Errorf("alias %q: target %d: empty", name, i)
 		}
-		if err := g.provisionTarget(al, t, used); err != nil {
+		if err := s.target(al, t); err != nil {
 			return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
 		}
 	}
-	if err := al.provisionSets(g.Name); err != nil {
+	if err := al.provisionSets(s.gateway); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
 	for set := range al.Sets {
@@ -196,10 +213,10 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 		}
 	}
 	for _, ws := range al.sets {
-		if err := provisionStrategy(al, ws, g.logger); err != nil {
+		if err := provisionStrategy(al, ws, s.logger); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
-		if err := provisionHealth(g.Name, g.clock, g.logger, al, ws); err != nil {
+		if err := provisionHealth(s.gateway, s.clock, s.logger, al, ws); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
 		if ws.health == nil {
@@ -209,27 +226,27 @@ func (g *Gateway) provisionAlias(name string, al *Alias, used map[string]bool) e
 	if err := provisionChain(al); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
-	if err := g.provisionColors(al, used); err != nil {
+	if err := s.colors(al); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
-	if err := g.provisionMirrors(al, used); err != nil {
+	if err := s.mirrors(al); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
 	for _, r := range al.Routes {
 		if r == nil {
 			return fmt.Errorf("alias %q: empty route", name)
 		}
-		if err := r.provision(g, al); err != nil {
+		if err := r.provision(s, al); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
 	}
 	return nil
 }
 
-// provisionTarget checks a target of the alias (one of its targets, a
+// target checks a target of the alias (one of its targets, a
 // color's or a mirror's) and resolves its group, limits and metrics.
-func (g *Gateway) provisionTarget(al *Alias, t *Target, used map[string]bool) error {
-	grp, ok := g.Groups[t.Group]
+func (s *aliasSetup) target(al *Alias, t *Target) error {
+	grp, ok := s.groups[t.Group]
 	if !ok {
 		return fmt.Errorf("unknown group %q", t.Group)
 	}
@@ -252,22 +269,21 @@ func (g *Gateway) provisionTarget(al *Alias, t *Target, used map[string]bool) er
 	}
 	t.fallbackOn = set
 	t.group = grp
-	t.retries = grp.defaultRetries(g.Registry != nil)
+	t.retries = grp.defaultRetries(s.registry)
 	if t.Retries != nil {
 		t.retries = *t.Retries
 	}
 	t.modelJSON, _ = json.Marshal(t.Model)
-	t.metrics = newTargetMetrics(g.Name, al.name, t, "")
+	t.metrics = newTargetMetrics(s.gateway, al.name, t, "")
 	t.sameName = t.Model == al.name
-	used[t.Group] = true
+	s.used[t.Group] = true
 	return nil
 }
 
 // equipTargets gives every target a request may be sent to its gates
 // and its attempts' observers, once the books they use are provisioned.
-func (g *Gateway) equipTargets() {
-	k := kitFor(g)
-	for _, al := range g.Aliases {
+func equipTargets(k targetKit, aliases map[string]*Alias) {
+	for _, al := range aliases {
 		for _, t := range al.Targets {
 			t.gates, t.observers = k.gatesOf(t), k.observersOf(t)
 			if al.chain != nil {

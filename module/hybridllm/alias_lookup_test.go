@@ -13,7 +13,7 @@ import (
 func TestAnEscapedModelFindsItsAlias(t *testing.T) {
 	f, _ := protocol.Scan([]byte(`{"model":"chat\u002dmain"}`))
 	g := &Gateway{aliases: map[string]*Alias{"chat-main": {name: "chat-main"}}}
-	if al, ok := g.alias(&f); !ok || al.name != "chat-main" {
+	if al, ok := aliasNamed(g.aliases, &f); !ok || al.name != "chat-main" {
 		t.Errorf("escaped value %s not found as chat-main", f.Model)
 	}
 }

@@ -78,7 +78,7 @@ func BenchmarkBodyRewrite(b *testing.B) {
 			var ub upstreamBody
 			for b.Loop() {
 				top, ok := protocol.Scan(body)
-				al, found := g.alias(&top)
+				al, found := aliasNamed(g.aliases, &top)
 				if !ok || top.Models != 1 || !found {
 					b.Fatal("bad fields")
 				}
@@ -112,7 +112,7 @@ func BenchmarkFeatures(b *testing.B) {
 		{Group: "cloud", MaxTokensOver: 4000},
 		{Group: "cloud", PromptTokensOver: 100000},
 	}
-	g := new(Gateway)
+	g := new(aliasSetup)
 	for _, r := range al.Routes {
 		if err := r.provision(g, al); err != nil {
 			b.Fatal(err)

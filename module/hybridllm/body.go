@@ -270,3 +270,18 @@ func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, 
 	}
 	return b.set(body, splices[:n]...), injected
 }
+
+// ask asks for stream usage in body (top: its fields; watch: those route
+// rules read): a field spliced in where the body allows, else the body
+// rewritten.
+func (u *usageAsk) ask(body []byte, top *protocol.Request, watch []string) {
+	sp, rewritten, ok := withStreamUsage(body, top)
+	switch {
+	case !ok:
+	case rewritten != nil:
+		u.body = &usageBody{body: rewritten}
+		u.body.top, _ = protocol.Scan(rewritten, watch...) // the model may have moved
+	default:
+		u.splice = sp
+	}
+}

@@ -141,17 +141,6 @@ func (cr *callers) newSet(configured, fromFile map[string]*Client) (*clientSet, 
 	return cs, nil
 }
 
-// provisionClients puts the clients of the config and of the keys file in
-// force, and watches the keys file for changes.
-func (g *Gateway) provisionClients(ctx caddy.Context) error {
-	cr := newCallers(g)
-	if err := cr.provision(ctx); err != nil {
-		return err
-	}
-	g.callers = cr
-	return nil
-}
-
 // provision checks the config's clients and keys, puts them and the keys
 // file's in force, and watches the keys file until the config stops.
 func (cr *callers) provision(ctx context.Context) error {

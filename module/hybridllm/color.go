@@ -53,8 +53,8 @@ var colorsIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "X-Route-Tag headers removed, by alias and why: untrusted (the source may not color) or unknown (no such color on the alias).",
 }, []string{"gateway", "alias", "reason"})
 
-// provisionColors checks the alias's colors.
-func (g *Gateway) provisionColors(al *Alias, used map[string]bool) error {
+// colors checks the alias's colors.
+func (s *aliasSetup) colors(al *Alias) error {
 	for i, c := range al.Colors {
 		if c == nil || c.Tag == "" {
 			return fmt.Errorf("color %d: a tag is required", i)
@@ -65,7 +65,7 @@ func (g *Gateway) provisionColors(al *Alias, used map[string]bool) error {
 		if c.Set != "" || c.Weight != nil || c.Health != nil || c.Tier != nil || c.SLO != 0 {
 			return fmt.Errorf("color %q: set, weight, health, tier and slo do not apply to a color", c.Tag)
 		}
-		if err := g.provisionTarget(al, &c.Target, used); err != nil {
+		if err := s.target(al, &c.Target); err != nil {
 			return fmt.Errorf("color %q (group %q): %v", c.Tag, c.Group, err)
 		}
 		c.fallback = c.Fallback == nil || *c.Fallback
@@ -77,10 +77,10 @@ func (g *Gateway) provisionColors(al *Alias, used map[string]bool) error {
 			}
 			c.ranges = append(c.ranges, p)
 		}
-		if len(c.TrustedClients) > 0 && g.Clients == nil {
+		if len(c.TrustedClients) > 0 && !s.clients {
 			return fmt.Errorf("color %q: trusted_clients needs clients", c.Tag)
 		}
-		if len(c.ranges) == 0 && g.Clients == nil {
+		if len(c.ranges) == 0 && !s.clients {
 			return fmt.Errorf("color %q: nobody may use it: give trusted_ranges, or configure clients", c.Tag)
 		}
 	}
@@ -136,10 +136,18 @@ func clientAddr(r *http.Request) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-// colorOf finds the color the request asks for, if its source may ask;
+// colorPicker judges the route tags of a gateway whose aliases have
+// colors.
+type colorPicker struct {
+	gateway string
+	headers bool // the X-Hybrid-* headers are sent
+	logger  *zap.Logger
+}
+
+// pick finds the color the request asks for, if its source may ask;
 // a tag that does not count is removed and counted, and the answer says
 // so.
-func (g *Gateway) colorOf(w http.ResponseWriter, r *http.Request, al *Alias, cl *client, id string) *Color {
+func (p *colorPicker) pick(w http.ResponseWriter, r *http.Request, al *Alias, cl *client, id string) *Color {
 	v, ok := r.Header[routeTagHeader]
 	if !ok {
 		return nil
@@ -152,7 +160,7 @@ func (g *Gateway) colorOf(w http.ResponseWriter, r *http.Request, al *Alias, cl 
 	for _, c := range al.Colors {
 		if c.Tag == tag && len(v) == 1 {
 			if c.trusts(r, cl) {
-				if g.routeHeadersOn() {
+				if p.headers {
 					w.Header().Set("X-Hybrid-Color", c.Tag)
 				}
 				return c
@@ -162,8 +170,8 @@ func (g *Gateway) colorOf(w http.ResponseWriter, r *http.Request, al *Alias, cl 
 		}
 	}
 	delete(r.Header, routeTagHeader)
-	colorsIgnored.WithLabelValues(g.Name, al.name, why).Inc()
-	if ce := g.logger.Check(zap.DebugLevel, "route tag ignored"); ce != nil {
+	colorsIgnored.WithLabelValues(p.gateway, al.name, why).Inc()
+	if ce := p.logger.Check(zap.DebugLevel, "route tag ignored"); ce != nil {
 		ce.Write(zap.String("request_id", id), zap.String("alias", al.name), zap.String("reason", why))
 	}
 	w.Header().Set("X-Hybrid-Color", "ignored")

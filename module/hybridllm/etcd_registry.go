@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
@@ -114,13 +117,11 @@ func (rc *RegistryConfig) prefix(gw string) string {
 	return "/hybrid-llm/" + gw
 }
 
-// provisionRegistry joins the gateway to its registry: the watcher starts
-// (or is shared), and the gateway applies the registry's state now and on
-// every change.
-func (g *Gateway) provisionRegistry() error {
-	rc := g.Registry
+// options are the fleet's options of gateway gw (st: where the fleet
+// keeps its snapshot), the registry's placeholders replaced.
+func (rc *RegistryConfig) options(gw string, st certmagic.Storage, logger *zap.Logger) (fleet.Options, error) {
 	if len(rc.Endpoints) == 0 {
-		return fmt.Errorf("registry: no etcd endpoints")
+		return fleet.Options{}, fmt.Errorf("registry: no etcd endpoints")
 	}
 	repl := caddy.NewReplacer()
 	endpoints := make([]string, 0, len(rc.Endpoints))
@@ -130,22 +131,29 @@ func (g *Gateway) provisionRegistry() error {
 		}
 	}
 	if len(endpoints) == 0 {
-		return fmt.Errorf("registry: the etcd endpoints %q resolve to none", rc.Endpoints)
+		return fleet.Options{}, fmt.Errorf("registry: the etcd endpoints %q resolve to none", rc.Endpoints)
 	}
-	o := fleet.Options{Endpoints: endpoints, Prefix: rc.prefix(g.Name), DialTimeout: time.Duration(rc.DialTimeout),
-		Username: repl.ReplaceAll(rc.Username, ""), Password: repl.ReplaceAll(rc.Password, ""), Storage: g.storage, Logger: g.logger}
+	o := fleet.Options{Endpoints: endpoints, Prefix: rc.prefix(gw), DialTimeout: time.Duration(rc.DialTimeout),
+		Username: repl.ReplaceAll(rc.Username, ""), Password: repl.ReplaceAll(rc.Password, ""), Storage: st, Logger: logger}
 	if rc.TLS != nil {
 		o.TLS = rc.TLS.config
 	}
+	return o, nil
+}
+
+// join joins the gateway to its registry: the watcher starts (or is
+// shared), and the gateway applies the registry's state now and on every
+// change. With a spend book (spend), the process keeps a book of its own
+// there.
+func (l *registryLink) join(o fleet.Options, spend *books.SpendBook, c clock.Clock) error {
 	f, err := fleet.Acquire(o)
 	if err != nil {
 		return err
 	}
-	l := &registryLink{fleet: f, share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.aliases, logger: g.logger}
-	if g.money.spend != nil {
-		l.book = &fleetBook{fleet: f, book: g.money.spend, gateway: g.Name, name: spendName(g.Name), clock: g.clock, logger: g.logger}
+	l.fleet = f
+	if spend != nil {
+		l.book = &fleetBook{fleet: f, book: spend, gateway: l.gateway, name: spendName(l.gateway), clock: c, logger: l.logger}
 	}
-	g.reg = l
 	l.sub = f.Join(l.apply)
 	// the watcher stores a snapshot before it hands it to the gateways,
 	// which now include this one: read under the lock, the snapshot

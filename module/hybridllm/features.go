@@ -209,29 +209,33 @@ func (r *Rule) matches(f *features) bool {
 // maxWatched is how many rule fields protocol.Scan notes; rules name few.
 const maxWatched = 64
 
-// watchField returns the bit protocol.Scan sets when the top-level field is
+// watchedFields are the top-level fields protocol.Scan notes, in the
+// order of their bits.
+type watchedFields []string
+
+// bit returns the bit protocol.Scan sets when the top-level field is
 // present and not null, or 0 when maxWatched fields are watched already.
-func (g *Gateway) watchField(name string) uint64 {
-	i := slices.Index(g.watch, name)
+func (w *watchedFields) bit(name string) uint64 {
+	i := slices.Index(*w, name)
 	if i < 0 {
-		if len(g.watch) == maxWatched {
+		if len(*w) == maxWatched {
 			return 0
 		}
-		i = len(g.watch)
-		g.watch = append(g.watch, name)
+		i = len(*w)
+		*w = append(*w, name)
 	}
 	return 1 << i
 }
 
-func (r *Rule) provision(g *Gateway, al *Alias) error {
+func (r *Rule) provision(s *aliasSetup, al *Alias) error {
 	r.fieldBits, r.slowFields = 0, nil
 	for name := range r.Header {
 		if credentials.CredentialLike(name) {
-			g.ruleCredentials = true
+			s.ruleCredentials = true
 		}
 	}
 	for _, field := range r.Fields {
-		if bit := g.watchField(field); bit != 0 {
+		if bit := s.watch.bit(field); bit != 0 {
 			r.fieldBits |= bit
 		} else {
 			r.slowFields = append(r.slowFields, field)

@@ -16,7 +16,7 @@ import (
 // whether protocol.Scan watched it or (past maxWatched fields) the body is
 // searched for it.
 func TestFieldRules(t *testing.T) {
-	g := new(Gateway)
+	g := new(aliasSetup)
 	al := &Alias{name: "a", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
 	for i := range maxWatched {
 		al.Routes = append(al.Routes, &Rule{Group: "cloud", Fields: []string{"filler" + strconv.Itoa(i)}})

@@ -169,14 +169,13 @@ type Gateway struct {
 	watch       []string // the top-level fields rules look for
 	entry       *gatewayEntry
 	money       money      // its books, and how it charges requests
-	cfg         any        // the config's context, to tell configs apart
 	models      *aliasList // what GET .../models answers
 	logger      *zap.Logger
 	clock       clock.Clock    // the time of its windows, holds and cooldowns
 	badUsage    *lograte.Every // rate-limits the warning about bad usage values
 	strays      *strayKeys     // refuses keys sent where none is read
 	sched       schedule       // what its scheduler ticks
-	colored     bool           // an alias has colors
+	colors      *colorPicker   // when an alias has colors
 	// upper targets that may degrade their new requests
 	ctx        context.Context              // done when the config stops
 	storage    certmagic.Storage            // Caddy's, where the ledger persists
@@ -230,7 +229,12 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 		g.Name = defaultGatewayName
 	}
 	g.strays = newStrayKeys(g)
-	if err := g.lockBooks(ctx); err != nil {
+	owns, lock, err := lockBooks(ctx, g.storage, g.Name)
+	g.ownsBooks = owns
+	if lock != "" {
+		g.locks = append(g.locks, lock)
+	}
+	if err != nil {
 		return err
 	}
 	registerMetrics(ctx.GetMetricsRegistry(), g.logger)
@@ -263,7 +267,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	g.equipTargets()
+	equipTargets(kitFor(g), g.aliases)
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }
@@ -348,9 +352,12 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 // the groups they use, and warns of a group none uses.
 func (g *Gateway) provisionAliases(used map[string]bool) error {
 	g.aliases = make(map[string]*Alias, len(g.Aliases))
+	s := aliasSetup{gateway: g.Name, groups: g.Groups, clients: g.Clients != nil, registry: g.Registry != nil,
+		responseModel: g.ResponseModel, clock: g.clock, logger: g.logger, used: used}
+	defer func() { g.watch, g.ruleCredentials = s.watch, s.ruleCredentials }()
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
-		err := g.provisionAlias(name, al, used)
+		err := s.alias(name, al)
 		if al != nil {
 			// what it set up, even if it then failed: a config that fails
 			// hands the health it carried over back (see uncarry)
@@ -360,7 +367,9 @@ func (g *Gateway) provisionAliases(used map[string]bool) error {
 			return err
 		}
 		g.aliases[name] = al
-		g.colored = g.colored || len(al.Colors) > 0
+		if len(al.Colors) > 0 && g.colors == nil {
+			g.colors = &colorPicker{gateway: g.Name, headers: g.routeHeadersOn(), logger: g.logger}
+		}
 	}
 	for _, name := range sortedKeys(g.Groups) {
 		if !used[name] {
@@ -388,13 +397,19 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		}
 	}
 	if g.Clients != nil {
-		if err := g.provisionClients(ctx); err != nil {
+		// the clients of the config and of the keys file in force, and
+		// the keys file watched for changes
+		cr := newCallers(g)
+		if err := cr.provision(ctx); err != nil {
 			return err
 		}
+		g.callers = cr
 	}
-	if err := g.register(ctx.Context); err != nil {
+	entry, err := enter(g, ctx.Context)
+	if err != nil {
 		return err
 	}
+	g.entry = entry
 	bc := g.booksConfig()
 	g.money.ledger = books.Acquire(bc)
 	g.money.priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
@@ -406,9 +421,15 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		g.money.keepSaving(ctx)
 	}
 	if g.Registry != nil {
-		if err := g.provisionRegistry(); err != nil {
+		o, err := g.Registry.options(g.Name, g.storage, g.logger)
+		if err != nil {
 			return err
 		}
+		l := &registryLink{share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.aliases, logger: g.logger}
+		if err := l.join(o, g.money.spend, g.clock); err != nil {
+			return err
+		}
+		g.reg = l
 		f := g.reg.fleet
 		g.money.spend.ReplayPending(func(journal string) uint64 { return f.PublishedFrom(g.Name, journal, g.logger) }, g.logger)
 	}
@@ -419,6 +440,23 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 func (g *Gateway) booksConfig() books.Config {
 	return books.Config{Gateway: g.Name, Storage: g.storage, Owns: g.ownsBooks, SelfGPUs: g.money.selfGPUs,
 		Spend: g.money.spend, Fleet: g.Registry != nil, Clock: g.clock, Logger: g.logger}
+}
+
+// begin starts the gateway's network work once its config runs.
+func (g *Gateway) begin(ctx caddy.Context) {
+	g.begun.Store(true)
+	for _, name := range sortedKeys(g.Groups) {
+		grp := g.Groups[name]
+		if vg := grp.vllm; vg != nil {
+			vg.begin()
+		}
+		if grp.Kind == KindOpenAI {
+			grp.startModelCheck(ctx)
+		}
+	}
+	if g.reg != nil {
+		g.reg.begin(ctx)
+	}
 }
 
 // routeHeadersOn reports whether the X-Hybrid-* headers are sent.
@@ -446,7 +484,10 @@ func (g *Gateway) Cleanup() error {
 	if g.money.ledger != nil {
 		books.Release(g.Name)
 	}
-	g.unregister()
+	if g.entry != nil {
+		g.entry.leave(g)
+		g.entry = nil
+	}
 	g.sched.uncarry()
 	for _, grp := range g.Groups {
 		grp.cleanup()
@@ -474,7 +515,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if !g.paths.allows(r.URL.Path) {
 			return g.paths.refuse(w, r)
 		}
-		return g.serveInference(w, r, id, clientID, cl)
+		return newRoute(g, w, r, id, clientID, cl).serve()
 	}
 	if extra := logFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))

@@ -31,57 +31,35 @@ const idempotencyKey = "X-Idempotency-Key"
 // it is nobody's answer.
 const statusClientClosed = 499
 
-// serveInference handles a JSON POST whose model is an alias: the body
-// read and checked, the alias and the client's ceilings and limits
-// applied, the headers made fit for an upstream; then the route runs.
-func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) error {
+// newRoute is the route of a JSON POST to gateway g, with request id
+// id (the client's own: clientID) from client cl (nil without clients).
+func newRoute(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) *route {
 	rt := &route{g: g, w: w, r: r, q: asked{api: protocol.ForPath(r.URL.Path)}}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(&rt.x))
 	}
-	body, no := g.readInference(r, &rt.q.top)
-	if no != nil {
-		return no.write(w, rt.q.api)
-	}
-	top := &rt.q.top
-	al, ok := g.alias(top)
-	if !ok || !cl.allows(al.name) {
-		return rt.q.api.WriteError(w, protocol.Error{
-			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
-			Message: "The model `" + top.ModelName() + "` does not exist.",
-		})
-	}
-	g.callers.stripRouting(r, cl)
-	if g.colored {
-		// a tag reaches an upstream only for a color that trusts it, on
-		// any alias of a gateway that has colors
-		rt.x.color = g.colorOf(w, r, al, cl, id)
-	}
-	if cl != nil && cl.ceilings.Active() {
-		ceiled, over := cl.ceilings.Apply(body, rt.q.api)
-		if over != nil {
-			return rt.q.api.WriteError(w, protocol.Error{
-				Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: "invalid_value", Param: over.Param,
-				Message: over.Msg,
-			})
-		}
-		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
-			// the fields moved: found again
-			body = ceiled
-			*top, _ = protocol.Scan(body, g.watch...)
-		}
+	return rt
+}
+
+// serve handles a JSON POST whose model is an alias: the body read and
+// checked, the alias and the client's ceilings and limits applied, the
+// headers made fit for an upstream; then the route runs.
+func (rt *route) serve() error {
+	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
+	al, answered, err := rt.read()
+	if answered {
+		return err
 	}
 	// a request refused above takes no request of the rpm, and reserves
 	// no tokens
 	at := g.clock.Now()
-	rt.q.body, rt.q.features = body, newFeatures(body, r.Header, &rt.q.top)
 	rt.beginPassage()
 	if wait, limit := rt.held.take(&rt.passage.bounds, at); wait > 0 {
 		return g.callers.limited(w, rt.q.api, cl, limit, wait)
 	}
-	if ae, ok := g.fitHeaders(rt, id); ok {
+	if ae, ok := rt.fitHeaders(); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
 	}
 
@@ -95,22 +73,56 @@ func (g *Gateway) serveInference(w http.ResponseWriter, r *http.Request, id, cli
 	if g.money.spend != nil {
 		rt.passage.noCloud, rt.passage.noCloudFor = g.money.cloudClosed(cl, at)
 	}
-	rt.x.alias, rt.q.stream = al, top.Stream
+	rt.x.alias, rt.q.stream = al, rt.q.top.Stream
 	rt.x.attempts = rt.tried[:0]
-	if top.Stream && !top.WantsUsage && g.streamUsage && rt.q.api.StreamUsage {
+	if top := &rt.q.top; top.Stream && !top.WantsUsage && g.streamUsage && rt.q.api.StreamUsage {
 		// ask for the usage chunk, to count the tokens, of the groups
 		// that allow it (see try); the client does not see it
-		if sp, rewritten, ok := withStreamUsage(body, top); ok {
-			if rewritten != nil {
-				rt.inj.body = &usageBody{body: rewritten}
-				rt.inj.body.top, _ = protocol.Scan(rewritten, g.watch...) // the model may have moved
-			} else {
-				rt.inj.splice = sp
-			}
+		rt.inj.ask(rt.q.body, top, g.watch)
+	}
+	return rt.run(ctx)
+}
+
+// read reads the request's body and what it asks, and finds its alias:
+// the body checked, the client's routing headers and route tag judged,
+// its ceilings applied. A request refused is answered here (answered,
+// with what the handler returns).
+func (rt *route) read() (al *Alias, answered bool, err error) {
+	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
+	body, no := readInference(r, g.MaxBodySize, g.watch, &rt.q.top)
+	if no != nil {
+		return nil, true, no.write(w, rt.q.api)
+	}
+	top := &rt.q.top
+	al, ok := aliasNamed(g.aliases, top)
+	if !ok || !cl.allows(al.name) {
+		return nil, true, rt.q.api.WriteError(w, protocol.Error{
+			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
+			Message: "The model `" + top.ModelName() + "` does not exist.",
+		})
+	}
+	g.callers.stripRouting(r, cl)
+	if g.colors != nil {
+		// a tag reaches an upstream only for a color that trusts it, on
+		// any alias of a gateway that has colors
+		rt.x.color = g.colors.pick(w, r, al, cl, rt.x.id)
+	}
+	if cl != nil && cl.ceilings.Active() {
+		ceiled, over := cl.ceilings.Apply(body, rt.q.api)
+		if over != nil {
+			return nil, true, rt.q.api.WriteError(w, protocol.Error{
+				Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: "invalid_value", Param: over.Param,
+				Message: over.Msg,
+			})
+		}
+		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
+			// the fields moved: found again
+			body = ceiled
+			*top, _ = protocol.Scan(body, g.watch...)
 		}
 	}
-	rt.q.body = body
-	return rt.run(ctx)
+	rt.q.body, rt.q.features = body, newFeatures(body, r.Header, top)
+	return al, false, nil
 }
 
 // refusal is a request refused before any target is tried, in OpenAI's
@@ -127,17 +139,18 @@ func (no *refusal) write(w http.ResponseWriter, api *protocol.API) error {
 	})
 }
 
-// readInference reads the request's body and its facts into top, or says
-// why the request is refused: a body too large, in an encoding the
+// readInference reads the request's body (up to max bytes) and its facts
+// into top (watch: the fields route rules read), or says why the request
+// is refused: a body too large, in an encoding the
 // gateway does not read, no JSON object, without a model (or one that is
 // no string), a field the gateway reads given twice or of the wrong type.
-func (g *Gateway) readInference(r *http.Request, top *protocol.Request) ([]byte, *refusal) {
-	body, err := readRequestBody(r, g.MaxBodySize)
+func readInference(r *http.Request, max int64, watch []string, top *protocol.Request) ([]byte, *refusal) {
+	body, err := readRequestBody(r, max)
 	if err != nil {
 		switch {
 		case errors.Is(err, errBodyTooLarge):
 			return nil, &refusal{http.StatusRequestEntityTooLarge, "request_too_large", "",
-				"request body exceeds the limit of " + strconv.FormatInt(g.MaxBodySize, 10) + " bytes"}
+				"request body exceeds the limit of " + strconv.FormatInt(max, 10) + " bytes"}
 		case errors.Is(err, errUnsupportedEncoding):
 			return nil, &refusal{http.StatusUnsupportedMediaType, "unsupported_content_encoding", "",
 				"the request body's Content-Encoding " + strconv.Quote(r.Header.Get("Content-Encoding")) + " is not supported: send it uncompressed, or gzip"}
@@ -147,7 +160,7 @@ func (g *Gateway) readInference(r *http.Request, top *protocol.Request) ([]byte,
 		return nil, &refusal{http.StatusBadRequest, "invalid_body", "", "could not read the request body"}
 	}
 	var isObject bool
-	*top, isObject = protocol.Scan(body, g.watch...)
+	*top, isObject = protocol.Scan(body, watch...)
 	switch {
 	case !isObject:
 		return nil, &refusal{http.StatusBadRequest, "invalid_json", "", "the request body is not a valid JSON object"}
@@ -176,12 +189,12 @@ func (g *Gateway) readInference(r *http.Request, top *protocol.Request) ([]byte,
 // attempt's body has its own), no Accept-Encoding (returned, with true
 // when there was one, for the caller to put back when the handler
 // returns), the request id and the idempotency key set.
-func (g *Gateway) fitHeaders(rt *route, id string) (acceptEncoding []string, had bool) {
-	r := rt.r
+func (rt *route) fitHeaders() (acceptEncoding []string, had bool) {
+	r, id := rt.r, rt.x.id
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
-	if g.ruleCredentials {
+	if rt.g.ruleCredentials {
 		// a rule matches on a header credentials.Drop removes: it reads
 		// the headers as the client sent them
 		rt.q.features.header = r.Header.Clone()
@@ -217,15 +230,15 @@ func (g *Gateway) fitHeaders(rt *route, id string) (acceptEncoding []string, had
 	return acceptEncoding, had
 }
 
-// alias returns the alias the body's model names. A name without escapes
-// is looked up in place, without a copy.
-func (g *Gateway) alias(top *protocol.Request) (*Alias, bool) {
+// aliasNamed returns the alias the body's model names. A name without
+// escapes is looked up in place, without a copy.
+func aliasNamed(aliases map[string]*Alias, top *protocol.Request) (*Alias, bool) {
 	name := top.Model[1 : len(top.Model)-1]
 	if bytes.IndexByte(name, '\\') >= 0 {
-		al, ok := g.aliases[top.ModelName()]
+		al, ok := aliases[top.ModelName()]
 		return al, ok
 	}
-	al, ok := g.aliases[string(name)]
+	al, ok := aliases[string(name)]
 	return al, ok
 }
 

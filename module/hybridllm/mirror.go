@@ -87,8 +87,8 @@ type mirrorSeries struct {
 	cost               prometheus.Counter
 }
 
-// provisionMirrors checks the alias's mirrors.
-func (g *Gateway) provisionMirrors(al *Alias, used map[string]bool) error {
+// mirrors checks the alias's mirrors.
+func (s *aliasSetup) mirrors(al *Alias) error {
 	for i, m := range al.Mirrors {
 		if m == nil {
 			return fmt.Errorf("mirror %d: empty", i)
@@ -106,7 +106,7 @@ func (g *Gateway) provisionMirrors(al *Alias, used map[string]bool) error {
 			d := caddy.Duration(DefaultMirrorTimeout)
 			m.Timeout = &d
 		}
-		if err := g.provisionTarget(al, &m.Target, used); err != nil {
+		if err := s.target(al, &m.Target); err != nil {
 			return fmt.Errorf("mirror %d (group %q): %v", i, m.Group, err)
 		}
 		if m.timeout == 0 {
@@ -115,14 +115,14 @@ func (g *Gateway) provisionMirrors(al *Alias, used map[string]bool) error {
 		if m.MaxInFlight == 0 {
 			m.MaxInFlight = defaultMirrorInFlight
 		}
-		l := []string{g.Name, al.name, m.Group, m.Model}
+		l := []string{s.gateway, al.name, m.Group, m.Model}
 		m.series = &mirrorSeries{
 			dropped:    mirrorDropped.WithLabelValues(l...),
 			duration:   mirrorDuration.WithLabelValues(l...),
 			ttft:       mirrorTTFT.WithLabelValues(l...),
-			prompt:     tokensTotal.WithLabelValues(g.Name, al.name, m.Group, "prompt", "", billingShadow),
-			completion: tokensTotal.WithLabelValues(g.Name, al.name, m.Group, "completion", "", billingShadow),
-			cost:       costTotal.WithLabelValues(g.Name, m.Group, "", billingShadow),
+			prompt:     tokensTotal.WithLabelValues(s.gateway, al.name, m.Group, "prompt", "", billingShadow),
+			completion: tokensTotal.WithLabelValues(s.gateway, al.name, m.Group, "completion", "", billingShadow),
+			cost:       costTotal.WithLabelValues(s.gateway, m.Group, "", billingShadow),
 		}
 	}
 	return nil

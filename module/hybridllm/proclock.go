@@ -29,32 +29,31 @@ import (
 // uses it: a reload in the same process takes it again at no cost, and a
 // second process is refused with the first one's pid.
 
-// lockBooks takes the lock on the gateway's books in Caddy's storage, when
-// that is a directory (file_system storage, Caddy's data directory by
-// default), for a config that runs; other storage modules keep their own
-// locks.
-func (g *Gateway) lockBooks(ctx caddy.Context) error {
+// lockBooks takes the lock (its path) on the books of gateway gw in
+// Caddy's storage st, when that is a directory (file_system storage,
+// Caddy's data directory by default), for a config that runs; other
+// storage modules keep their own locks. owns says the config runs: its
+// books are its own to keep.
+func lockBooks(ctx caddy.Context, st certmagic.Storage, gw string) (owns bool, lock string, err error) {
 	if !runs(ctx) {
-		return nil
+		return false, "", nil
 	}
-	g.ownsBooks = true
-	fs, ok := g.storage.(*certmagic.FileStorage)
+	fs, ok := st.(*certmagic.FileStorage)
 	if !ok || fs.Path == "" {
-		return nil
+		return true, "", nil
 	}
-	path := filepath.Join(fs.Path, "hybrid_llm", "locks", proclock.FileName(g.Name)+".lock")
+	path := filepath.Join(fs.Path, "hybrid_llm", "locks", proclock.FileName(gw)+".lock")
 	pid, err := proclock.Hold(path)
 	switch {
 	case errors.Is(err, proclock.ErrHeld):
-		return fmt.Errorf("%s runs gateway %q on the data directory %s (lock %s): two processes would keep one ledger and one cloud spend "+
+		return true, "", fmt.Errorf("%s runs gateway %q on the data directory %s (lock %s): two processes would keep one ledger and one cloud spend "+
 			"and overwrite each other's, and in a fleet count each other's spend as their own; "+
 			"stop the other process, or give this gateway another name (name <gateway>) or another storage (storage file_system { root <dir> }, or another XDG_DATA_HOME)",
-			proclock.OtherProcess(pid), g.Name, fs.Path, path)
+			proclock.OtherProcess(pid), gw, fs.Path, path)
 	case err != nil:
-		return fmt.Errorf("locking the gateway's books in %s: %v", path, err)
+		return true, "", fmt.Errorf("locking the gateway's books in %s: %v", path, err)
 	}
-	g.locks = append(g.locks, path)
-	return nil
+	return true, path, nil
 }
 
 // lockAdmin takes the lock on the admin address of a config that runs,

@@ -27,46 +27,46 @@ var gateways = reload.NewPool[*gatewayEntry]()
 type gatewayEntry struct {
 	current   atomic.Pointer[Gateway]
 	mu        sync.Mutex
-	instances []*Gateway // oldest first; the last is current
+	instances []instance // oldest first; the last is current
 }
 
-// register makes g the current gateway of its name. Two gateways of one
-// config may not share a name.
-func (g *Gateway) register(cfg any) error {
+// instance is one provisioned gateway of a name, and the config it is of.
+type instance struct {
+	g   *Gateway
+	cfg any
+}
+
+// enter makes g the current gateway of its name, in config cfg. Two
+// gateways of one config may not share a name.
+func enter(g *Gateway, cfg any) (*gatewayEntry, error) {
 	entry, _, _ := gateways.Acquire(g.Name, func() (*gatewayEntry, error) { return new(gatewayEntry), nil })
 	entry.mu.Lock()
 	defer entry.mu.Unlock()
 	for _, prev := range entry.instances {
 		if prev.cfg == cfg {
 			_ = gateways.Release(g.Name)
-			return fmt.Errorf("two hybrid_llm handlers named %q in one config: give each its own name", g.Name)
+			return nil, fmt.Errorf("two hybrid_llm handlers named %q in one config: give each its own name", g.Name)
 		}
 	}
-	g.entry, g.cfg = entry, cfg
-	entry.instances = append(entry.instances, g)
+	entry.instances = append(entry.instances, instance{g: g, cfg: cfg})
 	entry.current.Store(g)
-	return nil
+	return entry, nil
 }
 
-// unregister drops g. When g was current, the newest instance still
+// leave drops g. When g was current, the newest instance still
 // provisioned (the config that keeps running) becomes current again.
-func (g *Gateway) unregister() {
-	entry := g.entry
-	if entry == nil {
-		return
-	}
-	entry.mu.Lock()
-	if i := slices.Index(entry.instances, g); i >= 0 {
-		entry.instances = slices.Delete(entry.instances, i, i+1)
+func (e *gatewayEntry) leave(g *Gateway) {
+	e.mu.Lock()
+	if i := slices.IndexFunc(e.instances, func(in instance) bool { return in.g == g }); i >= 0 {
+		e.instances = slices.Delete(e.instances, i, i+1)
 	}
 	var cur *Gateway
-	if n := len(entry.instances); n > 0 {
-		cur = entry.instances[n-1]
+	if n := len(e.instances); n > 0 {
+		cur = e.instances[n-1].g
 	}
-	entry.current.Store(cur)
-	entry.mu.Unlock()
+	e.current.Store(cur)
+	e.mu.Unlock()
 	_ = gateways.Release(g.Name)
-	g.entry = nil
 }
 
 // groupStates holds what a group keeps across reloads: its overflow

@@ -42,23 +42,6 @@ func (h *startedHook) Handle(context.Context, caddy.Event) error {
 	return nil
 }
 
-// begin starts the gateway's network work once its config runs.
-func (g *Gateway) begin(ctx caddy.Context) {
-	g.begun.Store(true)
-	for _, name := range sortedKeys(g.Groups) {
-		grp := g.Groups[name]
-		if vg := grp.vllm; vg != nil {
-			vg.begin()
-		}
-		if grp.Kind == KindOpenAI {
-			grp.startModelCheck(ctx)
-		}
-	}
-	if g.reg != nil {
-		g.reg.begin(ctx)
-	}
-}
-
 // begin starts the probes of the group's endpoints, and of those the
 // registry adds from now on.
 func (g *vllmGroup) begin() {
