@@ -191,9 +191,9 @@ func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 	default:
 		grp.shared.drained.Store(drained)
 	}
-	if g.reg == nil && g.storage != nil {
+	if g.reg == nil && g.life.storage != nil {
 		// kept for the next start (see drains.go)
-		if err := saveDrains(r.Context(), g.storage, g.Name, g.Groups); err != nil {
+		if err := saveDrains(r.Context(), g.life.storage, g.Name, g.Groups); err != nil {
 			g.logger.Error("storing the drains; a restart would not keep this one", zap.Error(err))
 			what["not_stored"] = err.Error()
 		}
@@ -236,7 +236,7 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("gateway %q keeps its cloud spend in the registry, not in storage", g.Name)}
 	}
 	u := g.money.spend.Accept()
-	if err := g.money.spend.Save(r.Context(), g.storage); err != nil {
+	if err := g.money.spend.Save(r.Context(), g.life.storage); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("accepted, but not saved, so a restart would close cloud again: %v", err)}
 	}
 	total, _ := g.money.spend.Spent("", g.clock.Now())
@@ -256,9 +256,9 @@ func readAliasAction(r *http.Request) (*adminapi.ActionRequest, *Gateway, *Alias
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	al := g.aliases[req.Alias]
+	al := g.in.aliases[req.Alias]
 	if al == nil {
-		return nil, nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q; its aliases: %s", g.Name, req.Alias, strings.Join(sortedKeys(g.aliases), ", "))}
+		return nil, nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q; its aliases: %s", g.Name, req.Alias, strings.Join(sortedKeys(g.in.aliases), ", "))}
 	}
 	return req, g, al, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"go.uber.org/zap"
 )
@@ -365,4 +366,46 @@ func seconds(d time.Duration) string {
 		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	}
 	return d.String()
+}
+
+// fallsBackOn reports whether an upstream answer with this status moves
+// the request to the next target.
+func (t *Target) fallsBackOn(status int) bool {
+	return t.fallbackOn.has(status)
+}
+
+// contextWindow returns the target's context window in tokens: its
+// configured one, or the smallest max_model_len its group's endpoints
+// report for the model; 0 when unknown.
+func (t *Target) contextWindow() int {
+	if t.ContextWindow > 0 {
+		return t.ContextWindow
+	}
+	vg := t.group.vllm
+	if vg == nil {
+		return 0
+	}
+	window := 0
+	for ep := range vg.all() {
+		if n := ep.p.Snapshot().Models[t.Model]; n > 0 && (window == 0 || n < window) {
+			window = n
+		}
+	}
+	return window
+}
+
+// takenOut says why nothing may go to a target, whatever the request: its
+// group is drained, its cloud's model list lacks the name, or the cloud
+// asked to be left alone (a 429).
+func (t *Target) takenOut(c clock.Clock) reason {
+	if t.group.shared.drained.Load() {
+		return because.Drained
+	}
+	if t.group.check.lacks(t.Model) {
+		return because.Misconfig // the cloud's model list lacks the name
+	}
+	if t.group.vllm == nil && t.group.shared.breaker.HeldNow(c) {
+		return because.RateLimited
+	}
+	return ""
 }

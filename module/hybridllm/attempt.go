@@ -309,7 +309,7 @@ func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected boo
 	if t.Tier != nil && rt.x.deg != nil {
 		rt.x.deg.clampedTo = 0 // this attempt's, if it clamps
 		if t.Tier.MaxTokens > 0 {
-			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.g.watch, t, b); ok {
+			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.g.in.watch, t, b); ok {
 				rt.x.deg.clampedTo = t.Tier.MaxTokens
 				return length, injected
 			}

@@ -163,7 +163,7 @@ func (aw *attemptWriter) commit(status int) bool {
 func (aw *attemptWriter) passHeaders(h http.Header) {
 	rt := aw.rt
 	var upstreamID []string
-	pass := rt.g.pass
+	pass := rt.g.in.pass
 	for k, v := range aw.header {
 		if k == "X-Request-Id" {
 			upstreamID = v

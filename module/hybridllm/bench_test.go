@@ -63,10 +63,10 @@ func BenchmarkModelRewrite(b *testing.B) {
 // first attempt: validation and the top-level fields in one pass, the
 // alias lookup and the model swap.
 func BenchmarkBodyRewrite(b *testing.B) {
-	g := &Gateway{aliases: map[string]*Alias{}}
+	g := &Gateway{in: front{aliases: map[string]*Alias{}}}
 	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
 	tg.modelJSON, _ = json.Marshal(tg.Model)
-	g.aliases["chat-main"] = &Alias{name: "chat-main", Targets: []*Target{tg}}
+	g.in.aliases["chat-main"] = &Alias{name: "chat-main", Targets: []*Target{tg}}
 	for _, size := range []struct {
 		name string
 		n    int
@@ -78,7 +78,7 @@ func BenchmarkBodyRewrite(b *testing.B) {
 			var ub upstreamBody
 			for b.Loop() {
 				top, ok := protocol.Scan(body)
-				al, found := aliasNamed(g.aliases, &top)
+				al, found := aliasNamed(g.in.aliases, &top)
 				if !ok || top.Models != 1 || !found {
 					b.Fatal("bad fields")
 				}
@@ -197,10 +197,10 @@ func BenchmarkRegistryEndpoints100(b *testing.B) {
 	one, two := list(1), list(2)
 	newGroup := func() *vllmGroup {
 		return &vllmGroup{name: "self", endpoints: map[string]*endpoint{},
-			spawn: func(dial string) (*endpoint, error) {
+			adds: endpointAdds{spawn: func(dial string) (*endpoint, error) {
 				return &endpoint{dial: dial, weight: 1, drained: new(atomic.Bool), br: new(breaker.Breaker)}, nil
 			},
-			unspawn: func(*endpoint) {}}
+				unspawn: func(*endpoint) {}}}
 	}
 	logger := zap.NewNop()
 	b.Run("weights", func(b *testing.B) {

@@ -52,12 +52,6 @@ func newStatusSet(codes []int) (statusSet, error) {
 	return s, nil
 }
 
-// fallsBackOn reports whether an upstream answer with this status moves
-// the request to the next target.
-func (t *Target) fallsBackOn(status int) bool {
-	return t.fallbackOn.has(status)
-}
-
 // verdict is what an attempt says about its upstream, for the breakers.
 type verdict = breaker.Outcome
 

@@ -22,20 +22,20 @@ import (
 // (rpm and tpm) and attribution (its metric series) too.
 func BenchmarkAuthenticate(b *testing.B) {
 	g := &Gateway{Clients: &Clients{}, clock: clock.System}
-	g.callers = newCallers(g)
+	g.in.callers = newCallers(g)
 	cs := &clientSet{byKey: map[clients.KeyHash]*client{}, byName: map[string]*client{}}
 	for i := range 1000 {
 		key := "sk-client-" + strings.Repeat("x", 40) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
 		cs.byKey[sha256.Sum256([]byte(key))] = &client{name: key[:12]}
 	}
 	key := "sk-client-" + strings.Repeat("x", 40) + "abb"
-	g.callers.set.Store(cs)
+	g.in.callers.set.Store(cs)
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.Header.Set("Authorization", "Bearer "+key)
 	b.Run("key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if cl, ok := g.callers.authenticate(nil, r, "id", ""); !ok || cl == nil {
+			if cl, ok := g.in.callers.authenticate(nil, r, "id", ""); !ok || cl == nil {
 				b.Fatal("refused")
 			}
 		}
@@ -52,7 +52,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, ok := g.callers.authenticate(nil, r, "id", "")
+			cl, ok := g.in.callers.authenticate(nil, r, "id", "")
 			if !ok {
 				b.Fatal("refused")
 			}
@@ -80,7 +80,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, _ := g.callers.authenticate(nil, r, "id", "")
+			cl, _ := g.in.callers.authenticate(nil, r, "id", "")
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
 			rt.q.top = top

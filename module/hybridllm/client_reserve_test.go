@@ -223,7 +223,7 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	ep.p.Inflight.Store(5)
 	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{name: "small", shared: &groupShared{},
 		Overflow: &OverflowConfig{InFlight: &Threshold{Trigger: 2, Recover: 1}},
-		vllm:     &vllmGroup{name: "small", endpoints: map[string]*endpoint{"a": ep}, staleAfter: time.Second}}}
+		vllm:     &vllmGroup{name: "small", endpoints: map[string]*endpoint{"a": ep}, cfg: vllmSettings{staleAfter: time.Second}}}}
 	// a priced cloud tier
 	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, group: &Group{name: "cloud-small", Kind: KindOpenAI,
 		shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}

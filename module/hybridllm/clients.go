@@ -72,8 +72,8 @@ type callers struct {
 
 // newCallers is the callers of gateway g, to be provisioned.
 func newCallers(g *Gateway) *callers {
-	return &callers{cfg: g.Clients, gateway: g.Name, share: g.fleetShare, aliases: g.aliases,
-		routeHeaders: routingHeaders(g.aliases), models: g.models.of, logger: g.logger}
+	return &callers{cfg: g.Clients, gateway: g.Name, share: g.fleetShare, aliases: g.in.aliases,
+		routeHeaders: routingHeaders(g.in.aliases), models: g.in.models.of, logger: g.logger}
 }
 
 // newSet provisions the clients of the config and of the keys file.

@@ -16,7 +16,7 @@ import (
 func TestDrainsLastInStorage(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	gateway := func() *Gateway {
-		g := &Gateway{Name: "gw/1", storage: st, logger: zap.NewNop(), Groups: map[string]*Group{}}
+		g := &Gateway{Name: "gw/1", life: lifetime{storage: st}, logger: zap.NewNop(), Groups: map[string]*Group{}}
 		for _, name := range []string{"self", "cloud", "spare"} {
 			g.Groups[name] = &Group{shared: &groupShared{endpoints: map[string]*endpointShared{}}}
 		}

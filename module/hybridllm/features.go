@@ -266,23 +266,3 @@ func (al *Alias) plan(f *features) ([]*Target, *Rule) {
 	}
 	return al.Targets, nil
 }
-
-// contextWindow returns the target's context window in tokens: its
-// configured one, or the smallest max_model_len its group's endpoints
-// report for the model; 0 when unknown.
-func (t *Target) contextWindow() int {
-	if t.ContextWindow > 0 {
-		return t.ContextWindow
-	}
-	vg := t.group.vllm
-	if vg == nil {
-		return 0
-	}
-	window := 0
-	for ep := range vg.all() {
-		if n := ep.p.Snapshot().Models[t.Model]; n > 0 && (window == 0 || n < window) {
-			window = n
-		}
-	}
-	return window
-}

@@ -161,35 +161,46 @@ type Gateway struct {
 	// kept in etcd and watched. Default: each gateway its own.
 	Registry *RegistryConfig `json:"registry,omitempty"`
 
+	in     front         // what the request side reads
+	life   lifetime      // its config's life: context, storage, locks, registry slot
+	money  money         // its books, and how it charges requests
+	sched  schedule      // what its scheduler ticks
+	reg    *registryLink // with a registry: the gateway's tie to it
+	logger *zap.Logger
+	clock  clock.Clock // the time of its windows, holds and cooldowns
+	// with a registry: its place among the live gateways
+	fleetShare *atomic.Pointer[fleet.Share]
+}
+
+// front is what a gateway's request side reads: resolved from the config
+// as it is provisioned, read-only while it serves.
+type front struct {
 	pass        *headerPass
 	paths       *inferencePaths
 	callers     *callers // with Clients
 	aliases     map[string]*Alias
-	streamUsage bool     // some group asks for stream usage
-	watch       []string // the top-level fields rules look for
-	entry       *gatewayEntry
-	money       money      // its books, and how it charges requests
-	models      *aliasList // what GET .../models answers
-	logger      *zap.Logger
-	clock       clock.Clock    // the time of its windows, holds and cooldowns
-	badUsage    *lograte.Every // rate-limits the warning about bad usage values
-	strays      *strayKeys     // refuses keys sent where none is read
-	sched       schedule       // what its scheduler ticks
-	colors      *colorPicker   // when an alias has colors
-	// upper targets that may degrade their new requests
-	ctx        context.Context              // done when the config stops
-	storage    certmagic.Storage            // Caddy's, where the ledger persists
-	locks      []string                     // the lock files held, see proclock.go
-	mirrorLog  *zap.Logger                  // the mirror copies' records
-	reg        *registryLink                // with a registry: the gateway's tie to it
-	fleetShare *atomic.Pointer[fleet.Share] // with a registry: its place among the live gateways
-	begun      *atomic.Bool                 // its config started: its network work began
-	// its config runs (it is not only validated): it reads and writes
-	// its books in storage, under their lock with file_system storage
-	ownsBooks bool
+	models      *aliasList   // what GET .../models answers
+	strays      *strayKeys   // refuses keys sent where none is read
+	colors      *colorPicker // when an alias has colors
+	streamUsage bool         // some group asks for stream usage
+	watch       []string     // the top-level fields rules look for
 	// a rule matches on a header of a credential's name, which is dropped
 	// before the request goes upstream
 	ruleCredentials bool
+	badUsage        *lograte.Every // rate-limits the warning about bad usage values
+	mirrorLog       *zap.Logger    // the mirror copies' records
+}
+
+// lifetime is what a gateway holds for its config's life.
+type lifetime struct {
+	ctx     context.Context   // done when the config stops
+	storage certmagic.Storage // Caddy's, where the ledger persists
+	locks   []string          // the lock files held, see proclock.go
+	entry   *gatewayEntry
+	begun   *atomic.Bool // its config started: its network work began
+	// its config runs (it is not only validated): it reads and writes
+	// its books in storage, under their lock with file_system storage
+	ownsBooks bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -206,8 +217,8 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	if err != nil {
 		// the locks are let go now; Caddy's Cleanup after a failed
 		// provision then finds none
-		proclock.Release(g.locks...)
-		g.locks = nil
+		proclock.Release(g.life.locks...)
+		g.life.locks = nil
 	}
 	return err
 }
@@ -221,18 +232,18 @@ var provisionClock = clock.System
 func (g *Gateway) provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
 	g.clock = provisionClock
-	g.ctx = ctx.Context
-	g.storage = ctx.Storage()
-	g.mirrorLog = g.logger.Named("mirror")
-	g.badUsage = new(lograte.Every)
+	g.life.ctx = ctx.Context
+	g.life.storage = ctx.Storage()
+	g.in.mirrorLog = g.logger.Named("mirror")
+	g.in.badUsage = new(lograte.Every)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
-	g.strays = newStrayKeys(g)
-	owns, lock, err := lockBooks(ctx, g.storage, g.Name)
-	g.ownsBooks = owns
+	g.in.strays = newStrayKeys(g)
+	owns, lock, err := lockBooks(ctx, g.life.storage, g.Name)
+	g.life.ownsBooks = owns
 	if lock != "" {
-		g.locks = append(g.locks, lock)
+		g.life.locks = append(g.life.locks, lock)
 	}
 	if err != nil {
 		return err
@@ -245,10 +256,10 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	g.money = money{groups: g.Groups, cap: g.CloudSpend, storage: g.storage, logger: g.logger}
+	g.money = money{groups: g.Groups, cap: g.CloudSpend, storage: g.life.storage, logger: g.logger}
 	g.money.provisionOccupancy()
-	if g.storage != nil && g.Registry == nil {
-		loadDrains(g.storage, g.Name, g.Groups, g.logger) // before any request
+	if g.life.storage != nil && g.Registry == nil {
+		loadDrains(g.life.storage, g.Name, g.Groups, g.logger) // before any request
 	}
 	if err := g.provisionAliases(used); err != nil {
 		return err
@@ -256,18 +267,18 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if !g.sched.empty() {
 		g.sched.keep(ctx, g.clock, g.logger)
 	}
-	g.models = newAliasList(g.aliases, time.Now())
+	g.in.models = newAliasList(g.in.aliases, time.Now())
 	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
 		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
 	}
-	g.begun = new(atomic.Bool)
+	g.life.begun = new(atomic.Bool)
 	if g.Registry != nil {
 		g.fleetShare = new(atomic.Pointer[fleet.Share])
 	}
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	equipTargets(kitFor(g), g.aliases)
+	equipTargets(kitFor(g), g.in.aliases)
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }
@@ -288,10 +299,10 @@ func (g *Gateway) provisionSettings() error {
 		return err
 	}
 	var err error
-	if g.pass, err = newHeaderPass(g.PassHeaders); err != nil {
+	if g.in.pass, err = newHeaderPass(g.PassHeaders); err != nil {
 		return err
 	}
-	if g.paths, err = newInferencePaths(g.Paths); err != nil {
+	if g.in.paths, err = newInferencePaths(g.Paths); err != nil {
 		return err
 	}
 	if len(g.Groups) == 0 {
@@ -343,7 +354,7 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if grp.StreamUsage != nil {
 			grp.streamUsage = *grp.StreamUsage
 		}
-		g.streamUsage = g.streamUsage || grp.streamUsage
+		g.in.streamUsage = g.in.streamUsage || grp.streamUsage
 	}
 	return used, nil
 }
@@ -351,10 +362,10 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 // provisionAliases provisions the aliases over the groups, noting in used
 // the groups they use, and warns of a group none uses.
 func (g *Gateway) provisionAliases(used map[string]bool) error {
-	g.aliases = make(map[string]*Alias, len(g.Aliases))
+	g.in.aliases = make(map[string]*Alias, len(g.Aliases))
 	s := aliasSetup{gateway: g.Name, groups: g.Groups, clients: g.Clients != nil, registry: g.Registry != nil,
 		responseModel: g.ResponseModel, clock: g.clock, logger: g.logger, used: used}
-	defer func() { g.watch, g.ruleCredentials = s.watch, s.ruleCredentials }()
+	defer func() { g.in.watch, g.in.ruleCredentials = s.watch, s.ruleCredentials }()
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
 		err := s.alias(name, al)
@@ -366,9 +377,9 @@ func (g *Gateway) provisionAliases(used map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		g.aliases[name] = al
-		if len(al.Colors) > 0 && g.colors == nil {
-			g.colors = &colorPicker{gateway: g.Name, headers: g.routeHeadersOn(), logger: g.logger}
+		g.in.aliases[name] = al
+		if len(al.Colors) > 0 && g.in.colors == nil {
+			g.in.colors = &colorPicker{gateway: g.Name, headers: g.routeHeadersOn(), logger: g.logger}
 		}
 	}
 	for _, name := range sortedKeys(g.Groups) {
@@ -385,7 +396,7 @@ func (g *Gateway) provisionAliases(used map[string]bool) error {
 func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 	if g.Clients != nil || g.CloudSpend != nil {
 		switch {
-		case g.Registry == nil && g.ownsBooks:
+		case g.Registry == nil && g.life.ownsBooks:
 			g.money.spend = books.StoredSpendBook(ctx, ctx.Storage(), g.Name, g.clock, g.logger)
 		case g.Registry == nil:
 			g.money.spend = books.MemorySpendBook(g.Name, g.clock) // a config only validated
@@ -403,13 +414,13 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		if err := cr.provision(ctx); err != nil {
 			return err
 		}
-		g.callers = cr
+		g.in.callers = cr
 	}
 	entry, err := enter(g, ctx.Context)
 	if err != nil {
 		return err
 	}
-	g.entry = entry
+	g.life.entry = entry
 	bc := g.booksConfig()
 	g.money.ledger = books.Acquire(bc)
 	g.money.priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
@@ -421,11 +432,11 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		g.money.keepSaving(ctx)
 	}
 	if g.Registry != nil {
-		o, err := g.Registry.options(g.Name, g.storage, g.logger)
+		o, err := g.Registry.options(g.Name, g.life.storage, g.logger)
 		if err != nil {
 			return err
 		}
-		l := &registryLink{share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.aliases, logger: g.logger}
+		l := &registryLink{share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.in.aliases, logger: g.logger}
 		if err := l.join(o, g.money.spend, g.clock); err != nil {
 			return err
 		}
@@ -438,13 +449,13 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 
 // booksConfig is what the gateway's books need of it.
 func (g *Gateway) booksConfig() books.Config {
-	return books.Config{Gateway: g.Name, Storage: g.storage, Owns: g.ownsBooks, SelfGPUs: g.money.selfGPUs,
+	return books.Config{Gateway: g.Name, Storage: g.life.storage, Owns: g.life.ownsBooks, SelfGPUs: g.money.selfGPUs,
 		Spend: g.money.spend, Fleet: g.Registry != nil, Clock: g.clock, Logger: g.logger}
 }
 
 // begin starts the gateway's network work once its config runs.
 func (g *Gateway) begin(ctx caddy.Context) {
-	g.begun.Store(true)
+	g.life.begun.Store(true)
 	for _, name := range sortedKeys(g.Groups) {
 		grp := g.Groups[name]
 		if vg := grp.vllm; vg != nil {
@@ -464,7 +475,7 @@ func (g *Gateway) routeHeadersOn() bool { return g.RouteHeaders == nil || *g.Rou
 
 // Validate checks the gateway's configuration.
 func (g *Gateway) Validate() error {
-	for name := range g.aliases {
+	for name := range g.in.aliases {
 		if strings.TrimSpace(name) != name {
 			return fmt.Errorf("alias %q: leading or trailing spaces", name)
 		}
@@ -474,7 +485,7 @@ func (g *Gateway) Validate() error {
 
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
-	if g.reg != nil && g.begun != nil && g.begun.Load() {
+	if g.reg != nil && g.life.begun != nil && g.life.begun.Load() {
 		g.reg.book.final()
 	}
 	g.money.saveSpend()
@@ -484,15 +495,15 @@ func (g *Gateway) Cleanup() error {
 	if g.money.ledger != nil {
 		books.Release(g.Name)
 	}
-	if g.entry != nil {
-		g.entry.leave(g)
-		g.entry = nil
+	if g.life.entry != nil {
+		g.life.entry.leave(g)
+		g.life.entry = nil
 	}
 	g.sched.uncarry()
 	for _, grp := range g.Groups {
 		grp.cleanup()
 	}
-	proclock.Release(g.locks...)
+	proclock.Release(g.life.locks...)
 	return nil
 }
 
@@ -500,20 +511,20 @@ func (g *Gateway) Cleanup() error {
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	id, clientID := requestID(w, r)
-	if where := g.strays.find(r); where != "" {
-		return g.strays.refuse(w, r, id, clientID, where)
+	if where := g.in.strays.find(r); where != "" {
+		return g.in.strays.refuse(w, r, id, clientID, where)
 	}
 	var cl *client
 	if g.Clients != nil {
 		var ok bool
-		if cl, ok = g.callers.authenticate(w, r, id, clientID); !ok {
+		if cl, ok = g.in.callers.authenticate(w, r, id, clientID); !ok {
 			return nil
 		}
 	}
 	if r.Method == http.MethodPost {
 		cleanPath(r)
-		if !g.paths.allows(r.URL.Path) {
-			return g.paths.refuse(w, r)
+		if !g.in.paths.allows(r.URL.Path) {
+			return g.in.paths.refuse(w, r)
 		}
 		return newRoute(g, w, r, id, clientID, cl).serve()
 	}
@@ -528,7 +539,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		return g.models.serve(w, r, cl)
+		return g.in.models.serve(w, r, cl)
 	default:
 		w.Header().Set("Allow", "GET, HEAD, POST")
 		return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{

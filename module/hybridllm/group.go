@@ -162,7 +162,7 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 		lb.SelectionPolicy = pinnedSelection{lb.SelectionPolicy}
 	}
 	if grp.key != "" {
-		grp.warnKeyExposure(ctx.Logger(), name)
+		warnKeyExposure(ctx.Logger(), name, grp.APIKey, grp.proxy)
 	}
 
 	switch grp.Kind {
@@ -335,4 +335,38 @@ func (grp *Group) closeIdleConnections() {
 	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
 		ht.Transport.CloseIdleConnections()
 	}
+}
+
+// probesDown reports whether the group's health checks find every one of
+// its endpoints down: the probes of a vllm group, Caddy's active health
+// checks (`health_uri`) of an openai group. Without health checks it is
+// never down.
+func (grp *Group) probesDown() bool {
+	if vg := grp.vllm; vg != nil {
+		seen := false
+		for ep := range vg.all() { // the registry's endpoints too
+			if ep.p.Snapshot().Health != probe.HealthDown {
+				return false
+			}
+			seen = true
+		}
+		return seen
+	}
+	hc := grp.proxy.HealthChecks
+	if hc == nil || hc.Active == nil || len(grp.proxy.Upstreams) == 0 {
+		return false
+	}
+	for _, u := range grp.proxy.Upstreams {
+		if u.Healthy() {
+			return false
+		}
+	}
+	return true
+}
+
+func (grp *Group) acquireShared(key string) {
+	grp.shared, _, _ = groupStates.Acquire(key, func() (*groupShared, error) {
+		return &groupShared{endpoints: make(map[string]*endpointShared)}, nil
+	})
+	grp.sharedKey = key
 }

@@ -12,19 +12,20 @@ import (
 	"go.uber.org/zap"
 )
 
-// warnKeyExposure warns of a group API key that others may read: one
+// warnKeyExposure warns of the API key of group name, sent by its proxy,
+// that others may read: one
 // written into the config itself, which the admin API's GET /config/ and
 // Caddy's autosave.json show, or one sent over plain HTTP to an upstream
 // that is not on a private network (see privateHost).
-func (grp *Group) warnKeyExposure(log *zap.Logger, name string) {
-	if !strings.Contains(grp.APIKey, "{") {
+func warnKeyExposure(log *zap.Logger, name, apiKey string, proxy *reverseproxy.Handler) {
+	if !strings.Contains(apiKey, "{") {
 		log.Warn("api_key is written into the config, where the admin API's GET /config/ and Caddy's autosave.json show it: read it at start-up with {env.VAR} or {file./path}",
 			zap.String("group", name))
 	}
-	if t, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); !ok || t.TLS != nil {
+	if t, ok := proxy.Transport.(*reverseproxy.HTTPTransport); !ok || t.TLS != nil {
 		return
 	}
-	for _, u := range grp.proxy.Upstreams {
+	for _, u := range proxy.Upstreams {
 		host, _, err := net.SplitHostPort(u.Dial)
 		if err != nil || strings.Contains(host, "{") || privateHost(host) {
 			continue

@@ -43,7 +43,7 @@ func TestWarnKeyExposure(t *testing.T) {
 			}
 			grp := &Group{APIKey: tc.key, proxy: &reverseproxy.Handler{Transport: tr, Upstreams: reverseproxy.UpstreamPool{{Dial: tc.dial}}}}
 			core, logs := observer.New(zapcore.WarnLevel)
-			grp.warnKeyExposure(zap.New(core), "cloud")
+			warnKeyExposure(zap.New(core), "cloud", grp.APIKey, grp.proxy)
 			var got []string
 			for _, e := range logs.All() {
 				got = append(got, e.Message)

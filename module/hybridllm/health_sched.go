@@ -486,33 +486,6 @@ func healthNumbersOver(st healthscore.Stats, p healthscore.Policy) string {
 	return strings.Join(append(parts, s), ", ")
 }
 
-// probesDown reports whether the group's health checks find every one of
-// its endpoints down: the probes of a vllm group, Caddy's active health
-// checks (`health_uri`) of an openai group. Without health checks it is
-// never down.
-func (grp *Group) probesDown() bool {
-	if vg := grp.vllm; vg != nil {
-		seen := false
-		for ep := range vg.all() { // the registry's endpoints too
-			if ep.p.Snapshot().Health != probe.HealthDown {
-				return false
-			}
-			seen = true
-		}
-		return seen
-	}
-	hc := grp.proxy.HealthChecks
-	if hc == nil || hc.Active == nil || len(grp.proxy.Upstreams) == 0 {
-		return false
-	}
-	for _, u := range grp.proxy.Upstreams {
-		if u.Healthy() {
-			return false
-		}
-	}
-	return true
-}
-
 // state is a member's health for the state document, and its weight
 // now (the round robin's is finer).
 func (hm *healthMember) state() (*adminapi.TargetHealthState, int) {

@@ -57,7 +57,7 @@ func (rt *route) serve() error {
 	at := g.clock.Now()
 	rt.beginPassage()
 	if wait, limit := rt.held.take(&rt.passage.bounds, at); wait > 0 {
-		return g.callers.limited(w, rt.q.api, cl, limit, wait)
+		return g.in.callers.limited(w, rt.q.api, cl, limit, wait)
 	}
 	if ae, ok := rt.fitHeaders(); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
@@ -75,10 +75,10 @@ func (rt *route) serve() error {
 	}
 	rt.x.alias, rt.q.stream = al, rt.q.top.Stream
 	rt.x.attempts = rt.tried[:0]
-	if top := &rt.q.top; top.Stream && !top.WantsUsage && g.streamUsage && rt.q.api.StreamUsage {
+	if top := &rt.q.top; top.Stream && !top.WantsUsage && g.in.streamUsage && rt.q.api.StreamUsage {
 		// ask for the usage chunk, to count the tokens, of the groups
 		// that allow it (see try); the client does not see it
-		rt.inj.ask(rt.q.body, top, g.watch)
+		rt.inj.ask(rt.q.body, top, g.in.watch)
 	}
 	return rt.run(ctx)
 }
@@ -89,23 +89,23 @@ func (rt *route) serve() error {
 // with what the handler returns).
 func (rt *route) read() (al *Alias, answered bool, err error) {
 	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
-	body, no := readInference(r, g.MaxBodySize, g.watch, &rt.q.top)
+	body, no := readInference(r, g.MaxBodySize, g.in.watch, &rt.q.top)
 	if no != nil {
 		return nil, true, no.write(w, rt.q.api)
 	}
 	top := &rt.q.top
-	al, ok := aliasNamed(g.aliases, top)
+	al, ok := aliasNamed(g.in.aliases, top)
 	if !ok || !cl.allows(al.name) {
 		return nil, true, rt.q.api.WriteError(w, protocol.Error{
 			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The model `" + top.ModelName() + "` does not exist.",
 		})
 	}
-	g.callers.stripRouting(r, cl)
-	if g.colors != nil {
+	g.in.callers.stripRouting(r, cl)
+	if g.in.colors != nil {
 		// a tag reaches an upstream only for a color that trusts it, on
 		// any alias of a gateway that has colors
-		rt.x.color = g.colors.pick(w, r, al, cl, rt.x.id)
+		rt.x.color = g.in.colors.pick(w, r, al, cl, rt.x.id)
 	}
 	if cl != nil && cl.ceilings.Active() {
 		ceiled, over := cl.ceilings.Apply(body, rt.q.api)
@@ -118,7 +118,7 @@ func (rt *route) read() (al *Alias, answered bool, err error) {
 		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
 			// the fields moved: found again
 			body = ceiled
-			*top, _ = protocol.Scan(body, g.watch...)
+			*top, _ = protocol.Scan(body, g.in.watch...)
 		}
 	}
 	rt.q.body, rt.q.features = body, newFeatures(body, r.Header, top)
@@ -194,7 +194,7 @@ func (rt *route) fitHeaders() (acceptEncoding []string, had bool) {
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
-	if rt.g.ruleCredentials {
+	if rt.g.in.ruleCredentials {
 		// a rule matches on a header credentials.Drop removes: it reads
 		// the headers as the client sent them
 		rt.q.features.header = r.Header.Clone()

@@ -21,7 +21,7 @@ import (
 // config without clients or spend cap does: a ledger, no spend book.
 func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) *Gateway {
 	t.Helper()
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk, ownsBooks: true}
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), life: lifetime{storage: st, ownsBooks: true}, clock: clk}
 	g.money.ledger = books.Open(g.booksConfig())
 	if g.money.ledger.Journal() == nil {
 		t.Fatal("no journal")

@@ -31,7 +31,7 @@ func journaledGateway(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) 
 // or (not stored) in a registry: a book of the process's own.
 func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, clk clock.Clock, stored bool) *Gateway {
 	t.Helper()
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clk, ownsBooks: true}
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), life: lifetime{storage: st, ownsBooks: true}, clock: clk}
 	if stored {
 		g.money.spend = loadStoredBook(t, st, clk)
 	} else {
@@ -237,7 +237,7 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 // allocated.
 func BenchmarkJournalCharge(b *testing.B) {
 	st := &certmagic.FileStorage{Path: b.TempDir()}
-	g := &Gateway{Name: "gw", logger: zap.NewNop(), storage: st, clock: clock.System}
+	g := &Gateway{Name: "gw", logger: zap.NewNop(), life: lifetime{storage: st}, clock: clock.System}
 	g.money.spend = books.LoadSpendBook(context.Background(), nil, "gw", g.clock, g.logger)
 	g.money.ledger = books.Open(g.booksConfig()) // memory only
 	team := &client{name: "team", known: true}
@@ -247,7 +247,7 @@ func BenchmarkJournalCharge(b *testing.B) {
 		name := "memory only"
 		if journaled {
 			name = "journaled"
-			g.ownsBooks = true
+			g.life.ownsBooks = true
 			g.money.ledger = books.Open(g.booksConfig())
 			defer g.money.ledger.Journal().Close()
 		}

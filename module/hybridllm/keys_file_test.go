@@ -17,8 +17,8 @@ func TestExampleKeysFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &Gateway{Name: "example", Clients: &Clients{}, aliases: map[string]*Alias{"chat-main": {name: "chat-main"}}}
-	g.models = newAliasList(g.aliases, time.Time{})
+	g := &Gateway{Name: "example", Clients: &Clients{}, in: front{aliases: map[string]*Alias{"chat-main": {name: "chat-main"}}}}
+	g.in.models = newAliasList(g.in.aliases, time.Time{})
 	cs, err := newCallers(g).newSet(nil, fromFile)
 	if err != nil {
 		t.Fatal(err)

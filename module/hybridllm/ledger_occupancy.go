@@ -44,18 +44,6 @@ func (m *money) provisionOccupancy() {
 	}
 }
 
-// seqSlots is how many sequences an endpoint runs at once: its
-// max_num_seqs, the group's, or vLLM's default.
-func (g *vllmGroup) seqSlots(ep *endpoint) int {
-	switch {
-	case ep.maxNumSeqs > 0:
-		return ep.maxNumSeqs
-	case g.maxNumSeqs > 0:
-		return g.maxNumSeqs
-	}
-	return defaultAssumedSeqs
-}
-
 // occupancyObserver counts an attempt in the ledger's demand while it
 // runs, failed or not (the GPUs were occupied): self and cloud GPU
 // equivalents.

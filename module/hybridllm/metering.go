@@ -170,7 +170,7 @@ func meter(g *Gateway, x *exchange) {
 		tm.prompt.Add(float64(x.usage.Prompt))
 		tm.completion.Add(float64(x.usage.Completion))
 	}
-	if x.usage.Bad && g.badUsage.Allow(g.clock.Now()) {
+	if x.usage.Bad && g.in.badUsage.Allow(g.clock.Now()) {
 		g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
 			zap.String("request_id", x.id), x.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}

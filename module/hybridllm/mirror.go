@@ -201,7 +201,7 @@ func (c *mirrorCopy) run() {
 	defer c.cancel()
 	defer logPanic(c.g.logger, "mirror")
 	// a config that stops takes its copies with it
-	stop := context.AfterFunc(c.g.ctx, c.cancel)
+	stop := context.AfterFunc(c.g.life.ctx, c.cancel)
 	defer stop()
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
@@ -246,7 +246,7 @@ func (c *mirrorCopy) run() {
 	if err != nil && outcome != "ok" {
 		fields = append(fields, zap.String("error", string(because.Classify(err))))
 	}
-	c.g.mirrorLog.Info("mirror request", fields...)
+	c.g.in.mirrorLog.Info("mirror request", fields...)
 }
 
 // mirrorOutcome is what became of a copy, as its metrics and record say.

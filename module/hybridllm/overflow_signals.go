@@ -22,7 +22,7 @@ func (g *vllmGroup) signals(t time.Time) overflow.Signals {
 	for ep := range g.all() {
 		snap := ep.p.Snapshot()
 		s.InFlight += float64(ep.p.Inflight.Load())
-		if snap.MetricsAt.IsZero() || t.Sub(snap.MetricsAt) > g.staleAfter {
+		if snap.MetricsAt.IsZero() || t.Sub(snap.MetricsAt) > g.cfg.staleAfter {
 			continue
 		}
 		s.Fresh = true

@@ -90,13 +90,6 @@ type endpointShared struct {
 	breaker breaker.Breaker
 }
 
-func (grp *Group) acquireShared(key string) {
-	grp.shared, _, _ = groupStates.Acquire(key, func() (*groupShared, error) {
-		return &groupShared{endpoints: make(map[string]*endpointShared)}, nil
-	})
-	grp.sharedKey = key
-}
-
 // endpoint returns the shared state of one endpoint of the group.
 func (gs *groupShared) endpoint(dial string) *endpointShared {
 	gs.mu.Lock()

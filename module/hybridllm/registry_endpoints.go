@@ -34,9 +34,9 @@ type addedEndpoints struct {
 // too), applies to the config's endpoints as to the added ones; without
 // one an endpoint has its config's weight and is not drained.
 func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger) {
-	g.addedMu.Lock()
-	defer g.addedMu.Unlock()
-	if g.addedOff {
+	g.adds.mu.Lock()
+	defer g.adds.mu.Unlock()
+	if g.adds.off {
 		return
 	}
 	listed := make(map[string]registry.Endpoint, len(list))
@@ -58,14 +58,14 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 		if !probeable(addr) {
 			continue
 		}
-		ep, err := g.spawn(addr)
+		ep, err := g.adds.spawn(addr)
 		if err != nil {
 			logger.Warn("registry: the endpoint cannot be probed; not added", zap.String("group", g.name), zap.String("endpoint", addr), zap.Error(err))
 			continue
 		}
 		ep.added = true
 		setListed(ep, listed[addr]) // before it can be selected
-		if g.running {
+		if g.adds.running {
 			ep.p.Begin()
 		}
 		kept[addr] = ep
@@ -93,7 +93,7 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 		g.added.Store(next)
 	}
 	for _, ep := range removed {
-		g.unspawn(ep) // out of the selection first
+		g.adds.unspawn(ep) // out of the selection first
 	}
 	for ep := range g.all() {
 		e, ok := listed[ep.dial]
@@ -117,12 +117,12 @@ func setListed(ep *endpoint, e registry.Endpoint) {
 
 // releaseAdded stops the added endpoints' probers when the group goes.
 func (g *vllmGroup) releaseAdded() {
-	g.addedMu.Lock()
-	defer g.addedMu.Unlock()
-	g.addedOff = true
+	g.adds.mu.Lock()
+	defer g.adds.mu.Unlock()
+	g.adds.off = true
 	if a := g.added.Swap(nil); a != nil {
 		for _, ep := range a.eps {
-			g.unspawn(ep)
+			g.adds.unspawn(ep)
 		}
 	}
 }

@@ -96,7 +96,7 @@ func breakerWait(t *Target, t0 time.Time) time.Duration {
 		}
 	}
 	var w time.Duration
-	if vg := grp.vllm; vg != nil && vg.breakers {
+	if vg := grp.vllm; vg != nil && vg.cfg.breakers {
 		for ep := range vg.all() {
 			if st, until, _ := ep.br.View(t0); st == "open" {
 				if d := until.Sub(t0); w == 0 || d < w {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
-	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
@@ -204,22 +203,6 @@ func (rt *route) overflowed(answer *Target) string {
 		return ""
 	}
 	return rt.passage.overflow
-}
-
-// takenOut says why nothing may go to a target, whatever the request: its
-// group is drained, its cloud's model list lacks the name, or the cloud
-// asked to be left alone (a 429).
-func (t *Target) takenOut(c clock.Clock) reason {
-	if t.group.shared.drained.Load() {
-		return because.Drained
-	}
-	if t.group.check.lacks(t.Model) {
-		return because.Misconfig // the cloud's model list lacks the name
-	}
-	if t.group.vllm == nil && t.group.shared.breaker.HeldNow(c) {
-		return because.RateLimited
-	}
-	return ""
 }
 
 // fail answers a request none of whose targets answered, telling the

@@ -96,13 +96,9 @@ func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 	}
 	s.settings = settings
 	s.group = &vllmGroup{
-		name:       "",
-		maxNumSeqs: s.MaxNumSeqs,
-		maxQueue:   s.MaxQueue,
-		staleAfter: staleAfter,
-		unknownOK:  unknownOK,
-		endpoints:  make(map[string]*endpoint),
-		clock:      s.clock,
+		cfg:       vllmSettings{maxNumSeqs: s.MaxNumSeqs, maxQueue: s.MaxQueue, staleAfter: staleAfter, unknownOK: unknownOK},
+		endpoints: make(map[string]*endpoint),
+		clock:     s.clock,
 	}
 	s.seen = make(map[string]time.Time)
 	s.swept = s.clock.Now()
@@ -131,10 +127,10 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		// a retry inside the group (lb_retries): the previous pick failed;
 		// give back its slot and settle its breaker, trial included
 		slot.release()
-		if prev := slot.ep; prev != nil && slot.group.breaker != nil && !slot.drill { // a drill's verdict is never recorded
+		if prev := slot.ep; prev != nil && slot.group.cfg.breaker != nil && !slot.drill { // a drill's verdict is never recorded
 			// the proxy retries only what failed before any answer
 			v := breaker.Verdict{Outcome: breaker.Failure, Trial: slot.trial, Cause: breaker.Cause{Conn: true, Probe: prev.p.HealthSeq()}}
-			if prev.br.Settle(slot.group.breaker, v, slot.group.clock.Now()) != breaker.Kept && s.logger != nil {
+			if prev.br.Settle(slot.group.cfg.breaker, v, slot.group.clock.Now()) != breaker.Kept && s.logger != nil {
 				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
 			}
 			slot.ep, slot.trial = nil, false

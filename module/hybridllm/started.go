@@ -41,14 +41,3 @@ func (h *startedHook) Handle(context.Context, caddy.Event) error {
 	h.once.Do(h.fn)
 	return nil
 }
-
-// begin starts the probes of the group's endpoints, and of those the
-// registry adds from now on.
-func (g *vllmGroup) begin() {
-	g.addedMu.Lock()
-	g.running = true
-	g.addedMu.Unlock()
-	for ep := range g.all() {
-		ep.p.Begin()
-	}
-}

@@ -45,9 +45,9 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 	t := provisionClock.Now()
 	for _, g := range gws {
 		gs := adminapi.GatewayState{Name: g.Name, Aliases: []adminapi.AliasState{}, Groups: []adminapi.GroupState{}, Registry: g.reg.state()}
-		for _, name := range sortedKeys(g.aliases) {
+		for _, name := range sortedKeys(g.in.aliases) {
 			as := adminapi.AliasState{Name: name}
-			al := g.aliases[name]
+			al := g.in.aliases[name]
 			for i, tg := range al.Targets {
 				ts := adminapi.TargetState{Group: tg.Group, Model: tg.Model,
 					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(),
@@ -80,14 +80,15 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 			gs.Aliases = append(gs.Aliases, as)
 		}
 		for _, name := range sortedKeys(g.Groups) {
-			gs.Groups = append(gs.Groups, g.Groups[name].state(t))
+			gs.Groups = append(gs.Groups, groupState(g.Groups[name], t))
 		}
 		doc.Gateways = append(doc.Gateways, gs)
 	}
 	return doc
 }
 
-func (grp *Group) state(t time.Time) adminapi.GroupState {
+// groupState is the admin state of group grp at t.
+func groupState(grp *Group, t time.Time) adminapi.GroupState {
 	gs := adminapi.GroupState{Name: grp.name, Kind: grp.Kind, MaxNumSeqs: grp.MaxNumSeqs, MaxQueue: grp.MaxQueue,
 		Models: slices.Clone(grp.expect), Drained: grp.shared != nil && grp.shared.drained.Load()}
 	if gs.Models == nil {
@@ -95,11 +96,11 @@ func (grp *Group) state(t time.Time) adminapi.GroupState {
 	}
 	if vg := grp.vllm; vg != nil {
 		for _, dial := range sortedKeys(vg.endpoints) {
-			gs.Endpoints = append(gs.Endpoints, vg.endpointState(vg.endpoints[dial], grp.expect, t))
+			gs.Endpoints = append(gs.Endpoints, endpointState(vg, vg.endpoints[dial], grp.expect, t))
 		}
 		if a := vg.added.Load(); a != nil {
 			for _, ep := range a.eps {
-				es := vg.endpointState(ep, grp.expect, t)
+				es := endpointState(vg, ep, grp.expect, t)
 				es.Added = true
 				gs.Endpoints = append(gs.Endpoints, es)
 			}
@@ -135,7 +136,9 @@ func (grp *Group) state(t time.Time) adminapi.GroupState {
 	return gs
 }
 
-func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) adminapi.EndpointState {
+// endpointState is the admin state at t of endpoint ep of vLLM group vg,
+// whose aliases send it the model names expect.
+func endpointState(vg *vllmGroup, ep *endpoint, expect []string, t time.Time) adminapi.EndpointState {
 	snap := ep.p.Snapshot()
 	es := adminapi.EndpointState{
 		Address:       ep.dial,
@@ -151,7 +154,7 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) a
 	if ep.br != nil {
 		es.RateLimitedUntil = heldUntil(ep.br, t)
 	}
-	if vg.breakers && ep.br != nil {
+	if vg.cfg.breakers && ep.br != nil {
 		es.Breaker = breakerState(ep.br, t)
 	}
 	es.Drained = ep.drained != nil && ep.drained.Load()
@@ -171,7 +174,7 @@ func (vg *vllmGroup) endpointState(ep *endpoint, expect []string, t time.Time) a
 	if !snap.MetricsAt.IsZero() {
 		age := t.Sub(snap.MetricsAt).Seconds()
 		ms.AgeSeconds = &age
-		ms.Fresh = t.Sub(snap.MetricsAt) <= vg.staleAfter
+		ms.Fresh = t.Sub(snap.MetricsAt) <= vg.cfg.staleAfter
 		var waiting, running, kv float64
 		kvSeen := false
 		for _, l := range snap.Loads {

@@ -35,18 +35,11 @@ const kvWeight = 0.1
 // vllmGroup is the runtime of a vLLM group: its endpoints with their
 // probers and limits.
 type vllmGroup struct {
-	name       string
-	maxNumSeqs int
-	maxQueue   int
+	name string
+	cfg  vllmSettings
 	// with a registry: this gateway's place among the live ones, which
 	// split each endpoint's red line
 	share      atomic.Pointer[fleet.Share]
-	staleAfter time.Duration
-	unknownOK  bool
-	breakers   bool                                 // endpoint breakers are on
-	breaker    *BreakerConfig                       // their config
-	uneject    bool                                 // probes may end a cooldown (breaker uneject_on_probe)
-	rise       int                                  // the group's probe rise count
 	endpoints  map[string]*endpoint                 // by dial address; read-only once provisioned
 	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
 	poolCache  atomic.Pointer[poolEndpoints]
@@ -54,13 +47,31 @@ type vllmGroup struct {
 	scored     bool        // the endpoints are health-scored (the group's health)
 	clock      clock.Clock // of staleness, breakers and holds
 
-	// the endpoints a registry adds beside the config's
-	added    atomic.Pointer[addedEndpoints]
-	addedMu  sync.Mutex // serializes changes to added
-	spawn    func(dial string) (*endpoint, error)
-	unspawn  func(*endpoint)
-	addedOff bool // the group is cleaned up: nothing more is added
-	running  bool // its config runs: added endpoints are probed at once
+	// the endpoints a registry adds beside the config's, and how
+	added atomic.Pointer[addedEndpoints]
+	adds  endpointAdds
+}
+
+// vllmSettings are a vLLM group's settings, resolved from its config.
+type vllmSettings struct {
+	maxNumSeqs int
+	maxQueue   int
+	staleAfter time.Duration
+	unknownOK  bool
+	breakers   bool           // endpoint breakers are on
+	breaker    *BreakerConfig // their config
+	uneject    bool           // probes may end a cooldown (breaker uneject_on_probe)
+	rise       int            // the group's probe rise count
+}
+
+// endpointAdds is how a vLLM group adds and removes the endpoints a
+// registry lists.
+type endpointAdds struct {
+	mu      sync.Mutex // serializes changes to added
+	spawn   func(dial string) (*endpoint, error)
+	unspawn func(*endpoint)
+	off     bool // the group is cleaned up: nothing more is added
+	running bool // its config runs: added endpoints are probed at once
 }
 
 // endpoint is one vLLM replica of a group.
@@ -89,12 +100,12 @@ func (ep *endpoint) weightNow() float64 {
 func (g *vllmGroup) redLine(ep *endpoint) int64 {
 	n := ep.maxNumSeqs
 	if n == 0 {
-		n = g.maxNumSeqs
+		n = g.cfg.maxNumSeqs
 	}
 	if n == 0 {
 		return 0
 	}
-	return g.shareOf(n + g.maxQueue)
+	return g.shareOf(n + g.cfg.maxQueue)
 }
 
 // shareOf is this gateway's share of an endpoint's limit among the live
@@ -193,10 +204,10 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 		redLine:    g.redLine(ep),
 		maxNumSeqs: ep.maxNumSeqs,
 		weight:     ep.weightNow(),
-		unknownOK:  g.unknownOK,
+		unknownOK:  g.cfg.unknownOK,
 	}
 	if v.maxNumSeqs == 0 {
-		v.maxNumSeqs = g.maxNumSeqs
+		v.maxNumSeqs = g.cfg.maxNumSeqs
 	}
 	if snap.Models != nil {
 		v.modelsKnown = true
@@ -207,9 +218,9 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 		}
 	}
 	switch {
-	case !snap.MetricsAt.IsZero() && t.Sub(snap.MetricsAt) <= g.staleAfter:
+	case !snap.MetricsAt.IsZero() && t.Sub(snap.MetricsAt) <= g.cfg.staleAfter:
 		v.load = snap.LoadFor(model) // nil: this model's series is missing
-	case snap.MetricsAt.IsZero() && t.Sub(ep.p.Born()) < g.staleAfter:
+	case snap.MetricsAt.IsZero() && t.Sub(ep.p.Born()) < g.cfg.staleAfter:
 		v.pending = true
 	}
 	return v
@@ -356,9 +367,9 @@ func unavailable(u *reverseproxy.Upstream) reason {
 // own request count.
 func (g *vllmGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
 	n := int64(u.NumRequests())
-	v := endpointView{health: probe.HealthUp, inflight: n, atScrape: n, maxNumSeqs: g.maxNumSeqs, weight: 1, unknownOK: true}
-	if g.maxNumSeqs > 0 {
-		v.redLine = g.shareOf(g.maxNumSeqs + g.maxQueue)
+	v := endpointView{health: probe.HealthUp, inflight: n, atScrape: n, maxNumSeqs: g.cfg.maxNumSeqs, weight: 1, unknownOK: true}
+	if g.cfg.maxNumSeqs > 0 {
+		v.redLine = g.shareOf(g.cfg.maxNumSeqs + g.cfg.maxQueue)
 	}
 	return v.score()
 }
@@ -381,9 +392,9 @@ func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s fl
 		return 0, because.Avoided, false
 	case ep.br.Held(t):
 		return 0, because.RateLimited, false
-	case g.breakers && slot.shadow && !ep.br.Closed():
+	case g.cfg.breakers && slot.shadow && !ep.br.Closed():
 		return 0, because.BreakerOpen, false // a copy never takes a real request's trial
-	case g.breakers && !slot.drill && !slot.shadow && !ep.br.WouldAllow(t) && !(g.uneject && ep.br.Uneject(ep.p, g.rise, t)):
+	case g.cfg.breakers && !slot.drill && !slot.shadow && !ep.br.WouldAllow(t) && !(g.cfg.uneject && ep.br.Uneject(ep.p, g.cfg.rise, t)):
 		return 0, because.BreakerOpen, false
 	case ep.score != nil && ep.score.fine.Load() == 0:
 		return 0, because.Degraded, false // its health score took it out
@@ -403,7 +414,7 @@ func (g *vllmGroup) take(ep *endpoint, slot *attemptSlot, t time.Time) bool {
 		return false
 	}
 	trial := false
-	if g.breakers && !slot.shadow && !slot.drill {
+	if g.cfg.breakers && !slot.shadow && !slot.drill {
 		// copies and drills leave the breaker alone: no verdict of
 		// theirs is ever recorded
 		var ok bool
@@ -463,15 +474,17 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 	settings.APIKey = grp.key
 	settings.Expect = grp.expect
 	vg := &vllmGroup{
-		name:       grp.name,
-		maxNumSeqs: grp.MaxNumSeqs,
-		maxQueue:   grp.MaxQueue,
-		staleAfter: staleAfter,
-		unknownOK:  unknownOK,
-		breakers:   grp.Breaker != nil,
-		breaker:    grp.Breaker,
-		uneject:    grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
-		rise:       settings.Rise,
+		name: grp.name,
+		cfg: vllmSettings{
+			maxNumSeqs: grp.MaxNumSeqs,
+			maxQueue:   grp.MaxQueue,
+			staleAfter: staleAfter,
+			unknownOK:  unknownOK,
+			breakers:   grp.Breaker != nil,
+			breaker:    grp.Breaker,
+			uneject:    grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
+			rise:       settings.Rise,
+		},
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
 		clock:      grp.clock,
@@ -486,7 +499,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 			scheme = "https"
 		}
 	}
-	vg.spawn = func(dial string) (*endpoint, error) {
+	vg.adds.spawn = func(dial string) (*endpoint, error) {
 		p, err := probe.Acquire(scheme+"://"+dial, grp, settings, grp.clock, ctx.Logger())
 		if err != nil {
 			return nil, err
@@ -494,7 +507,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		es := grp.shared.endpoint(dial)
 		return &endpoint{dial: dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}, nil
 	}
-	vg.unspawn = func(ep *endpoint) { probe.Release(ep.p, grp) }
+	vg.adds.unspawn = func(ep *endpoint) { probe.Release(ep.p, grp) }
 	for _, u := range grp.proxy.Upstreams {
 		if !probeable(u.Dial) {
 			ctx.Logger().Warn("upstream address cannot be probed; it is balanced on in-flight counts only",
@@ -505,7 +518,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 			vg.byUpstream[u] = ep
 			continue
 		}
-		ep, err := vg.spawn(u.Dial)
+		ep, err := vg.adds.spawn(u.Dial)
 		if err != nil {
 			return fmt.Errorf("probing %s: %v", u.Dial, err)
 		}
@@ -530,4 +543,27 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 			zap.String("group", grp.name))
 	}
 	return nil
+}
+
+// begin starts the probes of the group's endpoints, and of those the
+// registry adds from now on.
+func (g *vllmGroup) begin() {
+	g.adds.mu.Lock()
+	g.adds.running = true
+	g.adds.mu.Unlock()
+	for ep := range g.all() {
+		ep.p.Begin()
+	}
+}
+
+// seqSlots is how many sequences an endpoint runs at once: its
+// max_num_seqs, the group's, or vLLM's default.
+func (g *vllmGroup) seqSlots(ep *endpoint) int {
+	switch {
+	case ep.maxNumSeqs > 0:
+		return ep.maxNumSeqs
+	case g.cfg.maxNumSeqs > 0:
+		return g.cfg.maxNumSeqs
+	}
+	return defaultAssumedSeqs
 }

@@ -128,7 +128,7 @@ func fakeClock(t *testing.T) *clock.Manual {
 // are driven by hand (no probe loops).
 func testGroup(t *testing.T, clk clock.Clock, maxNumSeqs, maxQueue int, servers ...*simulator.Server) (*vllmGroup, reverseproxy.UpstreamPool) {
 	t.Helper()
-	g := &vllmGroup{name: "self", maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, staleAfter: 2 * time.Second, endpoints: map[string]*endpoint{}, clock: clk}
+	g := &vllmGroup{name: "self", cfg: vllmSettings{maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, staleAfter: 2 * time.Second}, endpoints: map[string]*endpoint{}, clock: clk}
 	var pool reverseproxy.UpstreamPool
 	for _, s := range servers {
 		p := probe.New(s.URL(), clk, zap.NewNop())
@@ -203,7 +203,7 @@ func TestRedLine(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 2, 1, a, b)
-	g.unknownOK = true // no metrics scraped at all: the fuse alone
+	g.cfg.unknownOK = true // no metrics scraped at all: the fuse alone
 
 	var held []*probe.Prober
 	for range 6 {
@@ -232,7 +232,7 @@ func TestRedLine(t *testing.T) {
 func TestRedLineUnderRace(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 5, 0, a)
-	g.unknownOK = true
+	g.cfg.unknownOK = true
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	won := 0
@@ -321,11 +321,11 @@ func TestStaleMetrics(t *testing.T) {
 		p.Inflight.Add(-1)
 	}
 
-	clk.Set(clk.Now().Add(g.staleAfter + time.Millisecond))
+	clk.Set(clk.Now().Add(g.cfg.staleAfter + time.Millisecond))
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != because.StaleMetrics {
 		t.Errorf("stale metrics, saturated by default: %v %q", u, why)
 	}
-	g.unknownOK = true
+	g.cfg.unknownOK = true
 	if u, _, _ := g.pick(pool, "qwen"); u == nil {
 		t.Error("stale metrics configured as ok: nothing selected")
 	}
@@ -343,7 +343,7 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 }
 
 func BenchmarkSelect16(b *testing.B) {
-	g := &vllmGroup{maxNumSeqs: 64, maxQueue: 8, staleAfter: time.Hour, endpoints: map[string]*endpoint{}, byUpstream: map[*reverseproxy.Upstream]*endpoint{},
+	g := &vllmGroup{cfg: vllmSettings{maxNumSeqs: 64, maxQueue: 8, staleAfter: time.Hour}, endpoints: map[string]*endpoint{}, byUpstream: map[*reverseproxy.Upstream]*endpoint{},
 		clock: clock.System}
 	var pool reverseproxy.UpstreamPool
 	for i := range 16 {
@@ -390,7 +390,7 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a, b)
-	g.unknownOK, g.breakers = true, true
+	g.cfg.unknownOK, g.cfg.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
 	for _, ep := range g.endpoints {
 		ep.br = new(breaker.Breaker)
@@ -432,7 +432,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	clk := fakeClock(t)
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a)
-	g.unknownOK, g.breakers = true, true
+	g.cfg.unknownOK, g.cfg.breakers = true, true
 	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
 	epA := g.endpoints[a.Addr()]
 	epA.br = new(breaker.Breaker)
@@ -483,7 +483,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	drill.release()
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g2, pool2 := testGroup(t, clk, 8, 0, a, b)
-	g2.unknownOK = true
+	g2.cfg.unknownOK = true
 	g2.endpoints[a.Addr()].drained = epA.drained
 	g2.endpoints[b.Addr()].p.Inflight.Add(3) // busier, yet serving
 	drill = &attemptSlot{group: g2, model: "qwen", drill: true}
@@ -507,7 +507,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 1, 0, a)
-	g.unknownOK = true
+	g.cfg.unknownOK = true
 	unprobed := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: "unix//run/vllm.sock"}
 	pool = append(pool, unprobed)
 
@@ -544,7 +544,7 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 			_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 			_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 			g, pool := testGroup(t, clk, 8, 0, a, b)
-			g.unknownOK, g.breakers, g.uneject, g.rise = true, true, tc.uneject, 2
+			g.cfg.unknownOK, g.cfg.breakers, g.cfg.uneject, g.cfg.rise = true, true, tc.uneject, 2
 			cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Hour)}
 			for _, ep := range g.endpoints {
 				ep.br = new(breaker.Breaker)
@@ -577,7 +577,7 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a, b)
-	g.unknownOK = true
+	g.cfg.unknownOK = true
 	for _, ep := range g.endpoints {
 		ep.br = new(breaker.Breaker)
 	}
