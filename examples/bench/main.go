@@ -225,8 +225,10 @@ func main() {
 			"CLOUD_UPSTREAM=http://" + cloudSimAddr, "CLOUD_API_KEY=sk-bench",
 			"HYBRID_CLIENT_KEYS=bench=" + benchClientKey,
 		}, "caddy", "run", "--config", qpath, "--adapter", "caddyfile")
-		plainCfg := global(plainLog) + fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tlog {\n\t\tformat filter {\n"+
-			"\t\t\trequest>headers>Api-Key delete\n\t\t\trequest>headers>X-Api-Key delete\n\t\t}\n\t}\n\tencode\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
+		// the quickstart's log encoder on both sides: plain Caddy's keys
+		// kept out of its log as the gateway's are
+		plainCfg := global(plainLog) + fmt.Sprintf("http://:%d {\n\tbind 127.0.0.1\n\tlog {\n\t\tformat hybrid_llm\n"+
+			"\t}\n\tencode\n\thandle /v1/* {\n\t\treverse_proxy %s\n\t}\n"+
 			"\thandle {\n\t\trespond \"not found: the API is under /v1/\" 404\n\t}\n}\n", plainLog.port, simAddr)
 		ppath := filepath.Join(work, "plain-log.caddyfile")
 		must(os.WriteFile(ppath, []byte(plainCfg), 0o600))
