@@ -70,40 +70,8 @@ type Target struct {
 	// `model` is rewritten to it for this target only.
 	Model string `json:"model,omitempty"`
 
-	// The longest one attempt on this target may take, from sending the
-	// request to the end of the response. Passing it before the first
-	// response byte moves the request to the next target; after that, a
-	// stream ends with an error event. A non-stream answer only starts
-	// once the whole generation is done, so this is also how long a
-	// non-stream request waits for an upstream that never answers.
-	// Default: 10m; 0 means no limit.
-	Timeout *caddy.Duration `json:"timeout,omitempty"`
-
-	// For streams: the longest an attempt may take to send its first
-	// body byte (queueing and prefill included); then it is abandoned,
-	// before anything reached the client, and the next target is tried.
-	// Non-stream requests are bounded by timeout alone. Default: 60s; 0
-	// means no limit.
-	FirstByteTimeout *caddy.Duration `json:"first_byte_timeout,omitempty"`
-
-	// The longest a started response may go without a body read from the
-	// upstream, counted from its response head (a stream's first body
-	// byte, when first_byte_timeout holds it until then); like nginx's
-	// proxy_read_timeout. Passing it ends a stream with an SSE error
-	// event (stream_interrupted, "the upstream sent nothing for ...") and
-	// aborts any other answer, and counts as a failure of the upstream for
-	// its breakers: a wedged or frozen upstream that keeps its connection
-	// open does not keep the client waiting until timeout. A client that
-	// reads slowly is not an idle upstream. Mirror copies are bounded by
-	// their timeout alone. Default: 60s; 0 means no limit.
-	IdleTimeout *caddy.Duration `json:"idle_timeout,omitempty"`
-
-	// Further attempts on this target after a failure before the next
-	// target is tried; on a vllm group they avoid the endpoints that
-	// failed. Default: 1 on a vllm group of several endpoints (a replica
-	// that fails hands the request to another, not to the next target),
-	// else 0.
-	Retries *int `json:"retries,omitempty"`
+	// An attempt's time limits and retries.
+	AttemptLimits
 
 	// The target's context window in tokens; default: for a vllm group,
 	// the smallest max_model_len its endpoints report for the model.
@@ -147,23 +115,73 @@ type Target struct {
 	// trigger (p99 time to first token), instead of the alias's.
 	SLO caddy.Duration `json:"slo,omitempty"`
 
-	group      *Group
-	trigger    *degradeTrigger // with a tier after it, in a vllm group
-	timeout    time.Duration   // 0: none
-	firstByte  time.Duration   // 0: none
-	idle       time.Duration   // 0: none
-	idleCause  string          // what an idle cut tells the client
+	group   *Group
+	trigger *degradeTrigger // with a tier after it, in a vllm group
+	run     targetRun       // resolved from the config as it is provisioned
+	seen    targetSeen      // what it has seen of its attempts
+}
+
+// AttemptLimits bound each attempt on a target.
+type AttemptLimits struct {
+	// The longest one attempt on this target may take, from sending the
+	// request to the end of the response. Passing it before the first
+	// response byte moves the request to the next target; after that, a
+	// stream ends with an error event. A non-stream answer only starts
+	// once the whole generation is done, so this is also how long a
+	// non-stream request waits for an upstream that never answers.
+	// Default: 10m; 0 means no limit.
+	Timeout *caddy.Duration `json:"timeout,omitempty"`
+
+	// For streams: the longest an attempt may take to send its first
+	// body byte (queueing and prefill included); then it is abandoned,
+	// before anything reached the client, and the next target is tried.
+	// Non-stream requests are bounded by timeout alone. Default: 60s; 0
+	// means no limit.
+	FirstByteTimeout *caddy.Duration `json:"first_byte_timeout,omitempty"`
+
+	// The longest a started response may go without a body read from the
+	// upstream, counted from its response head (a stream's first body
+	// byte, when first_byte_timeout holds it until then); like nginx's
+	// proxy_read_timeout. Passing it ends a stream with an SSE error
+	// event (stream_interrupted, "the upstream sent nothing for ...") and
+	// aborts any other answer, and counts as a failure of the upstream for
+	// its breakers: a wedged or frozen upstream that keeps its connection
+	// open does not keep the client waiting until timeout. A client that
+	// reads slowly is not an idle upstream. Mirror copies are bounded by
+	// their timeout alone. Default: 60s; 0 means no limit.
+	IdleTimeout *caddy.Duration `json:"idle_timeout,omitempty"`
+
+	// Further attempts on this target after a failure before the next
+	// target is tried; on a vllm group they avoid the endpoints that
+	// failed. Default: 1 on a vllm group of several endpoints (a replica
+	// that fails hands the request to another, not to the next target),
+	// else 0.
+	Retries *int `json:"retries,omitempty"`
+}
+
+// targetRun is a target's runtime, resolved from its config.
+type targetRun struct {
+	timeout    time.Duration // 0: none
+	firstByte  time.Duration // 0: none
+	idle       time.Duration // 0: none
+	idleCause  string        // what an idle cut tells the client
 	retries    int
 	fallbackOn statusSet
-	faults     faultLog
 	modelJSON  []byte
 	sameName   bool
-	metrics    *targetMetrics
-	health     *healthMember  // its set's scheduler, if watched
-	latency    *memberLatency // its recent latencies, for its set's strategy
-	gates      []gate         // what it passes before an attempt (see targetKit.gatesOf)
+	gates      []gate // what it passes before an attempt (see targetKit.gatesOf)
 	observers  []attemptObserver
-	byClient   sync.Map // client name -> *targetMetrics
+}
+
+// targetSeen is what a target keeps of its attempts: its configuration
+// faults, its metric series, and its place in its set's health and
+// latency.
+type targetSeen struct {
+	faults   faultLog
+	metrics  *targetMetrics
+	byClient sync.Map       // client name -> *targetMetrics
+	health   *healthMember  // its set's scheduler, if watched
+	latency  *memberLatency // its recent latencies, for its set's strategy
 }
 
 // aliasSetup is what provisioning a gateway's aliases reads of the
@@ -268,15 +286,15 @@ func (s *aliasSetup) target(al *Alias, t *Target) error {
 	if err != nil {
 		return err
 	}
-	t.fallbackOn = set
+	t.run.fallbackOn = set
 	t.group = grp
-	t.retries = grp.defaultRetries(s.registry)
+	t.run.retries = grp.defaultRetries(s.registry)
 	if t.Retries != nil {
-		t.retries = *t.Retries
+		t.run.retries = *t.Retries
 	}
-	t.modelJSON, _ = json.Marshal(t.Model)
-	t.metrics = newTargetMetrics(s.gateway, al.name, t, "")
-	t.sameName = t.Model == al.name
+	t.run.modelJSON, _ = json.Marshal(t.Model)
+	t.seen.metrics = newTargetMetrics(s.gateway, al.name, t, "")
+	t.run.sameName = t.Model == al.name
 	s.used[t.Group] = true
 	return nil
 }
@@ -286,13 +304,13 @@ func (s *aliasSetup) target(al *Alias, t *Target) error {
 func equipTargets(k targetKit, aliases map[string]*Alias) {
 	for _, al := range aliases {
 		for _, t := range al.Targets {
-			t.gates, t.observers = k.gatesOf(t), k.observersOf(t)
+			t.run.gates, t.run.observers = k.gatesOf(t), k.observersOf(t)
 			if al.chain != nil {
-				t.gates = k.chainGates(al.chain, al.name, t, t.gates)
+				t.run.gates = k.chainGates(al.chain, al.name, t, t.run.gates)
 			}
 		}
 		for _, c := range al.Colors {
-			c.Target.gates, c.Target.observers = k.gatesOf(&c.Target), k.observersOf(&c.Target)
+			c.Target.run.gates, c.Target.run.observers = k.gatesOf(&c.Target), k.observersOf(&c.Target)
 		}
 	}
 }
@@ -328,9 +346,9 @@ func (t *Target) provisionLimits() error {
 		def  time.Duration
 		dst  *time.Duration
 	}{
-		{"timeout", t.Timeout, DefaultAttemptTimeout, &t.timeout},
-		{"first_byte_timeout", t.FirstByteTimeout, DefaultFirstByteTimeout, &t.firstByte},
-		{"idle_timeout", t.IdleTimeout, DefaultIdleTimeout, &t.idle},
+		{"timeout", t.Timeout, DefaultAttemptTimeout, &t.run.timeout},
+		{"first_byte_timeout", t.FirstByteTimeout, DefaultFirstByteTimeout, &t.run.firstByte},
+		{"idle_timeout", t.IdleTimeout, DefaultIdleTimeout, &t.run.idle},
 	} {
 		switch {
 		case l.set == nil:
@@ -341,8 +359,8 @@ func (t *Target) provisionLimits() error {
 			*l.dst = time.Duration(*l.set)
 		}
 	}
-	if t.idle > 0 {
-		t.idleCause = "the upstream sent nothing for " + seconds(t.idle)
+	if t.run.idle > 0 {
+		t.run.idleCause = "the upstream sent nothing for " + seconds(t.run.idle)
 	}
 	return nil
 }
@@ -371,7 +389,7 @@ func seconds(d time.Duration) string {
 // fallsBackOn reports whether an upstream answer with this status moves
 // the request to the next target.
 func (t *Target) fallsBackOn(status int) bool {
-	return t.fallbackOn.has(status)
+	return t.run.fallbackOn.has(status)
 }
 
 // contextWindow returns the target's context window in tokens: its

@@ -51,8 +51,8 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	actx, cancel := rt.attemptContext(ctx, t)
 	defer cancel()
 	aw := rt.attemptWriterFor(t, turn, cancel)
-	if t.timeout > 0 {
-		defer startLimit(timeoutLimits, aw, t.timeout).stop()
+	if t.run.timeout > 0 {
+		defer startLimit(timeoutLimits, aw, t.run.timeout).stop()
 	}
 	n := len(rt.x.attempts)
 	actx = rt.beginAttempt(actx, aw, turn)
@@ -71,7 +71,7 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	// failure ends in a panic), before its slot is given back
 	defer rt.endAttempt(aw, &res, n)
 	var end attemptEnd
-	end.aborted, end.err = proxy(t.group.serve, aw, pr)
+	end.aborted, end.err = proxy(t.group.run.serve, aw, pr)
 	t.group.inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
 	// an answer the proxy has read whole (a held 400) is no late one. A
@@ -129,7 +129,7 @@ type attemptEnd struct {
 // the request's variables in a map of its own.
 func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context, context.CancelFunc) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
-	if t.timeout > 0 || (t.firstByte > 0 && rt.q.stream) || t.idle > 0 || t.group.vllm != nil {
+	if t.run.timeout > 0 || (t.run.firstByte > 0 && rt.q.stream) || t.run.idle > 0 || t.group.vllm != nil {
 		actx, cancel = context.WithCancel(ctx)
 	}
 	if rt.first.rt != nil {
@@ -361,7 +361,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	msg := cause
 	switch cut := aw.guard.cut.Load(); {
 	case cut == cutIdle:
-		msg = aw.target.idleCause
+		msg = aw.target.run.idleCause
 	case cut == cutDown:
 		msg = causeEndpointDown
 	case ctx.Err() != nil:
@@ -404,7 +404,7 @@ func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn atte
 	}
 	t := aw.target
 	aw.rec = attemptRecord{target: t, turn: turn, n: len(rt.x.attempts) + 1, began: aw.began, req: &rt.ask}
-	for _, o := range t.observers {
+	for _, o := range t.run.observers {
 		actx = o.attemptBegan(actx, &aw.rec)
 	}
 	return actx
@@ -422,7 +422,7 @@ func (rt *route) endAttempt(aw *attemptWriter, res *attemptResult, n int) {
 	if rt.q.stream && rt.x.ans.ttfb > 0 && rt.x.ans.target == a.target {
 		a.firstByte = rt.x.start.Add(rt.x.ans.ttfb).Sub(a.began)
 	}
-	obs := a.target.observers
+	obs := a.target.run.observers
 	for i := len(obs) - 1; i >= 0; i-- {
 		obs[i].attemptEnded(a)
 	}

@@ -355,9 +355,9 @@ var (
 // client; nil when the target has no first_byte_timeout or the request
 // does not stream.
 func (aw *attemptWriter) firstByteLimit() *limitTimer {
-	if aw.target.firstByte <= 0 || !aw.rt.q.stream {
+	if aw.target.run.firstByte <= 0 || !aw.rt.q.stream {
 		return nil
 	}
 	aw.hold.untilBody = true
-	return startLimit(firstByteLimits, aw, aw.target.firstByte)
+	return startLimit(firstByteLimits, aw, aw.target.run.firstByte)
 }

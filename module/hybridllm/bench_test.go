@@ -39,7 +39,7 @@ func chatRequest(size int) []byte {
 // as the upstream reads it.
 func BenchmarkModelRewrite(b *testing.B) {
 	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
-	tg.modelJSON, _ = json.Marshal(tg.Model)
+	tg.run.modelJSON, _ = json.Marshal(tg.Model)
 	for _, size := range []struct {
 		name string
 		n    int
@@ -65,7 +65,7 @@ func BenchmarkModelRewrite(b *testing.B) {
 func BenchmarkBodyRewrite(b *testing.B) {
 	g := &Gateway{in: front{aliases: map[string]*Alias{}}}
 	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
-	tg.modelJSON, _ = json.Marshal(tg.Model)
+	tg.run.modelJSON, _ = json.Marshal(tg.Model)
 	g.in.aliases["chat-main"] = &Alias{name: "chat-main", Targets: []*Target{tg}}
 	for _, size := range []struct {
 		name string
@@ -150,9 +150,9 @@ func BenchmarkScanTop(b *testing.B) {
 // with access logs off, and with the routing record written as JSON.
 func BenchmarkMeterAndLog(b *testing.B) {
 	g := &Gateway{Name: "default"}
-	grp := &Group{name: "self", Kind: KindVLLM}
+	grp := &Group{run: groupRun{name: "self"}, Kind: KindVLLM}
 	t := &Target{Group: "self", Model: "qwen", group: grp}
-	t.metrics = newTargetMetrics(g.Name, "chat-main", t, "")
+	t.seen.metrics = newTargetMetrics(g.Name, "chat-main", t, "")
 	al := &Alias{name: "chat-main", Targets: []*Target{t}}
 	req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())

@@ -177,10 +177,10 @@ func (b *upstreamBody) replay() (io.ReadCloser, error) {
 // whitespace, unknown fields). It reports false when the target takes
 // the name as the client sent it.
 func (t *Target) modelSplice(top *protocol.Request) (splice, bool) {
-	if t.sameName {
+	if t.run.sameName {
 		return splice{}, false
 	}
-	return splice{from: top.ModelAt, to: top.ModelAt + len(top.Model), with: t.modelJSON}, true
+	return splice{from: top.ModelAt, to: top.ModelAt + len(top.Model), with: t.run.modelJSON}, true
 }
 
 // streamUsageField asks for the usage chunk of a stream.
@@ -255,7 +255,7 @@ func visibleASCII(s string) bool {
 // does (u), the usage asked for (injected). It returns the body's length.
 func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, injected bool) {
 	body, top := q.body, &q.top
-	if t.group.streamUsage && u.body != nil {
+	if t.group.run.streamUsage && u.body != nil {
 		body, top = u.body.body, &u.body.top
 		injected = true
 	}
@@ -264,7 +264,7 @@ func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, 
 	if sp, ok := t.modelSplice(top); ok {
 		splices[n], n = sp, n+1
 	}
-	if t.group.streamUsage && u.splice.with != nil {
+	if t.group.run.streamUsage && u.splice.with != nil {
 		splices[n], n = u.splice, n+1
 		injected = true
 	}

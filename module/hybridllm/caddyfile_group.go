@@ -17,7 +17,7 @@ import (
 // unmarshalGroup parses a group block; its syntax is in the doc of
 // Gateway.UnmarshalCaddyfile.
 func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Group, error) {
-	grp := &Group{pos: posOf(d)}
+	grp := &Group{run: groupRun{pos: posOf(d)}}
 	var schemeless []string // the proxy's upstreams written without a scheme
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error

@@ -12,7 +12,7 @@ func TestFallbackOnDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := &Target{fallbackOn: set}
+	tg := &Target{run: targetRun{fallbackOn: set}}
 	for status, want := range map[int]bool{
 		200: false, 204: false, 301: false, 400: false, 409: false, 422: false,
 		401: true, 403: true, 404: false, 408: true, 429: true, // a 404 is held and read instead

@@ -44,8 +44,8 @@ func BenchmarkAuthenticate(b *testing.B) {
 		for _, c := range cs.byKey {
 			c.known, c.rpm, c.tpm, c.usage = true, 1<<30, 1<<30, new(clientUsage)
 		}
-		t := &Target{Group: "self", Model: "qwen", group: &Group{name: "self"}}
-		t.metrics = newTargetMetrics("bench", "chat-main", t, "")
+		t := &Target{Group: "self", Model: "qwen", group: &Group{run: groupRun{name: "self"}}}
+		t.seen.metrics = newTargetMetrics("bench", "chat-main", t, "")
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
 		r.URL.Path = "/v1/chat/completions"
@@ -73,7 +73,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		for _, c := range cs.byKey {
 			c.budgetDay = 1e9
 		}
-		cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
+		cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)

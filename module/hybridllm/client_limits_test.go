@@ -107,7 +107,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: clk}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
-	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
+	cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	newRoute := func() *route {

@@ -113,7 +113,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}
 
-	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, group: &Group{name: "small"}}
+	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, group: &Group{run: groupRun{name: "small"}}}
 	for _, tc := range []struct {
 		path, body string
 		want       int64
@@ -142,7 +142,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 func TestCloudHoldOnATier(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
-	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{name: "cloud-small",
+	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{run: groupRun{name: "cloud-small"},
 		Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
 	if why := admitTo(rt, tier); why != "" {
@@ -161,7 +161,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 func TestSkipTakesNoHold(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 0.001}
-	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
+	cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
@@ -214,18 +214,18 @@ func TestSkipTakesNoHold(t *testing.T) {
 func TestDegradeNowHasNoEffects(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &client{name: "c", known: true, budgetDay: 1}
-	upper := &Target{Group: "big", group: &Group{name: "big", shared: &groupShared{}}}
+	upper := &Target{Group: "big", group: &Group{run: groupRun{name: "big"}, shared: &groupShared{}}}
 	upper.trigger = &degradeTrigger{t: upper}
 	upper.trigger.active.Store(true)
 
 	// a self-hosted tier whose group is over its overflow trigger
 	ep := &endpoint{p: probe.New("http://127.0.0.1:1", clock.System, zap.NewNop()), br: new(breaker.Breaker)}
 	ep.p.Inflight.Store(5)
-	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{name: "small", shared: &groupShared{},
+	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{run: groupRun{name: "small"}, shared: &groupShared{},
 		Overflow: &OverflowConfig{InFlight: &Threshold{Trigger: 2, Recover: 1}},
 		vllm:     &vllmGroup{name: "small", endpoints: map[string]*endpoint{"a": ep}, cfg: vllmSettings{staleAfter: time.Second}}}}
 	// a priced cloud tier
-	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, group: &Group{name: "cloud-small", Kind: KindOpenAI,
+	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, group: &Group{run: groupRun{name: "cloud-small"}, Kind: KindOpenAI,
 		shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 
 	al := &Alias{name: "chat", chain: &chain{cap: 1}}
@@ -233,8 +233,8 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
 	rt.x.alias, rt.x.deg = al, new(degradeRecord)
 	k := kitFor(g)
-	busy.gates = k.chainGates(al.chain, "chat", busy, k.gatesOf(busy))
-	cloud.gates = k.chainGates(al.chain, "chat", cloud, k.gatesOf(cloud))
+	busy.run.gates = k.chainGates(al.chain, "chat", busy, k.gatesOf(busy))
+	cloud.run.gates = k.chainGates(al.chain, "chat", cloud, k.gatesOf(cloud))
 	rt.beginPassage()
 	rt.passage.deg = rt.x.deg
 

@@ -76,7 +76,7 @@ func coreGateway(t *testing.T, rec *seen, upstreams map[string]upstreamFunc) *Ga
 	t.Cleanup(func() { _ = g.Cleanup() })
 	for name, grp := range g.Groups {
 		up := upstreams[name]
-		grp.serve = upstreamFunc(func(w http.ResponseWriter, r *http.Request) error {
+		grp.run.serve = upstreamFunc(func(w http.ResponseWriter, r *http.Request) error {
 			rec.record(name, r)
 			if up == nil {
 				t.Errorf("group %s was not to be tried", name)
@@ -258,7 +258,7 @@ func TestCoreAGateRefusalPassesTheTargetOver(t *testing.T) {
 	})
 	var log []string
 	a := g.Aliases["chat-main"].Targets[0]
-	a.gates = append(a.gates, fakeGate{"taker", "", &log}, fakeGate{"refuser", because.BreakerOpen, &log})
+	a.run.gates = append(a.run.gates, fakeGate{"taker", "", &log}, fakeGate{"refuser", because.BreakerOpen, &log})
 	w := ask(t, g, chatBody)
 	if w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "b:gpt-b" {
 		t.Fatalf("status %d after %v", w.Code, rec.calls)
@@ -304,7 +304,7 @@ func TestCoreObserversSeeEachAttempt(t *testing.T) {
 	})
 	var log []string
 	for _, tgt := range g.Aliases["chat-main"].Targets[:2] {
-		tgt.observers = append(tgt.observers, fakeObserver{"outer", &log}, fakeObserver{"inner", &log})
+		tgt.run.observers = append(tgt.run.observers, fakeObserver{"outer", &log}, fakeObserver{"inner", &log})
 	}
 	if w := ask(t, g, chatBody); w.Code != http.StatusOK {
 		t.Fatalf("status %d", w.Code)
@@ -338,7 +338,7 @@ func TestCoreObserversSeeAnAnswerBrokenOff(t *testing.T) {
 			})
 			var log []string
 			a := g.Aliases["chat-main"].Targets[0]
-			a.observers = append(a.observers, fakeObserver{"o", &log})
+			a.run.observers = append(a.run.observers, fakeObserver{"o", &log})
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
 				strings.NewReader(`{"model":"chat-main","stream":`+strconv.FormatBool(tc.name == "stream")+`,"messages":[]}`))
 			r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})

@@ -62,9 +62,9 @@ func drillTarget(ctx context.Context, t *Target) adminapi.DrillResult {
 // drillAddresses lists the endpoints of a group: the proxy's upstreams
 // (or what its dynamic upstreams list now), then those a registry added.
 func drillAddresses(grp *Group, r *http.Request) []string {
-	ups := grp.proxy.Upstreams
-	if len(ups) == 0 && grp.proxy.DynamicUpstreams != nil && r != nil {
-		ups, _ = grp.proxy.DynamicUpstreams.GetUpstreams(r)
+	ups := grp.run.proxy.Upstreams
+	if len(ups) == 0 && grp.run.proxy.DynamicUpstreams != nil && r != nil {
+		ups, _ = grp.run.proxy.DynamicUpstreams.GetUpstreams(r)
 	}
 	if vg := grp.vllm; vg != nil {
 		if a := vg.added.Load(); a != nil {
@@ -85,7 +85,7 @@ func drillAddresses(grp *Group, r *http.Request) []string {
 // drillRequest builds a drill's request to the target, as the gateway's
 // own request through the group's proxy.
 func drillRequest(ctx context.Context, t *Target) *http.Request {
-	body := []byte(`{"model":` + string(t.modelJSON) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
+	body := []byte(`{"model":` + string(t.run.modelJSON) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return nil
@@ -112,7 +112,7 @@ func drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAn
 	w := &bufferWriter{header: make(http.Header), slot: slot}
 	defer slot.release() // whatever the proxy panics with
 	start := time.Now()
-	aborted, err := proxy(t.group.proxy, w, req)
+	aborted, err := proxy(t.group.run.proxy, w, req)
 	res.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	switch {
 	case w.status != 0 && !aborted:

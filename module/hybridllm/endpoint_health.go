@@ -56,7 +56,7 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	if err != nil {
 		return nil, err
 	}
-	hs := &setHealth{gw: gw, group: grp.name, logger: logger, clock: c}
+	hs := &setHealth{gw: gw, group: grp.run.name, logger: logger, clock: c}
 	hs.s.MaxOut = hc.MaxDegraded
 	dials := make([]string, 0, len(vg.endpoints))
 	for dial := range vg.endpoints {
@@ -65,10 +65,10 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	sort.Strings(dials)
 	for _, dial := range dials {
 		ep := vg.endpoints[dial]
-		m := &healthscore.Member{Name: grp.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.window()),
+		m := &healthscore.Member{Name: grp.run.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.window()),
 			Base: endpointBase, Since: c.Now()}
 		hm := &healthMember{hs: hs, m: m, ep: ep}
-		hm.carry(endpointKey(gw, grp.name, dial))
+		hm.carry(endpointKey(gw, grp.run.name, dial))
 		ep.score = &endpointScore{hm: hm}
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)

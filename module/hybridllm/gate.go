@@ -63,10 +63,10 @@ type passage struct {
 // back.
 func (p *passage) admit(t *Target) reason {
 	p.trial = false
-	for i, gt := range t.gates {
+	for i, gt := range t.run.gates {
 		if why := gt.admit(p, t); why != "" {
 			for j := i - 1; j >= 0; j-- {
-				t.gates[j].release(p, t)
+				t.run.gates[j].release(p, t)
 			}
 			return why
 		}
@@ -76,7 +76,7 @@ func (p *passage) admit(t *Target) reason {
 
 // judge is admit without effects, for a target judged ahead of its turn.
 func (p *passage) judge(t *Target) reason {
-	for _, gt := range t.gates {
+	for _, gt := range t.run.gates {
 		if why := gt.judge(p, t); why != "" {
 			return why
 		}

@@ -18,8 +18,8 @@ import (
 // admitTo asks target t's gates for rt's request, as run does at t's
 // turn (a target built by hand gets the gates its config calls for).
 func admitTo(rt *route, t *Target) reason {
-	if t.gates == nil {
-		t.gates = kitFor(rt.g).gatesOf(t)
+	if t.run.gates == nil {
+		t.run.gates = kitFor(rt.g).gatesOf(t)
 	}
 	rt.beginPassage()
 	return rt.passage.admit(t)
@@ -27,8 +27,8 @@ func admitTo(rt *route, t *Target) reason {
 
 // judgeFor is admitTo for a target judged ahead of its turn.
 func judgeFor(rt *route, t *Target) reason {
-	if t.gates == nil {
-		t.gates = kitFor(rt.g).gatesOf(t)
+	if t.run.gates == nil {
+		t.run.gates = kitFor(rt.g).gatesOf(t)
 	}
 	rt.beginPassage()
 	return rt.passage.judge(t)
@@ -59,10 +59,10 @@ func (f fakeGate) release(*passage, *Target) { *f.log = append(*f.log, "release 
 // given back.
 func TestGatesFirstRefusalWins(t *testing.T) {
 	var log []string
-	tgt := &Target{gates: []gate{
+	tgt := &Target{run: targetRun{gates: []gate{
 		fakeGate{"a", "", &log}, fakeGate{"b", "", &log},
 		fakeGate{"c", because.BreakerOpen, &log}, fakeGate{"d", because.Overflow, &log},
-	}}
+	}}}
 	var p passage
 	if why := p.admit(tgt); why != because.BreakerOpen {
 		t.Fatalf("admit: %q, want the first refusal", why)
@@ -78,7 +78,7 @@ func TestGatesFirstRefusalWins(t *testing.T) {
 		t.Fatalf("judge asked %q, want %q", log, want)
 	}
 	log = nil
-	open := &Target{gates: tgt.gates[:2]}
+	open := &Target{run: targetRun{gates: tgt.run.gates[:2]}}
 	if why := p.admit(open); why != "" || !slices.Equal(log, []string{"admit a", "admit b"}) {
 		t.Fatalf("every gate open: %q, asked %q", why, log)
 	}
@@ -183,7 +183,7 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	clk := fakeClock(t)
 	g := &Gateway{clock: clk, money: money{spend: books.NewSpendBook("", nil)}}
 	cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
-	cloud := &Target{Group: "cloud", group: &Group{name: "cloud", Kind: KindOpenAI, shared: &groupShared{},
+	cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
 		Breaker: cfg, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	br := &cloud.group.shared.breaker
 	br.Failure(cfg, clk.Now(), breaker.Cause{})
@@ -200,13 +200,13 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 
 	// the hold refuses once the gates before it passed: others hold the
 	// client's budget, though they did not when the closed gate looked
-	hold := cloud.gates[len(cloud.gates)-1]
-	cloud.gates[len(cloud.gates)-1] = heldMeanwhile{hold, g}
+	hold := cloud.run.gates[len(cloud.run.gates)-1]
+	cloud.run.gates[len(cloud.run.gates)-1] = heldMeanwhile{hold, g}
 	if why := admitTo(rt, cloud); why != because.BudgetHeld || rt.passage.trial {
 		t.Fatalf("a hold refused after the breaker: %q, trial kept %v", why, rt.passage.trial)
 	}
 	g.money.spend.Holds().Give("c", 1)
-	cloud.gates[len(cloud.gates)-1] = hold
+	cloud.run.gates[len(cloud.run.gates)-1] = hold
 	rt = limitedRoute(g, cl, "/v1/chat/completions", body)
 	if why := admitTo(rt, cloud); why != "" || !rt.passage.trial || rt.passage.hold.usd == 0 {
 		t.Fatalf("the next request: %q, trial %v, held %g", why, rt.passage.trial, rt.passage.hold.usd)
@@ -247,7 +247,7 @@ func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
 	if after, _ := g.money.spend.Holds().Held(); after <= before {
 		t.Fatalf("topped up: %g -> %g", before, after)
 	}
-	dear.gates[len(dear.gates)-1].release(&rt.passage, dear)
+	dear.run.gates[len(dear.run.gates)-1].release(&rt.passage, dear)
 	near := func(v float64) bool { return v > before-1e-12 && v < before+1e-12 }
 	if total, clients := g.money.spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.passage.hold.usd) {
 		t.Fatalf("released: total %g, the client's %g, the request's %g; want %g", total, clients["c"], rt.passage.hold.usd, before)

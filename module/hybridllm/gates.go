@@ -68,12 +68,12 @@ func (o overflowGate) admit(p *passage, t *Target) reason {
 		return ""
 	}
 	t0 := o.clock.Now()
-	on, signal := grp.Overflow.Evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, o.logger, grp.name)
+	on, signal := grp.Overflow.Evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, o.logger, grp.run.name)
 	if !on {
 		return ""
 	}
 	if p.overflow == "" {
-		p.overflow = grp.name + ":" + signal
+		p.overflow = grp.run.name + ":" + signal
 	}
 	return because.Overflow
 }

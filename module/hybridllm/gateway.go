@@ -100,6 +100,35 @@ type Gateway struct {
 	// Aliases, by the business model name clients send.
 	Aliases map[string]*Alias `json:"aliases,omitempty"`
 
+	// How requests are read, answered and sent on.
+	RequestSettings
+
+	// A daily cap on what all cloud targets together may cost.
+	CloudSpend *CloudSpend `json:"cloud_spend,omitempty"`
+
+	// Who may call: every request must name a known client, by API key
+	// or by an identity Caddy established. Default: anyone who reaches
+	// the handler.
+	Clients *Clients `json:"clients,omitempty"`
+
+	// The runtime state shared with other gateways: drains and weights,
+	// kept in etcd and watched. Default: each gateway its own.
+	Registry *RegistryConfig `json:"registry,omitempty"`
+
+	in     front         // what the request side reads
+	life   lifetime      // its config's life: context, storage, locks, registry slot
+	money  money         // its books, and how it charges requests
+	sched  schedule      // what its scheduler ticks
+	reg    *registryLink // with a registry: the gateway's tie to it
+	logger *zap.Logger
+	clock  clock.Clock // the time of its windows, holds and cooldowns
+	// with a registry: its place among the live gateways
+	fleetShare *atomic.Pointer[fleet.Share]
+}
+
+// RequestSettings are how a gateway reads its requests, answers them and
+// sends them on.
+type RequestSettings struct {
 	// The largest request body accepted, in bytes; larger bodies are
 	// refused with 413 before anything is forwarded. Default: 8 MiB.
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
@@ -148,28 +177,6 @@ type Gateway struct {
 	// target that served it, or the cloud's dated version of it). An
 	// alias may override it. Default: `alias`.
 	ResponseModel string `json:"response_model,omitempty"`
-
-	// A daily cap on what all cloud targets together may cost.
-	CloudSpend *CloudSpend `json:"cloud_spend,omitempty"`
-
-	// Who may call: every request must name a known client, by API key
-	// or by an identity Caddy established. Default: anyone who reaches
-	// the handler.
-	Clients *Clients `json:"clients,omitempty"`
-
-	// The runtime state shared with other gateways: drains and weights,
-	// kept in etcd and watched. Default: each gateway its own.
-	Registry *RegistryConfig `json:"registry,omitempty"`
-
-	in     front         // what the request side reads
-	life   lifetime      // its config's life: context, storage, locks, registry slot
-	money  money         // its books, and how it charges requests
-	sched  schedule      // what its scheduler ticks
-	reg    *registryLink // with a registry: the gateway's tie to it
-	logger *zap.Logger
-	clock  clock.Clock // the time of its windows, holds and cooldowns
-	// with a registry: its place among the live gateways
-	fleetShare *atomic.Pointer[fleet.Share]
 }
 
 // front is what a gateway's request side reads: resolved from the config
@@ -322,8 +329,8 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if al := g.Aliases[name]; al != nil {
 			for _, t := range al.Targets {
 				if t != nil {
-					if grp := g.Groups[t.Group]; grp != nil && !slices.Contains(grp.expect, t.Model) && t.Model != "" {
-						grp.expect = append(grp.expect, t.Model)
+					if grp := g.Groups[t.Group]; grp != nil && !slices.Contains(grp.run.expect, t.Model) && t.Model != "" {
+						grp.run.expect = append(grp.run.expect, t.Model)
 					}
 				}
 			}
@@ -336,11 +343,11 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 			return nil, fmt.Errorf("group %q: empty", name)
 		}
 		grp.acquireShared(reload.Key(g.Name, name))
-		grp.clock = g.clock
+		grp.run.clock = g.clock
 		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
 			return nil, fmt.Errorf("group %q: %v", name, err)
 		}
-		if grp.Kind == KindVLLM && len(grp.proxy.Upstreams) == 0 && grp.proxy.DynamicUpstreams == nil && g.Registry == nil {
+		if grp.Kind == KindVLLM && len(grp.run.proxy.Upstreams) == 0 && grp.run.proxy.DynamicUpstreams == nil && g.Registry == nil {
 			return nil, fmt.Errorf("group %q of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)", name)
 		}
 		hs, err := provisionEndpointHealth(g.Name, g.clock, g.logger, grp)
@@ -350,11 +357,11 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if hs != nil {
 			g.sched.healthSets = append(g.sched.healthSets, hs)
 		}
-		grp.streamUsage = g.StreamUsage == nil || *g.StreamUsage
+		grp.run.streamUsage = g.StreamUsage == nil || *g.StreamUsage
 		if grp.StreamUsage != nil {
-			grp.streamUsage = *grp.StreamUsage
+			grp.run.streamUsage = *grp.StreamUsage
 		}
-		g.in.streamUsage = g.in.streamUsage || grp.streamUsage
+		g.in.streamUsage = g.in.streamUsage || grp.run.streamUsage
 	}
 	return used, nil
 }

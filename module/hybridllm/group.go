@@ -28,10 +28,6 @@ type ProbeConfig = probe.Config
 // Group is a named set of interchangeable endpoints that serve the same
 // model names, proxied through one embedded `reverse_proxy`.
 type Group struct {
-	pos        string        // in a Caddyfile: where it is, for errors
-	checkOff   bool          // model_check off
-	checkEvery time.Duration // model_check's interval; 0: the default
-
 	// The kind of API behind the group: `vllm` (self-hosted vLLM) or
 	// `openai` (a cloud or other OpenAI-compatible API). Required.
 	Kind string `json:"kind,omitempty"`
@@ -50,23 +46,8 @@ type Group struct {
 	// available) counts as a failure of this target.
 	ProxyRaw json.RawMessage `json:"proxy,omitempty"`
 
-	// vLLM's --max-num-seqs of each endpoint (kind vllm): the red line,
-	// the most requests the gateway keeps in flight to one endpoint,
-	// even when metrics fail. Default: no red line.
-	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
-
-	// Requests allowed to wait in an endpoint's queue beyond
-	// max_num_seqs before its red line is reached (kind vllm).
-	// Default: 0.
-	MaxQueue int `json:"max_queue,omitempty"`
-
-	// Per-endpoint settings (kind vllm), by the upstream's dial address
-	// as written in the proxy's upstreams.
-	Endpoints map[string]*EndpointConfig `json:"endpoints,omitempty"`
-
-	// How the endpoints are probed (kind vllm). Default: on, with the
-	// ProbeConfig defaults.
-	Probe *ProbeConfig `json:"probe,omitempty"`
+	// The vLLM endpoints' red line, settings and probes (kind vllm).
+	VLLMSettings
 
 	// How often the target model names are checked against the group's
 	// GET /v1/models (kind openai), sent through the group's proxy with
@@ -90,10 +71,6 @@ type Group struct {
 	// last endpoint in service is kept. Default: none.
 	Health *HealthConfig `json:"health,omitempty"`
 
-	// the GPUs one request in flight occupies, for the ledger (see
-	// provisionOccupancy); 0: not counted
-	occupancy float64
-
 	// The group's cost model, for the cost ledger and the cloud spend.
 	Cost *CostConfig `json:"cost,omitempty"`
 
@@ -105,20 +82,53 @@ type Group struct {
 	// setting (on).
 	StreamUsage *bool `json:"stream_usage,omitempty"`
 
-	inflight  atomic.Int64 // requests the gateway has in flight to the group
+	inflight atomic.Int64 // requests the gateway has in flight to the group
+	shared   *groupShared
+	vllm     *vllmGroup
+	check    modelCheck
+	run      groupRun // resolved from the config as it is provisioned
+}
+
+// VLLMSettings are a vllm group's red line, per-endpoint settings and
+// probes.
+type VLLMSettings struct {
+	// vLLM's --max-num-seqs of each endpoint (kind vllm): the red line,
+	// the most requests the gateway keeps in flight to one endpoint,
+	// even when metrics fail. Default: no red line.
+	MaxNumSeqs int `json:"max_num_seqs,omitempty"`
+
+	// Requests allowed to wait in an endpoint's queue beyond
+	// max_num_seqs before its red line is reached (kind vllm).
+	// Default: 0.
+	MaxQueue int `json:"max_queue,omitempty"`
+
+	// Per-endpoint settings (kind vllm), by the upstream's dial address
+	// as written in the proxy's upstreams.
+	Endpoints map[string]*EndpointConfig `json:"endpoints,omitempty"`
+
+	// How the endpoints are probed (kind vllm). Default: on, with the
+	// ProbeConfig defaults.
+	Probe *ProbeConfig `json:"probe,omitempty"`
+}
+
+// groupRun is a group's runtime, resolved from its config.
+type groupRun struct {
 	name      string
-	shared    *groupShared
+	pos       string // in a Caddyfile: where it is, for errors
 	sharedKey string
 	proxy     *reverseproxy.Handler
 	// what an attempt is served by: the proxy, or a unit test's upstream
 	serve  caddyhttp.MiddlewareHandler
-	key    string   // the resolved api_key
-	expect []string // the model names the aliases send to this group
-	vllm   *vllmGroup
-	check  modelCheck
+	key    string      // the resolved api_key
+	expect []string    // the model names the aliases send to this group
 	clock  clock.Clock // the gateway's
 	// streamUsage is StreamUsage resolved against the gateway's default
 	streamUsage bool
+	checkOff    bool          // model_check off
+	checkEvery  time.Duration // model_check's interval; 0: the default
+	// the GPUs one request in flight occupies, for the ledger (see
+	// provisionOccupancy); 0: not counted
+	occupancy float64
 }
 
 // EndpointConfig holds the settings of one endpoint of a vLLM group.
@@ -133,8 +143,8 @@ type EndpointConfig struct {
 
 // provision checks the group and loads its reverse proxy.
 func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error {
-	grp.name = name
-	grp.check.clock = grp.clock
+	grp.run.name = name
+	grp.check.clock = grp.run.clock
 	if err := grp.validate(); err != nil {
 		return err
 	}
@@ -155,14 +165,14 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	if err != nil {
 		return fmt.Errorf("loading proxy: %v", err)
 	}
-	grp.proxy = mod.(*reverseproxy.Handler)
-	grp.serve = grp.proxy
-	if lb := grp.proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
+	grp.run.proxy = mod.(*reverseproxy.Handler)
+	grp.run.serve = grp.run.proxy
+	if lb := grp.run.proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
 		// a drill reaches each endpoint in turn, whatever the policy
 		lb.SelectionPolicy = pinnedSelection{lb.SelectionPolicy}
 	}
-	if grp.key != "" {
-		warnKeyExposure(ctx.Logger(), name, grp.APIKey, grp.proxy)
+	if grp.run.key != "" {
+		warnKeyExposure(ctx.Logger(), name, grp.APIKey, grp.run.proxy)
 	}
 
 	switch grp.Kind {
@@ -196,13 +206,13 @@ func (grp *Group) validate() error {
 	switch grp.ModelCheck {
 	case "":
 	case "off":
-		grp.checkOff = true
+		grp.run.checkOff = true
 	default:
 		d, err := caddy.ParseDuration(grp.ModelCheck)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("model_check: want a positive duration or off, got %q", grp.ModelCheck)
 		}
-		grp.checkEvery = d
+		grp.run.checkEvery = d
 	}
 	if grp.Cost != nil {
 		if err := grp.Cost.validate(grp.Kind); err != nil {
@@ -225,7 +235,7 @@ func (grp *Group) validate() error {
 // retries inside the group, the api_key in the proxy's own header
 // operations (and its active health checks').
 func (grp *Group) proxyConfig(ctx caddy.Context, maxBody int64) (json.RawMessage, error) {
-	name := grp.name
+	name := grp.run.name
 	raw := grp.ProxyRaw
 	if grp.Kind == KindVLLM {
 		// the queue-aware policy is the default of vLLM groups
@@ -256,7 +266,7 @@ func (grp *Group) proxyConfig(ctx caddy.Context, maxBody int64) (json.RawMessage
 	}
 	if grp.APIKey != "" {
 		key := caddy.NewReplacer().ReplaceAll(grp.APIKey, "")
-		grp.key = key
+		grp.run.key = key
 		if key == "" {
 			// an unset variable would send every request without
 			// credentials, and every answer would be the cloud's 401
@@ -303,9 +313,9 @@ func (grp *Group) cleanup() {
 	if grp == nil {
 		return
 	}
-	if grp.sharedKey != "" {
-		_ = groupStates.Release(grp.sharedKey)
-		grp.sharedKey = ""
+	if grp.run.sharedKey != "" {
+		_ = groupStates.Release(grp.run.sharedKey)
+		grp.run.sharedKey = ""
 	}
 	if grp.vllm == nil || grp.vllm.released {
 		return
@@ -323,7 +333,7 @@ func (grp *Group) cleanup() {
 // that a failing replica hands the request to a healthy one rather than
 // to the next target (the cloud); none elsewhere.
 func (grp *Group) defaultRetries(registry bool) int {
-	if grp.Kind == KindVLLM && (len(grp.proxy.Upstreams) > 1 || grp.proxy.DynamicUpstreams != nil || registry) {
+	if grp.Kind == KindVLLM && (len(grp.run.proxy.Upstreams) > 1 || grp.run.proxy.DynamicUpstreams != nil || registry) {
 		return 1
 	}
 	return 0
@@ -332,7 +342,7 @@ func (grp *Group) defaultRetries(registry bool) int {
 // closeIdleConnections drops the pooled connections of the group's
 // transport.
 func (grp *Group) closeIdleConnections() {
-	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
+	if ht, ok := grp.run.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
 		ht.Transport.CloseIdleConnections()
 	}
 }
@@ -352,11 +362,11 @@ func (grp *Group) probesDown() bool {
 		}
 		return seen
 	}
-	hc := grp.proxy.HealthChecks
-	if hc == nil || hc.Active == nil || len(grp.proxy.Upstreams) == 0 {
+	hc := grp.run.proxy.HealthChecks
+	if hc == nil || hc.Active == nil || len(grp.run.proxy.Upstreams) == 0 {
 		return false
 	}
-	for _, u := range grp.proxy.Upstreams {
+	for _, u := range grp.run.proxy.Upstreams {
 		if u.Healthy() {
 			return false
 		}
@@ -368,5 +378,5 @@ func (grp *Group) acquireShared(key string) {
 	grp.shared, _, _ = groupStates.Acquire(key, func() (*groupShared, error) {
 		return &groupShared{endpoints: make(map[string]*endpointShared)}, nil
 	})
-	grp.sharedKey = key
+	grp.run.sharedKey = key
 }

@@ -41,9 +41,9 @@ func TestWarnKeyExposure(t *testing.T) {
 			if tc.tls {
 				tr.TLS = &reverseproxy.TLSConfig{}
 			}
-			grp := &Group{APIKey: tc.key, proxy: &reverseproxy.Handler{Transport: tr, Upstreams: reverseproxy.UpstreamPool{{Dial: tc.dial}}}}
+			grp := &Group{APIKey: tc.key, run: groupRun{proxy: &reverseproxy.Handler{Transport: tr, Upstreams: reverseproxy.UpstreamPool{{Dial: tc.dial}}}}}
 			core, logs := observer.New(zapcore.WarnLevel)
-			warnKeyExposure(zap.New(core), "cloud", grp.APIKey, grp.proxy)
+			warnKeyExposure(zap.New(core), "cloud", grp.APIKey, grp.run.proxy)
 			var got []string
 			for _, e := range logs.All() {
 				got = append(got, e.Message)

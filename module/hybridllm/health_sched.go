@@ -182,7 +182,7 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 		hm.carry(memberKey(gw, al.name, ws.name, t))
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)
-		t.health = hm
+		t.seen.health = hm
 	}
 	hs.s.Rebalance()
 	hs.apply()
@@ -514,11 +514,11 @@ type healthObserver struct{ clock clock.Clock }
 // watchesHealth reports whether attempts on t count for health or
 // latency.
 func watchesHealth(t *Target) bool {
-	return t.health != nil || t.latency != nil || (t.group.vllm != nil && t.group.vllm.scored)
+	return t.seen.health != nil || t.seen.latency != nil || (t.group.vllm != nil && t.group.vllm.scored)
 }
 
 func (healthObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
-	if hm := a.target.health; hm != nil {
+	if hm := a.target.seen.health; hm != nil {
 		hm.inflight.Add(1)
 	}
 	return ctx
@@ -526,7 +526,7 @@ func (healthObserver) attemptBegan(ctx context.Context, a *attemptRecord) contex
 
 func (h healthObserver) attemptEnded(a *attemptRecord) {
 	t, res := a.target, &a.res
-	hm := t.health
+	hm := t.seen.health
 	if hm != nil {
 		hm.inflight.Add(-1)
 	}
@@ -554,8 +554,8 @@ func (h healthObserver) attemptEnded(a *attemptRecord) {
 		if epm != nil {
 			epm.record(false, lat)
 		}
-		if t.latency != nil {
-			t.latency.add(end, lat)
+		if t.seen.latency != nil {
+			t.seen.latency.add(end, lat)
 		}
 	}
 }

@@ -28,7 +28,7 @@ func (m *money) provisionOccupancy() {
 			for _, ep := range vg.endpoints {
 				n += float64(vg.seqSlots(ep))
 			}
-			grp.occupancy = grp.Cost.GPUs / n
+			grp.run.occupancy = grp.Cost.GPUs / n
 			gpus += grp.Cost.GPUs
 			slots += n
 		}
@@ -39,7 +39,7 @@ func (m *money) provisionOccupancy() {
 	m.cloudSlotGPUs, m.selfGPUs = gpus/slots, gpus
 	for _, grp := range m.groups {
 		if grp.Kind == KindOpenAI {
-			grp.occupancy = m.cloudSlotGPUs
+			grp.run.occupancy = m.cloudSlotGPUs
 		}
 	}
 }
@@ -55,7 +55,7 @@ type occupancyObserver struct {
 // occupancyOf is the observer of attempts on t for the ledger, if its
 // group occupies GPUs.
 func occupancyOf(l *books.Ledger, t *Target) (occupancyObserver, bool) {
-	occ := t.group.occupancy
+	occ := t.group.run.occupancy
 	if occ <= 0 || l == nil {
 		return occupancyObserver{}, false
 	}

@@ -184,11 +184,11 @@ func meter(g *Gateway, x *exchange) {
 // client, so that a request hashes no labels.
 func (t *Target) metricsOf(gw, alias, client string) *targetMetrics {
 	if client == "" {
-		return t.metrics
+		return t.seen.metrics
 	}
-	if tm, ok := t.byClient.Load(client); ok {
+	if tm, ok := t.seen.byClient.Load(client); ok {
 		return tm.(*targetMetrics)
 	}
-	tm, _ := t.byClient.LoadOrStore(client, newTargetMetrics(gw, alias, t, client))
+	tm, _ := t.seen.byClient.LoadOrStore(client, newTargetMetrics(gw, alias, t, client))
 	return tm.(*targetMetrics)
 }

@@ -109,7 +109,7 @@ func (s *aliasSetup) mirrors(al *Alias) error {
 		if err := s.target(al, &m.Target); err != nil {
 			return fmt.Errorf("mirror %d (group %q): %v", i, m.Group, err)
 		}
-		if m.timeout == 0 {
+		if m.run.timeout == 0 {
 			return fmt.Errorf("mirror %d (group %q): a mirror needs a timeout", i, m.Group)
 		}
 		if m.MaxInFlight == 0 {
@@ -175,7 +175,7 @@ func (c *mirrorCopy) request(r *http.Request) *http.Request {
 		srv = new(caddyhttp.Server)
 	}
 	c.srv = srv
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.m.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.m.run.timeout)
 	c.cancel = cancel
 	return req.WithContext(ctx)
 }
@@ -210,7 +210,7 @@ func (c *mirrorCopy) run() {
 	defer slot.release() // whatever the proxy panics with
 	start := time.Now()
 	w.start = start
-	aborted, err := proxy(m.group.serve, w, req)
+	aborted, err := proxy(m.group.run.serve, w, req)
 	dur := time.Since(start)
 	w.scan.Finish(nil, aborted)
 	if slot.group != nil && slot.ep == nil && w.status == 0 {

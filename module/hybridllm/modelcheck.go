@@ -80,14 +80,14 @@ func (mc *modelCheck) result() (time.Time, []string, string) {
 // and then every interval, until the config is unloaded: a wrong cloud
 // model name shows up on an ordinary day, not on the day of the fallback.
 func (grp *Group) startModelCheck(ctx caddy.Context) {
-	if grp.checkOff || len(grp.expect) == 0 {
+	if grp.run.checkOff || len(grp.run.expect) == 0 {
 		return
 	}
-	interval := grp.checkEvery
+	interval := grp.run.checkEvery
 	if interval == 0 {
 		interval = defaultModelCheckInterval
 	}
-	logger := ctx.Logger().With(zap.String("group", grp.name))
+	logger := ctx.Logger().With(zap.String("group", grp.run.name))
 	wake := make(chan struct{}, 1)
 	grp.check.wake = wake
 	loop.Loop{Name: "model check", Every: interval, Wake: wake, When: loop.AtStart, Logger: logger}.
@@ -116,7 +116,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 				status = -1
 			}
 		}()
-		if err := grp.serve.ServeHTTP(w, req, nopHandler); err != nil {
+		if err := grp.run.serve.ServeHTTP(w, req, nopHandler); err != nil {
 			return 0
 		}
 		return w.status
@@ -141,7 +141,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 			listed[id.String()] = true
 			return true
 		})
-		for _, m := range grp.expect {
+		for _, m := range grp.run.expect {
 			if !listed[m] {
 				missing = append(missing, m)
 			}
@@ -153,7 +153,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 	if reason != "" {
 		missing = prev
 	}
-	grp.check.checkedAt, grp.check.missing, grp.check.err = grp.clock.Now(), missing, reason
+	grp.check.checkedAt, grp.check.missing, grp.check.err = grp.run.clock.Now(), missing, reason
 	if len(missing) > 0 {
 		grp.check.unlisted.Store(&missing)
 	} else {
@@ -166,7 +166,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 		logger.Warn("could not check the model names of the group", zap.String("reason", reason))
 	case len(missing) > 0 && !slices.Equal(prev, missing):
 		logger.Error("the group's API does not list configured model names: targets with these names are skipped (misconfigured)",
-			zap.Strings("missing", missing), zap.Strings("configured", grp.expect))
+			zap.Strings("missing", missing), zap.Strings("configured", grp.run.expect))
 	case len(missing) == 0 && len(prev) > 0:
 		logger.Info("the group's API lists all configured model names again")
 	}

@@ -186,7 +186,7 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (wi
 		}
 		// a time limit spent is not spent again on another endpoint:
 		// the next target gets the request
-		if n >= t.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
+		if n >= t.run.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
 			why == because.Timeout || why == because.FirstByte || (res.held && res.ep == nil) {
 			return 0, false, nil // (a cloud that asked for time is not asked again now)
 		}

@@ -50,8 +50,8 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 			al := g.in.aliases[name]
 			for i, tg := range al.Targets {
 				ts := adminapi.TargetState{Group: tg.Group, Model: tg.Model,
-					TimeoutSeconds: tg.timeout.Seconds(), FirstByteTimeoutSeconds: tg.firstByte.Seconds(),
-					IdleTimeoutSeconds: tg.idle.Seconds(), Retries: tg.retries}
+					TimeoutSeconds: tg.run.timeout.Seconds(), FirstByteTimeoutSeconds: tg.run.firstByte.Seconds(),
+					IdleTimeoutSeconds: tg.run.idle.Seconds(), Retries: tg.run.retries}
 				if ws := al.setAt(i); ws != nil {
 					// the weight served now, in the config's units
 					fine := ws.rr.weight(i - ws.start)
@@ -60,9 +60,9 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 						cur = max(cur, 1) // it takes requests
 					}
 					ts.Set, ts.Weight, ts.ConfiguredWeight, ts.Strategy = ws.name, &cur, &conf, ws.strategy
-					if tg.health != nil {
+					if tg.seen.health != nil {
 						var w int
-						ts.Health, w = tg.health.state()
+						ts.Health, w = tg.seen.health.state()
 						if ws.strategy == "" {
 							cur = w // the scheduler's own rounding
 						}
@@ -89,18 +89,18 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 
 // groupState is the admin state of group grp at t.
 func groupState(grp *Group, t time.Time) adminapi.GroupState {
-	gs := adminapi.GroupState{Name: grp.name, Kind: grp.Kind, MaxNumSeqs: grp.MaxNumSeqs, MaxQueue: grp.MaxQueue,
-		Models: slices.Clone(grp.expect), Drained: grp.shared != nil && grp.shared.drained.Load()}
+	gs := adminapi.GroupState{Name: grp.run.name, Kind: grp.Kind, MaxNumSeqs: grp.MaxNumSeqs, MaxQueue: grp.MaxQueue,
+		Models: slices.Clone(grp.run.expect), Drained: grp.shared != nil && grp.shared.drained.Load()}
 	if gs.Models == nil {
 		gs.Models = []string{}
 	}
 	if vg := grp.vllm; vg != nil {
 		for _, dial := range sortedKeys(vg.endpoints) {
-			gs.Endpoints = append(gs.Endpoints, endpointState(vg, vg.endpoints[dial], grp.expect, t))
+			gs.Endpoints = append(gs.Endpoints, endpointState(vg, vg.endpoints[dial], grp.run.expect, t))
 		}
 		if a := vg.added.Load(); a != nil {
 			for _, ep := range a.eps {
-				es := endpointState(vg, ep, grp.expect, t)
+				es := endpointState(vg, ep, grp.run.expect, t)
 				es.Added = true
 				gs.Endpoints = append(gs.Endpoints, es)
 			}
@@ -122,7 +122,7 @@ func groupState(grp *Group, t time.Time) adminapi.GroupState {
 	if grp.shared != nil && grp.vllm == nil {
 		gs.RateLimitedUntil = heldUntil(&grp.shared.breaker, t)
 	}
-	if grp.Kind == KindOpenAI && !grp.checkOff && len(grp.expect) > 0 {
+	if grp.Kind == KindOpenAI && !grp.run.checkOff && len(grp.run.expect) > 0 {
 		at, missing, errText := grp.check.result()
 		mc := &adminapi.ModelCheckState{Missing: missing, Error: errText}
 		if mc.Missing == nil {

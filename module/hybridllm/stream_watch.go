@@ -63,7 +63,7 @@ func (aw *attemptWriter) watch() {
 	if ep := aw.slot.ep; ep != nil {
 		p = ep.p
 	}
-	idle := aw.target.idle
+	idle := aw.target.run.idle
 	if (idle <= 0 && p == nil) || aw.guard.cancel == nil || aw.guard.dog != nil {
 		return
 	}

@@ -121,7 +121,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 // count.
 func BenchmarkAnswerWatch(b *testing.B) {
 	p := probe.New("http://127.0.0.1:1", clock.System, zap.NewNop())
-	aw := &attemptWriter{target: &Target{idle: DefaultIdleTimeout}, guard: answerGuard{cancel: func() {}}}
+	aw := &attemptWriter{target: &Target{run: targetRun{idle: DefaultIdleTimeout}}, guard: answerGuard{cancel: func() {}}}
 	aw.slot.ep = &endpoint{p: p}
 	b.ReportAllocs()
 	for b.Loop() {

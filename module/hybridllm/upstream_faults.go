@@ -88,7 +88,7 @@ func (f faultObserver) configFault(rec *attemptRecord, a *attempt) {
 			t.group.check.wakeNow()
 		}
 	}
-	if !t.faults.start(faultKey{endpoint: dial, why: a.reason}) {
+	if !t.seen.faults.start(faultKey{endpoint: dial, why: a.reason}) {
 		return
 	}
 	var msg string
@@ -142,11 +142,11 @@ func (f faultObserver) attemptEnded(a *attemptRecord) {
 		return
 	}
 	t := a.target
-	if a.res.verdict != verdictSuccess || t.faults.n.Load() == 0 {
+	if a.res.verdict != verdictSuccess || t.seen.faults.n.Load() == 0 {
 		return
 	}
 	dial := upstreamOf(a.req.r, a.res.ep)
-	ended := t.faults.end(dial)
+	ended := t.seen.faults.end(dial)
 	if len(ended) == 0 {
 		return
 	}

@@ -471,10 +471,10 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	settings.APIKey = grp.key
-	settings.Expect = grp.expect
+	settings.APIKey = grp.run.key
+	settings.Expect = grp.run.expect
 	vg := &vllmGroup{
-		name: grp.name,
+		name: grp.run.name,
 		cfg: vllmSettings{
 			maxNumSeqs: grp.MaxNumSeqs,
 			maxQueue:   grp.MaxQueue,
@@ -487,11 +487,11 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		},
 		endpoints:  make(map[string]*endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
-		clock:      grp.clock,
+		clock:      grp.run.clock,
 	}
 	grp.vllm = vg
 	scheme := "http"
-	if ht, ok := grp.proxy.Transport.(*reverseproxy.HTTPTransport); ok {
+	if ht, ok := grp.run.proxy.Transport.(*reverseproxy.HTTPTransport); ok {
 		// probes go out through the group's own transport: its TLS
 		// settings (a private CA, client certificates, skip verify)
 		settings.Transport = ht
@@ -500,7 +500,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		}
 	}
 	vg.adds.spawn = func(dial string) (*endpoint, error) {
-		p, err := probe.Acquire(scheme+"://"+dial, grp, settings, grp.clock, ctx.Logger())
+		p, err := probe.Acquire(scheme+"://"+dial, grp, settings, grp.run.clock, ctx.Logger())
 		if err != nil {
 			return nil, err
 		}
@@ -508,10 +508,10 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		return &endpoint{dial: dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}, nil
 	}
 	vg.adds.unspawn = func(ep *endpoint) { probe.Release(ep.p, grp) }
-	for _, u := range grp.proxy.Upstreams {
+	for _, u := range grp.run.proxy.Upstreams {
 		if !probeable(u.Dial) {
 			ctx.Logger().Warn("upstream address cannot be probed; it is balanced on in-flight counts only",
-				zap.String("group", grp.name), zap.String("upstream", u.Dial))
+				zap.String("group", grp.run.name), zap.String("upstream", u.Dial))
 			continue
 		}
 		if ep, dup := vg.endpoints[u.Dial]; dup {
@@ -538,9 +538,9 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 			ep.weight = ec.Weight
 		}
 	}
-	if len(grp.proxy.Upstreams) == 0 && grp.proxy.DynamicUpstreams != nil {
+	if len(grp.run.proxy.Upstreams) == 0 && grp.run.proxy.DynamicUpstreams != nil {
 		ctx.Logger().Warn("dynamic upstreams are not probed; the group is balanced on in-flight counts only",
-			zap.String("group", grp.name))
+			zap.String("group", grp.run.name))
 	}
 	return nil
 }

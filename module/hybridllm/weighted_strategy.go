@@ -81,7 +81,7 @@ func provisionStrategy(al *Alias, ws *weightedSet, logger *zap.Logger) error {
 	switch sc.Strategy {
 	case strategyLatency:
 		for _, t := range members {
-			t.latency = &memberLatency{w: healthscore.NewWindow(latencyWindow)}
+			t.seen.latency = &memberLatency{w: healthscore.NewWindow(latencyWindow)}
 		}
 		ws.members = members
 	case strategyCost:
@@ -136,7 +136,7 @@ func (ws *weightedSet) relean(t time.Time) {
 	values := make([]float64, len(ws.members))
 	for i, m := range ws.members {
 		values[i] = math.NaN()
-		if p50, ok := m.latency.p50(t); ok {
+		if p50, ok := m.seen.latency.p50(t); ok {
 			values[i] = float64(p50)
 		}
 	}
