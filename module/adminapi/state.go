@@ -182,18 +182,9 @@ type BreakerState struct {
 // EndpointState is one endpoint of a vLLM group, as its prober sees it.
 type EndpointState struct {
 	Address string `json:"address"`
-	// "up", "down" or "unknown" (not probed yet)
-	Health      string `json:"health"`
-	HealthError string `json:"health_error,omitempty"`
-	// expected model names this endpoint does not serve: non-empty means
-	// misconfigured (excluded from routing for those names)
-	Misconfigured []string `json:"misconfigured"`
-	// served model names with their max_model_len; null before the
-	// first successful /v1/models
-	ServedModels map[string]int `json:"served_models"`
-	ModelsError  string         `json:"models_error,omitempty"`
-	Drained      bool           `json:"drained"`
-	InFlight     int64          `json:"in_flight"`
+	Probed
+	Drained  bool  `json:"drained"`
+	InFlight int64 `json:"in_flight"`
 	// the most requests this gateway keeps in flight to the endpoint
 	// (with a registry, its share among the live gateways; -1 when the
 	// share is none); absent without a limit
@@ -210,6 +201,21 @@ type EndpointState struct {
 	// window, and the share of a whole endpoint it serves at, in percent
 	HealthScore  *TargetHealthState `json:"health_score,omitempty"`
 	ServePercent *int               `json:"serve_percent,omitempty"`
+}
+
+// Probed is what an endpoint's probes found: its health and the models
+// it serves.
+type Probed struct {
+	// "up", "down" or "unknown" (not probed yet)
+	Health      string `json:"health"`
+	HealthError string `json:"health_error,omitempty"`
+	// expected model names this endpoint does not serve: non-empty means
+	// misconfigured (excluded from routing for those names)
+	Misconfigured []string `json:"misconfigured"`
+	// served model names with their max_model_len; null before the
+	// first successful /v1/models
+	ServedModels map[string]int `json:"served_models"`
+	ModelsError  string         `json:"models_error,omitempty"`
 }
 
 // MetricsState is the last /metrics scrape of an endpoint.

@@ -107,6 +107,12 @@ type Member struct {
 	// the last healthy member, or the cap on members out is reached.
 	Sick bool
 
+	recovery
+}
+
+// recovery is a member's way back: its hold, its ramp and the answers
+// each ramp step judges.
+type recovery struct {
 	ramp     float64   // share of Base while recovering
 	until    time.Time // end of the hold
 	stepAt   time.Time // of the last ramp step

@@ -141,15 +141,17 @@ func groupState(grp *Group, t time.Time) adminapi.GroupState {
 func endpointState(vg *vllmGroup, ep *endpoint, expect []string, t time.Time) adminapi.EndpointState {
 	snap := ep.p.Snapshot()
 	es := adminapi.EndpointState{
-		Address:       ep.dial,
-		Health:        [...]string{"unknown", "up", "down"}[snap.Health],
-		HealthError:   snap.HealthErr,
-		Misconfigured: []string{},
-		ServedModels:  snap.Models,
-		ModelsError:   snap.ModelsErr,
-		InFlight:      ep.p.Inflight.Load(),
-		RedLine:       vg.redLine(ep),
-		Weight:        ep.weightNow(),
+		Address: ep.dial,
+		Probed: adminapi.Probed{
+			Health:        [...]string{"unknown", "up", "down"}[snap.Health],
+			HealthError:   snap.HealthErr,
+			Misconfigured: []string{},
+			ServedModels:  snap.Models,
+			ModelsError:   snap.ModelsErr,
+		},
+		InFlight: ep.p.Inflight.Load(),
+		RedLine:  vg.redLine(ep),
+		Weight:   ep.weightNow(),
 	}
 	if ep.br != nil {
 		es.RateLimitedUntil = heldUntil(ep.br, t)

@@ -71,7 +71,7 @@ func (x *exchange) estimateUsage(b *tokenBounds, gw string) {
 func (x *exchange) estimateAbandoned(b *tokenBounds, gw string) {
 	t := x.ans.abandoned
 	u := &x.usage
-	*u = protocol.UsageScanner{Prompt: b.promptEstimate(), Found: true}
+	*u = protocol.UsageScanner{Usage: protocol.Usage{Prompt: b.promptEstimate(), Found: true}}
 	if !x.q.stream && t.group.vllm == nil && !x.q.api.PromptOnly {
 		_, u.Completion = b.tokenBoundOn(t)
 	}

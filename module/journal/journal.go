@@ -72,8 +72,14 @@ type Journal struct {
 	// the segments (see Join)
 	compactMu sync.Mutex
 
-	// what the books' saved snapshots include; with a registry, the
-	// spend's is what the books published there include
+	covered // what the books' snapshots include
+}
+
+// covered is what the books' saved snapshots include: compaction drops
+// the segments they cover.
+type covered struct {
+	// with a registry, the spend's is what the books published there
+	// include
 	ledgerSaved, spendSaved atomic.Uint64
 	spendOn                 atomic.Bool // a spend book is journaled
 	registry                bool        // with a registry: it marks what was published

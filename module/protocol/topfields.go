@@ -26,9 +26,15 @@ type Request struct {
 	// messages, prompt, input, instructions, tools and functions
 	PromptBytes int
 
-	Watch   []string // rule fields to note
-	Present uint64   // bit i: watch[i] is present and not null
+	Watched // the rule fields noted
 
+	Faults // what the gateway refuses a body for
+	got    readSeen
+}
+
+// Faults are what the gateway refuses a body for: a field it reads
+// given twice, or of another type than the API gives it.
+type Faults struct {
 	// the first field the gateway reads that the body gives twice, ""
 	// if none: decoders disagree on which one counts (gjson and sjson
 	// take the first, Go's and Python's decoders, vLLM's and a cloud's,
@@ -38,9 +44,21 @@ type Request struct {
 	// value is not of the JSON type the OpenAI API gives it, "" if none:
 	// vLLM's lax decoder reads " 5000", 5000.0 and "yes" as the gateway
 	// does not
-	Mistyped    string
-	seen        uint32 // bit i: readFields[i] was read
-	watchedSeen uint64 // bit i: watch[i] was read
+	Mistyped string
+}
+
+// Watched are the top-level fields route rules read, and which of them a
+// body has.
+type Watched struct {
+	Watch   []string // rule fields to note
+	Present uint64   // bit i: watch[i] is present and not null
+}
+
+// readSeen is what a scan has read of the fields it reads, to find one
+// given twice.
+type readSeen struct {
+	fields  uint32 // bit i: readFields[i] was read
+	watched uint64 // bit i: watch[i] was read
 }
 
 // readFields are the top-level fields the gateway reads or rewrites: the
@@ -76,7 +94,7 @@ const (
 // is matched unescaped, so a model key spelled with escapes is a model
 // key too.
 func Scan(body []byte, watch ...string) (Request, bool) {
-	f := Request{Watch: watch}
+	f := Request{Watched: Watched{Watch: watch}}
 	end, ok := jsonscan.ObjectFields(body, jsonscan.SkipSpace(body, 0), jsonscan.MaxNesting, f.read)
 	return f, ok && jsonscan.SkipSpace(body, end) == len(body)
 }
@@ -153,19 +171,19 @@ func (f *Request) read(key, raw []byte, at int) {
 		i = fieldFunctionCall
 	}
 	if i >= 0 {
-		if f.seen&(1<<i) != 0 && f.Repeated == "" {
+		if f.got.fields&(1<<i) != 0 && f.Repeated == "" {
 			f.Repeated = readFields[i]
 		}
-		f.seen |= 1 << i
+		f.got.fields |= 1 << i
 	}
 	if len(f.Watch) > 0 {
 		// a field given twice counts as upstream decoders read it: the last
 		for i, w := range f.Watch {
 			if string(key) == w {
-				if f.watchedSeen&(1<<i) != 0 && f.Repeated == "" {
+				if f.got.watched&(1<<i) != 0 && f.Repeated == "" {
 					f.Repeated = w
 				}
-				f.watchedSeen |= 1 << i
+				f.got.watched |= 1 << i
 				if string(raw) == "null" {
 					f.Present &^= 1 << i
 				} else {

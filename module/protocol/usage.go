@@ -47,12 +47,20 @@ type UsageScanner struct {
 	Full          bool    // a JSON body outgrew maxUsageBody: its tail is kept
 	tail          []byte  // the last bytes of a JSON body that outgrew maxUsageBody
 
-	// what was passed on, for an estimate when no usage comes: the bytes
-	// of a JSON body, and of a stream the events that carried text and
-	// the bytes of that text
+	Passed // what was passed on
+	Usage  // the answer's usage, as read
+}
+
+// Passed is what an answer passed on, for an estimate when no usage
+// comes: the bytes of a JSON body, and of a stream the events that
+// carried text and the bytes of that text.
+type Passed struct {
 	Size                  int64
 	TextEvents, TextBytes int64
+}
 
+// Usage is an answer's usage, as read.
+type Usage struct {
 	Prompt, Completion int64
 	Cached             int64 // prompt tokens the provider served from its cache
 	Found              bool

@@ -28,7 +28,7 @@ func TestAScrapeSaysWhatTheStateSays(t *testing.T) {
 		}}},
 		Groups: []adminapi.GroupState{
 			{Name: "self", Kind: "vllm", Models: []string{"qwen", "llama"}, Endpoints: []adminapi.EndpointState{{
-				Address: "10.0.0.5:8000", Health: "up", ServedModels: map[string]int{"qwen": 8192}, InFlight: 4, RedLine: 12,
+				Address: "10.0.0.5:8000", Probed: adminapi.Probed{Health: "up", ServedModels: map[string]int{"qwen": 8192}}, InFlight: 4, RedLine: 12,
 				Metrics:     adminapi.MetricsState{AgeSeconds: &age, Waiting: 2, Running: 3, KVCacheUsage: &kv, TTFTP50Seconds: &p50, TTFTP99Seconds: &p99},
 				HealthScore: &adminapi.TargetHealthState{Level: "alert"}, ServePercent: &serve,
 			}}},
