@@ -102,6 +102,20 @@ func Scan(body []byte, watch ...string) (Request, bool) {
 // read records one top-level field. raw is a valid JSON value at body
 // offset at.
 func (f *Request) read(key, raw []byte, at int) {
+	if i := f.readField(key, raw, at); i >= 0 {
+		if f.got.fields&(1<<i) != 0 && f.Repeated == "" {
+			f.Repeated = readFields[i]
+		}
+		f.got.fields |= 1 << i
+	}
+	if len(f.Watch) > 0 {
+		f.readWatched(key, raw)
+	}
+}
+
+// readField reads a field the gateway reads (raw: its value, at: where
+// it starts) and returns its index in readFields, or -1 for another.
+func (f *Request) readField(key, raw []byte, at int) int {
 	i := -1
 	switch string(key) {
 	case "model":
@@ -170,25 +184,22 @@ func (f *Request) read(key, raw []byte, at int) {
 	case "function_call":
 		i = fieldFunctionCall
 	}
-	if i >= 0 {
-		if f.got.fields&(1<<i) != 0 && f.Repeated == "" {
-			f.Repeated = readFields[i]
-		}
-		f.got.fields |= 1 << i
-	}
-	if len(f.Watch) > 0 {
-		// a field given twice counts as upstream decoders read it: the last
-		for i, w := range f.Watch {
-			if string(key) == w {
-				if f.got.watched&(1<<i) != 0 && f.Repeated == "" {
-					f.Repeated = w
-				}
-				f.got.watched |= 1 << i
-				if string(raw) == "null" {
-					f.Present &^= 1 << i
-				} else {
-					f.Present |= 1 << i
-				}
+	return i
+}
+
+// readWatched notes a field route rules read.
+func (f *Request) readWatched(key, raw []byte) {
+	// a field given twice counts as upstream decoders read it: the last
+	for i, w := range f.Watch {
+		if string(key) == w {
+			if f.got.watched&(1<<i) != 0 && f.Repeated == "" {
+				f.Repeated = w
+			}
+			f.got.watched |= 1 << i
+			if string(raw) == "null" {
+				f.Present &^= 1 << i
+			} else {
+				f.Present |= 1 << i
 			}
 		}
 	}
