@@ -44,6 +44,7 @@ var layers = map[string][]string{
 	"module/breaker":               {"module/clock"},
 	"module/probe":                 {"module/clock", "module/lograte", "module/loop", "module/reload", "module/vllmmetrics"},
 	"module/clients":               {"module/credentials", "module/jsonscan", "module/protocol"},
+	"module/logkeys":               {"module/credentials"},
 	"module/adminapi":              {"module/cost"},
 	"module/fleet":                 {"module/adminapi", "module/proclock", "module/registry", "module/reload"},
 	"module/statemetrics":          {"module/adminapi", "module/healthscore"},

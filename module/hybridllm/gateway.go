@@ -30,6 +30,9 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"go.uber.org/zap"
+
+	// the log filter and encoder that keep client keys out of the access log
+	_ "github.com/hybridllm/caddy-hybrid-llm/module/logkeys"
 )
 
 func init() {
