@@ -102,7 +102,7 @@ func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
 		return holdQuote{}, false
 	}
 	capped := s.dailyCap > 0
-	cl := p.client
+	cl := p.bounds.client
 	budgeted := cl != nil && cl.known && (cl.budgetDay > 0 || cl.budgetMonth > 0)
 	if !capped && !budgeted {
 		return holdQuote{}, false
@@ -139,7 +139,7 @@ func (s *spendLimits) locked(p *passage, t *Target) (holdQuote, *books.Holds) {
 // heldOut returns why the holds in flight and the spend so far leave no
 // room for hold q, if they do. The caller holds the holds' lock.
 func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
-	cl, h := p.client, s.book.Holds()
+	cl, h := p.bounds.client, s.book.Holds()
 	total, sp := s.book.Spent(q.name, s.clock.Now())
 	// what the others hold: this request's own hold so far is not in its way
 	others, mine := h.TotalLocked()-p.hold.usd, h.ClientLocked(q.name)-p.hold.usd

@@ -321,7 +321,7 @@ func (g tierGate) admit(p *passage, t *Target) reason {
 
 // tierFormat returns why tier t cannot take the request for its format.
 func tierFormat(p *passage, t *Target) reason {
-	for _, need := range p.deg.formatsOf(p.features.body) {
+	for _, need := range p.deg.formatsOf(p.bounds.q.features.body) {
 		if !slices.Contains(t.Tier.Formats, need) {
 			return because.Format
 		}

@@ -33,9 +33,9 @@ type gate interface {
 // passage is one request on its way past its targets' gates: what they
 // read of it, and what they record on it.
 type passage struct {
-	features *features   // the request's facts
-	bounds   tokenBounds // the tokens it may use on a target
-	client   *client     // who sent it, when clients are configured
+	// the request's facts, its client and the tokens it may use on a
+	// target
+	bounds tokenBounds
 	// a context-length error proved the request needs a window larger
 	// than this (0: none yet)
 	minWindow int

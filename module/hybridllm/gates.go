@@ -33,7 +33,7 @@ type windowGate struct{ takesNothing }
 
 func (windowGate) judge(p *passage, t *Target) reason {
 	if w := t.contextWindow(); w > 0 {
-		if (p.minWindow > 0 && w <= p.minWindow) || p.features.exceeds(w) {
+		if (p.minWindow > 0 && w <= p.minWindow) || p.bounds.q.features.exceeds(w) {
 			return because.ContextWindow
 		}
 	}

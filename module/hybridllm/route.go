@@ -53,11 +53,7 @@ func (rt *route) run(ctx context.Context) error {
 	// deferred, so that a response aborted after its first byte (a panic
 	// with http.ErrAbortHandler) gets its metrics too
 	defer rt.finish()
-	if rt.q.features.top == nil {
-		rt.q.features = newFeatures(rt.q.body, rt.r.Header, &rt.q.top)
-	}
 	f := &rt.q.features
-	rt.beginPassage()
 	plan := rt.planFor(al, f)
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
@@ -110,7 +106,6 @@ func (rt *route) beginPassage() {
 	if n := rt.g.Clients; n != nil {
 		reserve = int64(n.ReserveTokens)
 	}
-	rt.passage.features, rt.passage.client = &rt.q.features, rt.x.client
 	rt.passage.bounds = tokenBounds{q: &rt.q, client: rt.x.client, reserve: reserve}
 }
 

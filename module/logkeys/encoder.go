@@ -80,18 +80,19 @@ func addObject(enc zapcore.Encoder, key string, m zapcore.ObjectMarshaler) error
 // encodeEntry encodes an entry with a request among its fields redacted:
 // the fields are copied first, the caller's slice is left as it was.
 func encodeEntry(enc zapcore.Encoder, ent zapcore.Entry, fields []zapcore.Field) (*buffer.Buffer, error) {
-	for i := range fields {
-		if f := &fields[i]; f.Key == requestField && f.Type == zapcore.ObjectMarshalerType {
-			own := append([]zapcore.Field(nil), fields...)
-			for j := i; j < len(own); j++ {
-				if g := &own[j]; g.Key == requestField && g.Type == zapcore.ObjectMarshalerType {
-					if m, ok := g.Interface.(zapcore.ObjectMarshaler); ok {
-						g.Interface = &requestRedacted{ObjectMarshaler: m}
-					}
-				}
-			}
-			return enc.EncodeEntry(ent, own)
+	var own []zapcore.Field
+	for i, f := range fields {
+		m, ok := f.Interface.(zapcore.ObjectMarshaler)
+		if f.Key != requestField || f.Type != zapcore.ObjectMarshalerType || !ok {
+			continue
 		}
+		if own == nil {
+			own = append([]zapcore.Field(nil), fields...)
+		}
+		own[i].Interface = &requestRedacted{ObjectMarshaler: m}
+	}
+	if own != nil {
+		fields = own
 	}
 	return enc.EncodeEntry(ent, fields)
 }
