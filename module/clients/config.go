@@ -1,13 +1,15 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package clients is what the gateway knows of its callers before any
-// request state: their config and its checks, the API keys (configured as
-// placeholders or hashes, given as name=key pairs, presented in a
-// request's headers) and the ceilings on what a request may ask for. The
-// clients in force, their limits and budgets are the gateway's; this
-// package holds no state. It imports nothing of the product but the
-// protocol, the JSON scanner and the credential headers.
+// Package clients is the gateway's callers: their config and its checks,
+// the API keys (configured as placeholders or hashes, given as name=key
+// pairs or in a keys file that is watched, presented in a request's
+// headers, or sent where none is read), the clients in force (Callers:
+// who a request comes from, answered 401 when no one), their per-minute
+// limits (kept across reloads, shared among a fleet's gateways) and
+// ceilings, and what a client may see of the aliases. Budgets are kept
+// by the money's books; a Caller only carries its own. It imports no
+// part above it: the protocol's errors, the fleet's share, the leaves.
 package clients
 
 import (

@@ -20,7 +20,7 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		enc.AddString("llm_client_request_id", x.clientID)
 	}
 	if x.client != nil {
-		enc.AddString("llm_client", x.client.name)
+		enc.AddString("llm_client", x.client.Name)
 	}
 	if x.alias == nil {
 		return nil // refused before routing

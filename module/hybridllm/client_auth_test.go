@@ -4,9 +4,12 @@
 package hybridllm
 
 import (
+	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,34 +18,40 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"go.uber.org/zap"
 )
 
 // BenchmarkAuthenticate is the per-request cost of client keys: finding
 // the key, hashing it and looking it up; then with the client's limits
 // (rpm and tpm) and attribution (its metric series) too.
 func BenchmarkAuthenticate(b *testing.B) {
-	g := &Gateway{Clients: &Clients{}, clock: clock.System}
-	g.in.callers = newCallers(g)
-	cs := &clientSet{byKey: map[clients.KeyHash]*client{}, byName: map[string]*client{}}
+	cfg := &Clients{Clients: map[string]*Client{}}
+	var key string
 	for i := range 1000 {
-		key := "sk-client-" + strings.Repeat("x", 40) + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676))
-		cs.byKey[sha256.Sum256([]byte(key))] = &client{name: key[:12]}
+		key = "sk-client-" + strings.Repeat("x", 40) + strconv.Itoa(i)
+		h := sha256.Sum256([]byte(key))
+		cfg.Clients["c"+strconv.Itoa(i)] = &Client{Key: "sha256:" + hex.EncodeToString(h[:])}
 	}
-	key := "sk-client-" + strings.Repeat("x", 40) + "abb"
-	g.in.callers.set.Store(cs)
+	g := &Gateway{Clients: cfg, clock: clock.System, logger: zap.NewNop()}
+	g.in.callers = newCallers(g)
+	if err := g.in.callers.Provision(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	cs := g.in.callers.InForce()
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.Header.Set("Authorization", "Bearer "+key)
 	b.Run("key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if cl, ok := g.in.callers.authenticate(nil, r, "id", ""); !ok || cl == nil {
+			if cl, ok := g.in.callers.Authenticate(nil, r); !ok || cl == nil {
 				b.Fatal("refused")
 			}
 		}
 	})
 	b.Run("key+limits+attribution", func(b *testing.B) {
-		for _, c := range cs.byKey {
-			c.known, c.rpm, c.tpm, c.usage = true, 1<<30, 1<<30, new(clientUsage)
+		for _, name := range cs.Names() {
+			c := cs.Named(name)
+			c.RPM, c.TPM, c.Usage = 1<<30, 1<<30, new(clients.Usage)
 		}
 		t := &Target{Group: "self", Model: "qwen", group: &Group{run: groupRun{name: "self"}}}
 		t.seen.metrics = newTargetMetrics("bench", "chat-main", t, "")
@@ -52,7 +61,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, ok := g.in.callers.authenticate(nil, r, "id", "")
+			cl, ok := g.in.callers.Authenticate(nil, r)
 			if !ok {
 				b.Fatal("refused")
 			}
@@ -70,8 +79,8 @@ func BenchmarkAuthenticate(b *testing.B) {
 	})
 	b.Run("key+limits+budget", func(b *testing.B) {
 		g.money.spend = books.NewSpendBook("", nil)
-		for _, c := range cs.byKey {
-			c.budgetDay = 1e9
+		for _, name := range cs.Names() {
+			cs.Named(name).BudgetDay = 1e9
 		}
 		cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -80,7 +89,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, _ := g.in.callers.authenticate(nil, r, "id", "")
+			cl, _ := g.in.callers.Authenticate(nil, r)
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
 			rt.q.top = top
@@ -91,7 +100,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			if why := admitTo(rt, cloud); why != "" {
 				b.Fatal(why)
 			}
-			g.money.spend.Add(cl.name, 1e-6, tn)
+			g.money.spend.Add(cl.Name, 1e-6, tn)
 			rt.passage.hold.release(&rt.g.money)
 			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
 			settle(rt, tn)

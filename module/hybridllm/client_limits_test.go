@@ -11,6 +11,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	g := &Gateway{}
-	cl := &client{name: "small", known: true, tpm: 500, usage: new(clientUsage)}
+	cl := &clients.Caller{Name: "small", Known: true, TPM: 500, Usage: new(clients.Usage)}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	var admitted []*route
 	for range 50 {
@@ -49,7 +50,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 		rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 10, 50
 		settle(rt, t0)
 	}
-	if w := cl.usage.tokens.Wait(500, t0); w != 0 {
+	if w := cl.Usage.Tokens.Wait(500, t0); w != 0 {
 		t.Fatalf("300 of 500 used: wait %v", w)
 	}
 	rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
@@ -62,7 +63,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 10, 1190
 	settle(rt, t0)
 	// 300 + 1200 = 1500 of 500: a minute's worth over, two minutes' wait
-	if w := cl.usage.tokens.Wait(500, t0); w != 2*time.Minute+120*time.Millisecond {
+	if w := cl.Usage.Tokens.Wait(500, t0); w != 2*time.Minute+120*time.Millisecond {
 		t.Fatalf("1500 of 500: wait %v", w)
 	}
 }
@@ -70,7 +71,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 // A request refused for its rpm gives back the tokens it reserved.
 func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	cl := &client{name: "c", known: true, rpm: 1, tpm: 1000, usage: new(clientUsage)}
+	cl := &clients.Caller{Name: "c", Known: true, RPM: 1, TPM: 1000, Usage: new(clients.Usage)}
 	body := []byte(`{"model":"m","prompt":"hi","max_tokens":300}`)
 	for i, want := range []string{"", "requests"} {
 		rt := testRoute(&Gateway{}, cl, httptestPost("/v1/completions"), protocol.ForPath("/v1/completions"))
@@ -81,7 +82,7 @@ func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 		}
 	}
 	// only the first request's 301 tokens are reserved: 699 left
-	if w, _ := cl.usage.tokens.Reserve(1000, 699, t0); w != 0 {
+	if w, _ := cl.Usage.Tokens.Reserve(1000, 699, t0); w != 0 {
 		t.Fatalf("the refused request's reservation was kept: wait %v", w)
 	}
 }
@@ -105,7 +106,7 @@ func httptestPost(path string) *http.Request {
 func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	clk := fakeClock(t)
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: clk}
-	cl := &client{name: "c", known: true, budgetDay: 0.001}
+	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
 	cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -141,7 +142,7 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
-		g.money.spend.Add(cl.name, 0.000118, clk.Now())
+		g.money.spend.Add(cl.Name, 0.000118, clk.Now())
 		rt.passage.hold.release(&rt.g.money)
 	}
 	if why, _ := g.money.cloudClosed(cl, clk.Now()); why != because.Budget {

@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
@@ -39,7 +40,7 @@ type reservation struct {
 // asks, its client's ceilings and the clients' reserve_tokens.
 type tokenBounds struct {
 	q       *asked
-	client  *client
+	client  *clients.Caller
 	reserve int64 // a choice's completion when nothing else bounds it (0: defaultReserveTokens)
 }
 
@@ -64,12 +65,12 @@ func (b *tokenBounds) tokenBoundOn(t *Target) (prompt, completion int64) {
 	}
 	per := int64(f.requested())
 	if len(q.api.LengthFields) > 0 {
-		if cl := b.client; cl != nil && cl.ceilings.MaxTokens > 0 && (per <= 0 || per > int64(cl.ceilings.MaxTokens)) {
+		if cl := b.client; cl != nil && cl.Ceilings.MaxTokens > 0 && (per <= 0 || per > int64(cl.Ceilings.MaxTokens)) {
 			// the ceilings set a missing length field to the ceiling, and leave
 			// a field the path does not read (max_completion_tokens on
 			// the legacy completions endpoint) as it is: the upstream
 			// reads the one it bounds
-			per = int64(cl.ceilings.MaxTokens)
+			per = int64(cl.Ceilings.MaxTokens)
 		}
 		if t != nil && t.Tier != nil && t.Tier.MaxTokens > 0 {
 			tier := int64(t.Tier.MaxTokens)
@@ -102,22 +103,22 @@ func (b *tokenBounds) promptEstimate() int64 {
 // wait, and the limit, when the client is over one.
 func (h *reservation) take(b *tokenBounds, t time.Time) (wait time.Duration, limit string) {
 	c := b.client
-	if c == nil || c.usage == nil {
+	if c == nil || c.Usage == nil {
 		return 0, ""
 	}
-	rpm, tpm := c.limits()
+	rpm, tpm := c.Limits()
 	var units int64
 	if tpm > 0 {
 		p, k := b.tokenBound()
 		units = p + k
 	}
 	// tokens first: a request refused for tokens takes no request slot
-	w, until := c.usage.tokens.Reserve(tpm, units, t)
+	w, until := c.Usage.Tokens.Reserve(tpm, units, t)
 	if w > 0 {
 		return w, "tokens"
 	}
-	if w := c.usage.requests.Take(rpm, t); w > 0 {
-		c.usage.tokens.GiveBack(tpm, units, until, t)
+	if w := c.Usage.Requests.Take(rpm, t); w > 0 {
+		c.Usage.Tokens.GiveBack(tpm, units, until, t)
 		return w, "requests"
 	}
 	*h = reservation{tokens: units, tpm: tpm, until: until}
@@ -126,18 +127,18 @@ func (h *reservation) take(b *tokenBounds, t time.Time) (wait time.Duration, lim
 
 // settle charges client c what its request used (u, if found), less what
 // its admission reserved and is still ahead.
-func (h *reservation) settle(c *client, u *protocol.UsageScanner, t time.Time) {
+func (h *reservation) settle(c *clients.Caller, u *protocol.UsageScanner, t time.Time) {
 	used := int64(0)
 	if u.Found {
 		used = u.Prompt + u.Completion
 	}
-	if c == nil || c.usage == nil {
+	if c == nil || c.Usage == nil {
 		return
 	}
 	// given back at the pace it was taken (a fleet's share may have
 	// changed since), then charged at today's
-	c.usage.tokens.GiveBack(h.tpm, h.tokens, h.until, t)
-	_, tpm := c.limits()
-	c.usage.tokens.Charge(tpm, used, t)
+	c.Usage.Tokens.GiveBack(h.tpm, h.tokens, h.until, t)
+	_, tpm := c.Limits()
+	c.Usage.Tokens.Charge(tpm, used, t)
 	h.tokens = 0
 }

@@ -20,7 +20,7 @@ import (
 
 // limitedRoute is a request of client cl for body on path, read as intake
 // reads it.
-func limitedRoute(g *Gateway, cl *client, path string, body []byte) *route {
+func limitedRoute(g *Gateway, cl *clients.Caller, path string, body []byte) *route {
 	rt := testRoute(g, cl, httptestPost(path), protocol.ForPath(path))
 	rt.q.body = body
 	rt.q.top, _ = protocol.Scan(body)
@@ -30,7 +30,7 @@ func limitedRoute(g *Gateway, cl *client, path string, body []byte) *route {
 
 // testRoute is a request of client cl for r on api, before its body is
 // read.
-func testRoute(g *Gateway, cl *client, r *http.Request, api *protocol.API) *route {
+func testRoute(g *Gateway, cl *clients.Caller, r *http.Request, api *protocol.API) *route {
 	rt := &route{g: g, r: r, q: asked{api: api}}
 	rt.x = exchange{client: cl, r: r, q: &rt.q, start: time.Now()}
 	return rt
@@ -59,10 +59,10 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	g := &Gateway{}
 	body := []byte(`{"model":"m","prompt":"hi","max_tokens":99}`)
-	probe := limitedRoute(g, &client{}, "/v1/completions", body)
+	probe := limitedRoute(g, &clients.Caller{}, "/v1/completions", body)
 	p, k := bounds(probe).tokenBound()
 	tpm := int(p + k) // each request reserves a minute's worth
-	cl := &client{name: "c", known: true, tpm: tpm, usage: new(clientUsage)}
+	cl := &clients.Caller{Name: "c", Known: true, TPM: tpm, Usage: new(clients.Usage)}
 	a := limitedRoute(g, cl, "/v1/completions", body)
 	if w, _ := reserve(a, t0); w != 0 {
 		t.Fatalf("first: wait %v", w)
@@ -87,7 +87,7 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 	b.x.usage.Found, b.x.usage.Prompt, b.x.usage.Completion = true, p, k
 	settle(b, t1)
 	// paid off a minute on: the next token waits one interval
-	if got, want := cl.usage.tokens.Wait(tpm, t1), time.Minute/time.Duration(tpm); got != want {
+	if got, want := cl.Usage.Tokens.Wait(tpm, t1), time.Minute/time.Duration(tpm); got != want {
 		t.Fatalf("after the second's settlement: wait %v, want %v (paid off 1m on)", got, want)
 	}
 }
@@ -98,8 +98,8 @@ func TestTokenBoundCeilings(t *testing.T) {
 	g := &Gateway{}
 	// a field the legacy completions endpoint does not read: the ceilings set
 	// max_tokens to the ceiling, and that is what bounds the answer
-	cl := &client{name: "c", known: true, ceilings: clients.Ceilings{MaxTokens: 100}}
-	body, refusal := cl.ceilings.Apply([]byte(`{"model":"m","prompt":"hi","max_completion_tokens":5000}`), protocol.ForPath("/v1/completions"))
+	cl := &clients.Caller{Name: "c", Known: true, Ceilings: clients.Ceilings{MaxTokens: 100}}
+	body, refusal := cl.Ceilings.Apply([]byte(`{"model":"m","prompt":"hi","max_completion_tokens":5000}`), protocol.ForPath("/v1/completions"))
 	if refusal != nil {
 		t.Fatal(refusal.Msg)
 	}
@@ -108,7 +108,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		t.Fatalf("completion bound %d under a ceiling of 100", k)
 	}
 	// without max_tokens, the ceilings give it the ceiling
-	body, _ = cl.ceilings.Apply([]byte(`{"model":"m","messages":[]}`), protocol.ForPath("/v1/chat/completions"))
+	body, _ = cl.Ceilings.Apply([]byte(`{"model":"m","messages":[]}`), protocol.ForPath("/v1/chat/completions"))
 	if _, k := bounds(limitedRoute(g, cl, "/v1/chat/completions", body)).tokenBound(); k != 100 {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}
@@ -141,7 +141,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 // with its max_tokens.
 func TestCloudHoldOnATier(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
-	cl := &client{name: "c", known: true, budgetDay: 1}
+	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
 	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{run: groupRun{name: "cloud-small"},
 		Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
@@ -160,7 +160,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 // released from the client it was held for.
 func TestSkipTakesNoHold(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
-	cl := &client{name: "c", known: true, budgetDay: 0.001}
+	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
 	cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
@@ -196,7 +196,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	daily := &CloudSpend{DailyUSD: 10}
 	capped := &Gateway{money: money{spend: books.NewSpendBook("", nil), cap: daily}, CloudSpend: daily, clock: fakeClock(t)}
 	holdFor(capped, "c", 0.5)
-	free := &client{name: "c", known: true}
+	free := &clients.Caller{Name: "c", Known: true}
 	rt = limitedRoute(capped, free, "/v1/chat/completions", body)
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatal(why)
@@ -213,7 +213,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 // request.
 func TestDegradeNowHasNoEffects(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
-	cl := &client{name: "c", known: true, budgetDay: 1}
+	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
 	upper := &Target{Group: "big", group: &Group{run: groupRun{name: "big"}, shared: &groupShared{}}}
 	upper.trigger = &degradeTrigger{t: upper}
 	upper.trigger.active.Store(true)

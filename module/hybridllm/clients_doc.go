@@ -11,11 +11,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 )
 
 // clientsDoc describes the clients in force (cr: none when nil) of
 // gateway gw, whose books are m, at t.
-func clientsDoc(gw string, m *money, cr *callers, t time.Time) adminapi.ClientsDoc {
+func clientsDoc(gw string, m *money, cr *clients.Callers, t time.Time) adminapi.ClientsDoc {
 	doc := adminapi.ClientsDoc{Gateway: gw, Clients: []adminapi.ClientState{}}
 	if c := m.cap; c != nil {
 		doc.DailyCapUSD = c.DailyUSD
@@ -28,30 +29,30 @@ func clientsDoc(gw string, m *money, cr *callers, t time.Time) adminapi.ClientsD
 	if cr == nil {
 		return doc
 	}
-	cs := cr.set.Load()
-	for _, name := range cs.names() {
-		c := cs.byName[name]
-		st := adminapi.ClientState{Name: name, Trusted: c.trusted, RPM: c.rpm, TPM: c.tpm, MaxTokens: c.ceilings.MaxTokens, MaxN: c.ceilings.MaxN,
-			BudgetDayUSD: c.budgetDay, BudgetMonthUSD: c.budgetMonth}
-		for _, a := range sortedKeys(c.aliases) {
+	cs := cr.InForce()
+	for _, name := range cs.Names() {
+		c := cs.Named(name)
+		st := adminapi.ClientState{Name: name, Trusted: c.Trusted, RPM: c.RPM, TPM: c.TPM, MaxTokens: c.Ceilings.MaxTokens, MaxN: c.Ceilings.MaxN,
+			BudgetDayUSD: c.BudgetDay, BudgetMonthUSD: c.BudgetMonth}
+		for _, a := range sortedKeys(c.Aliases) {
 			st.Aliases = append(st.Aliases, a)
 		}
-		if c.usage != nil {
-			rpm, tpm := c.limits()
-			w := max(c.usage.tokens.Wait(tpm, t), c.usage.requests.Wait(rpm, t))
+		if c.Usage != nil {
+			rpm, tpm := c.Limits()
+			w := max(c.Usage.Tokens.Wait(tpm, t), c.Usage.Requests.Wait(rpm, t))
 			st.WaitSeconds = w.Seconds()
 		}
 		if m.spend != nil {
 			_, s := m.spend.Spent(name, t)
 			st.CloudUSDToday, st.CloudUSDThisMonth = s.DayUSD, s.MonthUSD
 		}
-		if c.budgetDay > 0 || c.budgetMonth > 0 {
+		if c.BudgetDay > 0 || c.BudgetMonth > 0 {
 			left := -1.0
-			if c.budgetDay > 0 {
-				left = max(0, c.budgetDay-st.CloudUSDToday)
+			if c.BudgetDay > 0 {
+				left = max(0, c.BudgetDay-st.CloudUSDToday)
 			}
-			if c.budgetMonth > 0 {
-				if m := max(0, c.budgetMonth-st.CloudUSDThisMonth); left < 0 || m < left {
+			if c.BudgetMonth > 0 {
+				if m := max(0, c.BudgetMonth-st.CloudUSDThisMonth); left < 0 || m < left {
 					left = m
 				}
 			}

@@ -103,7 +103,7 @@ func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
 	}
 	capped := s.dailyCap > 0
 	cl := p.bounds.client
-	budgeted := cl != nil && cl.known && (cl.budgetDay > 0 || cl.budgetMonth > 0)
+	budgeted := cl != nil && cl.Known && (cl.BudgetDay > 0 || cl.BudgetMonth > 0)
 	if !capped && !budgeted {
 		return holdQuote{}, false
 	}
@@ -118,7 +118,7 @@ func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
 	}
 	name := ""
 	if budgeted {
-		name = cl.name
+		name = cl.Name
 	}
 	return holdQuote{need: need, name: name, capped: capped, budgeted: budgeted}, true
 }
@@ -146,8 +146,8 @@ func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
 	switch {
 	case q.capped && total.DayUSD+others >= s.dailyCap:
 		return because.SpendCapHeld
-	case q.budgeted && cl.budgetMonth > 0 && sp.MonthUSD+mine >= cl.budgetMonth,
-		q.budgeted && cl.budgetDay > 0 && sp.DayUSD+mine >= cl.budgetDay:
+	case q.budgeted && cl.BudgetMonth > 0 && sp.MonthUSD+mine >= cl.BudgetMonth,
+		q.budgeted && cl.BudgetDay > 0 && sp.DayUSD+mine >= cl.BudgetDay:
 		return because.BudgetHeld
 	}
 	return ""

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -100,8 +101,8 @@ func parseRange(s string) (netip.Prefix, error) {
 }
 
 // trusts reports whether the color takes tags from the request's source.
-func (c *Color) trusts(r *http.Request, cl *client) bool {
-	if cl != nil && (cl.trusted || (cl.known && slices.Contains(c.TrustedClients, cl.name))) {
+func (c *Color) trusts(r *http.Request, cl *clients.Caller) bool {
+	if cl != nil && (cl.Trusted || (cl.Known && slices.Contains(c.TrustedClients, cl.Name))) {
 		return true
 	}
 	if len(c.ranges) == 0 {
@@ -147,7 +148,7 @@ type colorPicker struct {
 // pick finds the color the request asks for, if its source may ask;
 // a tag that does not count is removed and counted, and the answer says
 // so.
-func (p *colorPicker) pick(w http.ResponseWriter, r *http.Request, al *Alias, cl *client, id string) *Color {
+func (p *colorPicker) pick(w http.ResponseWriter, r *http.Request, al *Alias, cl *clients.Caller, id string) *Color {
 	v, ok := r.Header[routeTagHeader]
 	if !ok {
 		return nil

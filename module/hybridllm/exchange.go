@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -18,10 +19,10 @@ import (
 // the books) reads it, as the request ends (see route.finish) or, for
 // the access log, once the handler has returned.
 type exchange struct {
-	id       string  // the gateway's request id
-	clientID string  // the client's own X-Request-Id, if it sent one
-	client   *client // who sent it, when clients are configured
-	alias    *Alias  // nil while the request is refused before routing
+	id       string          // the gateway's request id
+	clientID string          // the client's own X-Request-Id, if it sent one
+	client   *clients.Caller // who sent it, when clients are configured
+	alias    *Alias          // nil while the request is refused before routing
 	r        *http.Request
 	start    time.Time
 	q        *asked // what it asks
@@ -91,10 +92,10 @@ func (x *exchange) charged() (*Target, time.Time) {
 // it: empty without clients, and for a name only an identity gave (which
 // no config bounds).
 func (x *exchange) clientName() string {
-	if x.client == nil || !x.client.known {
+	if x.client == nil || !x.client.Known {
 		return ""
 	}
-	return x.client.name
+	return x.client.Name
 }
 
 // clientIDField is the client's own request id, for the gateway's log

@@ -13,6 +13,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 )
 
 // admitTo asks target t's gates for rt's request, as run does at t's
@@ -188,7 +189,7 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	br := &cloud.group.shared.breaker
 	br.Failure(cfg, clk.Now(), breaker.Cause{})
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
-	cl := &client{name: "c", known: true, budgetDay: 0.001}
+	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
 	if why := admitTo(limitedRoute(g, cl, "/v1/chat/completions", body), cloud); why != because.BreakerOpen {
 		t.Fatalf("an open breaker: %q", why)
 	}
@@ -233,7 +234,7 @@ func (h heldMeanwhile) admit(p *passage, t *Target) reason {
 // leaves the holds as they were before it.
 func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
 	g := &Gateway{clock: fakeClock(t), money: money{spend: books.NewSpendBook("", nil)}}
-	cl := &client{name: "c", known: true, budgetDay: 1}
+	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
 	cheap := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	dear := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 10, OutputPerMillion: 10}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[],"max_tokens":100}`))

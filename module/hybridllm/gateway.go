@@ -23,6 +23,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
@@ -187,13 +188,13 @@ type RequestSettings struct {
 type front struct {
 	pass        *headerPass
 	paths       *inferencePaths
-	callers     *callers // with Clients
+	callers     *clients.Callers // with Clients
 	aliases     map[string]*Alias
-	models      *aliasList   // what GET .../models answers
-	strays      *strayKeys   // refuses keys sent where none is read
-	colors      *colorPicker // when an alias has colors
-	streamUsage bool         // some group asks for stream usage
-	watch       []string     // the top-level fields rules look for
+	models      *aliasList         // what GET .../models answers
+	strays      *clients.StrayKeys // refuses keys sent where none is read
+	colors      *colorPicker       // when an alias has colors
+	streamUsage bool               // some group asks for stream usage
+	watch       []string           // the top-level fields rules look for
 	// a rule matches on a header of a credential's name, which is dropped
 	// before the request goes upstream
 	ruleCredentials bool
@@ -249,7 +250,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
-	g.in.strays = newStrayKeys(g)
+	g.in.strays = clients.NewStrayKeys(g.Name, g.Clients, g.clock, g.logger)
 	owns, lock, err := lockBooks(ctx, g.life.storage, g.Name)
 	g.life.ownsBooks = owns
 	if lock != "" {
@@ -421,7 +422,7 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		// the clients of the config and of the keys file in force, and
 		// the keys file watched for changes
 		cr := newCallers(g)
-		if err := cr.provision(ctx); err != nil {
+		if err := cr.Provision(ctx); err != nil {
 			return err
 		}
 		g.in.callers = cr
@@ -521,13 +522,14 @@ func (g *Gateway) Cleanup() error {
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	id, clientID := requestID(w, r)
-	if where := g.in.strays.find(r); where != "" {
-		return g.in.strays.refuse(w, r, id, clientID, where)
+	if where := g.in.strays.Find(r); where != "" {
+		return g.in.strays.Refuse(w, r, id, clientID, where)
 	}
-	var cl *client
+	var cl *clients.Caller
 	if g.Clients != nil {
 		var ok bool
-		if cl, ok = g.in.callers.authenticate(w, r, id, clientID); !ok {
+		if cl, ok = g.in.callers.Authenticate(w, r); !ok {
+			noteIDs(r, id, clientID, nil)
 			return nil
 		}
 	}
@@ -538,15 +540,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		}
 		return newRoute(g, w, r, id, clientID, cl).serve()
 	}
-	if extra := logFields(r); extra != nil {
-		extra.Set(zap.String("request_id", id))
-		if clientID != "" {
-			extra.Set(zap.String("llm_client_request_id", clientID))
-		}
-		if cl != nil {
-			extra.Set(zap.String("llm_client", cl.name))
-		}
-	}
+	noteIDs(r, id, clientID, cl)
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		return g.in.models.serve(w, r, cl)
@@ -556,6 +550,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 			Status: http.StatusMethodNotAllowed, Type: protocol.TypeInvalidRequest, Code: "method_not_allowed",
 			Message: "method " + r.Method + " is not allowed; use POST for inference or GET for models",
 		})
+	}
+}
+
+// noteIDs puts the request's ids and its client (if known) in its
+// access log record, for a request the gateway answers without a route.
+func noteIDs(r *http.Request, id, clientID string, cl *clients.Caller) {
+	if extra := logFields(r); extra != nil {
+		extra.Set(zap.String("request_id", id))
+		if clientID != "" {
+			extra.Set(zap.String("llm_client_request_id", clientID))
+		}
+		if cl != nil {
+			extra.Set(zap.String("llm_client", cl.Name))
+		}
 	}
 }
 

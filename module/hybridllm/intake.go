@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
@@ -33,7 +34,7 @@ const statusClientClosed = 499
 
 // newRoute is the route of a JSON POST to gateway g, with request id
 // id (the client's own: clientID) from client cl (nil without clients).
-func newRoute(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *client) *route {
+func newRoute(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
 	rt := &route{g: g, w: w, r: r, q: asked{api: protocol.ForPath(r.URL.Path)}}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := logFields(r); extra != nil {
@@ -57,7 +58,7 @@ func (rt *route) serve() error {
 	at := g.clock.Now()
 	rt.beginPassage()
 	if wait, limit := rt.held.take(&rt.passage.bounds, at); wait > 0 {
-		return g.in.callers.limited(w, rt.q.api, cl, limit, wait)
+		return g.in.callers.Limited(w, rt.q.api, cl, limit, wait)
 	}
 	if ae, ok := rt.fitHeaders(); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
@@ -95,20 +96,20 @@ func (rt *route) read() (al *Alias, answered bool, err error) {
 	}
 	top := &rt.q.top
 	al, ok := aliasNamed(g.in.aliases, top)
-	if !ok || !cl.allows(al.name) {
+	if !ok || !cl.Allows(al.name) {
 		return nil, true, rt.q.api.WriteError(w, protocol.Error{
 			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The model `" + top.ModelName() + "` does not exist.",
 		})
 	}
-	g.in.callers.stripRouting(r, cl)
+	g.in.callers.StripRouting(r, cl)
 	if g.in.colors != nil {
 		// a tag reaches an upstream only for a color that trusts it, on
 		// any alias of a gateway that has colors
 		rt.x.color = g.in.colors.pick(w, r, al, cl, rt.x.id)
 	}
-	if cl != nil && cl.ceilings.Active() {
-		ceiled, over := cl.ceilings.Apply(body, rt.q.api)
+	if cl != nil && cl.Ceilings.Active() {
+		ceiled, over := cl.Ceilings.Apply(body, rt.q.api)
 		if over != nil {
 			return nil, true, rt.q.api.WriteError(w, protocol.Error{
 				Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: "invalid_value", Param: over.Param,

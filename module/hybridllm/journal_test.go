@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"go.uber.org/zap"
@@ -77,7 +78,7 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGateway(t, st, clk)
-	team := &client{name: "team", known: true}
+	team := &clients.Caller{Name: "team", Known: true}
 	start := clk.Now()
 	g.money.ledger.Tick(start)
 	g.money.charge(team, journal.Charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
@@ -141,11 +142,11 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 {
 		t.Errorf("the readable records: spend %v, ledger %v USD; want 0.75", total, usd)
 	}
-	team := &client{name: "team", known: true, budgetDay: 10}
+	team := &clients.Caller{Name: "team", Known: true, BudgetDay: 10}
 	if why, _ := g.money.cloudClosed(team, g.clock.Now()); why != because.SpendUnknown {
 		t.Errorf("cloud for a client with a budget: %q, want %q", why, because.SpendUnknown)
 	}
-	if why, _ := g.money.cloudClosed(&client{name: "free", known: true}, g.clock.Now()); why != "" {
+	if why, _ := g.money.cloudClosed(&clients.Caller{Name: "free", Known: true}, g.clock.Now()); why != "" {
 		t.Errorf("cloud for a client without a budget: %q", why)
 	}
 	// killed before an operator decided: still unknown, counted once
@@ -240,7 +241,7 @@ func BenchmarkJournalCharge(b *testing.B) {
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), life: lifetime{storage: st}, clock: clock.System}
 	g.money.spend = books.LoadSpendBook(context.Background(), nil, "gw", g.clock, g.logger)
 	g.money.ledger = books.Open(g.booksConfig()) // memory only
-	team := &client{name: "team", known: true}
+	team := &clients.Caller{Name: "team", Known: true}
 	c := journal.Charge{Client: "team", Prompt: 1234, Completion: 567, CloudUSD: 0.0012345}
 	at := time.Now()
 	for _, journaled := range []bool{false, true} {

@@ -46,21 +46,6 @@ var (
 		Help: "Cloud spend in USD, by group, client (empty without clients) and billing (business, or shadow for mirror copies), from each request's tokens or seconds at the group's prices.",
 	}, []string{"gateway", "group", "client", "billing"})
 
-	clientsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metricsNS, Name: "clients_refused_total",
-		Help: "Requests refused 401 because they named no known client (no key, a malformed or unknown key, no identity) or sent a key where none is read (the query string, a header spelt otherwise than Authorization, Api-Key or X-Api-Key).",
-	}, []string{"gateway"})
-
-	clientsLimited = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metricsNS, Name: "client_limited_total",
-		Help: "Requests answered 429 because their client was over its rpm or tpm, by client and limit (requests, tokens).",
-	}, []string{"gateway", "client", "limit"})
-
-	routingHeadersRemoved = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: metricsNS, Name: "client_routing_headers_removed_total",
-		Help: "Routing headers (those route rules read) removed from the requests of clients that are not trusted, by client.",
-	}, []string{"gateway", "client"})
-
 	usageEstimated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "usage_estimated_total",
 		Help: "Answers that brought no usage (a stream cut before its usage chunk, an upstream that sends none) and whose tokens are the gateway's estimate, by alias and group.",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/statemetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -27,8 +28,9 @@ const metricsNS = "caddy_hybrid_llm"
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
 		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
-			overflowsTotal, tokensTotal, usageEstimated, requestDuration, ttftSeconds, costTotal, clientsRefused, clientsLimited, routingHeadersRemoved, schedulerTransitions, degradedTotal,
+			overflowsTotal, tokensTotal, usageEstimated, requestDuration, ttftSeconds, costTotal, schedulerTransitions, degradedTotal,
 			colorsIgnored, mirrorRequests, mirrorDropped, mirrorDuration, mirrorTTFT}
+		collectors = append(collectors, clients.Collectors()...)
 	})
 	if reg == nil {
 		return

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
@@ -58,18 +59,18 @@ func (l *aliasList) of(allows func(alias string) bool) []byte {
 // serve answers GET .../models with the aliases and GET
 // .../models/{alias} with one of them. Upstream model names are never
 // listed: clients only ever see aliases.
-func (l *aliasList) serve(w http.ResponseWriter, r *http.Request, cl *client) error {
+func (l *aliasList) serve(w http.ResponseWriter, r *http.Request, cl *clients.Caller) error {
 	path := r.URL.Path
 	var body []byte
 	switch i := strings.LastIndex(path, "/models/"); {
 	case strings.HasSuffix(path, "/models"):
 		body = l.all
-		if cl != nil && cl.models != nil {
-			body = cl.models
+		if cl != nil && cl.Models != nil {
+			body = cl.Models
 		}
 	case i >= 0:
 		id := path[i+len("/models/"):]
-		if _, ok := l.aliases[id]; !ok || !cl.allows(id) {
+		if _, ok := l.aliases[id]; !ok || !cl.Allows(id) {
 			return protocol.ForPath(r.URL.Path).WriteError(w, protocol.Error{
 				Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 				Message: "The model `" + id + "` does not exist.",

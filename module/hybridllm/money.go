@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
@@ -113,7 +114,7 @@ func (m *money) hasSelfCost() bool {
 // (see money.priced): a request that counted nothing writes nothing,
 // and the tokens of a gateway without prices are as durable as the
 // ledger's minute saves, at no cost per request.
-func (m *money) charge(cl *client, c journal.Charge, at time.Time) {
+func (m *money) charge(cl *clients.Caller, c journal.Charge, at time.Time) {
 	l := m.ledger
 	j := l.Journal()
 	spent := c.CloudUSD

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
 )
 
 // OpenAI's SDKs retry 408, 409, 429 and every 5xx on their own, unless the
@@ -23,7 +24,7 @@ const (
 	// no time of its own.
 	defaultRetryAfter = time.Second
 	// maxRetryAfter caps any advised wait.
-	maxRetryAfter = 10 * time.Minute
+	maxRetryAfter = ratelimit.MaxRetryAfter
 )
 
 // retryAdvice judges the failed attempts of a request no target answered:
@@ -131,13 +132,6 @@ func upstreamRetryAfter(h http.Header, t0 time.Time) time.Duration {
 		}
 	}
 	return min(max(d, 0), maxRetryAfter)
-}
-
-// retryAfterSeconds renders a wait as Retry-After: whole seconds, at
-// least 1.
-func retryAfterSeconds(d time.Duration) string {
-	s := int64((min(d, maxRetryAfter) + time.Second - 1) / time.Second)
-	return strconv.FormatInt(max(s, 1), 10)
 }
 
 // holdWait is the time until the target's cloud group, or the first

@@ -14,6 +14,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
 )
 
 // attempt is the record of one try of one target.
@@ -295,18 +296,18 @@ func (rt *route) adviseRetry(v *failVerdict) {
 	switch never, after := retryAdvice(rt.x.attempts, rt.g.clock.Now()); {
 	case v.capped && v.format == "":
 		// the share falls as the window's oldest answers leave it
-		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.x.alias.chain.retryAfter()))
+		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.x.alias.chain.retryAfter()))
 	case v.closed:
 		// the cloud opens again with the next UTC day (or month): an SDK
 		// that would retry within minutes is told not to
-		rt.w.Header().Set("Retry-After", retryAfterSeconds(rt.passage.noCloudFor))
+		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.passage.noCloudFor))
 		if rt.passage.noCloudFor > maxRetryAfter {
 			rt.w.Header().Set("X-Should-Retry", "false")
 		}
 	case never:
 		rt.w.Header().Set("X-Should-Retry", "false")
 	case after > 0:
-		rt.w.Header().Set("Retry-After", retryAfterSeconds(after))
+		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(after))
 	}
 }
 

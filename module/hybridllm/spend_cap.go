@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 )
 
 // spendUnknownRetry is the Retry-After of a request refused the cloud
@@ -18,9 +19,9 @@ const spendUnknownRetry = 5 * time.Minute
 // cloudClosed returns why cloud targets are closed to a request now (the
 // gateway's daily spend cap is reached, or the client's budget is spent),
 // and until when.
-func (m *money) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
+func (m *money) cloudClosed(cl *clients.Caller, t time.Time) (reason, time.Duration) {
 	capped := m.cap != nil && m.cap.DailyUSD > 0
-	if m.spend == nil || !capped && (cl == nil || cl.budgetMonth <= 0 && cl.budgetDay <= 0) {
+	if m.spend == nil || !capped && (cl == nil || cl.BudgetMonth <= 0 && cl.BudgetDay <= 0) {
 		return "", 0 // nothing to check the spend against
 	}
 	if m.spend.Unknown() != nil {
@@ -28,7 +29,7 @@ func (m *money) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 	}
 	name := ""
 	if cl != nil {
-		name = cl.name
+		name = cl.Name
 	}
 	total, s := m.spend.Spent(name, t)
 	if capped && total.DayUSD >= m.cap.DailyUSD {
@@ -37,10 +38,10 @@ func (m *money) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 	if cl == nil {
 		return "", 0
 	}
-	if cl.budgetMonth > 0 && s.MonthUSD >= cl.budgetMonth {
+	if cl.BudgetMonth > 0 && s.MonthUSD >= cl.BudgetMonth {
 		return because.Budget, untilNextMonth(t)
 	}
-	if cl.budgetDay > 0 && s.DayUSD >= cl.budgetDay {
+	if cl.BudgetDay > 0 && s.DayUSD >= cl.BudgetDay {
 		return because.Budget, untilTomorrow(t)
 	}
 	return "", 0
@@ -48,15 +49,15 @@ func (m *money) cloudClosed(cl *client, t time.Time) (reason, time.Duration) {
 
 // spent records a request's cloud spend, and warns once a day when the
 // gateway's spend passes the cap's warning share.
-func (m *money) spent(cl *client, usd float64, t time.Time) {
+func (m *money) spent(cl *clients.Caller, usd float64, t time.Time) {
 	if m.spend == nil || usd <= 0 {
 		return
 	}
 	name := ""
 	if cl != nil {
-		name = cl.name
+		name = cl.Name
 	}
-	if cl != nil && !cl.known {
+	if cl != nil && !cl.Known {
 		name = "" // an identity's name, unbounded: counted in the total only
 	}
 	m.spend.Add(name, usd, t)

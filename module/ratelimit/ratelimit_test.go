@@ -113,3 +113,12 @@ func TestConcurrentTake(t *testing.T) {
 		t.Fatalf("%d of 100 let in under 30 a minute", in.Load())
 	}
 }
+
+func TestRetryAfterIsWholeSecondsRoundedUp(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "1", -time.Second: "1", 250 * time.Millisecond: "1", time.Second: "1",
+		7500 * time.Millisecond: "8", time.Hour: "600"} {
+		if got := RetryAfter(d); got != want {
+			t.Errorf("RetryAfter(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

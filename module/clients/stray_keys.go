@@ -1,16 +1,15 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package clients
 
 import (
 	"net/http"
 
-	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
-	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
-
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
+	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"go.uber.org/zap"
 )
@@ -31,9 +30,9 @@ import (
 // they are served, and the filter redacts them too. Either way no
 // credential goes upstream (see credentials.Drop).
 
-// strayKeys refuses the requests that carry a key where the gateway
+// StrayKeys refuses the requests that carry a key where the gateway
 // does not read one, and warns of them at most once a minute.
-type strayKeys struct {
+type StrayKeys struct {
 	gateway string
 	byKey   bool // the gateway reads keys itself: clients by key
 	warned  lograte.Every
@@ -41,29 +40,30 @@ type strayKeys struct {
 	logger  *zap.Logger
 }
 
-// newStrayKeys is gateway g's, once its name, clock and logger are set.
-func newStrayKeys(g *Gateway) *strayKeys {
-	return &strayKeys{gateway: g.Name, byKey: g.Clients != nil && g.Clients.Identity == "", clock: g.clock, logger: g.logger}
+// NewStrayKeys is the stray keys of a gateway named gateway with clients
+// cfg (nil: none), its warnings on clk's time.
+func NewStrayKeys(gateway string, cfg *Config, clk clock.Clock, logger *zap.Logger) *StrayKeys {
+	return &StrayKeys{gateway: gateway, byKey: cfg != nil && cfg.Identity == "", clock: clk, logger: logger}
 }
 
-// find returns where a request carries a key the gateway does not read
+// Find returns where a request carries a key the gateway does not read
 // (credentials.Stray): its headers count only when the gateway reads
 // keys itself, with clients by key; "" when it carries none.
-func (sk *strayKeys) find(r *http.Request) string {
+func (sk *StrayKeys) Find(r *http.Request) string {
 	if sk.byKey {
 		return credentials.Stray(r)
 	}
 	return credentials.StrayInQuery(r.URL)
 }
 
-// refuse answers a request that carries a key where the gateway does
+// Refuse answers a request that carries a key where the gateway does
 // not read one (see find): 401, with where to send it instead.
 // Its access log record is skipped, since Caddy would write the key in
 // it; the gateway logs a warning without the key instead, at most one a
 // minute, and counts it in clients_refused_total.
-func (sk *strayKeys) refuse(w http.ResponseWriter, r *http.Request, id, clientID, where string) error {
+func (sk *StrayKeys) Refuse(w http.ResponseWriter, r *http.Request, id, clientID, where string) error {
 	caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
-	clientsRefused.WithLabelValues(sk.gateway).Inc()
+	refused.WithLabelValues(sk.gateway).Inc()
 	if sk.warned.Allow(sk.clock.Now()) {
 		fields := []zap.Field{zap.String("request_id", id), zap.String("where", where),
 			zap.String("remote_addr", r.RemoteAddr), zap.String("method", r.Method),

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package clients
 
 import (
 	"bytes"
@@ -83,15 +83,15 @@ func stampOf(path string) (fileStamp, error) {
 // watchKeysFile puts a changed keys file in force until the config stops.
 // A file that cannot be read or is not valid leaves the last good clients
 // in force, with an error logged once per version.
-func (cr *callers) watchKeysFile(ctx context.Context, last fileStamp) {
+func (cr *Callers) watchKeysFile(ctx context.Context, last fileStamp) {
 	path := cr.keysFile
 	var failed string // the failure last logged
-	loop.Loop{Name: "keys file watch", Every: keysFileInterval, Logger: cr.logger}.Go(ctx, nil, func(context.Context) {
+	loop.Loop{Name: "keys file watch", Every: keysFileInterval, Logger: cr.s.Logger}.Go(ctx, nil, func(context.Context) {
 		st, err := stampOf(path)
 		if err == nil && st == last {
 			return
 		}
-		var cs *clientSet
+		var cs *Set
 		if err == nil {
 			var fromFile map[string]*Client
 			if fromFile, err = readKeysFile(path); err == nil {
@@ -100,7 +100,7 @@ func (cr *callers) watchKeysFile(ctx context.Context, last fileStamp) {
 		}
 		if err != nil {
 			if msg := st.mod.String() + err.Error(); msg != failed {
-				cr.logger.Error("keys file not loaded; the last good clients stay in force",
+				cr.s.Logger.Error("keys file not loaded; the last good clients stay in force",
 					zap.String("file", path), zap.Error(err))
 				failed = msg
 			}
@@ -108,6 +108,6 @@ func (cr *callers) watchKeysFile(ctx context.Context, last fileStamp) {
 		}
 		cr.set.Store(cs)
 		last, failed = st, ""
-		cr.logger.Info("keys file loaded", zap.String("file", path), zap.Int("clients", len(cs.byName)))
+		cr.s.Logger.Info("keys file loaded", zap.String("file", path), zap.Int("clients", len(cs.byName)))
 	})
 }

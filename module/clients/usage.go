@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package clients
 
 import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
@@ -10,28 +10,28 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
-// clientUsage is what a client has used, kept by gateway and client name
-// for the life of the process, so that it lasts across config reloads
-// and a client that a keys file drops and adds back finds its minute as
-// it left it.
-type clientUsage struct {
-	requests, tokens ratelimit.Minute
+// Usage is what a client has used, kept by gateway and client name for
+// the life of the process, so that it lasts across config reloads and a
+// client that a keys file drops and adds back finds its minute as it
+// left it.
+type Usage struct {
+	Requests, Tokens ratelimit.Minute
 }
 
-var clientUsages = reload.NewPool[*clientUsage]()
+var usages = reload.NewPool[*Usage]()
 
 // usageOf returns the usage of a client of a gateway.
-func usageOf(gateway, client string) *clientUsage {
-	return clientUsages.Keep(reload.Key(gateway, client), func() *clientUsage { return new(clientUsage) })
+func usageOf(gateway, client string) *Usage {
+	return usages.Keep(reload.Key(gateway, client), func() *Usage { return new(Usage) })
 }
 
-// limits returns the client's per-minute limits on this gateway. With a
+// Limits returns the client's per-minute limits on this gateway. With a
 // registry they are its share among the fleet's live gateways, split as
 // the red lines are (registry.Share) but never below one, so that the
 // fleet together allows the configured limit: exactly, when the limit is
 // at least the number of gateways.
-func (c *client) limits() (rpm, tpm int) {
-	rpm, tpm = c.rpm, c.tpm
+func (c *Caller) Limits() (rpm, tpm int) {
+	rpm, tpm = c.RPM, c.TPM
 	if c.fleet == nil {
 		return rpm, tpm
 	}

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package clients
 
 import (
 	"net/http"
@@ -16,18 +16,18 @@ func TestStrayKeyWhereKeysAreRead(t *testing.T) {
 	r.Header.Set("X-Goog-Api-Key", "k")
 	q := httptest.NewRequest(http.MethodPost, "/v1/chat/completions?api_key=k", nil)
 	for _, tc := range []struct {
-		clients       *Clients
+		clients       *Config
 		header, query string
 	}{
 		{nil, "", "query"},
-		{&Clients{}, "X-Goog-Api-Key", "query"},
-		{&Clients{Identity: "{http.auth.user.id}"}, "", "query"},
+		{&Config{}, "X-Goog-Api-Key", "query"},
+		{&Config{Identity: "{http.auth.user.id}"}, "", "query"},
 	} {
-		sk := newStrayKeys(&Gateway{Clients: tc.clients})
-		if got := sk.find(r); got != tc.header {
+		sk := NewStrayKeys("", tc.clients, nil, nil)
+		if got := sk.Find(r); got != tc.header {
 			t.Errorf("clients %+v: header %q, want %q", tc.clients, got, tc.header)
 		}
-		if got := sk.find(q); got != tc.query {
+		if got := sk.Find(q); got != tc.query {
 			t.Errorf("clients %+v: query %q, want %q", tc.clients, got, tc.query)
 		}
 	}
