@@ -24,6 +24,7 @@ const modulePath = "github.com/hybridllm/caddy-hybrid-llm"
 var layers = map[string][]string{
 	"module/because":               nil,
 	"module/clock":                 nil,
+	"module/caddyargs":             nil,
 	"module/cost":                  nil,
 	"module/credentials":           nil,
 	"module/degrade":               nil,
@@ -42,7 +43,7 @@ var layers = map[string][]string{
 	"module/proclock":              {"module/reload"},
 	"module/journal":               {"module/clock"},
 	"module/breaker":               {"module/clock"},
-	"module/probe":                 {"module/clock", "module/lograte", "module/loop", "module/reload", "module/vllmmetrics"},
+	"module/probe":                 {"module/caddyargs", "module/clock", "module/lograte", "module/loop", "module/reload", "module/vllmmetrics"},
 	"module/logkeys":               {"module/credentials"},
 	"module/adminapi":              {"module/cost"},
 	"module/fleet":                 {"module/adminapi", "module/proclock", "module/registry", "module/reload"},

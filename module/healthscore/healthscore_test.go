@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 var t0 = time.Date(2026, 12, 1, 10, 31, 40, 0, time.UTC)
@@ -426,5 +428,24 @@ func TestCarryKeepsTheHold(t *testing.T) {
 	s2.Tick(now.Add(DefaultHold))
 	if pub2.Level != Recovering {
 		t.Errorf("after its hold: %v", pub2.Level)
+	}
+}
+
+func TestConfigPolicyChecksAndDefaults(t *testing.T) {
+	p, err := (&Config{}).Policy()
+	if err != nil || p.ErrorRate != 0.05 {
+		t.Errorf("empty config: %+v, %v; want the 0.05 default error rate", p, err)
+	}
+	bad := 1.5
+	if _, err := (&Config{ErrorRate: &bad}).Policy(); err == nil {
+		t.Error("an error rate of 1.5 was taken")
+	}
+	set := &Config{Window: caddy.Duration(time.Minute), MinRequests: 5}
+	own := &Config{MinRequests: 7}
+	if u := set.Under(own); time.Duration(u.Window) != time.Minute || u.MinRequests != 7 || set.MinRequests != 5 {
+		t.Errorf("Under: %+v (the set's %+v): want the set's window and the member's own min_requests, the set's config unchanged", u, set)
+	}
+	if (&Config{}).WindowLength() != DefaultWindow {
+		t.Error("an unset window is not the default")
 	}
 }

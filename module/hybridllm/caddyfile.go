@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 	"github.com/tidwall/gjson"
 )
 
@@ -212,14 +213,14 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 		var err error
 		switch d.Val() {
 		case "name":
-			err = parseOneArg(d, &g.Name)
+			err = caddyargs.OneArg(d, &g.Name)
 		case "max_body_size":
 			err = g.unmarshalMaxBodySize(d)
 		case "deadline":
 			if g.Deadline != 0 {
 				return d.Err("deadline already specified")
 			}
-			g.Deadline, err = parseDuration(d)
+			g.Deadline, err = caddyargs.Duration(d)
 		case "paths":
 			err = g.unmarshalPaths(d)
 		case "route_headers":
@@ -256,7 +257,7 @@ func (g *Gateway) unmarshal(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper
 		case "alias":
 			err = g.unmarshalAlias(d)
 		default:
-			err = unknownOption(d, "hybrid_llm subdirective", d.Val(), "alias", "clients", "cloud_spend", "deadline", "group", "max_body_size", "name", "pass_headers", "paths", "registry", "response_model", "route_headers", "stream_usage")
+			err = caddyargs.UnknownOption(d, "hybrid_llm subdirective", d.Val(), "alias", "clients", "cloud_spend", "deadline", "group", "max_body_size", "name", "pass_headers", "paths", "registry", "response_model", "route_headers", "stream_usage")
 		}
 		if err != nil {
 			return err
@@ -317,7 +318,7 @@ func (g *Gateway) unmarshalPaths(d *caddyfile.Dispenser) error {
 
 // unmarshalRouteHeaders parses the route_headers subdirective.
 func (g *Gateway) unmarshalRouteHeaders(d *caddyfile.Dispenser) error {
-	on, err := parseOnOff(d)
+	on, err := caddyargs.OnOff(d)
 	if err != nil {
 		return err
 	}
@@ -327,7 +328,7 @@ func (g *Gateway) unmarshalRouteHeaders(d *caddyfile.Dispenser) error {
 
 // unmarshalStreamUsage parses the stream_usage subdirective.
 func (g *Gateway) unmarshalStreamUsage(d *caddyfile.Dispenser) error {
-	on, err := parseOnOff(d)
+	on, err := caddyargs.OnOff(d)
 	if err != nil {
 		return err
 	}
@@ -384,11 +385,11 @@ func (g *Gateway) unmarshalCloudSpend(d *caddyfile.Dispenser) error {
 		var err error
 		switch d.Val() {
 		case "daily_usd":
-			g.CloudSpend.DailyUSD, err = parseUSD(d)
+			g.CloudSpend.DailyUSD, err = caddyargs.USD(d)
 		case "warn_at":
-			g.CloudSpend.WarnAt, err = parseUSD(d)
+			g.CloudSpend.WarnAt, err = caddyargs.USD(d)
 		default:
-			err = unknownOption(d, "cloud_spend option", d.Val(), "daily_usd", "warn_at")
+			err = caddyargs.UnknownOption(d, "cloud_spend option", d.Val(), "daily_usd", "warn_at")
 		}
 		if err != nil {
 			return err
@@ -477,3 +478,15 @@ func posOf(d *caddyfile.Dispenser) string { return d.File() + ":" + strconv.Itoa
 
 // Interface guards
 var _ caddyfile.Unmarshaler = (*Gateway)(nil)
+
+// parseResponseModel reads the one argument of response_model.
+func parseResponseModel(d *caddyfile.Dispenser) (string, error) {
+	var v string
+	if !d.AllArgs(&v) {
+		return "", d.Err("response_model needs one argument: alias or upstream")
+	}
+	if v != responseModelAlias && v != responseModelUpstream {
+		return "", d.Errf("response_model must be 'alias' or 'upstream', got '%s'", v)
+	}
+	return v, nil
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 )
 
 // unmarshalAlias parses an alias block; its syntax is in the doc of
@@ -39,7 +40,7 @@ func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
 			}
 			al.ResponseModel, err = parseResponseModel(d)
 		default:
-			err = unknownOption(d, "alias subdirective", d.Val(), "color", "degrade", "mirror", "response_model", "route", "target", "tier", "weighted")
+			err = caddyargs.UnknownOption(d, "alias subdirective", d.Val(), "color", "degrade", "mirror", "response_model", "route", "target", "tier", "weighted")
 		}
 		if err != nil {
 			return nil, err
@@ -96,7 +97,7 @@ func unmarshalWeighted(d *caddyfile.Dispenser, al *Alias) error {
 			t.Set = name
 			al.Targets = append(al.Targets, t)
 		default:
-			if s := suggest(d.Val(), []string{"target", "strategy", "health"}); s != "" {
+			if s := caddyargs.Suggest(d.Val(), []string{"target", "strategy", "health"}); s != "" {
 				return d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s' (did you mean '%s'?)", d.Val(), s)
 			}
 			return d.Errf("a weighted set holds targets, a strategy and a health block only, got '%s'", d.Val())
@@ -108,7 +109,7 @@ func unmarshalWeighted(d *caddyfile.Dispenser, al *Alias) error {
 	if setHealth != nil {
 		// a member's own block keeps the set's values it leaves unset
 		for _, t := range al.Targets[first:] {
-			t.Health = setHealth.under(t.Health)
+			t.Health = setHealth.Under(t.Health)
 		}
 	}
 	return nil
@@ -152,13 +153,13 @@ func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "prompt_tokens_over":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return nil, err
 			}
 			r.PromptTokensOver = n
 		case "max_tokens_over":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return nil, err
 			}
@@ -179,7 +180,7 @@ func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
 			}
 			r.Fields = append(r.Fields, name)
 		default:
-			return nil, unknownOption(d, "route condition", d.Val(), "field", "header", "max_tokens_over", "prompt_tokens_over")
+			return nil, caddyargs.UnknownOption(d, "route condition", d.Val(), "field", "header", "max_tokens_over", "prompt_tokens_over")
 		}
 	}
 	if r.PromptTokensOver == 0 && r.MaxTokensOver == 0 && len(r.Header) == 0 && len(r.Fields) == 0 {
@@ -233,7 +234,7 @@ func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
 	err := unmarshalTargetInto(d, &c.Target, "color", targetExtra{names: []string{"fallback", "trusted_clients", "trusted_ranges"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "fallback":
-			on, err := parseOnOff(d)
+			on, err := caddyargs.OnOff(d)
 			c.Fallback = &on
 			return true, err
 		case "trusted_clients":
@@ -264,11 +265,11 @@ func unmarshalTier(d *caddyfile.Dispenser) (*Target, error) {
 	err := unmarshalTargetInto(d, t, "tier", targetExtra{names: []string{"quality", "max_tokens", "formats"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "quality":
-			v, err := parseShare(d)
+			v, err := caddyargs.Share(d)
 			t.Tier.Quality = &v
 			return true, err
 		case "max_tokens":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			t.Tier.MaxTokens = n
 			return true, err
 		case "formats":
@@ -308,32 +309,32 @@ func unmarshalDegrade(d *caddyfile.Dispenser) (*DegradeConfig, error) {
 		switch name := d.Val(); name {
 		case "cap":
 			var v float64
-			v, err = parseShareOr(d, "off", 1)
+			v, err = caddyargs.ShareOr(d, "off", 1)
 			dc.Cap = &v
 		case "kv_cache":
 			var v float64
-			v, err = parseShareOr(d, "off", 0)
+			v, err = caddyargs.ShareOr(d, "off", 0)
 			dc.KVCache = &v
 		case "window":
-			dc.Window, err = parseDuration(d)
+			dc.Window, err = caddyargs.Duration(d)
 		case "slo":
-			dc.SLO, err = parseDuration(d)
+			dc.SLO, err = caddyargs.Duration(d)
 		case "kv_window":
-			dc.KVWindow, err = parseDuration(d)
+			dc.KVWindow, err = caddyargs.Duration(d)
 		case "dwell":
-			dc.Dwell, err = parseDuration(d)
+			dc.Dwell, err = caddyargs.Duration(d)
 		case "at_cap":
 			if !d.AllArgs(&dc.AtCap) {
 				return nil, d.Err("at_cap needs refuse or allow")
 			}
 		case "mark_body":
-			dc.MarkBody, err = parseOnOff(d)
+			dc.MarkBody, err = caddyargs.OnOff(d)
 		case "slo_factor":
-			dc.SLOFactor, err = parsePositiveFloat(d)
+			dc.SLOFactor, err = caddyargs.PositiveFloat(d)
 		case "queue_depth":
-			dc.QueueDepth, err = parsePositiveFloat(d)
+			dc.QueueDepth, err = caddyargs.PositiveFloat(d)
 		default:
-			return nil, unknownOption(d, "degrade option", name, "at_cap", "cap", "dwell", "kv_cache", "kv_window", "mark_body", "queue_depth", "slo", "slo_factor", "window")
+			return nil, caddyargs.UnknownOption(d, "degrade option", name, "at_cap", "cap", "dwell", "kv_cache", "kv_window", "mark_body", "queue_depth", "slo", "slo_factor", "window")
 		}
 		if err != nil {
 			return nil, err
@@ -354,11 +355,11 @@ func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
 	err := unmarshalTargetInto(d, &m.Target, "mirror", targetExtra{names: []string{"ratio", "max_in_flight"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "ratio":
-			v, err := parseShare(d)
+			v, err := caddyargs.Share(d)
 			m.Ratio = v
 			return true, err
 		case "max_in_flight":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			m.MaxInFlight = n
 			return true, err
 		}
@@ -387,7 +388,7 @@ func unmarshalSetTarget(d *caddyfile.Dispenser) (*Target, error) {
 	return t, unmarshalTargetInto(d, t, "target", targetExtra{names: []string{"health", "weight"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "weight":
-			n, err := parseNonNegativeInt(d)
+			n, err := caddyargs.NonNegativeInt(d)
 			if err != nil {
 				return true, err
 			}
@@ -444,25 +445,25 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, extra t
 			if *dst != nil {
 				return d.Errf("%s already specified", d.Val())
 			}
-			dur, err := parseLimit(d)
+			dur, err := caddyargs.Limit(d)
 			if err != nil {
 				return err
 			}
 			*dst = dur
 		case "slo":
-			dur, err := parseDuration(d)
+			dur, err := caddyargs.Duration(d)
 			if err != nil {
 				return err
 			}
 			t.SLO = dur
 		case "retries":
-			n, err := parseNonNegativeInt(d)
+			n, err := caddyargs.NonNegativeInt(d)
 			if err != nil {
 				return err
 			}
 			t.Retries = &n
 		case "context_window":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return err
 			}
@@ -482,7 +483,7 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, extra t
 			return d.Err("health belongs to a target in a weighted set")
 		default:
 			known := []string{"context_window", "fallback_on", "first_byte_timeout", "retries", "slo", "timeout"}
-			return unknownOption(d, what+" subdirective", d.Val(), append(known, extra.names...)...)
+			return caddyargs.UnknownOption(d, what+" subdirective", d.Val(), append(known, extra.names...)...)
 		}
 	}
 	return nil

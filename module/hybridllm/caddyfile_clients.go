@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 )
 
@@ -42,15 +43,15 @@ func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
 			}
 			cs.Keys = strings.TrimSpace(cs.Keys + " " + strings.Join(args, " "))
 		case "keys_file":
-			if err := parseOneArg(d, &cs.KeysFile); err != nil {
+			if err := caddyargs.OneArg(d, &cs.KeysFile); err != nil {
 				return err
 			}
 		case "identity":
-			if err := parseOneArg(d, &cs.Identity); err != nil {
+			if err := caddyargs.OneArg(d, &cs.Identity); err != nil {
 				return err
 			}
 		case "reserve_tokens":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return err
 			}
@@ -78,7 +79,7 @@ func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
 			}
 			cs.Clients[name] = c
 		default:
-			return unknownOption(d, "clients subdirective", d.Val(), "client", "identity", "keys", "keys_file", "reserve_tokens")
+			return caddyargs.UnknownOption(d, "clients subdirective", d.Val(), "client", "identity", "keys", "keys_file", "reserve_tokens")
 		}
 	}
 	if cs.Identity != "" {
@@ -95,11 +96,11 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "key":
-			if err := parseOneArg(d, &c.Key); err != nil {
+			if err := caddyargs.OneArg(d, &c.Key); err != nil {
 				return err
 			}
 		case "max_tokens":
-			n, err := parsePositiveIntThen(d)
+			n, err := caddyargs.PositiveIntThen(d)
 			if err != nil {
 				return err
 			}
@@ -114,19 +115,19 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 				}
 			}
 		case "max_n":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return err
 			}
 			c.MaxN = n
 		case "budget_day_usd":
-			v, err := parseUSD(d)
+			v, err := caddyargs.USD(d)
 			if err != nil {
 				return err
 			}
 			c.BudgetDayUSD = v
 		case "budget_month_usd":
-			v, err := parseUSD(d)
+			v, err := caddyargs.USD(d)
 			if err != nil {
 				return err
 			}
@@ -137,13 +138,13 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 			}
 			c.Trusted = true
 		case "rpm":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return err
 			}
 			c.RPM = n
 		case "tpm":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return err
 			}
@@ -155,7 +156,7 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 			}
 			c.Aliases = append(c.Aliases, args...)
 		default:
-			return unknownOption(d, "client subdirective", d.Val(), "aliases", "budget_day_usd", "budget_month_usd", "key", "max_n", "max_tokens", "rpm", "tpm", "trusted")
+			return caddyargs.UnknownOption(d, "client subdirective", d.Val(), "aliases", "budget_day_usd", "budget_month_usd", "key", "max_n", "max_tokens", "rpm", "tpm", "trusted")
 		}
 	}
 	return nil

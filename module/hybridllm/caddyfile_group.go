@@ -12,6 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 )
 
 // unmarshalGroup parses a group block; its syntax is in the doc of
@@ -39,7 +41,7 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 		case "proxy":
 			schemeless, err = unmarshalGroupProxy(d, helper, grp)
 		default:
-			err = unknownOption(d, "group subdirective", d.Val(), "api_key", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
+			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
 		}
 		if err != nil {
 			return nil, err
@@ -127,7 +129,7 @@ func unmarshalGroupLimit(d *caddyfile.Dispenser, grp *Group) error {
 		if grp.MaxNumSeqs != 0 {
 			return d.Err("max_num_seqs already specified")
 		}
-		n, err := parsePositiveInt(d)
+		n, err := caddyargs.PositiveInt(d)
 		if err != nil {
 			return err
 		}
@@ -136,7 +138,7 @@ func unmarshalGroupLimit(d *caddyfile.Dispenser, grp *Group) error {
 		if grp.MaxQueue != 0 {
 			return d.Err("max_queue already specified")
 		}
-		n, err := parseNonNegativeInt(d)
+		n, err := caddyargs.NonNegativeInt(d)
 		if err != nil {
 			return err
 		}
@@ -162,7 +164,7 @@ func unmarshalGroupEndpoint(d *caddyfile.Dispenser, grp *Group) error {
 	for en := d.Nesting(); d.NextBlock(en); {
 		switch d.Val() {
 		case "max_num_seqs":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return err
 			}
@@ -180,7 +182,7 @@ func unmarshalGroupEndpoint(d *caddyfile.Dispenser, grp *Group) error {
 				return d.ArgErr()
 			}
 		default:
-			return unknownOption(d, "endpoint subdirective", d.Val(), "max_num_seqs", "weight")
+			return caddyargs.UnknownOption(d, "endpoint subdirective", d.Val(), "max_num_seqs", "weight")
 		}
 	}
 	if grp.Endpoints == nil {
@@ -199,7 +201,7 @@ func unmarshalGroupBlock(d *caddyfile.Dispenser, grp *Group) error {
 		if grp.Probe != nil {
 			return d.Err("probe already specified")
 		}
-		grp.Probe, err = unmarshalProbe(d)
+		grp.Probe, err = probe.UnmarshalCaddyfile(d)
 	case "overflow":
 		if grp.Overflow != nil {
 			return d.Err("overflow already specified")
@@ -240,7 +242,7 @@ func unmarshalGroupModelCheck(d *caddyfile.Dispenser, grp *Group) error {
 		return nil
 	}
 	d.Prev()
-	if _, err := parseDuration(d); err != nil {
+	if _, err := caddyargs.Duration(d); err != nil {
 		return err
 	}
 	grp.ModelCheck = d.Val() // as written: JSON takes the same words
@@ -274,79 +276,6 @@ func unmarshalGroupProxy(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper, g
 	return schemeless, nil
 }
 
-// unmarshalProbe parses a probe block. Syntax:
-//
-//	probe {
-//		health_interval  <duration>
-//		metrics_interval <duration>
-//		models_interval  <duration>
-//		timeout          <duration>
-//		stale_after      <duration>
-//		unknown_metrics  saturated|ok
-//		ttft_window      <duration>
-//		rise             <n>
-//		fall             <n>
-//	}
-func unmarshalProbe(d *caddyfile.Dispenser) (*ProbeConfig, error) {
-	if d.NextArg() {
-		return nil, d.ArgErr()
-	}
-	pc := new(ProbeConfig)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		var dst *caddy.Duration
-		switch d.Val() {
-		case "health_interval":
-			dst = &pc.HealthInterval
-		case "metrics_interval":
-			dst = &pc.MetricsInterval
-		case "models_interval":
-			dst = &pc.ModelsInterval
-		case "timeout":
-			dst = &pc.Timeout
-		case "stale_after":
-			dst = &pc.StaleAfter
-		case "ttft_window":
-			dst = &pc.TTFTWindow
-		case "rise", "fall":
-			n := map[string]*int{"rise": &pc.Rise, "fall": &pc.Fall}[d.Val()]
-			if *n != 0 {
-				return nil, d.Errf("%s already specified", d.Val())
-			}
-			v, err := parsePositiveInt(d)
-			if err != nil {
-				return nil, err
-			}
-			*n = v
-			continue
-		case "unknown_metrics":
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			switch d.Val() {
-			case "saturated", "ok":
-				pc.UnknownMetrics = d.Val()
-			default:
-				return nil, d.Errf("unknown_metrics must be 'saturated' or 'ok', got '%s'", d.Val())
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			continue
-		default:
-			return nil, unknownOption(d, "probe option", d.Val(), "fall", "health_interval", "metrics_interval", "models_interval", "rise", "stale_after", "timeout", "ttft_window", "unknown_metrics")
-		}
-		if *dst != 0 {
-			return nil, d.Errf("%s already specified", d.Val())
-		}
-		dur, err := parseDuration(d)
-		if err != nil {
-			return nil, err
-		}
-		*dst = dur
-	}
-	return pc, nil
-}
-
 // unmarshalOverflow parses an overflow block. Syntax:
 //
 //	overflow {
@@ -374,14 +303,14 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 		case "inflight":
 			dst = &oc.InFlight
 		case "dwell":
-			dur, err := parseDuration(d)
+			dur, err := caddyargs.Duration(d)
 			if err != nil {
 				return nil, err
 			}
 			oc.Dwell = dur
 			continue
 		default:
-			return nil, unknownOption(d, "overflow signal", name, "dwell", "inflight", "kv_cache_usage", "ttft_p99", "waiting")
+			return nil, caddyargs.UnknownOption(d, "overflow signal", name, "dwell", "inflight", "kv_cache_usage", "ttft_p99", "waiting")
 		}
 		var a, b string
 		if !d.AllArgs(&a, &b) {
@@ -441,9 +370,9 @@ func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
 		case "per_second":
 			dst = &cc.PerSecond
 		default:
-			return nil, unknownOption(d, "cost option", d.Val(), "cached_input_per_million", "gpu_cost_per_month", "gpus", "input_per_million", "output_per_million", "per_second")
+			return nil, caddyargs.UnknownOption(d, "cost option", d.Val(), "cached_input_per_million", "gpu_cost_per_month", "gpus", "input_per_million", "output_per_million", "per_second")
 		}
-		v, err := parseUSD(d)
+		v, err := caddyargs.USD(d)
 		if err != nil {
 			return nil, err
 		}
@@ -469,26 +398,26 @@ func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "allowed_fails":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return nil, err
 			}
 			bc.AllowedFails = n
 		case "window", "cooldown", "load_time":
 			dst := map[string]*caddy.Duration{"window": &bc.Window, "cooldown": &bc.Cooldown, "load_time": &bc.LoadTime}[d.Val()]
-			dur, err := parseDuration(d)
+			dur, err := caddyargs.Duration(d)
 			if err != nil {
 				return nil, err
 			}
 			*dst = dur
 		case "uneject_on_probe":
-			on, err := parseOnOff(d)
+			on, err := caddyargs.OnOff(d)
 			if err != nil {
 				return nil, err
 			}
 			bc.UnejectOnProbe = &on
 		default:
-			return nil, unknownOption(d, "breaker option", d.Val(), "allowed_fails", "cooldown", "load_time", "uneject_on_probe", "window")
+			return nil, caddyargs.UnknownOption(d, "breaker option", d.Val(), "allowed_fails", "cooldown", "load_time", "uneject_on_probe", "window")
 		}
 	}
 	return bc, nil

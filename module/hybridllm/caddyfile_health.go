@@ -4,8 +4,8 @@
 package hybridllm
 
 import (
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 )
 
 // unmarshalHealth parses a health block of a weighted set or of one of
@@ -32,61 +32,30 @@ func unmarshalHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
 		switch d.Val() {
 		case "error_rate":
 			var v float64
-			v, err = parseShareOr(d, "off", 0) // off: not watched
+			v, err = caddyargs.ShareOr(d, "off", 0) // off: not watched
 			hc.ErrorRate = &v
 		case "p99_latency":
-			hc.P99Latency, err = parseDuration(d)
+			hc.P99Latency, err = caddyargs.Duration(d)
 		case "alert_at":
-			hc.AlertAt, err = parseShare(d)
+			hc.AlertAt, err = caddyargs.Share(d)
 		case "window":
-			hc.Window, err = parseDuration(d)
+			hc.Window, err = caddyargs.Duration(d)
 		case "min_requests":
-			hc.MinRequests, err = parsePositiveInt(d)
+			hc.MinRequests, err = caddyargs.PositiveInt(d)
 		case "hold":
-			hc.Hold, err = parseDuration(d)
+			hc.Hold, err = caddyargs.Duration(d)
 		case "ramp_step":
-			hc.RampStep, err = parseShare(d)
+			hc.RampStep, err = caddyargs.Share(d)
 		case "ramp_interval":
-			hc.RampInterval, err = parseDuration(d)
+			hc.RampInterval, err = caddyargs.Duration(d)
 		case "max_degraded":
-			hc.MaxDegraded, err = parsePositiveInt(d)
+			hc.MaxDegraded, err = caddyargs.PositiveInt(d)
 		default:
-			err = unknownOption(d, "health option", d.Val(), "alert_at", "error_rate", "hold", "max_degraded", "min_requests", "p99_latency", "ramp_interval", "ramp_step", "window")
+			err = caddyargs.UnknownOption(d, "health option", d.Val(), "alert_at", "error_rate", "hold", "max_degraded", "min_requests", "p99_latency", "ramp_interval", "ramp_step", "window")
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	return hc, nil
-}
-
-// under returns own with its unset values taken from hc (a copy of hc
-// when own is nil).
-func (hc *HealthConfig) under(own *HealthConfig) *HealthConfig {
-	out := *hc
-	if own == nil {
-		return &out
-	}
-	if own.ErrorRate != nil {
-		out.ErrorRate = own.ErrorRate
-	}
-	for _, f := range []struct{ dst, src *caddy.Duration }{
-		{&out.P99Latency, &own.P99Latency}, {&out.Window, &own.Window}, {&out.Hold, &own.Hold},
-		{&out.RampInterval, &own.RampInterval},
-	} {
-		if *f.src != 0 {
-			*f.dst = *f.src
-		}
-	}
-	for _, f := range []struct{ dst, src *float64 }{{&out.AlertAt, &own.AlertAt}, {&out.RampStep, &own.RampStep}} {
-		if *f.src != 0 {
-			*f.dst = *f.src
-		}
-	}
-	for _, f := range []struct{ dst, src *int }{{&out.MinRequests, &own.MinRequests}, {&out.MaxDegraded, &own.MaxDegraded}} {
-		if *f.src != 0 {
-			*f.dst = *f.src
-		}
-	}
-	return &out
 }

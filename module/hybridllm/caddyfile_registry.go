@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 )
 
 // unmarshalRegistry reads a registry block:
@@ -41,18 +42,18 @@ func unmarshalRegistry(d *caddyfile.Dispenser, rc *RegistryConfig) error {
 			}
 			rc.Endpoints = append(rc.Endpoints, args...)
 		case "prefix":
-			if err := parseOneArg(d, &rc.Prefix); err != nil {
+			if err := caddyargs.OneArg(d, &rc.Prefix); err != nil {
 				return err
 			}
 			if len(rc.Prefix) < 2 || rc.Prefix[0] != '/' {
 				return d.Errf("registry prefix %q: want a key such as /hybrid-llm/prod", rc.Prefix)
 			}
 		case "username":
-			if err := parseOneArg(d, &rc.Username); err != nil {
+			if err := caddyargs.OneArg(d, &rc.Username); err != nil {
 				return err
 			}
 		case "password":
-			if err := parseOneArg(d, &rc.Password); err != nil {
+			if err := caddyargs.OneArg(d, &rc.Password); err != nil {
 				return err
 			}
 		case "tls":
@@ -72,9 +73,9 @@ func unmarshalRegistry(d *caddyfile.Dispenser, rc *RegistryConfig) error {
 				case "server_name":
 					dst = &rc.TLS.ServerName
 				default:
-					return unknownOption(d, "registry tls option", d.Val(), "ca", "cert", "key", "server_name")
+					return caddyargs.UnknownOption(d, "registry tls option", d.Val(), "ca", "cert", "key", "server_name")
 				}
-				if err := parseOneArg(d, dst); err != nil {
+				if err := caddyargs.OneArg(d, dst); err != nil {
 					return err
 				}
 			}
@@ -82,13 +83,13 @@ func unmarshalRegistry(d *caddyfile.Dispenser, rc *RegistryConfig) error {
 				return d.Err("registry tls: cert and key go together")
 			}
 		case "dial_timeout":
-			dur, err := parseDuration(d)
+			dur, err := caddyargs.Duration(d)
 			if err != nil {
 				return err
 			}
 			rc.DialTimeout = dur
 		default:
-			return unknownOption(d, "registry option", d.Val(), "dial_timeout", "endpoints", "password", "prefix", "tls", "username")
+			return caddyargs.UnknownOption(d, "registry option", d.Val(), "dial_timeout", "endpoints", "password", "prefix", "tls", "username")
 		}
 	}
 	if len(rc.Endpoints) == 0 {

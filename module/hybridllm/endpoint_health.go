@@ -52,7 +52,7 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	if vg == nil {
 		return nil, fmt.Errorf("health applies to groups of kind %s (a weighted set's health watches any target)", KindVLLM)
 	}
-	p, err := hc.policy()
+	p, err := hc.Policy()
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	sort.Strings(dials)
 	for _, dial := range dials {
 		ep := vg.endpoints[dial]
-		m := &healthscore.Member{Name: grp.run.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.window()),
+		m := &healthscore.Member{Name: grp.run.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.WindowLength()),
 			Base: endpointBase, Since: c.Now()}
 		hm := &healthMember{hs: hs, m: m, ep: ep}
 		hm.carry(endpointKey(gw, grp.run.name, dial))

@@ -6,13 +6,11 @@ package hybridllm
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -24,80 +22,12 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 )
 
-// HealthConfig is health-score scheduling for a member of a weighted
-// set: over a sliding window of its requests, an error rate or p99
-// latency near a threshold raises an alert (a log line and a metric),
-// one over it degrades the member (its weight goes to 0 and its share to
-// the healthy members, in proportion to their weights), and failing
-// probes (every endpoint of its group down by its health checks) or
-// every request failing break it. After a hold its weight ramps back in
-// steps. The last member in service is never taken out.
-type HealthConfig struct {
-	// The share of failed requests (5xx, timeouts, connection errors,
-	// upstream_auth, model_not_found; not the client's own 4xx or
-	// cancellations) above which the member is degraded; 0: not watched.
-	// Default: 0.05.
-	ErrorRate *float64 `json:"error_rate,omitempty"`
-
-	// The p99 latency (to the first byte for streams, of the whole answer
-	// otherwise) above which the member is degraded. Default: none.
-	P99Latency caddy.Duration `json:"p99_latency,omitempty"`
-
-	// The share of a threshold at which an alert is raised. Default: 0.8.
-	AlertAt float64 `json:"alert_at,omitempty"`
-
-	// The sliding window the numbers are taken over. Default: 10s.
-	Window caddy.Duration `json:"window,omitempty"`
-
-	// Requests the window must hold before its numbers count. Default: 20.
-	MinRequests int `json:"min_requests,omitempty"`
-
-	// How long a member taken out stays out (a broken one from when its
-	// probes pass again) before its weight ramps back; doubled for each
-	// relapse in a row, up to 8 times. Default: 10s.
-	Hold caddy.Duration `json:"hold,omitempty"`
-
-	// The share of its weight a recovering member gets back per step, and
-	// the time between steps. Defaults: 0.25 and 2s.
-	RampStep     float64        `json:"ramp_step,omitempty"`
-	RampInterval caddy.Duration `json:"ramp_interval,omitempty"`
-
-	// The most members of the set out at once (the largest its members
-	// give). Default: all but one.
-	MaxDegraded int `json:"max_degraded,omitempty"`
-}
+// HealthConfig is health-score scheduling (see healthscore.Config).
+type HealthConfig = healthscore.Config
 
 // healthTick is how often the scheduler evaluates its sets: the time
 // from a threshold crossed to the weight moved is at most this.
 const healthTick = 250 * time.Millisecond
-
-func (hc *HealthConfig) policy() (healthscore.Policy, error) {
-	switch {
-	case hc.ErrorRate != nil && (math.IsNaN(*hc.ErrorRate) || *hc.ErrorRate < 0 || *hc.ErrorRate > 1):
-		return healthscore.Policy{}, fmt.Errorf("health: error_rate must be a share from 0 to 1")
-	case math.IsNaN(hc.AlertAt) || hc.AlertAt < 0 || hc.AlertAt > 1:
-		return healthscore.Policy{}, fmt.Errorf("health: alert_at must be a share from 0 to 1")
-	case math.IsNaN(hc.RampStep) || hc.RampStep < 0 || hc.RampStep > 1:
-		return healthscore.Policy{}, fmt.Errorf("health: ramp_step must be a share from 0 to 1")
-	case hc.P99Latency < 0 || hc.Window < 0 || hc.Hold < 0 || hc.RampInterval < 0 || hc.MinRequests < 0 || hc.MaxDegraded < 0:
-		return healthscore.Policy{}, fmt.Errorf("health: values must not be negative")
-	}
-	er := 0.05
-	if hc.ErrorRate != nil {
-		er = *hc.ErrorRate
-	}
-	return healthscore.Policy{
-		ErrorRate: er, P99: time.Duration(hc.P99Latency), AlertAt: hc.AlertAt, MinRequests: hc.MinRequests,
-		Hold: time.Duration(hc.Hold), RampStep: hc.RampStep, RampInterval: time.Duration(hc.RampInterval),
-	}.WithDefaults(), nil
-}
-
-func (hc *HealthConfig) window() time.Duration {
-	if hc.Window > 0 {
-		return time.Duration(hc.Window)
-	}
-	return healthscore.DefaultWindow
-}
 
 // setHealth is the scheduler of one weighted set whose members have a
 // health config, or of the endpoints of a vllm group with one.
@@ -165,7 +95,7 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 		if hc == nil {
 			hc = new(HealthConfig) // the defaults: every member of a set is watched alike
 		}
-		p, err := hc.policy()
+		p, err := hc.Policy()
 		if err != nil {
 			return fmt.Errorf("set %q: target %q: %v", ws.name, t.Group, err)
 		}
@@ -177,7 +107,7 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 			hc = new(HealthConfig)
 		}
 		m := &healthscore.Member{Name: memberName(members, i), Policy: policies[i],
-			Window: healthscore.NewWindow(hc.window()), Base: ws.base[i], Since: c.Now()}
+			Window: healthscore.NewWindow(hc.WindowLength()), Base: ws.base[i], Since: c.Now()}
 		hm := &healthMember{hs: hs, m: m, target: t}
 		hm.carry(memberKey(gw, al.name, ws.name, t))
 		hs.s.Members = append(hs.s.Members, m)

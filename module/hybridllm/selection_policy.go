@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"go.uber.org/zap"
@@ -260,13 +261,13 @@ func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "max_num_seqs":
-			n, err := parsePositiveInt(d)
+			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
 				return err
 			}
 			s.MaxNumSeqs = n
 		case "max_queue":
-			n, err := parseNonNegativeInt(d)
+			n, err := caddyargs.NonNegativeInt(d)
 			if err != nil {
 				return err
 			}
@@ -275,13 +276,13 @@ func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if s.Probe != nil {
 				return d.Err("probe already specified")
 			}
-			pc, err := unmarshalProbe(d)
+			pc, err := probe.UnmarshalCaddyfile(d)
 			if err != nil {
 				return err
 			}
 			s.Probe = pc
 		default:
-			return unknownOption(d, "vllm_least_load option", d.Val(), "max_num_seqs", "max_queue", "model", "probe")
+			return caddyargs.UnknownOption(d, "vllm_least_load option", d.Val(), "max_num_seqs", "max_queue", "model", "probe")
 		}
 	}
 	return nil

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package caddyargs
 
 import (
 	"strings"
@@ -9,19 +9,19 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
-// unknownOption is the error of an option a block does not know: where it
+// UnknownOption is the error of an option a block does not know: where it
 // is, and the known one it was most likely meant to be.
-func unknownOption(d *caddyfile.Dispenser, what, got string, known ...string) error {
-	if s := suggest(got, known); s != "" {
+func UnknownOption(d *caddyfile.Dispenser, what, got string, known ...string) error {
+	if s := Suggest(got, known); s != "" {
 		return d.Errf("unrecognized %s '%s' (did you mean '%s'?)", what, got, s)
 	}
 	return d.Errf("unrecognized %s '%s'", what, got)
 }
 
-// suggest returns the known word closest to got: within an edit distance
+// Suggest returns the known word closest to got: within an edit distance
 // of 2 (1 for short words), or one that got is a start of; "" when none
 // is near enough.
-func suggest(got string, known []string) string {
+func Suggest(got string, known []string) string {
 	g := strings.ToLower(got)
 	best, bestDist := "", 3
 	if len(g) <= 4 {

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package caddyargs
 
 import (
 	"math"
@@ -12,8 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
-// parseDuration reads exactly one positive duration argument.
-func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
+// Duration reads exactly one positive duration argument.
+func Duration(d *caddyfile.Dispenser) (caddy.Duration, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return 0, d.ArgErr()
@@ -28,9 +28,9 @@ func parseDuration(d *caddyfile.Dispenser) (caddy.Duration, error) {
 	return caddy.Duration(dur), nil
 }
 
-// parseLimit parses a time limit that may be turned off: a positive
+// Limit parses a time limit that may be turned off: a positive
 // duration, or 0 or off for none.
-func parseLimit(d *caddyfile.Dispenser) (*caddy.Duration, error) {
+func Limit(d *caddyfile.Dispenser) (*caddy.Duration, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return nil, d.ArgErr()
@@ -49,30 +49,18 @@ func parseLimit(d *caddyfile.Dispenser) (*caddy.Duration, error) {
 	return &dur, nil
 }
 
-// parseResponseModel reads the one argument of response_model.
-func parseResponseModel(d *caddyfile.Dispenser) (string, error) {
-	var v string
-	if !d.AllArgs(&v) {
-		return "", d.Err("response_model needs one argument: alias or upstream")
-	}
-	if v != responseModelAlias && v != responseModelUpstream {
-		return "", d.Errf("response_model must be 'alias' or 'upstream', got '%s'", v)
-	}
-	return v, nil
+// PositiveInt reads exactly one integer argument > 0.
+func PositiveInt(d *caddyfile.Dispenser) (int, error) {
+	return intArg(d, 1, "a positive integer")
 }
 
-// parsePositiveInt reads exactly one integer argument > 0.
-func parsePositiveInt(d *caddyfile.Dispenser) (int, error) {
-	return parseIntArg(d, 1, "a positive integer")
+// NonNegativeInt reads exactly one integer argument >= 0.
+func NonNegativeInt(d *caddyfile.Dispenser) (int, error) {
+	return intArg(d, 0, "a non-negative integer")
 }
 
-// parseNonNegativeInt reads exactly one integer argument >= 0.
-func parseNonNegativeInt(d *caddyfile.Dispenser) (int, error) {
-	return parseIntArg(d, 0, "a non-negative integer")
-}
-
-// parseIntArg reads exactly one integer argument of at least least.
-func parseIntArg(d *caddyfile.Dispenser, least int, want string) (int, error) {
+// intArg reads exactly one integer argument of at least least.
+func intArg(d *caddyfile.Dispenser, least int, want string) (int, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return 0, d.ArgErr()
@@ -87,9 +75,9 @@ func parseIntArg(d *caddyfile.Dispenser, least int, want string) (int, error) {
 	return n, nil
 }
 
-// parseOneArg sets *dst to the directive's one argument; the directive
+// OneArg sets *dst to the directive's one argument; the directive
 // may appear once.
-func parseOneArg(d *caddyfile.Dispenser, dst *string) error {
+func OneArg(d *caddyfile.Dispenser, dst *string) error {
 	if *dst != "" {
 		return d.Errf("%s already specified", d.Val())
 	}
@@ -103,8 +91,8 @@ func parseOneArg(d *caddyfile.Dispenser, dst *string) error {
 	return nil
 }
 
-// parseUSD reads exactly one non-negative number argument.
-func parseUSD(d *caddyfile.Dispenser) (float64, error) {
+// USD reads exactly one non-negative number argument.
+func USD(d *caddyfile.Dispenser) (float64, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return 0, d.ArgErr()
@@ -119,9 +107,9 @@ func parseUSD(d *caddyfile.Dispenser) (float64, error) {
 	return v, nil
 }
 
-// parsePositiveIntThen reads an integer argument > 0 that may be followed
+// PositiveIntThen reads an integer argument > 0 that may be followed
 // by more arguments.
-func parsePositiveIntThen(d *caddyfile.Dispenser) (int, error) {
+func PositiveIntThen(d *caddyfile.Dispenser) (int, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return 0, d.ArgErr()
@@ -133,9 +121,9 @@ func parsePositiveIntThen(d *caddyfile.Dispenser) (int, error) {
 	return n, nil
 }
 
-// parseShare reads exactly one share from 0 to 1, as a fraction (0.05)
+// Share reads exactly one share from 0 to 1, as a fraction (0.05)
 // or a percentage (5%).
-func parseShare(d *caddyfile.Dispenser) (float64, error) {
+func Share(d *caddyfile.Dispenser) (float64, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return 0, d.ArgErr()
@@ -160,8 +148,8 @@ func share(s string) (float64, bool) {
 	return v, err == nil && !math.IsNaN(v) && v >= 0 && v <= 1
 }
 
-// parseOnOff reads exactly one `on` or `off`.
-func parseOnOff(d *caddyfile.Dispenser) (bool, error) {
+// OnOff reads exactly one `on` or `off`.
+func OnOff(d *caddyfile.Dispenser) (bool, error) {
 	name := d.Val()
 	if !d.NextArg() {
 		return false, d.ArgErr()
@@ -176,9 +164,9 @@ func parseOnOff(d *caddyfile.Dispenser) (bool, error) {
 	return on, nil
 }
 
-// parseShareOr reads exactly one share (as parseShare), or the word word,
+// ShareOr reads exactly one share (as parseShare), or the word word,
 // which stands for the value it returns.
-func parseShareOr(d *caddyfile.Dispenser, word string, value float64) (float64, error) {
+func ShareOr(d *caddyfile.Dispenser, word string, value float64) (float64, error) {
 	if d.CountRemainingArgs() == 1 {
 		name := d.Val()
 		d.NextArg()
@@ -191,11 +179,11 @@ func parseShareOr(d *caddyfile.Dispenser, word string, value float64) (float64, 
 		}
 		return v, nil
 	}
-	return parseShare(d)
+	return Share(d)
 }
 
-// parsePositiveFloat reads exactly one positive number.
-func parsePositiveFloat(d *caddyfile.Dispenser) (float64, error) {
+// PositiveFloat reads exactly one positive number.
+func PositiveFloat(d *caddyfile.Dispenser) (float64, error) {
 	name := d.Val()
 	var s string
 	if !d.AllArgs(&s) {
