@@ -50,6 +50,7 @@ var layers = map[string][]string{
 	"module/clients":               {"module/clock", "module/credentials", "module/fleet", "module/jsonscan", "module/lograte", "module/loop", "module/protocol", "module/ratelimit", "module/registry", "module/reload"},
 	"module/statemetrics":          {"module/adminapi", "module/healthscore"},
 	"module/books":                 {"module/adminapi", "module/clock", "module/cost", "module/journal", "module/loop", "module/registry", "module/reload"},
+	"module/upstream":              {"module/because", "module/breaker", "module/caddyargs", "module/clock", "module/fleet", "module/healthscore", "module/loop", "module/overflow", "module/probe", "module/registry", "module/reload", "module/vllmmetrics"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},
 	"caddyfile":                    {"module/hybridllm"},

@@ -21,6 +21,12 @@ type Clock interface {
 // System is the clock of the machine: time.Now.
 var System Clock = system{}
 
+// Process is the clock of what a Caddy config provisions (its gateways,
+// the selection policies of plain proxies) and of the admin endpoints
+// and metrics that span them: System, except in a test that loads a
+// whole Caddy and drives its time, which sets it before loading.
+var Process = System
+
 type system struct{}
 
 func (system) Now() time.Time { return time.Now() }

@@ -17,6 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -157,19 +159,19 @@ func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf(`name the group: {"group":"self"}, with "endpoint" for one endpoint of a %s group; the groups: %s`, KindVLLM, strings.Join(sortedKeys(g.Groups), ", "))}
 	}
 	grp := g.Groups[req.Group]
-	if grp == nil || grp.shared == nil {
+	if grp == nil || grp.Shared == nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no group %q; its groups: %s", g.Name, req.Group, strings.Join(sortedKeys(g.Groups), ", "))}
 	}
 	what := map[string]any{"gateway": g.Name, "group": req.Group, "drained": drained}
-	var ep *endpoint
+	var ep *upstream.Endpoint
 	if req.Endpoint != "" {
-		if grp.vllm == nil {
+		if grp.VLLM == nil {
 			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("endpoints are drained one by one in groups of kind %s; drain group %q as a whole", KindVLLM, req.Group)}
 		}
-		if ep = grp.vllm.lookup(req.Endpoint); ep == nil {
+		if ep = grp.VLLM.Lookup(req.Endpoint); ep == nil {
 			var dials []string
-			for ep := range grp.vllm.all() {
-				dials = append(dials, ep.dial)
+			for ep := range grp.VLLM.All() {
+				dials = append(dials, ep.Dial)
 			}
 			slices.Sort(dials)
 			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("group %q has no endpoint %q; its endpoints: %s", req.Group, req.Endpoint, strings.Join(dials, ", "))}
@@ -187,9 +189,9 @@ func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 		what["registry_revision"] = rev
 		g.reg.await(rev)
 	case ep != nil:
-		ep.drained.Store(drained)
+		ep.Drained.Store(drained)
 	default:
-		grp.shared.drained.Store(drained)
+		grp.Shared.Drained.Store(drained)
 	}
 	if g.reg == nil && g.life.storage != nil {
 		// kept for the next start (see drains.go)
@@ -198,12 +200,12 @@ func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 			what["not_stored"] = err.Error()
 		}
 	}
-	if !drained && ep == nil && grp.vllm != nil {
+	if !drained && ep == nil && grp.VLLM != nil {
 		// a group's undrain leaves its endpoints' own drains as they are
 		var still []string
-		for ep := range grp.vllm.all() {
-			if ep.drained != nil && ep.drained.Load() {
-				still = append(still, ep.dial)
+		for ep := range grp.VLLM.All() {
+			if ep.Drained != nil && ep.Drained.Load() {
+				still = append(still, ep.Dial)
 			}
 		}
 		if len(still) > 0 {
@@ -313,7 +315,7 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodGet {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed; use GET", r.Method)}
 	}
-	from, to, err := ledgerWindowOf(r.URL.Query(), provisionClock.Now())
+	from, to, err := ledgerWindowOf(r.URL.Query(), clock.Process.Now())
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}

@@ -288,7 +288,7 @@ func (s *aliasSetup) target(al *Alias, t *Target) error {
 	}
 	t.run.fallbackOn = set
 	t.group = grp
-	t.run.retries = grp.defaultRetries(s.registry)
+	t.run.retries = grp.DefaultRetries(s.registry)
 	if t.Retries != nil {
 		t.run.retries = *t.Retries
 	}
@@ -399,13 +399,13 @@ func (t *Target) contextWindow() int {
 	if t.ContextWindow > 0 {
 		return t.ContextWindow
 	}
-	vg := t.group.vllm
+	vg := t.group.VLLM
 	if vg == nil {
 		return 0
 	}
 	window := 0
-	for ep := range vg.all() {
-		if n := ep.p.Snapshot().Models[t.Model]; n > 0 && (window == 0 || n < window) {
+	for ep := range vg.All() {
+		if n := ep.Prober.Snapshot().Models[t.Model]; n > 0 && (window == 0 || n < window) {
 			window = n
 		}
 	}
@@ -416,13 +416,13 @@ func (t *Target) contextWindow() int {
 // group is drained, its cloud's model list lacks the name, or the cloud
 // asked to be left alone (a 429).
 func (t *Target) takenOut(c clock.Clock) reason {
-	if t.group.shared.drained.Load() {
+	if t.group.Shared.Drained.Load() {
 		return because.Drained
 	}
-	if t.group.check.lacks(t.Model) {
+	if t.group.Check.Lacks(t.Model) {
 		return because.Misconfig // the cloud's model list lacks the name
 	}
-	if t.group.vllm == nil && t.group.shared.breaker.HeldNow(c) {
+	if t.group.VLLM == nil && t.group.Shared.Breaker.HeldNow(c) {
 		return because.RateLimited
 	}
 	return ""

@@ -13,6 +13,8 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -22,9 +24,9 @@ type attemptResult struct {
 	// the response has started (the client got bytes, successful or
 	// not): no other target may be tried
 	done    bool
-	ep      *endpoint     // the vLLM endpoint it went to, if known
-	verdict verdict       // what it says about the upstream
-	cause   breaker.Cause // of a failure, for the endpoint's breaker
+	ep      *upstream.Endpoint // the vLLM endpoint it went to, if known
+	verdict verdict            // what it says about the upstream
+	cause   breaker.Cause      // of a failure, for the endpoint's breaker
 	// the endpoint, or the cloud group, answered 429 with Retry-After
 	// and is held out
 	held bool
@@ -36,7 +38,7 @@ type attemptResult struct {
 
 // attemptTurn is an attempt's place in the request's plan.
 type attemptTurn struct {
-	avoid []*endpoint // the target's endpoints that failed the request already
+	avoid []*upstream.Endpoint // the target's endpoints that failed the request already
 	// targets follow: a 400 is held, so that a context-length error
 	// goes to the next one
 	more bool
@@ -57,22 +59,22 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	n := len(rt.x.attempts)
 	actx = rt.beginAttempt(actx, aw, turn)
 	pr := rt.attemptRequest(actx, t, aw)
-	if vg := t.group.vllm; vg != nil {
+	if vg := t.group.VLLM; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
-		aw.slot = attemptSlot{group: vg, model: t.Model, avoid: turn.avoid}
-		defer aw.slot.release()
+		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.avoid}
+		defer aw.slot.Release()
 	}
 	firstByte := aw.firstByteLimit()
 	defer func() { firstByte.stop() }() // also when the proxy panics
-	t.group.inflight.Add(1)
+	t.group.Inflight.Add(1)
 	defer aw.unwatch() // also when the proxy panics
 	// the observers see the attempt end however it ends (a mid-stream
 	// failure ends in a panic), before its slot is given back
 	defer rt.endAttempt(aw, &res, n)
 	var end attemptEnd
-	end.aborted, end.err = proxy(t.group.run.serve, aw, pr)
-	t.group.inflight.Add(-1)
+	end.aborted, end.err = proxy(t.group.Run.Serve, aw, pr)
+	t.group.Inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
 	// an answer the proxy has read whole (a held 400) is no late one. A
 	// limit that fired before may still be running (Stop does not wait
@@ -80,7 +82,7 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	// before it is sent
 	firstByte.stop()
 	firstByte = nil
-	res.ep = aw.slot.ep
+	res.ep = aw.slot.Endpoint
 	err = rt.conclude(ctx, actx, t, aw, &end, &res)
 	return res, err
 }
@@ -129,7 +131,7 @@ type attemptEnd struct {
 // the request's variables in a map of its own.
 func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context, context.CancelFunc) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
-	if t.run.timeout > 0 || (t.run.firstByte > 0 && rt.q.stream) || t.run.idle > 0 || t.group.vllm != nil {
+	if t.run.timeout > 0 || (t.run.firstByte > 0 && rt.q.stream) || t.run.idle > 0 || t.group.VLLM != nil {
 		actx, cancel = context.WithCancel(ctx)
 	}
 	if rt.first.rt != nil {
@@ -255,7 +257,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		if aw.status == http.StatusNotFound && rt.q.api.Errors.ModelNotFound(aw.hold.notFound) {
 			a.reason = because.ModelNotFound
 		}
-		a.wait = upstreamRetryAfter(aw.header, rt.g.clock.Now())
+		a.wait = ratelimit.Asked(aw.header, rt.g.clock.Now())
 	case aw.state.Load() == attemptAbandoned:
 		a.reason = because.FirstByte
 	case ctx.Err() != nil:
@@ -266,8 +268,8 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		a.reason = because.ConnReset // the upstream broke off a held answer
 	default:
 		a.reason = because.Classify(end.err)
-		if a.reason == because.NoEndpoint && aw.slot.skip != "" {
-			a.reason = aw.slot.skip // the policy knows better why
+		if a.reason == because.NoEndpoint && aw.slot.Skip != "" {
+			a.reason = aw.slot.Skip // the policy knows better why
 		}
 		if a.reason == because.ConnReset && !rt.staleRetried && because.WriteFailed(end.err) {
 			// Go's transport resends a request whose pooled connection
@@ -278,21 +280,21 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 			res.stale, res.verdict = true, verdictNone
 			// the pool's other connections to the upstream are as old:
 			// the next attempt dials a new one
-			t.group.closeIdleConnections()
+			t.group.CloseIdleConnections()
 			return
 		}
 	}
 	rt.x.attempts = append(rt.x.attempts, a)
 	if ep := res.ep; ep != nil {
-		res.cause = breaker.Cause{Conn: connFailure(a.reason), Probe: ep.p.HealthSeq()}
+		res.cause = breaker.Cause{Conn: connFailure(a.reason), Probe: ep.Prober.HealthSeq()}
 		if a.status == http.StatusTooManyRequests {
-			res.held = ep.br.HoldFor(a.wait, rt.g.clock.Now())
+			res.held = ep.Breaker.HoldFor(a.wait, rt.g.clock.Now())
 		}
-	} else if a.status == http.StatusTooManyRequests && t.group.vllm == nil {
+	} else if a.status == http.StatusTooManyRequests && t.group.VLLM == nil {
 		// a cloud's rate limit that says when to come back: the group
 		// gets nothing until then, rather than every request of a peak
 		// in turn; a rate limit is no fault
-		res.held = t.group.shared.breaker.HoldFor(a.wait, rt.g.clock.Now())
+		res.held = t.group.Shared.Breaker.HoldFor(a.wait, rt.g.clock.Now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.x.id), rt.x.clientIDField(), zap.String("group", t.Group),

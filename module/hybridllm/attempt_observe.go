@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -47,7 +48,7 @@ type attemptRecord struct {
 	// the time to its answer's first byte, if it answered a stream (0:
 	// the whole attempt is its latency)
 	firstByte time.Duration
-	slot      *attemptSlot // the selection policy's handle, in a vLLM group
+	slot      *upstream.Slot // the selection policy's handle, in a vLLM group
 }
 
 // attemptAsk is what an attempt's observers see of its request.

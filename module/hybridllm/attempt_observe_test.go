@@ -9,6 +9,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // A target gets the attempt observers its config calls for: the ledger's
@@ -25,13 +26,13 @@ func TestObserversOfWhatIsConfigured(t *testing.T) {
 		want string
 	}{
 		{"a cloud", k, &Target{group: &Group{Kind: KindOpenAI}}, "faults span"},
-		{"a cloud that occupies GPUs", k, &Target{group: &Group{Kind: KindOpenAI, run: groupRun{occupancy: 0.1}}}, "occupancy faults span"},
-		{"occupancy without a ledger", targetKit{}, &Target{group: &Group{Kind: KindOpenAI, run: groupRun{occupancy: 0.1}}}, "faults span"},
+		{"a cloud that occupies GPUs", k, &Target{group: &Group{Kind: KindOpenAI, Run: upstream.GroupRun{Occupancy: 0.1}}}, "occupancy faults span"},
+		{"occupancy without a ledger", targetKit{}, &Target{group: &Group{Kind: KindOpenAI, Run: upstream.GroupRun{Occupancy: 0.1}}}, "faults span"},
 		{"a watched member", k, &Target{seen: targetSeen{health: &healthMember{}}, group: &Group{Kind: KindOpenAI}}, "health faults span"},
 		{"a latency strategy", k, &Target{seen: targetSeen{latency: &memberLatency{}}, group: &Group{Kind: KindOpenAI}}, "health faults span"},
-		{"vllm unscored", k, &Target{group: &Group{Kind: KindVLLM, vllm: &vllmGroup{}}}, "faults span"},
-		{"vllm scored, with a breaker", k, &Target{group: &Group{Kind: KindVLLM, vllm: &vllmGroup{scored: true},
-			Breaker: &breaker.Config{}, run: groupRun{occupancy: 0.5}}}, "occupancy health faults breaker span"},
+		{"vllm unscored", k, &Target{group: &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{}}}, "faults span"},
+		{"vllm scored, with a breaker", k, &Target{group: &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{Scored: true},
+			Breaker: &breaker.Config{}, Run: upstream.GroupRun{Occupancy: 0.5}}}, "occupancy health faults breaker span"},
 	} {
 		var names []string
 		for _, o := range tc.k.observersOf(tc.t) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // headerMaps keeps the attempts' own header maps for reuse: a map is
@@ -38,7 +39,7 @@ type attemptWriter struct {
 	header http.Header
 	status int
 	state  atomic.Int32
-	slot   attemptSlot   // for the selection policy, on a vLLM group
+	slot   upstream.Slot // for the selection policy, on a vLLM group
 	body   upstreamBody  // the request body this attempt sends
 	began  time.Time     // the attempt's start
 	rec    attemptRecord // what the attempt's observers see of it
@@ -88,7 +89,7 @@ const (
 	attemptExpired   // the target's timeout passed before the commit
 )
 
-func (aw *attemptWriter) heldSlot() *attemptSlot { return &aw.slot }
+func (aw *attemptWriter) HeldSlot() *upstream.Slot { return &aw.slot }
 
 func (aw *attemptWriter) Header() http.Header {
 	if aw.header == nil {

@@ -5,21 +5,18 @@ package hybridllm
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
-	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
 // chatRequest builds a chat request body of about size bytes.
@@ -150,7 +147,7 @@ func BenchmarkScanTop(b *testing.B) {
 // with access logs off, and with the routing record written as JSON.
 func BenchmarkMeterAndLog(b *testing.B) {
 	g := &Gateway{Name: "default"}
-	grp := &Group{run: groupRun{name: "self"}, Kind: KindVLLM}
+	grp := &Group{Run: upstream.GroupRun{Name: "self"}, Kind: KindVLLM}
 	t := &Target{Group: "self", Model: "qwen", group: grp}
 	t.seen.metrics = newTargetMetrics(g.Name, "chat-main", t, "")
 	al := &Alias{name: "chat-main", Targets: []*Target{t}}
@@ -181,49 +178,4 @@ func BenchmarkMeterAndLog(b *testing.B) {
 			}
 		})
 	}
-}
-
-// BenchmarkRegistryEndpoints100 applies a registry group of 100 endpoints
-// the config lacks: their weights changed, and all of them added and
-// removed (the probers' start and stop stubbed out).
-func BenchmarkRegistryEndpoints100(b *testing.B) {
-	list := func(w float64) []registry.Endpoint {
-		out := make([]registry.Endpoint, 100)
-		for i := range out {
-			out[i] = registry.Endpoint{Address: fmt.Sprintf("10.0.%d.%d:8000", i/250, i%250+1), Weight: &w}
-		}
-		return out
-	}
-	one, two := list(1), list(2)
-	newGroup := func() *vllmGroup {
-		return &vllmGroup{name: "self", endpoints: map[string]*endpoint{},
-			adds: endpointAdds{spawn: func(dial string) (*endpoint, error) {
-				return &endpoint{dial: dial, weight: 1, drained: new(atomic.Bool), br: new(breaker.Breaker)}, nil
-			},
-				unspawn: func(*endpoint) {}}}
-	}
-	logger := zap.NewNop()
-	b.Run("weights", func(b *testing.B) {
-		g := newGroup()
-		g.applyEndpoints(one, logger)
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if i%2 == 0 {
-				g.applyEndpoints(two, logger)
-			} else {
-				g.applyEndpoints(one, logger)
-			}
-		}
-	})
-	b.Run("add_remove", func(b *testing.B) {
-		g := newGroup()
-		b.ReportAllocs()
-		for i := 0; b.Loop(); i++ {
-			if i%2 == 0 {
-				g.applyEndpoints(one, logger)
-			} else {
-				g.applyEndpoints(nil, logger)
-			}
-		}
-	})
 }

@@ -17,10 +17,6 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// bodySlack is how much a request body may grow on its way upstream: a
-// longer model name swapped in, the stream usage asked for.
-const bodySlack = 4 << 10
-
 // errBodyTooLarge reports a body over the configured cap.
 var errBodyTooLarge = errors.New("request body too large")
 
@@ -255,7 +251,7 @@ func visibleASCII(s string) bool {
 // does (u), the usage asked for (injected). It returns the body's length.
 func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, injected bool) {
 	body, top := q.body, &q.top
-	if t.group.run.streamUsage && u.body != nil {
+	if t.group.Run.StreamUsage && u.body != nil {
 		body, top = u.body.body, &u.body.top
 		injected = true
 	}
@@ -264,7 +260,7 @@ func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, 
 	if sp, ok := t.modelSplice(top); ok {
 		splices[n], n = sp, n+1
 	}
-	if t.group.run.streamUsage && u.splice.with != nil {
+	if t.group.Run.StreamUsage && u.splice.with != nil {
 		splices[n], n = u.splice, n+1
 		injected = true
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // Cloud prices per second are per request-second: the all-cloud scenario
@@ -90,7 +91,7 @@ func TestLedgerWindowQuery(t *testing.T) {
 func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	clk := fakeClock(t)
 	self := &Group{Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 1000},
-		vllm: &vllmGroup{endpoints: map[string]*endpoint{"10.0.0.5:8000": {maxNumSeqs: 10}}}}
+		VLLM: &upstream.VLLMGroup{Endpoints: map[string]*upstream.Endpoint{"10.0.0.5:8000": {MaxNumSeqs: 10}}}}
 	cloud := &Group{Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.0000975}}
 	g := &Gateway{Name: "seed-month", Groups: map[string]*Group{"self": self, "cloud": cloud}, logger: zap.NewNop(), clock: clk}
 	g.money = money{groups: g.Groups, logger: g.logger}

@@ -9,6 +9,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -69,15 +70,15 @@ func connFailure(why reason) bool {
 // serving; a group whose endpoints are all out is skipped for that.
 // The attempt carrying the group's half-open trial settles it; a failure
 // that is the endpoint's alone gives the trial to the next request.
-func (o breakerObserver) settle(t *Target, res *attemptResult, slot *attemptSlot, turn attemptTurn) {
+func (o breakerObserver) settle(t *Target, res *attemptResult, slot *upstream.Slot, turn attemptTurn) {
 	bc, v := t.group.Breaker, res.verdict
 	if ep := res.ep; ep != nil {
 		ev := v
 		if res.held {
 			ev = verdictNone
 		}
-		o.settleOne(ep.br, bc, breaker.Verdict{Outcome: ev, Trial: slot.trial, Cause: res.cause}, t.Group, ep.dial)
-		if v == verdictFailure && len(turn.avoid)+slot.failed < 1 {
+		o.settleOne(ep.Breaker, bc, breaker.Verdict{Outcome: ev, Trial: slot.Trial, Cause: res.cause}, t.Group, ep.Dial)
+		if v == verdictFailure && len(turn.avoid)+slot.Failed < 1 {
 			v = verdictNone
 		}
 	}
@@ -85,6 +86,6 @@ func (o breakerObserver) settle(t *Target, res *attemptResult, slot *attemptSlot
 		v = verdictNone // busy, not broken
 	}
 	if turn.groupTrial || v != verdictNone {
-		o.settleOne(&t.group.shared.breaker, bc, breaker.Verdict{Outcome: v, Trial: turn.groupTrial}, t.Group, "")
+		o.settleOne(&t.group.Shared.Breaker, bc, breaker.Verdict{Outcome: v, Trial: turn.groupTrial}, t.Group, "")
 	}
 }

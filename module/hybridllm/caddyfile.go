@@ -467,7 +467,7 @@ func (g *Gateway) checkNames() error {
 	for _, name := range sortedKeys(g.Groups) {
 		grp := g.Groups[name]
 		if grp.Kind == KindVLLM && !gjson.GetBytes(grp.ProxyRaw, "upstreams").Exists() && !gjson.GetBytes(grp.ProxyRaw, "dynamic_upstreams").Exists() {
-			return fmt.Errorf("group '%s' of kind vllm has no upstream: give its vLLM servers' addresses (proxy 10.0.0.5:8000 ...), at %s", name, grp.run.pos)
+			return fmt.Errorf("group '%s' of kind vllm has no upstream: give its vLLM servers' addresses (proxy 10.0.0.5:8000 ...), at %s", name, grp.Run.Pos)
 		}
 	}
 	return nil

@@ -14,12 +14,13 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // unmarshalGroup parses a group block; its syntax is in the doc of
 // Gateway.UnmarshalCaddyfile.
 func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Group, error) {
-	grp := &Group{run: groupRun{pos: posOf(d)}}
+	grp := &Group{Run: upstream.GroupRun{Pos: posOf(d)}}
 	var schemeless []string // the proxy's upstreams written without a scheme
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
@@ -292,7 +293,7 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 	oc := new(OverflowConfig)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		name := d.Val()
-		var dst **Threshold
+		var dst **upstream.Threshold
 		switch name {
 		case "waiting":
 			dst = &oc.Waiting
@@ -331,7 +332,7 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 		if rec >= trig || trig <= 0 || rec < 0 {
 			return nil, d.Errf("%s: the recover level (%s) must be below the trigger (%s), leaving a dead band", name, b, a)
 		}
-		*dst = &Threshold{Trigger: trig, Recover: rec}
+		*dst = &upstream.Threshold{Trigger: trig, Recover: rec}
 	}
 	if err := oc.Validate(); err != nil {
 		return nil, d.Err(err.Error())

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
 )
 
@@ -99,7 +100,7 @@ func checkKeyInClear(d *caddyfile.Dispenser, grp *Group, schemeless []string) er
 		if h, _, err := net.SplitHostPort(a); err == nil {
 			host = h
 		}
-		if privateHost(strings.Trim(host, "[]")) {
+		if upstream.PrivateHost(strings.Trim(host, "[]")) {
 			continue
 		}
 		return d.Errf("proxy upstream %s has no scheme, so its API key would go over plain HTTP: write https://%s", a, strings.TrimSuffix(a, ":443"))

@@ -18,6 +18,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -53,7 +54,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			c := cs.Named(name)
 			c.RPM, c.TPM, c.Usage = 1<<30, 1<<30, new(clients.Usage)
 		}
-		t := &Target{Group: "self", Model: "qwen", group: &Group{run: groupRun{name: "self"}}}
+		t := &Target{Group: "self", Model: "qwen", group: &Group{Run: upstream.GroupRun{Name: "self"}}}
 		t.seen.metrics = newTargetMetrics("bench", "chat-main", t, "")
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
@@ -82,7 +83,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		for _, name := range cs.Names() {
 			cs.Named(name).BudgetDay = 1e9
 		}
-		cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
+		cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)

@@ -15,6 +15,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -113,7 +114,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}
 
-	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, group: &Group{run: groupRun{name: "small"}}}
+	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, group: &Group{Run: upstream.GroupRun{Name: "small"}}}
 	for _, tc := range []struct {
 		path, body string
 		want       int64
@@ -142,8 +143,8 @@ func TestTokenBoundCeilings(t *testing.T) {
 func TestCloudHoldOnATier(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
-	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{run: groupRun{name: "cloud-small"},
-		Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{Run: upstream.GroupRun{Name: "cloud-small"},
+		Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
 	if why := admitTo(rt, tier); why != "" {
 		t.Fatal(why)
@@ -161,7 +162,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 func TestSkipTakesNoHold(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
-	cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
+	cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
@@ -214,19 +215,19 @@ func TestSkipTakesNoHold(t *testing.T) {
 func TestDegradeNowHasNoEffects(t *testing.T) {
 	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
-	upper := &Target{Group: "big", group: &Group{run: groupRun{name: "big"}, shared: &groupShared{}}}
+	upper := &Target{Group: "big", group: &Group{Run: upstream.GroupRun{Name: "big"}, Shared: &upstream.GroupState{}}}
 	upper.trigger = &degradeTrigger{t: upper}
 	upper.trigger.active.Store(true)
 
 	// a self-hosted tier whose group is over its overflow trigger
-	ep := &endpoint{p: probe.New("http://127.0.0.1:1", clock.System, zap.NewNop()), br: new(breaker.Breaker)}
-	ep.p.Inflight.Store(5)
-	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{run: groupRun{name: "small"}, shared: &groupShared{},
-		Overflow: &OverflowConfig{InFlight: &Threshold{Trigger: 2, Recover: 1}},
-		vllm:     &vllmGroup{name: "small", endpoints: map[string]*endpoint{"a": ep}, cfg: vllmSettings{staleAfter: time.Second}}}}
+	ep := &upstream.Endpoint{Prober: probe.New("http://127.0.0.1:1", clock.System, zap.NewNop()), Breaker: new(breaker.Breaker)}
+	ep.Prober.Inflight.Store(5)
+	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{Run: upstream.GroupRun{Name: "small"}, Shared: &upstream.GroupState{},
+		Overflow: &OverflowConfig{InFlight: &upstream.Threshold{Trigger: 2, Recover: 1}},
+		VLLM:     &upstream.VLLMGroup{Name: "small", Endpoints: map[string]*upstream.Endpoint{"a": ep}, Settings: upstream.Settings{StaleAfter: time.Second}}}}
 	// a priced cloud tier
-	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, group: &Group{run: groupRun{name: "cloud-small"}, Kind: KindOpenAI,
-		shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, group: &Group{Run: upstream.GroupRun{Name: "cloud-small"}, Kind: KindOpenAI,
+		Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 
 	al := &Alias{name: "chat", chain: &chain{cap: 1}}
 	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
@@ -241,7 +242,7 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	if rt.passage.rest = []*Target{busy}; leavesForTier(&rt.passage, upper) {
 		t.Fatal("degraded to a tier that overflows")
 	}
-	if active, since, _, changes := busy.group.shared.overflow.View(); active || changes != 0 || !since.IsZero() || rt.passage.overflow != "" {
+	if active, since, _, changes := busy.group.Shared.Overflow.View(); active || changes != 0 || !since.IsZero() || rt.passage.overflow != "" {
 		t.Fatalf("judging the tier drove its overflow: active %v, changes %d, request's overflow %q",
 			active, changes, rt.passage.overflow)
 	}

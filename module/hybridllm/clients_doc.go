@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 )
 
 // clientsDoc describes the clients in force (cr: none when nil) of
@@ -73,7 +74,7 @@ func serveClients(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := []adminapi.ClientsDoc{}
-	t := provisionClock.Now()
+	t := clock.Process.Now()
 	for _, g := range gws {
 		out = append(out, clientsDoc(g.Name, &g.money, g.in.callers, t))
 	}

@@ -112,7 +112,7 @@ func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
 	if s.deadline > 0 {
 		dur = min(dur, s.deadline)
 	}
-	need := cc.requestCost(prompt, completion, 0, dur)
+	need := cc.RequestCost(prompt, completion, 0, dur)
 	if need <= p.hold.usd {
 		return holdQuote{}, false
 	}

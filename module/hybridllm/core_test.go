@@ -76,7 +76,7 @@ func coreGateway(t *testing.T, rec *seen, upstreams map[string]upstreamFunc) *Ga
 	t.Cleanup(func() { _ = g.Cleanup() })
 	for name, grp := range g.Groups {
 		up := upstreams[name]
-		grp.run.serve = upstreamFunc(func(w http.ResponseWriter, r *http.Request) error {
+		grp.Run.Serve = upstreamFunc(func(w http.ResponseWriter, r *http.Request) error {
 			rec.record(name, r)
 			if up == nil {
 				t.Errorf("group %s was not to be tried", name)

@@ -190,7 +190,7 @@ func provisionChain(al *Alias) error {
 			}
 		}
 		// a vllm target with a tier after it may degrade its new requests
-		if t.group.vllm == nil || !slices.ContainsFunc(al.Targets[i+1:], func(o *Target) bool { return o.Tier != nil }) {
+		if t.group.VLLM == nil || !slices.ContainsFunc(al.Targets[i+1:], func(o *Target) bool { return o.Tier != nil }) {
 			continue
 		}
 		cfg := degrade.Config{SLO: time.Duration(dc.SLO), Factor: dc.SLOFactor, QueueDepth: dc.QueueDepth,
@@ -241,7 +241,7 @@ func (c *chain) state(t time.Time) *adminapi.DegradeState {
 // observe evaluates the trigger from its group's signals at t, logging a
 // change.
 func (dt *degradeTrigger) observe(t time.Time, logger *zap.Logger) {
-	s := dt.t.group.vllm.signals(t)
+	s := dt.t.group.VLLM.Signals(t)
 	dt.mu.Lock()
 	d, changed := dt.tr.Observe(t, degrade.Signals{P99: s.TTFTP99, Queue: s.Waiting, KV: s.KV})
 	dt.d = d

@@ -80,7 +80,7 @@ func (u *usageAsk) tierBody(q *asked, watch []string, t *Target, b *upstreamBody
 	if sp, ok := t.modelSplice(&top); ok {
 		splices[n], n = sp, n+1
 	}
-	if t.group.run.streamUsage && (u.splice.with != nil || u.body != nil) {
+	if t.group.Run.StreamUsage && (u.splice.with != nil || u.body != nil) {
 		if sp, rewritten, ok := withStreamUsage(out, &top); ok {
 			injected = true
 			if rewritten != nil {

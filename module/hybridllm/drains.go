@@ -9,7 +9,6 @@ import (
 	"errors"
 	"io/fs"
 	"net/url"
-	"slices"
 	"sync"
 	"time"
 
@@ -56,17 +55,17 @@ func loadDrains(st certmagic.Storage, gw string, groups map[string]*Group, logge
 		return
 	}
 	for _, name := range d.Groups {
-		if grp := groups[name]; grp != nil && grp.shared != nil && !grp.shared.drained.Swap(true) {
+		if grp := groups[name]; grp != nil && grp.Shared != nil && !grp.Shared.Drained.Swap(true) {
 			logger.Info("drained, as before the restart", zap.String("group", name))
 		}
 	}
 	for _, name := range sortedKeys(d.Endpoints) {
 		grp := groups[name]
-		if grp == nil || grp.shared == nil {
+		if grp == nil || grp.Shared == nil {
 			continue
 		}
 		for _, dial := range d.Endpoints[name] {
-			if !grp.shared.endpoint(dial).drained.Swap(true) {
+			if !grp.Shared.Endpoint(dial).Drained.Swap(true) {
 				logger.Info("drained, as before the restart", zap.String("group", name), zap.String("endpoint", dial))
 			}
 		}
@@ -79,24 +78,19 @@ func saveDrains(ctx context.Context, st certmagic.Storage, gw string, groups map
 	defer drainsMu.Unlock()
 	var d storedDrains
 	for _, name := range sortedKeys(groups) {
-		gs := groups[name].shared
+		gs := groups[name].Shared
 		if gs == nil {
 			continue
 		}
-		if gs.drained.Load() {
+		if gs.Drained.Load() {
 			d.Groups = append(d.Groups, name)
 		}
-		gs.mu.Lock()
-		for dial, es := range gs.endpoints {
-			if es.drained.Load() {
-				if d.Endpoints == nil {
-					d.Endpoints = map[string][]string{}
-				}
-				d.Endpoints[name] = append(d.Endpoints[name], dial)
+		if dials := gs.DrainedEndpoints(); len(dials) > 0 {
+			if d.Endpoints == nil {
+				d.Endpoints = map[string][]string{}
 			}
+			d.Endpoints[name] = dials
 		}
-		gs.mu.Unlock()
-		slices.Sort(d.Endpoints[name])
 	}
 	raw, err := json.Marshal(d)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -18,32 +19,32 @@ func TestDrainsLastInStorage(t *testing.T) {
 	gateway := func() *Gateway {
 		g := &Gateway{Name: "gw/1", life: lifetime{storage: st}, logger: zap.NewNop(), Groups: map[string]*Group{}}
 		for _, name := range []string{"self", "cloud", "spare"} {
-			g.Groups[name] = &Group{shared: &groupShared{endpoints: map[string]*endpointShared{}}}
+			g.Groups[name] = &Group{Shared: upstream.NewGroupState()}
 		}
 		loadDrains(st, g.Name, g.Groups, g.logger)
 		return g
 	}
 	g := gateway()
-	g.Groups["cloud"].shared.drained.Store(true)
-	g.Groups["spare"].shared.drained.Store(true)
-	g.Groups["self"].shared.endpoint("10.0.0.5:8000").drained.Store(true)
-	g.Groups["self"].shared.endpoint("10.0.0.6:8000")
+	g.Groups["cloud"].Shared.Drained.Store(true)
+	g.Groups["spare"].Shared.Drained.Store(true)
+	g.Groups["self"].Shared.Endpoint("10.0.0.5:8000").Drained.Store(true)
+	g.Groups["self"].Shared.Endpoint("10.0.0.6:8000")
 	if err := saveDrains(context.Background(), st, g.Name, g.Groups); err != nil {
 		t.Fatal(err)
 	}
-	g.Groups["spare"].shared.drained.Store(false) // undrained
+	g.Groups["spare"].Shared.Drained.Store(false) // undrained
 	if err := saveDrains(context.Background(), st, g.Name, g.Groups); err != nil {
 		t.Fatal(err)
 	}
 
 	g = gateway() // a new process
-	self := g.Groups["self"].shared
-	if !g.Groups["cloud"].shared.drained.Load() || g.Groups["spare"].shared.drained.Load() || self.drained.Load() {
-		t.Errorf("groups drained: cloud %v, spare %v, self %v; want only cloud", g.Groups["cloud"].shared.drained.Load(),
-			g.Groups["spare"].shared.drained.Load(), self.drained.Load())
+	self := g.Groups["self"].Shared
+	if !g.Groups["cloud"].Shared.Drained.Load() || g.Groups["spare"].Shared.Drained.Load() || self.Drained.Load() {
+		t.Errorf("groups drained: cloud %v, spare %v, self %v; want only cloud", g.Groups["cloud"].Shared.Drained.Load(),
+			g.Groups["spare"].Shared.Drained.Load(), self.Drained.Load())
 	}
-	if !self.endpoint("10.0.0.5:8000").drained.Load() || self.endpoint("10.0.0.6:8000").drained.Load() {
-		t.Errorf("self's endpoints drained: %v %v; want only 10.0.0.5:8000", self.endpoint("10.0.0.5:8000").drained.Load(),
-			self.endpoint("10.0.0.6:8000").drained.Load())
+	if !self.Endpoint("10.0.0.5:8000").Drained.Load() || self.Endpoint("10.0.0.6:8000").Drained.Load() {
+		t.Errorf("self's endpoints drained: %v %v; want only 10.0.0.5:8000", self.Endpoint("10.0.0.5:8000").Drained.Load(),
+			self.Endpoint("10.0.0.6:8000").Drained.Load())
 	}
 }

@@ -12,9 +12,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
 )
 
@@ -62,13 +62,13 @@ func drillTarget(ctx context.Context, t *Target) adminapi.DrillResult {
 // drillAddresses lists the endpoints of a group: the proxy's upstreams
 // (or what its dynamic upstreams list now), then those a registry added.
 func drillAddresses(grp *Group, r *http.Request) []string {
-	ups := grp.run.proxy.Upstreams
-	if len(ups) == 0 && grp.run.proxy.DynamicUpstreams != nil && r != nil {
-		ups, _ = grp.run.proxy.DynamicUpstreams.GetUpstreams(r)
+	ups := grp.Run.Proxy.Upstreams
+	if len(ups) == 0 && grp.Run.Proxy.DynamicUpstreams != nil && r != nil {
+		ups, _ = grp.Run.Proxy.DynamicUpstreams.GetUpstreams(r)
 	}
-	if vg := grp.vllm; vg != nil {
-		if a := vg.added.Load(); a != nil {
-			ups = append(ups[:len(ups):len(ups)], a.ups...)
+	if vg := grp.VLLM; vg != nil {
+		if a := vg.Added.Load(); a != nil {
+			ups = append(ups[:len(ups):len(ups)], a.Upstreams...)
 		}
 	}
 	var out []string
@@ -108,29 +108,29 @@ func drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAn
 		res.Error = "could not build the request"
 		return res
 	}
-	slot := &attemptSlot{group: t.group.vllm, model: t.Model, drill: true, pin: addr}
-	w := &bufferWriter{header: make(http.Header), slot: slot}
-	defer slot.release() // whatever the proxy panics with
+	slot := &upstream.Slot{Group: t.group.VLLM, Model: t.Model, Drill: true, Pin: addr}
+	w := upstream.NewBufferWriter(slot)
+	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
-	aborted, err := proxy(t.group.run.proxy, w, req)
+	aborted, err := proxy(t.group.Run.Proxy, w, req)
 	res.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	switch {
-	case w.status != 0 && !aborted:
-		res.Reachable, res.Status = true, w.status
-		res.OK = w.status == http.StatusOK
-		b := w.buf.Bytes()
+	case w.Status() != 0 && !aborted:
+		res.Reachable, res.Status = true, w.Status()
+		res.OK = w.Status() == http.StatusOK
+		b := w.Body()
 		res.AnsweredModel = gjson.GetBytes(b, "model").String()
 		if !res.OK {
 			if msg := gjson.GetBytes(b, "error.message"); msg.Exists() {
 				res.Error = msg.String()
 			} else {
-				res.Error = http.StatusText(w.status)
+				res.Error = http.StatusText(w.Status())
 			}
 		}
 	default:
 		why := because.Classify(err)
-		if why == because.NoEndpoint && slot.skip != "" {
-			why = slot.skip
+		if why == because.NoEndpoint && slot.Skip != "" {
+			why = slot.Skip
 		}
 		res.Error = string(why)
 		if aborted {
@@ -139,32 +139,3 @@ func drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAn
 	}
 	return res
 }
-
-// pinnedSelection wraps a group's selection policy: a drill's request
-// goes to the one endpoint it names (a policy of the gateway's own
-// honours the pin itself, keeping its drain and breaker rules).
-type pinnedSelection struct {
-	reverseproxy.Selector
-}
-
-// Select implements reverseproxy.Selector.
-func (p pinnedSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
-	slot := slotOf(w)
-	if slot == nil || slot.pin == "" {
-		return p.Selector.Select(pool, r, w)
-	}
-	if _, ours := p.Selector.(*LeastLoadSelection); ours && slot.group != nil &&
-		(len(slot.group.endpoints) > 0 || slot.group.added.Load() != nil) {
-		return p.Selector.Select(pool, r, w)
-	}
-	for _, u := range pool {
-		if u.Dial == slot.pin {
-			return p.Selector.Select(reverseproxy.UpstreamPool{u}, r, w)
-		}
-	}
-	slot.skip = because.NoEndpoint
-	return nil
-}
-
-// Interface guards
-var _ reverseproxy.Selector = pinnedSelection{}

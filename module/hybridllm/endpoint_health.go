@@ -5,39 +5,13 @@ package hybridllm
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"sort"
-	"sync/atomic"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
-
-// endpointBase is each endpoint's weight in its group's scheduler: the
-// scheduler's weights read as percentages of a whole endpoint.
-const endpointBase = 100
-
-// endpointScore is an endpoint's health-score scheduling in its vllm
-// group: its member of the group's scheduler, and the share of a whole
-// endpoint it serves at, in hundredths of endpointBase (0: out).
-type endpointScore struct {
-	hm   *healthMember
-	fine atomic.Int64
-}
-
-// share returns the endpoint's share of a whole endpoint: 0 when it is
-// out, below 1 while it ramps back.
-func (es *endpointScore) share() float64 {
-	return min(1, float64(es.fine.Load())/(endpointBase*100))
-}
-
-// admits draws whether an endpoint ramping back takes this request: with
-// the probability of its share (always at a whole share).
-func (es *endpointScore) admits() bool {
-	f := es.share()
-	return f >= 1 || rand.Float64() < f
-}
 
 // provisionEndpointHealth sets up health-score scheduling of a vllm
 // group's endpoints: each is scored over its own window of the group's
@@ -48,7 +22,7 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	if hc == nil {
 		return nil, nil
 	}
-	vg := grp.vllm
+	vg := grp.VLLM
 	if vg == nil {
 		return nil, fmt.Errorf("health applies to groups of kind %s (a weighted set's health watches any target)", KindVLLM)
 	}
@@ -56,25 +30,25 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	if err != nil {
 		return nil, err
 	}
-	hs := &setHealth{gw: gw, group: grp.run.name, logger: logger, clock: c}
+	hs := &setHealth{gw: gw, group: grp.Run.Name, logger: logger, clock: c}
 	hs.s.MaxOut = hc.MaxDegraded
-	dials := make([]string, 0, len(vg.endpoints))
-	for dial := range vg.endpoints {
+	dials := make([]string, 0, len(vg.Endpoints))
+	for dial := range vg.Endpoints {
 		dials = append(dials, dial)
 	}
 	sort.Strings(dials)
 	for _, dial := range dials {
-		ep := vg.endpoints[dial]
-		m := &healthscore.Member{Name: grp.run.name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.WindowLength()),
-			Base: endpointBase, Since: c.Now()}
+		ep := vg.Endpoints[dial]
+		m := &healthscore.Member{Name: grp.Run.Name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.WindowLength()),
+			Base: upstream.EndpointBase, Since: c.Now()}
 		hm := &healthMember{hs: hs, m: m, ep: ep}
-		hm.carry(endpointKey(gw, grp.run.name, dial))
-		ep.score = &endpointScore{hm: hm}
+		hm.carry(endpointKey(gw, grp.Run.Name, dial))
+		ep.Score = &upstream.EndpointScore{Member: hm}
 		hs.s.Members = append(hs.s.Members, m)
 		hs.members = append(hs.members, hm)
 	}
 	hs.s.Rebalance()
 	hs.apply()
-	vg.scored = true
+	vg.Scored = true
 	return hs, nil
 }

@@ -196,16 +196,16 @@ func (l *registryLink) applyLocked(s *registry.Snapshot) {
 	l.share.Store(&share)
 	l.book.apply(s)
 	for name, grp := range l.groups {
-		if grp.shared == nil {
+		if grp.Shared == nil {
 			continue
 		}
-		if vg := grp.vllm; vg != nil {
-			vg.share.Store(&share)
+		if vg := grp.VLLM; vg != nil {
+			vg.Share.Store(&share)
 		}
 		rg := s.Groups[name]
-		grp.shared.drained.Store(rg.Drained)
-		if vg := grp.vllm; vg != nil {
-			vg.applyEndpoints(rg.Endpoints, l.logger)
+		grp.Shared.Drained.Store(rg.Drained)
+		if vg := grp.VLLM; vg != nil {
+			vg.ApplyEndpoints(rg.Endpoints, l.logger)
 		} else if len(rg.Endpoints) > 0 {
 			l.note("registry: endpoints are listed for vllm groups only; the group's are its config's", zap.String("group", name))
 		}

@@ -105,10 +105,10 @@ func (k targetKit) gatesOf(t *Target) []gate {
 	if cloud && k.spend != nil {
 		gates = append(gates, cloudClosedGate{k.spend})
 	}
-	if t.ContextWindow > 0 || grp.vllm != nil {
+	if t.ContextWindow > 0 || grp.VLLM != nil {
 		gates = append(gates, windowGate{})
 	}
-	if grp.Overflow != nil && grp.vllm != nil {
+	if grp.Overflow != nil && grp.VLLM != nil {
 		gates = append(gates, overflowGate{clock: k.clock, logger: k.logger})
 	}
 	if grp.Breaker != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // admitTo asks target t's gates for rt's request, as run does at t's
@@ -91,7 +92,7 @@ func TestGatesOfWhatIsConfigured(t *testing.T) {
 	clk := fakeClock(t)
 	spent := &Gateway{clock: clk, money: money{spend: books.NewSpendBook("", nil)}}
 	bare := &Gateway{clock: clk}
-	vllm := &Group{Kind: KindVLLM, vllm: &vllmGroup{}}
+	vllm := &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{}}
 	cost := &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}
 	for _, tc := range []struct {
 		name string
@@ -106,7 +107,7 @@ func TestGatesOfWhatIsConfigured(t *testing.T) {
 		{"a priced cloud with a breaker", spent, &Target{group: &Group{Kind: KindOpenAI, Cost: cost, Breaker: &breaker.Config{}}}, "out closed breaker hold"},
 		{"a priced cloud without clients", bare, &Target{group: &Group{Kind: KindOpenAI, Cost: cost}}, "out"},
 		{"vllm", spent, &Target{group: vllm}, "out window"},
-		{"vllm with overflow and a breaker", spent, &Target{group: &Group{Kind: KindVLLM, vllm: &vllmGroup{},
+		{"vllm with overflow and a breaker", spent, &Target{group: &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{},
 			Overflow: &OverflowConfig{}, Breaker: &breaker.Config{}}}, "out window overflow breaker"},
 	} {
 		var names []string
@@ -184,9 +185,9 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	clk := fakeClock(t)
 	g := &Gateway{clock: clk, money: money{spend: books.NewSpendBook("", nil)}}
 	cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
-	cloud := &Target{Group: "cloud", group: &Group{run: groupRun{name: "cloud"}, Kind: KindOpenAI, shared: &groupShared{},
+	cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Breaker: cfg, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
-	br := &cloud.group.shared.breaker
+	br := &cloud.group.Shared.Breaker
 	br.Failure(cfg, clk.Now(), breaker.Cause{})
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
@@ -235,8 +236,8 @@ func (h heldMeanwhile) admit(p *passage, t *Target) reason {
 func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
 	g := &Gateway{clock: fakeClock(t), money: money{spend: books.NewSpendBook("", nil)}}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
-	cheap := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
-	dear := &Target{group: &Group{Kind: KindOpenAI, shared: &groupShared{}, Cost: &CostConfig{InputPerMillion: 10, OutputPerMillion: 10}}}
+	cheap := &Target{group: &Group{Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
+	dear := &Target{group: &Group{Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 10, OutputPerMillion: 10}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[],"max_tokens":100}`))
 	if why := admitTo(rt, cheap); why != "" {
 		t.Fatal(why)

@@ -56,7 +56,7 @@ type overflowGate struct {
 func (o overflowGate) judge(_ *passage, t *Target) reason {
 	grp := t.group
 	t0 := o.clock.Now()
-	if grp.Overflow.WouldOverflow(&grp.shared.overflow, grp.vllm.signals(t0), t0) {
+	if grp.Overflow.WouldOverflow(&grp.Shared.Overflow, grp.VLLM.Signals(t0), t0) {
 		return because.Overflow
 	}
 	return ""
@@ -68,12 +68,12 @@ func (o overflowGate) admit(p *passage, t *Target) reason {
 		return ""
 	}
 	t0 := o.clock.Now()
-	on, signal := grp.Overflow.Evaluate(&grp.shared.overflow, grp.vllm.signals(t0), t0, o.logger, grp.run.name)
+	on, signal := grp.Overflow.Evaluate(&grp.Shared.Overflow, grp.VLLM.Signals(t0), t0, o.logger, grp.Run.Name)
 	if !on {
 		return ""
 	}
 	if p.overflow == "" {
-		p.overflow = grp.run.name + ":" + signal
+		p.overflow = grp.Run.Name + ":" + signal
 	}
 	return because.Overflow
 }
@@ -85,14 +85,14 @@ func (o overflowGate) admit(p *passage, t *Target) reason {
 type breakerGate struct{ clock clock.Clock }
 
 func (b breakerGate) judge(_ *passage, t *Target) reason {
-	if !t.group.shared.breaker.WouldAllow(b.clock.Now()) {
+	if !t.group.Shared.Breaker.WouldAllow(b.clock.Now()) {
 		return because.BreakerOpen
 	}
 	return ""
 }
 
 func (b breakerGate) admit(p *passage, t *Target) reason {
-	ok, trial := t.group.shared.breaker.Allow(b.clock.Now())
+	ok, trial := t.group.Shared.Breaker.Allow(b.clock.Now())
 	if !ok {
 		return because.BreakerOpen
 	}
@@ -102,7 +102,7 @@ func (b breakerGate) admit(p *passage, t *Target) reason {
 
 func (breakerGate) release(p *passage, t *Target) {
 	if p.trial {
-		t.group.shared.breaker.ReleaseTrial()
+		t.group.Shared.Breaker.ReleaseTrial()
 		p.trial = false
 	}
 }

@@ -40,14 +40,6 @@ func init() {
 	caddy.RegisterModule(Gateway{})
 }
 
-// Group kinds.
-const (
-	// KindVLLM is a self-hosted vLLM group.
-	KindVLLM = "vllm"
-	// KindOpenAI is a cloud or any other OpenAI-compatible API.
-	KindOpenAI = "openai"
-)
-
 // defaultGatewayName names a gateway that has no name.
 const defaultGatewayName = "default"
 
@@ -234,15 +226,9 @@ func (g *Gateway) Provision(ctx caddy.Context) error {
 	return err
 }
 
-// provisionClock is the process's clock: each gateway and policy a config
-// provisions is given it, and the admin endpoints and metrics that span
-// them read it. Tests that load a whole Caddy and drive its time set it
-// before loading.
-var provisionClock = clock.System
-
 func (g *Gateway) provision(ctx caddy.Context) error {
 	g.logger = ctx.Logger()
-	g.clock = provisionClock
+	g.clock = clock.Process
 	g.life.ctx = ctx.Context
 	g.life.storage = ctx.Storage()
 	g.in.mirrorLog = g.logger.Named("mirror")
@@ -333,8 +319,8 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if al := g.Aliases[name]; al != nil {
 			for _, t := range al.Targets {
 				if t != nil {
-					if grp := g.Groups[t.Group]; grp != nil && !slices.Contains(grp.run.expect, t.Model) && t.Model != "" {
-						grp.run.expect = append(grp.run.expect, t.Model)
+					if grp := g.Groups[t.Group]; grp != nil && !slices.Contains(grp.Run.Expect, t.Model) && t.Model != "" {
+						grp.Run.Expect = append(grp.Run.Expect, t.Model)
 					}
 				}
 			}
@@ -346,12 +332,12 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if grp == nil {
 			return nil, fmt.Errorf("group %q: empty", name)
 		}
-		grp.acquireShared(reload.Key(g.Name, name))
-		grp.run.clock = g.clock
-		if err := grp.provision(ctx, name, g.MaxBodySize); err != nil {
+		grp.AcquireShared(reload.Key(g.Name, name))
+		grp.Run.Clock = g.clock
+		if err := grp.Provision(ctx, name, g.MaxBodySize); err != nil {
 			return nil, fmt.Errorf("group %q: %v", name, err)
 		}
-		if grp.Kind == KindVLLM && len(grp.run.proxy.Upstreams) == 0 && grp.run.proxy.DynamicUpstreams == nil && g.Registry == nil {
+		if grp.Kind == KindVLLM && len(grp.Run.Proxy.Upstreams) == 0 && grp.Run.Proxy.DynamicUpstreams == nil && g.Registry == nil {
 			return nil, fmt.Errorf("group %q of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)", name)
 		}
 		hs, err := provisionEndpointHealth(g.Name, g.clock, g.logger, grp)
@@ -361,11 +347,11 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if hs != nil {
 			g.sched.healthSets = append(g.sched.healthSets, hs)
 		}
-		grp.run.streamUsage = g.StreamUsage == nil || *g.StreamUsage
+		grp.Run.StreamUsage = g.StreamUsage == nil || *g.StreamUsage
 		if grp.StreamUsage != nil {
-			grp.run.streamUsage = *grp.StreamUsage
+			grp.Run.StreamUsage = *grp.StreamUsage
 		}
-		g.in.streamUsage = g.in.streamUsage || grp.run.streamUsage
+		g.in.streamUsage = g.in.streamUsage || grp.Run.StreamUsage
 	}
 	return used, nil
 }
@@ -469,11 +455,11 @@ func (g *Gateway) begin(ctx caddy.Context) {
 	g.life.begun.Store(true)
 	for _, name := range sortedKeys(g.Groups) {
 		grp := g.Groups[name]
-		if vg := grp.vllm; vg != nil {
-			vg.begin()
+		if vg := grp.VLLM; vg != nil {
+			vg.Begin()
 		}
 		if grp.Kind == KindOpenAI {
-			grp.startModelCheck(ctx)
+			grp.StartModelCheck(ctx)
 		}
 	}
 	if g.reg != nil {
@@ -512,7 +498,7 @@ func (g *Gateway) Cleanup() error {
 	}
 	g.sched.uncarry()
 	for _, grp := range g.Groups {
-		grp.cleanup()
+		grp.Cleanup()
 	}
 	proclock.Release(g.life.locks...)
 	return nil

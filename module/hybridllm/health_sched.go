@@ -20,6 +20,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
 	"github.com/hybridllm/caddy-hybrid-llm/module/loop"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // HealthConfig is health-score scheduling (see healthscore.Config).
@@ -50,7 +51,7 @@ type healthMember struct {
 	hs       *setHealth
 	m        *healthscore.Member
 	target   *Target
-	ep       *endpoint
+	ep       *upstream.Endpoint
 	inflight atomic.Int64
 	key      string        // across configs (see carry)
 	slot     *carrySlot    // its place under key, while it holds it
@@ -155,7 +156,7 @@ func (hs *setHealth) setBase(i, w int) {
 func (hs *setHealth) apply() {
 	if hs.ws == nil {
 		for i, hm := range hs.members {
-			hm.ep.score.fine.Store(int64(hs.s.Members[i].Fine))
+			hm.ep.Score.Fine.Store(int64(hs.s.Members[i].Fine))
 		}
 		return
 	}
@@ -226,10 +227,10 @@ func (hs *setHealth) tick(t time.Time) {
 	before := make([]healthscore.Level, len(hs.members))
 	for i, hm := range hs.members {
 		if ep := hm.ep; ep != nil {
-			hm.m.ProbeDown = ep.p.Snapshot().Health == probe.HealthDown
-			hm.m.Inflight = ep.p.Inflight.Load()
+			hm.m.ProbeDown = ep.Prober.Snapshot().Health == probe.HealthDown
+			hm.m.Inflight = ep.Prober.Inflight.Load()
 		} else {
-			hm.m.ProbeDown = hm.target.group.probesDown()
+			hm.m.ProbeDown = hm.target.group.ProbesDown()
 			hm.m.Inflight = hm.inflight.Load()
 		}
 		before[i] = hm.m.Level
@@ -425,7 +426,7 @@ func (hm *healthMember) state() (*adminapi.TargetHealthState, int) {
 	m := hm.m
 	inflight := hm.inflight.Load()
 	if hm.ep != nil {
-		inflight = hm.ep.p.Inflight.Load()
+		inflight = hm.ep.Prober.Inflight.Load()
 	}
 	return &adminapi.TargetHealthState{
 		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.s.Panic,
@@ -444,7 +445,7 @@ type healthObserver struct{ clock clock.Clock }
 // watchesHealth reports whether attempts on t count for health or
 // latency.
 func watchesHealth(t *Target) bool {
-	return t.seen.health != nil || t.seen.latency != nil || (t.group.vllm != nil && t.group.vllm.scored)
+	return t.seen.health != nil || t.seen.latency != nil || (t.group.VLLM != nil && t.group.VLLM.Scored)
 }
 
 func (healthObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
@@ -461,8 +462,8 @@ func (h healthObserver) attemptEnded(a *attemptRecord) {
 		hm.inflight.Add(-1)
 	}
 	var epm *healthMember // the endpoint's, in a vllm group with health
-	if res.ep != nil && res.ep.score != nil {
-		epm = res.ep.score.hm
+	if res.ep != nil && res.ep.Score != nil {
+		epm = res.ep.Score.Member.(*healthMember)
 	}
 	switch res.verdict {
 	case verdictFailure:

@@ -23,12 +23,12 @@ func (m *money) provisionOccupancy() {
 	var gpus, slots float64
 	for _, name := range sortedKeys(m.groups) {
 		grp := m.groups[name]
-		if vg := grp.vllm; vg != nil && grp.Cost != nil && grp.Cost.GPUs > 0 && len(vg.endpoints) > 0 {
+		if vg := grp.VLLM; vg != nil && grp.Cost != nil && grp.Cost.GPUs > 0 && len(vg.Endpoints) > 0 {
 			n := 0.0
-			for _, ep := range vg.endpoints {
-				n += float64(vg.seqSlots(ep))
+			for _, ep := range vg.Endpoints {
+				n += float64(vg.SeqSlots(ep))
 			}
-			grp.run.occupancy = grp.Cost.GPUs / n
+			grp.Run.Occupancy = grp.Cost.GPUs / n
 			gpus += grp.Cost.GPUs
 			slots += n
 		}
@@ -39,7 +39,7 @@ func (m *money) provisionOccupancy() {
 	m.cloudSlotGPUs, m.selfGPUs = gpus/slots, gpus
 	for _, grp := range m.groups {
 		if grp.Kind == KindOpenAI {
-			grp.run.occupancy = m.cloudSlotGPUs
+			grp.Run.Occupancy = m.cloudSlotGPUs
 		}
 	}
 }
@@ -55,7 +55,7 @@ type occupancyObserver struct {
 // occupancyOf is the observer of attempts on t for the ledger, if its
 // group occupies GPUs.
 func occupancyOf(l *books.Ledger, t *Target) (occupancyObserver, bool) {
-	occ := t.group.run.occupancy
+	occ := t.group.Run.Occupancy
 	if occ <= 0 || l == nil {
 		return occupancyObserver{}, false
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -137,7 +138,7 @@ func (al *Alias) sendMirrors(g *Gateway, r *http.Request, id string, q *asked, u
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
-		if grp := m.group; m.takenOut(g.clock) != "" || (grp.Breaker != nil && !grp.shared.breaker.Closed()) {
+		if grp := m.group; m.takenOut(g.clock) != "" || (grp.Breaker != nil && !grp.Shared.Breaker.Closed()) {
 			// a group taken out, or failing, gets no copies either (nor
 			// does a copy take its breaker's trial)
 			m.series.dropped.Inc()
@@ -205,15 +206,15 @@ func (c *mirrorCopy) run() {
 	defer stop()
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
-	slot := &attemptSlot{group: m.group.vllm, model: m.Model, shadow: true}
+	slot := &upstream.Slot{Group: m.group.VLLM, Model: m.Model, Shadow: true}
 	w := &mirrorWriter{header: make(http.Header), slot: slot}
-	defer slot.release() // whatever the proxy panics with
+	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
 	w.start = start
-	aborted, err := proxy(m.group.run.serve, w, req)
+	aborted, err := proxy(m.group.Run.Serve, w, req)
 	dur := time.Since(start)
 	w.scan.Finish(nil, aborted)
-	if slot.group != nil && slot.ep == nil && w.status == 0 {
+	if slot.Group != nil && slot.Endpoint == nil && w.status == 0 {
 		// no endpoint had room to spare: the copy was never sent
 		m.series.dropped.Inc()
 		return
@@ -282,7 +283,7 @@ func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd f
 	switch cc := m.group.Cost; {
 	case cc == nil:
 	case m.group.Kind == KindOpenAI:
-		usd, priced = cc.requestCost(u.Prompt, u.Completion, u.Cached, dur), true
+		usd, priced = cc.RequestCost(u.Prompt, u.Completion, u.Cached, dur), true
 		s.cost.Add(usd)
 	case c.g.money.ledger != nil:
 		usd, priced = float64(u.Prompt+u.Completion)*c.g.money.selfCostPerToken(), true
@@ -302,10 +303,10 @@ type mirrorWriter struct {
 	ttfb   time.Duration // to the first body byte
 	scan   protocol.UsageScanner
 	reads  bool // the body is one the scanner reads
-	slot   *attemptSlot
+	slot   *upstream.Slot
 }
 
-func (w *mirrorWriter) heldSlot() *attemptSlot { return w.slot }
+func (w *mirrorWriter) HeldSlot() *upstream.Slot { return w.slot }
 
 func (w *mirrorWriter) Header() http.Header { return w.header }
 

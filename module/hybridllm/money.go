@@ -69,7 +69,7 @@ func (m *money) comparison(from, to time.Time) cost.Comparison {
 				p.CloudPerGPUSec = cc.PerSecond / m.cloudSlotGPUs
 			}
 		} else {
-			allCloudTokens = cc.requestCost(w.Prompt, w.Completion, 0, 0)
+			allCloudTokens = cc.RequestCost(w.Prompt, w.Completion, 0, 0)
 		}
 	}
 	c := cost.Compare(w.Samples, p, w.CloudUSD)

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
-	"github.com/hybridllm/caddy-hybrid-llm/module/overflow"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
@@ -67,39 +65,6 @@ func (e *gatewayEntry) leave(g *Gateway) {
 	e.current.Store(cur)
 	e.mu.Unlock()
 	_ = gateways.Release(g.Name)
-}
-
-// groupStates holds what a group keeps across reloads: its overflow
-// state and breakers, by gateway and group name.
-var groupStates = reload.NewPool[*groupShared]()
-
-// groupShared is a group's state that outlives config reloads: what
-// operators set through the admin API (drains) and what the gateway
-// learned (overflow, breakers).
-type groupShared struct {
-	drained   atomic.Bool
-	overflow  overflow.State
-	breaker   breaker.Breaker
-	mu        sync.Mutex
-	endpoints map[string]*endpointShared // by endpoint address
-}
-
-// endpointShared is an endpoint's state that outlives config reloads.
-type endpointShared struct {
-	drained atomic.Bool
-	breaker breaker.Breaker
-}
-
-// endpoint returns the shared state of one endpoint of the group.
-func (gs *groupShared) endpoint(dial string) *endpointShared {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	es := gs.endpoints[dial]
-	if es == nil {
-		es = new(endpointShared)
-		gs.endpoints[dial] = es
-	}
-	return es
 }
 
 // liveGateways returns the current gateways, by name.

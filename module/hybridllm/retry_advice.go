@@ -5,7 +5,6 @@ package hybridllm
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -92,14 +91,14 @@ func permanentFailure(a *attempt) bool {
 func breakerWait(t *Target, t0 time.Time) time.Duration {
 	grp := t.group
 	if grp.Breaker != nil {
-		if st, until, _ := grp.shared.breaker.View(t0); st == "open" {
+		if st, until, _ := grp.Shared.Breaker.View(t0); st == "open" {
 			return until.Sub(t0)
 		}
 	}
 	var w time.Duration
-	if vg := grp.vllm; vg != nil && vg.cfg.breakers {
-		for ep := range vg.all() {
-			if st, until, _ := ep.br.View(t0); st == "open" {
+	if vg := grp.VLLM; vg != nil && vg.Settings.Breakers {
+		for ep := range vg.All() {
+			if st, until, _ := ep.Breaker.View(t0); st == "open" {
 				if d := until.Sub(t0); w == 0 || d < w {
 					w = d
 				}
@@ -112,39 +111,17 @@ func breakerWait(t *Target, t0 time.Time) time.Duration {
 	return w
 }
 
-// upstreamRetryAfter reads how long an upstream asked to wait:
-// `retry-after-ms`, or `Retry-After` in seconds or as an HTTP date.
-func upstreamRetryAfter(h http.Header, t0 time.Time) time.Duration {
-	if h == nil {
-		return 0
-	}
-	var d time.Duration
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			d = time.Duration(min(ms, float64(maxRetryAfter/time.Millisecond)) * float64(time.Millisecond))
-		}
-	}
-	if v := h.Get("Retry-After"); d == 0 && v != "" {
-		if s, err := strconv.Atoi(v); err == nil {
-			d = time.Duration(min(max(s, 0), int(maxRetryAfter/time.Second))) * time.Second
-		} else if when, err := http.ParseTime(v); err == nil {
-			d = when.Sub(t0)
-		}
-	}
-	return min(max(d, 0), maxRetryAfter)
-}
-
 // holdWait is the time until the target's cloud group, or the first
 // endpoint of its vLLM group, that an upstream's 429 holds out may take a
 // request again.
 func holdWait(t *Target, t0 time.Time) time.Duration {
 	var w time.Duration
-	if u, ok := t.group.shared.breaker.HeldUntil(t0); ok {
+	if u, ok := t.group.Shared.Breaker.HeldUntil(t0); ok {
 		w = u.Sub(t0) // a cloud group's
 	}
-	if vg := t.group.vllm; vg != nil {
-		for ep := range vg.all() {
-			if u, ok := ep.br.HeldUntil(t0); ok {
+	if vg := t.group.VLLM; vg != nil {
+		for ep := range vg.All() {
+			if u, ok := ep.Breaker.HeldUntil(t0); ok {
 				if d := u.Sub(t0); w == 0 || d < w {
 					w = d
 				}

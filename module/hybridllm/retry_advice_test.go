@@ -4,23 +4,23 @@
 package hybridllm
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 func TestRetryAdvice(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	plain := &Target{Group: "cloud", group: &Group{shared: &groupShared{}}}
-	broken := &Target{Group: "self", group: &Group{shared: &groupShared{}, Breaker: &BreakerConfig{AllowedFails: 1, Cooldown: 0}}}
-	broken.group.shared.breaker.Failure(broken.group.Breaker, t0.Add(-22500*time.Millisecond), breaker.Cause{}) // open until t0+7.5s
-	held := &endpoint{br: new(breaker.Breaker)}
-	held.br.Hold(t0.Add(12 * time.Second)) // a 429's Retry-After
-	limited := &Target{Group: "self", group: &Group{shared: &groupShared{},
-		vllm: &vllmGroup{endpoints: map[string]*endpoint{"a": held, "b": {br: new(breaker.Breaker)}}}}}
+	plain := &Target{Group: "cloud", group: &Group{Shared: &upstream.GroupState{}}}
+	broken := &Target{Group: "self", group: &Group{Shared: &upstream.GroupState{}, Breaker: &BreakerConfig{AllowedFails: 1, Cooldown: 0}}}
+	broken.group.Shared.Breaker.Failure(broken.group.Breaker, t0.Add(-22500*time.Millisecond), breaker.Cause{}) // open until t0+7.5s
+	held := &upstream.Endpoint{Breaker: new(breaker.Breaker)}
+	held.Breaker.Hold(t0.Add(12 * time.Second)) // a 429's Retry-After
+	limited := &Target{Group: "self", group: &Group{Shared: &upstream.GroupState{},
+		VLLM: &upstream.VLLMGroup{Endpoints: map[string]*upstream.Endpoint{"a": held, "b": {Breaker: new(breaker.Breaker)}}}}}
 
 	for _, tc := range []struct {
 		name     string
@@ -67,31 +67,6 @@ func TestRetryAdvice(t *testing.T) {
 		never, after := retryAdvice(tc.attempts, t0)
 		if never != tc.never || after != tc.after {
 			t.Errorf("%s: never %v after %v, want %v %v", tc.name, never, after, tc.never, tc.after)
-		}
-	}
-}
-
-func TestUpstreamRetryAfter(t *testing.T) {
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, tc := range []struct {
-		h    http.Header
-		want time.Duration
-	}{
-		{nil, 0},
-		{http.Header{"Retry-After": {"3"}}, 3 * time.Second},
-		{http.Header{"Retry-After": {"0"}}, 0},
-		{http.Header{"Retry-After": {"-4"}}, 0},
-		{http.Header{"Retry-After": {"99999999999999999"}}, maxRetryAfter},
-		{http.Header{"Retry-After": {"999999999999999999999"}}, 0}, // no int, no date
-		{http.Header{"Retry-After": {"86400"}}, maxRetryAfter},
-		{http.Header{"Retry-After": {t0.Add(90 * time.Second).Format(http.TimeFormat)}}, 90 * time.Second},
-		{http.Header{"Retry-After": {t0.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
-		{http.Header{"Retry-After": {"soon"}}, 0},
-		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"3"}}, 250 * time.Millisecond},
-		{http.Header{"Retry-After-Ms": {"junk"}, "Retry-After": {"3"}}, 3 * time.Second},
-	} {
-		if got := upstreamRetryAfter(tc.h, t0); got != tc.want {
-			t.Errorf("upstreamRetryAfter(%v) = %v, want %v", tc.h, got, tc.want)
 		}
 	}
 }

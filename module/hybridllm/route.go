@@ -436,7 +436,7 @@ func (rt *route) cost(at time.Time) {
 	switch {
 	case cc == nil:
 	case t.group.Kind == KindOpenAI:
-		usd = cc.requestCost(rt.x.usage.Prompt, rt.x.usage.Completion, rt.x.usage.Cached, at.Sub(began))
+		usd = cc.RequestCost(rt.x.usage.Prompt, rt.x.usage.Completion, rt.x.usage.Cached, at.Sub(began))
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), billingBusiness).Add(usd)
 	default:

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 func breakerState(b *breaker.Breaker, t time.Time) *adminapi.BreakerState {
@@ -42,7 +44,7 @@ func state() adminapi.StateDoc { return stateOf(liveGateways()) }
 // stateOf describes the given gateways.
 func stateOf(gws []*Gateway) adminapi.StateDoc {
 	doc := adminapi.StateDoc{Gateways: []adminapi.GatewayState{}}
-	t := provisionClock.Now()
+	t := clock.Process.Now()
 	for _, g := range gws {
 		gs := adminapi.GatewayState{Name: g.Name, Aliases: []adminapi.AliasState{}, Groups: []adminapi.GroupState{}, Registry: g.reg.state()}
 		for _, name := range sortedKeys(g.in.aliases) {
@@ -89,26 +91,26 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 
 // groupState is the admin state of group grp at t.
 func groupState(grp *Group, t time.Time) adminapi.GroupState {
-	gs := adminapi.GroupState{Name: grp.run.name, Kind: grp.Kind, MaxNumSeqs: grp.MaxNumSeqs, MaxQueue: grp.MaxQueue,
-		Models: slices.Clone(grp.run.expect), Drained: grp.shared != nil && grp.shared.drained.Load()}
+	gs := adminapi.GroupState{Name: grp.Run.Name, Kind: grp.Kind, MaxNumSeqs: grp.MaxNumSeqs, MaxQueue: grp.MaxQueue,
+		Models: slices.Clone(grp.Run.Expect), Drained: grp.Shared != nil && grp.Shared.Drained.Load()}
 	if gs.Models == nil {
 		gs.Models = []string{}
 	}
-	if vg := grp.vllm; vg != nil {
-		for _, dial := range sortedKeys(vg.endpoints) {
-			gs.Endpoints = append(gs.Endpoints, endpointState(vg, vg.endpoints[dial], grp.run.expect, t))
+	if vg := grp.VLLM; vg != nil {
+		for _, dial := range sortedKeys(vg.Endpoints) {
+			gs.Endpoints = append(gs.Endpoints, endpointState(vg, vg.Endpoints[dial], grp.Run.Expect, t))
 		}
-		if a := vg.added.Load(); a != nil {
-			for _, ep := range a.eps {
-				es := endpointState(vg, ep, grp.run.expect, t)
+		if a := vg.Added.Load(); a != nil {
+			for _, ep := range a.Endpoints {
+				es := endpointState(vg, ep, grp.Run.Expect, t)
 				es.Added = true
 				gs.Endpoints = append(gs.Endpoints, es)
 			}
 		}
 	}
-	if oc := grp.Overflow; oc != nil && grp.vllm != nil && grp.shared != nil {
-		active, since, why, transitions := grp.shared.overflow.View()
-		sig := grp.vllm.signals(t)
+	if oc := grp.Overflow; oc != nil && grp.VLLM != nil && grp.Shared != nil {
+		active, since, why, transitions := grp.Shared.Overflow.View()
+		sig := grp.VLLM.Signals(t)
 		os := &adminapi.OverflowState{Active: active, Reason: why, Transitions: transitions,
 			Waiting: optional(sig.Waiting), TTFTP99: optional(sig.TTFTP99), KVUsage: optional(sig.KV), InFlight: sig.InFlight}
 		if !since.IsZero() {
@@ -116,14 +118,14 @@ func groupState(grp *Group, t time.Time) adminapi.GroupState {
 		}
 		gs.Overflow = os
 	}
-	if grp.Breaker != nil && grp.shared != nil {
-		gs.Breaker = breakerState(&grp.shared.breaker, t)
+	if grp.Breaker != nil && grp.Shared != nil {
+		gs.Breaker = breakerState(&grp.Shared.Breaker, t)
 	}
-	if grp.shared != nil && grp.vllm == nil {
-		gs.RateLimitedUntil = heldUntil(&grp.shared.breaker, t)
+	if grp.Shared != nil && grp.VLLM == nil {
+		gs.RateLimitedUntil = heldUntil(&grp.Shared.Breaker, t)
 	}
-	if grp.Kind == KindOpenAI && !grp.run.checkOff && len(grp.run.expect) > 0 {
-		at, missing, errText := grp.check.result()
+	if grp.Kind == KindOpenAI && !grp.Run.CheckOff && len(grp.Run.Expect) > 0 {
+		at, missing, errText := grp.Check.Result()
 		mc := &adminapi.ModelCheckState{Missing: missing, Error: errText}
 		if mc.Missing == nil {
 			mc.Missing = []string{}
@@ -138,10 +140,10 @@ func groupState(grp *Group, t time.Time) adminapi.GroupState {
 
 // endpointState is the admin state at t of endpoint ep of vLLM group vg,
 // whose aliases send it the model names expect.
-func endpointState(vg *vllmGroup, ep *endpoint, expect []string, t time.Time) adminapi.EndpointState {
-	snap := ep.p.Snapshot()
+func endpointState(vg *upstream.VLLMGroup, ep *upstream.Endpoint, expect []string, t time.Time) adminapi.EndpointState {
+	snap := ep.Prober.Snapshot()
 	es := adminapi.EndpointState{
-		Address: ep.dial,
+		Address: ep.Dial,
 		Probed: adminapi.Probed{
 			Health:        [...]string{"unknown", "up", "down"}[snap.Health],
 			HealthError:   snap.HealthErr,
@@ -149,20 +151,20 @@ func endpointState(vg *vllmGroup, ep *endpoint, expect []string, t time.Time) ad
 			ServedModels:  snap.Models,
 			ModelsError:   snap.ModelsErr,
 		},
-		InFlight: ep.p.Inflight.Load(),
-		RedLine:  vg.redLine(ep),
-		Weight:   ep.weightNow(),
+		InFlight: ep.Prober.Inflight.Load(),
+		RedLine:  vg.RedLine(ep),
+		Weight:   ep.WeightNow(),
 	}
-	if ep.br != nil {
-		es.RateLimitedUntil = heldUntil(ep.br, t)
+	if ep.Breaker != nil {
+		es.RateLimitedUntil = heldUntil(ep.Breaker, t)
 	}
-	if vg.cfg.breakers && ep.br != nil {
-		es.Breaker = breakerState(ep.br, t)
+	if vg.Settings.Breakers && ep.Breaker != nil {
+		es.Breaker = breakerState(ep.Breaker, t)
 	}
-	es.Drained = ep.drained != nil && ep.drained.Load()
-	if sc := ep.score; sc != nil {
-		pct := int(math.Round(sc.share() * 100))
-		es.HealthScore, _ = sc.hm.state()
+	es.Drained = ep.Drained != nil && ep.Drained.Load()
+	if sc := ep.Score; sc != nil {
+		pct := int(math.Round(sc.Share() * 100))
+		es.HealthScore, _ = sc.Member.(*healthMember).state()
 		es.ServePercent = &pct
 	}
 	if snap.Models != nil {
@@ -176,7 +178,7 @@ func endpointState(vg *vllmGroup, ep *endpoint, expect []string, t time.Time) ad
 	if !snap.MetricsAt.IsZero() {
 		age := t.Sub(snap.MetricsAt).Seconds()
 		ms.AgeSeconds = &age
-		ms.Fresh = t.Sub(snap.MetricsAt) <= vg.cfg.staleAfter
+		ms.Fresh = t.Sub(snap.MetricsAt) <= vg.Settings.StaleAfter
 		var waiting, running, kv float64
 		kvSeen := false
 		for _, l := range snap.Loads {

@@ -60,8 +60,8 @@ var watchdogs = sync.Pool{New: func() any {
 // to the client; unwatch ends it.
 func (aw *attemptWriter) watch() {
 	var p *probe.Prober
-	if ep := aw.slot.ep; ep != nil {
-		p = ep.p
+	if ep := aw.slot.Endpoint; ep != nil {
+		p = ep.Prober
 	}
 	idle := aw.target.run.idle
 	if (idle <= 0 && p == nil) || aw.guard.cancel == nil || aw.guard.dog != nil {

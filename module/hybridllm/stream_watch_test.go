@@ -13,6 +13,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // quietWatchdog is a watchdog of aw whose timer never fires by itself:
@@ -83,7 +84,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 	for _, aw := range []*attemptWriter{&live, &moving, &done} {
 		aw.guard.cancel = func() {}
 		aw.target = &Target{} // no idle_timeout: the probes alone watch it
-		aw.slot.ep = &endpoint{p: p}
+		aw.slot.Endpoint = &upstream.Endpoint{Prober: p}
 		aw.watch()
 		if aw.guard.dog == nil {
 			t.Fatal("an answer from a vLLM endpoint is not watched")
@@ -122,7 +123,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 func BenchmarkAnswerWatch(b *testing.B) {
 	p := probe.New("http://127.0.0.1:1", clock.System, zap.NewNop())
 	aw := &attemptWriter{target: &Target{run: targetRun{idle: DefaultIdleTimeout}}, guard: answerGuard{cancel: func() {}}}
-	aw.slot.ep = &endpoint{p: p}
+	aw.slot.Endpoint = &upstream.Endpoint{Prober: p}
 	b.ReportAllocs()
 	for b.Loop() {
 		aw.watch()

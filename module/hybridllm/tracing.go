@@ -62,9 +62,9 @@ func (spanObserver) attemptEnded(a *attemptRecord) {
 		return
 	}
 	if ep := res.ep; ep != nil {
-		span.SetAttributes(attribute.String("hybrid_llm.endpoint", ep.dial))
-		if vg := t.group.vllm; vg != nil {
-			if rl := vg.redLine(ep); rl != 0 {
+		span.SetAttributes(attribute.String("hybrid_llm.endpoint", ep.Dial))
+		if vg := t.group.VLLM; vg != nil {
+			if rl := vg.RedLine(ep); rl != 0 {
 				span.SetAttributes(attribute.Int64("hybrid_llm.red_line", rl))
 			}
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -83,9 +84,9 @@ func (f faultObserver) configFault(rec *attemptRecord, a *attempt) {
 	dial := upstreamOf(rec.req.r, ep)
 	if a.reason == because.ModelNotFound {
 		if ep != nil {
-			ep.p.MarkMissing(t.Model)
+			ep.Prober.MarkMissing(t.Model)
 		} else {
-			t.group.check.wakeNow()
+			t.group.Check.WakeNow()
 		}
 	}
 	if !t.seen.faults.start(faultKey{endpoint: dial, why: a.reason}) {
@@ -117,9 +118,9 @@ func (f faultObserver) configFault(rec *attemptRecord, a *attempt) {
 // vLLM endpoint, else the upstream the group's proxy picked last (a cloud
 // region), so that faults are kept per upstream whatever the group's
 // kind.
-func upstreamOf(r *http.Request, ep *endpoint) string {
+func upstreamOf(r *http.Request, ep *upstream.Endpoint) string {
 	if ep != nil {
-		return ep.dial
+		return ep.Dial
 	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		if hp, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok {

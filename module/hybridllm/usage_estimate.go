@@ -72,7 +72,7 @@ func (x *exchange) estimateAbandoned(b *tokenBounds, gw string) {
 	t := x.ans.abandoned
 	u := &x.usage
 	*u = protocol.UsageScanner{Usage: protocol.Usage{Prompt: b.promptEstimate(), Found: true}}
-	if !x.q.stream && t.group.vllm == nil && !x.q.api.PromptOnly {
+	if !x.q.stream && t.group.VLLM == nil && !x.q.api.PromptOnly {
 		_, u.Completion = b.tokenBoundOn(t)
 	}
 	x.ans.estimated = true

@@ -4,6 +4,7 @@
 package ratelimit
 
 import (
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,6 +120,31 @@ func TestRetryAfterIsWholeSecondsRoundedUp(t *testing.T) {
 		7500 * time.Millisecond: "8", time.Hour: "600"} {
 		if got := RetryAfter(d); got != want {
 			t.Errorf("RetryAfter(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestAskedReadsAnUpstreamsRetryAfter(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{nil, 0},
+		{http.Header{"Retry-After": {"3"}}, 3 * time.Second},
+		{http.Header{"Retry-After": {"0"}}, 0},
+		{http.Header{"Retry-After": {"-4"}}, 0},
+		{http.Header{"Retry-After": {"99999999999999999"}}, MaxRetryAfter},
+		{http.Header{"Retry-After": {"999999999999999999999"}}, 0}, // no int, no date
+		{http.Header{"Retry-After": {"86400"}}, MaxRetryAfter},
+		{http.Header{"Retry-After": {t0.Add(90 * time.Second).Format(http.TimeFormat)}}, 90 * time.Second},
+		{http.Header{"Retry-After": {t0.Add(-time.Minute).Format(http.TimeFormat)}}, 0},
+		{http.Header{"Retry-After": {"soon"}}, 0},
+		{http.Header{"Retry-After-Ms": {"250"}, "Retry-After": {"3"}}, 250 * time.Millisecond},
+		{http.Header{"Retry-After-Ms": {"junk"}, "Retry-After": {"3"}}, 3 * time.Second},
+	} {
+		if got := Asked(tc.h, t0); got != tc.want {
+			t.Errorf("Asked(%v) = %v, want %v", tc.h, got, tc.want)
 		}
 	}
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"bytes"
@@ -30,12 +30,12 @@ const (
 // request the API answered with model_not_found.
 const modelCheckMinGap = 10 * time.Second
 
-// modelCheck is the last result of an openai group's model name check.
+// ModelCheck is the last result of an openai group's model name check.
 // Targets whose model name the API does not list are skipped (reason
 // misconfigured) until a check finds it listed again; before the first
 // check none is, and a failed check keeps the last answer, as a vLLM
 // endpoint's failed /v1/models probe does.
-type modelCheck struct {
+type ModelCheck struct {
 	mu        sync.Mutex
 	checkedAt time.Time
 	missing   []string // configured names the API does not list
@@ -46,14 +46,14 @@ type modelCheck struct {
 	clock    clock.Clock              // the group's
 }
 
-// lacks reports whether the last check found the model name unlisted.
-func (mc *modelCheck) lacks(model string) bool {
+// Lacks reports whether the last check found the model name unlisted.
+func (mc *ModelCheck) Lacks(model string) bool {
 	m := mc.unlisted.Load()
 	return m != nil && slices.Contains(*m, model)
 }
 
-// wakeNow asks for a check now, unless one ran very recently.
-func (mc *modelCheck) wakeNow() {
+// WakeNow asks for a check now, unless one ran very recently.
+func (mc *ModelCheck) WakeNow() {
 	if mc.wake == nil {
 		return
 	}
@@ -69,27 +69,27 @@ func (mc *modelCheck) wakeNow() {
 	}
 }
 
-// result returns the last check's time, the missing names and the error.
-func (mc *modelCheck) result() (time.Time, []string, string) {
+// Result returns the last check's time, the missing names and the error.
+func (mc *ModelCheck) Result() (time.Time, []string, string) {
 	mc.mu.Lock()
 	defer mc.mu.Unlock()
 	return mc.checkedAt, slices.Clone(mc.missing), mc.err
 }
 
-// startModelCheck checks the target model names of an openai group now
+// StartModelCheck checks the target model names of an openai group now
 // and then every interval, until the config is unloaded: a wrong cloud
 // model name shows up on an ordinary day, not on the day of the fallback.
-func (grp *Group) startModelCheck(ctx caddy.Context) {
-	if grp.run.checkOff || len(grp.run.expect) == 0 {
+func (grp *Group) StartModelCheck(ctx caddy.Context) {
+	if grp.Run.CheckOff || len(grp.Run.Expect) == 0 {
 		return
 	}
-	interval := grp.run.checkEvery
+	interval := grp.Run.checkEvery
 	if interval == 0 {
 		interval = defaultModelCheckInterval
 	}
-	logger := ctx.Logger().With(zap.String("group", grp.run.name))
+	logger := ctx.Logger().With(zap.String("group", grp.Run.Name))
 	wake := make(chan struct{}, 1)
-	grp.check.wake = wake
+	grp.Check.wake = wake
 	loop.Loop{Name: "model check", Every: interval, Wake: wake, When: loop.AtStart, Logger: logger}.
 		Go(ctx, nil, func(ctx context.Context) { grp.checkModels(ctx, logger) })
 }
@@ -106,7 +106,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 	req.RemoteAddr = "127.0.0.1:0"
 	req.Host = "localhost"
 	req = caddyhttp.PrepareRequest(req, caddy.NewReplacer(), nil, &caddyhttp.Server{})
-	w := &bufferWriter{header: make(http.Header)}
+	w := &BufferWriter{header: make(http.Header)}
 	status := func() (status int) {
 		defer func() {
 			if rec := recover(); rec != nil {
@@ -116,7 +116,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 				status = -1
 			}
 		}()
-		if err := grp.run.serve.ServeHTTP(w, req, nopHandler); err != nil {
+		if err := grp.Run.Serve.ServeHTTP(w, req, terminal); err != nil {
 			return 0
 		}
 		return w.status
@@ -141,56 +141,68 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 			listed[id.String()] = true
 			return true
 		})
-		for _, m := range grp.run.expect {
+		for _, m := range grp.Run.Expect {
 			if !listed[m] {
 				missing = append(missing, m)
 			}
 		}
 	}
 
-	grp.check.mu.Lock()
-	prev := grp.check.missing
+	grp.Check.mu.Lock()
+	prev := grp.Check.missing
 	if reason != "" {
 		missing = prev
 	}
-	grp.check.checkedAt, grp.check.missing, grp.check.err = grp.run.clock.Now(), missing, reason
+	grp.Check.checkedAt, grp.Check.missing, grp.Check.err = grp.Run.Clock.Now(), missing, reason
 	if len(missing) > 0 {
-		grp.check.unlisted.Store(&missing)
+		grp.Check.unlisted.Store(&missing)
 	} else {
-		grp.check.unlisted.Store(nil)
+		grp.Check.unlisted.Store(nil)
 	}
-	grp.check.mu.Unlock()
+	grp.Check.mu.Unlock()
 
 	switch {
 	case reason != "":
 		logger.Warn("could not check the model names of the group", zap.String("reason", reason))
 	case len(missing) > 0 && !slices.Equal(prev, missing):
 		logger.Error("the group's API does not list configured model names: targets with these names are skipped (misconfigured)",
-			zap.Strings("missing", missing), zap.Strings("configured", grp.run.expect))
+			zap.Strings("missing", missing), zap.Strings("configured", grp.Run.Expect))
 	case len(missing) == 0 && len(prev) > 0:
 		logger.Info("the group's API lists all configured model names again")
 	}
 }
 
-// bufferWriter collects a small response in memory.
-type bufferWriter struct {
+// BufferWriter collects a small response (up to 4 MiB) in memory.
+type BufferWriter struct {
 	header http.Header
 	status int
 	buf    bytes.Buffer
-	slot   *attemptSlot // a drill's, for the selection policy
+	slot   *Slot // a drill's, for the selection policy
 }
 
-func (w *bufferWriter) heldSlot() *attemptSlot { return w.slot }
+// NewBufferWriter is a BufferWriter that carries slot (nil: none) to
+// the selection policy.
+func NewBufferWriter(slot *Slot) *BufferWriter {
+	return &BufferWriter{header: make(http.Header), slot: slot}
+}
 
-func (w *bufferWriter) Header() http.Header { return w.header }
+// Status is the response's status; 0 until one is written.
+func (w *BufferWriter) Status() int { return w.status }
 
-func (w *bufferWriter) WriteHeader(status int) {
+// Body is the response's body so far.
+func (w *BufferWriter) Body() []byte { return w.buf.Bytes() }
+
+func (w *BufferWriter) HeldSlot() *Slot { return w.slot }
+
+func (w *BufferWriter) Header() http.Header { return w.header }
+
+func (w *BufferWriter) WriteHeader(status int) {
 	if w.status == 0 {
 		w.status = status
 	}
 }
 
-func (w *bufferWriter) Write(p []byte) (int, error) {
+func (w *BufferWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
@@ -199,3 +211,6 @@ func (w *bufferWriter) Write(p []byte) (int, error) {
 	}
 	return w.buf.Write(p)
 }
+
+// terminal is the next handler of a group's proxy: there is none.
+var terminal = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })

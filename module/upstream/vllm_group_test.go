@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
+	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
 	"go.uber.org/zap"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
@@ -113,8 +114,8 @@ func TestScoreSkips(t *testing.T) {
 func driveProcessClock(t *testing.T) *clock.Manual {
 	t.Helper()
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	provisionClock = clk
-	t.Cleanup(func() { provisionClock = clock.System })
+	clock.Process = clk
+	t.Cleanup(func() { clock.Process = clock.System })
 	return clk
 }
 
@@ -126,24 +127,24 @@ func fakeClock(t *testing.T) *clock.Manual {
 
 // testGroup builds a vLLM group over real simulators, with probers that
 // are driven by hand (no probe loops).
-func testGroup(t *testing.T, clk clock.Clock, maxNumSeqs, maxQueue int, servers ...*simulator.Server) (*vllmGroup, reverseproxy.UpstreamPool) {
+func testGroup(t *testing.T, clk clock.Clock, maxNumSeqs, maxQueue int, servers ...*simulator.Server) (*VLLMGroup, reverseproxy.UpstreamPool) {
 	t.Helper()
-	g := &vllmGroup{name: "self", cfg: vllmSettings{maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, staleAfter: 2 * time.Second}, endpoints: map[string]*endpoint{}, clock: clk}
+	g := &VLLMGroup{Name: "self", Settings: Settings{maxNumSeqs: maxNumSeqs, maxQueue: maxQueue, StaleAfter: 2 * time.Second}, Endpoints: map[string]*Endpoint{}, clock: clk}
 	var pool reverseproxy.UpstreamPool
 	for _, s := range servers {
 		p := probe.New(s.URL(), clk, zap.NewNop())
 		p.Register(t, probe.Settings{Timeout: 2 * time.Second, TTFTWindow: time.Minute, Expect: []string{"qwen"}})
-		g.endpoints[s.Addr()] = &endpoint{dial: s.Addr(), p: p, weight: 1, br: new(breaker.Breaker)}
+		g.Endpoints[s.Addr()] = &Endpoint{Dial: s.Addr(), Prober: p, weight: 1, Breaker: new(breaker.Breaker)}
 		pool = append(pool, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: s.Addr()})
 	}
 	return g, pool
 }
 
-func probeAll(g *vllmGroup) {
-	for _, ep := range g.endpoints {
-		ep.p.ProbeHealth(context.Background())
-		ep.p.ProbeModels(context.Background())
-		ep.p.ProbeMetrics(context.Background())
+func probeAll(g *VLLMGroup) {
+	for _, ep := range g.Endpoints {
+		ep.Prober.ProbeHealth(context.Background())
+		ep.Prober.ProbeModels(context.Background())
+		ep.Prober.ProbeMetrics(context.Background())
 	}
 }
 
@@ -203,7 +204,7 @@ func TestRedLine(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 2, 1, a, b)
-	g.cfg.unknownOK = true // no metrics scraped at all: the fuse alone
+	g.Settings.unknownOK = true // no metrics scraped at all: the fuse alone
 
 	var held []*probe.Prober
 	for range 6 {
@@ -217,9 +218,9 @@ func TestRedLine(t *testing.T) {
 	if u != nil || why != because.RedLine {
 		t.Fatalf("past the red line: selected %v, reason %q", u, why)
 	}
-	for _, ep := range g.endpoints {
-		if n := ep.p.Inflight.Load(); n != 3 {
-			t.Errorf("%s holds %d, want 3", ep.dial, n)
+	for _, ep := range g.Endpoints {
+		if n := ep.Prober.Inflight.Load(); n != 3 {
+			t.Errorf("%s holds %d, want 3", ep.Dial, n)
 		}
 	}
 	held[0].Inflight.Add(-1)
@@ -232,7 +233,7 @@ func TestRedLine(t *testing.T) {
 func TestRedLineUnderRace(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 5, 0, a)
-	g.cfg.unknownOK = true
+	g.Settings.unknownOK = true
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	won := 0
@@ -248,8 +249,8 @@ func TestRedLineUnderRace(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if won != 5 || g.endpoints[a.Addr()].p.Inflight.Load() != 5 {
-		t.Errorf("%d selections won, in flight %d; want 5", won, g.endpoints[a.Addr()].p.Inflight.Load())
+	if won != 5 || g.Endpoints[a.Addr()].Prober.Inflight.Load() != 5 {
+		t.Errorf("%d selections won, in flight %d; want 5", won, g.Endpoints[a.Addr()].Prober.Inflight.Load())
 	}
 }
 
@@ -260,7 +261,7 @@ func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
 	probeAll(g)
 
 	simA.SetHealthy(false)
-	g.endpoints[a.Addr()].p.ProbeHealth(context.Background()) // one probe interval
+	g.Endpoints[a.Addr()].Prober.ProbeHealth(context.Background()) // one probe interval
 	for range 5 {
 		u, p, _ := g.pick(pool, "qwen")
 		if u == nil || u.Dial != b.Addr() {
@@ -269,15 +270,15 @@ func TestHealthProbeTakesReplicaOutAndBack(t *testing.T) {
 		p.Inflight.Add(-1)
 	}
 	_ = a.Refuse() // a booting vLLM refuses connections: down too
-	g.endpoints[a.Addr()].p.ProbeHealth(context.Background())
-	if snap := g.endpoints[a.Addr()].p.Snapshot(); snap.Health != probe.HealthDown || snap.HealthErr != "connection refused" {
+	g.Endpoints[a.Addr()].Prober.ProbeHealth(context.Background())
+	if snap := g.Endpoints[a.Addr()].Prober.Snapshot(); snap.Health != probe.HealthDown || snap.HealthErr != "connection refused" {
 		t.Errorf("refused: health %d %q", snap.Health, snap.HealthErr)
 	}
 
 	_ = a.Resume()
 	simA.SetHealthy(true)
-	g.endpoints[a.Addr()].p.ProbeHealth(context.Background())
-	g.endpoints[b.Addr()].p.Inflight.Add(3) // b busier: a must be chosen again
+	g.Endpoints[a.Addr()].Prober.ProbeHealth(context.Background())
+	g.Endpoints[b.Addr()].Prober.Inflight.Add(3) // b busier: a must be chosen again
 	u, _, _ := g.pick(pool, "qwen")
 	if u == nil || u.Dial != a.Addr() {
 		t.Errorf("recovered replica not selected: %v", u)
@@ -290,7 +291,7 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 	g, pool := testGroup(t, fakeClock(t), 8, 0, wrong, right)
 	probeAll(g)
 
-	if snap := g.endpoints[wrong.Addr()].p.Snapshot(); snap.Health != probe.HealthUp {
+	if snap := g.Endpoints[wrong.Addr()].Prober.Snapshot(); snap.Health != probe.HealthUp {
 		t.Fatal("a misconfigured replica is still healthy: the state is its own")
 	}
 	for range 3 {
@@ -305,7 +306,7 @@ func TestWrongModelNameIsMisconfigured(t *testing.T) {
 	if u, _, why := g2.pick(pool2, "qwen"); u != nil || why != because.Misconfig {
 		t.Errorf("only a misconfigured replica: %v %q", u, why)
 	}
-	if ml := g.endpoints[right.Addr()].p.Snapshot().Models["qwen"]; ml != 32768 {
+	if ml := g.Endpoints[right.Addr()].Prober.Snapshot().Models["qwen"]; ml != 32768 {
 		t.Errorf("max_model_len %d", ml)
 	}
 }
@@ -321,11 +322,11 @@ func TestStaleMetrics(t *testing.T) {
 		p.Inflight.Add(-1)
 	}
 
-	clk.Set(clk.Now().Add(g.cfg.staleAfter + time.Millisecond))
+	clk.Set(clk.Now().Add(g.Settings.StaleAfter + time.Millisecond))
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != because.StaleMetrics {
 		t.Errorf("stale metrics, saturated by default: %v %q", u, why)
 	}
-	g.cfg.unknownOK = true
+	g.Settings.unknownOK = true
 	if u, _, _ := g.pick(pool, "qwen"); u == nil {
 		t.Error("stale metrics configured as ok: nothing selected")
 	}
@@ -343,7 +344,7 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 }
 
 func BenchmarkSelect16(b *testing.B) {
-	g := &vllmGroup{cfg: vllmSettings{maxNumSeqs: 64, maxQueue: 8, staleAfter: time.Hour}, endpoints: map[string]*endpoint{}, byUpstream: map[*reverseproxy.Upstream]*endpoint{},
+	g := &VLLMGroup{Settings: Settings{maxNumSeqs: 64, maxQueue: 8, StaleAfter: time.Hour}, Endpoints: map[string]*Endpoint{}, byUpstream: map[*reverseproxy.Upstream]*Endpoint{},
 		clock: clock.System}
 	var pool reverseproxy.UpstreamPool
 	for i := range 16 {
@@ -360,8 +361,8 @@ func BenchmarkSelect16(b *testing.B) {
 			}
 		})
 		u := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: dial}
-		g.endpoints[dial] = &endpoint{dial: dial, p: p, weight: 1, br: new(breaker.Breaker)}
-		g.byUpstream[u] = g.endpoints[dial]
+		g.Endpoints[dial] = &Endpoint{Dial: dial, Prober: p, weight: 1, Breaker: new(breaker.Breaker)}
+		g.byUpstream[u] = g.Endpoints[dial]
 		pool = append(pool, u)
 	}
 	b.ReportAllocs()
@@ -377,10 +378,10 @@ func BenchmarkSelect16(b *testing.B) {
 
 // pick selects as the gateway's attempt would, returning the upstream,
 // the prober holding the in-flight slot, and why nothing was selected.
-func (g *vllmGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *probe.Prober, reason) {
-	slot := &attemptSlot{group: g, model: model}
+func (g *VLLMGroup) pick(pool reverseproxy.UpstreamPool, model string) (*reverseproxy.Upstream, *probe.Prober, reason) {
+	slot := &Slot{Group: g, Model: model}
 	u := g.selectEndpoint(pool, slot)
-	return u, slot.held, slot.skip
+	return u, slot.held, slot.Skip
 }
 
 // An endpoint whose breaker is open gets nothing; after the cooldown it
@@ -390,15 +391,15 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a, b)
-	g.cfg.unknownOK, g.cfg.breakers = true, true
-	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
-	for _, ep := range g.endpoints {
-		ep.br = new(breaker.Breaker)
+	g.Settings.unknownOK, g.Settings.Breakers = true, true
+	cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
+	for _, ep := range g.Endpoints {
+		ep.Breaker = new(breaker.Breaker)
 	}
-	epA := g.endpoints[a.Addr()]
-	epA.br.Failure(cfg, clk.Now(), breaker.Cause{})
+	epA := g.Endpoints[a.Addr()]
+	epA.Breaker.Failure(cfg, clk.Now(), breaker.Cause{})
 
-	g.endpoints[b.Addr()].p.Inflight.Add(5) // b busier: only the breaker keeps a out
+	g.Endpoints[b.Addr()].Prober.Inflight.Add(5) // b busier: only the breaker keeps a out
 	for range 3 {
 		u, p, _ := g.pick(pool, "qwen")
 		if u == nil || u.Dial != b.Addr() {
@@ -407,16 +408,16 @@ func TestEndpointBreakerInSelection(t *testing.T) {
 		p.Inflight.Add(-1)
 	}
 	clk.Set(clk.Now().Add(time.Minute))
-	slot := &attemptSlot{group: g, model: "qwen"}
-	if u := g.selectEndpoint(pool, slot); u == nil || u.Dial != a.Addr() || !slot.trial {
-		t.Fatalf("no half-open trial to a: %v trial=%v", u, slot.trial)
+	slot := &Slot{Group: g, Model: "qwen"}
+	if u := g.selectEndpoint(pool, slot); u == nil || u.Dial != a.Addr() || !slot.Trial {
+		t.Fatalf("no half-open trial to a: %v trial=%v", u, slot.Trial)
 	}
 	// while the trial is in flight, a gets nothing more
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != b.Addr() {
 		t.Fatalf("second request during a's trial went to %v", u)
 	}
-	epA.br.TrialSucceeded()
-	slot.release()
+	epA.Breaker.TrialSucceeded()
+	slot.Release()
 	if u, _, _ := g.pick(pool, "qwen"); u == nil || u.Dial != a.Addr() {
 		t.Errorf("a's breaker closed, yet %v was chosen", u)
 	}
@@ -432,72 +433,72 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 	clk := fakeClock(t)
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a)
-	g.cfg.unknownOK, g.cfg.breakers = true, true
-	cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
-	epA := g.endpoints[a.Addr()]
-	epA.br = new(breaker.Breaker)
-	epA.br.Failure(cfg, clk.Now(), breaker.Cause{})
+	g.Settings.unknownOK, g.Settings.Breakers = true, true
+	cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Minute)}
+	epA := g.Endpoints[a.Addr()]
+	epA.Breaker = new(breaker.Breaker)
+	epA.Breaker.Failure(cfg, clk.Now(), breaker.Cause{})
 
 	for _, at := range []time.Duration{0, time.Minute} { // open, then past its cooldown
 		clk.Set(clk.Now().Add(at))
-		copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
-		if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != because.BreakerOpen {
-			t.Fatalf("+%v: a copy went to %v (skip %q) with the breaker not closed", at, u, copySlot.skip)
+		copySlot := &Slot{Group: g, Model: "qwen", Shadow: true}
+		if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.Skip != because.BreakerOpen {
+			t.Fatalf("+%v: a copy went to %v (skip %q) with the breaker not closed", at, u, copySlot.Skip)
 		}
 		for _, pin := range []string{"", a.Addr()} { // any endpoint, then this one
-			drill := &attemptSlot{group: g, model: "qwen", drill: true, pin: pin}
-			if u := g.selectEndpoint(pool, drill); u == nil || drill.trial {
-				t.Fatalf("+%v: the drill (pinned to %q) got %v, trial %v", at, pin, u, drill.trial)
+			drill := &Slot{Group: g, Model: "qwen", Drill: true, Pin: pin}
+			if u := g.selectEndpoint(pool, drill); u == nil || drill.Trial {
+				t.Fatalf("+%v: the drill (pinned to %q) got %v, trial %v", at, pin, u, drill.Trial)
 			}
-			drill.release()
+			drill.Release()
 		}
 	}
 	// the trial is still there for a real request, which closes the breaker
-	slot := &attemptSlot{group: g, model: "qwen"}
-	if u := g.selectEndpoint(pool, slot); u == nil || !slot.trial {
-		t.Fatalf("no half-open trial left for a real request: %v trial=%v", u, slot.trial)
+	slot := &Slot{Group: g, Model: "qwen"}
+	if u := g.selectEndpoint(pool, slot); u == nil || !slot.Trial {
+		t.Fatalf("no half-open trial left for a real request: %v trial=%v", u, slot.Trial)
 	}
-	epA.br.TrialSucceeded()
-	slot.release()
-	copySlot := &attemptSlot{group: g, model: "qwen", shadow: true}
+	epA.Breaker.TrialSucceeded()
+	slot.Release()
+	copySlot := &Slot{Group: g, Model: "qwen", Shadow: true}
 	if u := g.selectEndpoint(pool, copySlot); u == nil {
-		t.Fatalf("a copy found no endpoint once the breaker closed: %q", copySlot.skip)
+		t.Fatalf("a copy found no endpoint once the breaker closed: %q", copySlot.Skip)
 	}
-	copySlot.release()
+	copySlot.Release()
 
 	// drained: real requests and copies stay away; a drill goes there
 	// only when nothing else serves
-	epA.drained = new(atomic.Bool)
-	epA.drained.Store(true)
+	epA.Drained = new(atomic.Bool)
+	epA.Drained.Store(true)
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != because.Drained {
 		t.Fatalf("a drained endpoint got %v (%q)", u, why)
 	}
-	copySlot = &attemptSlot{group: g, model: "qwen", shadow: true}
-	if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.skip != because.Drained {
-		t.Fatalf("a copy went to the drained endpoint: %v (%q)", u, copySlot.skip)
+	copySlot = &Slot{Group: g, Model: "qwen", Shadow: true}
+	if u := g.selectEndpoint(pool, copySlot); u != nil || copySlot.Skip != because.Drained {
+		t.Fatalf("a copy went to the drained endpoint: %v (%q)", u, copySlot.Skip)
 	}
-	drill := &attemptSlot{group: g, model: "qwen", drill: true}
+	drill := &Slot{Group: g, Model: "qwen", Drill: true}
 	if u := g.selectEndpoint(pool, drill); u == nil {
-		t.Fatalf("the drill could not reach the drained endpoint: %q", drill.skip)
+		t.Fatalf("the drill could not reach the drained endpoint: %q", drill.Skip)
 	}
-	drill.release()
+	drill.Release()
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g2, pool2 := testGroup(t, clk, 8, 0, a, b)
-	g2.cfg.unknownOK = true
-	g2.endpoints[a.Addr()].drained = epA.drained
-	g2.endpoints[b.Addr()].p.Inflight.Add(3) // busier, yet serving
-	drill = &attemptSlot{group: g2, model: "qwen", drill: true}
+	g2.Settings.unknownOK = true
+	g2.Endpoints[a.Addr()].Drained = epA.Drained
+	g2.Endpoints[b.Addr()].Prober.Inflight.Add(3) // busier, yet serving
+	drill = &Slot{Group: g2, Model: "qwen", Drill: true}
 	if u := g2.selectEndpoint(pool2, drill); u == nil || u.Dial != b.Addr() {
 		t.Fatalf("the drill went to %v rather than the endpoint that serves", u)
 	}
-	drill.release()
+	drill.Release()
 	// the drill of each endpoint in turn: pinned, it goes to the drained
 	// one, though another serves
-	drill = &attemptSlot{group: g2, model: "qwen", drill: true, pin: a.Addr()}
+	drill = &Slot{Group: g2, Model: "qwen", Drill: true, Pin: a.Addr()}
 	if u := g2.selectEndpoint(pool2, drill); u == nil || u.Dial != a.Addr() {
-		t.Fatalf("the drill pinned to %s went to %v (%q)", a.Addr(), u, drill.skip)
+		t.Fatalf("the drill pinned to %s went to %v (%q)", a.Addr(), u, drill.Skip)
 	}
-	drill.release()
+	drill.Release()
 }
 
 // An upstream of a vLLM group that cannot be probed (a unix socket, a
@@ -507,7 +508,7 @@ func TestCopiesAndDrillsLeaveTheBreakerAlone(t *testing.T) {
 func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, fakeClock(t), 1, 0, a)
-	g.cfg.unknownOK = true
+	g.Settings.unknownOK = true
 	unprobed := &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: "unix//run/vllm.sock"}
 	pool = append(pool, unprobed)
 
@@ -519,7 +520,7 @@ func TestUnprobedUpstreamOfAVLLMGroupGetsRequests(t *testing.T) {
 	if first != unprobed && second != unprobed {
 		t.Errorf("the unprobed upstream got nothing: %v, then %v (%s)", first.Dial, second, why)
 	}
-	if n := g.endpoints[a.Addr()].p.Inflight.Load(); n != 1 {
+	if n := g.Endpoints[a.Addr()].Prober.Inflight.Load(); n != 1 {
 		t.Errorf("the probed endpoint holds %d slots, want 1", n)
 	}
 }
@@ -544,26 +545,26 @@ func TestProbesEndACooldownOpenedOnConnectionFailures(t *testing.T) {
 			_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 			_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 			g, pool := testGroup(t, clk, 8, 0, a, b)
-			g.cfg.unknownOK, g.cfg.breakers, g.cfg.uneject, g.cfg.rise = true, true, tc.uneject, 2
-			cfg := &BreakerConfig{AllowedFails: 1, Cooldown: caddy.Duration(time.Hour)}
-			for _, ep := range g.endpoints {
-				ep.br = new(breaker.Breaker)
+			g.Settings.unknownOK, g.Settings.Breakers, g.Settings.uneject, g.Settings.rise = true, true, tc.uneject, 2
+			cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Hour)}
+			for _, ep := range g.Endpoints {
+				ep.Breaker = new(breaker.Breaker)
 			}
-			epA := g.endpoints[a.Addr()]
+			epA := g.Endpoints[a.Addr()]
 			probeAll(g)
-			epA.br.Failure(cfg, clk.Now(), breaker.Cause{Conn: tc.conn, Probe: epA.p.HealthSeq()})
-			g.endpoints[b.Addr()].p.Inflight.Add(5) // b busier: only the breaker keeps a out
+			epA.Breaker.Failure(cfg, clk.Now(), breaker.Cause{Conn: tc.conn, Probe: epA.Prober.HealthSeq()})
+			g.Endpoints[b.Addr()].Prober.Inflight.Add(5) // b busier: only the breaker keeps a out
 
-			epA.p.ProbeHealth(context.Background()) // one pass is not rise 2
+			epA.Prober.ProbeHealth(context.Background()) // one pass is not rise 2
 			if u, p, _ := g.pick(pool, "qwen"); u == nil || u.Dial != b.Addr() {
 				t.Fatalf("after one passed probe: %v", u)
 			} else {
 				p.Inflight.Add(-1)
 			}
-			epA.p.ProbeHealth(context.Background())
-			slot := &attemptSlot{group: g, model: "qwen"}
+			epA.Prober.ProbeHealth(context.Background())
+			slot := &Slot{Group: g, Model: "qwen"}
 			u := g.selectEndpoint(pool, slot)
-			if got := u != nil && u.Dial == a.Addr() && slot.trial; got != tc.want {
+			if got := u != nil && u.Dial == a.Addr() && slot.Trial; got != tc.want {
 				t.Errorf("after two passed probes, a's trial: %v, want %v (selected %v)", got, tc.want, u)
 			}
 		})
@@ -577,22 +578,22 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 	_, a := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	_, b := simulator.StartVLLM(t, simulator.VLLMConfig{})
 	g, pool := testGroup(t, clk, 8, 0, a, b)
-	g.cfg.unknownOK = true
-	for _, ep := range g.endpoints {
-		ep.br = new(breaker.Breaker)
+	g.Settings.unknownOK = true
+	for _, ep := range g.Endpoints {
+		ep.Breaker = new(breaker.Breaker)
 	}
-	epA := g.endpoints[a.Addr()]
-	g.endpoints[b.Addr()].p.Inflight.Add(5) // b busier: only the hold keeps a out
+	epA := g.Endpoints[a.Addr()]
+	g.Endpoints[b.Addr()].Prober.Inflight.Add(5) // b busier: only the hold keeps a out
 	pickA := func() bool {
 		u, p, _ := g.pick(pool, "qwen")
 		p.Inflight.Add(-1)
 		return u.Dial == a.Addr()
 	}
 
-	if epA.br.HoldFor(0, clk.Now()) || !pickA() {
+	if epA.Breaker.HoldFor(0, clk.Now()) || !pickA() {
 		t.Fatal("a 429 without Retry-After held the endpoint")
 	}
-	if !epA.br.HoldFor(time.Hour, clk.Now()) || pickA() {
+	if !epA.Breaker.HoldFor(time.Hour, clk.Now()) || pickA() {
 		t.Fatal("Retry-After 3600: a still selected")
 	}
 	clk.Set(clk.Now().Add(59 * time.Second))
@@ -603,10 +604,10 @@ func TestRetryAfterHoldsTheEndpoint(t *testing.T) {
 	if !pickA() {
 		t.Fatal("a held beyond the 60s cap")
 	}
-	if !epA.br.HoldFor(upstreamRetryAfter(http.Header{"Retry-After": {clk.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)}}, clk.Now()), clk.Now()) || pickA() {
+	if !epA.Breaker.HoldFor(ratelimit.Asked(http.Header{"Retry-After": {clk.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat)}}, clk.Now()), clk.Now()) || pickA() {
 		t.Fatal("Retry-After as an HTTP date: a still selected")
 	}
-	g.endpoints[b.Addr()].br.Hold(clk.Now().Add(time.Minute)) // every endpoint held: the reason says so
+	g.Endpoints[b.Addr()].Breaker.Hold(clk.Now().Add(time.Minute)) // every endpoint held: the reason says so
 	if u, _, why := g.pick(pool, "qwen"); u != nil || why != because.RateLimited {
 		t.Errorf("every endpoint held: %v (%s)", u, why)
 	}

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"encoding/json"
@@ -14,7 +14,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -24,6 +26,18 @@ import (
 // ProbeConfig sets how the endpoints of a vLLM group are probed (see
 // probe.Config).
 type ProbeConfig = probe.Config
+
+// Group kinds.
+const (
+	// KindVLLM is a self-hosted vLLM group.
+	KindVLLM = "vllm"
+	// KindOpenAI is a cloud or any other OpenAI-compatible API.
+	KindOpenAI = "openai"
+)
+
+// BodySlack is how much a request body may grow on its way upstream: a
+// longer model name swapped in, the stream usage asked for.
+const BodySlack = 4 << 10
 
 // Group is a named set of interchangeable endpoints that serve the same
 // model names, proxied through one embedded `reverse_proxy`.
@@ -62,14 +76,14 @@ type Group struct {
 
 	// A circuit breaker for the group, and for each endpoint of a vllm
 	// group. Default: none.
-	Breaker *BreakerConfig `json:"breaker,omitempty"`
+	Breaker *breaker.Config `json:"breaker,omitempty"`
 
 	// Health-score scheduling of the group's endpoints (kind vllm): each
 	// is scored over its own window as a weighted set's member is, and
 	// one over a threshold (or failing its probes) gets no request, the
 	// others taking its share, until it ramps back after a hold. The
 	// last endpoint in service is kept. Default: none.
-	Health *HealthConfig `json:"health,omitempty"`
+	Health *healthscore.Config `json:"health,omitempty"`
 
 	// The group's cost model, for the cost ledger and the cloud spend.
 	Cost *CostConfig `json:"cost,omitempty"`
@@ -82,11 +96,15 @@ type Group struct {
 	// setting (on).
 	StreamUsage *bool `json:"stream_usage,omitempty"`
 
-	inflight atomic.Int64 // requests the gateway has in flight to the group
-	shared   *groupShared
-	vllm     *vllmGroup
-	check    modelCheck
-	run      groupRun // resolved from the config as it is provisioned
+	// The group's runtime, set as it is provisioned: requests the
+	// gateway has in flight to it, its state that outlives reloads, its
+	// vLLM endpoints (kind vllm), its model name check, and what is
+	// resolved from the config.
+	Inflight atomic.Int64 `json:"-"`
+	Shared   *GroupState  `json:"-"`
+	VLLM     *VLLMGroup   `json:"-"`
+	Check    ModelCheck   `json:"-"`
+	Run      GroupRun     `json:"-"`
 }
 
 // VLLMSettings are a vllm group's red line, per-endpoint settings and
@@ -111,24 +129,24 @@ type VLLMSettings struct {
 	Probe *ProbeConfig `json:"probe,omitempty"`
 }
 
-// groupRun is a group's runtime, resolved from its config.
-type groupRun struct {
-	name      string
-	pos       string // in a Caddyfile: where it is, for errors
+// GroupRun is a group's runtime, resolved from its config.
+type GroupRun struct {
+	Name      string
+	Pos       string // in a Caddyfile: where it is, for errors
 	sharedKey string
-	proxy     *reverseproxy.Handler
+	Proxy     *reverseproxy.Handler
 	// what an attempt is served by: the proxy, or a unit test's upstream
-	serve  caddyhttp.MiddlewareHandler
+	Serve  caddyhttp.MiddlewareHandler
 	key    string      // the resolved api_key
-	expect []string    // the model names the aliases send to this group
-	clock  clock.Clock // the gateway's
-	// streamUsage is StreamUsage resolved against the gateway's default
-	streamUsage bool
-	checkOff    bool          // model_check off
+	Expect []string    // the model names the aliases send to this group
+	Clock  clock.Clock // the gateway's
+	// StreamUsage is StreamUsage resolved against the gateway's default
+	StreamUsage bool
+	CheckOff    bool          // model_check off
 	checkEvery  time.Duration // model_check's interval; 0: the default
 	// the GPUs one request in flight occupies, for the ledger (see
 	// provisionOccupancy); 0: not counted
-	occupancy float64
+	Occupancy float64
 }
 
 // EndpointConfig holds the settings of one endpoint of a vLLM group.
@@ -141,10 +159,10 @@ type EndpointConfig struct {
 	Weight float64 `json:"weight,omitempty"`
 }
 
-// provision checks the group and loads its reverse proxy.
-func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error {
-	grp.run.name = name
-	grp.check.clock = grp.run.clock
+// Provision checks the group and loads its reverse proxy.
+func (grp *Group) Provision(ctx caddy.Context, name string, maxBody int64) error {
+	grp.Run.Name = name
+	grp.Check.clock = grp.Run.Clock
 	if err := grp.validate(); err != nil {
 		return err
 	}
@@ -165,14 +183,14 @@ func (grp *Group) provision(ctx caddy.Context, name string, maxBody int64) error
 	if err != nil {
 		return fmt.Errorf("loading proxy: %v", err)
 	}
-	grp.run.proxy = mod.(*reverseproxy.Handler)
-	grp.run.serve = grp.run.proxy
-	if lb := grp.run.proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
+	grp.Run.Proxy = mod.(*reverseproxy.Handler)
+	grp.Run.Serve = grp.Run.Proxy
+	if lb := grp.Run.Proxy.LoadBalancing; lb != nil && lb.SelectionPolicy != nil {
 		// a drill reaches each endpoint in turn, whatever the policy
 		lb.SelectionPolicy = pinnedSelection{lb.SelectionPolicy}
 	}
-	if grp.run.key != "" {
-		warnKeyExposure(ctx.Logger(), name, grp.APIKey, grp.run.proxy)
+	if grp.Run.key != "" {
+		warnKeyExposure(ctx.Logger(), name, grp.APIKey, grp.Run.Proxy)
 	}
 
 	switch grp.Kind {
@@ -206,13 +224,13 @@ func (grp *Group) validate() error {
 	switch grp.ModelCheck {
 	case "":
 	case "off":
-		grp.run.checkOff = true
+		grp.Run.CheckOff = true
 	default:
 		d, err := caddy.ParseDuration(grp.ModelCheck)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("model_check: want a positive duration or off, got %q", grp.ModelCheck)
 		}
-		grp.run.checkEvery = d
+		grp.Run.checkEvery = d
 	}
 	if grp.Cost != nil {
 		if err := grp.Cost.validate(grp.Kind); err != nil {
@@ -235,7 +253,7 @@ func (grp *Group) validate() error {
 // retries inside the group, the api_key in the proxy's own header
 // operations (and its active health checks').
 func (grp *Group) proxyConfig(ctx caddy.Context, maxBody int64) (json.RawMessage, error) {
-	name := grp.run.name
+	name := grp.Run.Name
 	raw := grp.ProxyRaw
 	if grp.Kind == KindVLLM {
 		// the queue-aware policy is the default of vLLM groups
@@ -259,14 +277,14 @@ func (grp *Group) proxyConfig(ctx caddy.Context, maxBody int64) (json.RawMessage
 		var err error
 		// room for the body as sent: the model name swapped, the stream
 		// usage asked for
-		raw, err = sjson.SetBytes(slices.Clone(raw), "request_buffers", maxBody+bodySlack)
+		raw, err = sjson.SetBytes(slices.Clone(raw), "request_buffers", maxBody+BodySlack)
 		if err != nil {
 			return nil, fmt.Errorf("setting request_buffers: %v", err)
 		}
 	}
 	if grp.APIKey != "" {
 		key := caddy.NewReplacer().ReplaceAll(grp.APIKey, "")
-		grp.run.key = key
+		grp.Run.key = key
 		if key == "" {
 			// an unset variable would send every request without
 			// credentials, and every answer would be the cloud's 401
@@ -306,67 +324,67 @@ func hasHeader(headers gjson.Result, h string) bool {
 	return found
 }
 
-// cleanup releases what the group holds in shared state.
+// Cleanup releases what the group holds in shared state.
 // The endpoints map stays: requests of an unloaded config may still be
 // in flight, and a released prober's data merely goes stale.
-func (grp *Group) cleanup() {
+func (grp *Group) Cleanup() {
 	if grp == nil {
 		return
 	}
-	if grp.run.sharedKey != "" {
-		_ = groupStates.Release(grp.run.sharedKey)
-		grp.run.sharedKey = ""
+	if grp.Run.sharedKey != "" {
+		_ = groupStates.Release(grp.Run.sharedKey)
+		grp.Run.sharedKey = ""
 	}
-	if grp.vllm == nil || grp.vllm.released {
+	if grp.VLLM == nil || grp.VLLM.released {
 		return
 	}
-	grp.vllm.released = true
-	grp.vllm.releaseAdded()
-	for _, ep := range grp.vllm.endpoints {
-		probe.Release(ep.p, grp)
+	grp.VLLM.released = true
+	grp.VLLM.releaseAdded()
+	for _, ep := range grp.VLLM.Endpoints {
+		probe.Release(ep.Prober, grp)
 	}
 }
 
-// defaultRetries is how many more attempts a target on the group gets by
+// DefaultRetries is how many more attempts a target on the group gets by
 // default: one on a vllm group that has or may have several endpoints
 // (dynamic upstreams, or a registry that lists more than the config), so
 // that a failing replica hands the request to a healthy one rather than
 // to the next target (the cloud); none elsewhere.
-func (grp *Group) defaultRetries(registry bool) int {
-	if grp.Kind == KindVLLM && (len(grp.run.proxy.Upstreams) > 1 || grp.run.proxy.DynamicUpstreams != nil || registry) {
+func (grp *Group) DefaultRetries(registry bool) int {
+	if grp.Kind == KindVLLM && (len(grp.Run.Proxy.Upstreams) > 1 || grp.Run.Proxy.DynamicUpstreams != nil || registry) {
 		return 1
 	}
 	return 0
 }
 
-// closeIdleConnections drops the pooled connections of the group's
+// CloseIdleConnections drops the pooled connections of the group's
 // transport.
-func (grp *Group) closeIdleConnections() {
-	if ht, ok := grp.run.proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
+func (grp *Group) CloseIdleConnections() {
+	if ht, ok := grp.Run.Proxy.Transport.(*reverseproxy.HTTPTransport); ok && ht.Transport != nil {
 		ht.Transport.CloseIdleConnections()
 	}
 }
 
-// probesDown reports whether the group's health checks find every one of
+// ProbesDown reports whether the group's health checks find every one of
 // its endpoints down: the probes of a vllm group, Caddy's active health
 // checks (`health_uri`) of an openai group. Without health checks it is
 // never down.
-func (grp *Group) probesDown() bool {
-	if vg := grp.vllm; vg != nil {
+func (grp *Group) ProbesDown() bool {
+	if vg := grp.VLLM; vg != nil {
 		seen := false
-		for ep := range vg.all() { // the registry's endpoints too
-			if ep.p.Snapshot().Health != probe.HealthDown {
+		for ep := range vg.All() { // the registry's endpoints too
+			if ep.Prober.Snapshot().Health != probe.HealthDown {
 				return false
 			}
 			seen = true
 		}
 		return seen
 	}
-	hc := grp.run.proxy.HealthChecks
-	if hc == nil || hc.Active == nil || len(grp.run.proxy.Upstreams) == 0 {
+	hc := grp.Run.Proxy.HealthChecks
+	if hc == nil || hc.Active == nil || len(grp.Run.Proxy.Upstreams) == 0 {
 		return false
 	}
-	for _, u := range grp.run.proxy.Upstreams {
+	for _, u := range grp.Run.Proxy.Upstreams {
 		if u.Healthy() {
 			return false
 		}
@@ -374,9 +392,9 @@ func (grp *Group) probesDown() bool {
 	return true
 }
 
-func (grp *Group) acquireShared(key string) {
-	grp.shared, _, _ = groupStates.Acquire(key, func() (*groupShared, error) {
-		return &groupShared{endpoints: make(map[string]*endpointShared)}, nil
+func (grp *Group) AcquireShared(key string) {
+	grp.Shared, _, _ = groupStates.Acquire(key, func() (*GroupState, error) {
+		return NewGroupState(), nil
 	})
-	grp.run.sharedKey = key
+	grp.Run.sharedKey = key
 }

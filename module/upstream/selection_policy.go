@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"fmt"
@@ -59,7 +59,7 @@ type LeastLoadSelection struct {
 	Probe *ProbeConfig `json:"probe,omitempty"`
 
 	mu       *sync.Mutex // guards group.endpoints, seen and swept
-	group    *vllmGroup
+	group    *VLLMGroup
 	seen     map[string]time.Time // when each address was last in a pool
 	swept    time.Time
 	settings probe.Settings
@@ -83,7 +83,7 @@ func (LeastLoadSelection) CaddyModule() caddy.ModuleInfo {
 // Provision sets up the policy for use in a plain reverse_proxy.
 func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 	s.logger = ctx.Logger()
-	s.clock = provisionClock
+	s.clock = clock.Process
 	s.mu = new(sync.Mutex)
 	if s.MaxNumSeqs < 0 || s.MaxQueue < 0 {
 		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
@@ -96,9 +96,9 @@ func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 		settings.Expect = []string{s.Model}
 	}
 	s.settings = settings
-	s.group = &vllmGroup{
-		cfg:       vllmSettings{maxNumSeqs: s.MaxNumSeqs, maxQueue: s.MaxQueue, staleAfter: staleAfter, unknownOK: unknownOK},
-		endpoints: make(map[string]*endpoint),
+	s.group = &VLLMGroup{
+		Settings:  Settings{maxNumSeqs: s.MaxNumSeqs, maxQueue: s.MaxQueue, StaleAfter: staleAfter, unknownOK: unknownOK},
+		Endpoints: make(map[string]*Endpoint),
 		clock:     s.clock,
 	}
 	s.seen = make(map[string]time.Time)
@@ -113,32 +113,32 @@ func (s *LeastLoadSelection) Cleanup() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, ep := range s.group.endpoints {
+	for _, ep := range s.group.Endpoints {
 		if ep != nil { // nil: an address that is not probed
-			probe.Release(ep.p, s)
+			probe.Release(ep.Prober, s)
 		}
 	}
-	s.group.endpoints = nil
+	s.group.Endpoints = nil
 	return nil
 }
 
 // Select implements reverseproxy.Selector.
 func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
-	if slot := slotOf(w); slot != nil && slot.group != nil {
+	if slot := SlotOf(w); slot != nil && slot.Group != nil {
 		// a retry inside the group (lb_retries): the previous pick failed;
 		// give back its slot and settle its breaker, trial included
-		slot.release()
-		if prev := slot.ep; prev != nil && slot.group.cfg.breaker != nil && !slot.drill { // a drill's verdict is never recorded
+		slot.Release()
+		if prev := slot.Endpoint; prev != nil && slot.Group.Settings.breaker != nil && !slot.Drill { // a drill's verdict is never recorded
 			// the proxy retries only what failed before any answer
-			v := breaker.Verdict{Outcome: breaker.Failure, Trial: slot.trial, Cause: breaker.Cause{Conn: true, Probe: prev.p.HealthSeq()}}
-			if prev.br.Settle(slot.group.cfg.breaker, v, slot.group.clock.Now()) != breaker.Kept && s.logger != nil {
-				s.logger.Warn("breaker open", zap.String("group", slot.group.name), zap.String("endpoint", prev.dial))
+			v := breaker.Verdict{Outcome: breaker.Failure, Trial: slot.Trial, Cause: breaker.Cause{Conn: true, Probe: prev.Prober.HealthSeq()}}
+			if prev.Breaker.Settle(slot.Group.Settings.breaker, v, slot.Group.clock.Now()) != breaker.Kept && s.logger != nil {
+				s.logger.Warn("breaker open", zap.String("group", slot.Group.Name), zap.String("endpoint", prev.Dial))
 			}
-			slot.ep, slot.trial = nil, false
-			slot.failed++
+			slot.Endpoint, slot.Trial = nil, false
+			slot.Failed++
 		}
-		if len(slot.group.endpoints) > 0 || slot.group.added.Load() != nil {
-			return slot.group.selectEndpoint(pool, slot)
+		if len(slot.Group.Endpoints) > 0 || slot.Group.Added.Load() != nil {
+			return slot.Group.selectEndpoint(pool, slot)
 		}
 		// a group without probed upstreams (dynamic): fall through
 	}
@@ -186,7 +186,7 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *r
 func (s *LeastLoadSelection) sweep(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.group.endpoints == nil || t.Sub(s.swept) < forgetUpstreamAfter/2 {
+	if s.group.Endpoints == nil || t.Sub(s.swept) < forgetUpstreamAfter/2 {
 		return // cleaned up, or swept recently
 	}
 	s.swept = t
@@ -194,34 +194,34 @@ func (s *LeastLoadSelection) sweep(t time.Time) {
 		if t.Sub(seen) < forgetUpstreamAfter {
 			continue
 		}
-		if ep := s.group.endpoints[dial]; ep != nil {
-			probe.Release(ep.p, s)
+		if ep := s.group.Endpoints[dial]; ep != nil {
+			probe.Release(ep.Prober, s)
 		}
-		delete(s.group.endpoints, dial)
+		delete(s.group.Endpoints, dial)
 		delete(s.seen, dial)
 	}
 }
 
 // endpoint returns the policy's prober for a dial address, starting one
 // on first sight, and notes that a pool held the address at time t.
-func (s *LeastLoadSelection) endpoint(dial string, t time.Time) *endpoint {
+func (s *LeastLoadSelection) endpoint(dial string, t time.Time) *Endpoint {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.group.endpoints == nil {
+	if s.group.Endpoints == nil {
 		return nil // cleaned up
 	}
 	s.seen[dial] = t
-	if ep, ok := s.group.endpoints[dial]; ok {
+	if ep, ok := s.group.Endpoints[dial]; ok {
 		return ep
 	}
-	var ep *endpoint
+	var ep *Endpoint
 	if probeable(dial) {
 		if p, err := probe.Acquire("http://"+dial, s, s.settings, s.clock, s.logger); err == nil {
 			p.Begin()
-			ep = &endpoint{dial: dial, p: p}
+			ep = &Endpoint{Dial: dial, Prober: p}
 		}
 	}
-	s.group.endpoints[dial] = ep
+	s.group.Endpoints[dial] = ep
 	return ep
 }
 

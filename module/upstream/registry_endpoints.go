@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"iter"
@@ -15,25 +15,25 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
-// addedEndpoints are the endpoints a registry adds to a vLLM group, beside
+// AddedEndpoints are the endpoints a registry adds to a vLLM group, beside
 // the config's. They are not in the proxy's static pool: the selection
 // offers them after the pool's, so that a group the registry adds nothing
 // to pays nothing more per request. They are probed like the config's
 // (the group's probe, transport and api_key) and have the group's
 // max_num_seqs; Caddy's own health checks (health_uri, max_fails) cover
 // only the config's.
-type addedEndpoints struct {
-	eps []*endpoint // sorted by address
-	ups []*reverseproxy.Upstream
+type AddedEndpoints struct {
+	Endpoints []*Endpoint // sorted by address
+	Upstreams []*reverseproxy.Upstream
 }
 
-// applyEndpoints makes a registry group's endpoint list the one in force:
+// ApplyEndpoints makes a registry group's endpoint list the one in force:
 // an address the config lacks is added (its prober starts now); one the
 // registry no longer lists leaves the selection, requests in flight on it
 // finish, and its prober stops. A weight, or a drain (weight 0 drains
 // too), applies to the config's endpoints as to the added ones; without
 // one an endpoint has its config's weight and is not drained.
-func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger) {
+func (g *VLLMGroup) ApplyEndpoints(list []registry.Endpoint, logger *zap.Logger) {
 	g.adds.mu.Lock()
 	defer g.adds.mu.Unlock()
 	if g.adds.off {
@@ -43,16 +43,16 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 	for _, e := range list {
 		listed[e.Address] = e
 	}
-	prev := g.added.Load()
-	kept := map[string]*endpoint{}
+	prev := g.Added.Load()
+	kept := map[string]*Endpoint{}
 	if prev != nil {
-		for _, ep := range prev.eps {
-			kept[ep.dial] = ep
+		for _, ep := range prev.Endpoints {
+			kept[ep.Dial] = ep
 		}
 	}
 	changed := false
 	for addr := range listed {
-		if g.endpoints[addr] != nil || kept[addr] != nil {
+		if g.Endpoints[addr] != nil || kept[addr] != nil {
 			continue
 		}
 		if !probeable(addr) {
@@ -60,43 +60,43 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 		}
 		ep, err := g.adds.spawn(addr)
 		if err != nil {
-			logger.Warn("registry: the endpoint cannot be probed; not added", zap.String("group", g.name), zap.String("endpoint", addr), zap.Error(err))
+			logger.Warn("registry: the endpoint cannot be probed; not added", zap.String("group", g.Name), zap.String("endpoint", addr), zap.Error(err))
 			continue
 		}
-		ep.added = true
+		ep.Added = true
 		setListed(ep, listed[addr]) // before it can be selected
 		if g.adds.running {
-			ep.p.Begin()
+			ep.Prober.Begin()
 		}
 		kept[addr] = ep
 		changed = true
-		logger.Info("registry: endpoint added", zap.String("group", g.name), zap.String("endpoint", addr))
+		logger.Info("registry: endpoint added", zap.String("group", g.Name), zap.String("endpoint", addr))
 	}
-	var removed []*endpoint
+	var removed []*Endpoint
 	for addr, ep := range kept {
 		if _, ok := listed[addr]; !ok {
 			delete(kept, addr)
 			removed = append(removed, ep)
 			changed = true
-			logger.Info("registry: endpoint removed; requests in flight on it finish", zap.String("group", g.name), zap.String("endpoint", addr))
+			logger.Info("registry: endpoint removed; requests in flight on it finish", zap.String("group", g.Name), zap.String("endpoint", addr))
 		}
 	}
 	if changed {
-		next := &addedEndpoints{}
+		next := &AddedEndpoints{}
 		for _, addr := range slices.Sorted(maps.Keys(kept)) {
-			next.eps = append(next.eps, kept[addr])
-			next.ups = append(next.ups, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: addr})
+			next.Endpoints = append(next.Endpoints, kept[addr])
+			next.Upstreams = append(next.Upstreams, &reverseproxy.Upstream{Host: new(reverseproxy.Host), Dial: addr})
 		}
-		if len(next.eps) == 0 {
+		if len(next.Endpoints) == 0 {
 			next = nil
 		}
-		g.added.Store(next)
+		g.Added.Store(next)
 	}
 	for _, ep := range removed {
 		g.adds.unspawn(ep) // out of the selection first
 	}
-	for ep := range g.all() {
-		e, ok := listed[ep.dial]
+	for ep := range g.All() {
+		e, ok := listed[ep.Dial]
 		if !ok {
 			e = registry.Endpoint{}
 		}
@@ -106,8 +106,8 @@ func (g *vllmGroup) applyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 
 // setListed gives an endpoint its registry drain and weight (the zero
 // Endpoint: neither).
-func setListed(ep *endpoint, e registry.Endpoint) {
-	ep.drained.Store(e.Drained || (e.Weight != nil && *e.Weight == 0))
+func setListed(ep *Endpoint, e registry.Endpoint) {
+	ep.Drained.Store(e.Drained || (e.Weight != nil && *e.Weight == 0))
 	var bits uint64
 	if e.Weight != nil && *e.Weight > 0 {
 		bits = math.Float64bits(*e.Weight)
@@ -116,27 +116,27 @@ func setListed(ep *endpoint, e registry.Endpoint) {
 }
 
 // releaseAdded stops the added endpoints' probers when the group goes.
-func (g *vllmGroup) releaseAdded() {
+func (g *VLLMGroup) releaseAdded() {
 	g.adds.mu.Lock()
 	defer g.adds.mu.Unlock()
 	g.adds.off = true
-	if a := g.added.Swap(nil); a != nil {
-		for _, ep := range a.eps {
+	if a := g.Added.Swap(nil); a != nil {
+		for _, ep := range a.Endpoints {
 			g.adds.unspawn(ep)
 		}
 	}
 }
 
-// all yields the group's endpoints: the config's, then the registry's.
-func (g *vllmGroup) all() iter.Seq[*endpoint] {
-	return func(yield func(*endpoint) bool) {
-		for _, ep := range g.endpoints {
+// All yields the group's endpoints: the config's, then the registry's.
+func (g *VLLMGroup) All() iter.Seq[*Endpoint] {
+	return func(yield func(*Endpoint) bool) {
+		for _, ep := range g.Endpoints {
 			if !yield(ep) {
 				return
 			}
 		}
-		if a := g.added.Load(); a != nil {
-			for _, ep := range a.eps {
+		if a := g.Added.Load(); a != nil {
+			for _, ep := range a.Endpoints {
 				if !yield(ep) {
 					return
 				}
@@ -145,14 +145,14 @@ func (g *vllmGroup) all() iter.Seq[*endpoint] {
 	}
 }
 
-// lookup returns the group's endpoint of a dial address, added or not.
-func (g *vllmGroup) lookup(dial string) *endpoint {
-	if ep := g.endpoints[dial]; ep != nil {
+// Lookup returns the group's endpoint of a dial address, added or not.
+func (g *VLLMGroup) Lookup(dial string) *Endpoint {
+	if ep := g.Endpoints[dial]; ep != nil {
 		return ep
 	}
-	if a := g.added.Load(); a != nil {
-		for _, ep := range a.eps {
-			if ep.dial == dial {
+	if a := g.Added.Load(); a != nil {
+		for _, ep := range a.Endpoints {
+			if ep.Dial == dial {
 				return ep
 			}
 		}

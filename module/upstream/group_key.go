@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"net"
@@ -27,7 +27,7 @@ func warnKeyExposure(log *zap.Logger, name, apiKey string, proxy *reverseproxy.H
 	}
 	for _, u := range proxy.Upstreams {
 		host, _, err := net.SplitHostPort(u.Dial)
-		if err != nil || strings.Contains(host, "{") || privateHost(host) {
+		if err != nil || strings.Contains(host, "{") || PrivateHost(host) {
 			continue
 		}
 		log.Warn("api_key goes to this upstream over plain HTTP: write it as https://host to send the key over TLS",
@@ -42,11 +42,11 @@ var privateSuffixes = []string{".local", ".internal", ".svc", ".lan", ".home.arp
 // a cluster.
 var cgnat = netip.MustParsePrefix("100.64.0.0/10")
 
-// privateHost reports whether host is on a network of its own: a
+// PrivateHost reports whether host is on a network of its own: a
 // loopback, private, link-local or shared address, a name without a dot
 // (a container's or a Kubernetes service's), or one under a private
 // suffix.
-func privateHost(host string) bool {
+func PrivateHost(host string) bool {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ip = ip.Unmap()
 		return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || cgnat.Contains(ip)

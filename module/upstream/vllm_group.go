@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"cmp"
@@ -32,86 +32,86 @@ const defaultAssumedSeqs = 256
 // tie-breaker after the waiting queue and the running share.
 const kvWeight = 0.1
 
-// vllmGroup is the runtime of a vLLM group: its endpoints with their
+// VLLMGroup is the runtime of a vLLM group: its endpoints with their
 // probers and limits.
-type vllmGroup struct {
-	name string
-	cfg  vllmSettings
+type VLLMGroup struct {
+	Name     string
+	Settings Settings
 	// with a registry: this gateway's place among the live ones, which
 	// split each endpoint's red line
-	share      atomic.Pointer[fleet.Share]
-	endpoints  map[string]*endpoint                 // by dial address; read-only once provisioned
-	byUpstream map[*reverseproxy.Upstream]*endpoint // the static upstreams
+	Share      atomic.Pointer[fleet.Share]
+	Endpoints  map[string]*Endpoint                 // by dial address; read-only once provisioned
+	byUpstream map[*reverseproxy.Upstream]*Endpoint // the static upstreams
 	poolCache  atomic.Pointer[poolEndpoints]
 	released   bool
-	scored     bool        // the endpoints are health-scored (the group's health)
+	Scored     bool        // the endpoints are health-scored (the group's health)
 	clock      clock.Clock // of staleness, breakers and holds
 
 	// the endpoints a registry adds beside the config's, and how
-	added atomic.Pointer[addedEndpoints]
+	Added atomic.Pointer[AddedEndpoints]
 	adds  endpointAdds
 }
 
-// vllmSettings are a vLLM group's settings, resolved from its config.
-type vllmSettings struct {
+// Settings are a vLLM group's settings, resolved from its config.
+type Settings struct {
 	maxNumSeqs int
 	maxQueue   int
-	staleAfter time.Duration
+	StaleAfter time.Duration
 	unknownOK  bool
-	breakers   bool           // endpoint breakers are on
-	breaker    *BreakerConfig // their config
-	uneject    bool           // probes may end a cooldown (breaker uneject_on_probe)
-	rise       int            // the group's probe rise count
+	Breakers   bool            // endpoint breakers are on
+	breaker    *breaker.Config // their config
+	uneject    bool            // probes may end a cooldown (breaker uneject_on_probe)
+	rise       int             // the group's probe rise count
 }
 
 // endpointAdds is how a vLLM group adds and removes the endpoints a
 // registry lists.
 type endpointAdds struct {
 	mu      sync.Mutex // serializes changes to added
-	spawn   func(dial string) (*endpoint, error)
-	unspawn func(*endpoint)
+	spawn   func(dial string) (*Endpoint, error)
+	unspawn func(*Endpoint)
 	off     bool // the group is cleaned up: nothing more is added
 	running bool // its config runs: added endpoints are probed at once
 }
 
-// endpoint is one vLLM replica of a group.
-type endpoint struct {
-	dial       string
-	p          *probe.Prober
-	br         *breaker.Breaker // consulted when the group has a breaker
-	drained    *atomic.Bool     // set through the admin API
-	maxNumSeqs int
+// Endpoint is one vLLM replica of a group.
+type Endpoint struct {
+	Dial       string
+	Prober     *probe.Prober
+	Breaker    *breaker.Breaker // consulted when the group has a breaker
+	Drained    *atomic.Bool     // set through the admin API
+	MaxNumSeqs int
 	weight     float64        // the config's
 	regWeight  atomic.Uint64  // with a registry: its weight there (float64 bits; 0: none)
-	score      *endpointScore // with the group's health
-	added      bool           // listed by the registry: selected once its probes say it is up
+	Score      *EndpointScore // with the group's health
+	Added      bool           // listed by the registry: selected once its probes say it is up
 }
 
-// weightNow is the endpoint's weight: the registry's, else the config's.
-func (ep *endpoint) weightNow() float64 {
+// WeightNow is the endpoint's weight: the registry's, else the config's.
+func (ep *Endpoint) WeightNow() float64 {
 	if b := ep.regWeight.Load(); b != 0 {
 		return math.Float64frombits(b)
 	}
 	return ep.weight
 }
 
-// redLine is the most requests the gateway keeps in flight to the
+// RedLine is the most requests the gateway keeps in flight to the
 // endpoint; 0 means no limit.
-func (g *vllmGroup) redLine(ep *endpoint) int64 {
-	n := ep.maxNumSeqs
+func (g *VLLMGroup) RedLine(ep *Endpoint) int64 {
+	n := ep.MaxNumSeqs
 	if n == 0 {
-		n = g.cfg.maxNumSeqs
+		n = g.Settings.maxNumSeqs
 	}
 	if n == 0 {
 		return 0
 	}
-	return g.shareOf(n + g.cfg.maxQueue)
+	return g.shareOf(n + g.Settings.maxQueue)
 }
 
 // shareOf is this gateway's share of an endpoint's limit among the live
 // gateways of a registry; redLineNone when the share is nothing.
-func (g *vllmGroup) shareOf(limit int) int64 {
-	sh := g.share.Load()
+func (g *VLLMGroup) shareOf(limit int) int64 {
+	sh := g.Share.Load()
 	if sh == nil || sh.N <= 1 {
 		return int64(limit)
 	}
@@ -195,19 +195,19 @@ func (v *endpointView) score() (float64, reason) {
 }
 
 // view builds the endpoint's view for a model at time t.
-func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
-	snap := ep.p.Snapshot()
+func (g *VLLMGroup) view(ep *Endpoint, model string, t time.Time) endpointView {
+	snap := ep.Prober.Snapshot()
 	v := endpointView{
 		health:     snap.Health,
-		inflight:   ep.p.Inflight.Load(),
+		inflight:   ep.Prober.Inflight.Load(),
 		atScrape:   snap.InflightAtScrape,
-		redLine:    g.redLine(ep),
-		maxNumSeqs: ep.maxNumSeqs,
-		weight:     ep.weightNow(),
-		unknownOK:  g.cfg.unknownOK,
+		redLine:    g.RedLine(ep),
+		maxNumSeqs: ep.MaxNumSeqs,
+		weight:     ep.WeightNow(),
+		unknownOK:  g.Settings.unknownOK,
 	}
 	if v.maxNumSeqs == 0 {
-		v.maxNumSeqs = g.cfg.maxNumSeqs
+		v.maxNumSeqs = g.Settings.maxNumSeqs
 	}
 	if snap.Models != nil {
 		v.modelsKnown = true
@@ -218,9 +218,9 @@ func (g *vllmGroup) view(ep *endpoint, model string, t time.Time) endpointView {
 		}
 	}
 	switch {
-	case !snap.MetricsAt.IsZero() && t.Sub(snap.MetricsAt) <= g.cfg.staleAfter:
+	case !snap.MetricsAt.IsZero() && t.Sub(snap.MetricsAt) <= g.Settings.StaleAfter:
 		v.load = snap.LoadFor(model) // nil: this model's series is missing
-	case snap.MetricsAt.IsZero() && t.Sub(ep.p.Born()) < g.cfg.staleAfter:
+	case snap.MetricsAt.IsZero() && t.Sub(ep.Prober.Born()) < g.Settings.StaleAfter:
 		v.pending = true
 	}
 	return v
@@ -251,9 +251,9 @@ func skipRank(why reason) int {
 // the slot's model, avoiding endpoints that failed the request already,
 // reserves an in-flight slot on it and, when its breaker is half-open,
 // takes the trial. It records the pick (or why there is none) in the slot.
-func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attemptSlot) *reverseproxy.Upstream {
+func (g *VLLMGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *Slot) *reverseproxy.Upstream {
 	t := g.clock.Now()
-	var excluded [4]*endpoint
+	var excluded [4]*Endpoint
 	for round := range len(excluded) { // a lost race for a slot or a trial re-evaluates
 		c := g.scan(pool, slot, t, excluded[:round])
 		pick := c.best
@@ -262,10 +262,10 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 		}
 		switch {
 		case pick.u == nil:
-			slot.skip = cmp.Or(c.skip, because.NoEndpoint)
+			slot.Skip = cmp.Or(c.skip, because.NoEndpoint)
 			return nil
 		case pick.ep == nil:
-			slot.skip = ""
+			slot.Skip = ""
 			return pick.u // an unprobed upstream: nothing to reserve
 		}
 		excluded[round] = pick.ep
@@ -273,14 +273,14 @@ func (g *vllmGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *attempt
 			return pick.u
 		}
 	}
-	slot.skip = because.RedLine
+	slot.Skip = because.RedLine
 	return nil
 }
 
 // candidate is an upstream a request may go to, and its load score.
 type candidate struct {
 	u     *reverseproxy.Upstream
-	ep    *endpoint // nil: not probed
+	ep    *Endpoint // nil: not probed
 	score float64
 }
 
@@ -301,16 +301,16 @@ func (c *choice) note(why reason) {
 
 // scan weighs the pool's upstreams, then those the registry added, for
 // the slot at time t, leaving out the endpoints excluded.
-func (g *vllmGroup) scan(pool reverseproxy.UpstreamPool, slot *attemptSlot, t time.Time, excluded []*endpoint) choice {
+func (g *VLLMGroup) scan(pool reverseproxy.UpstreamPool, slot *Slot, t time.Time, excluded []*Endpoint) choice {
 	c := choice{best: candidate{score: math.Inf(1)}, spare: candidate{score: math.Inf(1)}}
 	ups, eps := pool, g.endpointsOf(pool)
 	for seg := range 2 {
 		if seg == 1 { // then the endpoints the registry added, if any
-			added := g.added.Load()
+			added := g.Added.Load()
 			if added == nil {
 				break
 			}
-			ups, eps = added.ups, added.eps
+			ups, eps = added.Upstreams, added.Endpoints
 		}
 		for i, u := range ups {
 			g.weigh(&c, u, eps[i], slot, t, excluded)
@@ -321,9 +321,9 @@ func (g *vllmGroup) scan(pool reverseproxy.UpstreamPool, slot *attemptSlot, t ti
 
 // weigh puts one upstream (ep its endpoint, nil if not probed) into the
 // choice, or notes why it may not take the request.
-func (g *vllmGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *endpoint, slot *attemptSlot, t time.Time, excluded []*endpoint) {
+func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slot *Slot, t time.Time, excluded []*Endpoint) {
 	switch {
-	case slot.pin != "" && u.Dial != slot.pin:
+	case slot.Pin != "" && u.Dial != slot.Pin:
 		return // a drill of another endpoint
 	case !u.Available():
 		c.note(unavailable(u))
@@ -345,7 +345,7 @@ func (g *vllmGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *endpoint, slo
 	switch {
 	case why != "":
 		c.note(why)
-	case spareOnly || (ep.score != nil && !ep.score.admits()):
+	case spareOnly || (ep.Score != nil && !ep.Score.Admits()):
 		// ramping back: it takes its share of the requests
 		if s < c.spare.score {
 			c.spare = candidate{u, ep, s}
@@ -365,11 +365,11 @@ func unavailable(u *reverseproxy.Upstream) reason {
 
 // unprobedScore scores an upstream the group does not probe on Caddy's
 // own request count.
-func (g *vllmGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
+func (g *VLLMGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
 	n := int64(u.NumRequests())
-	v := endpointView{health: probe.HealthUp, inflight: n, atScrape: n, maxNumSeqs: g.cfg.maxNumSeqs, weight: 1, unknownOK: true}
-	if g.cfg.maxNumSeqs > 0 {
-		v.redLine = g.shareOf(g.cfg.maxNumSeqs + g.cfg.maxQueue)
+	v := endpointView{health: probe.HealthUp, inflight: n, atScrape: n, maxNumSeqs: g.Settings.maxNumSeqs, weight: 1, unknownOK: true}
+	if g.Settings.maxNumSeqs > 0 {
+		v.redLine = g.shareOf(g.Settings.maxNumSeqs + g.Settings.maxQueue)
 	}
 	return v.score()
 }
@@ -377,30 +377,30 @@ func (g *vllmGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
 // eligible scores a probed endpoint for the slot at t, or says why it
 // cannot take the request; spareOnly is an endpoint a drill may try only
 // when nothing else answers.
-func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s float64, why reason, spareOnly bool) {
+func (g *VLLMGroup) eligible(ep *Endpoint, slot *Slot, t time.Time) (s float64, why reason, spareOnly bool) {
 	switch {
-	case ep.drained != nil && ep.drained.Load():
-		if !slot.drill {
+	case ep.Drained != nil && ep.Drained.Load():
+		if !slot.Drill {
 			return 0, because.Drained, false
 		}
 		// a drill tries what serves first, a drained endpoint when
 		// nothing else answers
 		spareOnly = true
-	case ep.added && ep.p.Snapshot().Health != probe.HealthUp:
+	case ep.Added && ep.Prober.Snapshot().Health != probe.HealthUp:
 		return 0, because.Unhealthy, false // not probed yet, or down
-	case slices.Contains(slot.avoid, ep):
+	case slices.Contains(slot.Avoid, ep):
 		return 0, because.Avoided, false
-	case ep.br.Held(t):
+	case ep.Breaker.Held(t):
 		return 0, because.RateLimited, false
-	case g.cfg.breakers && slot.shadow && !ep.br.Closed():
+	case g.Settings.Breakers && slot.Shadow && !ep.Breaker.Closed():
 		return 0, because.BreakerOpen, false // a copy never takes a real request's trial
-	case g.cfg.breakers && !slot.drill && !slot.shadow && !ep.br.WouldAllow(t) && !(g.cfg.uneject && ep.br.Uneject(ep.p, g.cfg.rise, t)):
+	case g.Settings.Breakers && !slot.Drill && !slot.Shadow && !ep.Breaker.WouldAllow(t) && !(g.Settings.uneject && ep.Breaker.Uneject(ep.Prober, g.Settings.rise, t)):
 		return 0, because.BreakerOpen, false
-	case ep.score != nil && ep.score.fine.Load() == 0:
+	case ep.Score != nil && ep.Score.Fine.Load() == 0:
 		return 0, because.Degraded, false // its health score took it out
 	}
-	v := g.view(ep, slot.model, t)
-	if s, why = v.score(); why == "" && slot.shadow && !v.roomToSpare() {
+	v := g.view(ep, slot.Model, t)
+	if s, why = v.score(); why == "" && slot.Shadow && !v.roomToSpare() {
 		why = because.RedLine // a mirror's copy never crowds real requests
 	}
 	return s, why, spareOnly
@@ -409,21 +409,21 @@ func (g *vllmGroup) eligible(ep *endpoint, slot *attemptSlot, t time.Time) (s fl
 // take reserves an in-flight slot on the endpoint picked and, when its
 // breaker is half-open, takes the trial; it reports false when another
 // request took the last of either first.
-func (g *vllmGroup) take(ep *endpoint, slot *attemptSlot, t time.Time) bool {
-	if !ep.p.Reserve(g.redLine(ep)) {
+func (g *VLLMGroup) take(ep *Endpoint, slot *Slot, t time.Time) bool {
+	if !ep.Prober.Reserve(g.RedLine(ep)) {
 		return false
 	}
 	trial := false
-	if g.cfg.breakers && !slot.shadow && !slot.drill {
+	if g.Settings.Breakers && !slot.Shadow && !slot.Drill {
 		// copies and drills leave the breaker alone: no verdict of
 		// theirs is ever recorded
 		var ok bool
-		if ok, trial = ep.br.Allow(t); !ok {
-			ep.p.Inflight.Add(-1)
+		if ok, trial = ep.Breaker.Allow(t); !ok {
+			ep.Prober.Inflight.Add(-1)
 			return false
 		}
 	}
-	slot.ep, slot.held, slot.trial, slot.skip = ep, ep.p, trial, ""
+	slot.Endpoint, slot.held, slot.Trial, slot.Skip = ep, ep.Prober, trial, ""
 	return true
 }
 
@@ -431,20 +431,20 @@ func (g *vllmGroup) take(ep *endpoint, slot *attemptSlot, t time.Time) bool {
 type poolEndpoints struct {
 	first *reverseproxy.Upstream
 	n     int
-	eps   []*endpoint
+	eps   []*Endpoint
 }
 
 // endpointsOf returns the endpoint of each upstream of the pool (nil for
 // those not probed). The proxy passes the same static pool every time, so
 // the mapping is kept and reused while the pool is unchanged.
-func (g *vllmGroup) endpointsOf(pool reverseproxy.UpstreamPool) []*endpoint {
+func (g *VLLMGroup) endpointsOf(pool reverseproxy.UpstreamPool) []*Endpoint {
 	if len(pool) == 0 {
 		return nil
 	}
 	if c := g.poolCache.Load(); c != nil && c.first == pool[0] && c.n == len(pool) {
 		same := true
 		for i, u := range pool {
-			if c.eps[i] != nil && c.eps[i].dial != u.Dial {
+			if c.eps[i] != nil && c.eps[i].Dial != u.Dial {
 				same = false
 				break
 			}
@@ -453,12 +453,12 @@ func (g *vllmGroup) endpointsOf(pool reverseproxy.UpstreamPool) []*endpoint {
 			return c.eps
 		}
 	}
-	c := &poolEndpoints{first: pool[0], n: len(pool), eps: make([]*endpoint, len(pool))}
+	c := &poolEndpoints{first: pool[0], n: len(pool), eps: make([]*Endpoint, len(pool))}
 	for i, u := range pool {
 		if ep := g.byUpstream[u]; ep != nil {
 			c.eps[i] = ep
 		} else {
-			c.eps[i] = g.endpoints[u.Dial]
+			c.eps[i] = g.Endpoints[u.Dial]
 		}
 	}
 	g.poolCache.Store(c)
@@ -471,27 +471,27 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	settings.APIKey = grp.run.key
-	settings.Expect = grp.run.expect
-	vg := &vllmGroup{
-		name: grp.run.name,
-		cfg: vllmSettings{
+	settings.APIKey = grp.Run.key
+	settings.Expect = grp.Run.Expect
+	vg := &VLLMGroup{
+		Name: grp.Run.Name,
+		Settings: Settings{
 			maxNumSeqs: grp.MaxNumSeqs,
 			maxQueue:   grp.MaxQueue,
-			staleAfter: staleAfter,
+			StaleAfter: staleAfter,
 			unknownOK:  unknownOK,
-			breakers:   grp.Breaker != nil,
+			Breakers:   grp.Breaker != nil,
 			breaker:    grp.Breaker,
 			uneject:    grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
 			rise:       settings.Rise,
 		},
-		endpoints:  make(map[string]*endpoint),
-		byUpstream: make(map[*reverseproxy.Upstream]*endpoint),
-		clock:      grp.run.clock,
+		Endpoints:  make(map[string]*Endpoint),
+		byUpstream: make(map[*reverseproxy.Upstream]*Endpoint),
+		clock:      grp.Run.Clock,
 	}
-	grp.vllm = vg
+	grp.VLLM = vg
 	scheme := "http"
-	if ht, ok := grp.run.proxy.Transport.(*reverseproxy.HTTPTransport); ok {
+	if ht, ok := grp.Run.Proxy.Transport.(*reverseproxy.HTTPTransport); ok {
 		// probes go out through the group's own transport: its TLS
 		// settings (a private CA, client certificates, skip verify)
 		settings.Transport = ht
@@ -499,22 +499,22 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 			scheme = "https"
 		}
 	}
-	vg.adds.spawn = func(dial string) (*endpoint, error) {
-		p, err := probe.Acquire(scheme+"://"+dial, grp, settings, grp.run.clock, ctx.Logger())
+	vg.adds.spawn = func(dial string) (*Endpoint, error) {
+		p, err := probe.Acquire(scheme+"://"+dial, grp, settings, grp.Run.Clock, ctx.Logger())
 		if err != nil {
 			return nil, err
 		}
-		es := grp.shared.endpoint(dial)
-		return &endpoint{dial: dial, p: p, weight: 1, br: &es.breaker, drained: &es.drained}, nil
+		es := grp.Shared.Endpoint(dial)
+		return &Endpoint{Dial: dial, Prober: p, weight: 1, Breaker: &es.Breaker, Drained: &es.Drained}, nil
 	}
-	vg.adds.unspawn = func(ep *endpoint) { probe.Release(ep.p, grp) }
-	for _, u := range grp.run.proxy.Upstreams {
+	vg.adds.unspawn = func(ep *Endpoint) { probe.Release(ep.Prober, grp) }
+	for _, u := range grp.Run.Proxy.Upstreams {
 		if !probeable(u.Dial) {
 			ctx.Logger().Warn("upstream address cannot be probed; it is balanced on in-flight counts only",
-				zap.String("group", grp.run.name), zap.String("upstream", u.Dial))
+				zap.String("group", grp.Run.Name), zap.String("upstream", u.Dial))
 			continue
 		}
-		if ep, dup := vg.endpoints[u.Dial]; dup {
+		if ep, dup := vg.Endpoints[u.Dial]; dup {
 			vg.byUpstream[u] = ep
 			continue
 		}
@@ -522,48 +522,48 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		if err != nil {
 			return fmt.Errorf("probing %s: %v", u.Dial, err)
 		}
-		vg.endpoints[u.Dial] = ep
+		vg.Endpoints[u.Dial] = ep
 		vg.byUpstream[u] = ep
 	}
 	for dial, ec := range grp.Endpoints {
-		ep := vg.endpoints[dial]
+		ep := vg.Endpoints[dial]
 		if ep == nil || ec == nil {
 			return fmt.Errorf("endpoint %q is not an upstream of the group", dial)
 		}
 		if ec.MaxNumSeqs < 0 || ec.Weight < 0 {
 			return fmt.Errorf("endpoint %q: max_num_seqs and weight must not be negative", dial)
 		}
-		ep.maxNumSeqs = ec.MaxNumSeqs
+		ep.MaxNumSeqs = ec.MaxNumSeqs
 		if ec.Weight > 0 {
 			ep.weight = ec.Weight
 		}
 	}
-	if len(grp.run.proxy.Upstreams) == 0 && grp.run.proxy.DynamicUpstreams != nil {
+	if len(grp.Run.Proxy.Upstreams) == 0 && grp.Run.Proxy.DynamicUpstreams != nil {
 		ctx.Logger().Warn("dynamic upstreams are not probed; the group is balanced on in-flight counts only",
-			zap.String("group", grp.run.name))
+			zap.String("group", grp.Run.Name))
 	}
 	return nil
 }
 
-// begin starts the probes of the group's endpoints, and of those the
+// Begin starts the probes of the group's endpoints, and of those the
 // registry adds from now on.
-func (g *vllmGroup) begin() {
+func (g *VLLMGroup) Begin() {
 	g.adds.mu.Lock()
 	g.adds.running = true
 	g.adds.mu.Unlock()
-	for ep := range g.all() {
-		ep.p.Begin()
+	for ep := range g.All() {
+		ep.Prober.Begin()
 	}
 }
 
-// seqSlots is how many sequences an endpoint runs at once: its
+// SeqSlots is how many sequences an endpoint runs at once: its
 // max_num_seqs, the group's, or vLLM's default.
-func (g *vllmGroup) seqSlots(ep *endpoint) int {
+func (g *VLLMGroup) SeqSlots(ep *Endpoint) int {
 	switch {
-	case ep.maxNumSeqs > 0:
-		return ep.maxNumSeqs
-	case g.cfg.maxNumSeqs > 0:
-		return g.cfg.maxNumSeqs
+	case ep.MaxNumSeqs > 0:
+		return ep.MaxNumSeqs
+	case g.Settings.maxNumSeqs > 0:
+		return g.Settings.maxNumSeqs
 	}
 	return defaultAssumedSeqs
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"math"
@@ -16,13 +16,13 @@ type OverflowConfig = overflow.Config
 // Threshold is a trigger and a lower recover level (see overflow.Threshold).
 type Threshold = overflow.Threshold
 
-// signals gathers a vLLM group's overflow inputs: fresh metrics only.
-func (g *vllmGroup) signals(t time.Time) overflow.Signals {
+// Signals gathers a vLLM group's overflow inputs: fresh metrics only.
+func (g *VLLMGroup) Signals(t time.Time) overflow.Signals {
 	s := overflow.Signals{Waiting: math.NaN(), TTFTP99: math.NaN(), KV: math.NaN()}
-	for ep := range g.all() {
-		snap := ep.p.Snapshot()
-		s.InFlight += float64(ep.p.Inflight.Load())
-		if snap.MetricsAt.IsZero() || t.Sub(snap.MetricsAt) > g.cfg.staleAfter {
+	for ep := range g.All() {
+		snap := ep.Prober.Snapshot()
+		s.InFlight += float64(ep.Prober.Inflight.Load())
+		if snap.MetricsAt.IsZero() || t.Sub(snap.MetricsAt) > g.Settings.StaleAfter {
 			continue
 		}
 		s.Fresh = true

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"fmt"
@@ -41,9 +41,9 @@ func TestWarnKeyExposure(t *testing.T) {
 			if tc.tls {
 				tr.TLS = &reverseproxy.TLSConfig{}
 			}
-			grp := &Group{APIKey: tc.key, run: groupRun{proxy: &reverseproxy.Handler{Transport: tr, Upstreams: reverseproxy.UpstreamPool{{Dial: tc.dial}}}}}
+			grp := &Group{APIKey: tc.key, Run: GroupRun{Proxy: &reverseproxy.Handler{Transport: tr, Upstreams: reverseproxy.UpstreamPool{{Dial: tc.dial}}}}}
 			core, logs := observer.New(zapcore.WarnLevel)
-			warnKeyExposure(zap.New(core), "cloud", grp.APIKey, grp.run.proxy)
+			warnKeyExposure(zap.New(core), "cloud", grp.APIKey, grp.Run.Proxy)
 			var got []string
 			for _, e := range logs.All() {
 				got = append(got, e.Message)

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"fmt"
@@ -61,9 +61,9 @@ func (cc *CostConfig) validate(kind string) error {
 	return nil
 }
 
-// requestCost is what one cloud request costs; cached is the part of
+// RequestCost is what one cloud request costs; cached is the part of
 // the prompt served from the provider's cache.
-func (cc *CostConfig) requestCost(prompt, completion, cached int64, dur time.Duration) float64 {
+func (cc *CostConfig) RequestCost(prompt, completion, cached int64, dur time.Duration) float64 {
 	if cc.PerSecond > 0 {
 		return dur.Seconds() * cc.PerSecond
 	}

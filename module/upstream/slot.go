@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package upstream
 
 import (
 	"net/http"
@@ -14,41 +14,41 @@ import (
 // proxy hands the selection policy the writer it was given, so the writer
 // carries the request's slot to the policy.
 type slotWriter interface {
-	// heldSlot returns the slot, if any; its group is nil where the
+	// HeldSlot returns the slot, if any; its group is nil where the
 	// request's group is not vLLM's
-	heldSlot() *attemptSlot
+	HeldSlot() *Slot
 }
 
-// slotOf returns the attempt slot the proxy's writer w carries, if any.
-func slotOf(w http.ResponseWriter) *attemptSlot {
+// SlotOf returns the attempt slot the proxy's writer w carries, if any.
+func SlotOf(w http.ResponseWriter) *Slot {
 	if sw, ok := w.(slotWriter); ok {
-		return sw.heldSlot()
+		return sw.HeldSlot()
 	}
 	return nil
 }
 
-// attemptSlot is one attempt's link between the gateway and the policy.
-type attemptSlot struct {
-	group *vllmGroup
-	model string
-	avoid []*endpoint   // endpoints that failed this request already
-	ep    *endpoint     // the endpoint picked last, for the breaker's verdict
-	held  *probe.Prober // whose in-flight slot this attempt holds
-	trial bool          // the attempt is its endpoint breaker's half-open trial
-	skip  reason        // why no endpoint was eligible
+// Slot is one attempt's link between the gateway and the policy.
+type Slot struct {
+	Group    *VLLMGroup
+	Model    string
+	Avoid    []*Endpoint   // endpoints that failed this request already
+	Endpoint *Endpoint     // the endpoint picked last, for the breaker's verdict
+	held     *probe.Prober // whose in-flight slot this attempt holds
+	Trial    bool          // the attempt is its endpoint breaker's half-open trial
+	Skip     reason        // why no endpoint was eligible
 	// endpoints that failed within this attempt (the proxy's own retries)
-	failed int
+	Failed int
 	// a mirror's copy: it goes only to an endpoint with room to spare
 	// whose breaker is closed
-	shadow bool
+	Shadow bool
 	// a drill: it goes to drained endpoints and through open breakers
-	drill bool
+	Drill bool
 	// a drill's endpoint: the only one the policy may pick
-	pin string
+	Pin string
 }
 
-// release gives back the in-flight slot the attempt holds, if any.
-func (s *attemptSlot) release() {
+// Release gives back the in-flight slot the attempt holds, if any.
+func (s *Slot) Release() {
 	if s.held != nil {
 		s.held.Inflight.Add(-1)
 		s.held = nil
