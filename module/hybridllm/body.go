@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"unsafe"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/tidwall/sjson"
@@ -198,17 +199,26 @@ func withStreamUsage(body []byte, top *protocol.Request) (splice, []byte, bool) 
 	return splice{}, b, err == nil
 }
 
+// requestHeads are the values of the headers the gateway adds to a
+// request and its answer, kept in one allocation: the route's, for a
+// POST.
+type requestHeads struct {
+	ids   [2]string // X-Request-Id: the request's and the answer's
+	id    [26]byte  // the request id's bytes
+	route [2]string // X-Hybrid-Target, X-Hybrid-Model
+}
+
 // requestID gives the request a new id, the one its X-Request-Id header
 // and the answer's carry from now on, and returns it with the client's
 // own X-Request-Id if that is a sane token (1 to 128 visible ASCII
 // characters). The client's id is only noted: two clients may send the
-// same one.
-func requestID(w http.ResponseWriter, r *http.Request) (id, clientID string) {
-	id = newRequestID()
-	// the request's value and the answer's in one array
-	ids := make([]string, 2)
-	ids[0], ids[1] = id, id
-	w.Header()["X-Request-Id"] = ids[1:2:2]
+// same one. The id and the headers' values are kept in h.
+func requestID(w http.ResponseWriter, r *http.Request, h *requestHeads) (id, clientID string) {
+	fillRequestID(&h.id)
+	// the bytes are never written again: the string is the id
+	id = unsafe.String(&h.id[0], len(h.id))
+	h.ids[0], h.ids[1] = id, id
+	w.Header()["X-Request-Id"] = h.ids[1:2:2]
 	if v := r.Header["X-Request-Id"]; len(v) == 1 {
 		if c := v[0]; c != "" && len(c) <= 128 && visibleASCII(c) {
 			clientID = c
@@ -216,16 +226,22 @@ func requestID(w http.ResponseWriter, r *http.Request) (id, clientID string) {
 		v[0] = id // in place: no new slice
 		return id, clientID
 	}
-	r.Header["X-Request-Id"] = ids[0:1:1]
+	r.Header["X-Request-Id"] = h.ids[0:1:1]
 	return id, ""
 }
 
-// newRequestID returns 26 random base-32 characters (130 bits), like
+// newRequestID returns a new request id (see fillRequestID).
+func newRequestID() string {
+	var b [26]byte
+	fillRequestID(&b)
+	return string(b[:])
+}
+
+// fillRequestID writes 26 random base-32 characters (130 bits), like
 // crypto/rand.Text, from the runtime's fast per-thread generator: an id
 // must be unique, not secret.
-func newRequestID() string {
+func fillRequestID(b *[26]byte) {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
-	var b [26]byte
 	a, c := rand.Uint64(), rand.Uint64()
 	for i := range b {
 		if i == 13 {
@@ -234,7 +250,6 @@ func newRequestID() string {
 		b[i] = alphabet[a&31]
 		a >>= 5
 	}
-	return string(b[:])
 }
 
 func visibleASCII(s string) bool {

@@ -184,7 +184,7 @@ func TestRequestID(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	r.Header.Set("X-Request-Id", "abc-123")
 	w := httptest.NewRecorder()
-	id, clientID := requestID(w, r)
+	id, clientID := requestID(w, r, new(requestHeads))
 	if id == "abc-123" || id == "" || clientID != "abc-123" {
 		t.Errorf("a client's id: id %q, client's %q", id, clientID)
 	}
@@ -201,7 +201,7 @@ func TestRequestID(t *testing.T) {
 			r.Header.Set("X-Request-Id", bad)
 		}
 		w := httptest.NewRecorder()
-		got, clientID := requestID(w, r)
+		got, clientID := requestID(w, r, new(requestHeads))
 		if got == bad || got == "" || clientID != "" {
 			t.Errorf("bad id %q kept: %q, client's %q", bad, got, clientID)
 		}
@@ -218,7 +218,7 @@ func TestRequestID(t *testing.T) {
 	r2 := httptest.NewRequest(http.MethodPost, "/", nil)
 	r1.Header.Set("X-Request-Id", "same")
 	r2.Header.Set("X-Request-Id", "same")
-	if id1, _ := requestID(httptest.NewRecorder(), r1); id1 == firstOf(requestID(httptest.NewRecorder(), r2)) {
+	if id1, _ := requestID(httptest.NewRecorder(), r1, new(requestHeads)); id1 == firstOf(requestID(httptest.NewRecorder(), r2, new(requestHeads))) {
 		t.Error("two requests got one id")
 	}
 }

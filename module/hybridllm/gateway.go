@@ -507,7 +507,16 @@ func (g *Gateway) Cleanup() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler. The gateway is
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	id, clientID := requestID(w, r)
+	// a POST's route holds its ids; any other request's are its own
+	var rt *route
+	var heads *requestHeads
+	if r.Method == http.MethodPost {
+		rt = new(route)
+		heads = &rt.heads
+	} else {
+		heads = new(requestHeads)
+	}
+	id, clientID := requestID(w, r, heads)
 	if where := g.in.strays.Find(r); where != "" {
 		return g.in.strays.Refuse(w, r, id, clientID, where)
 	}
@@ -524,7 +533,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if !g.in.paths.allows(r.URL.Path) {
 			return g.in.paths.refuse(w, r)
 		}
-		return newRoute(g, w, r, id, clientID, cl).serve()
+		return rt.start(g, w, r, id, clientID, cl).serve()
 	}
 	noteIDs(r, id, clientID, cl)
 	switch r.Method {

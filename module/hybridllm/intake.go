@@ -32,10 +32,11 @@ const idempotencyKey = "X-Idempotency-Key"
 // it is nobody's answer.
 const statusClientClosed = 499
 
-// newRoute is the route of a JSON POST to gateway g, with request id
+// start makes rt the route of a JSON POST to gateway g, with request id
 // id (the client's own: clientID) from client cl (nil without clients).
-func newRoute(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
-	rt := &route{g: g, w: w, r: r, q: asked{api: protocol.ForPath(r.URL.Path)}}
+// rt is new but for its heads, which hold the id.
+func (rt *route) start(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
+	rt.g, rt.w, rt.r, rt.q = g, w, r, asked{api: protocol.ForPath(r.URL.Path)}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one

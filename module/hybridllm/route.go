@@ -47,6 +47,7 @@ type route struct {
 
 	first attemptWriter          // the first attempt's writer; in use once its rt is set
 	model protocol.ModelRewriter // the answer's model rewrite, if its alias asks for one
+	heads requestHeads           // the values of the headers it adds
 }
 
 func (rt *route) run(ctx context.Context) error {
@@ -369,8 +370,9 @@ func (rt *route) fallbackReasons() string {
 // setRouteHeaders tells the client where its request landed: the
 // X-Hybrid-* headers.
 func (rt *route) setRouteHeaders(h http.Header, t *Target) {
-	// canonical keys, assigned directly, their values in one array
-	v := make([]string, 2, 4)
+	// canonical keys, assigned directly, their values in the route's
+	// array
+	v := rt.heads.route[:2]
 	v[0], v[1] = t.Group, t.Model
 	h["X-Hybrid-Target"] = v[0:1:1]
 	if rt.x.alias.modelJSON == nil {
@@ -379,8 +381,8 @@ func (rt *route) setRouteHeaders(h http.Header, t *Target) {
 		h["X-Hybrid-Model"] = v[1:2:2]
 	}
 	if len(rt.x.attempts) > 0 {
-		v = append(v, "true", rt.fallbackReasons())
-		h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = v[2:3:3], v[3:4:4]
+		fb := []string{"true", rt.fallbackReasons()}
+		h["X-Hybrid-Fallback"], h["X-Hybrid-Fallback-Reason"] = fb[0:1:1], fb[1:2:2]
 	}
 	if o := rt.overflowed(t); o != "" {
 		h.Set("X-Hybrid-Overflow", o)
