@@ -51,6 +51,7 @@ var layers = map[string][]string{
 	"module/statemetrics":          {"module/adminapi", "module/healthscore"},
 	"module/books":                 {"module/adminapi", "module/clock", "module/cost", "module/journal", "module/loop", "module/registry", "module/reload"},
 	"module/upstream":              {"module/because", "module/breaker", "module/caddyargs", "module/clock", "module/fleet", "module/healthscore", "module/loop", "module/overflow", "module/probe", "module/registry", "module/reload", "module/vllmmetrics"},
+	"module/money":                 {"module/because", "module/books", "module/clients", "module/clock", "module/cost", "module/fleet", "module/journal", "module/loop", "module/proclock", "module/registry", "module/upstream"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},
 	"caddyfile":                    {"module/hybridllm"},

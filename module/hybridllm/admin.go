@@ -231,17 +231,17 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if g.money.spend == nil {
+	if g.money.Spend == nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q keeps no cloud spend (no clients, no cloud_spend)", g.Name)}
 	}
-	if !g.money.spend.Stored() {
+	if !g.money.Spend.Stored() {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("gateway %q keeps its cloud spend in the registry, not in storage", g.Name)}
 	}
-	u := g.money.spend.Accept()
-	if err := g.money.spend.Save(r.Context(), g.life.storage); err != nil {
+	u := g.money.Spend.Accept()
+	if err := g.money.Spend.Save(r.Context(), g.life.storage); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: fmt.Errorf("accepted, but not saved, so a restart would close cloud again: %v", err)}
 	}
-	total, _ := g.money.spend.Spent("", g.clock.Now())
+	total, _ := g.money.Spend.Spent("", g.clock.Now())
 	what := map[string]any{"gateway": g.Name, "was_unknown": u != nil, "cloud_usd_today": total.DayUSD}
 	if u != nil {
 		what["why"], what["set_aside_as"] = u.Why, u.SetAsideAs
@@ -326,11 +326,11 @@ func serveLedger(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []adminapi.LedgerGateway{}
 	for _, g := range gws {
-		if g.money.ledger == nil {
+		if g.money.Ledger == nil {
 			continue // still provisioning
 		}
-		c := g.money.comparison(from, to)
-		uses := g.money.ledger.Clients(from, to)
+		c := g.money.Comparison(from, to)
+		uses := g.money.Ledger.Clients(from, to)
 		if c.SelfHostedPerMillionTokens != nil {
 			for i := range uses {
 				uses[i].SelfHostedUSD = float64(uses[i].SelfHostedTokens) * *c.SelfHostedPerMillionTokens / 1e6

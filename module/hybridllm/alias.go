@@ -317,9 +317,9 @@ func equipTargets(k targetKit, aliases map[string]*Alias) {
 
 // kitFor is the kit gateway g's targets are equipped with.
 func kitFor(g *Gateway) targetKit {
-	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.money.ledger}
-	if g.money.spend != nil {
-		k.spend = &spendLimits{book: g.money.spend, deadline: time.Duration(g.Deadline), clock: g.clock}
+	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.money.Ledger}
+	if g.money.Spend != nil {
+		k.spend = &spendLimits{book: g.money.Spend, deadline: time.Duration(g.Deadline), clock: g.clock}
 		if c := g.CloudSpend; c != nil {
 			k.spend.dailyCap = c.DailyUSD
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -27,17 +28,17 @@ func TestComparisonUnits(t *testing.T) {
 	clk := fakeClock(t)
 	l := books.Open(books.Config{Clock: clk})
 	g := &Gateway{clock: clk}
-	g.money = money{ledger: l, groups: map[string]*Group{
+	g.money = money.Money{Ledger: l, Groups: map[string]*Group{
 		"big":   {Kind: KindVLLM, Cost: &CostConfig{GPUs: 2, GPUCostPerMonth: 3000}},
 		"small": {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 600}},
 		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.001}},
-	}, cloudSlotGPUs: 0.25}
+	}, CloudSlotGPUs: 0.25}
 	start := clk.Now().Truncate(books.BucketSize)
 	// one cloud request in flight for 100 s: 25 GPU-seconds
 	l.Occupy(start, 0, 0.25)
 	clk.Set(start.Add(100 * time.Second))
 	l.Occupy(clk.Now(), 0, -0.25)
-	c := g.money.comparison(start, start.Add(time.Hour))
+	c := g.money.Comparison(start, start.Add(time.Hour))
 	if math.Abs(c.AllCloud.CloudUSD-0.1) > 1e-9 {
 		t.Errorf("all cloud %v USD, want 100 request-seconds at 0.001 = 0.1", c.AllCloud.CloudUSD)
 	}
@@ -94,9 +95,9 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 		VLLM: &upstream.VLLMGroup{Endpoints: map[string]*upstream.Endpoint{"10.0.0.5:8000": {MaxNumSeqs: 10}}}}
 	cloud := &Group{Kind: KindOpenAI, Cost: &CostConfig{PerSecond: 0.0000975}}
 	g := &Gateway{Name: "seed-month", Groups: map[string]*Group{"self": self, "cloud": cloud}, logger: zap.NewNop(), clock: clk}
-	g.money = money{groups: g.Groups, logger: g.logger}
-	g.money.provisionOccupancy()
-	g.money.ledger = books.Open(books.Config{SelfGPUs: g.money.selfGPUs, Clock: clk})
+	g.money = money.Money{Groups: g.Groups, Logger: g.logger}
+	g.money.ProvisionOccupancy()
+	g.money.Ledger = books.Open(books.Config{SelfGPUs: g.money.SelfGPUs, Clock: clk})
 	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", group: self}, cloud: {Group: "cloud", Model: "gpt", group: cloud}}
 
 	type attempt struct {
@@ -107,7 +108,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	start := func(grp *Group, n int) {
 		for range n {
 			rt := &route{g: g}
-			occ, _ := occupancyOf(g.money.ledger, targets[grp])
+			occ, _ := occupancyOf(g.money.Ledger, targets[grp])
 			occ.attemptBegan(context.Background(), nil)
 			rt.x.ans.target, rt.x.ans.began = targets[grp], clk.Now()
 			rt.x.usage.Prompt, rt.x.usage.Completion = 200, 25
@@ -127,7 +128,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 			if clk.Now().After(at) {
 				clk.Set(at)
 			}
-			g.money.ledger.Tick(clk.Now())
+			g.money.Ledger.Tick(clk.Now())
 		}
 	}
 	month := clk.Now().Truncate(24 * time.Hour)
@@ -147,7 +148,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	}
 
 	// the last answers end as the month does: their minute is in the window
-	c := g.money.comparison(month, month.Add(cost.SecondsPerMonth*time.Second+books.BucketSize))
+	c := g.money.Comparison(month, month.Add(cost.SecondsPerMonth*time.Second+books.BucketSize))
 	if c.WindowSeconds != cost.SecondsPerMonth || math.Abs(c.DemandGPUSecs-2_669_760) > 1e-3 {
 		t.Errorf("%v s of %v GPU-seconds, want 2,592,000 of 2,669,760", c.WindowSeconds, c.DemandGPUSecs)
 	}
@@ -180,17 +181,17 @@ func TestComparisonTokenPricedCloudBreakEven(t *testing.T) {
 	clk := fakeClock(t)
 	l := books.Open(books.Config{Clock: clk})
 	g := &Gateway{clock: clk}
-	g.money = money{ledger: l, groups: map[string]*Group{
+	g.money = money.Money{Ledger: l, Groups: map[string]*Group{
 		"self":  {Kind: KindVLLM, Cost: &CostConfig{GPUs: 1, GPUCostPerMonth: 1000}},
 		"cloud": {Kind: KindOpenAI, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 2}},
-	}, cloudSlotGPUs: 0.25}
+	}, CloudSlotGPUs: 0.25}
 	start := clk.Now().Truncate(books.BucketSize)
 	l.Occupy(start, 0.25, 0)
 	l.Add(start.Add(time.Second), journal.Charge{SelfHosted: true, Prompt: 2_000_000, Completion: 1_000_000, CloudUSD: 0}) // 2M prompt and 1M completion tokens: $4
 	l.Add(start.Add(2*time.Second), journal.Charge{SelfHosted: false, Prompt: 1_000_000, Completion: 0, CloudUSD: 1})      // $1 spent
 	clk.Set(start.Add(25920 * time.Second))                                                                                // a hundredth of a month
 	l.Occupy(clk.Now(), -0.25, 0)
-	c := g.money.comparison(start, start.Add(24*time.Hour))
+	c := g.money.Comparison(start, start.Add(24*time.Hour))
 	if math.Abs(c.AllCloud.TotalUSD-5) > 1e-9 {
 		t.Errorf("all cloud %v, want every token at the cloud's prices: 5", c.AllCloud.TotalUSD)
 	}

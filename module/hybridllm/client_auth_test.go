@@ -79,7 +79,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		}
 	})
 	b.Run("key+limits+budget", func(b *testing.B) {
-		g.money.spend = books.NewSpendBook("", nil)
+		g.money.Spend = books.NewSpendBook("", nil)
 		for _, name := range cs.Names() {
 			cs.Named(name).BudgetDay = 1e9
 		}
@@ -101,7 +101,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			if why := admitTo(rt, cloud); why != "" {
 				b.Fatal(why)
 			}
-			g.money.spend.Add(cl.Name, 1e-6, tn)
+			g.money.Spend.Add(cl.Name, 1e-6, tn)
 			rt.passage.hold.release(&rt.g.money)
 			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
 			settle(rt, tn)

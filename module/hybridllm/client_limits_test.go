@@ -12,6 +12,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
@@ -106,7 +107,7 @@ func httptestPost(path string) *http.Request {
 // the cloud again, and the spend booked closes it for the day.
 func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	clk := fakeClock(t)
-	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: clk}
+	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: clk}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
 	cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
@@ -143,10 +144,10 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
-		g.money.spend.Add(cl.Name, 0.000118, clk.Now())
+		g.money.Spend.Add(cl.Name, 0.000118, clk.Now())
 		rt.passage.hold.release(&rt.g.money)
 	}
-	if why, _ := g.money.cloudClosed(cl, clk.Now()); why != because.Budget {
+	if why, _ := g.money.CloudClosed(cl, clk.Now()); why != because.Budget {
 		t.Fatalf("the spent budget: closed for %q", why)
 	}
 }

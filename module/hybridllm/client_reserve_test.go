@@ -13,6 +13,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
@@ -141,7 +142,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 // A cloud tier's hold is what the tier can cost: the request is sent
 // with its max_tokens.
 func TestCloudHoldOnATier(t *testing.T) {
-	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
+	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
 	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{Run: upstream.GroupRun{Name: "cloud-small"},
 		Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -160,7 +161,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 // in flight close it; the hold is taken as the attempt starts, and
 // released from the client it was held for.
 func TestSkipTakesNoHold(t *testing.T) {
-	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
+	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
 	cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -171,7 +172,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
-	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
+	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
 		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.passage.hold.usd)
 	}
 	// a budget held up by others: skip says so, and still takes nothing
@@ -179,15 +180,15 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := judgeFor(rt, cloud); why != because.BudgetHeld {
 		t.Fatalf("a held budget: skip says %q", why)
 	}
-	g.money.spend.Holds().Give("c", 0.001)
+	g.money.Spend.Holds().Give("c", 0.001)
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatalf("hold: %q", why)
 	}
-	if total, clients := g.money.spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.hold.usd {
+	if total, clients := g.money.Spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.hold.usd {
 		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.hold.usd)
 	}
 	rt.passage.hold.release(&rt.g.money)
-	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 {
+	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 {
 		t.Fatalf("released: total %g, clients %v", total, clients)
 	}
 
@@ -195,7 +196,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	// release leaves the holds other requests of that name keep, under
 	// a config that gives it a budget, as they are
 	daily := &CloudSpend{DailyUSD: 10}
-	capped := &Gateway{money: money{spend: books.NewSpendBook("", nil), cap: daily}, CloudSpend: daily, clock: fakeClock(t)}
+	capped := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil), Cap: daily}, CloudSpend: daily, clock: fakeClock(t)}
 	holdFor(capped, "c", 0.5)
 	free := &clients.Caller{Name: "c", Known: true}
 	rt = limitedRoute(capped, free, "/v1/chat/completions", body)
@@ -203,7 +204,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 		t.Fatal(why)
 	}
 	rt.passage.hold.release(&rt.g.money)
-	if total, clients := capped.money.spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
+	if total, clients := capped.money.Spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
 		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", total, clients)
 	}
 }
@@ -213,7 +214,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 // (no transition, no dwell started), nor the overflow recorded on the
 // request.
 func TestDegradeNowHasNoEffects(t *testing.T) {
-	g := &Gateway{money: money{spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
+	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
 	upper := &Target{Group: "big", group: &Group{Run: upstream.GroupRun{Name: "big"}, Shared: &upstream.GroupState{}}}
 	upper.trigger = &degradeTrigger{t: upper}
@@ -249,14 +250,14 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	if rt.passage.rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
 		t.Fatal("the cloud tier could take it")
 	}
-	if total, clients := g.money.spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
+	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
 		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", total, clients)
 	}
 }
 
 // holdFor makes others hold usd for client in g's spend book.
 func holdFor(g *Gateway, client string, usd float64) {
-	h := g.money.spend.Holds()
+	h := g.money.Spend.Holds()
 	h.Lock()
 	h.TakeLocked(client, usd)
 	h.Unlock()

@@ -13,19 +13,20 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 )
 
 // clientsDoc describes the clients in force (cr: none when nil) of
 // gateway gw, whose books are m, at t.
-func clientsDoc(gw string, m *money, cr *clients.Callers, t time.Time) adminapi.ClientsDoc {
+func clientsDoc(gw string, m *money.Money, cr *clients.Callers, t time.Time) adminapi.ClientsDoc {
 	doc := adminapi.ClientsDoc{Gateway: gw, Clients: []adminapi.ClientState{}}
-	if c := m.cap; c != nil {
+	if c := m.Cap; c != nil {
 		doc.DailyCapUSD = c.DailyUSD
 	}
-	if m.spend != nil {
-		total, _ := m.spend.Spent("", t)
+	if m.Spend != nil {
+		total, _ := m.Spend.Spent("", t)
 		doc.CloudUSDToday = total.DayUSD
-		doc.SpendUnknown = m.spend.Unknown()
+		doc.SpendUnknown = m.Spend.Unknown()
 	}
 	if cr == nil {
 		return doc
@@ -43,8 +44,8 @@ func clientsDoc(gw string, m *money, cr *clients.Callers, t time.Time) adminapi.
 			w := max(c.Usage.Tokens.Wait(tpm, t), c.Usage.Requests.Wait(rpm, t))
 			st.WaitSeconds = w.Seconds()
 		}
-		if m.spend != nil {
-			_, s := m.spend.Spent(name, t)
+		if m.Spend != nil {
+			_, s := m.Spend.Spent(name, t)
 			st.CloudUSDToday, st.CloudUSDThisMonth = s.DayUSD, s.MonthUSD
 		}
 		if c.BudgetDay > 0 || c.BudgetMonth > 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
@@ -156,10 +157,10 @@ func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
 // release gives back a request's hold, once its spend is booked:
 // what it took, from the total and from the client it was held for (none
 // when only the spend cap bounded it).
-func (h *cloudHold) release(m *money) {
+func (h *cloudHold) release(m *money.Money) {
 	if h.usd == 0 {
 		return
 	}
-	m.spend.Holds().Give(h.client, h.usd)
+	m.Spend.Holds().Give(h.client, h.usd)
 	*h = cloudHold{}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 )
 
@@ -97,7 +98,7 @@ func (rt *RegistryTLS) config() (*tls.Config, error) {
 type registryLink struct {
 	fleet   *fleet.Fleet
 	sub     *fleet.Subscription
-	book    *fleetBook                   // with a spend book: the process's book in the registry
+	book    *money.FleetBook             // with a spend book: the process's book in the registry
 	share   *atomic.Pointer[fleet.Share] // its place among the live gateways, as last applied
 	gateway string
 	groups  map[string]*Group
@@ -152,7 +153,7 @@ func (l *registryLink) join(o fleet.Options, spend *books.SpendBook, c clock.Clo
 	}
 	l.fleet = f
 	if spend != nil {
-		l.book = &fleetBook{fleet: f, book: spend, gateway: l.gateway, name: spendName(l.gateway), clock: c, logger: l.logger}
+		l.book = money.NewFleetBook(f, spend, l.gateway, c, l.logger)
 	}
 	l.sub = f.Join(l.apply)
 	// the watcher stores a snapshot before it hands it to the gateways,
@@ -168,7 +169,7 @@ func (l *registryLink) join(o fleet.Options, spend *books.SpendBook, c clock.Clo
 // process's book.
 func (l *registryLink) begin(ctx context.Context) {
 	l.fleet.Begin()
-	l.book.publish(ctx)
+	l.book.Publish(ctx)
 }
 
 // release leaves the fleet.
@@ -194,7 +195,7 @@ func (l *registryLink) apply(s *registry.Snapshot) {
 func (l *registryLink) applyLocked(s *registry.Snapshot) {
 	share := l.fleet.Share(s)
 	l.share.Store(&share)
-	l.book.apply(s)
+	l.book.Apply(s)
 	for name, grp := range l.groups {
 		if grp.Shared == nil {
 			continue

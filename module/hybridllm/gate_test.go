@@ -14,6 +14,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -90,7 +91,7 @@ func TestGatesFirstRefusalWins(t *testing.T) {
 // that is not configured is not asked about.
 func TestGatesOfWhatIsConfigured(t *testing.T) {
 	clk := fakeClock(t)
-	spent := &Gateway{clock: clk, money: money{spend: books.NewSpendBook("", nil)}}
+	spent := &Gateway{clock: clk, money: money.Money{Spend: books.NewSpendBook("", nil)}}
 	bare := &Gateway{clock: clk}
 	vllm := &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{}}
 	cost := &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}
@@ -183,7 +184,7 @@ func partName(part any) string {
 // turn takes no trial.
 func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	clk := fakeClock(t)
-	g := &Gateway{clock: clk, money: money{spend: books.NewSpendBook("", nil)}}
+	g := &Gateway{clock: clk, money: money.Money{Spend: books.NewSpendBook("", nil)}}
 	cfg := &breaker.Config{AllowedFails: 1, Cooldown: caddy.Duration(time.Second)}
 	cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Breaker: cfg, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
@@ -207,7 +208,7 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	if why := admitTo(rt, cloud); why != because.BudgetHeld || rt.passage.trial {
 		t.Fatalf("a hold refused after the breaker: %q, trial kept %v", why, rt.passage.trial)
 	}
-	g.money.spend.Holds().Give("c", 1)
+	g.money.Spend.Holds().Give("c", 1)
 	cloud.run.gates[len(cloud.run.gates)-1] = hold
 	rt = limitedRoute(g, cl, "/v1/chat/completions", body)
 	if why := admitTo(rt, cloud); why != "" || !rt.passage.trial || rt.passage.hold.usd == 0 {
@@ -234,7 +235,7 @@ func (h heldMeanwhile) admit(p *passage, t *Target) reason {
 // A hold topped up for a dearer target and then given back by release
 // leaves the holds as they were before it.
 func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
-	g := &Gateway{clock: fakeClock(t), money: money{spend: books.NewSpendBook("", nil)}}
+	g := &Gateway{clock: fakeClock(t), money: money.Money{Spend: books.NewSpendBook("", nil)}}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
 	cheap := &Target{group: &Group{Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	dear := &Target{group: &Group{Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 10, OutputPerMillion: 10}}}
@@ -242,20 +243,20 @@ func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
 	if why := admitTo(rt, cheap); why != "" {
 		t.Fatal(why)
 	}
-	before, _ := g.money.spend.Holds().Held()
+	before, _ := g.money.Spend.Holds().Held()
 	if why := admitTo(rt, dear); why != "" {
 		t.Fatal(why)
 	}
-	if after, _ := g.money.spend.Holds().Held(); after <= before {
+	if after, _ := g.money.Spend.Holds().Held(); after <= before {
 		t.Fatalf("topped up: %g -> %g", before, after)
 	}
 	dear.run.gates[len(dear.run.gates)-1].release(&rt.passage, dear)
 	near := func(v float64) bool { return v > before-1e-12 && v < before+1e-12 }
-	if total, clients := g.money.spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.passage.hold.usd) {
+	if total, clients := g.money.Spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.passage.hold.usd) {
 		t.Fatalf("released: total %g, the client's %g, the request's %g; want %g", total, clients["c"], rt.passage.hold.usd, before)
 	}
 	rt.passage.hold.release(&rt.g.money)
-	if total, clients := g.money.spend.Holds().Held(); total > 1e-12 || len(clients) != 0 {
+	if total, clients := g.money.Spend.Holds().Held(); total > 1e-12 || len(clients) != 0 {
 		t.Fatalf("the request ended: %+v", clients)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
@@ -113,7 +114,7 @@ type Gateway struct {
 
 	in     front         // what the request side reads
 	life   lifetime      // its config's life: context, storage, locks, registry slot
-	money  money         // its books, and how it charges requests
+	money  money.Money   // its books, and how it charges requests
 	sched  schedule      // what its scheduler ticks
 	reg    *registryLink // with a registry: the gateway's tie to it
 	logger *zap.Logger
@@ -253,8 +254,8 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	g.money = money{groups: g.Groups, cap: g.CloudSpend, storage: g.life.storage, logger: g.logger}
-	g.money.provisionOccupancy()
+	g.money = money.Money{Groups: g.Groups, Cap: g.CloudSpend, Storage: g.life.storage, Logger: g.logger}
+	g.money.ProvisionOccupancy()
 	if g.life.storage != nil && g.Registry == nil {
 		loadDrains(g.life.storage, g.Name, g.Groups, g.logger) // before any request
 	}
@@ -394,14 +395,14 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 	if g.Clients != nil || g.CloudSpend != nil {
 		switch {
 		case g.Registry == nil && g.life.ownsBooks:
-			g.money.spend = books.StoredSpendBook(ctx, ctx.Storage(), g.Name, g.clock, g.logger)
+			g.money.Spend = books.StoredSpendBook(ctx, ctx.Storage(), g.Name, g.clock, g.logger)
 		case g.Registry == nil:
-			g.money.spend = books.MemorySpendBook(g.Name, g.clock) // a config only validated
+			g.money.Spend = books.MemorySpendBook(g.Name, g.clock) // a config only validated
 		default:
 			// each process keeps a book of its own in the registry,
 			// which counts a process's spend after it exited too (see
 			// fleet_spend.go)
-			g.money.spend = books.MemorySpendBook(g.Name+"."+processID(), g.clock)
+			g.money.Spend = books.MemorySpendBook(g.Name+"."+money.ProcessID(), g.clock)
 		}
 	}
 	if g.Clients != nil {
@@ -419,14 +420,14 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 	}
 	g.life.entry = entry
 	bc := g.booksConfig()
-	g.money.ledger = books.Acquire(bc)
-	g.money.priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
+	g.money.Ledger = books.Acquire(bc)
+	g.money.Priced = g.CloudSpend != nil && g.CloudSpend.DailyUSD > 0
 	for _, grp := range g.Groups {
-		g.money.priced = g.money.priced || grp.Cost != nil
+		g.money.Priced = g.money.Priced || grp.Cost != nil
 	}
-	g.money.ledger.Join(bc)
-	if g.money.spend != nil && g.money.spend.Stored() {
-		g.money.keepSaving(ctx)
+	g.money.Ledger.Join(bc)
+	if g.money.Spend != nil && g.money.Spend.Stored() {
+		g.money.KeepSaving(ctx)
 	}
 	if g.Registry != nil {
 		o, err := g.Registry.options(g.Name, g.life.storage, g.logger)
@@ -434,20 +435,20 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 			return err
 		}
 		l := &registryLink{share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.in.aliases, logger: g.logger}
-		if err := l.join(o, g.money.spend, g.clock); err != nil {
+		if err := l.join(o, g.money.Spend, g.clock); err != nil {
 			return err
 		}
 		g.reg = l
 		f := g.reg.fleet
-		g.money.spend.ReplayPending(func(journal string) uint64 { return f.PublishedFrom(g.Name, journal, g.logger) }, g.logger)
+		g.money.Spend.ReplayPending(func(journal string) uint64 { return f.PublishedFrom(g.Name, journal, g.logger) }, g.logger)
 	}
 	return nil
 }
 
 // booksConfig is what the gateway's books need of it.
 func (g *Gateway) booksConfig() books.Config {
-	return books.Config{Gateway: g.Name, Storage: g.life.storage, Owns: g.life.ownsBooks, SelfGPUs: g.money.selfGPUs,
-		Spend: g.money.spend, Fleet: g.Registry != nil, Clock: g.clock, Logger: g.logger}
+	return books.Config{Gateway: g.Name, Storage: g.life.storage, Owns: g.life.ownsBooks, SelfGPUs: g.money.SelfGPUs,
+		Spend: g.money.Spend, Fleet: g.Registry != nil, Clock: g.clock, Logger: g.logger}
 }
 
 // begin starts the gateway's network work once its config runs.
@@ -483,13 +484,13 @@ func (g *Gateway) Validate() error {
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
 	if g.reg != nil && g.life.begun != nil && g.life.begun.Load() {
-		g.reg.book.final()
+		g.reg.book.Final()
 	}
-	g.money.saveSpend()
+	g.money.SaveSpend()
 	if g.reg != nil {
 		g.reg.release()
 	}
-	if g.money.ledger != nil {
+	if g.money.Ledger != nil {
 		books.Release(g.Name)
 	}
 	if g.life.entry != nil {

@@ -3,7 +3,10 @@
 
 package hybridllm
 
-import "github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+import (
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+)
 
 // The upstream groups' config (see package upstream).
 type (
@@ -29,3 +32,6 @@ const (
 	KindVLLM   = upstream.KindVLLM
 	KindOpenAI = upstream.KindOpenAI
 )
+
+// CloudSpend caps the cloud spend (see package money).
+type CloudSpend = money.CloudSpend

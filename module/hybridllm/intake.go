@@ -72,8 +72,8 @@ func (rt *route) serve() error {
 		defer cancel()
 	}
 
-	if g.money.spend != nil {
-		rt.passage.noCloud, rt.passage.noCloudFor = g.money.cloudClosed(cl, at)
+	if g.money.Spend != nil {
+		rt.passage.noCloud, rt.passage.noCloudFor = g.money.CloudClosed(cl, at)
 	}
 	rt.x.alias, rt.q.stream = al, rt.q.top.Stream
 	rt.x.attempts = rt.tried[:0]

@@ -22,11 +22,11 @@ import (
 func journaledGatewayWithoutBook(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) *Gateway {
 	t.Helper()
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), life: lifetime{storage: st, ownsBooks: true}, clock: clk}
-	g.money.ledger = books.Open(g.booksConfig())
-	if g.money.ledger.Journal() == nil {
+	g.money.Ledger = books.Open(g.booksConfig())
+	if g.money.Ledger.Journal() == nil {
 		t.Fatal("no journal")
 	}
-	t.Cleanup(g.money.ledger.Journal().Close)
+	t.Cleanup(g.money.Ledger.Journal().Close)
 	return g
 }
 
@@ -59,12 +59,12 @@ func TestJournalEmptiesTheTornSegmentsAfterTheLast(t *testing.T) {
 	}
 	g := journaledGateway(t, st, clk)
 	at := clk.Now()
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // seq 2
-	g.money.ledger.Journal().Compact()                                                // the next segment: 3
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // seq 2
+	g.money.Ledger.Journal().Compact()                                                // the next segment: 3
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
 	again := journaledGateway(t, st, clk)
-	if total, _, usd, _, _ := booksOf(again, at); total != 0.875 || usd != 0.875 || again.money.spend.Unknown() != nil {
-		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.875, known", total, usd, again.money.spend.Unknown())
+	if total, _, usd, _, _ := booksOf(again, at); total != 0.875 || usd != 0.875 || again.money.Spend.Unknown() != nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.875, known", total, usd, again.money.Spend.Unknown())
 	}
 }
 
@@ -78,11 +78,11 @@ func TestJournalJoinsABook(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGateway(t, st, clk)
 	at := clk.Now()
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
 	book := books.LoadSpendBook(context.Background(), st, "gw", clock.System, zap.NewNop())
-	g.money.spend = book
-	g.money.ledger.Join(g.booksConfig())
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
+	g.money.Spend = book
+	g.money.Ledger.Join(g.booksConfig())
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
 	if total, _ := book.Spent("", at); total.DayUSD != 0.75 {
 		t.Errorf("the book that joined: %v USD, want 0.75 (0.5 read back, 0.25 counted as it came)", total.DayUSD)
 	}
@@ -111,24 +111,24 @@ func TestJournalDamageMakesEveryBookUnknown(t *testing.T) {
 		st := &certmagic.FileStorage{Path: t.TempDir()}
 		damage(t, st)
 		g := journaledGatewayAs(t, st, fakeClock(t), false)
-		if total, _ := g.money.spend.Spent("", g.clock.Now()); total.DayUSD != 0.75 || g.money.spend.Unknown() == nil {
-			t.Errorf("spend %v, unknown %+v; want 0.75, unknown", total.DayUSD, g.money.spend.Unknown())
+		if total, _ := g.money.Spend.Spent("", g.clock.Now()); total.DayUSD != 0.75 || g.money.Spend.Unknown() == nil {
+			t.Errorf("spend %v, unknown %+v; want 0.75, unknown", total.DayUSD, g.money.Spend.Unknown())
 		}
 	})
 	t.Run("a book that joins", func(t *testing.T) {
 		clk := fakeClock(t)
 		st := &certmagic.FileStorage{Path: t.TempDir()}
 		g := journaledGateway(t, st, clk)
-		g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, clk.Now())
-		f, err := os.OpenFile(filepath.Join(g.money.ledger.Journal().Dir(), journal.SegmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
+		g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, clk.Now())
+		f, err := os.OpenFile(filepath.Join(g.money.Ledger.Journal().Dir(), journal.SegmentName(1)), os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_, _ = f.WriteString("\x00\x00garbage\n")
 		_ = f.Close()
 		book := books.LoadSpendBook(context.Background(), nil, "gw", clock.System, zap.NewNop())
-		g.money.spend = book
-		g.money.ledger.Join(g.booksConfig())
+		g.money.Spend = book
+		g.money.Ledger.Join(g.booksConfig())
 		if total, _ := book.Spent("", clk.Now()); total.DayUSD != 0.5 || book.Unknown() == nil {
 			t.Errorf("spend %v, unknown %+v; want 0.5, unknown", total.DayUSD, book.Unknown())
 		}
@@ -154,25 +154,25 @@ func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	at := clk.Now()
 	g := journaledGateway(t, st, clk)
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	if err := g.money.spend.Save(ctx, st); err != nil {
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	if err := g.money.Spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // after the spend's snapshot
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at) // after the spend's snapshot
 	// killed; the next config has no clients and no spend cap
 	g = journaledGatewayWithoutBook(t, st, clk)
 	if usd, _ := storedSpend(t, st, at); usd != 0.75 {
 		t.Errorf("the stored book after a start without one: %v USD, want 0.75", usd)
 	}
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at) // in no book
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at) // in no book
 	save := func(g *Gateway) {
 		t.Helper()
-		covered, ok := g.money.ledger.Save(ctx, at, clk.Now())
+		covered, ok := g.money.Ledger.Save(ctx, at, clk.Now())
 		if !ok {
 			t.Fatal("ledger not saved")
 		}
-		g.money.ledger.Journal().SavedLedger(covered)
-		g.money.ledger.Journal().Compact()
+		g.money.Ledger.Journal().SavedLedger(covered)
+		g.money.Ledger.Journal().Compact()
 	}
 	segments := func() int {
 		m, _ := filepath.Glob(filepath.Join(books.JournalDir(st, "gw"), "*"+journal.SegmentSuffix))
@@ -189,7 +189,7 @@ func TestJournalKeepsTheSpendNoBookIncludes(t *testing.T) {
 	// and the one after none; a month later the spend in no book counts no
 	// more: its segments go
 	g = journaledGatewayWithoutBook(t, st, clk)
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.125}, at)
 	save(g)
 	if n := segments(); n != 2 {
 		t.Errorf("%d segments, want 2: the open one, and the one of the spend in no book", n)

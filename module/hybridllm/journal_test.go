@@ -34,17 +34,17 @@ func journaledGatewayAs(t *testing.T, st *certmagic.FileStorage, clk clock.Clock
 	t.Helper()
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), life: lifetime{storage: st, ownsBooks: true}, clock: clk}
 	if stored {
-		g.money.spend = loadStoredBook(t, st, clk)
+		g.money.Spend = loadStoredBook(t, st, clk)
 	} else {
-		g.money.spend = books.NewSpendBook("gw", clk)
+		g.money.Spend = books.NewSpendBook("gw", clk)
 		g.Registry = &RegistryConfig{}
 	}
-	g.money.ledger = books.Open(g.booksConfig())
-	if g.money.ledger.Journal() == nil {
+	g.money.Ledger = books.Open(g.booksConfig())
+	if g.money.Ledger.Journal() == nil {
 		t.Fatal("no journal")
 	}
-	t.Cleanup(g.money.ledger.Journal().Close)
-	g.money.spend.ReplayPending(func(string) uint64 { return 0 }, g.logger) // as Provision does, with a registry that holds no book
+	t.Cleanup(g.money.Ledger.Journal().Close)
+	g.money.Spend.ReplayPending(func(string) uint64 { return 0 }, g.logger) // as Provision does, with a registry that holds no book
 	return g
 }
 
@@ -62,8 +62,8 @@ func loadStoredBook(t *testing.T, st *certmagic.FileStorage, clk clock.Clock) *b
 // booksOf is what the books say: the spend book's total and team's
 // today, the ledger's cloud USD, tokens and covered seconds.
 func booksOf(g *Gateway, at time.Time) (total, team, ledgerUSD float64, tokens int64, covered time.Duration) {
-	tot, tm := g.money.spend.Spent("team", at)
-	w := g.money.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute))
+	tot, tm := g.money.Spend.Spent("team", at)
+	w := g.money.Ledger.Window(at.Add(-time.Hour), at.Add(time.Minute))
 	for _, s := range w.Samples {
 		covered += s.Dur
 	}
@@ -80,24 +80,24 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 	g := journaledGateway(t, st, clk)
 	team := &clients.Caller{Name: "team", Known: true}
 	start := clk.Now()
-	g.money.ledger.Tick(start)
-	g.money.charge(team, journal.Charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
-	g.money.charge(team, journal.Charge{Client: "team", SelfHosted: true, Prompt: 1000, Completion: 100}, start)
+	g.money.Ledger.Tick(start)
+	g.money.Charge(team, journal.Charge{Client: "team", Prompt: 100, Completion: 10, CloudUSD: 0.5}, start)
+	g.money.Charge(team, journal.Charge{Client: "team", SelfHosted: true, Prompt: 1000, Completion: 100}, start)
 	clk.Set(start.Add(5 * time.Second))
-	g.money.ledger.Tick(clk.Now())
+	g.money.Ledger.Tick(clk.Now())
 	// the snapshots include these
-	if err := g.money.spend.Save(ctx, st); err != nil {
+	if err := g.money.Spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := g.money.ledger.Save(ctx, start, clk.Now()); !ok {
+	if _, ok := g.money.Ledger.Save(ctx, start, clk.Now()); !ok {
 		t.Fatal("ledger not saved")
 	}
 	// and not these
-	g.money.charge(nil, journal.Charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, clk.Now())
-	g.money.charge(team, journal.Charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, clk.Now())
-	g.money.charge(nil, journal.Charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, clk.Now()) // a mirror copy
+	g.money.Charge(nil, journal.Charge{Prompt: 7, Completion: 3, CloudUSD: 0.25}, clk.Now())
+	g.money.Charge(team, journal.Charge{Client: "team", Prompt: 1, Completion: 1, CloudUSD: 0.125, Estimated: true}, clk.Now())
+	g.money.Charge(nil, journal.Charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1}, clk.Now()) // a mirror copy
 	clk.Set(start.Add(7 * time.Second))
-	g.money.ledger.Tick(clk.Now())
+	g.money.Ledger.Tick(clk.Now())
 	at := clk.Now()
 	want := func(what string, g *Gateway) {
 		t.Helper()
@@ -106,7 +106,7 @@ func TestJournalReplaysPastTheSnapshots(t *testing.T) {
 			t.Errorf("%s: spend %v (team %v), ledger %v USD, %d tokens, %v covered; want 0.875 (0.625), 0.875, 1222, 7s",
 				what, total, tm, usd, tokens, covered)
 		}
-		if v := g.money.ledger.Window(at.Add(-time.Hour), at.Add(time.Minute)).Shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
+		if v := g.money.Ledger.Window(at.Add(-time.Hour), at.Add(time.Minute)).Shadow; v.Requests != 1 || v.PromptTokens != 5 || v.USD != 0.1 {
 			t.Errorf("%s: mirror copies %+v, want one of 5+5 tokens, 0.1 USD", what, v)
 		}
 	}
@@ -143,21 +143,21 @@ func TestJournalSetsADamagedSegmentAside(t *testing.T) {
 		t.Errorf("the readable records: spend %v, ledger %v USD; want 0.75", total, usd)
 	}
 	team := &clients.Caller{Name: "team", Known: true, BudgetDay: 10}
-	if why, _ := g.money.cloudClosed(team, g.clock.Now()); why != because.SpendUnknown {
+	if why, _ := g.money.CloudClosed(team, g.clock.Now()); why != because.SpendUnknown {
 		t.Errorf("cloud for a client with a budget: %q, want %q", why, because.SpendUnknown)
 	}
-	if why, _ := g.money.cloudClosed(&clients.Caller{Name: "free", Known: true}, g.clock.Now()); why != "" {
+	if why, _ := g.money.CloudClosed(&clients.Caller{Name: "free", Known: true}, g.clock.Now()); why != "" {
 		t.Errorf("cloud for a client without a budget: %q", why)
 	}
 	// killed before an operator decided: still unknown, counted once
 	g = journaledGateway(t, st, fakeClock(t))
-	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 || g.money.spend.Unknown() == nil {
-		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.money.spend.Unknown())
+	if total, _, usd, _, _ := booksOf(g, g.clock.Now()); total != 0.75 || usd != 0.75 || g.money.Spend.Unknown() == nil {
+		t.Errorf("after a kill: spend %v, ledger %v USD, unknown %+v; want 0.75, 0.75, unknown", total, usd, g.money.Spend.Unknown())
 	}
-	if u := g.money.spend.Accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
+	if u := g.money.Spend.Accept(); u == nil || !strings.Contains(u.SetAsideAs, ".corrupt-") {
 		t.Errorf("accepted: %+v", u)
 	}
-	if why, _ := g.money.cloudClosed(team, g.clock.Now()); why != "" {
+	if why, _ := g.money.CloudClosed(team, g.clock.Now()); why != "" {
 		t.Errorf("after the accept: %q", why)
 	}
 }
@@ -169,27 +169,27 @@ func TestJournalCompacts(t *testing.T) {
 	ctx := context.Background()
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGateway(t, st, clk)
-	j := g.money.ledger.Journal()
+	j := g.money.Ledger.Journal()
 	segments := func() int {
 		m, _ := filepath.Glob(filepath.Join(j.Dir(), "*"+journal.SegmentSuffix))
 		return len(m)
 	}
 	start := clk.Now()
 	for i := range 3 {
-		g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, start)
+		g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, start)
 		j.Compact() // nothing saved yet: every segment stays
 		if n := segments(); n != i+2 {
 			t.Fatalf("unsaved: %d segments, want %d", n, i+2)
 		}
 	}
-	if err := g.money.spend.Save(ctx, st); err != nil {
+	if err := g.money.Spend.Save(ctx, st); err != nil {
 		t.Fatal(err)
 	}
-	seq, ok := g.money.ledger.Save(ctx, start, start)
+	seq, ok := g.money.Ledger.Save(ctx, start, start)
 	if !ok || seq != 3 {
 		t.Fatalf("saved at %d (%v)", seq, ok)
 	}
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, start)
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, start)
 	j.SavedLedger(seq)
 	j.Compact()
 	if n := segments(); n != 2 { // the one with the last record, and the new one
@@ -210,26 +210,26 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 	st := &certmagic.FileStorage{Path: t.TempDir()}
 	g := journaledGatewayAs(t, st, clk, false)
 	at := clk.Now()
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
-	_, _, seq := g.money.spend.Publication("gw", at)
-	g.money.spend.MarkPublished(seq)
-	g.money.charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.5}, at)
+	_, _, seq := g.money.Spend.Publication("gw", at)
+	g.money.Spend.MarkPublished(seq)
+	g.money.Charge(nil, journal.Charge{Prompt: 1, Completion: 1, CloudUSD: 0.25}, at)
 	// killed: the successor's own book has what was not published
 	g = journaledGatewayAs(t, st, clk, false)
-	if total, _ := g.money.spend.Spent("", at); total.DayUSD != 0.25 {
+	if total, _ := g.money.Spend.Spent("", at); total.DayUSD != 0.25 {
 		t.Fatalf("after a kill: the new book has %v USD, want the unpublished 0.25", total.DayUSD)
 	}
 	// it publishes, and the segments go: the mark stays
-	_, _, seq = g.money.spend.Publication("gw", at)
-	g.money.spend.MarkPublished(seq)
-	covered, ok := g.money.ledger.Save(ctx, at, at)
+	_, _, seq = g.money.Spend.Publication("gw", at)
+	g.money.Spend.MarkPublished(seq)
+	covered, ok := g.money.Ledger.Save(ctx, at, at)
 	if !ok {
 		t.Fatal("ledger not saved")
 	}
-	g.money.ledger.Journal().SavedLedger(covered)
-	g.money.ledger.Journal().Compact()
+	g.money.Ledger.Journal().SavedLedger(covered)
+	g.money.Ledger.Journal().Compact()
 	g = journaledGatewayAs(t, st, clk, false)
-	if total, _ := g.money.spend.Spent("", at); total.DayUSD != 0 {
+	if total, _ := g.money.Spend.Spent("", at); total.DayUSD != 0 {
 		t.Errorf("after all was published and compacted: the new book has %v USD, want 0", total.DayUSD)
 	}
 }
@@ -239,8 +239,8 @@ func TestJournalMarksWhatWasPublished(t *testing.T) {
 func BenchmarkJournalCharge(b *testing.B) {
 	st := &certmagic.FileStorage{Path: b.TempDir()}
 	g := &Gateway{Name: "gw", logger: zap.NewNop(), life: lifetime{storage: st}, clock: clock.System}
-	g.money.spend = books.LoadSpendBook(context.Background(), nil, "gw", g.clock, g.logger)
-	g.money.ledger = books.Open(g.booksConfig()) // memory only
+	g.money.Spend = books.LoadSpendBook(context.Background(), nil, "gw", g.clock, g.logger)
+	g.money.Ledger = books.Open(g.booksConfig()) // memory only
 	team := &clients.Caller{Name: "team", Known: true}
 	c := journal.Charge{Client: "team", Prompt: 1234, Completion: 567, CloudUSD: 0.0012345}
 	at := time.Now()
@@ -249,17 +249,17 @@ func BenchmarkJournalCharge(b *testing.B) {
 		if journaled {
 			name = "journaled"
 			g.life.ownsBooks = true
-			g.money.ledger = books.Open(g.booksConfig())
-			defer g.money.ledger.Journal().Close()
+			g.money.Ledger = books.Open(g.booksConfig())
+			defer g.money.Ledger.Journal().Close()
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				g.money.charge(team, c, at)
+				g.money.Charge(team, c, at)
 			}
 		})
 	}
-	if total, _ := g.money.spend.Spent("", at); math.IsNaN(total.DayUSD) {
+	if total, _ := g.money.Spend.Spent("", at); math.IsNaN(total.DayUSD) {
 		b.Fatal("nan")
 	}
 }

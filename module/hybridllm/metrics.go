@@ -55,13 +55,13 @@ func newStateCollector() *statemetrics.Collector { return statemetrics.New(state
 func booksGauges() []statemetrics.Books {
 	var out []statemetrics.Books
 	for _, g := range liveGateways() {
-		if g.money.ledger == nil || !g.money.hasSelfCost() {
+		if g.money.Ledger == nil || !g.money.HasSelfCost() {
 			continue
 		}
 		t := g.clock.Now()
 		out = append(out, statemetrics.Books{Gateway: g.Name,
-			Utilization:                g.money.comparison(t.Add(-time.Minute), t.Add(books.BucketSize)).Hybrid.Utilization,
-			SelfHostedPerMillionTokens: g.money.comparison(t.Add(-5*time.Minute), t.Add(books.BucketSize)).SelfHostedPerMillionTokens})
+			Utilization:                g.money.Comparison(t.Add(-time.Minute), t.Add(books.BucketSize)).Hybrid.Utilization,
+			SelfHostedPerMillionTokens: g.money.Comparison(t.Add(-5*time.Minute), t.Add(books.BucketSize)).SelfHostedPerMillionTokens})
 	}
 	return out
 }

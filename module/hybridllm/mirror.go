@@ -285,11 +285,11 @@ func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd f
 	case m.group.Kind == KindOpenAI:
 		usd, priced = cc.RequestCost(u.Prompt, u.Completion, u.Cached, dur), true
 		s.cost.Add(usd)
-	case c.g.money.ledger != nil:
-		usd, priced = float64(u.Prompt+u.Completion)*c.g.money.selfCostPerToken(), true
+	case c.g.money.Ledger != nil:
+		usd, priced = float64(u.Prompt+u.Completion)*c.g.money.SelfCostPerToken(), true
 	}
-	if c.g.money.ledger != nil {
-		c.g.money.charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
+	if c.g.money.Ledger != nil {
+		c.g.money.Charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
 	}
 	return usd, priced
 }

@@ -405,7 +405,7 @@ func (rt *route) finish() {
 	default:
 		rt.x.ans.outcome = outcomeOK
 	}
-	if rt.g.money.priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
+	if rt.g.money.Priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
 		// a journaled charge outlives a kill; the answer it is for must
 		// have left first: until the handler returns, a short one waits
 		// in the server's buffer
@@ -430,7 +430,7 @@ func (rt *route) finish() {
 // when the answer ended.
 func (rt *route) cost(at time.Time) {
 	t, began := rt.x.charged()
-	if t == nil || rt.g.money.ledger == nil {
+	if t == nil || rt.g.money.Ledger == nil {
 		return
 	}
 	cc := t.group.Cost
@@ -442,9 +442,9 @@ func (rt *route) cost(at time.Time) {
 		cloudUSD = usd
 		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), billingBusiness).Add(usd)
 	default:
-		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.g.money.selfCostPerToken()
+		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.g.money.SelfCostPerToken()
 	}
-	rt.g.money.charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.group.Kind == KindVLLM,
+	rt.g.money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.group.Kind == KindVLLM,
 		Prompt: rt.x.usage.Prompt, Completion: rt.x.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.x.ans.estimated}, at)
 	rt.x.ans.costUSD, rt.x.ans.priced = usd, cc != nil
 }

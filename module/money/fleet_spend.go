@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package money
 
 import (
 	"context"
@@ -50,16 +50,16 @@ const fleetSpendInterval = 2 * time.Second
 
 // spendName is the registry name of this process's book of a gateway.
 func spendName(gateway string) string {
-	id := processID()
+	id := ProcessID()
 	if id == "" {
 		return "" // not published: the others cannot count it
 	}
 	return id + "." + proclock.FileName(gateway)
 }
 
-// processID names this process among all gateway processes: Caddy's
+// ProcessID names this process among all gateway processes: Caddy's
 // instance ID, the pid and a random part; "" without an instance ID.
-var processID = sync.OnceValue(func() string {
+var ProcessID = sync.OnceValue(func() string {
 	id, err := caddy.InstanceID()
 	if err != nil {
 		return ""
@@ -69,9 +69,9 @@ var processID = sync.OnceValue(func() string {
 	return fmt.Sprintf("%s-%d-%x", id, os.Getpid(), r)
 })
 
-// fleetBook is this process's book of a gateway in its registry: what it
+// FleetBook is this process's book of a gateway in its registry: what it
 // publishes there, and what it takes of the others' books.
-type fleetBook struct {
+type FleetBook struct {
 	fleet   *fleet.Fleet
 	book    *books.SpendBook
 	gateway string
@@ -80,8 +80,13 @@ type fleetBook struct {
 	logger  *zap.Logger
 }
 
-// apply takes the others' books from a snapshot.
-func (fb *fleetBook) apply(s *registry.Snapshot) {
+// NewFleetBook is this process's book of gateway gw in registry f.
+func NewFleetBook(f *fleet.Fleet, book *books.SpendBook, gw string, c clock.Clock, logger *zap.Logger) *FleetBook {
+	return &FleetBook{fleet: f, book: book, gateway: gw, name: spendName(gw), clock: c, logger: logger}
+}
+
+// Apply takes the others' books from a snapshot.
+func (fb *FleetBook) Apply(s *registry.Snapshot) {
 	if fb == nil {
 		return
 	}
@@ -90,10 +95,10 @@ func (fb *fleetBook) apply(s *registry.Snapshot) {
 	fb.book.SetOthers(total, clients)
 }
 
-// publish writes the book to the registry whenever it changed, every
+// Publish writes the book to the registry whenever it changed, every
 // fleetSpendInterval, until the config stops; Cleanup writes it once
-// more (see final).
-func (fb *fleetBook) publish(ctx context.Context) {
+// more (see Final).
+func (fb *FleetBook) Publish(ctx context.Context) {
 	if fb == nil || fb.name == "" {
 		return
 	}
@@ -114,10 +119,10 @@ func (fb *fleetBook) publish(ctx context.Context) {
 	})
 }
 
-// final writes the book once more as the config stops, before the
+// Final writes the book once more as the config stops, before the
 // registry's client may close: the others count this process's last
 // spend too (the key outlives it).
-func (fb *fleetBook) final() {
+func (fb *FleetBook) Final() {
 	if fb == nil || fb.name == "" {
 		return
 	}

@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package money
 
 import (
 	"time"
@@ -16,23 +16,23 @@ import (
 // while the spend is unknown: an operator's decision has no set time.
 const spendUnknownRetry = 5 * time.Minute
 
-// cloudClosed returns why cloud targets are closed to a request now (the
+// CloudClosed returns why cloud targets are closed to a request now (the
 // gateway's daily spend cap is reached, or the client's budget is spent),
 // and until when.
-func (m *money) cloudClosed(cl *clients.Caller, t time.Time) (reason, time.Duration) {
-	capped := m.cap != nil && m.cap.DailyUSD > 0
-	if m.spend == nil || !capped && (cl == nil || cl.BudgetMonth <= 0 && cl.BudgetDay <= 0) {
+func (m *Money) CloudClosed(cl *clients.Caller, t time.Time) (because.Reason, time.Duration) {
+	capped := m.Cap != nil && m.Cap.DailyUSD > 0
+	if m.Spend == nil || !capped && (cl == nil || cl.BudgetMonth <= 0 && cl.BudgetDay <= 0) {
 		return "", 0 // nothing to check the spend against
 	}
-	if m.spend.Unknown() != nil {
+	if m.Spend.Unknown() != nil {
 		return because.SpendUnknown, spendUnknownRetry
 	}
 	name := ""
 	if cl != nil {
 		name = cl.Name
 	}
-	total, s := m.spend.Spent(name, t)
-	if capped && total.DayUSD >= m.cap.DailyUSD {
+	total, s := m.Spend.Spent(name, t)
+	if capped && total.DayUSD >= m.Cap.DailyUSD {
 		return because.SpendCap, untilTomorrow(t)
 	}
 	if cl == nil {
@@ -49,8 +49,8 @@ func (m *money) cloudClosed(cl *clients.Caller, t time.Time) (reason, time.Durat
 
 // spent records a request's cloud spend, and warns once a day when the
 // gateway's spend passes the cap's warning share.
-func (m *money) spent(cl *clients.Caller, usd float64, t time.Time) {
-	if m.spend == nil || usd <= 0 {
+func (m *Money) spent(cl *clients.Caller, usd float64, t time.Time) {
+	if m.Spend == nil || usd <= 0 {
 		return
 	}
 	name := ""
@@ -60,15 +60,15 @@ func (m *money) spent(cl *clients.Caller, usd float64, t time.Time) {
 	if cl != nil && !cl.Known {
 		name = "" // an identity's name, unbounded: counted in the total only
 	}
-	m.spend.Add(name, usd, t)
-	c := m.cap
+	m.Spend.Add(name, usd, t)
+	c := m.Cap
 	if c == nil || c.DailyUSD <= 0 {
 		return
 	}
-	total, _ := m.spend.Spent("", t)
+	total, _ := m.Spend.Spent("", t)
 	share := c.warnShare()
-	if total.DayUSD >= share*c.DailyUSD && m.spend.WarnOnce(total.Day) {
-		m.logger.Warn("cloud spend near the daily cap",
+	if total.DayUSD >= share*c.DailyUSD && m.Spend.WarnOnce(total.Day) {
+		m.Logger.Warn("cloud spend near the daily cap",
 			zap.Float64("spent_usd", total.DayUSD), zap.Float64("daily_cap_usd", c.DailyUSD), zap.Float64("warn_share", share))
 	}
 }

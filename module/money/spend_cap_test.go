@@ -1,7 +1,7 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+package money
 
 import (
 	"testing"
