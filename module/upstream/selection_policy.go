@@ -15,7 +15,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
@@ -128,15 +127,7 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		// a retry inside the group (lb_retries): the previous pick failed;
 		// give back its slot and settle its breaker, trial included
 		slot.Release()
-		if prev := slot.Endpoint; prev != nil && slot.Group.Settings.breaker != nil && !slot.Drill { // a drill's verdict is never recorded
-			// the proxy retries only what failed before any answer
-			v := breaker.Verdict{Outcome: breaker.Failure, Trial: slot.Trial, Cause: breaker.Cause{Conn: true, Probe: prev.Prober.HealthSeq()}}
-			if prev.Breaker.Settle(slot.Group.Settings.breaker, v, slot.Group.clock.Now()) != breaker.Kept && s.logger != nil {
-				s.logger.Warn("breaker open", zap.String("group", slot.Group.Name), zap.String("endpoint", prev.Dial))
-			}
-			slot.Endpoint, slot.Trial = nil, false
-			slot.Failed++
-		}
+		slot.pickFailed(s.logger)
 		if len(slot.Group.Endpoints) > 0 || slot.Group.Added.Load() != nil {
 			return slot.Group.selectEndpoint(pool, slot)
 		}

@@ -6,7 +6,9 @@ package upstream
 import (
 	"net/http"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
+	"go.uber.org/zap"
 )
 
 // slotWriter is the response writer of a request the gateway sends
@@ -53,4 +55,21 @@ func (s *Slot) Release() {
 		s.held.Inflight.Add(-1)
 		s.held = nil
 	}
+}
+
+// pickFailed notes that the endpoint picked last failed before any
+// answer (the proxy retries only such a pick, lb_retries) and settles its
+// breaker, its half-open trial included; a drill's verdict is never
+// recorded.
+func (s *Slot) pickFailed(logger *zap.Logger) {
+	prev := s.Endpoint
+	if prev == nil || s.Group.Settings.breaker == nil || s.Drill {
+		return
+	}
+	v := breaker.Verdict{Outcome: breaker.Failure, Trial: s.Trial, Cause: breaker.Cause{Conn: true, Probe: prev.Prober.HealthSeq()}}
+	if prev.Breaker.Settle(s.Group.Settings.breaker, v, s.Group.clock.Now()) != breaker.Kept && logger != nil {
+		logger.Warn("breaker open", zap.String("group", s.Group.Name), zap.String("endpoint", prev.Dial))
+	}
+	s.Endpoint, s.Trial = nil, false
+	s.Failed++
 }
