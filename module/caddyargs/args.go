@@ -164,7 +164,7 @@ func OnOff(d *caddyfile.Dispenser) (bool, error) {
 	return on, nil
 }
 
-// ShareOr reads exactly one share (as parseShare), or the word word,
+// ShareOr reads exactly one share (as Share), or the word word,
 // which stands for the value it returns.
 func ShareOr(d *caddyfile.Dispenser, word string, value float64) (float64, error) {
 	if d.CountRemainingArgs() == 1 {

@@ -57,7 +57,7 @@ func (sk *StrayKeys) Find(r *http.Request) string {
 }
 
 // Refuse answers a request that carries a key where the gateway does
-// not read one (see find): 401, with where to send it instead.
+// not read one (see Find): 401, with where to send it instead.
 // Its access log record is skipped, since Caddy would write the key in
 // it; the gateway logs a warning without the key instead, at most one a
 // minute, and counts it in clients_refused_total.

@@ -368,7 +368,9 @@ func (rt *route) fallbackReasons() string {
 }
 
 // setRouteHeaders tells the client where its request landed: the
-// X-Hybrid-* headers.
+// X-Hybrid-* headers. It runs once, as the answer commits: the values
+// are the route's own array (rt.heads), which a second call would
+// overwrite under the headers already set.
 func (rt *route) setRouteHeaders(h http.Header, t *Target) {
 	// canonical keys, assigned directly, their values in the route's
 	// array

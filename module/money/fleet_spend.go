@@ -59,7 +59,9 @@ func spendName(gateway string) string {
 
 // ProcessID names this process among all gateway processes: Caddy's
 // instance ID, the pid and a random part; "" without an instance ID.
-var ProcessID = sync.OnceValue(func() string {
+func ProcessID() string { return processID() }
+
+var processID = sync.OnceValue(func() string {
 	id, err := caddy.InstanceID()
 	if err != nil {
 		return ""

@@ -37,7 +37,7 @@ type Money struct {
 	// money, and each request's charge is journaled
 	Priced bool
 	// the GPUs a cloud request in flight stands for, and the self-hosted
-	// GPUs with a cost model (see provisionOccupancy)
+	// GPUs with a cost model (see ProvisionOccupancy)
 	CloudSlotGPUs, SelfGPUs float64
 }
 
@@ -67,7 +67,7 @@ func (m *Money) Comparison(from, to time.Time) cost.Comparison {
 		}
 		if cc.PerSecond > 0 {
 			// per request-second; a request in flight is one slot of
-			// the self-hosted GPUs, cloudSlotGPUs of a GPU
+			// the self-hosted GPUs, CloudSlotGPUs of a GPU
 			if m.CloudSlotGPUs > 0 {
 				p.CloudPerGPUSec = cc.PerSecond / m.CloudSlotGPUs
 			}

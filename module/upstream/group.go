@@ -140,12 +140,12 @@ type GroupRun struct {
 	key    string      // the resolved api_key
 	Expect []string    // the model names the aliases send to this group
 	Clock  clock.Clock // the gateway's
-	// StreamUsage is StreamUsage resolved against the gateway's default
+	// Group.StreamUsage resolved against the gateway's default
 	StreamUsage bool
 	CheckOff    bool          // model_check off
 	checkEvery  time.Duration // model_check's interval; 0: the default
 	// the GPUs one request in flight occupies, for the ledger (see
-	// provisionOccupancy); 0: not counted
+	// money.Money.ProvisionOccupancy); 0: not counted
 	Occupancy float64
 }
 

@@ -16,7 +16,7 @@ import (
 // that others may read: one
 // written into the config itself, which the admin API's GET /config/ and
 // Caddy's autosave.json show, or one sent over plain HTTP to an upstream
-// that is not on a private network (see privateHost).
+// that is not on a private network (see PrivateHost).
 func warnKeyExposure(log *zap.Logger, name, apiKey string, proxy *reverseproxy.Handler) {
 	if !strings.Contains(apiKey, "{") {
 		log.Warn("api_key is written into the config, where the admin API's GET /config/ and Caddy's autosave.json show it: read it at start-up with {env.VAR} or {file./path}",

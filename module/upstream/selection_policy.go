@@ -57,7 +57,7 @@ type LeastLoadSelection struct {
 	// How the upstreams are probed.
 	Probe *ProbeConfig `json:"probe,omitempty"`
 
-	mu       *sync.Mutex // guards group.endpoints, seen and swept
+	mu       *sync.Mutex // guards group.Endpoints, seen and swept
 	group    *VLLMGroup
 	seen     map[string]time.Time // when each address was last in a pool
 	swept    time.Time
