@@ -315,18 +315,6 @@ func equipTargets(k targetKit, aliases map[string]*Alias) {
 	}
 }
 
-// kitFor is the kit gateway g's targets are equipped with.
-func kitFor(g *Gateway) targetKit {
-	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.money.Ledger}
-	if g.money.Spend != nil {
-		k.spend = &spendLimits{book: g.money.Spend, deadline: time.Duration(g.Deadline), clock: g.clock}
-		if c := g.CloudSpend; c != nil {
-			k.spend.dailyCap = c.DailyUSD
-		}
-	}
-	return k
-}
-
 // Attempt limits when a target sets none. A non-stream answer starts only
 // when its generation ends, so the whole attempt gets minutes; a stream's
 // first token (queueing and prefill) should come within a minute, and so

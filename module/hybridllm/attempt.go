@@ -19,34 +19,6 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// attemptResult is how one attempt ended.
-type attemptResult struct {
-	// the response has started (the client got bytes, successful or
-	// not): no other target may be tried
-	done    bool
-	ep      *upstream.Endpoint // the vLLM endpoint it went to, if known
-	verdict verdict            // what it says about the upstream
-	cause   breaker.Cause      // of a failure, for the endpoint's breaker
-	// the endpoint, or the cloud group, answered 429 with Retry-After
-	// and is held out
-	held bool
-	gone bool // the client left before the first byte
-	// the request could not be written on a pooled connection the
-	// upstream had closed: it goes again, once, on a new one
-	stale bool
-}
-
-// attemptTurn is an attempt's place in the request's plan.
-type attemptTurn struct {
-	avoid []*upstream.Endpoint // the target's endpoints that failed the request already
-	// targets follow: a 400 is held, so that a context-length error
-	// goes to the next one
-	more bool
-	// the attempt carries the group breaker's half-open trial, which it
-	// settles however it ends
-	groupTrial bool
-}
-
 // try makes one attempt on a target, at its turn. The error is the
 // proxy's, for a response that has started.
 func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res attemptResult, err error) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.opentelemetry.io/otel/trace"
@@ -59,4 +60,43 @@ type attemptAsk struct {
 	r      *http.Request // the client's: its replacer names the upstream an attempt went to
 	parent trace.Span    // the request's span, if it is traced
 	usage  *protocol.UsageScanner
+}
+
+// attempt is the record of one try of one target.
+type attempt struct {
+	target *Target
+	reason reason // empty when it answered
+	status int    // upstream status, when it answered with a fallback status
+	// an overflow skip whose target the request came back to (see run)
+	returned bool
+	// how long the upstream asked to wait (its Retry-After), if it did
+	wait time.Duration
+}
+
+// attemptResult is how one attempt ended.
+type attemptResult struct {
+	// the response has started (the client got bytes, successful or
+	// not): no other target may be tried
+	done    bool
+	ep      *upstream.Endpoint // the vLLM endpoint it went to, if known
+	verdict verdict            // what it says about the upstream
+	cause   breaker.Cause      // of a failure, for the endpoint's breaker
+	// the endpoint, or the cloud group, answered 429 with Retry-After
+	// and is held out
+	held bool
+	gone bool // the client left before the first byte
+	// the request could not be written on a pooled connection the
+	// upstream had closed: it goes again, once, on a new one
+	stale bool
+}
+
+// attemptTurn is an attempt's place in the request's plan.
+type attemptTurn struct {
+	avoid []*upstream.Endpoint // the target's endpoints that failed the request already
+	// targets follow: a 400 is held, so that a context-length error
+	// goes to the next one
+	more bool
+	// the attempt carries the group breaker's half-open trial, which it
+	// settles however it ends
+	groupTrial bool
 }

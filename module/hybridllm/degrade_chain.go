@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -252,7 +253,7 @@ func (dt *degradeTrigger) observe(t time.Time, logger *zap.Logger) {
 	}
 	fields := []zap.Field{zap.String("alias", dt.alias), zap.String("group", dt.t.Group), zap.String("model", dt.t.Model)}
 	if d.Active {
-		for _, k := range sortedKeys(d.Metadata) {
+		for _, k := range slices.Sorted(maps.Keys(d.Metadata)) {
 			fields = append(fields, zap.Float64(k, d.Metadata[k]))
 		}
 		logger.Warn("degrade on: "+dt.t.Group+" "+d.Reason+": "+d.Why+"; new requests go to the lower tiers", fields...)
@@ -402,13 +403,14 @@ func (c *chain) reached(t time.Time, logger *zap.Logger, alias string) {
 // trigger is one crossing, not one per answer.
 const capClearAt = 0.8
 
-// settle counts a request ended at t in its alias's share: the answer,
-// if there was one, and the place it reserved given back.
-func (c *chain) settle(x *exchange, t time.Time) {
-	if x.ans.target != nil && x.ans.status < 500 {
-		c.share.Add(t, x.deg.degraded)
+// settle counts a request ended at t in its alias's share: its answer,
+// if it was answered (not by a 5xx), and the place it reserved (in d)
+// given back.
+func (c *chain) settle(d *degradeRecord, answered bool, t time.Time) {
+	if answered {
+		c.share.Add(t, d.degraded)
 	}
-	if x.deg.reserved {
+	if d.reserved {
 		c.share.Release()
 	}
 }
@@ -424,19 +426,4 @@ func (c *chain) tick(t time.Time, logger *zap.Logger, alias string) {
 		logger.Info("degrade cap: the share is under the cap again",
 			zap.String("alias", alias), zap.Float64("cap", c.cap), zap.Float64("share", share))
 	}
-}
-
-// degradeOrigin returns the upper target a degraded answer was meant for
-// and why it was left: the request's first attempt.
-func degradeOrigin(x *exchange) (from string, why reason) {
-	if len(x.attempts) == 0 || (x.rule != "" && x.attempts[0].target.Tier != nil) {
-		// nothing tried before the tiers: a pre-routing rule sent it there
-		return x.alias.Targets[0].Group, "route"
-	}
-	for _, a := range x.attempts {
-		if a.target.Tier == nil {
-			return a.target.Group, a.reason
-		}
-	}
-	return x.attempts[0].target.Group, x.attempts[0].reason
 }

@@ -60,16 +60,6 @@ type answer struct {
 	overflow  string  // group:signal of the overflow it left a target for, as it ended
 }
 
-// asked is what a request asks: its endpoint's API, its body and the
-// facts read from it.
-type asked struct {
-	api      *protocol.API
-	stream   bool // the client asked for a stream
-	body     []byte
-	top      protocol.Request // the body's fields, and where its model is
-	features features
-}
-
 // requestSpan is the request's span, looked up once (see traced).
 type requestSpan struct {
 	span trace.Span // nil when the request is not recorded

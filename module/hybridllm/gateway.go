@@ -591,3 +591,15 @@ var (
 	_ caddy.CleanerUpper          = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
 )
+
+// kitFor is the kit gateway g's targets are equipped with.
+func kitFor(g *Gateway) targetKit {
+	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.money.Ledger}
+	if g.money.Spend != nil {
+		k.spend = &spendLimits{book: g.money.Spend, deadline: time.Duration(g.Deadline), clock: g.clock}
+		if c := g.CloudSpend; c != nil {
+			k.spend.dailyCap = c.DailyUSD
+		}
+	}
+	return k
+}

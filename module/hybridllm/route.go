@@ -17,17 +17,6 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
 )
 
-// attempt is the record of one try of one target.
-type attempt struct {
-	target *Target
-	reason reason // empty when it answered
-	status int    // upstream status, when it answered with a fallback status
-	// an overflow skip whose target the request came back to (see run)
-	returned bool
-	// how long the upstream asked to wait (its Retry-After), if it did
-	wait time.Duration
-}
-
 // route carries one request through its alias's targets.
 type route struct {
 	g       *Gateway
@@ -417,7 +406,7 @@ func (rt *route) finish() {
 	rt.x.estimateUsage(&rt.passage.bounds, rt.g.Name)
 	meter(rt.g, &rt.x)
 	if c := rt.x.alias.chain; c != nil {
-		c.settle(&rt.x, rt.g.clock.Now())
+		c.settle(rt.x.deg, rt.x.ans.target != nil && rt.x.ans.status < 500, rt.g.clock.Now())
 	}
 	at := rt.g.clock.Now()
 	rt.cost(at)

@@ -1,0 +1,126 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package hybridllm
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"unicode"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+)
+
+// tierBody sets b to the request body (q) as a tier with a max_tokens gets
+// it: clamped to it (or given it, when the request says nothing), its
+// model swapped and, if its group asks for stream usage and the request
+// does (u), the usage asked for; watch are the fields rules read. ok is
+// false when the request asks for no more than the tier's
+// max_tokens: the common body serves.
+func (u *usageAsk) tierBody(q *asked, watch []string, t *Target, b *upstreamBody) (length int64, injected, ok bool) {
+	// the legacy completions endpoint answers 16 tokens when asked for
+	// none: a tier's ceiling is no reason to ask for more
+	fields, fill := q.api.LengthFields, ""
+	if len(fields) > 0 && !q.api.ShortByDefault {
+		fill = fields[0]
+	}
+	out, changed, err := protocol.ClampTokens(q.body, fields, t.Tier.MaxTokens, fill)
+	if err != nil || !changed {
+		return 0, false, false
+	}
+	top, _ := protocol.Scan(out, watch...)
+	var splices [2]splice
+	n := 0
+	if sp, ok := t.modelSplice(&top); ok {
+		splices[n], n = sp, n+1
+	}
+	if t.group.Run.StreamUsage && (u.splice.with != nil || u.body != nil) {
+		if sp, rewritten, ok := withStreamUsage(out, &top); ok {
+			injected = true
+			if rewritten != nil {
+				out = rewritten
+				top, _ = protocol.Scan(out, watch...)
+				n = 0
+				if sp, ok := t.modelSplice(&top); ok {
+					splices[n], n = sp, n+1
+				}
+			} else {
+				splices[n], n = sp, n+1
+			}
+		}
+	}
+	return b.set(out, splices[:n]...), injected, true
+}
+
+// mark marks the answer of a tier to request x as degraded: in the headers
+// (whatever route_headers says: the caller may need to know), in the
+// metrics and, with mark_body, in the body.
+func (d *degradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.Header) {
+	t := aw.target
+	d.degraded = true
+	from, why := degradeOrigin(x)
+	d.from, d.reason = from, string(why)
+	h["X-Hybrid-Degraded"] = []string{"true"}
+	h["X-Hybrid-Degraded-From"] = []string{from}
+	h["X-Hybrid-Degrade-Reason"] = []string{d.reason}
+	if d.clampedTo > 0 {
+		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.clampedTo)}
+	}
+	degradedTotal.WithLabelValues(gw, x.alias.name, from, t.Group, d.reason).Inc()
+	if x.alias.chain.markBody && aw.out.scan != nil { // a plain JSON or event-stream body
+		mark := map[string]any{"from": from, "reason": d.reason}
+		if q := t.Tier.Quality; q != nil {
+			mark["quality"] = *q
+		}
+		if d.clampedTo > 0 {
+			mark["max_tokens"] = d.clampedTo
+		}
+		if len(d.meta) > 0 {
+			mark["metadata"] = d.meta
+		}
+		b, _ := json.Marshal(mark)
+		aw.out.mark = append(append([]byte(`"degraded":`), b...), ',')
+		h.Del("Content-Length") // the body grows
+	}
+}
+
+// markBody writes p to the client with the degraded mark spliced in after
+// the first '{': a JSON answer's object, or a stream's first chunk. It
+// returns the bytes of p written.
+func (aw *attemptWriter) markBody(p []byte) (int, error) {
+	i := bytes.IndexByte(p, '{')
+	if i < 0 {
+		return aw.w.Write(p)
+	}
+	mark := aw.out.mark
+	aw.out.mark = nil
+	if j := bytes.IndexFunc(p[i+1:], func(r rune) bool { return !unicode.IsSpace(r) }); j >= 0 && p[i+1+j] == '}' {
+		mark = mark[:len(mark)-1] // an empty object: no comma
+	}
+	n, err := aw.w.Write(p[:i+1])
+	if err != nil {
+		return n, err
+	}
+	if _, err := aw.w.Write(mark); err != nil {
+		return n, err
+	}
+	m, err := aw.w.Write(p[i+1:])
+	return n + m, err
+}
+
+// degradeOrigin returns the upper target a degraded answer was meant for
+// and why it was left: the request's first attempt.
+func degradeOrigin(x *exchange) (from string, why reason) {
+	if len(x.attempts) == 0 || (x.rule != "" && x.attempts[0].target.Tier != nil) {
+		// nothing tried before the tiers: a pre-routing rule sent it there
+		return x.alias.Targets[0].Group, "route"
+	}
+	for _, a := range x.attempts {
+		if a.target.Tier == nil {
+			return a.target.Group, a.reason
+		}
+	}
+	return x.attempts[0].target.Group, x.attempts[0].reason
+}
