@@ -28,8 +28,8 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	// every byte of a record is written for every request: the fields
 	// whose value is the common one (no stream, one attempt, no fallback,
 	// no overflow) are left out
-	enc.AddString("llm_alias", x.alias.name)
-	if x.q.stream {
+	enc.AddString("llm_alias", x.alias.Name)
+	if x.q.Stream {
 		enc.AddBool("llm_stream", true)
 	}
 	enc.AddString("llm_outcome", x.ans.outcome)
@@ -57,7 +57,7 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		if x.ans.ttfb > 0 {
 			enc.AddBool("llm_fallback", true)
 		}
-		enc.AddString("llm_fallback_reason", string(x.attempts[len(x.attempts)-1].reason))
+		enc.AddString("llm_fallback_reason", string(x.attempts[len(x.attempts)-1].Reason))
 	}
 	if o := x.ans.overflow; o != "" {
 		enc.AddBool("llm_overflow", true)
@@ -69,15 +69,15 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if x.color != nil {
 		enc.AddString("llm_color", x.color.Tag)
 	}
-	if d := x.deg; d != nil && d.degraded {
+	if d := x.deg; d != nil && d.Degraded {
 		enc.AddBool("llm_degraded", true)
-		enc.AddString("llm_degraded_from", d.from)
-		enc.AddString("llm_degrade_reason", d.reason)
-		for k, v := range d.meta {
+		enc.AddString("llm_degraded_from", d.From)
+		enc.AddString("llm_degrade_reason", d.Reason)
+		for k, v := range d.Meta {
 			enc.AddFloat64("llm_degrade_"+k, v)
 		}
-		if d.clampedTo > 0 {
-			enc.AddInt("llm_degrade_max_tokens", d.clampedTo)
+		if d.ClampedTo > 0 {
+			enc.AddInt("llm_degrade_max_tokens", d.ClampedTo)
 		}
 	}
 	if x.usage.Found {
@@ -94,11 +94,11 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 }
 
 // triedList renders the failed attempts as `group:reason` strings.
-type triedList []attempt
+type triedList []Attempt
 
 func (l *triedList) MarshalLogArray(ae zapcore.ArrayEncoder) error {
 	for _, a := range *l {
-		ae.AppendString(a.target.Group + ":" + string(a.reason))
+		ae.AppendString(a.Target.Group + ":" + string(a.Reason))
 	}
 	return nil
 }

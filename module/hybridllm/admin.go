@@ -275,7 +275,7 @@ func serveWeight(w http.ResponseWriter, r *http.Request) error {
 	if req.Weight == nil || *req.Weight < 0 {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("weight must be given and not negative")}
 	}
-	if !al.hasMember(req.Group) {
+	if !al.HasMember(req.Group) {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("alias %q has no weighted set with group %q", req.Alias, req.Group)}
 	}
 	what := map[string]any{"gateway": g.Name, "alias": req.Alias, "group": req.Group, "weight": *req.Weight}
@@ -287,7 +287,7 @@ func serveWeight(w http.ResponseWriter, r *http.Request) error {
 		what["registry_revision"] = rev
 		g.reg.await(rev)
 	} else {
-		al.setWeight(g.Name, req.Group, *req.Weight)
+		al.SetWeight(g.Name, req.Group, *req.Weight)
 	}
 	g.logger.Warn("weight set through the admin API", zap.String("alias", req.Alias), zap.String("group", req.Group), zap.Int("weight", *req.Weight))
 	w.Header().Set("Content-Type", "application/json")
@@ -304,7 +304,7 @@ func serveDrill(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(map[string]any{"gateway": g.Name, "alias": al.name, "targets": results})
+	return enc.Encode(map[string]any{"gateway": g.Name, "alias": al.Name, "targets": results})
 }
 
 // serveLedger answers GET /hybrid_llm/ledger?gateway=<name>&window=<duration>

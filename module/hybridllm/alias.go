@@ -52,10 +52,10 @@ type Alias struct {
 	// away.
 	Mirrors []*Mirror `json:"mirrors,omitempty"`
 
-	name      string
-	chain     *chain         // with tiers
-	modelJSON []byte         // the name as a JSON string, when answers carry it
-	sets      []*weightedSet // runs of targets served by weight
+	Name         string         `json:"-"`
+	Chain        *chain         `json:"-"` // with tiers
+	ModelJSON    []byte         `json:"-"` // the name as a JSON string, when answers carry it
+	WeightedSets []*weightedSet `json:"-"` // runs of targets served by weight
 }
 
 // Target is one entry of an alias: a group plus the model name that
@@ -64,7 +64,7 @@ type Target struct {
 	// The name of the group.
 	Group string `json:"group,omitempty"`
 
-	pos string // in a Caddyfile: where it is, for errors
+	Pos string `json:"-"` // in a Caddyfile: where it is, for errors
 
 	// The model name the group serves for this alias; the request's
 	// `model` is rewritten to it for this target only.
@@ -115,10 +115,10 @@ type Target struct {
 	// trigger (p99 time to first token), instead of the alias's.
 	SLO caddy.Duration `json:"slo,omitempty"`
 
-	group   *Group
-	trigger *degradeTrigger // with a tier after it, in a vllm group
-	run     targetRun       // resolved from the config as it is provisioned
-	seen    targetSeen      // what it has seen of its attempts
+	Upstream *Group          `json:"-"`
+	trigger  *degradeTrigger // with a tier after it, in a vllm group
+	Run      targetRun       `json:"-"` // resolved from the config as it is provisioned
+	Seen     targetSeen      `json:"-"` // what it has seen of its attempts
 }
 
 // AttemptLimits bound each attempt on a target.
@@ -161,16 +161,16 @@ type AttemptLimits struct {
 
 // targetRun is a target's runtime, resolved from its config.
 type targetRun struct {
-	timeout    time.Duration // 0: none
-	firstByte  time.Duration // 0: none
-	idle       time.Duration // 0: none
-	idleCause  string        // what an idle cut tells the client
-	retries    int
+	Timeout    time.Duration // 0: none
+	FirstByte  time.Duration // 0: none
+	Idle       time.Duration // 0: none
+	IdleCause  string        // what an idle cut tells the client
+	Retries    int
 	fallbackOn statusSet
-	modelJSON  []byte
-	sameName   bool
+	ModelJSON  []byte
+	SameName   bool
 	gates      []gate // what it passes before an attempt (see targetKit.gatesOf)
-	observers  []attemptObserver
+	Observers  []attemptObserver
 }
 
 // targetSeen is what a target keeps of its attempts: its configuration
@@ -178,42 +178,42 @@ type targetRun struct {
 // latency.
 type targetSeen struct {
 	faults   faultLog
-	metrics  *targetMetrics
+	metrics  *TargetMetrics
 	byClient sync.Map       // client name -> *targetMetrics
-	health   *healthMember  // its set's scheduler, if watched
+	Health   *HealthMember  // its set's scheduler, if watched
 	latency  *memberLatency // its recent latencies, for its set's strategy
 }
 
-// aliasSetup is what provisioning a gateway's aliases reads of the
+// AliasSetup is what provisioning a gateway's aliases reads of the
 // gateway, and what it gathers for it.
-type aliasSetup struct {
-	gateway       string
-	groups        map[string]*Group
-	clients       bool   // clients are configured
-	registry      bool   // a registry is configured
-	responseModel string // the gateway's response_model
-	clock         clock.Clock
-	logger        *zap.Logger
+type AliasSetup struct {
+	Gateway       string
+	Groups        map[string]*Group
+	Clients       bool   // clients are configured
+	Registry      bool   // a registry is configured
+	ResponseModel string // the gateway's response_model
+	Clock         clock.Clock
+	Logger        *zap.Logger
 
-	used            map[string]bool // the groups the targets name
-	watch           watchedFields   // the top-level fields route rules read
-	ruleCredentials bool            // a route rule reads a credential header
+	Used            map[string]bool // the groups the targets name
+	Watch           watchedFields   // the top-level fields route rules read
+	RuleCredentials bool            // a route rule reads a credential header
 }
 
-// alias checks the alias and sets up its targets and routes.
-func (s *aliasSetup) alias(name string, al *Alias) error {
+// Alias checks the alias and sets up its targets and routes.
+func (s *AliasSetup) Alias(name string, al *Alias) error {
 	if name == "" {
 		return fmt.Errorf("alias with an empty name")
 	}
 	if al == nil || len(al.Targets) == 0 {
 		return fmt.Errorf("alias %q: no targets", name)
 	}
-	al.name = name
-	if err := checkResponseModel(al.ResponseModel); err != nil {
+	al.Name = name
+	if err := CheckResponseModel(al.ResponseModel); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
-	if answersCarryAlias(al.ResponseModel, s.responseModel) {
-		al.modelJSON, _ = json.Marshal(name)
+	if answersCarryAlias(al.ResponseModel, s.ResponseModel) {
+		al.ModelJSON, _ = json.Marshal(name)
 	}
 	for i, t := range al.Targets {
 		if t == nil {
@@ -223,19 +223,19 @@ func (s *aliasSetup) alias(name string, al *Alias) error {
 			return fmt.Errorf("alias %q: target %d (group %q): %v", name, i, t.Group, err)
 		}
 	}
-	if err := al.provisionSets(s.gateway); err != nil {
+	if err := al.provisionSets(s.Gateway); err != nil {
 		return fmt.Errorf("alias %q: %v", name, err)
 	}
 	for set := range al.Sets {
-		if !slices.ContainsFunc(al.sets, func(ws *weightedSet) bool { return ws.name == set }) {
+		if !slices.ContainsFunc(al.WeightedSets, func(ws *weightedSet) bool { return ws.Name == set }) {
 			return fmt.Errorf("alias %q: settings for set %q, which it does not have", name, set)
 		}
 	}
-	for _, ws := range al.sets {
-		if err := provisionStrategy(al, ws, s.logger); err != nil {
+	for _, ws := range al.WeightedSets {
+		if err := provisionStrategy(al, ws, s.Logger); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
-		if err := provisionHealth(s.gateway, s.clock, s.logger, al, ws); err != nil {
+		if err := provisionHealth(s.Gateway, s.Clock, s.Logger, al, ws); err != nil {
 			return fmt.Errorf("alias %q: %v", name, err)
 		}
 		if ws.health == nil {
@@ -264,8 +264,8 @@ func (s *aliasSetup) alias(name string, al *Alias) error {
 
 // target checks a target of the alias (one of its targets, a
 // color's or a mirror's) and resolves its group, limits and metrics.
-func (s *aliasSetup) target(al *Alias, t *Target) error {
-	grp, ok := s.groups[t.Group]
+func (s *AliasSetup) target(al *Alias, t *Target) error {
+	grp, ok := s.Groups[t.Group]
 	if !ok {
 		return fmt.Errorf("unknown group %q", t.Group)
 	}
@@ -286,36 +286,36 @@ func (s *aliasSetup) target(al *Alias, t *Target) error {
 	if err != nil {
 		return err
 	}
-	t.run.fallbackOn = set
-	t.group = grp
-	t.run.retries = grp.DefaultRetries(s.registry)
+	t.Run.fallbackOn = set
+	t.Upstream = grp
+	t.Run.Retries = grp.DefaultRetries(s.Registry)
 	if t.Retries != nil {
-		t.run.retries = *t.Retries
+		t.Run.Retries = *t.Retries
 	}
-	t.run.modelJSON, _ = json.Marshal(t.Model)
-	t.seen.metrics = newTargetMetrics(s.gateway, al.name, t, "")
-	t.run.sameName = t.Model == al.name
-	s.used[t.Group] = true
+	t.Run.ModelJSON, _ = json.Marshal(t.Model)
+	t.Seen.metrics = NewTargetMetrics(s.Gateway, al.Name, t, "")
+	t.Run.SameName = t.Model == al.Name
+	s.Used[t.Group] = true
 	return nil
 }
 
-// equipTargets gives every target a request may be sent to its gates
+// EquipTargets gives every target a request may be sent to its gates
 // and its attempts' observers, once the books they use are provisioned.
-func equipTargets(k targetKit, aliases map[string]*Alias) {
+func EquipTargets(k TargetKit, aliases map[string]*Alias) {
 	for _, al := range aliases {
 		for _, t := range al.Targets {
-			t.run.gates, t.run.observers = k.gatesOf(t), k.observersOf(t)
-			if al.chain != nil {
-				t.run.gates = k.chainGates(al.chain, al.name, t, t.run.gates)
+			t.Run.gates, t.Run.Observers = k.gatesOf(t), k.observersOf(t)
+			if al.Chain != nil {
+				t.Run.gates = k.chainGates(al.Chain, al.Name, t, t.Run.gates)
 			}
 		}
 		for _, c := range al.Colors {
-			c.Target.run.gates, c.Target.run.observers = k.gatesOf(&c.Target), k.observersOf(&c.Target)
+			c.Target.Run.gates, c.Target.Run.Observers = k.gatesOf(&c.Target), k.observersOf(&c.Target)
 		}
 	}
 }
 
-// Attempt limits when a target sets none. A non-stream answer starts only
+// attempt limits when a target sets none. A non-stream answer starts only
 // when its generation ends, so the whole attempt gets minutes; a stream's
 // first token (queueing and prefill) should come within a minute, and so
 // should each read of a started answer (nginx's proxy_read_timeout).
@@ -334,9 +334,9 @@ func (t *Target) provisionLimits() error {
 		def  time.Duration
 		dst  *time.Duration
 	}{
-		{"timeout", t.Timeout, DefaultAttemptTimeout, &t.run.timeout},
-		{"first_byte_timeout", t.FirstByteTimeout, DefaultFirstByteTimeout, &t.run.firstByte},
-		{"idle_timeout", t.IdleTimeout, DefaultIdleTimeout, &t.run.idle},
+		{"timeout", t.Timeout, DefaultAttemptTimeout, &t.Run.Timeout},
+		{"first_byte_timeout", t.FirstByteTimeout, DefaultFirstByteTimeout, &t.Run.FirstByte},
+		{"idle_timeout", t.IdleTimeout, DefaultIdleTimeout, &t.Run.Idle},
 	} {
 		switch {
 		case l.set == nil:
@@ -347,15 +347,15 @@ func (t *Target) provisionLimits() error {
 			*l.dst = time.Duration(*l.set)
 		}
 	}
-	if t.run.idle > 0 {
-		t.run.idleCause = "the upstream sent nothing for " + seconds(t.run.idle)
+	if t.Run.Idle > 0 {
+		t.Run.IdleCause = "the upstream sent nothing for " + seconds(t.Run.Idle)
 	}
 	return nil
 }
 
-// limitOf returns the target's time limit of that name: timeout,
+// LimitOf returns the target's time limit of that name: timeout,
 // first_byte_timeout or idle_timeout.
-func (t *Target) limitOf(name string) **caddy.Duration {
+func (t *Target) LimitOf(name string) **caddy.Duration {
 	switch name {
 	case "timeout":
 		return &t.Timeout
@@ -374,20 +374,20 @@ func seconds(d time.Duration) string {
 	return d.String()
 }
 
-// fallsBackOn reports whether an upstream answer with this status moves
+// FallsBackOn reports whether an upstream answer with this status moves
 // the request to the next target.
-func (t *Target) fallsBackOn(status int) bool {
-	return t.run.fallbackOn.has(status)
+func (t *Target) FallsBackOn(status int) bool {
+	return t.Run.fallbackOn.has(status)
 }
 
-// contextWindow returns the target's context window in tokens: its
+// Window returns the target's context window in tokens: its
 // configured one, or the smallest max_model_len its group's endpoints
 // report for the model; 0 when unknown.
-func (t *Target) contextWindow() int {
+func (t *Target) Window() int {
 	if t.ContextWindow > 0 {
 		return t.ContextWindow
 	}
-	vg := t.group.VLLM
+	vg := t.Upstream.VLLM
 	if vg == nil {
 		return 0
 	}
@@ -400,17 +400,17 @@ func (t *Target) contextWindow() int {
 	return window
 }
 
-// takenOut says why nothing may go to a target, whatever the request: its
+// TakenOut says why nothing may go to a target, whatever the request: its
 // group is drained, its cloud's model list lacks the name, or the cloud
 // asked to be left alone (a 429).
-func (t *Target) takenOut(c clock.Clock) reason {
-	if t.group.Shared.Drained.Load() {
+func (t *Target) TakenOut(c clock.Clock) Reason {
+	if t.Upstream.Shared.Drained.Load() {
 		return because.Drained
 	}
-	if t.group.Check.Lacks(t.Model) {
+	if t.Upstream.Check.Lacks(t.Model) {
 		return because.Misconfig // the cloud's model list lacks the name
 	}
-	if t.group.VLLM == nil && t.group.Shared.Breaker.HeldNow(c) {
+	if t.Upstream.VLLM == nil && t.Upstream.Shared.Breaker.HeldNow(c) {
 		return because.RateLimited
 	}
 	return ""

@@ -5,12 +5,12 @@ package hybridllm
 
 import "github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 
-// asked is what a request asks: its endpoint's API, its body and the
+// Asked is what a request asks: its endpoint's API, its body and the
 // facts read from it.
-type asked struct {
-	api      *protocol.API
-	stream   bool // the client asked for a stream
-	body     []byte
-	top      protocol.Request // the body's fields, and where its model is
-	features features
+type Asked struct {
+	API      *protocol.API
+	Stream   bool // the client asked for a stream
+	Body     []byte
+	Top      protocol.Request // the body's fields, and where its model is
+	Features Features
 }

@@ -21,32 +21,32 @@ import (
 
 // try makes one attempt on a target, at its turn. The error is the
 // proxy's, for a response that has started.
-func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res attemptResult, err error) {
+func (rt *route) try(ctx context.Context, t *Target, turn AttemptTurn) (res AttemptResult, err error) {
 	actx, cancel := rt.attemptContext(ctx, t)
 	defer cancel()
 	aw := rt.attemptWriterFor(t, turn, cancel)
-	if t.run.timeout > 0 {
-		defer startLimit(timeoutLimits, aw, t.run.timeout).stop()
+	if t.Run.Timeout > 0 {
+		defer startLimit(timeoutLimits, aw, t.Run.Timeout).stop()
 	}
 	n := len(rt.x.attempts)
 	actx = rt.beginAttempt(actx, aw, turn)
 	pr := rt.attemptRequest(actx, t, aw)
-	if vg := t.group.VLLM; vg != nil {
+	if vg := t.Upstream.VLLM; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
-		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.avoid}
+		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid}
 		defer aw.slot.Release()
 	}
 	firstByte := aw.firstByteLimit()
 	defer func() { firstByte.stop() }() // also when the proxy panics
-	t.group.Inflight.Add(1)
+	t.Upstream.Inflight.Add(1)
 	defer aw.unwatch() // also when the proxy panics
 	// the observers see the attempt end however it ends (a mid-stream
 	// failure ends in a panic), before its slot is given back
 	defer rt.endAttempt(aw, &res, n)
 	var end attemptEnd
-	end.aborted, end.err = proxy(t.group.Run.Serve, aw, pr)
-	t.group.Inflight.Add(-1)
+	end.aborted, end.err = proxy(t.Upstream.Run.Serve, aw, pr)
+	t.Upstream.Inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
 	// an answer the proxy has read whole (a held 400) is no late one. A
 	// limit that fired before may still be running (Stop does not wait
@@ -54,7 +54,7 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 	// before it is sent
 	firstByte.stop()
 	firstByte = nil
-	res.ep = aw.slot.Endpoint
+	res.Endpoint = aw.slot.Endpoint
 	err = rt.conclude(ctx, actx, t, aw, &end, &res)
 	return res, err
 }
@@ -63,10 +63,10 @@ func (rt *route) try(ctx context.Context, t *Target, turn attemptTurn) (res atte
 // the client, an answer under way or whole, a client gone before the
 // first byte, or a failure that hands the request on. The error is the
 // proxy's, for an answer that has started.
-func (rt *route) conclude(ctx, actx context.Context, t *Target, aw *attemptWriter, end *attemptEnd, res *attemptResult) error {
+func (rt *route) conclude(ctx, actx context.Context, t *Target, aw *attemptWriter, end *attemptEnd, res *AttemptResult) error {
 	end.clientGone = rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.out.lost
 	if rt.answerHeld(aw, end) {
-		res.done, res.verdict = true, verdictSuccess // the client's business, not the upstream's
+		res.Done, res.Verdict = true, VerdictSuccess // the client's business, not the upstream's
 		return nil
 	}
 	if aw.hold.status != 0 && !end.aborted && end.err == nil {
@@ -81,7 +81,7 @@ func (rt *route) conclude(ctx, actx context.Context, t *Target, aw *attemptWrite
 	if end.clientGone {
 		// the client left before the first byte: nobody's failure, and
 		// no next target
-		res.gone = true
+		res.Gone = true
 		rt.x.ans.abandoned, rt.x.ans.abandonedAt = t, aw.began // its upstream has the request
 		return nil
 	}
@@ -103,7 +103,7 @@ type attemptEnd struct {
 // the request's variables in a map of its own.
 func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context, context.CancelFunc) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
-	if t.run.timeout > 0 || (t.run.firstByte > 0 && rt.q.stream) || t.run.idle > 0 || t.group.VLLM != nil {
+	if t.Run.Timeout > 0 || (t.Run.FirstByte > 0 && rt.q.Stream) || t.Run.Idle > 0 || t.Upstream.VLLM != nil {
 		actx, cancel = context.WithCancel(ctx)
 	}
 	if rt.first.rt != nil {
@@ -120,13 +120,13 @@ func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context
 
 // attemptWriterFor is the writer an attempt on t answers into: the
 // route's own for the first attempt, a new one for each later one.
-func (rt *route) attemptWriterFor(t *Target, turn attemptTurn, cancel context.CancelFunc) *attemptWriter {
+func (rt *route) attemptWriterFor(t *Target, turn AttemptTurn, cancel context.CancelFunc) *attemptWriter {
 	aw := &rt.first
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
 	*aw = attemptWriter{w: rt.w, rt: rt, target: t, began: rt.g.clock.Now()}
-	aw.hold.badRequest, aw.guard.cancel = turn.more, cancel
+	aw.hold.badRequest, aw.guard.cancel = turn.More, cancel
 	return aw
 }
 
@@ -154,15 +154,15 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	}
 	switch aw.status {
 	case http.StatusNotFound:
-		end.modelMissing = rt.q.api.Errors.ModelNotFound(aw.hold.body.Bytes())
+		end.modelMissing = rt.q.API.Errors.ModelNotFound(aw.hold.body.Bytes())
 	case http.StatusBadRequest:
-		end.contextErr = aw.hold.badRequest && rt.q.api.Errors.ContextLength(aw.hold.body.Bytes())
+		end.contextErr = aw.hold.badRequest && rt.q.API.Errors.ContextLength(aw.hold.body.Bytes())
 	}
 	if end.contextErr || end.modelMissing {
 		return false
 	}
 	held := aw.hold.body.Bytes()
-	body := rt.q.api.Errors.Upstream(held, aw.status, aw.target.Model, rt.x.alias.name)
+	body := rt.q.API.Errors.Upstream(held, aw.status, aw.target.Model, rt.x.alias.Name)
 	if h := aw.Header(); string(body) != string(held) {
 		delete(h, "Content-Length")
 		h["Content-Type"] = []string{"application/json"}
@@ -178,30 +178,30 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 // outcome, and the error event (or the abort) of one cut short. A stream
 // the upstream ended cleanly before its last chunk was cut short all the
 // same.
-func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *attemptResult) {
+func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *AttemptResult) {
 	cut := false
 	if aw.out.scan != nil {
 		aw.finishBody(end.aborted)
 		cut = !end.aborted && !aw.out.scan.Complete()
 	}
-	res.done = true
+	res.Done = true
 	broken := end.aborted || cut
 	switch {
 	case end.clientGone:
 		// nobody's fault but the client's: not the upstream's failure
 		if broken {
-			rt.x.ans.outcome = outcomeClientCanceled
+			rt.x.ans.outcome = OutcomeClientCanceled
 		}
 	case broken && ctx.Err() != nil:
 		// the gateway's deadline, which covers every attempt together,
 		// cut it: no evidence against the upstream, as before the first
 		// byte
-		rt.x.ans.outcome = outcomeInterrupted
+		rt.x.ans.outcome = OutcomeInterrupted
 	case broken:
-		res.verdict = verdictFailure // the upstream broke off
-		rt.x.ans.outcome = outcomeInterrupted
+		res.Verdict = VerdictFailure // the upstream broke off
+		rt.x.ans.outcome = OutcomeInterrupted
 	default:
-		res.verdict = verdictSuccess
+		res.Verdict = VerdictSuccess
 	}
 	switch {
 	case cut:
@@ -213,66 +213,66 @@ func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *at
 
 // failedAttempt records why an attempt failed before its first byte; what
 // it buffered is discarded, and the next target gets the request.
-func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *attemptResult) {
+func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *AttemptResult) {
 	t := aw.target
-	a := attempt{target: t, status: aw.status}
+	a := Attempt{Target: t, Status: aw.status}
 	switch {
 	case end.contextErr:
-		a.reason = because.ContextLength
+		a.Reason = because.ContextLength
 	case end.modelMissing:
-		a.reason = because.ModelNotFound
+		a.Reason = because.ModelNotFound
 	case aw.hold.notAPI:
-		a.reason = because.NotAPI
+		a.Reason = because.NotAPI
 	case aw.status != 0 && aw.hold.body == nil:
 		// the upstream's own status, even if the timer fired after it
-		a.reason = because.OfStatus(aw.status)
-		if aw.status == http.StatusNotFound && rt.q.api.Errors.ModelNotFound(aw.hold.notFound) {
-			a.reason = because.ModelNotFound
+		a.Reason = because.OfStatus(aw.status)
+		if aw.status == http.StatusNotFound && rt.q.API.Errors.ModelNotFound(aw.hold.notFound) {
+			a.Reason = because.ModelNotFound
 		}
-		a.wait = ratelimit.Asked(aw.header, rt.g.clock.Now())
+		a.Wait = ratelimit.Asked(aw.header, rt.g.clock.Now())
 	case aw.state.Load() == attemptAbandoned:
-		a.reason = because.FirstByte
+		a.Reason = because.FirstByte
 	case ctx.Err() != nil:
-		a.reason = because.Deadline
+		a.Reason = because.Deadline
 	case aw.state.Load() == attemptExpired || actx.Err() != nil:
-		a.reason = because.Timeout
+		a.Reason = because.Timeout
 	case end.aborted:
-		a.reason = because.ConnReset // the upstream broke off a held answer
+		a.Reason = because.ConnReset // the upstream broke off a held answer
 	default:
-		a.reason = because.Classify(end.err)
-		if a.reason == because.NoEndpoint && aw.slot.Skip != "" {
-			a.reason = aw.slot.Skip // the policy knows better why
+		a.Reason = because.Classify(end.err)
+		if a.Reason == because.NoEndpoint && aw.slot.Skip != "" {
+			a.Reason = aw.slot.Skip // the policy knows better why
 		}
-		if a.reason == because.ConnReset && !rt.staleRetried && because.WriteFailed(end.err) {
+		if a.Reason == because.ConnReset && !rt.staleRetried && because.WriteFailed(end.err) {
 			// Go's transport resends a request whose pooled connection
 			// failed on reading (see serveInference), not one that failed
 			// while it was written: nothing of it was answered, and no
 			// upstream is at fault yet
 			rt.staleRetried = true
-			res.stale, res.verdict = true, verdictNone
+			res.Stale, res.Verdict = true, VerdictNone
 			// the pool's other connections to the upstream are as old:
 			// the next attempt dials a new one
-			t.group.CloseIdleConnections()
+			t.Upstream.CloseIdleConnections()
 			return
 		}
 	}
 	rt.x.attempts = append(rt.x.attempts, a)
-	if ep := res.ep; ep != nil {
-		res.cause = breaker.Cause{Conn: connFailure(a.reason), Probe: ep.Prober.HealthSeq()}
-		if a.status == http.StatusTooManyRequests {
-			res.held = ep.Breaker.HoldFor(a.wait, rt.g.clock.Now())
+	if ep := res.Endpoint; ep != nil {
+		res.Cause = breaker.Cause{Conn: ConnFailure(a.Reason), Probe: ep.Prober.HealthSeq()}
+		if a.Status == http.StatusTooManyRequests {
+			res.Held = ep.Breaker.HoldFor(a.Wait, rt.g.clock.Now())
 		}
-	} else if a.status == http.StatusTooManyRequests && t.group.VLLM == nil {
+	} else if a.Status == http.StatusTooManyRequests && t.Upstream.VLLM == nil {
 		// a cloud's rate limit that says when to come back: the group
 		// gets nothing until then, rather than every request of a peak
 		// in turn; a rate limit is no fault
-		res.held = t.group.Shared.Breaker.HoldFor(a.wait, rt.g.clock.Now())
+		res.Held = t.Upstream.Shared.Breaker.HoldFor(a.Wait, rt.g.clock.Now())
 	}
 	if c := rt.g.logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.x.id), rt.x.clientIDField(), zap.String("group", t.Group),
-			zap.String("model", t.Model), zap.String("reason", string(a.reason)), zap.Error(end.err))
+			zap.String("model", t.Model), zap.String("reason", string(a.Reason)), zap.Error(end.err))
 	}
-	res.verdict = verdictOf(a.reason, rt.r.Context())
+	res.Verdict = VerdictOf(a.Reason, rt.r.Context())
 }
 
 // bodyFor sets b to the request body as target t gets it: its model name
@@ -281,10 +281,10 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 // the body's length.
 func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected bool) {
 	if t.Tier != nil && rt.x.deg != nil {
-		rt.x.deg.clampedTo = 0 // this attempt's, if it clamps
+		rt.x.deg.ClampedTo = 0 // this attempt's, if it clamps
 		if t.Tier.MaxTokens > 0 {
 			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.g.in.watch, t, b); ok {
-				rt.x.deg.clampedTo = t.Tier.MaxTokens
+				rt.x.deg.ClampedTo = t.Tier.MaxTokens
 				return length, injected
 			}
 		}
@@ -317,7 +317,7 @@ func (rt *route) endedEarly(aw *attemptWriter) string {
 	}
 	// in the gateway's words and shape, with no served model name
 	msg := "the upstream failed mid-stream"
-	if m := protocol.Capped(protocol.Renamed(aw.out.scan.UpstreamError, aw.target.Model, rt.x.alias.name), 300); m != "" {
+	if m := protocol.Capped(protocol.Renamed(aw.out.scan.UpstreamError, aw.target.Model, rt.x.alias.Name), 300); m != "" {
 		msg += ": " + m
 	}
 	return msg
@@ -335,7 +335,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	msg := cause
 	switch cut := aw.guard.cut.Load(); {
 	case cut == cutIdle:
-		msg = aw.target.run.idleCause
+		msg = aw.target.Run.IdleCause
 	case cut == cutDown:
 		msg = causeEndpointDown
 	case ctx.Err() != nil:
@@ -355,7 +355,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	default:
 		_, _ = io.WriteString(rt.w, "\n\n")
 	}
-	_, _ = rt.w.Write(rt.q.api.Errors.StreamEvent(protocol.Error{Type: protocol.TypeServer, Code: "stream_interrupted", Message: msg}))
+	_, _ = rt.w.Write(rt.q.API.Errors.StreamEvent(protocol.Error{Type: protocol.TypeServer, Code: "stream_interrupted", Message: msg}))
 	_ = http.NewResponseController(rt.w).Flush()
 	rt.g.logger.Warn("stream interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 }
@@ -364,7 +364,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 // its first byte, for the given cause.
 func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field {
 	return []zap.Field{zap.String("request_id", rt.x.id), rt.x.clientIDField(),
-		zap.String("outcome", outcomeInterrupted),
+		zap.String("outcome", OutcomeInterrupted),
 		zap.String("cause", cause),
 		zap.String("group", aw.target.Group),
 		zap.String("model", aw.target.Model)}
@@ -372,14 +372,14 @@ func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field 
 
 // beginAttempt starts the record of an attempt and tells its target's
 // observers; the context is the attempt's from then on.
-func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn attemptTurn) context.Context {
-	if rt.ask.r == nil {
-		rt.ask = attemptAsk{alias: rt.x.alias.name, api: rt.q.api, stream: rt.q.stream, r: rt.r, parent: rt.x.traced(), usage: &rt.x.usage}
+func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn AttemptTurn) context.Context {
+	if rt.ask.Request == nil {
+		rt.ask = AttemptAsk{Alias: rt.x.alias.Name, API: rt.q.API, Stream: rt.q.Stream, Request: rt.r, Parent: rt.x.traced(), Usage: &rt.x.usage}
 	}
 	t := aw.target
-	aw.rec = attemptRecord{target: t, turn: turn, n: len(rt.x.attempts) + 1, began: aw.began, req: &rt.ask}
-	for _, o := range t.run.observers {
-		actx = o.attemptBegan(actx, &aw.rec)
+	aw.rec = AttemptRecord{Target: t, Turn: turn, Number: len(rt.x.attempts) + 1, Began: aw.began, Ask: &rt.ask}
+	for _, o := range t.Run.Observers {
+		actx = o.AttemptBegan(actx, &aw.rec)
 	}
 	return actx
 }
@@ -387,17 +387,17 @@ func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn atte
 // endAttempt completes the record of an attempt judged (res), before
 // which the request had recorded n attempts, and tells its target's
 // observers, last first.
-func (rt *route) endAttempt(aw *attemptWriter, res *attemptResult, n int) {
+func (rt *route) endAttempt(aw *attemptWriter, res *AttemptResult, n int) {
 	a := &aw.rec
-	a.res, a.status, a.slot = *res, aw.status, &aw.slot
+	a.Result, a.Status, a.Slot = *res, aw.status, &aw.slot
 	if len(rt.x.attempts) > n {
-		a.failed = &rt.x.attempts[len(rt.x.attempts)-1]
+		a.Failed = &rt.x.attempts[len(rt.x.attempts)-1]
 	}
-	if rt.q.stream && rt.x.ans.ttfb > 0 && rt.x.ans.target == a.target {
-		a.firstByte = rt.x.start.Add(rt.x.ans.ttfb).Sub(a.began)
+	if rt.q.Stream && rt.x.ans.ttfb > 0 && rt.x.ans.target == a.Target {
+		a.FirstByte = rt.x.start.Add(rt.x.ans.ttfb).Sub(a.Began)
 	}
-	obs := a.target.run.observers
+	obs := a.Target.Run.Observers
 	for i := len(obs) - 1; i >= 0; i-- {
-		obs[i].attemptEnded(a)
+		obs[i].AttemptEnded(a)
 	}
 }

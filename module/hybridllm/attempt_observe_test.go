@@ -18,20 +18,20 @@ import (
 // span (which does nothing for a request not traced) always, the span
 // innermost.
 func TestObserversOfWhatIsConfigured(t *testing.T) {
-	k := targetKit{clock: fakeClock(t), ledger: books.Open(books.Config{})}
+	k := TargetKit{Clock: fakeClock(t), Ledger: books.Open(books.Config{})}
 	for _, tc := range []struct {
 		name string
-		k    targetKit
+		k    TargetKit
 		t    *Target
 		want string
 	}{
-		{"a cloud", k, &Target{group: &Group{Kind: KindOpenAI}}, "faults span"},
-		{"a cloud that occupies GPUs", k, &Target{group: &Group{Kind: KindOpenAI, Run: upstream.GroupRun{Occupancy: 0.1}}}, "occupancy faults span"},
-		{"occupancy without a ledger", targetKit{}, &Target{group: &Group{Kind: KindOpenAI, Run: upstream.GroupRun{Occupancy: 0.1}}}, "faults span"},
-		{"a watched member", k, &Target{seen: targetSeen{health: &healthMember{}}, group: &Group{Kind: KindOpenAI}}, "health faults span"},
-		{"a latency strategy", k, &Target{seen: targetSeen{latency: &memberLatency{}}, group: &Group{Kind: KindOpenAI}}, "health faults span"},
-		{"vllm unscored", k, &Target{group: &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{}}}, "faults span"},
-		{"vllm scored, with a breaker", k, &Target{group: &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{Scored: true},
+		{"a cloud", k, &Target{Upstream: &Group{Kind: KindOpenAI}}, "faults span"},
+		{"a cloud that occupies GPUs", k, &Target{Upstream: &Group{Kind: KindOpenAI, Run: upstream.GroupRun{Occupancy: 0.1}}}, "occupancy faults span"},
+		{"occupancy without a ledger", TargetKit{}, &Target{Upstream: &Group{Kind: KindOpenAI, Run: upstream.GroupRun{Occupancy: 0.1}}}, "faults span"},
+		{"a watched member", k, &Target{Seen: targetSeen{Health: &HealthMember{}}, Upstream: &Group{Kind: KindOpenAI}}, "health faults span"},
+		{"a latency strategy", k, &Target{Seen: targetSeen{latency: &memberLatency{}}, Upstream: &Group{Kind: KindOpenAI}}, "health faults span"},
+		{"vllm unscored", k, &Target{Upstream: &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{}}}, "faults span"},
+		{"vllm scored, with a breaker", k, &Target{Upstream: &Group{Kind: KindVLLM, VLLM: &upstream.VLLMGroup{Scored: true},
 			Breaker: &breaker.Config{}, Run: upstream.GroupRun{Occupancy: 0.5}}}, "occupancy health faults breaker span"},
 	} {
 		var names []string

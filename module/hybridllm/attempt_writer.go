@@ -42,7 +42,7 @@ type attemptWriter struct {
 	slot   upstream.Slot // for the selection policy, on a vLLM group
 	body   upstreamBody  // the request body this attempt sends
 	began  time.Time     // the attempt's start
-	rec    attemptRecord // what the attempt's observers see of it
+	rec    AttemptRecord // what the attempt's observers see of it
 	hold   answerHold    // what it holds back of the answer
 	out    answerOut     // how the answer is passed on
 	guard  answerGuard   // the answer's watch
@@ -78,7 +78,7 @@ type answerGuard struct {
 	dog    *watchdog
 }
 
-// Attempt states; the time limits race the proxy for the change from
+// attempt states; the time limits race the proxy for the change from
 // pending. Once an attempt is abandoned or expired, nothing its proxy
 // writes counts: Caddy's proxy answers the canceled request with a 499 of
 // its own, which is nobody's answer.
@@ -105,7 +105,7 @@ func (aw *attemptWriter) WriteHeader(status int) {
 	switch {
 	case status < 200:
 		// informational responses are not passed on
-	case aw.target.fallsBackOn(status) || status == statusClientClosed:
+	case aw.target.FallsBackOn(status) || status == statusClientClosed:
 		aw.status = status
 	case status < 300 && isHTML(aw.header["Content-Type"]):
 		// no API answers with a page: the group's address is wrong
@@ -191,13 +191,13 @@ func (aw *attemptWriter) readAnswer(status int, h http.Header) {
 	ct := h.Get("Content-Type")
 	plain := h.Get("Content-Encoding") == ""
 	aw.out.sse = strings.HasPrefix(ct, "text/event-stream") && plain
-	alias := rt.x.alias.modelJSON // set when answers carry the alias
+	alias := rt.x.alias.ModelJSON // set when answers carry the alias
 	switch {
 	case aw.out.sse:
 		// a (chat) completion stream ends with a finish_reason, and it is
 		// passed on whole events at a time, so that an end before it is
 		// the gateway's to tell
-		wantFinish := status < 300 && rt.q.api.StreamUsage
+		wantFinish := status < 300 && rt.q.API.StreamUsage
 		rt.x.usage = protocol.UsageScanner{SSE: true, Strip: rt.inj.injected, Whole: alias != nil || wantFinish, WantFinish: wantFinish}
 		aw.out.scan = &rt.x.usage
 	case plain && strings.HasPrefix(ct, "application/json"):
@@ -356,9 +356,9 @@ var (
 // client; nil when the target has no first_byte_timeout or the request
 // does not stream.
 func (aw *attemptWriter) firstByteLimit() *limitTimer {
-	if aw.target.run.firstByte <= 0 || !aw.rt.q.stream {
+	if aw.target.Run.FirstByte <= 0 || !aw.rt.q.Stream {
 		return nil
 	}
 	aw.hold.untilBody = true
-	return startLimit(firstByteLimits, aw, aw.target.run.firstByte)
+	return startLimit(firstByteLimits, aw, aw.target.Run.FirstByte)
 }

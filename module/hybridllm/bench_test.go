@@ -36,7 +36,7 @@ func chatRequest(size int) []byte {
 // as the upstream reads it.
 func BenchmarkModelRewrite(b *testing.B) {
 	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
-	tg.run.modelJSON, _ = json.Marshal(tg.Model)
+	tg.Run.ModelJSON, _ = json.Marshal(tg.Model)
 	for _, size := range []struct {
 		name string
 		n    int
@@ -62,8 +62,8 @@ func BenchmarkModelRewrite(b *testing.B) {
 func BenchmarkBodyRewrite(b *testing.B) {
 	g := &Gateway{in: front{aliases: map[string]*Alias{}}}
 	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
-	tg.run.modelJSON, _ = json.Marshal(tg.Model)
-	g.in.aliases["chat-main"] = &Alias{name: "chat-main", Targets: []*Target{tg}}
+	tg.Run.ModelJSON, _ = json.Marshal(tg.Model)
+	g.in.aliases["chat-main"] = &Alias{Name: "chat-main", Targets: []*Target{tg}}
 	for _, size := range []struct {
 		name string
 		n    int
@@ -102,14 +102,14 @@ func BenchmarkGjsonValid(b *testing.B) {
 // BenchmarkFeatures is pre-routing: the body's one pass, then rules on
 // prompt size, max_tokens, a header and a field, on a 100 KB request.
 func BenchmarkFeatures(b *testing.B) {
-	al := &Alias{name: "chat-main", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
+	al := &Alias{Name: "chat-main", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
 	al.Routes = []*Rule{
 		{Group: "cloud", Header: map[string]string{"X-Workload": "batch"}},
 		{Group: "cloud", Fields: []string{"tools"}},
 		{Group: "cloud", MaxTokensOver: 4000},
 		{Group: "cloud", PromptTokensOver: 100000},
 	}
-	g := new(aliasSetup)
+	g := new(AliasSetup)
 	for _, r := range al.Routes {
 		if err := r.provision(g, al); err != nil {
 			b.Fatal(err)
@@ -121,9 +121,9 @@ func BenchmarkFeatures(b *testing.B) {
 	b.ReportAllocs()
 	var top protocol.Request // the route's, in the gateway
 	for b.Loop() {
-		top, _ = protocol.Scan(body, g.watch...)
-		f := newFeatures(body, h, &top)
-		if plan, rule := al.plan(&f); rule != nil || len(plan) != 2 {
+		top, _ = protocol.Scan(body, g.Watch...)
+		f := NewFeatures(body, h, &top)
+		if plan, rule := al.Plan(&f); rule != nil || len(plan) != 2 {
 			b.Fatal("unexpected match")
 		}
 	}
@@ -148,9 +148,9 @@ func BenchmarkScanTop(b *testing.B) {
 func BenchmarkMeterAndLog(b *testing.B) {
 	g := &Gateway{Name: "default"}
 	grp := &Group{Run: upstream.GroupRun{Name: "self"}, Kind: KindVLLM}
-	t := &Target{Group: "self", Model: "qwen", group: grp}
-	t.seen.metrics = newTargetMetrics(g.Name, "chat-main", t, "")
-	al := &Alias{name: "chat-main", Targets: []*Target{t}}
+	t := &Target{Group: "self", Model: "qwen", Upstream: grp}
+	t.Seen.metrics = NewTargetMetrics(g.Name, "chat-main", t, "")
+	al := &Alias{Name: "chat-main", Targets: []*Target{t}}
 	req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	for _, logs := range []bool{false, true} {
@@ -162,7 +162,7 @@ func BenchmarkMeterAndLog(b *testing.B) {
 			b.ReportAllocs()
 			rt := new(route) // the route comes with the request, not with this work
 			for b.Loop() {
-				*rt = route{g: g, r: req, q: asked{api: protocol.ForPath(req.URL.Path)}}
+				*rt = route{g: g, r: req, q: Asked{API: protocol.ForPath(req.URL.Path)}}
 				rt.x = exchange{alias: al, r: req, q: &rt.q, start: time.Now(), ans: answer{target: t, status: 200, ttfb: time.Millisecond}}
 				rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 100, 200
 				extra := new(caddyhttp.ExtraLogFields)

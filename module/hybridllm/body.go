@@ -174,10 +174,10 @@ func (b *upstreamBody) replay() (io.ReadCloser, error) {
 // whitespace, unknown fields). It reports false when the target takes
 // the name as the client sent it.
 func (t *Target) modelSplice(top *protocol.Request) (splice, bool) {
-	if t.run.sameName {
+	if t.Run.SameName {
 		return splice{}, false
 	}
-	return splice{from: top.ModelAt, to: top.ModelAt + len(top.Model), with: t.run.modelJSON}, true
+	return splice{from: top.ModelAt, to: top.ModelAt + len(top.Model), with: t.Run.ModelJSON}, true
 }
 
 // streamUsageField asks for the usage chunk of a stream.
@@ -264,9 +264,9 @@ func visibleASCII(s string) bool {
 // bodyFor sets b to the request body (q) as target t gets it: its model
 // name swapped in and, if its group asks for stream usage and the request
 // does (u), the usage asked for (injected). It returns the body's length.
-func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, injected bool) {
-	body, top := q.body, &q.top
-	if t.group.Run.StreamUsage && u.body != nil {
+func (u *usageAsk) bodyFor(q *Asked, t *Target, b *upstreamBody) (length int64, injected bool) {
+	body, top := q.Body, &q.Top
+	if t.Upstream.Run.StreamUsage && u.body != nil {
 		body, top = u.body.body, &u.body.top
 		injected = true
 	}
@@ -275,7 +275,7 @@ func (u *usageAsk) bodyFor(q *asked, t *Target, b *upstreamBody) (length int64, 
 	if sp, ok := t.modelSplice(top); ok {
 		splices[n], n = sp, n+1
 	}
-	if t.group.Run.StreamUsage && u.splice.with != nil {
+	if t.Upstream.Run.StreamUsage && u.splice.with != nil {
 		splices[n], n = u.splice, n+1
 		injected = true
 	}

@@ -41,7 +41,7 @@ func TestSetModelKeepsEverythingElse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tg := &Target{Model: tc.model}
-			tg.run.modelJSON = []byte(jsonString(tc.model))
+			tg.Run.ModelJSON = []byte(jsonString(tc.model))
 			in := []byte(tc.in)
 			top, _ := protocol.Scan(in)
 			sp, _ := tg.modelSplice(&top)
@@ -75,7 +75,7 @@ func TestUpstreamBodyReplaysFromTheStart(t *testing.T) {
 	in := []byte(`{"model":"chat-main","stream":true}`)
 	want := `{"model":"qwen","stream":true,"stream_options":{"include_usage":true}}`
 	top, _ := protocol.Scan(in)
-	tg := &Target{Model: "qwen", run: targetRun{modelJSON: []byte(`"qwen"`)}}
+	tg := &Target{Model: "qwen", Run: targetRun{ModelJSON: []byte(`"qwen"`)}}
 	model, _ := tg.modelSplice(&top)
 	usage, _, _ := withStreamUsage(in, &top)
 	var ub upstreamBody
@@ -112,7 +112,7 @@ func TestUpstreamBodyReplaysFromTheStart(t *testing.T) {
 }
 
 func TestStreamUsageSplice(t *testing.T) {
-	tg := &Target{Model: "qwen", run: targetRun{modelJSON: []byte(`"qwen"`)}}
+	tg := &Target{Model: "qwen", Run: targetRun{ModelJSON: []byte(`"qwen"`)}}
 	for _, tc := range []struct{ in, want string }{
 		{
 			in:   `{"messages":[],"model":"chat-main","stream":true} `,

@@ -98,7 +98,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	g.money = money.Money{Groups: g.Groups, Logger: g.logger}
 	g.money.ProvisionOccupancy()
 	g.money.Ledger = books.Open(books.Config{SelfGPUs: g.money.SelfGPUs, Clock: clk})
-	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", group: self}, cloud: {Group: "cloud", Model: "gpt", group: cloud}}
+	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", Upstream: self}, cloud: {Group: "cloud", Model: "gpt", Upstream: cloud}}
 
 	type attempt struct {
 		rt  *route
@@ -109,7 +109,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 		for range n {
 			rt := &route{g: g}
 			occ, _ := occupancyOf(g.money.Ledger, targets[grp])
-			occ.attemptBegan(context.Background(), nil)
+			occ.AttemptBegan(context.Background(), nil)
 			rt.x.ans.target, rt.x.ans.began = targets[grp], clk.Now()
 			rt.x.usage.Prompt, rt.x.usage.Completion = 200, 25
 			running = append(running, attempt{rt, occ})
@@ -117,7 +117,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	}
 	endAll := func() {
 		for _, a := range running {
-			a.occ.attemptEnded(nil)
+			a.occ.AttemptEnded(nil)
 			a.rt.cost(clk.Now())
 		}
 		running = running[:0]

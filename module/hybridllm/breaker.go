@@ -23,11 +23,13 @@ type breakerObserver struct {
 	logger *zap.Logger
 }
 
-func (breakerObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context {
+func (breakerObserver) AttemptBegan(ctx context.Context, _ *AttemptRecord) context.Context {
 	return ctx
 }
 
-func (b breakerObserver) attemptEnded(a *attemptRecord) { b.settle(a.target, &a.res, a.slot, a.turn) }
+func (b breakerObserver) AttemptEnded(a *AttemptRecord) {
+	b.settle(a.Target, &a.Result, a.Slot, a.Turn)
+}
 
 // settleOne feeds one verdict to a breaker and logs what it did: opened
 // (again) or closed by its half-open trial.
@@ -49,9 +51,9 @@ func (o breakerObserver) settleOne(b *breaker.Breaker, bc *BreakerConfig, v brea
 	o.logger.Warn("breaker open", append(fields, zap.Time("until", until), zap.Bool("half_open_trial_failed", change == breaker.Reopened))...)
 }
 
-// connFailure reports whether a failure reason means the upstream could
+// ConnFailure reports whether a failure reason means the upstream could
 // not be reached at all.
-func connFailure(why reason) bool {
+func ConnFailure(why Reason) bool {
 	switch why {
 	case because.ConnRefused, because.Dial:
 		return true
@@ -70,22 +72,22 @@ func connFailure(why reason) bool {
 // serving; a group whose endpoints are all out is skipped for that.
 // The attempt carrying the group's half-open trial settles it; a failure
 // that is the endpoint's alone gives the trial to the next request.
-func (o breakerObserver) settle(t *Target, res *attemptResult, slot *upstream.Slot, turn attemptTurn) {
-	bc, v := t.group.Breaker, res.verdict
-	if ep := res.ep; ep != nil {
+func (o breakerObserver) settle(t *Target, res *AttemptResult, slot *upstream.Slot, turn AttemptTurn) {
+	bc, v := t.Upstream.Breaker, res.Verdict
+	if ep := res.Endpoint; ep != nil {
 		ev := v
-		if res.held {
-			ev = verdictNone
+		if res.Held {
+			ev = VerdictNone
 		}
-		o.settleOne(ep.Breaker, bc, breaker.Verdict{Outcome: ev, Trial: slot.Trial, Cause: res.cause}, t.Group, ep.Dial)
-		if v == verdictFailure && len(turn.avoid)+slot.Failed < 1 {
-			v = verdictNone
+		o.settleOne(ep.Breaker, bc, breaker.Verdict{Outcome: ev, Trial: slot.Trial, Cause: res.Cause}, t.Group, ep.Dial)
+		if v == VerdictFailure && len(turn.Avoid)+slot.Failed < 1 {
+			v = VerdictNone
 		}
 	}
-	if res.held {
-		v = verdictNone // busy, not broken
+	if res.Held {
+		v = VerdictNone // busy, not broken
 	}
-	if turn.groupTrial || v != verdictNone {
-		o.settleOne(&t.group.Shared.Breaker, bc, breaker.Verdict{Outcome: v, Trial: turn.groupTrial}, t.Group, "")
+	if turn.GroupTrial || v != VerdictNone {
+		o.settleOne(&t.Upstream.Shared.Breaker, bc, breaker.Verdict{Outcome: v, Trial: turn.GroupTrial}, t.Group, "")
 	}
 }

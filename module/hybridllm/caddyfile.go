@@ -433,7 +433,7 @@ func (g *Gateway) checkNames() error {
 		al := g.Aliases[name]
 		known := func(t *Target, what string) error {
 			if _, ok := g.Groups[t.Group]; !ok {
-				return fmt.Errorf("alias '%s': %s refers to unknown group '%s' (the groups: %s), at %s", name, what, t.Group, groups, t.pos)
+				return fmt.Errorf("alias '%s': %s refers to unknown group '%s' (the groups: %s), at %s", name, what, t.Group, groups, t.Pos)
 			}
 			return nil
 		}
@@ -457,7 +457,7 @@ func (g *Gateway) checkNames() error {
 		for _, r := range al.Routes {
 			if !targets[r.Group] {
 				return fmt.Errorf("alias '%s': route sends to group '%s', which is not among the alias's targets (%s), at %s",
-					name, r.Group, strings.Join(sortedKeys(targets), ", "), r.pos)
+					name, r.Group, strings.Join(sortedKeys(targets), ", "), r.Pos)
 			}
 		}
 	}
@@ -485,7 +485,7 @@ func parseResponseModel(d *caddyfile.Dispenser) (string, error) {
 	if !d.AllArgs(&v) {
 		return "", d.Err("response_model needs one argument: alias or upstream")
 	}
-	if v != responseModelAlias && v != responseModelUpstream {
+	if v != ResponseModelAlias && v != ResponseModelUpstream {
 		return "", d.Errf("response_model must be 'alias' or 'upstream', got '%s'", v)
 	}
 	return v, nil

@@ -124,7 +124,7 @@ func unmarshalStrategy(d *caddyfile.Dispenser, al *Alias, set string) error {
 	if !d.AllArgs(&v) {
 		return d.Err("strategy needs one of weighted, latency, cost")
 	}
-	if v != strategyWeighted && v != strategyLatency && v != strategyCost {
+	if v != StrategyWeighted && v != StrategyLatency && v != StrategyCost {
 		return d.Errf("unknown strategy '%s': want weighted, latency or cost", v)
 	}
 	if al.Sets == nil {
@@ -143,7 +143,7 @@ func unmarshalStrategy(d *caddyfile.Dispenser, al *Alias, set string) error {
 //		field              <name>
 //	}
 func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
-	r := &Rule{pos: posOf(d)}
+	r := &Rule{Pos: posOf(d)}
 	if !d.Args(&r.Group) {
 		return nil, d.Err("route needs the group of the target to send matching requests to")
 	}
@@ -422,7 +422,7 @@ type targetExtra struct {
 // (or the same arguments of a color, tier or mirror, with their extra
 // subdirectives); what names the directive in errors.
 func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, extra targetExtra) error {
-	t.pos = posOf(d)
+	t.Pos = posOf(d)
 	if !d.Args(&t.Group, &t.Model) {
 		return d.Errf("%s needs a group and a model name after its arguments: %s ... <group> <model>", what, what)
 	}
@@ -441,7 +441,7 @@ func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, extra t
 		}
 		switch d.Val() {
 		case "timeout", "first_byte_timeout", "idle_timeout":
-			dst := t.limitOf(d.Val())
+			dst := t.LimitOf(d.Val())
 			if *dst != nil {
 				return d.Errf("%s already specified", d.Val())
 			}

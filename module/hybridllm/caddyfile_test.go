@@ -186,9 +186,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 // means none; a negative limit is refused.
 func TestTargetLimits(t *testing.T) {
 	var tg Target
-	if err := tg.provisionLimits(); err != nil || tg.run.timeout != 10*time.Minute || tg.run.firstByte != time.Minute || tg.run.idle != time.Minute ||
-		tg.run.idleCause != "the upstream sent nothing for 60s" {
-		t.Errorf("defaults: timeout %v first byte %v idle %v (%q) err %v", tg.run.timeout, tg.run.firstByte, tg.run.idle, tg.run.idleCause, err)
+	if err := tg.provisionLimits(); err != nil || tg.Run.Timeout != 10*time.Minute || tg.Run.FirstByte != time.Minute || tg.Run.Idle != time.Minute ||
+		tg.Run.IdleCause != "the upstream sent nothing for 60s" {
+		t.Errorf("defaults: timeout %v first byte %v idle %v (%q) err %v", tg.Run.Timeout, tg.Run.FirstByte, tg.Run.Idle, tg.Run.IdleCause, err)
 	}
 	d := caddyfile.NewTestDispenser(`hybrid_llm {
 		group self {
@@ -208,8 +208,8 @@ func TestTargetLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	al := g.Aliases["a"].Targets[0]
-	if err := al.provisionLimits(); err != nil || al.run.timeout != 0 || al.run.firstByte != 0 || al.run.idle != 0 {
-		t.Errorf("off: timeout %v first byte %v idle %v err %v", al.run.timeout, al.run.firstByte, al.run.idle, err)
+	if err := al.provisionLimits(); err != nil || al.Run.Timeout != 0 || al.Run.FirstByte != 0 || al.Run.Idle != 0 {
+		t.Errorf("off: timeout %v first byte %v idle %v err %v", al.Run.Timeout, al.Run.FirstByte, al.Run.Idle, err)
 	}
 	js, _ := json.Marshal(al)
 	if got := string(js); got != `{"group":"self","model":"m","timeout":0,"first_byte_timeout":0,"idle_timeout":0}` {
@@ -220,8 +220,8 @@ func TestTargetLimits(t *testing.T) {
 		t.Errorf("negative: %v", err)
 	}
 	short := caddy.Duration(1500 * time.Millisecond)
-	if tg := (Target{AttemptLimits: AttemptLimits{IdleTimeout: &short}}); tg.provisionLimits() != nil || tg.run.idleCause != "the upstream sent nothing for 1.5s" {
-		t.Errorf("idle cause %q", tg.run.idleCause)
+	if tg := (Target{AttemptLimits: AttemptLimits{IdleTimeout: &short}}); tg.provisionLimits() != nil || tg.Run.IdleCause != "the upstream sent nothing for 1.5s" {
+		t.Errorf("idle cause %q", tg.Run.IdleCause)
 	}
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 )
 
-// reason says why a target was left or passed over (see because).
-type reason = because.Reason
+// Reason says why a target was left or passed over (see because).
+type Reason = because.Reason
 
 // statusSet is a set of upstream statuses from 400 to 599.
 type statusSet [4]uint64
@@ -57,18 +57,18 @@ type verdict = breaker.Outcome
 
 // Verdicts of an attempt.
 const (
-	verdictNone    = breaker.None // no evidence either way (client left, skipped)
-	verdictSuccess = breaker.Success
-	verdictFailure = breaker.Failure
+	VerdictNone    = breaker.None // no evidence either way (client left, skipped)
+	VerdictSuccess = breaker.Success
+	VerdictFailure = breaker.Failure
 )
 
-// verdictOf judges an attempt that failed without an answer, for why,
+// VerdictOf judges an attempt that failed without an answer, for why,
 // for the breakers: an upstream failure is a failure, and anything the
 // upstream cannot be blamed for (the client left, say) is neither. (An
 // answer is a success: a 4xx is the client's business.)
-func verdictOf(why reason, client context.Context) verdict {
+func VerdictOf(why Reason, client context.Context) verdict {
 	if client.Err() != nil {
-		return verdictNone
+		return VerdictNone
 	}
 	switch why {
 	case because.Deadline, because.ContextLength, because.NoEndpoint, because.RedLine, because.Unhealthy,
@@ -77,7 +77,7 @@ func verdictOf(why reason, client context.Context) verdict {
 		because.Avoided, because.RateLimited, because.NotFound, because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream
-		return verdictNone
+		return VerdictNone
 	}
-	return verdictFailure
+	return VerdictFailure
 }

@@ -12,13 +12,13 @@ func TestFallbackOnDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tg := &Target{run: targetRun{fallbackOn: set}}
+	tg := &Target{Run: targetRun{fallbackOn: set}}
 	for status, want := range map[int]bool{
 		200: false, 204: false, 301: false, 400: false, 409: false, 422: false,
 		401: true, 403: true, 404: false, 408: true, 429: true, // a 404 is held and read instead
 		500: true, 502: true, 503: true, 504: true, 599: true,
 	} {
-		if got := tg.fallsBackOn(status); got != want {
+		if got := tg.FallsBackOn(status); got != want {
 			t.Errorf("fallsBackOn(%d) = %v, want %v", status, got, want)
 		}
 	}

@@ -54,8 +54,8 @@ func BenchmarkAuthenticate(b *testing.B) {
 			c := cs.Named(name)
 			c.RPM, c.TPM, c.Usage = 1<<30, 1<<30, new(clients.Usage)
 		}
-		t := &Target{Group: "self", Model: "qwen", group: &Group{Run: upstream.GroupRun{Name: "self"}}}
-		t.seen.metrics = newTargetMetrics("bench", "chat-main", t, "")
+		t := &Target{Group: "self", Model: "qwen", Upstream: &Group{Run: upstream.GroupRun{Name: "self"}}}
+		t.Seen.metrics = NewTargetMetrics("bench", "chat-main", t, "")
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
 		r.URL.Path = "/v1/chat/completions"
@@ -68,12 +68,12 @@ func BenchmarkAuthenticate(b *testing.B) {
 			}
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
-			rt.q.top = top
-			rt.q.features = newFeatures(body, r.Header, &rt.q.top)
+			rt.q.Top = top
+			rt.q.Features = NewFeatures(body, r.Header, &rt.q.Top)
 			if wait, _ := reserve(rt, tn); wait > 0 {
 				b.Fatal("limited")
 			}
-			t.metricsOf("bench", "chat-main", rt.x.clientName()).ok.Inc()
+			t.MetricsOf("bench", "chat-main", rt.x.clientName()).OK.Inc()
 			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
 			settle(rt, tn)
 		}
@@ -83,7 +83,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		for _, name := range cs.Names() {
 			cs.Named(name).BudgetDay = 1e9
 		}
-		cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
+		cloud := &Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
@@ -93,8 +93,8 @@ func BenchmarkAuthenticate(b *testing.B) {
 			cl, _ := g.in.callers.Authenticate(nil, r)
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
-			rt.q.top = top
-			rt.q.features = newFeatures(body, r.Header, &rt.q.top)
+			rt.q.Top = top
+			rt.q.Features = NewFeatures(body, r.Header, &rt.q.Top)
 			if wait, _ := reserve(rt, tn); wait > 0 {
 				b.Fatal("limited")
 			}
@@ -102,7 +102,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 				b.Fatal(why)
 			}
 			g.money.Spend.Add(cl.Name, 1e-6, tn)
-			rt.passage.hold.release(&rt.g.money)
+			rt.passage.Hold.Release(&rt.g.money)
 			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
 			settle(rt, tn)
 		}

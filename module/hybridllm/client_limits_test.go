@@ -29,8 +29,8 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	var admitted []*route
 	for range 50 {
 		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
-		rt.q.top, _ = protocol.Scan(body)
-		rt.q.features = newFeatures(body, nil, &rt.q.top)
+		rt.q.Top, _ = protocol.Scan(body)
+		rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
 		if w, limit := reserve(rt, t0); w > 0 {
 			if limit != "tokens" {
 				t.Fatalf("refused for %s", limit)
@@ -56,8 +56,8 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 		t.Fatalf("300 of 500 used: wait %v", w)
 	}
 	rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
-	rt.q.top, _ = protocol.Scan(body)
-	rt.q.features = newFeatures(body, nil, &rt.q.top)
+	rt.q.Top, _ = protocol.Scan(body)
+	rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
 	if w, _ := reserve(rt, t0); w != 0 {
 		t.Fatalf("after the refunds: wait %v", w)
 	}
@@ -77,8 +77,8 @@ func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 	body := []byte(`{"model":"m","prompt":"hi","max_tokens":300}`)
 	for i, want := range []string{"", "requests"} {
 		rt := testRoute(&Gateway{}, cl, httptestPost("/v1/completions"), protocol.ForPath("/v1/completions"))
-		rt.q.top, _ = protocol.Scan(body)
-		rt.q.features = newFeatures(body, nil, &rt.q.top)
+		rt.q.Top, _ = protocol.Scan(body)
+		rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
 		if _, limit := reserve(rt, t0); limit != want {
 			t.Fatalf("request %d: limit %q, want %q", i, limit, want)
 		}
@@ -110,13 +110,13 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: clk}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
-	cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
+	cloud := &Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	newRoute := func() *route {
 		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
-		rt.q.top, _ = protocol.Scan(body)
-		rt.q.features = newFeatures(body, nil, &rt.q.top)
+		rt.q.Top, _ = protocol.Scan(body)
+		rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
 		return rt
 	}
 	var held []*route
@@ -138,14 +138,14 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("a request's own hold closed the cloud to it: %s", why)
 	}
 	// the first one ends having spent nothing: room for one more
-	held[0].passage.hold.release(&held[0].g.money)
+	held[0].passage.Hold.Release(&held[0].g.money)
 	last := newRoute()
 	if why := admitTo(last, cloud); why != "" {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
 		g.money.Spend.Add(cl.Name, 0.000118, clk.Now())
-		rt.passage.hold.release(&rt.g.money)
+		rt.passage.Hold.Release(&rt.g.money)
 	}
 	if why, _ := g.money.CloudClosed(cl, clk.Now()); why != because.Budget {
 		t.Fatalf("the spent budget: closed for %q", why)

@@ -28,44 +28,44 @@ const defaultReserveTokens = 1024
 // reserves: the gateway's deadline, if shorter.
 const maxReserveDuration = time.Minute
 
-// reservation is what a request's admission reserved of its client's
+// Reservation is what a request's admission reserved of its client's
 // tpm, until its end settles it.
-type reservation struct {
+type Reservation struct {
 	tokens int64
 	tpm    int       // the tpm it was reserved at
 	until  time.Time // when it is paid off (see ratelimit.Minute.GiveBack)
 }
 
-// tokenBounds bound the tokens a request may use on a target: what it
+// TokenBounds bound the tokens a request may use on a target: what it
 // asks, its client's ceilings and the clients' reserve_tokens.
-type tokenBounds struct {
-	q       *asked
-	client  *clients.Caller
-	reserve int64 // a choice's completion when nothing else bounds it (0: defaultReserveTokens)
+type TokenBounds struct {
+	Ask     *Asked
+	Client  *clients.Caller
+	Reserve int64 // a choice's completion when nothing else bounds it (0: defaultReserveTokens)
 }
 
 // tokenBound is the most tokens a request may use: its prompt's estimate
 // and the completion its max_tokens allows for each of its choices, on
 // whatever target it goes to.
-func (b *tokenBounds) tokenBound() (prompt, completion int64) {
-	return b.tokenBoundOn(nil)
+func (b *TokenBounds) tokenBound() (prompt, completion int64) {
+	return b.TokenBoundOn(nil)
 }
 
-// tokenBoundOn is tokenBound on target t (nil: any target). Where a
+// TokenBoundOn is tokenBound on target t (nil: any target). Where a
 // length field bounds the answer (tokenFields), the client's max_tokens
 // ceiling bounds it (see clients.Ceilings.Apply), and on a tier with a
 // max_tokens, that (see tierBody): the request is sent clamped to it, or given it when it
 // says nothing (but on the legacy completions endpoint).
-func (b *tokenBounds) tokenBoundOn(t *Target) (prompt, completion int64) {
-	q := b.q
-	f := &q.features
-	prompt = b.promptEstimate()
-	if q.api.PromptOnly {
+func (b *TokenBounds) TokenBoundOn(t *Target) (prompt, completion int64) {
+	q := b.Ask
+	f := &q.Features
+	prompt = b.PromptEstimate()
+	if q.API.PromptOnly {
 		return prompt, 0
 	}
-	per := int64(f.requested())
-	if len(q.api.LengthFields) > 0 {
-		if cl := b.client; cl != nil && cl.Ceilings.MaxTokens > 0 && (per <= 0 || per > int64(cl.Ceilings.MaxTokens)) {
+	per := int64(f.Requested())
+	if len(q.API.LengthFields) > 0 {
+		if cl := b.Client; cl != nil && cl.Ceilings.MaxTokens > 0 && (per <= 0 || per > int64(cl.Ceilings.MaxTokens)) {
 			// the ceilings set a missing length field to the ceiling, and leave
 			// a field the path does not read (max_completion_tokens on
 			// the legacy completions endpoint) as it is: the upstream
@@ -77,32 +77,32 @@ func (b *tokenBounds) tokenBoundOn(t *Target) (prompt, completion int64) {
 			switch {
 			case per > 0:
 				per = min(per, tier)
-			case !q.api.ShortByDefault:
+			case !q.API.ShortByDefault:
 				per = tier
 			}
 		}
 	}
 	if per <= 0 {
 		per = defaultReserveTokens
-		if b.reserve > 0 {
-			per = b.reserve
+		if b.Reserve > 0 {
+			per = b.Reserve
 		}
 	}
-	return prompt, per * int64(f.choices())
+	return prompt, per * int64(f.Choices())
 }
 
-// promptEstimate is the request's prompt in tokens, as estimated: the
+// PromptEstimate is the request's prompt in tokens, as estimated: the
 // bytes of the fields it is made of, divided by 4, or of its text (with
 // mediaPartTokens for each image, audio clip or file) if that is more.
-func (b *tokenBounds) promptEstimate() int64 {
-	return int64(max(b.q.features.promptWithMedia(), (b.q.top.PromptBytes+3)/4))
+func (b *TokenBounds) PromptEstimate() int64 {
+	return int64(max(b.Ask.Features.promptWithMedia(), (b.Ask.Top.PromptBytes+3)/4))
 }
 
-// take takes a request into its client's limits: one request of its
+// Take takes a request into its client's limits: one request of its
 // rpm and, with a tpm, the tokens it may use. It reports how long to
 // wait, and the limit, when the client is over one.
-func (h *reservation) take(b *tokenBounds, t time.Time) (wait time.Duration, limit string) {
-	c := b.client
+func (h *Reservation) Take(b *TokenBounds, t time.Time) (wait time.Duration, limit string) {
+	c := b.Client
 	if c == nil || c.Usage == nil {
 		return 0, ""
 	}
@@ -121,13 +121,13 @@ func (h *reservation) take(b *tokenBounds, t time.Time) (wait time.Duration, lim
 		c.Usage.Tokens.GiveBack(tpm, units, until, t)
 		return w, "requests"
 	}
-	*h = reservation{tokens: units, tpm: tpm, until: until}
+	*h = Reservation{tokens: units, tpm: tpm, until: until}
 	return 0, ""
 }
 
-// settle charges client c what its request used (u, if found), less what
+// Settle charges client c what its request used (u, if found), less what
 // its admission reserved and is still ahead.
-func (h *reservation) settle(c *clients.Caller, u *protocol.UsageScanner, t time.Time) {
+func (h *Reservation) Settle(c *clients.Caller, u *protocol.UsageScanner, t time.Time) {
 	used := int64(0)
 	if u.Found {
 		used = u.Prompt + u.Completion

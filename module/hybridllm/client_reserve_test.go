@@ -24,34 +24,34 @@ import (
 // reads it.
 func limitedRoute(g *Gateway, cl *clients.Caller, path string, body []byte) *route {
 	rt := testRoute(g, cl, httptestPost(path), protocol.ForPath(path))
-	rt.q.body = body
-	rt.q.top, _ = protocol.Scan(body)
-	rt.q.features = newFeatures(body, nil, &rt.q.top)
+	rt.q.Body = body
+	rt.q.Top, _ = protocol.Scan(body)
+	rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
 	return rt
 }
 
 // testRoute is a request of client cl for r on api, before its body is
 // read.
 func testRoute(g *Gateway, cl *clients.Caller, r *http.Request, api *protocol.API) *route {
-	rt := &route{g: g, r: r, q: asked{api: api}}
+	rt := &route{g: g, r: r, q: Asked{API: api}}
 	rt.x = exchange{client: cl, r: r, q: &rt.q, start: time.Now()}
 	return rt
 }
 
 // reserve admits rt into its client's limits at t, as intake does.
 func reserve(rt *route, t time.Time) (time.Duration, string) {
-	return rt.held.take(bounds(rt), t)
+	return rt.held.Take(bounds(rt), t)
 }
 
 // settle ends rt at t, charging its client what it used.
 func settle(rt *route, t time.Time) {
-	rt.held.settle(rt.x.client, &rt.x.usage, t)
+	rt.held.Settle(rt.x.client, &rt.x.usage, t)
 }
 
 // bounds are the token bounds of rt, whose body is read.
-func bounds(rt *route) *tokenBounds {
+func bounds(rt *route) *TokenBounds {
 	rt.beginPassage()
-	return &rt.passage.bounds
+	return &rt.passage.Bounds
 }
 
 // A request that ends without using what it reserved, after part of its
@@ -115,7 +115,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}
 
-	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, group: &Group{Run: upstream.GroupRun{Name: "small"}}}
+	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, Upstream: &Group{Run: upstream.GroupRun{Name: "small"}}}
 	for _, tc := range []struct {
 		path, body string
 		want       int64
@@ -129,7 +129,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		{"/v1/completions", `{"model":"m","prompt":"hi","max_tokens":4000}`, 256},
 	} {
 		rt := limitedRoute(g, nil, tc.path, []byte(tc.body))
-		if _, k := bounds(rt).tokenBoundOn(tier); k != tc.want {
+		if _, k := bounds(rt).TokenBoundOn(tier); k != tc.want {
 			t.Errorf("%s %s on the tier: completion bound %d, want %d", tc.path, tc.body, k, tc.want)
 		}
 	}
@@ -144,17 +144,17 @@ func TestTokenBoundCeilings(t *testing.T) {
 func TestCloudHoldOnATier(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
-	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, group: &Group{Run: upstream.GroupRun{Name: "cloud-small"},
+	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, Upstream: &Group{Run: upstream.GroupRun{Name: "cloud-small"},
 		Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
 	if why := admitTo(rt, tier); why != "" {
 		t.Fatal(why)
 	}
 	p, _ := bounds(rt).tokenBound()
-	if want := float64(p+100) / 1e6; rt.passage.hold.usd < want*0.999 || rt.passage.hold.usd > want*1.001 {
-		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.passage.hold.usd, want, p)
+	if want := float64(p+100) / 1e6; rt.passage.Hold.usd < want*0.999 || rt.passage.Hold.usd > want*1.001 {
+		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.passage.Hold.usd, want, p)
 	}
-	rt.passage.hold.release(&rt.g.money)
+	rt.passage.Hold.Release(&rt.g.money)
 }
 
 // Judging a cloud target takes no hold: skip only says whether the holds
@@ -163,7 +163,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 func TestSkipTakesNoHold(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
-	cloud := &Target{Group: "cloud", group: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
+	cloud := &Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
@@ -172,8 +172,8 @@ func TestSkipTakesNoHold(t *testing.T) {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
-	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
-		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.passage.hold.usd)
+	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.Hold.usd != 0 {
+		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.passage.Hold.usd)
 	}
 	// a budget held up by others: skip says so, and still takes nothing
 	holdFor(g, "c", 0.001)
@@ -184,10 +184,10 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatalf("hold: %q", why)
 	}
-	if total, clients := g.money.Spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.hold.usd {
-		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.hold.usd)
+	if total, clients := g.money.Spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.Hold.usd {
+		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.Hold.usd)
 	}
-	rt.passage.hold.release(&rt.g.money)
+	rt.passage.Hold.Release(&rt.g.money)
 	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 {
 		t.Fatalf("released: total %g, clients %v", total, clients)
 	}
@@ -203,7 +203,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatal(why)
 	}
-	rt.passage.hold.release(&rt.g.money)
+	rt.passage.Hold.Release(&rt.g.money)
 	if total, clients := capped.money.Spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
 		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", total, clients)
 	}
@@ -216,41 +216,41 @@ func TestSkipTakesNoHold(t *testing.T) {
 func TestDegradeNowHasNoEffects(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
-	upper := &Target{Group: "big", group: &Group{Run: upstream.GroupRun{Name: "big"}, Shared: &upstream.GroupState{}}}
+	upper := &Target{Group: "big", Upstream: &Group{Run: upstream.GroupRun{Name: "big"}, Shared: &upstream.GroupState{}}}
 	upper.trigger = &degradeTrigger{t: upper}
 	upper.trigger.active.Store(true)
 
 	// a self-hosted tier whose group is over its overflow trigger
 	ep := &upstream.Endpoint{Prober: probe.New("http://127.0.0.1:1", clock.System, zap.NewNop()), Breaker: new(breaker.Breaker)}
 	ep.Prober.Inflight.Store(5)
-	busy := &Target{Group: "small", Tier: &TierConfig{}, group: &Group{Run: upstream.GroupRun{Name: "small"}, Shared: &upstream.GroupState{},
+	busy := &Target{Group: "small", Tier: &TierConfig{}, Upstream: &Group{Run: upstream.GroupRun{Name: "small"}, Shared: &upstream.GroupState{},
 		Overflow: &OverflowConfig{InFlight: &upstream.Threshold{Trigger: 2, Recover: 1}},
 		VLLM:     &upstream.VLLMGroup{Name: "small", Endpoints: map[string]*upstream.Endpoint{"a": ep}, Settings: upstream.Settings{StaleAfter: time.Second}}}}
 	// a priced cloud tier
-	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, group: &Group{Run: upstream.GroupRun{Name: "cloud-small"}, Kind: KindOpenAI,
+	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, Upstream: &Group{Run: upstream.GroupRun{Name: "cloud-small"}, Kind: KindOpenAI,
 		Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 
-	al := &Alias{name: "chat", chain: &chain{cap: 1}}
+	al := &Alias{Name: "chat", Chain: &chain{cap: 1}}
 	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
-	rt.x.alias, rt.x.deg = al, new(degradeRecord)
+	rt.x.alias, rt.x.deg = al, new(DegradeRecord)
 	k := kitFor(g)
-	busy.run.gates = k.chainGates(al.chain, "chat", busy, k.gatesOf(busy))
-	cloud.run.gates = k.chainGates(al.chain, "chat", cloud, k.gatesOf(cloud))
+	busy.Run.gates = k.chainGates(al.Chain, "chat", busy, k.gatesOf(busy))
+	cloud.Run.gates = k.chainGates(al.Chain, "chat", cloud, k.gatesOf(cloud))
 	rt.beginPassage()
-	rt.passage.deg = rt.x.deg
+	rt.passage.Degrade = rt.x.deg
 
-	if rt.passage.rest = []*Target{busy}; leavesForTier(&rt.passage, upper) {
+	if rt.passage.Rest = []*Target{busy}; leavesForTier(&rt.passage, upper) {
 		t.Fatal("degraded to a tier that overflows")
 	}
-	if active, since, _, changes := busy.group.Shared.Overflow.View(); active || changes != 0 || !since.IsZero() || rt.passage.overflow != "" {
+	if active, since, _, changes := busy.Upstream.Shared.Overflow.View(); active || changes != 0 || !since.IsZero() || rt.passage.Overflow != "" {
 		t.Fatalf("judging the tier drove its overflow: active %v, changes %d, request's overflow %q",
-			active, changes, rt.passage.overflow)
+			active, changes, rt.passage.Overflow)
 	}
-	if rt.passage.rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
+	if rt.passage.Rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
 		t.Fatal("the cloud tier could take it")
 	}
-	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.hold.usd != 0 {
+	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.Hold.usd != 0 {
 		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", total, clients)
 	}
 }

@@ -20,14 +20,14 @@ type cloudHold struct {
 	topUp  float64 // what the last hold added
 }
 
-// spendLimits are what bounds a request's cloud spend: the book's spend
+// SpendLimits are what bounds a request's cloud spend: the book's spend
 // and holds, the gateway's spend cap, and its deadline, which bounds a
 // price per second.
-type spendLimits struct {
-	book     *books.SpendBook
-	dailyCap float64 // USD; 0: none
-	deadline time.Duration
-	clock    clock.Clock
+type SpendLimits struct {
+	Book     *books.SpendBook
+	DailyCap float64 // USD; 0: none
+	Deadline time.Duration
+	Clock    clock.Clock
 }
 
 // cloudClosedGate passes over a cloud target the request may not go to
@@ -35,11 +35,11 @@ type spendLimits struct {
 // on a priced target, the holds in flight leave no room for what the
 // request may cost there. It takes nothing: cloudHoldGate does, as the
 // attempt starts.
-type cloudClosedGate struct{ *spendLimits }
+type cloudClosedGate struct{ *SpendLimits }
 
-func (c cloudClosedGate) judge(p *passage, t *Target) reason {
-	if p.noCloud != "" {
-		return p.noCloud
+func (c cloudClosedGate) judge(p *Passage, t *Target) Reason {
+	if p.NoCloud != "" {
+		return p.NoCloud
 	}
 	q, h := c.locked(p, t)
 	if h == nil {
@@ -49,20 +49,20 @@ func (c cloudClosedGate) judge(p *passage, t *Target) reason {
 	return c.heldOut(p, q)
 }
 
-func (c cloudClosedGate) admit(p *passage, t *Target) reason { return c.judge(p, t) }
-func (cloudClosedGate) release(*passage, *Target)            {}
+func (c cloudClosedGate) admit(p *Passage, t *Target) Reason { return c.judge(p, t) }
+func (cloudClosedGate) release(*Passage, *Target)            {}
 
 // cloudHoldGate reserves, as the request's attempt on a priced cloud
 // target starts, what the request may cost there, when a budget or the
 // spend cap bounds it, unless the holds taken since cloudClosedGate
 // judged the target close it. A request holds once, topped up to the
 // dearest target it tries.
-type cloudHoldGate struct{ *spendLimits }
+type cloudHoldGate struct{ *SpendLimits }
 
 // judge is cloudClosedGate's: the hold is taken only at the turn.
-func (cloudHoldGate) judge(*passage, *Target) reason { return "" }
+func (cloudHoldGate) judge(*Passage, *Target) Reason { return "" }
 
-func (c cloudHoldGate) admit(p *passage, t *Target) reason {
+func (c cloudHoldGate) admit(p *Passage, t *Target) Reason {
 	q, h := c.locked(p, t)
 	if h == nil {
 		return ""
@@ -71,19 +71,19 @@ func (c cloudHoldGate) admit(p *passage, t *Target) reason {
 	if why := c.heldOut(p, q); why != "" {
 		return why
 	}
-	extra := q.need - p.hold.usd
+	extra := q.need - p.Hold.usd
 	h.TakeLocked(q.name, extra)
-	p.hold = cloudHold{usd: q.need, client: q.name, topUp: extra}
+	p.Hold = cloudHold{usd: q.need, client: q.name, topUp: extra}
 	return ""
 }
 
-func (c cloudHoldGate) release(p *passage, _ *Target) {
-	if p.hold.topUp == 0 {
+func (c cloudHoldGate) release(p *Passage, _ *Target) {
+	if p.Hold.topUp == 0 {
 		return
 	}
-	c.book.Holds().Give(p.hold.client, p.hold.topUp)
-	p.hold.usd -= p.hold.topUp
-	p.hold.topUp = 0
+	c.Book.Holds().Give(p.Hold.client, p.Hold.topUp)
+	p.Hold.usd -= p.Hold.topUp
+	p.Hold.topUp = 0
 }
 
 // holdQuote is what a request would hold on a priced cloud target.
@@ -97,24 +97,24 @@ type holdQuote struct {
 // quote prices the request's hold on target t. It reports false when
 // nothing is to be held: no price, no bound, or the hold already taken
 // covers it.
-func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
-	cc := t.group.Cost
+func (s *SpendLimits) quote(p *Passage, t *Target) (holdQuote, bool) {
+	cc := t.Upstream.Cost
 	if cc == nil {
 		return holdQuote{}, false
 	}
-	capped := s.dailyCap > 0
-	cl := p.bounds.client
+	capped := s.DailyCap > 0
+	cl := p.Bounds.Client
 	budgeted := cl != nil && cl.Known && (cl.BudgetDay > 0 || cl.BudgetMonth > 0)
 	if !capped && !budgeted {
 		return holdQuote{}, false
 	}
-	prompt, completion := p.bounds.tokenBoundOn(t)
+	prompt, completion := p.Bounds.TokenBoundOn(t)
 	dur := maxReserveDuration
-	if s.deadline > 0 {
-		dur = min(dur, s.deadline)
+	if s.Deadline > 0 {
+		dur = min(dur, s.Deadline)
 	}
 	need := cc.RequestCost(prompt, completion, 0, dur)
-	if need <= p.hold.usd {
+	if need <= p.Hold.usd {
 		return holdQuote{}, false
 	}
 	name := ""
@@ -127,25 +127,25 @@ func (s *spendLimits) quote(p *passage, t *Target) (holdQuote, bool) {
 // locked quotes the request's hold on t and, when there is one to
 // take, returns the holds locked: the caller unlocks them. Nil: nothing
 // to hold.
-func (s *spendLimits) locked(p *passage, t *Target) (holdQuote, *books.Holds) {
+func (s *SpendLimits) locked(p *Passage, t *Target) (holdQuote, *books.Holds) {
 	q, ok := s.quote(p, t)
 	if !ok {
 		return q, nil
 	}
-	h := s.book.Holds()
+	h := s.Book.Holds()
 	h.Lock()
 	return q, h
 }
 
 // heldOut returns why the holds in flight and the spend so far leave no
 // room for hold q, if they do. The caller holds the holds' lock.
-func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
-	cl, h := p.bounds.client, s.book.Holds()
-	total, sp := s.book.Spent(q.name, s.clock.Now())
+func (s *SpendLimits) heldOut(p *Passage, q holdQuote) Reason {
+	cl, h := p.Bounds.Client, s.Book.Holds()
+	total, sp := s.Book.Spent(q.name, s.Clock.Now())
 	// what the others hold: this request's own hold so far is not in its way
-	others, mine := h.TotalLocked()-p.hold.usd, h.ClientLocked(q.name)-p.hold.usd
+	others, mine := h.TotalLocked()-p.Hold.usd, h.ClientLocked(q.name)-p.Hold.usd
 	switch {
-	case q.capped && total.DayUSD+others >= s.dailyCap:
+	case q.capped && total.DayUSD+others >= s.DailyCap:
 		return because.SpendCapHeld
 	case q.budgeted && cl.BudgetMonth > 0 && sp.MonthUSD+mine >= cl.BudgetMonth,
 		q.budgeted && cl.BudgetDay > 0 && sp.DayUSD+mine >= cl.BudgetDay:
@@ -154,10 +154,10 @@ func (s *spendLimits) heldOut(p *passage, q holdQuote) reason {
 	return ""
 }
 
-// release gives back a request's hold, once its spend is booked:
+// Release gives back a request's hold, once its spend is booked:
 // what it took, from the total and from the client it was held for (none
 // when only the spend cap bounded it).
-func (h *cloudHold) release(m *money.Money) {
+func (h *cloudHold) Release(m *money.Money) {
 	if h.usd == 0 {
 		return
 	}

@@ -44,18 +44,18 @@ type Color struct {
 	// Caddy's server determines the client IP (trusted_proxies apply).
 	TrustedRanges []string `json:"trusted_ranges,omitempty"`
 
-	fallback bool
-	ranges   []netip.Prefix
+	FallsBack bool `json:"-"`
+	ranges    []netip.Prefix
 }
 
-// colorsIgnored counts tags removed from requests.
-var colorsIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
+// ColorsIgnored counts tags removed from requests.
+var ColorsIgnored = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: metricsNS, Name: "colors_ignored_total",
 	Help: "X-Route-Tag headers removed, by alias and why: untrusted (the source may not color) or unknown (no such color on the alias).",
 }, []string{"gateway", "alias", "reason"})
 
 // colors checks the alias's colors.
-func (s *aliasSetup) colors(al *Alias) error {
+func (s *AliasSetup) colors(al *Alias) error {
 	for i, c := range al.Colors {
 		if c == nil || c.Tag == "" {
 			return fmt.Errorf("color %d: a tag is required", i)
@@ -69,7 +69,7 @@ func (s *aliasSetup) colors(al *Alias) error {
 		if err := s.target(al, &c.Target); err != nil {
 			return fmt.Errorf("color %q (group %q): %v", c.Tag, c.Group, err)
 		}
-		c.fallback = c.Fallback == nil || *c.Fallback
+		c.FallsBack = c.Fallback == nil || *c.Fallback
 		c.ranges = c.ranges[:0]
 		for _, s := range c.TrustedRanges {
 			p, err := parseRange(s)
@@ -78,10 +78,10 @@ func (s *aliasSetup) colors(al *Alias) error {
 			}
 			c.ranges = append(c.ranges, p)
 		}
-		if len(c.TrustedClients) > 0 && !s.clients {
+		if len(c.TrustedClients) > 0 && !s.Clients {
 			return fmt.Errorf("color %q: trusted_clients needs clients", c.Tag)
 		}
-		if len(c.ranges) == 0 && !s.clients {
+		if len(c.ranges) == 0 && !s.Clients {
 			return fmt.Errorf("color %q: nobody may use it: give trusted_ranges, or configure clients", c.Tag)
 		}
 	}
@@ -137,18 +137,18 @@ func clientAddr(r *http.Request) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-// colorPicker judges the route tags of a gateway whose aliases have
+// ColorPicker judges the route tags of a gateway whose aliases have
 // colors.
-type colorPicker struct {
-	gateway string
-	headers bool // the X-Hybrid-* headers are sent
-	logger  *zap.Logger
+type ColorPicker struct {
+	Gateway string
+	Headers bool // the X-Hybrid-* headers are sent
+	Logger  *zap.Logger
 }
 
-// pick finds the color the request asks for, if its source may ask;
+// Pick finds the color the request asks for, if its source may ask;
 // a tag that does not count is removed and counted, and the answer says
 // so.
-func (p *colorPicker) pick(w http.ResponseWriter, r *http.Request, al *Alias, cl *clients.Caller, id string) *Color {
+func (p *ColorPicker) Pick(w http.ResponseWriter, r *http.Request, al *Alias, cl *clients.Caller, id string) *Color {
 	v, ok := r.Header[routeTagHeader]
 	if !ok {
 		return nil
@@ -161,7 +161,7 @@ func (p *colorPicker) pick(w http.ResponseWriter, r *http.Request, al *Alias, cl
 	for _, c := range al.Colors {
 		if c.Tag == tag && len(v) == 1 {
 			if c.trusts(r, cl) {
-				if p.headers {
+				if p.Headers {
 					w.Header().Set("X-Hybrid-Color", c.Tag)
 				}
 				return c
@@ -171,9 +171,9 @@ func (p *colorPicker) pick(w http.ResponseWriter, r *http.Request, al *Alias, cl
 		}
 	}
 	delete(r.Header, routeTagHeader)
-	colorsIgnored.WithLabelValues(p.gateway, al.name, why).Inc()
-	if ce := p.logger.Check(zap.DebugLevel, "route tag ignored"); ce != nil {
-		ce.Write(zap.String("request_id", id), zap.String("alias", al.name), zap.String("reason", why))
+	ColorsIgnored.WithLabelValues(p.Gateway, al.Name, why).Inc()
+	if ce := p.Logger.Check(zap.DebugLevel, "route tag ignored"); ce != nil {
+		ce.Write(zap.String("request_id", id), zap.String("alias", al.Name), zap.String("reason", why))
 	}
 	w.Header().Set("X-Hybrid-Color", "ignored")
 	return nil

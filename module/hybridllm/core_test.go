@@ -258,7 +258,7 @@ func TestCoreAGateRefusalPassesTheTargetOver(t *testing.T) {
 	})
 	var log []string
 	a := g.Aliases["chat-main"].Targets[0]
-	a.run.gates = append(a.run.gates, fakeGate{"taker", "", &log}, fakeGate{"refuser", because.BreakerOpen, &log})
+	a.Run.gates = append(a.Run.gates, fakeGate{"taker", "", &log}, fakeGate{"refuser", because.BreakerOpen, &log})
 	w := ask(t, g, chatBody)
 	if w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "b:gpt-b" {
 		t.Fatalf("status %d after %v", w.Code, rec.calls)
@@ -277,20 +277,20 @@ type fakeObserver struct {
 	log  *[]string
 }
 
-func (f fakeObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
-	*f.log = append(*f.log, fmt.Sprintf("%s began %s #%d", f.name, a.target.Group, a.n))
+func (f fakeObserver) AttemptBegan(ctx context.Context, a *AttemptRecord) context.Context {
+	*f.log = append(*f.log, fmt.Sprintf("%s began %s #%d", f.name, a.Target.Group, a.Number))
 	return ctx
 }
 
-func (f fakeObserver) attemptEnded(a *attemptRecord) {
+func (f fakeObserver) AttemptEnded(a *AttemptRecord) {
 	how := "answered"
 	switch {
-	case a.failed != nil:
-		how = "failed " + string(a.failed.reason)
-	case a.res.verdict == verdictFailure:
+	case a.Failed != nil:
+		how = "failed " + string(a.Failed.Reason)
+	case a.Result.Verdict == VerdictFailure:
 		how = "broke off"
 	}
-	*f.log = append(*f.log, fmt.Sprintf("%s ended %s #%d %d %s", f.name, a.target.Group, a.n, a.status, how))
+	*f.log = append(*f.log, fmt.Sprintf("%s ended %s #%d %d %s", f.name, a.Target.Group, a.Number, a.Status, how))
 }
 
 // Each attempt is seen to begin and end by its target's observers, the
@@ -304,7 +304,7 @@ func TestCoreObserversSeeEachAttempt(t *testing.T) {
 	})
 	var log []string
 	for _, tgt := range g.Aliases["chat-main"].Targets[:2] {
-		tgt.run.observers = append(tgt.run.observers, fakeObserver{"outer", &log}, fakeObserver{"inner", &log})
+		tgt.Run.Observers = append(tgt.Run.Observers, fakeObserver{"outer", &log}, fakeObserver{"inner", &log})
 	}
 	if w := ask(t, g, chatBody); w.Code != http.StatusOK {
 		t.Fatalf("status %d", w.Code)
@@ -338,7 +338,7 @@ func TestCoreObserversSeeAnAnswerBrokenOff(t *testing.T) {
 			})
 			var log []string
 			a := g.Aliases["chat-main"].Targets[0]
-			a.run.observers = append(a.run.observers, fakeObserver{"o", &log})
+			a.Run.Observers = append(a.Run.Observers, fakeObserver{"o", &log})
 			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions",
 				strings.NewReader(`{"model":"chat-main","stream":`+strconv.FormatBool(tc.name == "stream")+`,"messages":[]}`))
 			r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})

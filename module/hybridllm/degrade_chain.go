@@ -107,7 +107,7 @@ const degradeMinAnswers = 10
 type chain struct {
 	cap      float64
 	atCap    string
-	markBody bool
+	MarkBody bool
 	share    *degrade.Share
 	window   time.Duration
 	// the cap was reached: logged once per crossing
@@ -128,7 +128,7 @@ type degradeTrigger struct {
 }
 
 var (
-	degradedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+	DegradedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "degraded_total",
 		Help: "Degraded answers, by alias, the upper target's group they were meant for (from), the tier's group that answered (to) and reason.",
 	}, []string{"gateway", "alias", "from", "to", "reason"})
@@ -152,7 +152,7 @@ func provisionChain(al *Alias) error {
 	if dc == nil {
 		dc = new(DegradeConfig)
 	}
-	c := &chain{cap: 0.2, atCap: atCapRefuse, markBody: dc.MarkBody}
+	c := &chain{cap: 0.2, atCap: atCapRefuse, MarkBody: dc.MarkBody}
 	if dc.Cap != nil {
 		c.cap = *dc.Cap
 	}
@@ -191,7 +191,7 @@ func provisionChain(al *Alias) error {
 			}
 		}
 		// a vllm target with a tier after it may degrade its new requests
-		if t.group.VLLM == nil || !slices.ContainsFunc(al.Targets[i+1:], func(o *Target) bool { return o.Tier != nil }) {
+		if t.Upstream.VLLM == nil || !slices.ContainsFunc(al.Targets[i+1:], func(o *Target) bool { return o.Tier != nil }) {
 			continue
 		}
 		cfg := degrade.Config{SLO: time.Duration(dc.SLO), Factor: dc.SLOFactor, QueueDepth: dc.QueueDepth,
@@ -205,22 +205,22 @@ func provisionChain(al *Alias) error {
 				cfg.KVLevel = -1 // off
 			}
 		}
-		dt := &degradeTrigger{alias: al.name, t: t, tr: degrade.NewTrigger(cfg)}
+		dt := &degradeTrigger{alias: al.Name, t: t, tr: degrade.NewTrigger(cfg)}
 		t.trigger = dt
 		c.triggers = append(c.triggers, dt)
 	}
-	al.chain = c
+	al.Chain = c
 	return nil
 }
 
-// retryAfter is the wait advised at the cap: a slot of the window, after
+// RetryAfter is the wait advised at the cap: a slot of the window, after
 // which its oldest answers leave the share.
-func (c *chain) retryAfter() time.Duration {
+func (c *chain) RetryAfter() time.Duration {
 	return max(time.Second, c.window/12)
 }
 
-// state renders the chain for the state document.
-func (c *chain) state(t time.Time) *adminapi.DegradeState {
+// State renders the chain for the state document.
+func (c *chain) State(t time.Time) *adminapi.DegradeState {
 	a, d := c.share.At(t)
 	ds := &adminapi.DegradeState{Answered: a, Degraded: d, Cap: c.cap, CapReached: c.capped.Load(),
 		Triggers: []adminapi.DegradeTriggerState{}}
@@ -242,7 +242,7 @@ func (c *chain) state(t time.Time) *adminapi.DegradeState {
 // observe evaluates the trigger from its group's signals at t, logging a
 // change.
 func (dt *degradeTrigger) observe(t time.Time, logger *zap.Logger) {
-	s := dt.t.group.VLLM.Signals(t)
+	s := dt.t.Upstream.VLLM.Signals(t)
 	dt.mu.Lock()
 	d, changed := dt.tr.Observe(t, degrade.Signals{P99: s.TTFTP99, Queue: s.Waiting, KV: s.KV})
 	dt.d = d
@@ -282,12 +282,12 @@ type tierGate struct {
 	logger *zap.Logger
 }
 
-func (g tierGate) judge(p *passage, t *Target) reason {
+func (g tierGate) judge(p *Passage, t *Target) Reason {
 	if why := tierFormat(p, t); why != "" {
 		return why
 	}
 	c := g.chain
-	if c.cap >= 1 || p.deg.reserved {
+	if c.cap >= 1 || p.Degrade.reserved {
 		return ""
 	}
 	if !c.share.Allows(g.clock.Now(), c.cap, degradeMinAnswers) {
@@ -299,30 +299,30 @@ func (g tierGate) judge(p *passage, t *Target) reason {
 	return ""
 }
 
-func (g tierGate) admit(p *passage, t *Target) reason {
+func (g tierGate) admit(p *Passage, t *Target) Reason {
 	if why := tierFormat(p, t); why != "" {
 		return why
 	}
 	c := g.chain
-	if c.cap >= 1 || p.deg.reserved {
+	if c.cap >= 1 || p.Degrade.reserved {
 		return ""
 	}
 	ok := c.share.Reserve(g.clock.Now(), c.cap, degradeMinAnswers)
-	p.deg.reserved = ok
+	p.Degrade.reserved = ok
 	if !ok {
 		c.reached(g.clock.Now(), g.logger, g.alias)
 		if c.atCap == atCapRefuse {
 			return because.DegradeCap
 		}
 		c.share.Reserve(g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
-		p.deg.reserved = true
+		p.Degrade.reserved = true
 	}
 	return ""
 }
 
 // tierFormat returns why tier t cannot take the request for its format.
-func tierFormat(p *passage, t *Target) reason {
-	for _, need := range p.deg.formatsOf(p.bounds.q.features.body) {
+func tierFormat(p *Passage, t *Target) Reason {
+	for _, need := range p.Degrade.formatsOf(p.Bounds.Ask.Features.body) {
 		if !slices.Contains(t.Tier.Formats, need) {
 			return because.Format
 		}
@@ -338,36 +338,36 @@ func tierFormat(p *passage, t *Target) reason {
 // should the tiers fail; it lets it through then.
 type triggerGate struct{ takesNothing }
 
-func (triggerGate) judge(p *passage, t *Target) reason {
-	if p.deg.deferred == t || !leavesForTier(p, t) {
+func (triggerGate) judge(p *Passage, t *Target) Reason {
+	if p.Degrade.deferred == t || !leavesForTier(p, t) {
 		return ""
 	}
 	if d := t.trigger.decision(); d.Active {
-		return reason(d.Reason)
+		return Reason(d.Reason)
 	}
 	return ""
 }
 
-func (triggerGate) admit(p *passage, t *Target) reason {
-	if p.deg.deferred == t || !leavesForTier(p, t) {
+func (triggerGate) admit(p *Passage, t *Target) Reason {
+	if p.Degrade.deferred == t || !leavesForTier(p, t) {
 		return "" // the tiers failed: its turn after all
 	}
 	d := t.trigger.decision()
 	if !d.Active {
 		return ""
 	}
-	p.deg.meta, p.deg.deferred, p.requeue = d.Metadata, t, t
-	return reason(d.Reason)
+	p.Degrade.Meta, p.Degrade.deferred, p.Requeue = d.Metadata, t, t
+	return Reason(d.Reason)
 }
 
 // leavesForTier reports whether the request should leave target t for a
 // lower tier before trying it: its trigger is on, and a tier after it in
 // the plan can take the request.
-func leavesForTier(p *passage, t *Target) bool {
+func leavesForTier(p *Passage, t *Target) bool {
 	if !t.trigger.active.Load() {
 		return false
 	}
-	for _, o := range p.rest {
+	for _, o := range p.Rest {
 		if o.Tier != nil && p.judge(o) == "" {
 			return true
 		}
@@ -375,12 +375,12 @@ func leavesForTier(p *passage, t *Target) bool {
 	return false
 }
 
-// unservedFormat returns the format the request (body) needs that kept
+// UnservedFormat returns the format the request (body) needs that kept
 // it from every tier, if that is why its attempts failed.
-func (d *degradeRecord) unservedFormat(attempts []attempt, body []byte) string {
+func (d *DegradeRecord) UnservedFormat(attempts []Attempt, body []byte) string {
 	formatRefused := false
 	for _, a := range attempts {
-		formatRefused = formatRefused || a.reason == because.Format
+		formatRefused = formatRefused || a.Reason == because.Format
 	}
 	if !formatRefused {
 		return ""
@@ -403,12 +403,12 @@ func (c *chain) reached(t time.Time, logger *zap.Logger, alias string) {
 // trigger is one crossing, not one per answer.
 const capClearAt = 0.8
 
-// settle counts a request ended at t in its alias's share: its answer,
+// Settle counts a request ended at t in its alias's share: its answer,
 // if it was answered (not by a 5xx), and the place it reserved (in d)
 // given back.
-func (c *chain) settle(d *degradeRecord, answered bool, t time.Time) {
+func (c *chain) Settle(d *DegradeRecord, answered bool, t time.Time) {
 	if answered {
-		c.share.Add(t, d.degraded)
+		c.share.Add(t, d.Degraded)
 	}
 	if d.reserved {
 		c.share.Release()

@@ -19,14 +19,14 @@ import (
 // does (u), the usage asked for; watch are the fields rules read. ok is
 // false when the request asks for no more than the tier's
 // max_tokens: the common body serves.
-func (u *usageAsk) tierBody(q *asked, watch []string, t *Target, b *upstreamBody) (length int64, injected, ok bool) {
+func (u *usageAsk) tierBody(q *Asked, watch []string, t *Target, b *upstreamBody) (length int64, injected, ok bool) {
 	// the legacy completions endpoint answers 16 tokens when asked for
 	// none: a tier's ceiling is no reason to ask for more
-	fields, fill := q.api.LengthFields, ""
-	if len(fields) > 0 && !q.api.ShortByDefault {
+	fields, fill := q.API.LengthFields, ""
+	if len(fields) > 0 && !q.API.ShortByDefault {
 		fill = fields[0]
 	}
-	out, changed, err := protocol.ClampTokens(q.body, fields, t.Tier.MaxTokens, fill)
+	out, changed, err := protocol.ClampTokens(q.Body, fields, t.Tier.MaxTokens, fill)
 	if err != nil || !changed {
 		return 0, false, false
 	}
@@ -36,7 +36,7 @@ func (u *usageAsk) tierBody(q *asked, watch []string, t *Target, b *upstreamBody
 	if sp, ok := t.modelSplice(&top); ok {
 		splices[n], n = sp, n+1
 	}
-	if t.group.Run.StreamUsage && (u.splice.with != nil || u.body != nil) {
+	if t.Upstream.Run.StreamUsage && (u.splice.with != nil || u.body != nil) {
 		if sp, rewritten, ok := withStreamUsage(out, &top); ok {
 			injected = true
 			if rewritten != nil {
@@ -57,28 +57,28 @@ func (u *usageAsk) tierBody(q *asked, watch []string, t *Target, b *upstreamBody
 // mark marks the answer of a tier to request x as degraded: in the headers
 // (whatever route_headers says: the caller may need to know), in the
 // metrics and, with mark_body, in the body.
-func (d *degradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.Header) {
+func (d *DegradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.Header) {
 	t := aw.target
-	d.degraded = true
+	d.Degraded = true
 	from, why := degradeOrigin(x)
-	d.from, d.reason = from, string(why)
+	d.From, d.Reason = from, string(why)
 	h["X-Hybrid-Degraded"] = []string{"true"}
 	h["X-Hybrid-Degraded-From"] = []string{from}
-	h["X-Hybrid-Degrade-Reason"] = []string{d.reason}
-	if d.clampedTo > 0 {
-		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.clampedTo)}
+	h["X-Hybrid-Degrade-Reason"] = []string{d.Reason}
+	if d.ClampedTo > 0 {
+		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.ClampedTo)}
 	}
-	degradedTotal.WithLabelValues(gw, x.alias.name, from, t.Group, d.reason).Inc()
-	if x.alias.chain.markBody && aw.out.scan != nil { // a plain JSON or event-stream body
-		mark := map[string]any{"from": from, "reason": d.reason}
+	DegradedTotal.WithLabelValues(gw, x.alias.Name, from, t.Group, d.Reason).Inc()
+	if x.alias.Chain.MarkBody && aw.out.scan != nil { // a plain JSON or event-stream body
+		mark := map[string]any{"from": from, "reason": d.Reason}
 		if q := t.Tier.Quality; q != nil {
 			mark["quality"] = *q
 		}
-		if d.clampedTo > 0 {
-			mark["max_tokens"] = d.clampedTo
+		if d.ClampedTo > 0 {
+			mark["max_tokens"] = d.ClampedTo
 		}
-		if len(d.meta) > 0 {
-			mark["metadata"] = d.meta
+		if len(d.Meta) > 0 {
+			mark["metadata"] = d.Meta
 		}
 		b, _ := json.Marshal(mark)
 		aw.out.mark = append(append([]byte(`"degraded":`), b...), ',')
@@ -112,15 +112,15 @@ func (aw *attemptWriter) markBody(p []byte) (int, error) {
 
 // degradeOrigin returns the upper target a degraded answer was meant for
 // and why it was left: the request's first attempt.
-func degradeOrigin(x *exchange) (from string, why reason) {
-	if len(x.attempts) == 0 || (x.rule != "" && x.attempts[0].target.Tier != nil) {
+func degradeOrigin(x *exchange) (from string, why Reason) {
+	if len(x.attempts) == 0 || (x.rule != "" && x.attempts[0].Target.Tier != nil) {
 		// nothing tried before the tiers: a pre-routing rule sent it there
 		return x.alias.Targets[0].Group, "route"
 	}
 	for _, a := range x.attempts {
-		if a.target.Tier == nil {
-			return a.target.Group, a.reason
+		if a.Target.Tier == nil {
+			return a.Target.Group, a.Reason
 		}
 	}
-	return x.attempts[0].target.Group, x.attempts[0].reason
+	return x.attempts[0].Target.Group, x.attempts[0].Reason
 }

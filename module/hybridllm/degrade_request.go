@@ -7,14 +7,14 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// degradeRecord is what a request's degradation was: where it was meant
+// DegradeRecord is what a request's degradation was: where it was meant
 // to go, why it left, what the trigger saw, and what the tier was asked.
-type degradeRecord struct {
-	degraded  bool
-	from      string
-	reason    string
-	meta      map[string]float64 // the trigger's numbers, when one sent it
-	clampedTo int                // the tier's max_tokens, when it clamped the request
+type DegradeRecord struct {
+	Degraded  bool
+	From      string
+	Reason    string
+	Meta      map[string]float64 // the trigger's numbers, when one sent it
+	ClampedTo int                // the tier's max_tokens, when it clamped the request
 	needs     []string           // the formats the request needs
 	needsRead bool
 	// the upper target a trigger passed over, tried last should the
@@ -26,7 +26,7 @@ type degradeRecord struct {
 // formatsOf returns the structured output the request, whose body this
 // is, needs, if any (json_schema or json_object from response_format,
 // tools from tools or functions), read once, with gjson.
-func (d *degradeRecord) formatsOf(body []byte) []string {
+func (d *DegradeRecord) formatsOf(body []byte) []string {
 	if d.needsRead {
 		return d.needs
 	}

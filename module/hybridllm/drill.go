@@ -34,7 +34,7 @@ func drill(ctx context.Context, al *Alias) []adminapi.DrillResult {
 
 func drillTarget(ctx context.Context, t *Target) adminapi.DrillResult {
 	res := adminapi.DrillResult{Group: t.Group, Model: t.Model, Endpoints: []adminapi.DrillEndpoint{}}
-	addrs := drillAddresses(t.group, drillRequest(ctx, t))
+	addrs := drillAddresses(t.Upstream, drillRequest(ctx, t))
 	if len(addrs) == 0 {
 		// nothing to name (dynamic upstreams that list none): the
 		// group's own choice, as a request would get
@@ -85,7 +85,7 @@ func drillAddresses(grp *Group, r *http.Request) []string {
 // drillRequest builds a drill's request to the target, as the gateway's
 // own request through the group's proxy.
 func drillRequest(ctx context.Context, t *Target) *http.Request {
-	body := []byte(`{"model":` + string(t.run.modelJSON) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
+	body := []byte(`{"model":` + string(t.Run.ModelJSON) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return nil
@@ -108,11 +108,11 @@ func drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAn
 		res.Error = "could not build the request"
 		return res
 	}
-	slot := &upstream.Slot{Group: t.group.VLLM, Model: t.Model, Drill: true, Pin: addr}
+	slot := &upstream.Slot{Group: t.Upstream.VLLM, Model: t.Model, Drill: true, Pin: addr}
 	w := upstream.NewBufferWriter(slot)
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
-	aborted, err := proxy(t.group.Run.Proxy, w, req)
+	aborted, err := proxy(t.Upstream.Run.Proxy, w, req)
 	res.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	switch {
 	case w.Status() != 0 && !aborted:

@@ -17,7 +17,7 @@ import (
 // group's endpoints: each is scored over its own window of the group's
 // requests, as a weighted set's members are, and one taken out gets no
 // request (the others take its share) until it ramps back.
-func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *Group) (*setHealth, error) {
+func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *Group) (*SetHealth, error) {
 	hc := grp.Health
 	if hc == nil {
 		return nil, nil
@@ -30,8 +30,8 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	if err != nil {
 		return nil, err
 	}
-	hs := &setHealth{gw: gw, group: grp.Run.Name, logger: logger, clock: c}
-	hs.s.MaxOut = hc.MaxDegraded
+	hs := &SetHealth{Gateway: gw, Upstream: grp.Run.Name, Logger: logger, Clock: c}
+	hs.Scores.MaxOut = hc.MaxDegraded
 	dials := make([]string, 0, len(vg.Endpoints))
 	for dial := range vg.Endpoints {
 		dials = append(dials, dial)
@@ -41,14 +41,14 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 		ep := vg.Endpoints[dial]
 		m := &healthscore.Member{Name: grp.Run.Name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.WindowLength()),
 			Base: upstream.EndpointBase, Since: c.Now()}
-		hm := &healthMember{hs: hs, m: m, ep: ep}
-		hm.carry(endpointKey(gw, grp.Run.Name, dial))
+		hm := &HealthMember{Sched: hs, Score: m, Endpoint: ep}
+		hm.Carry(EndpointKey(gw, grp.Run.Name, dial))
 		ep.Score = &upstream.EndpointScore{Member: hm}
-		hs.s.Members = append(hs.s.Members, m)
-		hs.members = append(hs.members, hm)
+		hs.Scores.Members = append(hs.Scores.Members, m)
+		hs.Members = append(hs.Members, hm)
 	}
-	hs.s.Rebalance()
-	hs.apply()
+	hs.Scores.Rebalance()
+	hs.Apply()
 	vg.Scored = true
 	return hs, nil
 }

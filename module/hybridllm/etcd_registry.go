@@ -218,12 +218,12 @@ func (l *registryLink) applyLocked(s *registry.Snapshot) {
 	}
 	for name, al := range l.aliases {
 		ra := s.Aliases[name]
-		for _, ws := range al.sets {
-			for i, t := range al.Targets[ws.start:ws.end] {
+		for _, ws := range al.WeightedSets {
+			for i, t := range al.Targets[ws.Start:ws.End] {
 				if w, ok := ra.Weights[t.Group]; ok {
 					l.setWeight(al, t.Group, w)
 				} else {
-					l.restoreWeight(al, t.Group, ws.configured[i])
+					l.restoreWeight(al, t.Group, ws.Configured[i])
 				}
 			}
 		}
@@ -249,12 +249,12 @@ func (l *registryLink) note(msg string, field zap.Field) {
 // weights are left alone, so that the health scheduler's own moves are
 // not reset on every snapshot.
 func (l *registryLink) setWeight(al *Alias, group string, w int) {
-	key := al.name + "|" + group
+	key := al.Name + "|" + group
 	if prev, had := l.weights.Load(key); had && prev.(int) == w {
 		return
 	}
 	l.weights.Store(key, w)
-	al.setWeight(l.gateway, group, w)
+	al.SetWeight(l.gateway, group, w)
 }
 
 // restoreWeight sets a member's weight back to its configured one, w,
@@ -262,12 +262,12 @@ func (l *registryLink) setWeight(al *Alias, group string, w int) {
 // weighed keeps the config's weight, as provisioned, and the health
 // scheduler's moves.
 func (l *registryLink) restoreWeight(al *Alias, group string, w int) {
-	key := al.name + "|" + group
+	key := al.Name + "|" + group
 	if prev, had := l.weights.Load(key); !had || prev.(int) == w {
 		return
 	}
 	l.weights.Store(key, w)
-	al.setWeight(l.gateway, group, w)
+	al.SetWeight(l.gateway, group, w)
 }
 
 // await waits, up to two seconds, until the watch has applied the

@@ -25,11 +25,11 @@ type exchange struct {
 	alias    *Alias          // nil while the request is refused before routing
 	r        *http.Request
 	start    time.Time
-	q        *asked // what it asks
-	attempts []attempt
+	q        *Asked // what it asks
+	attempts []Attempt
 	rule     string         // the group a pre-routing rule sent the request to
 	color    *Color         // the color the request asked for, if it counts
-	deg      *degradeRecord // with a degradation chain
+	deg      *DegradeRecord // with a degradation chain
 	usage    protocol.UsageScanner
 	span     requestSpan
 	ans      answer

@@ -23,7 +23,7 @@ type Rule struct {
 	// in that group).
 	Group string `json:"group"`
 
-	pos string // in a Caddyfile: where it is, for errors
+	Pos string `json:"-"` // in a Caddyfile: where it is, for errors
 
 	// Matches when the estimated prompt tokens (bytes of the text of the
 	// messages, prompt or input, divided by 4) exceed this.
@@ -45,19 +45,19 @@ type Rule struct {
 	slowFields []string // the others, looked up in the body
 }
 
-// features are what routing needs to know of a request body, read with
+// Features are what routing needs to know of a request body, read with
 // gjson on demand (never a full decode), from the top-level fields protocol.Scan
 // found.
-type features struct {
+type Features struct {
 	body         []byte
-	header       http.Header
+	Header       http.Header
 	top          *protocol.Request
 	promptTokens int // -1: not computed yet
 	mediaParts   int // counted with promptTokens
 }
 
-func newFeatures(body []byte, h http.Header, top *protocol.Request) features {
-	return features{body: body, header: h, top: top, promptTokens: -1}
+func NewFeatures(body []byte, h http.Header, top *protocol.Request) Features {
+	return Features{body: body, Header: h, top: top, promptTokens: -1}
 }
 
 // mediaPartTokens is what a media part of a prompt (an image, an audio
@@ -70,7 +70,7 @@ const mediaPartTokens = 1000
 // prompt estimates the prompt's tokens: bytes of the messages' text,
 // the prompt or the input (unescaped), divided by 4, rounded up. The
 // media parts it holds are counted apart (see promptWithMedia).
-func (f *features) prompt() int {
+func (f *Features) prompt() int {
 	if f.promptTokens >= 0 {
 		return f.promptTokens
 	}
@@ -93,7 +93,7 @@ func (f *features) prompt() int {
 
 // promptWithMedia is prompt with each media part counted as
 // mediaPartTokens.
-func (f *features) promptWithMedia() int {
+func (f *Features) promptWithMedia() int {
 	return f.prompt() + f.mediaParts*mediaPartTokens
 }
 
@@ -162,8 +162,8 @@ func mediaPart(typ []byte) bool {
 // exceeds reports whether the prompt and the requested tokens overflow a
 // context window. The body's length bounds the prompt's characters, so
 // the messages are walked only when the body is near the window.
-func (f *features) exceeds(window int) bool {
-	room := window - f.requested() // no sum to overflow on a huge max_tokens
+func (f *Features) exceeds(window int) bool {
+	room := window - f.Requested() // no sum to overflow on a huge max_tokens
 	if room < 0 {
 		return true
 	}
@@ -173,25 +173,25 @@ func (f *features) exceeds(window int) bool {
 	return f.prompt() > room
 }
 
-// choices returns the number of choices asked for (n), at least 1.
-func (f *features) choices() int {
+// Choices returns the number of choices asked for (n), at least 1.
+func (f *Features) Choices() int {
 	return int(min(max(f.top.N, 1), 128))
 }
 
-// requested returns max_tokens or max_completion_tokens, or 0.
-func (f *features) requested() int {
+// Requested returns max_tokens or max_completion_tokens, or 0.
+func (f *Features) Requested() int {
 	return int(max(f.top.MaxTokens, 0))
 }
 
-func (r *Rule) matches(f *features) bool {
+func (r *Rule) matches(f *Features) bool {
 	if r.PromptTokensOver > 0 && f.prompt() <= r.PromptTokensOver {
 		return false
 	}
-	if r.MaxTokensOver > 0 && f.requested() <= r.MaxTokensOver {
+	if r.MaxTokensOver > 0 && f.Requested() <= r.MaxTokensOver {
 		return false
 	}
 	for name, want := range r.Header {
-		if !strings.EqualFold(f.header.Get(name), want) {
+		if !strings.EqualFold(f.Header.Get(name), want) {
 			return false
 		}
 	}
@@ -227,15 +227,15 @@ func (w *watchedFields) bit(name string) uint64 {
 	return 1 << i
 }
 
-func (r *Rule) provision(s *aliasSetup, al *Alias) error {
+func (r *Rule) provision(s *AliasSetup, al *Alias) error {
 	r.fieldBits, r.slowFields = 0, nil
 	for name := range r.Header {
 		if credentials.CredentialLike(name) {
-			s.ruleCredentials = true
+			s.RuleCredentials = true
 		}
 	}
 	for _, field := range r.Fields {
-		if bit := s.watch.bit(field); bit != 0 {
+		if bit := s.Watch.bit(field); bit != 0 {
 			r.fieldBits |= bit
 		} else {
 			r.slowFields = append(r.slowFields, field)
@@ -256,9 +256,9 @@ func (r *Rule) provision(s *aliasSetup, al *Alias) error {
 	return fmt.Errorf("route to %q: the alias has no target in that group", r.Group)
 }
 
-// plan returns the targets to try, in order: from the first matching
+// Plan returns the targets to try, in order: from the first matching
 // rule's target on, or all of them.
-func (al *Alias) plan(f *features) ([]*Target, *Rule) {
+func (al *Alias) Plan(f *Features) ([]*Target, *Rule) {
 	for _, r := range al.Routes {
 		if r.matches(f) {
 			return al.Targets[r.start:], r

@@ -28,7 +28,7 @@ func TestPromptEstimate(t *testing.T) {
 		if !ok {
 			t.Fatalf("invalid test body %s", b)
 		}
-		f := newFeatures(b, nil, &top)
+		f := NewFeatures(b, nil, &top)
 		if got, want := f.prompt(), promptRef(b); got != want {
 			t.Errorf("%s: %d tokens, want %d", b, got, want)
 		}

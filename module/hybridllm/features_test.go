@@ -16,8 +16,8 @@ import (
 // whether protocol.Scan watched it or (past maxWatched fields) the body is
 // searched for it.
 func TestFieldRules(t *testing.T) {
-	g := new(aliasSetup)
-	al := &Alias{name: "a", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
+	g := new(AliasSetup)
+	al := &Alias{Name: "a", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
 	for i := range maxWatched {
 		al.Routes = append(al.Routes, &Rule{Group: "cloud", Fields: []string{"filler" + strconv.Itoa(i)}})
 	}
@@ -44,11 +44,11 @@ func TestFieldRules(t *testing.T) {
 		{`{"model":"a","filler3":1,"tools":[1],"tools":null,"response_format":{},"response_format":null}`, false, false},
 		{`{"model":"a","filler3":1,"tools":null,"tools":[1],"response_format":null,"response_format":{}}`, true, true},
 	} {
-		top, ok := protocol.Scan([]byte(tc.body), g.watch...)
+		top, ok := protocol.Scan([]byte(tc.body), g.Watch...)
 		if !ok {
 			t.Fatalf("invalid body %s", tc.body)
 		}
-		f := newFeatures([]byte(tc.body), nil, &top)
+		f := NewFeatures([]byte(tc.body), nil, &top)
 		if got := watched.matches(&f); got != tc.watched {
 			t.Errorf("%s: watched fields match %v", tc.body, got)
 		}
@@ -72,7 +72,7 @@ func TestContextWindowCheck(t *testing.T) {
 	} {
 		top, _ := protocol.Scan(body)
 		top.MaxTokens = tc.maxTokens
-		f := newFeatures(body, nil, &top)
+		f := NewFeatures(body, nil, &top)
 		if got := f.exceeds(tc.window); got != tc.want {
 			t.Errorf("max_tokens %d, window %d: exceeds %v (prompt %d)", tc.maxTokens, tc.window, got, f.prompt())
 		}

@@ -20,53 +20,53 @@ import (
 type gate interface {
 	// judge says why t may not take the request ("" if it may), changing
 	// nothing: for a target judged ahead of its turn (see degradeNow).
-	judge(p *passage, t *Target) reason
+	judge(p *Passage, t *Target) Reason
 	// admit is judge at t's turn. It may move shared state (an overflow
 	// controller's dwell), record on p what the request leaves, and take
 	// what the attempt will hold (a breaker's half-open trial, a cloud
 	// hold), which release gives back if a later gate refuses t.
-	admit(p *passage, t *Target) reason
+	admit(p *Passage, t *Target) Reason
 	// release gives back what admit took for t.
-	release(p *passage, t *Target)
+	release(p *Passage, t *Target)
 }
 
-// passage is one request on its way past its targets' gates: what they
+// Passage is one request on its way past its targets' gates: what they
 // read of it, and what they record on it.
-type passage struct {
+type Passage struct {
 	// the request's facts, its client and the tokens it may use on a
 	// target
-	bounds tokenBounds
+	Bounds TokenBounds
 	// a context-length error proved the request needs a window larger
 	// than this (0: none yet)
-	minWindow int
+	MinWindow int
 	// targets left for overflow that the request came back to, every
 	// later one having refused it
-	returned []*Target
-	noCloud  reason // why cloud targets are closed to the request, if they are
+	Returned []*Target
+	NoCloud  Reason // why cloud targets are closed to the request, if they are
 	// and for how long
-	noCloudFor time.Duration
-	overflow   string // group:signal of the first overflow skip
+	NoCloudFor time.Duration
+	Overflow   string // group:signal of the first overflow skip
 	// the breaker let the current target through as its half-open
 	// trial, which the attempt settles
-	trial bool
-	hold  cloudHold // what the request holds of the cloud spend
+	Trial bool
+	Hold  cloudHold // what the request holds of the cloud spend
 	// with a degradation chain: the request's degradation, the targets
 	// after this one in its plan, and the target a trigger left, to be
 	// tried last should every tier fail
-	deg     *degradeRecord
-	rest    []*Target
-	requeue *Target
+	Degrade *DegradeRecord
+	Rest    []*Target
+	Requeue *Target
 }
 
-// admit asks t's gates, in order, whether t may take the request now,
+// Admit asks t's gates, in order, whether t may take the request now,
 // and returns the first refusal; what the gates before it took is given
 // back.
-func (p *passage) admit(t *Target) reason {
-	p.trial = false
-	for i, gt := range t.run.gates {
+func (p *Passage) Admit(t *Target) Reason {
+	p.Trial = false
+	for i, gt := range t.Run.gates {
 		if why := gt.admit(p, t); why != "" {
 			for j := i - 1; j >= 0; j-- {
-				t.run.gates[j].release(p, t)
+				t.Run.gates[j].release(p, t)
 			}
 			return why
 		}
@@ -75,8 +75,8 @@ func (p *passage) admit(t *Target) reason {
 }
 
 // judge is admit without effects, for a target judged ahead of its turn.
-func (p *passage) judge(t *Target) reason {
-	for _, gt := range t.run.gates {
+func (p *Passage) judge(t *Target) Reason {
+	for _, gt := range t.Run.gates {
 		if why := gt.judge(p, t); why != "" {
 			return why
 		}
@@ -84,38 +84,38 @@ func (p *passage) judge(t *Target) reason {
 	return ""
 }
 
-// targetKit is what a target's gates and attempt observers are built
+// TargetKit is what a target's gates and attempt observers are built
 // with: the gateway's clock and logger, the bounds on its cloud spend
 // (nil without a spend book), and its ledger.
-type targetKit struct {
-	clock  clock.Clock
-	logger *zap.Logger
-	spend  *spendLimits
-	ledger *books.Ledger
+type TargetKit struct {
+	Clock  clock.Clock
+	Logger *zap.Logger
+	Spend  *SpendLimits
+	Ledger *books.Ledger
 }
 
 // gatesOf is target t's gates, in the order they are asked: taken out
 // (drained, unlisted, a cloud's 429), a cloud closed by spend, the context
 // window, overflow, the breaker, and the cloud hold last, as the attempt
 // starts.
-func (k targetKit) gatesOf(t *Target) []gate {
-	grp := t.group
+func (k TargetKit) gatesOf(t *Target) []gate {
+	grp := t.Upstream
 	cloud := grp.Kind == KindOpenAI
-	gates := []gate{outGate{clock: k.clock}}
-	if cloud && k.spend != nil {
-		gates = append(gates, cloudClosedGate{k.spend})
+	gates := []gate{outGate{clock: k.Clock}}
+	if cloud && k.Spend != nil {
+		gates = append(gates, cloudClosedGate{k.Spend})
 	}
 	if t.ContextWindow > 0 || grp.VLLM != nil {
 		gates = append(gates, windowGate{})
 	}
 	if grp.Overflow != nil && grp.VLLM != nil {
-		gates = append(gates, overflowGate{clock: k.clock, logger: k.logger})
+		gates = append(gates, overflowGate{clock: k.Clock, logger: k.Logger})
 	}
 	if grp.Breaker != nil {
-		gates = append(gates, breakerGate{clock: k.clock})
+		gates = append(gates, breakerGate{clock: k.Clock})
 	}
-	if cloud && k.spend != nil && grp.Cost != nil {
-		gates = append(gates, cloudHoldGate{k.spend})
+	if cloud && k.Spend != nil && grp.Cost != nil {
+		gates = append(gates, cloudHoldGate{k.Spend})
 	}
 	return gates
 }
@@ -123,27 +123,27 @@ func (k targetKit) gatesOf(t *Target) []gate {
 // observersOf is target t's attempt observers, in the order they begin:
 // the ledger's GPU occupancy, health and latency, configuration faults,
 // the breakers, and the attempt's span innermost.
-func (k targetKit) observersOf(t *Target) []attemptObserver {
+func (k TargetKit) observersOf(t *Target) []attemptObserver {
 	var obs []attemptObserver
-	if o, ok := occupancyOf(k.ledger, t); ok {
+	if o, ok := occupancyOf(k.Ledger, t); ok {
 		obs = append(obs, o)
 	}
 	if watchesHealth(t) {
-		obs = append(obs, healthObserver{clock: k.clock})
+		obs = append(obs, healthObserver{clock: k.Clock})
 	}
-	obs = append(obs, faultObserver{logger: k.logger})
-	if t.group.Breaker != nil {
-		obs = append(obs, breakerObserver{clock: k.clock, logger: k.logger})
+	obs = append(obs, faultObserver{logger: k.Logger})
+	if t.Upstream.Breaker != nil {
+		obs = append(obs, breakerObserver{clock: k.Clock, logger: k.Logger})
 	}
 	return append(obs, spanObserver{})
 }
 
 // chainGates puts the degradation chain's gate before target t's other
 // gates: a tier's, or an upper target's trigger's.
-func (k targetKit) chainGates(c *chain, alias string, t *Target, gates []gate) []gate {
+func (k TargetKit) chainGates(c *chain, alias string, t *Target, gates []gate) []gate {
 	switch {
 	case t.Tier != nil:
-		return append([]gate{tierGate{chain: c, alias: alias, clock: k.clock, logger: k.logger}}, gates...)
+		return append([]gate{tierGate{chain: c, alias: alias, clock: k.Clock, logger: k.Logger}}, gates...)
 	case t.trigger != nil:
 		return append([]gate{triggerGate{}}, gates...)
 	}

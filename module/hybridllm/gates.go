@@ -14,7 +14,7 @@ import (
 // takesNothing is the release of a gate that takes nothing.
 type takesNothing struct{}
 
-func (takesNothing) release(*passage, *Target) {}
+func (takesNothing) release(*Passage, *Target) {}
 
 // outGate passes over a target nothing may go to, whatever the request
 // (see takenOut).
@@ -23,24 +23,24 @@ type outGate struct {
 	clock clock.Clock
 }
 
-func (o outGate) judge(_ *passage, t *Target) reason { return t.takenOut(o.clock) }
-func (o outGate) admit(_ *passage, t *Target) reason { return t.takenOut(o.clock) }
+func (o outGate) judge(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock) }
+func (o outGate) admit(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock) }
 
 // windowGate passes over a target whose context window cannot hold the
 // request, or is no larger than one a context-length error proved too
 // small.
 type windowGate struct{ takesNothing }
 
-func (windowGate) judge(p *passage, t *Target) reason {
-	if w := t.contextWindow(); w > 0 {
-		if (p.minWindow > 0 && w <= p.minWindow) || p.bounds.q.features.exceeds(w) {
+func (windowGate) judge(p *Passage, t *Target) Reason {
+	if w := t.Window(); w > 0 {
+		if (p.MinWindow > 0 && w <= p.MinWindow) || p.Bounds.Ask.Features.exceeds(w) {
 			return because.ContextWindow
 		}
 	}
 	return ""
 }
 
-func (w windowGate) admit(p *passage, t *Target) reason { return w.judge(p, t) }
+func (w windowGate) admit(p *Passage, t *Target) Reason { return w.judge(p, t) }
 
 // overflowGate passes over a vLLM target whose group overflows, unless
 // the request came back to it (see returnSpilled). At the target's turn
@@ -53,8 +53,8 @@ type overflowGate struct {
 	logger *zap.Logger
 }
 
-func (o overflowGate) judge(_ *passage, t *Target) reason {
-	grp := t.group
+func (o overflowGate) judge(_ *Passage, t *Target) Reason {
+	grp := t.Upstream
 	t0 := o.clock.Now()
 	if grp.Overflow.WouldOverflow(&grp.Shared.Overflow, grp.VLLM.Signals(t0), t0) {
 		return because.Overflow
@@ -62,9 +62,9 @@ func (o overflowGate) judge(_ *passage, t *Target) reason {
 	return ""
 }
 
-func (o overflowGate) admit(p *passage, t *Target) reason {
-	grp := t.group
-	if slices.Contains(p.returned, t) {
+func (o overflowGate) admit(p *Passage, t *Target) Reason {
+	grp := t.Upstream
+	if slices.Contains(p.Returned, t) {
 		return ""
 	}
 	t0 := o.clock.Now()
@@ -72,8 +72,8 @@ func (o overflowGate) admit(p *passage, t *Target) reason {
 	if !on {
 		return ""
 	}
-	if p.overflow == "" {
-		p.overflow = grp.Run.Name + ":" + signal
+	if p.Overflow == "" {
+		p.Overflow = grp.Run.Name + ":" + signal
 	}
 	return because.Overflow
 }
@@ -84,25 +84,25 @@ func (o overflowGate) admit(p *passage, t *Target) reason {
 // back.
 type breakerGate struct{ clock clock.Clock }
 
-func (b breakerGate) judge(_ *passage, t *Target) reason {
-	if !t.group.Shared.Breaker.WouldAllow(b.clock.Now()) {
+func (b breakerGate) judge(_ *Passage, t *Target) Reason {
+	if !t.Upstream.Shared.Breaker.WouldAllow(b.clock.Now()) {
 		return because.BreakerOpen
 	}
 	return ""
 }
 
-func (b breakerGate) admit(p *passage, t *Target) reason {
-	ok, trial := t.group.Shared.Breaker.Allow(b.clock.Now())
+func (b breakerGate) admit(p *Passage, t *Target) Reason {
+	ok, trial := t.Upstream.Shared.Breaker.Allow(b.clock.Now())
 	if !ok {
 		return because.BreakerOpen
 	}
-	p.trial = trial
+	p.Trial = trial
 	return ""
 }
 
-func (breakerGate) release(p *passage, t *Target) {
-	if p.trial {
-		t.group.Shared.Breaker.ReleaseTrial()
-		p.trial = false
+func (breakerGate) release(p *Passage, t *Target) {
+	if p.Trial {
+		t.Upstream.Shared.Breaker.ReleaseTrial()
+		p.Trial = false
 	}
 }

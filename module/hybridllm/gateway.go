@@ -115,7 +115,7 @@ type Gateway struct {
 	in     front         // what the request side reads
 	life   lifetime      // its config's life: context, storage, locks, registry slot
 	money  money.Money   // its books, and how it charges requests
-	sched  schedule      // what its scheduler ticks
+	sched  Schedule      // what its scheduler ticks
 	reg    *registryLink // with a registry: the gateway's tie to it
 	logger *zap.Logger
 	clock  clock.Clock // the time of its windows, holds and cooldowns
@@ -185,7 +185,7 @@ type front struct {
 	aliases     map[string]*Alias
 	models      *aliasList         // what GET .../models answers
 	strays      *clients.StrayKeys // refuses keys sent where none is read
-	colors      *colorPicker       // when an alias has colors
+	colors      *ColorPicker       // when an alias has colors
 	streamUsage bool               // some group asks for stream usage
 	watch       []string           // the top-level fields rules look for
 	// a rule matches on a header of a credential's name, which is dropped
@@ -262,8 +262,8 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionAliases(used); err != nil {
 		return err
 	}
-	if !g.sched.empty() {
-		g.sched.keep(ctx, g.clock, g.logger)
+	if !g.sched.Empty() {
+		g.sched.Keep(ctx, g.clock, g.logger)
 	}
 	g.in.models = newAliasList(g.in.aliases, time.Now())
 	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
@@ -276,7 +276,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	equipTargets(kitFor(g), g.in.aliases)
+	EquipTargets(kitFor(g), g.in.aliases)
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }
@@ -293,7 +293,7 @@ func (g *Gateway) provisionSettings() error {
 	if g.Deadline < 0 {
 		return fmt.Errorf("deadline must not be negative")
 	}
-	if err := checkResponseModel(g.ResponseModel); err != nil {
+	if err := CheckResponseModel(g.ResponseModel); err != nil {
 		return err
 	}
 	var err error
@@ -346,7 +346,7 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 			return nil, fmt.Errorf("group %q: %v", name, err)
 		}
 		if hs != nil {
-			g.sched.healthSets = append(g.sched.healthSets, hs)
+			g.sched.HealthSets = append(g.sched.HealthSets, hs)
 		}
 		grp.Run.StreamUsage = g.StreamUsage == nil || *g.StreamUsage
 		if grp.StreamUsage != nil {
@@ -361,23 +361,23 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 // the groups they use, and warns of a group none uses.
 func (g *Gateway) provisionAliases(used map[string]bool) error {
 	g.in.aliases = make(map[string]*Alias, len(g.Aliases))
-	s := aliasSetup{gateway: g.Name, groups: g.Groups, clients: g.Clients != nil, registry: g.Registry != nil,
-		responseModel: g.ResponseModel, clock: g.clock, logger: g.logger, used: used}
-	defer func() { g.in.watch, g.in.ruleCredentials = s.watch, s.ruleCredentials }()
+	s := AliasSetup{Gateway: g.Name, Groups: g.Groups, Clients: g.Clients != nil, Registry: g.Registry != nil,
+		ResponseModel: g.ResponseModel, Clock: g.clock, Logger: g.logger, Used: used}
+	defer func() { g.in.watch, g.in.ruleCredentials = s.Watch, s.RuleCredentials }()
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
-		err := s.alias(name, al)
+		err := s.Alias(name, al)
 		if al != nil {
 			// what it set up, even if it then failed: a config that fails
 			// hands the health it carried over back (see uncarry)
-			g.sched.addAlias(al)
+			g.sched.AddAlias(al)
 		}
 		if err != nil {
 			return err
 		}
 		g.in.aliases[name] = al
 		if len(al.Colors) > 0 && g.in.colors == nil {
-			g.in.colors = &colorPicker{gateway: g.Name, headers: g.routeHeadersOn(), logger: g.logger}
+			g.in.colors = &ColorPicker{Gateway: g.Name, Headers: g.routeHeadersOn(), Logger: g.logger}
 		}
 	}
 	for _, name := range sortedKeys(g.Groups) {
@@ -497,7 +497,7 @@ func (g *Gateway) Cleanup() error {
 		g.life.entry.leave(g)
 		g.life.entry = nil
 	}
-	g.sched.uncarry()
+	g.sched.Uncarry()
 	for _, grp := range g.Groups {
 		grp.Cleanup()
 	}
@@ -593,12 +593,12 @@ var (
 )
 
 // kitFor is the kit gateway g's targets are equipped with.
-func kitFor(g *Gateway) targetKit {
-	k := targetKit{clock: g.clock, logger: g.logger, ledger: g.money.Ledger}
+func kitFor(g *Gateway) TargetKit {
+	k := TargetKit{Clock: g.clock, Logger: g.logger, Ledger: g.money.Ledger}
 	if g.money.Spend != nil {
-		k.spend = &spendLimits{book: g.money.Spend, deadline: time.Duration(g.Deadline), clock: g.clock}
+		k.Spend = &SpendLimits{Book: g.money.Spend, Deadline: time.Duration(g.Deadline), Clock: g.clock}
 		if c := g.CloudSpend; c != nil {
-			k.spend.dailyCap = c.DailyUSD
+			k.Spend.DailyCap = c.DailyUSD
 		}
 	}
 	return k

@@ -19,7 +19,7 @@ var healthCarry = reload.NewPool[*carrySlot]()
 // carrySlot is the member that holds a key now.
 type carrySlot struct {
 	mu  sync.Mutex
-	cur *healthMember
+	cur *HealthMember
 }
 
 // memberKey names a weighted set's member across configs.
@@ -27,14 +27,14 @@ func memberKey(gw, alias, set string, t *Target) string {
 	return reload.Key("set", gw, alias, set, t.Group, t.Model)
 }
 
-// endpointKey names a vllm group's endpoint across configs.
-func endpointKey(gw, group, dial string) string {
+// EndpointKey names a vllm group's endpoint across configs.
+func EndpointKey(gw, group, dial string) string {
 	return reload.Key("endpoint", gw, group, dial)
 }
 
-// carry takes over the state of the member that had hm's key, if any,
+// Carry takes over the state of the member that had hm's key, if any,
 // and puts hm in its place.
-func (hm *healthMember) carry(key string) {
+func (hm *HealthMember) Carry(key string) {
 	hm.key = key
 	slot, _, _ := healthCarry.Acquire(key, func() (*carrySlot, error) { return new(carrySlot), nil })
 	slot.mu.Lock()
@@ -49,24 +49,24 @@ func (hm *healthMember) carry(key string) {
 	if old == nil {
 		return
 	}
-	old.hs.mu.Lock()
-	hm.m.Carry(old.m)
-	old.hs.mu.Unlock()
+	old.Sched.mu.Lock()
+	hm.Score.Carry(old.Score)
+	old.Sched.mu.Unlock()
 }
 
-// uncarry lets go of the scheduled sets' members: a newer config's member keeps
+// Uncarry lets go of the scheduled sets' members: a newer config's member keeps
 // its place, and a config that failed to start hands the place back to
 // the one still running.
-func (s *schedule) uncarry() {
-	for _, hs := range s.healthSets {
-		for _, hm := range hs.members {
+func (s *Schedule) Uncarry() {
+	for _, hs := range s.HealthSets {
+		for _, hm := range hs.Members {
 			if hm.slot == nil {
 				continue
 			}
 			hm.slot.mu.Lock()
 			if hm.slot.cur == hm {
 				hm.slot.cur = nil
-				if prev := hm.prev; prev != nil && !prev.hs.stopped.Load() {
+				if prev := hm.prev; prev != nil && !prev.Sched.stopped.Load() {
 					hm.slot.cur = prev
 				}
 			}
@@ -75,7 +75,7 @@ func (s *schedule) uncarry() {
 			_ = healthCarry.Release(hm.key)
 		}
 	}
-	for _, hs := range s.healthSets {
+	for _, hs := range s.HealthSets {
 		hs.stopped.Store(true)
 	}
 }

@@ -30,43 +30,43 @@ type HealthConfig = healthscore.Config
 // from a threshold crossed to the weight moved is at most this.
 const healthTick = 250 * time.Millisecond
 
-// setHealth is the scheduler of one weighted set whose members have a
+// SetHealth is the scheduler of one weighted set whose members have a
 // health config, or of the endpoints of a vllm group with one.
-type setHealth struct {
-	gw, alias, set string
-	ws             *weightedSet // the set's; nil for a group's endpoints
-	group          string       // the group, for a group's endpoints
-	logger         *zap.Logger
-	clock          clock.Clock // of the members' windows
+type SetHealth struct {
+	Gateway, alias, set string
+	ws                  *weightedSet // the set's; nil for a group's endpoints
+	Upstream            string       // the group, for a group's endpoints
+	Logger              *zap.Logger
+	Clock               clock.Clock // of the members' windows
 
 	mu      sync.Mutex
-	s       healthscore.Set
-	members []*healthMember
+	Scores  healthscore.Set
+	Members []*HealthMember
 	stopped atomic.Bool // its config stopped
 }
 
-// healthMember is one member's window and in-flight count: a target of a
+// HealthMember is one member's window and in-flight count: a target of a
 // weighted set, or an endpoint of a vllm group.
-type healthMember struct {
-	hs       *setHealth
-	m        *healthscore.Member
+type HealthMember struct {
+	Sched    *SetHealth
+	Score    *healthscore.Member
 	target   *Target
-	ep       *upstream.Endpoint
+	Endpoint *upstream.Endpoint
 	inflight atomic.Int64
 	key      string        // across configs (see carry)
 	slot     *carrySlot    // its place under key, while it holds it
-	prev     *healthMember // the member it took the place of
+	prev     *HealthMember // the member it took the place of
 }
 
 // what names the set in log lines.
-func (hs *setHealth) what() string {
+func (hs *SetHealth) what() string {
 	if hs.ws == nil {
-		return "the endpoints of group " + hs.group
+		return "the endpoints of group " + hs.Upstream
 	}
 	return "set " + hs.set
 }
 
-var schedulerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+var SchedulerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Namespace: metricsNS, Name: "scheduler_transitions_total",
 	Help: "Health levels members of weighted sets entered (alert, degraded, broken, recovering, ok), by alias and group.",
 }, []string{"gateway", "alias", "group", "level"})
@@ -74,7 +74,7 @@ var schedulerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 // provisionHealth sets up the scheduler of a set whose members have a
 // health config; a set without one costs nothing.
 func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws *weightedSet) error {
-	members := al.Targets[ws.start:ws.end]
+	members := al.Targets[ws.Start:ws.End]
 	watched := false
 	for _, t := range members {
 		watched = watched || t.Health != nil
@@ -82,10 +82,10 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 	if !watched {
 		return nil
 	}
-	hs := &setHealth{gw: gw, alias: al.name, set: ws.name, ws: ws, logger: logger, clock: c}
+	hs := &SetHealth{Gateway: gw, alias: al.Name, set: ws.Name, ws: ws, Logger: logger, Clock: c}
 	for _, t := range members {
 		if t.Health != nil {
-			hs.s.MaxOut = max(hs.s.MaxOut, t.Health.MaxDegraded)
+			hs.Scores.MaxOut = max(hs.Scores.MaxOut, t.Health.MaxDegraded)
 		}
 	}
 	// every policy checked before any member takes over from the running
@@ -98,7 +98,7 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 		}
 		p, err := hc.Policy()
 		if err != nil {
-			return fmt.Errorf("set %q: target %q: %v", ws.name, t.Group, err)
+			return fmt.Errorf("set %q: target %q: %v", ws.Name, t.Group, err)
 		}
 		policies[i] = p
 	}
@@ -109,14 +109,14 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 		}
 		m := &healthscore.Member{Name: memberName(members, i), Policy: policies[i],
 			Window: healthscore.NewWindow(hc.WindowLength()), Base: ws.base[i], Since: c.Now()}
-		hm := &healthMember{hs: hs, m: m, target: t}
-		hm.carry(memberKey(gw, al.name, ws.name, t))
-		hs.s.Members = append(hs.s.Members, m)
-		hs.members = append(hs.members, hm)
-		t.seen.health = hm
+		hm := &HealthMember{Sched: hs, Score: m, target: t}
+		hm.Carry(memberKey(gw, al.Name, ws.Name, t))
+		hs.Scores.Members = append(hs.Scores.Members, m)
+		hs.Members = append(hs.Members, hm)
+		t.Seen.Health = hm
 	}
-	hs.s.Rebalance()
-	hs.apply()
+	hs.Scores.Rebalance()
+	hs.Apply()
 	ws.health = hs
 	return nil
 }
@@ -133,117 +133,117 @@ func memberName(members []*Target, i int) string {
 }
 
 // record counts an attempt that ended: failed, or answered after latency.
-func (hm *healthMember) record(failed bool, latency time.Duration) {
-	hs := hm.hs
+func (hm *HealthMember) record(failed bool, latency time.Duration) {
+	hs := hm.Sched
 	hs.mu.Lock()
-	hm.m.Record(hs.clock.Now(), failed, latency)
+	hm.Score.Record(hs.Clock.Now(), failed, latency)
 	hs.mu.Unlock()
 }
 
 // setBase changes a member's weight as served when healthy (by hand),
 // and moves the set's weights.
-func (hs *setHealth) setBase(i, w int) {
+func (hs *SetHealth) setBase(i, w int) {
 	hs.mu.Lock()
-	hs.s.Members[i].Base = w
-	lines := hs.lines(hs.s.Rebalance(), hs.s.Members[i])
-	hs.apply()
+	hs.Scores.Members[i].Base = w
+	lines := hs.lines(hs.Scores.Rebalance(), hs.Scores.Members[i])
+	hs.Apply()
 	hs.mu.Unlock()
 	hs.write(lines)
 }
 
-// apply hands the members' weights to the set's round robin, if they
+// Apply hands the members' weights to the set's round robin, if they
 // changed (a new rotation starts).
-func (hs *setHealth) apply() {
+func (hs *SetHealth) Apply() {
 	if hs.ws == nil {
-		for i, hm := range hs.members {
-			hm.ep.Score.Fine.Store(int64(hs.s.Members[i].Fine))
+		for i, hm := range hs.Members {
+			hm.Endpoint.Score.Fine.Store(int64(hs.Scores.Members[i].Fine))
 		}
 		return
 	}
-	w := make([]int, len(hs.s.Members))
+	w := make([]int, len(hs.Scores.Members))
 	same := true
-	for i, m := range hs.s.Members {
+	for i, m := range hs.Scores.Members {
 		w[i] = hs.ws.leaned(i, m.Fine)
-		same = same && hs.ws.rr.weight(i) == w[i]
+		same = same && hs.ws.Rotation.Weight(i) == w[i]
 	}
 	if !same {
-		hs.ws.rr.setAll(w)
+		hs.ws.Rotation.setAll(w)
 	}
 }
 
 // keepScheduling evaluates the gateway's sets until the config stops.
-func (s *schedule) keep(ctx context.Context, c clock.Clock, logger *zap.Logger) {
+func (s *Schedule) Keep(ctx context.Context, c clock.Clock, logger *zap.Logger) {
 	loop.Loop{Name: "health scheduler", Every: healthTick, Logger: logger}.Go(ctx, nil, func(context.Context) {
 		t := c.Now()
 		for _, dt := range s.triggers {
 			dt.observe(t, logger)
 		}
 		for _, al := range s.chained {
-			al.chain.tick(t, logger, al.name)
+			al.Chain.tick(t, logger, al.Name)
 		}
 		for _, ws := range s.strategySets {
 			ws.relean(t)
 		}
-		for _, hs := range s.healthSets {
+		for _, hs := range s.HealthSets {
 			hs.tick(t)
 		}
 	})
 }
 
-// schedule is what the gateway's scheduler ticks: the degradation
+// Schedule is what the gateway's scheduler ticks: the degradation
 // triggers, the chains' caps, the sets leaning by latency and the
 // health-scored sets and groups.
-type schedule struct {
+type Schedule struct {
 	triggers     []*degradeTrigger
 	chained      []*Alias // aliases with a degradation chain
 	strategySets []*weightedSet
-	healthSets   []*setHealth
+	HealthSets   []*SetHealth
 }
 
-// addAlias schedules what the provisioned alias needs ticked.
-func (s *schedule) addAlias(al *Alias) {
-	for _, ws := range al.sets {
-		if ws.strategy == strategyLatency {
+// AddAlias schedules what the provisioned alias needs ticked.
+func (s *Schedule) AddAlias(al *Alias) {
+	for _, ws := range al.WeightedSets {
+		if ws.Strategy == StrategyLatency {
 			s.strategySets = append(s.strategySets, ws)
 		}
 		if ws.health != nil {
-			s.healthSets = append(s.healthSets, ws.health)
+			s.HealthSets = append(s.HealthSets, ws.health)
 		}
 	}
-	if c := al.chain; c != nil {
+	if c := al.Chain; c != nil {
 		s.chained = append(s.chained, al)
 		s.triggers = append(s.triggers, c.triggers...)
 	}
 }
 
-// empty reports whether there is nothing to tick.
-func (s *schedule) empty() bool {
-	return len(s.healthSets) == 0 && len(s.strategySets) == 0 && len(s.chained) == 0
+// Empty reports whether there is nothing to tick.
+func (s *Schedule) Empty() bool {
+	return len(s.HealthSets) == 0 && len(s.strategySets) == 0 && len(s.chained) == 0
 }
 
 // tick evaluates the set: probes, windows, levels, weights.
-func (hs *setHealth) tick(t time.Time) {
+func (hs *SetHealth) tick(t time.Time) {
 	hs.mu.Lock()
-	before := make([]healthscore.Level, len(hs.members))
-	for i, hm := range hs.members {
-		if ep := hm.ep; ep != nil {
-			hm.m.ProbeDown = ep.Prober.Snapshot().Health == probe.HealthDown
-			hm.m.Inflight = ep.Prober.Inflight.Load()
+	before := make([]healthscore.Level, len(hs.Members))
+	for i, hm := range hs.Members {
+		if ep := hm.Endpoint; ep != nil {
+			hm.Score.ProbeDown = ep.Prober.Snapshot().Health == probe.HealthDown
+			hm.Score.Inflight = ep.Prober.Inflight.Load()
 		} else {
-			hm.m.ProbeDown = hm.target.group.ProbesDown()
-			hm.m.Inflight = hm.inflight.Load()
+			hm.Score.ProbeDown = hm.target.Upstream.ProbesDown()
+			hm.Score.Inflight = hm.inflight.Load()
 		}
-		before[i] = hm.m.Level
+		before[i] = hm.Score.Level
 	}
-	ev := hs.s.Tick(t)
-	hs.apply()
-	for i, hm := range hs.members {
-		if hm.m.Level != before[i] {
-			group := hs.group
+	ev := hs.Scores.Tick(t)
+	hs.Apply()
+	for i, hm := range hs.Members {
+		if hm.Score.Level != before[i] {
+			group := hs.Upstream
 			if hm.target != nil {
 				group = hm.target.Group
 			}
-			schedulerTransitions.WithLabelValues(hs.gw, hs.alias, group, hm.m.Level.String()).Inc()
+			SchedulerTransitions.WithLabelValues(hs.Gateway, hs.alias, group, hm.Score.Level.String()).Inc()
 		}
 	}
 	lines := hs.lines(ev, nil)
@@ -259,9 +259,9 @@ type logLine struct {
 	fields []zap.Field
 }
 
-func (hs *setHealth) write(lines []logLine) {
+func (hs *SetHealth) write(lines []logLine) {
 	for _, l := range lines {
-		if c := hs.logger.Check(l.level, l.msg); c != nil {
+		if c := hs.Logger.Check(l.level, l.msg); c != nil {
 			c.Write(l.fields...)
 		}
 	}
@@ -271,7 +271,7 @@ func (hs *setHealth) write(lines []logLine) {
 // them: one line each, with the numbers that caused it. byHand is the
 // member whose weight was set through the admin API, if any. The set's
 // lock is held.
-func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) []logLine {
+func (hs *SetHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) []logLine {
 	// a ramp's last step comes with the member's recovery
 	recovered := map[*healthscore.Member]bool{}
 	for _, e := range ev {
@@ -289,7 +289,7 @@ func (hs *setHealth) lines(ev []healthscore.Event, byHand *healthscore.Member) [
 }
 
 // line renders one transition.
-func (hs *setHealth) line(e healthscore.Event, byHand *healthscore.Member, recovered map[*healthscore.Member]bool) (logLine, bool) {
+func (hs *SetHealth) line(e healthscore.Event, byHand *healthscore.Member, recovered map[*healthscore.Member]bool) (logLine, bool) {
 	m := e.Member
 	numbered := func(level zapcore.Level, msg string) (logLine, bool) {
 		return logLine{level, msg, hs.fields(m, eventNumbers(e)...)}, true
@@ -314,7 +314,7 @@ func (hs *setHealth) line(e healthscore.Event, byHand *healthscore.Member, recov
 			hs.fields(m, zap.Int("from", e.From), zap.Int("to", e.To))}, true
 	case healthscore.EventDrained:
 		var on []string
-		for _, o := range hs.s.Members {
+		for _, o := range hs.Scores.Members {
 			if o.Weight > 0 {
 				on = append(on, o.Name)
 			}
@@ -329,10 +329,10 @@ func (hs *setHealth) line(e healthscore.Event, byHand *healthscore.Member, recov
 
 // fields are a line's fields: the set (or group), the member and its
 // health if any, then extra.
-func (hs *setHealth) fields(m *healthscore.Member, extra ...zap.Field) []zap.Field {
-	f := []zap.Field{zap.String("gateway", hs.gw), zap.String("alias", hs.alias), zap.String("set", hs.set)}
+func (hs *SetHealth) fields(m *healthscore.Member, extra ...zap.Field) []zap.Field {
+	f := []zap.Field{zap.String("gateway", hs.Gateway), zap.String("alias", hs.alias), zap.String("set", hs.set)}
 	if hs.ws == nil {
-		f = []zap.Field{zap.String("gateway", hs.gw), zap.String("group", hs.group)}
+		f = []zap.Field{zap.String("gateway", hs.Gateway), zap.String("group", hs.Upstream)}
 	}
 	if m != nil {
 		f = append(f, zap.String("member", m.Name), zap.String("health", m.Level.String()))
@@ -363,12 +363,12 @@ func keptWhy(e healthscore.Event) string {
 
 // weightVerb names a weight change: set by hand, restored on the way
 // back, or the level that moved it.
-func (hs *setHealth) weightVerb(e healthscore.Event, byHand *healthscore.Member, recovered map[*healthscore.Member]bool) string {
+func (hs *SetHealth) weightVerb(e healthscore.Event, byHand *healthscore.Member, recovered map[*healthscore.Member]bool) string {
 	m := e.Member
 	switch {
 	case m == byHand:
 		return "set"
-	case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.s.Panic):
+	case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.Scores.Panic):
 		// a panic gives a member out its weight back: no "break" going up
 		return "restore"
 	case m.Level == healthscore.Degraded:
@@ -417,19 +417,19 @@ func healthNumbersOver(st healthscore.Stats, p healthscore.Policy) string {
 	return strings.Join(append(parts, s), ", ")
 }
 
-// state is a member's health for the state document, and its weight
+// State is a member's health for the state document, and its weight
 // now (the round robin's is finer).
-func (hm *healthMember) state() (*adminapi.TargetHealthState, int) {
-	hs := hm.hs
+func (hm *HealthMember) State() (*adminapi.TargetHealthState, int) {
+	hs := hm.Sched
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	m := hm.m
+	m := hm.Score
 	inflight := hm.inflight.Load()
-	if hm.ep != nil {
-		inflight = hm.ep.Prober.Inflight.Load()
+	if hm.Endpoint != nil {
+		inflight = hm.Endpoint.Prober.Inflight.Load()
 	}
 	return &adminapi.TargetHealthState{
-		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.s.Panic,
+		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.Scores.Panic,
 		ErrorRate: m.Last.ErrorRate, P99Ms: m.Last.P99.Milliseconds(), Requests: m.Last.Requests,
 		Inflight: inflight,
 	}, m.Weight
@@ -445,39 +445,39 @@ type healthObserver struct{ clock clock.Clock }
 // watchesHealth reports whether attempts on t count for health or
 // latency.
 func watchesHealth(t *Target) bool {
-	return t.seen.health != nil || t.seen.latency != nil || (t.group.VLLM != nil && t.group.VLLM.Scored)
+	return t.Seen.Health != nil || t.Seen.latency != nil || (t.Upstream.VLLM != nil && t.Upstream.VLLM.Scored)
 }
 
-func (healthObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
-	if hm := a.target.seen.health; hm != nil {
+func (healthObserver) AttemptBegan(ctx context.Context, a *AttemptRecord) context.Context {
+	if hm := a.Target.Seen.Health; hm != nil {
 		hm.inflight.Add(1)
 	}
 	return ctx
 }
 
-func (h healthObserver) attemptEnded(a *attemptRecord) {
-	t, res := a.target, &a.res
-	hm := t.seen.health
+func (h healthObserver) AttemptEnded(a *AttemptRecord) {
+	t, res := a.Target, &a.Result
+	hm := t.Seen.Health
 	if hm != nil {
 		hm.inflight.Add(-1)
 	}
-	var epm *healthMember // the endpoint's, in a vllm group with health
-	if res.ep != nil && res.ep.Score != nil {
-		epm = res.ep.Score.Member.(*healthMember)
+	var epm *HealthMember // the endpoint's, in a vllm group with health
+	if res.Endpoint != nil && res.Endpoint.Score != nil {
+		epm = res.Endpoint.Score.Member.(*HealthMember)
 	}
-	switch res.verdict {
-	case verdictFailure:
+	switch res.Verdict {
+	case VerdictFailure:
 		if hm != nil {
 			hm.record(true, 0)
 		}
 		if epm != nil {
 			epm.record(true, 0)
 		}
-	case verdictSuccess:
+	case VerdictSuccess:
 		end := h.clock.Now()
-		lat := end.Sub(a.began)
-		if a.firstByte > 0 {
-			lat = a.firstByte
+		lat := end.Sub(a.Began)
+		if a.FirstByte > 0 {
+			lat = a.FirstByte
 		}
 		if hm != nil {
 			hm.record(false, lat)
@@ -485,8 +485,8 @@ func (h healthObserver) attemptEnded(a *attemptRecord) {
 		if epm != nil {
 			epm.record(false, lat)
 		}
-		if t.seen.latency != nil {
-			t.seen.latency.add(end, lat)
+		if t.Seen.latency != nil {
+			t.Seen.latency.add(end, lat)
 		}
 	}
 }

@@ -14,21 +14,21 @@ import (
 
 // schedulerLog is a set of clouds, as the multicloud example's, whose
 // ticks return the scheduler's log lines.
-func schedulerLog(maxOut int, bases ...int) (*setHealth, []*healthscore.Member, func(at time.Duration) []string) {
-	hs := &setHealth{gw: "default", alias: "chat-main", set: "clouds", ws: new(weightedSet)}
-	hs.s.MaxOut = maxOut
+func schedulerLog(maxOut int, bases ...int) (*SetHealth, []*healthscore.Member, func(at time.Duration) []string) {
+	hs := &SetHealth{Gateway: "default", alias: "chat-main", set: "clouds", ws: new(weightedSet)}
+	hs.Scores.MaxOut = maxOut
 	p := healthscore.Policy{ErrorRate: 0.05, P99: 800 * time.Millisecond}.WithDefaults()
 	var ms []*healthscore.Member
 	for i, b := range bases {
 		m := &healthscore.Member{Name: "cloud-" + string(rune('a'+i)), Policy: p, Window: healthscore.NewWindow(healthscore.DefaultWindow), Base: b}
 		ms = append(ms, m)
 	}
-	hs.s.Members = ms
-	hs.s.Rebalance()
+	hs.Scores.Members = ms
+	hs.Scores.Rebalance()
 	t0 := time.Unix(1_800_000_000, 0)
 	return hs, ms, func(at time.Duration) []string {
 		var out []string
-		for _, l := range hs.lines(hs.s.Tick(t0.Add(at)), nil) {
+		for _, l := range hs.lines(hs.Scores.Tick(t0.Add(at)), nil) {
 			out = append(out, l.msg)
 		}
 		return out

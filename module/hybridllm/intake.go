@@ -36,7 +36,7 @@ const statusClientClosed = 499
 // id (the client's own: clientID) from client cl (nil without clients).
 // rt is new but for its heads, which hold the id.
 func (rt *route) start(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
-	rt.g, rt.w, rt.r, rt.q = g, w, r, asked{api: protocol.ForPath(r.URL.Path)}
+	rt.g, rt.w, rt.r, rt.q = g, w, r, Asked{API: protocol.ForPath(r.URL.Path)}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
@@ -58,8 +58,8 @@ func (rt *route) serve() error {
 	// no tokens
 	at := g.clock.Now()
 	rt.beginPassage()
-	if wait, limit := rt.held.take(&rt.passage.bounds, at); wait > 0 {
-		return g.in.callers.Limited(w, rt.q.api, cl, limit, wait)
+	if wait, limit := rt.held.Take(&rt.passage.Bounds, at); wait > 0 {
+		return g.in.callers.Limited(w, rt.q.API, cl, limit, wait)
 	}
 	if ae, ok := rt.fitHeaders(); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
@@ -73,14 +73,14 @@ func (rt *route) serve() error {
 	}
 
 	if g.money.Spend != nil {
-		rt.passage.noCloud, rt.passage.noCloudFor = g.money.CloudClosed(cl, at)
+		rt.passage.NoCloud, rt.passage.NoCloudFor = g.money.CloudClosed(cl, at)
 	}
-	rt.x.alias, rt.q.stream = al, rt.q.top.Stream
+	rt.x.alias, rt.q.Stream = al, rt.q.Top.Stream
 	rt.x.attempts = rt.tried[:0]
-	if top := &rt.q.top; top.Stream && !top.WantsUsage && g.in.streamUsage && rt.q.api.StreamUsage {
+	if top := &rt.q.Top; top.Stream && !top.WantsUsage && g.in.streamUsage && rt.q.API.StreamUsage {
 		// ask for the usage chunk, to count the tokens, of the groups
 		// that allow it (see try); the client does not see it
-		rt.inj.ask(rt.q.body, top, g.in.watch)
+		rt.inj.ask(rt.q.Body, top, g.in.watch)
 	}
 	return rt.run(ctx)
 }
@@ -91,14 +91,14 @@ func (rt *route) serve() error {
 // with what the handler returns).
 func (rt *route) read() (al *Alias, answered bool, err error) {
 	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
-	body, no := readInference(r, g.MaxBodySize, g.in.watch, &rt.q.top)
+	body, no := readInference(r, g.MaxBodySize, g.in.watch, &rt.q.Top)
 	if no != nil {
-		return nil, true, no.write(w, rt.q.api)
+		return nil, true, no.write(w, rt.q.API)
 	}
-	top := &rt.q.top
+	top := &rt.q.Top
 	al, ok := aliasNamed(g.in.aliases, top)
-	if !ok || !cl.Allows(al.name) {
-		return nil, true, rt.q.api.WriteError(w, protocol.Error{
+	if !ok || !cl.Allows(al.Name) {
+		return nil, true, rt.q.API.WriteError(w, protocol.Error{
 			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The model `" + top.ModelName() + "` does not exist.",
 		})
@@ -107,12 +107,12 @@ func (rt *route) read() (al *Alias, answered bool, err error) {
 	if g.in.colors != nil {
 		// a tag reaches an upstream only for a color that trusts it, on
 		// any alias of a gateway that has colors
-		rt.x.color = g.in.colors.pick(w, r, al, cl, rt.x.id)
+		rt.x.color = g.in.colors.Pick(w, r, al, cl, rt.x.id)
 	}
 	if cl != nil && cl.Ceilings.Active() {
-		ceiled, over := cl.Ceilings.Apply(body, rt.q.api)
+		ceiled, over := cl.Ceilings.Apply(body, rt.q.API)
 		if over != nil {
-			return nil, true, rt.q.api.WriteError(w, protocol.Error{
+			return nil, true, rt.q.API.WriteError(w, protocol.Error{
 				Status: http.StatusBadRequest, Type: protocol.TypeInvalidRequest, Code: "invalid_value", Param: over.Param,
 				Message: over.Msg,
 			})
@@ -123,7 +123,7 @@ func (rt *route) read() (al *Alias, answered bool, err error) {
 			*top, _ = protocol.Scan(body, g.in.watch...)
 		}
 	}
-	rt.q.body, rt.q.features = body, newFeatures(body, r.Header, top)
+	rt.q.Body, rt.q.Features = body, NewFeatures(body, r.Header, top)
 	return al, false, nil
 }
 
@@ -199,7 +199,7 @@ func (rt *route) fitHeaders() (acceptEncoding []string, had bool) {
 	if rt.g.in.ruleCredentials {
 		// a rule matches on a header credentials.Drop removes: it reads
 		// the headers as the client sent them
-		rt.q.features.header = r.Header.Clone()
+		rt.q.Features.Header = r.Header.Clone()
 	}
 	credentials.Drop(r.Header)
 	dropHopHeaders(r.Header)

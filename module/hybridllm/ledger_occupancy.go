@@ -24,19 +24,19 @@ type occupancyObserver struct {
 // occupancyOf is the observer of attempts on t for the ledger, if its
 // group occupies GPUs.
 func occupancyOf(l *books.Ledger, t *Target) (occupancyObserver, bool) {
-	occ := t.group.Run.Occupancy
+	occ := t.Upstream.Run.Occupancy
 	if occ <= 0 || l == nil {
 		return occupancyObserver{}, false
 	}
-	if t.group.Kind == KindOpenAI {
+	if t.Upstream.Kind == KindOpenAI {
 		return occupancyObserver{ledger: l, cloud: occ}, true
 	}
 	return occupancyObserver{ledger: l, self: occ}, true
 }
 
-func (o occupancyObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context {
+func (o occupancyObserver) AttemptBegan(ctx context.Context, _ *AttemptRecord) context.Context {
 	o.ledger.Occupy(o.ledger.Clock().Now(), o.self, o.cloud)
 	return ctx
 }
 
-func (o occupancyObserver) attemptEnded(*attemptRecord) { o.ledger.Vacate(o.self, o.cloud) }
+func (o occupancyObserver) AttemptEnded(*AttemptRecord) { o.ledger.Vacate(o.self, o.cloud) }

@@ -17,53 +17,53 @@ func meter(g *Gateway, x *exchange) {
 		group = x.ans.target.Group
 	}
 	model, client := "", x.clientName()
-	var tm *targetMetrics
+	var tm *TargetMetrics
 	if x.ans.target != nil {
-		model, tm = x.ans.target.Model, x.ans.target.metricsOf(gw, al.name, client)
+		model, tm = x.ans.target.Model, x.ans.target.MetricsOf(gw, al.Name, client)
 	}
-	code := codeClass(status)
-	if tm != nil && outcome == outcomeOK && code == "2xx" && x.color == nil {
-		tm.ok.Inc()
+	code := CodeClass(status)
+	if tm != nil && outcome == OutcomeOK && code == "2xx" && x.color == nil {
+		tm.OK.Inc()
 	} else {
 		color := ""
 		if x.color != nil {
 			color = x.color.Tag
 		}
-		requestsTotal.WithLabelValues(gw, al.name, group, model, outcome, code, client, color).Inc()
+		RequestsTotal.WithLabelValues(gw, al.Name, group, model, outcome, code, client, color).Inc()
 	}
 	for _, a := range x.attempts {
-		if a.returned {
+		if a.Returned {
 			continue // counted as its try back ended
 		}
-		if isOverflowReason(a.reason) {
-			overflowsTotal.WithLabelValues(gw, al.name, a.target.Group, group, string(a.reason)).Inc()
+		if IsOverflowReason(a.Reason) {
+			OverflowsTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
 		} else {
-			fallbacksTotal.WithLabelValues(gw, al.name, a.target.Group, group, string(a.reason)).Inc()
+			FallbacksTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
 		}
 	}
 	if group == "" {
 		if t, _ := x.charged(); t != nil && x.usage.Found {
 			// left by its client before the answer: charged there
-			tm := t.metricsOf(gw, al.name, client)
-			tm.prompt.Add(float64(x.usage.Prompt))
-			tm.completion.Add(float64(x.usage.Completion))
+			tm := t.MetricsOf(gw, al.Name, client)
+			tm.Prompt.Add(float64(x.usage.Prompt))
+			tm.Completion.Add(float64(x.usage.Completion))
 		}
 		return
 	}
 	if tm == nil {
-		tm = newTargetMetrics(gw, al.name, x.ans.target, client)
+		tm = NewTargetMetrics(gw, al.Name, x.ans.target, client)
 	}
 	if x.usage.Found {
 		// counts only: the reader refused anything else
-		tm.prompt.Add(float64(x.usage.Prompt))
-		tm.completion.Add(float64(x.usage.Completion))
+		tm.Prompt.Add(float64(x.usage.Prompt))
+		tm.Completion.Add(float64(x.usage.Completion))
 	}
 	if x.usage.Bad && g.in.badUsage.Allow(g.clock.Now()) {
 		g.logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
 			zap.String("request_id", x.id), x.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}
-	tm.duration.Observe(time.Since(x.start).Seconds())
+	tm.Duration.Observe(time.Since(x.start).Seconds())
 	if x.ans.ttfb > 0 {
-		tm.ttft.Observe(x.ans.ttfb.Seconds())
+		tm.TTFT.Observe(x.ans.ttfb.Seconds())
 	}
 }

@@ -27,9 +27,9 @@ const metricsNS = "caddy_hybrid_llm"
 
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
-		collectors = []prometheus.Collector{newStateCollector(), requestsTotal, fallbacksTotal,
-			overflowsTotal, tokensTotal, usageEstimated, requestDuration, ttftSeconds, costTotal, schedulerTransitions, degradedTotal,
-			colorsIgnored, mirrorRequests, mirrorDropped, mirrorDuration, mirrorTTFT}
+		collectors = []prometheus.Collector{newStateCollector(), RequestsTotal, FallbacksTotal,
+			OverflowsTotal, TokensTotal, UsageEstimated, RequestDuration, TTFTSeconds, CostTotal, SchedulerTransitions, DegradedTotal,
+			ColorsIgnored, MirrorRequests, MirrorDropped, MirrorDuration, MirrorTTFT}
 		collectors = append(collectors, clients.Collectors()...)
 	})
 	if reg == nil {

@@ -34,8 +34,8 @@ type Mirror struct {
 	// (and counted). Default: 32.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 
-	inflight atomic.Int64
-	series   *mirrorSeries
+	Inflight atomic.Int64  `json:"-"`
+	Series   *mirrorSeries `json:"-"`
 }
 
 // DefaultMirrorTimeout bounds a mirror copy whose target sets no timeout.
@@ -45,23 +45,23 @@ const DefaultMirrorTimeout = 60 * time.Second
 const defaultMirrorInFlight = 32
 
 var (
-	mirrorRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	MirrorRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "mirror_requests_total",
 		Help: "Mirror copies by alias, mirror target (group, model) and outcome: ok, rejected (4xx), failed (5xx), timeout, unreachable, interrupted.",
 	}, []string{"gateway", "alias", "group", "model", "outcome"})
 
-	mirrorDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+	MirrorDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "mirror_dropped_total",
 		Help: "Mirror copies not sent: the mirror had max_in_flight copies in flight, or (a vllm group) no endpoint had room to spare.",
 	}, []string{"gateway", "alias", "group", "model"})
 
-	mirrorDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	MirrorDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "mirror_duration_seconds",
 		Help:    "Time a mirror copy took to its answer's end, by alias and mirror target.",
 		Buckets: requestDurationBuckets,
 	}, []string{"gateway", "alias", "group", "model"})
 
-	mirrorTTFT = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	MirrorTTFT = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: metricsNS, Name: "mirror_ttft_seconds",
 		Help:    "Time a mirror copy took to its answer's first body byte, by alias and mirror target.",
 		Buckets: ttftBuckets,
@@ -70,14 +70,14 @@ var (
 
 // mirrorSeries are a mirror's series, resolved at provisioning.
 type mirrorSeries struct {
-	dropped            prometheus.Counter
-	duration, ttft     prometheus.Observer
-	prompt, completion prometheus.Counter
-	cost               prometheus.Counter
+	Dropped            prometheus.Counter
+	Duration, TTFT     prometheus.Observer
+	Prompt, Completion prometheus.Counter
+	Cost               prometheus.Counter
 }
 
 // mirrors checks the alias's mirrors.
-func (s *aliasSetup) mirrors(al *Alias) error {
+func (s *AliasSetup) mirrors(al *Alias) error {
 	for i, m := range al.Mirrors {
 		if m == nil {
 			return fmt.Errorf("mirror %d: empty", i)
@@ -98,20 +98,20 @@ func (s *aliasSetup) mirrors(al *Alias) error {
 		if err := s.target(al, &m.Target); err != nil {
 			return fmt.Errorf("mirror %d (group %q): %v", i, m.Group, err)
 		}
-		if m.run.timeout == 0 {
+		if m.Run.Timeout == 0 {
 			return fmt.Errorf("mirror %d (group %q): a mirror needs a timeout", i, m.Group)
 		}
 		if m.MaxInFlight == 0 {
 			m.MaxInFlight = defaultMirrorInFlight
 		}
-		l := []string{s.gateway, al.name, m.Group, m.Model}
-		m.series = &mirrorSeries{
-			dropped:    mirrorDropped.WithLabelValues(l...),
-			duration:   mirrorDuration.WithLabelValues(l...),
-			ttft:       mirrorTTFT.WithLabelValues(l...),
-			prompt:     tokensTotal.WithLabelValues(s.gateway, al.name, m.Group, "prompt", "", billingShadow),
-			completion: tokensTotal.WithLabelValues(s.gateway, al.name, m.Group, "completion", "", billingShadow),
-			cost:       costTotal.WithLabelValues(s.gateway, m.Group, "", billingShadow),
+		l := []string{s.Gateway, al.Name, m.Group, m.Model}
+		m.Series = &mirrorSeries{
+			Dropped:    MirrorDropped.WithLabelValues(l...),
+			Duration:   MirrorDuration.WithLabelValues(l...),
+			TTFT:       MirrorTTFT.WithLabelValues(l...),
+			Prompt:     TokensTotal.WithLabelValues(s.Gateway, al.Name, m.Group, "prompt", "", BillingShadow),
+			Completion: TokensTotal.WithLabelValues(s.Gateway, al.Name, m.Group, "completion", "", BillingShadow),
+			Cost:       CostTotal.WithLabelValues(s.Gateway, m.Group, "", BillingShadow),
 		}
 	}
 	return nil

@@ -25,23 +25,23 @@ import (
 // asks, u how it asks for stream usage) to the alias's mirrors: each
 // takes its share. The copy's body is built here, from the body already
 // read; the rest runs on its own goroutine.
-func (al *Alias) sendMirrors(g *Gateway, r *http.Request, id string, q *asked, u *usageAsk) {
+func (al *Alias) sendMirrors(g *Gateway, r *http.Request, id string, q *Asked, u *usageAsk) {
 	for _, m := range al.Mirrors {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
-		if grp := m.group; m.takenOut(g.clock) != "" || (grp.Breaker != nil && !grp.Shared.Breaker.Closed()) {
+		if grp := m.Upstream; m.TakenOut(g.clock) != "" || (grp.Breaker != nil && !grp.Shared.Breaker.Closed()) {
 			// a group taken out, or failing, gets no copies either (nor
 			// does a copy take its breaker's trial)
-			m.series.dropped.Inc()
+			m.Series.Dropped.Inc()
 			continue
 		}
-		if m.inflight.Add(1) > int64(m.MaxInFlight) {
-			m.inflight.Add(-1)
-			m.series.dropped.Inc()
+		if m.Inflight.Add(1) > int64(m.MaxInFlight) {
+			m.Inflight.Add(-1)
+			m.Series.Dropped.Inc()
 			continue
 		}
-		c := &mirrorCopy{m: m, g: g, alias: al, parent: id, id: newRequestID(), stream: q.stream}
+		c := &mirrorCopy{m: m, g: g, alias: al, parent: id, id: newRequestID(), stream: q.Stream}
 		c.length, _ = u.bodyFor(q, &m.Target, &c.body)
 		c.req = c.request(r)
 		go c.run()
@@ -68,7 +68,7 @@ func (c *mirrorCopy) request(r *http.Request) *http.Request {
 		srv = new(caddyhttp.Server)
 	}
 	c.srv = srv
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.m.run.timeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), c.m.Run.Timeout)
 	c.cancel = cancel
 	return req.WithContext(ctx)
 }
@@ -90,7 +90,7 @@ type mirrorCopy struct {
 
 // run sends the copy, reads its answer to the end and meters it.
 func (c *mirrorCopy) run() {
-	defer c.m.inflight.Add(-1)
+	defer c.m.Inflight.Add(-1)
 	defer c.cancel()
 	defer logPanic(c.g.logger, "mirror")
 	// a config that stops takes its copies with it
@@ -98,32 +98,32 @@ func (c *mirrorCopy) run() {
 	defer stop()
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
-	slot := &upstream.Slot{Group: m.group.VLLM, Model: m.Model, Shadow: true}
+	slot := &upstream.Slot{Group: m.Upstream.VLLM, Model: m.Model, Shadow: true}
 	w := &mirrorWriter{header: make(http.Header), slot: slot}
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
 	w.start = start
-	aborted, err := proxy(m.group.Run.Serve, w, req)
+	aborted, err := proxy(m.Upstream.Run.Serve, w, req)
 	dur := time.Since(start)
 	w.scan.Finish(nil, aborted)
 	if slot.Group != nil && slot.Endpoint == nil && w.status == 0 {
 		// no endpoint had room to spare: the copy was never sent
-		m.series.dropped.Inc()
+		m.Series.Dropped.Inc()
 		return
 	}
 
 	outcome := mirrorOutcome(req.Context(), w, aborted, err)
-	s := m.series
-	mirrorRequests.WithLabelValues(c.g.Name, c.alias.name, m.Group, m.Model, outcome).Inc()
-	s.duration.Observe(dur.Seconds())
+	s := m.Series
+	MirrorRequests.WithLabelValues(c.g.Name, c.alias.Name, m.Group, m.Model, outcome).Inc()
+	s.Duration.Observe(dur.Seconds())
 	if w.ttfb > 0 {
-		s.ttft.Observe(w.ttfb.Seconds())
+		s.TTFT.Observe(w.ttfb.Seconds())
 	}
 	u := &w.scan
 	usd, priced := c.account(u, dur)
 	fields := []zap.Field{
 		zap.String("request_id", c.id), zap.String("parent_request_id", c.parent),
-		zap.String("billing", billingShadow), zap.String("llm_alias", c.alias.name),
+		zap.String("billing", BillingShadow), zap.String("llm_alias", c.alias.Name),
 		zap.String("llm_group", m.Group), zap.String("llm_model", m.Model),
 		zap.String("llm_outcome", outcome), zap.Int("status", w.status), zap.Duration("duration", dur),
 	}
@@ -167,16 +167,16 @@ func mirrorOutcome(ctx context.Context, w *mirrorWriter, aborted bool, err error
 // the self-hosted cost per token), in its series and as a shadow charge
 // in the books; priced is false when nothing prices it.
 func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd float64, priced bool) {
-	m, s := c.m, c.m.series
+	m, s := c.m, c.m.Series
 	if u.Found {
-		s.prompt.Add(float64(u.Prompt))
-		s.completion.Add(float64(u.Completion))
+		s.Prompt.Add(float64(u.Prompt))
+		s.Completion.Add(float64(u.Completion))
 	}
-	switch cc := m.group.Cost; {
+	switch cc := m.Upstream.Cost; {
 	case cc == nil:
-	case m.group.Kind == KindOpenAI:
+	case m.Upstream.Kind == KindOpenAI:
 		usd, priced = cc.RequestCost(u.Prompt, u.Completion, u.Cached, dur), true
-		s.cost.Add(usd)
+		s.Cost.Add(usd)
 	case c.g.money.Ledger != nil:
 		usd, priced = float64(u.Prompt+u.Completion)*c.g.money.SelfCostPerToken(), true
 	}

@@ -7,23 +7,23 @@ import "fmt"
 
 // The choices of response_model.
 const (
-	responseModelAlias    = "alias"
-	responseModelUpstream = "upstream"
+	ResponseModelAlias    = "alias"
+	ResponseModelUpstream = "upstream"
 )
 
-func checkResponseModel(v string) error {
+func CheckResponseModel(v string) error {
 	switch v {
-	case "", responseModelAlias, responseModelUpstream:
+	case "", ResponseModelAlias, ResponseModelUpstream:
 		return nil
 	}
-	return fmt.Errorf("response_model must be %q or %q, got %q", responseModelAlias, responseModelUpstream, v)
+	return fmt.Errorf("response_model must be %q or %q, got %q", ResponseModelAlias, ResponseModelUpstream, v)
 }
 
 // answersCarryAlias reports whether answers carry the alias, given the
 // alias's and the gateway's setting.
 func answersCarryAlias(alias, gateway string) bool {
 	if alias != "" {
-		return alias == responseModelAlias
+		return alias == ResponseModelAlias
 	}
-	return gateway != responseModelUpstream
+	return gateway != ResponseModelUpstream
 }

@@ -32,7 +32,7 @@ const (
 // time until the nearest target may serve when every one that can is
 // only busy (overloaded, past its red line, overflowing, its breaker
 // open), else neither (the client's own backoff applies).
-func retryAdvice(attempts []attempt, t0 time.Time) (never bool, after time.Duration) {
+func retryAdvice(attempts []Attempt, t0 time.Time) (never bool, after time.Duration) {
 	if len(attempts) == 0 {
 		return false, 0
 	}
@@ -43,16 +43,16 @@ func retryAdvice(attempts []attempt, t0 time.Time) (never bool, after time.Durat
 			continue
 		}
 		never = false
-		w := a.wait
+		w := a.Wait
 		switch {
 		case w > 0:
-		case a.reason == because.BreakerOpen:
-			w = breakerWait(a.target, t0)
-		case a.reason == because.RateLimited:
-			w = holdWait(a.target, t0)
-		case a.reason == because.RedLine, a.reason == because.Overflow, a.reason == because.Degraded,
-			a.reason == because.BudgetHeld, a.reason == because.SpendCapHeld,
-			a.status == http.StatusTooManyRequests, a.status == http.StatusServiceUnavailable:
+		case a.Reason == because.BreakerOpen:
+			w = breakerWait(a.Target, t0)
+		case a.Reason == because.RateLimited:
+			w = holdWait(a.Target, t0)
+		case a.Reason == because.RedLine, a.Reason == because.Overflow, a.Reason == because.Degraded,
+			a.Reason == because.BudgetHeld, a.Reason == because.SpendCapHeld,
+			a.Status == http.StatusTooManyRequests, a.Status == http.StatusServiceUnavailable:
 			w = defaultRetryAfter
 		default:
 			busy = false
@@ -71,15 +71,15 @@ func retryAdvice(attempts []attempt, t0 time.Time) (never bool, after time.Durat
 // a retry does not change: it is misconfigured, refuses the gateway's
 // credentials, does not know the model or path, answered another 4xx the
 // target falls back on, or its context window is too small.
-func permanentFailure(a *attempt) bool {
-	switch a.reason {
+func permanentFailure(a *Attempt) bool {
+	switch a.Reason {
 	case because.Misconfig, because.ContextWindow, because.ContextLength, because.UpstreamAuth, because.ModelNotFound, because.NotAPI:
 		return true
 	}
-	if !strings.HasPrefix(string(a.reason), "http_4") {
+	if !strings.HasPrefix(string(a.Reason), "http_4") {
 		return false
 	}
-	switch a.status {
+	switch a.Status {
 	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
 		return false
 	}
@@ -89,7 +89,7 @@ func permanentFailure(a *attempt) bool {
 // breakerWait is the time until the target's group, or the first of its
 // endpoints, may take a request again.
 func breakerWait(t *Target, t0 time.Time) time.Duration {
-	grp := t.group
+	grp := t.Upstream
 	if grp.Breaker != nil {
 		if st, until, _ := grp.Shared.Breaker.View(t0); st == "open" {
 			return until.Sub(t0)
@@ -116,10 +116,10 @@ func breakerWait(t *Target, t0 time.Time) time.Duration {
 // request again.
 func holdWait(t *Target, t0 time.Time) time.Duration {
 	var w time.Duration
-	if u, ok := t.group.Shared.Breaker.HeldUntil(t0); ok {
+	if u, ok := t.Upstream.Shared.Breaker.HeldUntil(t0); ok {
 		w = u.Sub(t0) // a cloud group's
 	}
-	if vg := t.group.VLLM; vg != nil {
+	if vg := t.Upstream.VLLM; vg != nil {
 		for ep := range vg.All() {
 			if u, ok := ep.Breaker.HeldUntil(t0); ok {
 				if d := u.Sub(t0); w == 0 || d < w {

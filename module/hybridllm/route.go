@@ -23,12 +23,12 @@ type route struct {
 	w       http.ResponseWriter
 	r       *http.Request
 	x       exchange // the record of the request
-	q       asked    // what it asks
-	passage passage  // its way past its targets' gates
-	ask     attemptAsk
+	q       Asked    // what it asks
+	passage Passage  // its way past its targets' gates
+	ask     AttemptAsk
 	inj     usageAsk
-	held    reservation // what admission reserved of its client's limits
-	tried   [4]attempt  // attempts' first backing array
+	held    Reservation // what admission reserved of its client's limits
+	tried   [4]Attempt  // attempts' first backing array
 	order   [6]*Target  // the plan's backing array, with weighted sets
 	// an attempt was sent again after its connection failed as it was
 	// written (see try)
@@ -44,7 +44,7 @@ func (rt *route) run(ctx context.Context) error {
 	// deferred, so that a response aborted after its first byte (a panic
 	// with http.ErrAbortHandler) gets its metrics too
 	defer rt.finish()
-	f := &rt.q.features
+	f := &rt.q.Features
 	plan := rt.planFor(al, f)
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
@@ -60,29 +60,29 @@ func (rt *route) run(ctx context.Context) error {
 			if rt.r.Context().Err() != nil {
 				break // the client left
 			}
-			rt.x.attempts = append(rt.x.attempts, attempt{target: t, reason: because.Deadline})
+			rt.x.attempts = append(rt.x.attempts, Attempt{Target: t, Reason: because.Deadline})
 			traceSkip(&rt.x, t, because.Deadline)
 			break
 		}
-		rt.passage.rest = plan[i+1:]
-		if why := rt.passage.admit(t); why != "" {
-			rt.x.attempts = append(rt.x.attempts, attempt{target: t, reason: why})
+		rt.passage.Rest = plan[i+1:]
+		if why := rt.passage.Admit(t); why != "" {
+			rt.x.attempts = append(rt.x.attempts, Attempt{Target: t, Reason: why})
 			traceSkip(&rt.x, t, why)
 			switch {
 			case why == because.Overflow:
 				spilled = append(spilled, t)
-			case rt.passage.requeue == t:
+			case rt.passage.Requeue == t:
 				// left for a tier: should every tier fail, it is tried
 				// last after all
-				plan, rt.passage.requeue = append(plan[:len(plan):len(plan)], t), nil
+				plan, rt.passage.Requeue = append(plan[:len(plan):len(plan)], t), nil
 			}
 			continue
 		}
-		window, done, err := rt.tryTarget(ctx, t, attemptTurn{more: i < len(plan)-1 || len(spilled) > 0, groupTrial: rt.passage.trial})
+		window, done, err := rt.tryTarget(ctx, t, AttemptTurn{More: i < len(plan)-1 || len(spilled) > 0, GroupTrial: rt.passage.Trial})
 		if done {
 			return err
 		}
-		rt.passage.minWindow = max(rt.passage.minWindow, window)
+		rt.passage.MinWindow = max(rt.passage.MinWindow, window)
 	}
 	if err := rt.r.Context().Err(); err != nil {
 		// the client is gone; nobody reads an answer
@@ -97,28 +97,28 @@ func (rt *route) beginPassage() {
 	if n := rt.g.Clients; n != nil {
 		reserve = int64(n.ReserveTokens)
 	}
-	rt.passage.bounds = tokenBounds{q: &rt.q, client: rt.x.client, reserve: reserve}
+	rt.passage.Bounds = TokenBounds{Ask: &rt.q, Client: rt.x.client, Reserve: reserve}
 }
 
 // planFor is the request's targets in order: the alias's plan (its
 // rules, its sets' order), a color's target first. It starts the
 // mirrors' copies of a request without a color.
-func (rt *route) planFor(al *Alias, f *features) []*Target {
-	plan, rule := al.plan(f)
+func (rt *route) planFor(al *Alias, f *Features) []*Target {
+	plan, rule := al.Plan(f)
 	if rule != nil {
 		rt.x.rule = rule.Group
 	}
-	plan = al.ordered(plan, rt.order[:])
-	if al.chain != nil {
-		rt.x.deg = new(degradeRecord)
-		rt.passage.deg = rt.x.deg
+	plan = al.Ordered(plan, rt.order[:])
+	if al.Chain != nil {
+		rt.x.deg = new(DegradeRecord)
+		rt.passage.Degrade = rt.x.deg
 	}
 	if c := rt.x.color; c != nil {
 		// the color's target first; the alias's own after it, if the
 		// color falls back
 		colored := make([]*Target, 1, len(plan)+1)
 		colored[0] = &c.Target
-		if c.fallback {
+		if c.FallsBack {
 			colored = append(colored, plan...)
 		}
 		return colored
@@ -137,11 +137,11 @@ func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Ta
 		return plan, spilled
 	}
 	plan = slices.Concat(plan[:i], spilled, plan[i:])
-	rt.passage.returned = append(rt.passage.returned, spilled...)
+	rt.passage.Returned = append(rt.passage.Returned, spilled...)
 	for j := range rt.x.attempts {
 		// its try now says how the overflow ended
 		a := &rt.x.attempts[j]
-		a.returned = a.reason == because.Overflow && slices.Contains(rt.passage.returned, a.target)
+		a.Returned = a.Reason == because.Overflow && slices.Contains(rt.passage.Returned, a.Target)
 	}
 	return plan, nil
 }
@@ -150,34 +150,34 @@ func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Ta
 // it answers (done, with what the handler returns), its retries are
 // spent, or it cannot take the request; window is the context window a
 // context-length error proved the request needs (0: none).
-func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (window int, done bool, err error) {
+func (rt *route) tryTarget(ctx context.Context, t *Target, turn AttemptTurn) (window int, done bool, err error) {
 	for n := 0; ; n++ {
 		// the first attempt carries the group breaker's trial, if any;
 		// try settles it however the attempt ends
 		res, err := rt.try(ctx, t, turn)
-		turn.groupTrial = false
-		if res.done {
+		turn.GroupTrial = false
+		if res.Done {
 			return 0, true, err
 		}
-		if res.gone {
+		if res.Gone {
 			return 0, false, nil
 		}
-		if res.stale {
+		if res.Stale {
 			n--
 			continue
 		}
-		why := rt.x.attempts[len(rt.x.attempts)-1].reason
+		why := rt.x.attempts[len(rt.x.attempts)-1].Reason
 		if why == because.ContextLength {
-			return max(t.contextWindow(), 1), false, nil
+			return max(t.Window(), 1), false, nil
 		}
 		// a time limit spent is not spent again on another endpoint:
 		// the next target gets the request
-		if n >= t.run.retries || res.verdict != verdictFailure || ctx.Err() != nil ||
-			why == because.Timeout || why == because.FirstByte || (res.held && res.ep == nil) {
+		if n >= t.Run.Retries || res.Verdict != VerdictFailure || ctx.Err() != nil ||
+			why == because.Timeout || why == because.FirstByte || (res.Held && res.Endpoint == nil) {
 			return 0, false, nil // (a cloud that asked for time is not asked again now)
 		}
-		if res.ep != nil {
-			turn.avoid = append(turn.avoid, res.ep)
+		if res.Endpoint != nil {
+			turn.Avoid = append(turn.Avoid, res.Endpoint)
 		}
 	}
 }
@@ -185,10 +185,10 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn attemptTurn) (wi
 // overflowed is the group:signal of the overflow the request left a
 // target for, unless the answer came from that target after all.
 func (rt *route) overflowed(answer *Target) string {
-	if rt.passage.overflow == "" || (answer != nil && slices.Contains(rt.passage.returned, answer)) {
+	if rt.passage.Overflow == "" || (answer != nil && slices.Contains(rt.passage.Returned, answer)) {
 		return ""
 	}
-	return rt.passage.overflow
+	return rt.passage.Overflow
 }
 
 // fail answers a request none of whose targets answered, telling the
@@ -198,11 +198,11 @@ func (rt *route) fail(al *Alias) error {
 	rt.x.ans.status = v.status
 	rt.adviseRetry(&v)
 	if v.status == http.StatusBadGateway {
-		rt.x.ans.outcome = outcomeUpstream
+		rt.x.ans.outcome = OutcomeUpstream
 	} else {
-		rt.x.ans.outcome = outcomeUnavailable
+		rt.x.ans.outcome = OutcomeUnavailable
 	}
-	return rt.q.api.WriteError(rt.w, protocol.Error{
+	return rt.q.API.WriteError(rt.w, protocol.Error{
 		Status: v.status, Type: v.typ, Code: v.code,
 		Message: rt.failMessage(al, &v),
 	})
@@ -225,7 +225,7 @@ func (rt *route) failVerdict() failVerdict {
 	v.full = len(rt.x.attempts) > 0
 	for _, a := range rt.x.attempts {
 		v.full = v.full && atCapacity(&a)
-		switch a.reason {
+		switch a.Reason {
 		case because.NoEndpoint, because.RedLine, because.Unhealthy, because.Misconfig, because.StaleMetrics,
 			because.Overflow, because.BreakerOpen, because.Degraded, because.ContextWindow, because.Drained, because.RateLimited,
 			because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap,
@@ -233,7 +233,7 @@ func (rt *route) failVerdict() failVerdict {
 		case because.Deadline:
 			timedOut = true
 		default:
-			if a.status != http.StatusTooManyRequests { // busy, not failing
+			if a.Status != http.StatusTooManyRequests { // busy, not failing
 				v.status, v.code = http.StatusBadGateway, "all_targets_failed"
 			}
 		}
@@ -247,11 +247,11 @@ func (rt *route) failVerdict() failVerdict {
 		v.status, v.code, v.typ = http.StatusTooManyRequests, "capacity_exceeded", "requests"
 	}
 	for _, a := range rt.x.attempts {
-		v.closed = v.closed || (a.reason == rt.passage.noCloud && a.reason != "")
+		v.closed = v.closed || (a.Reason == rt.passage.NoCloud && a.Reason != "")
 	}
 	if v.closed {
 		// the cloud would have served: what closed it is the answer
-		switch rt.passage.noCloud {
+		switch rt.passage.NoCloud {
 		case because.Budget:
 			// the client's own budget: the OpenAI API's answer to a spent quota
 			v.status, v.code, v.typ = http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota"
@@ -265,11 +265,11 @@ func (rt *route) failVerdict() failVerdict {
 	// unavailable for this request, not failing
 	if n := len(rt.x.attempts); n > 0 && !v.closed {
 		// only when the tiers were the last thing tried
-		switch rt.x.attempts[n-1].reason {
+		switch rt.x.attempts[n-1].Reason {
 		case because.DegradeCap:
 			v.capped = true
 		case because.Format:
-			v.format = rt.x.deg.unservedFormat(rt.x.attempts, rt.q.body)
+			v.format = rt.x.deg.UnservedFormat(rt.x.attempts, rt.q.Body)
 		}
 	}
 	switch {
@@ -286,12 +286,12 @@ func (rt *route) adviseRetry(v *failVerdict) {
 	switch never, after := retryAdvice(rt.x.attempts, rt.g.clock.Now()); {
 	case v.capped && v.format == "":
 		// the share falls as the window's oldest answers leave it
-		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.x.alias.chain.retryAfter()))
+		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.x.alias.Chain.RetryAfter()))
 	case v.closed:
 		// the cloud opens again with the next UTC day (or month): an SDK
 		// that would retry within minutes is told not to
-		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.passage.noCloudFor))
-		if rt.passage.noCloudFor > maxRetryAfter {
+		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.passage.NoCloudFor))
+		if rt.passage.NoCloudFor > maxRetryAfter {
 			rt.w.Header().Set("X-Should-Retry", "false")
 		}
 	case never:
@@ -305,7 +305,7 @@ func (rt *route) adviseRetry(v *failVerdict) {
 func (rt *route) failMessage(al *Alias, v *failVerdict) string {
 	var sb strings.Builder
 	sb.WriteString("no target could serve model `")
-	sb.WriteString(al.name)
+	sb.WriteString(al.Name)
 	switch {
 	case v.format != "":
 		// the upper targets failed and the tiers cannot produce it
@@ -323,9 +323,9 @@ func (rt *route) failMessage(al *Alias, v *failVerdict) string {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString(a.target.Group)
+		sb.WriteString(a.Target.Group)
 		sb.WriteString(" (")
-		sb.WriteString(string(a.reason))
+		sb.WriteString(string(a.Reason))
 		sb.WriteString(")")
 	}
 	return sb.String()
@@ -334,12 +334,12 @@ func (rt *route) failMessage(al *Alias, v *failVerdict) string {
 // atCapacity reports whether an attempt found its target full rather than
 // failing: past its red line, overflowing (and every later target
 // refused it as well), or rate-limited by its upstream.
-func atCapacity(a *attempt) bool {
-	switch a.reason {
+func atCapacity(a *Attempt) bool {
+	switch a.Reason {
 	case because.RedLine, because.Overflow, because.RateLimited, because.BudgetHeld, because.SpendCapHeld:
 		return true
 	}
-	return a.status == http.StatusTooManyRequests
+	return a.Status == http.StatusTooManyRequests
 }
 
 // fallbackReasons renders the failed attempts for a response header.
@@ -349,9 +349,9 @@ func (rt *route) fallbackReasons() string {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
-		sb.WriteString(a.target.Group)
+		sb.WriteString(a.Target.Group)
 		sb.WriteByte(':')
-		sb.WriteString(string(a.reason))
+		sb.WriteString(string(a.Reason))
 	}
 	return sb.String()
 }
@@ -366,7 +366,7 @@ func (rt *route) setRouteHeaders(h http.Header, t *Target) {
 	v := rt.heads.route[:2]
 	v[0], v[1] = t.Group, t.Model
 	h["X-Hybrid-Target"] = v[0:1:1]
-	if rt.x.alias.modelJSON == nil {
+	if rt.x.alias.ModelJSON == nil {
 		// the answer names the upstream's model anyway (response_model
 		// upstream); otherwise no served model name reaches the client
 		h["X-Hybrid-Model"] = v[1:2:2]
@@ -388,13 +388,13 @@ func (rt *route) finish() {
 	switch {
 	case rt.x.ans.outcome != "":
 	case rt.r.Context().Err() != nil && rt.x.ans.target == nil:
-		rt.x.ans.outcome = outcomeClientCanceled
+		rt.x.ans.outcome = OutcomeClientCanceled
 	case rt.x.ans.status >= 500:
-		rt.x.ans.outcome = outcomeUpstream
+		rt.x.ans.outcome = OutcomeUpstream
 	case rt.x.ans.status >= 400:
-		rt.x.ans.outcome = outcomeClientError
+		rt.x.ans.outcome = OutcomeClientError
 	default:
-		rt.x.ans.outcome = outcomeOK
+		rt.x.ans.outcome = OutcomeOK
 	}
 	if rt.g.money.Priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
 		// a journaled charge outlives a kill; the answer it is for must
@@ -403,15 +403,15 @@ func (rt *route) finish() {
 		_ = http.NewResponseController(rt.w).Flush()
 	}
 	rt.x.ans.overflow = rt.overflowed(rt.x.ans.target)
-	rt.x.estimateUsage(&rt.passage.bounds, rt.g.Name)
+	rt.x.estimateUsage(&rt.passage.Bounds, rt.g.Name)
 	meter(rt.g, &rt.x)
-	if c := rt.x.alias.chain; c != nil {
-		c.settle(rt.x.deg, rt.x.ans.target != nil && rt.x.ans.status < 500, rt.g.clock.Now())
+	if c := rt.x.alias.Chain; c != nil {
+		c.Settle(rt.x.deg, rt.x.ans.target != nil && rt.x.ans.status < 500, rt.g.clock.Now())
 	}
 	at := rt.g.clock.Now()
 	rt.cost(at)
-	rt.passage.hold.release(&rt.g.money) // once its spend is booked: never neither counts
-	rt.held.settle(rt.x.client, &rt.x.usage, at)
+	rt.passage.Hold.Release(&rt.g.money) // once its spend is booked: never neither counts
+	rt.held.Settle(rt.x.client, &rt.x.usage, at)
 	traceOutcome(&rt.x)
 }
 
@@ -424,18 +424,18 @@ func (rt *route) cost(at time.Time) {
 	if t == nil || rt.g.money.Ledger == nil {
 		return
 	}
-	cc := t.group.Cost
+	cc := t.Upstream.Cost
 	usd, cloudUSD := 0.0, 0.0
 	switch {
 	case cc == nil:
-	case t.group.Kind == KindOpenAI:
+	case t.Upstream.Kind == KindOpenAI:
 		usd = cc.RequestCost(rt.x.usage.Prompt, rt.x.usage.Completion, rt.x.usage.Cached, at.Sub(began))
 		cloudUSD = usd
-		costTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), billingBusiness).Add(usd)
+		CostTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), BillingBusiness).Add(usd)
 	default:
 		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.g.money.SelfCostPerToken()
 	}
-	rt.g.money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.group.Kind == KindVLLM,
+	rt.g.money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.Upstream.Kind == KindVLLM,
 		Prompt: rt.x.usage.Prompt, Completion: rt.x.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.x.ans.estimated}, at)
 	rt.x.ans.costUSD, rt.x.ans.priced = usd, cc != nil
 }

@@ -15,9 +15,9 @@ import (
 // tracerName is the instrumentation scope of the gateway's spans.
 const tracerName = "github.com/hybridllm/caddy-hybrid-llm"
 
-// providerName is gen_ai.provider.name for a group: "openai" for an
+// ProviderName is gen_ai.provider.name for a group: "openai" for an
 // OpenAI-compatible API, "vllm" for self-hosted vLLM.
-func providerName(grp *Group) string {
+func ProviderName(grp *Group) string {
 	if grp.Kind == KindVLLM {
 		return "vllm"
 	}
@@ -29,54 +29,54 @@ func providerName(grp *Group) string {
 // and tokens, or why the gateway moved on.
 type spanObserver struct{}
 
-func (spanObserver) attemptBegan(ctx context.Context, a *attemptRecord) context.Context {
-	q := a.req
-	if q.parent == nil {
+func (spanObserver) AttemptBegan(ctx context.Context, a *AttemptRecord) context.Context {
+	q := a.Ask
+	if q.Parent == nil {
 		return ctx
 	}
-	t, op := a.target, q.api.Operation
-	ctx, a.span = q.parent.TracerProvider().Tracer(tracerName).Start(ctx, op+" "+q.alias,
+	t, op := a.Target, q.API.Operation
+	ctx, a.span = q.Parent.TracerProvider().Tracer(tracerName).Start(ctx, op+" "+q.Alias,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", op),
-			attribute.String("gen_ai.request.model", q.alias),
-			attribute.String("gen_ai.provider.name", providerName(t.group)),
+			attribute.String("gen_ai.request.model", q.Alias),
+			attribute.String("gen_ai.provider.name", ProviderName(t.Upstream)),
 			attribute.String("hybrid_llm.group", t.Group),
 			attribute.String("hybrid_llm.target_model", t.Model),
-			attribute.Int("hybrid_llm.attempt", a.n),
-			attribute.Bool("hybrid_llm.stream", q.stream),
+			attribute.Int("hybrid_llm.attempt", a.Number),
+			attribute.Bool("hybrid_llm.stream", q.Stream),
 		))
 	return ctx
 }
 
-func (spanObserver) attemptEnded(a *attemptRecord) {
-	span, t, res := a.span, a.target, &a.res
+func (spanObserver) AttemptEnded(a *AttemptRecord) {
+	span, t, res := a.span, a.Target, &a.Result
 	if span == nil {
 		return
 	}
-	if ep := res.ep; ep != nil {
+	if ep := res.Endpoint; ep != nil {
 		span.SetAttributes(attribute.String("hybrid_llm.endpoint", ep.Dial))
-		if vg := t.group.VLLM; vg != nil {
+		if vg := t.Upstream.VLLM; vg != nil {
 			if rl := vg.RedLine(ep); rl != 0 {
 				span.SetAttributes(attribute.Int64("hybrid_llm.red_line", rl))
 			}
 		}
 	}
-	if a.status > 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", a.status))
+	if a.Status > 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", a.Status))
 	}
 	switch {
-	case a.failed != nil:
-		span.SetAttributes(attribute.String("hybrid_llm.fallback_reason", string(a.failed.reason)))
-		span.SetStatus(codes.Error, string(a.failed.reason))
-	case res.done:
+	case a.Failed != nil:
+		span.SetAttributes(attribute.String("hybrid_llm.fallback_reason", string(a.Failed.Reason)))
+		span.SetStatus(codes.Error, string(a.Failed.Reason))
+	case res.Done:
 		span.SetAttributes(attribute.String("gen_ai.response.model", t.Model))
-		if u := a.req.usage; u.Found {
+		if u := a.Ask.Usage; u.Found {
 			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", u.Prompt),
 				attribute.Int64("gen_ai.usage.output_tokens", u.Completion))
 		}
-		if a.status >= 400 {
-			span.SetStatus(codes.Error, "upstream answered "+strconv.Itoa(a.status))
+		if a.Status >= 400 {
+			span.SetStatus(codes.Error, "upstream answered "+strconv.Itoa(a.Status))
 		}
 	}
 	span.End()

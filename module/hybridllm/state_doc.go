@@ -52,20 +52,20 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 			al := g.in.aliases[name]
 			for i, tg := range al.Targets {
 				ts := adminapi.TargetState{Group: tg.Group, Model: tg.Model,
-					TimeoutSeconds: tg.run.timeout.Seconds(), FirstByteTimeoutSeconds: tg.run.firstByte.Seconds(),
-					IdleTimeoutSeconds: tg.run.idle.Seconds(), Retries: tg.run.retries}
-				if ws := al.setAt(i); ws != nil {
+					TimeoutSeconds: tg.Run.Timeout.Seconds(), FirstByteTimeoutSeconds: tg.Run.FirstByte.Seconds(),
+					IdleTimeoutSeconds: tg.Run.Idle.Seconds(), Retries: tg.Run.Retries}
+				if ws := al.SetAt(i); ws != nil {
 					// the weight served now, in the config's units
-					fine := ws.rr.weight(i - ws.start)
-					cur, conf := int(math.Round(float64(fine)/100)), ws.configured[i-ws.start]
+					fine := ws.Rotation.Weight(i - ws.Start)
+					cur, conf := int(math.Round(float64(fine)/100)), ws.Configured[i-ws.Start]
 					if fine > 0 {
 						cur = max(cur, 1) // it takes requests
 					}
-					ts.Set, ts.Weight, ts.ConfiguredWeight, ts.Strategy = ws.name, &cur, &conf, ws.strategy
-					if tg.seen.health != nil {
+					ts.Set, ts.Weight, ts.ConfiguredWeight, ts.Strategy = ws.Name, &cur, &conf, ws.Strategy
+					if tg.Seen.Health != nil {
 						var w int
-						ts.Health, w = tg.seen.health.state()
-						if ws.strategy == "" {
+						ts.Health, w = tg.Seen.Health.State()
+						if ws.Strategy == "" {
 							cur = w // the scheduler's own rounding
 						}
 					}
@@ -76,8 +76,8 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 				}
 				as.Targets = append(as.Targets, ts)
 			}
-			if c := al.chain; c != nil {
-				as.Degrade = c.state(t)
+			if c := al.Chain; c != nil {
+				as.Degrade = c.State(t)
 			}
 			gs.Aliases = append(gs.Aliases, as)
 		}
@@ -164,7 +164,7 @@ func endpointState(vg *upstream.VLLMGroup, ep *upstream.Endpoint, expect []strin
 	es.Drained = ep.Drained != nil && ep.Drained.Load()
 	if sc := ep.Score; sc != nil {
 		pct := int(math.Round(sc.Share() * 100))
-		es.HealthScore, _ = sc.Member.(*healthMember).state()
+		es.HealthScore, _ = sc.Member.(*HealthMember).State()
 		es.ServePercent = &pct
 	}
 	if snap.Models != nil {

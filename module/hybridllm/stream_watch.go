@@ -63,7 +63,7 @@ func (aw *attemptWriter) watch() {
 	if ep := aw.slot.Endpoint; ep != nil {
 		p = ep.Prober
 	}
-	idle := aw.target.run.idle
+	idle := aw.target.Run.Idle
 	if (idle <= 0 && p == nil) || aw.guard.cancel == nil || aw.guard.dog != nil {
 		return
 	}

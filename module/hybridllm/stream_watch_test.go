@@ -122,7 +122,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 // count.
 func BenchmarkAnswerWatch(b *testing.B) {
 	p := probe.New("http://127.0.0.1:1", clock.System, zap.NewNop())
-	aw := &attemptWriter{target: &Target{run: targetRun{idle: DefaultIdleTimeout}}, guard: answerGuard{cancel: func() {}}}
+	aw := &attemptWriter{target: &Target{Run: targetRun{Idle: DefaultIdleTimeout}}, guard: answerGuard{cancel: func() {}}}
 	aw.slot.Endpoint = &upstream.Endpoint{Prober: p}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -16,7 +16,7 @@ import (
 // span.
 
 // traceSkip records a target passed over on the request's span.
-func traceSkip(x *exchange, t *Target, why reason) {
+func traceSkip(x *exchange, t *Target, why Reason) {
 	if s := x.traced(); s != nil {
 		s.AddEvent("hybrid_llm.skip", trace.WithAttributes(
 			attribute.String("hybrid_llm.group", t.Group),
@@ -30,12 +30,12 @@ func traceOutcome(x *exchange) {
 	if s == nil || x.alias == nil {
 		return
 	}
-	s.SetAttributes(attribute.String("gen_ai.operation.name", x.q.api.Operation),
-		attribute.String("gen_ai.request.model", x.alias.name),
+	s.SetAttributes(attribute.String("gen_ai.operation.name", x.q.API.Operation),
+		attribute.String("gen_ai.request.model", x.alias.Name),
 		attribute.String("hybrid_llm.outcome", string(x.ans.outcome)))
 	if t := x.ans.target; t != nil {
 		s.SetAttributes(attribute.String("hybrid_llm.group", t.Group),
-			attribute.String("gen_ai.provider.name", providerName(t.group)),
+			attribute.String("gen_ai.provider.name", ProviderName(t.Upstream)),
 			attribute.String("gen_ai.response.model", t.Model))
 	}
 	if x.usage.Found {

@@ -25,7 +25,7 @@ import (
 
 // isConfigFault reports whether a reason is the gateway's configuration
 // at fault rather than the upstream's health.
-func isConfigFault(why reason) bool {
+func isConfigFault(why Reason) bool {
 	return why == because.UpstreamAuth || why == because.ModelNotFound || why == because.NotAPI
 }
 
@@ -41,7 +41,7 @@ type faultLog struct {
 // endpoints) and the reason.
 type faultKey struct {
 	endpoint string
-	why      reason
+	why      Reason
 }
 
 // start records a fault and reports whether it is new.
@@ -60,10 +60,10 @@ func (f *faultLog) start(k faultKey) bool {
 }
 
 // end forgets the faults of an endpoint that answered, and returns them.
-func (f *faultLog) end(endpoint string) []reason {
+func (f *faultLog) end(endpoint string) []Reason {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var ended []reason
+	var ended []Reason
 	for k := range f.on {
 		if k.endpoint == endpoint {
 			delete(f.on, k)
@@ -79,21 +79,21 @@ func (f *faultLog) end(endpoint string) []reason {
 // configuration (a): a vLLM endpoint that does not know the model is marked
 // misconfigured for it, a cloud's model list is checked again, and a new
 // fault is logged.
-func (f faultObserver) configFault(rec *attemptRecord, a *attempt) {
-	t, ep := rec.target, rec.res.ep
-	dial := upstreamOf(rec.req.r, ep)
-	if a.reason == because.ModelNotFound {
+func (f faultObserver) configFault(rec *AttemptRecord, a *Attempt) {
+	t, ep := rec.Target, rec.Result.Endpoint
+	dial := upstreamOf(rec.Ask.Request, ep)
+	if a.Reason == because.ModelNotFound {
 		if ep != nil {
 			ep.Prober.MarkMissing(t.Model)
 		} else {
-			t.group.Check.WakeNow()
+			t.Upstream.Check.WakeNow()
 		}
 	}
-	if !t.seen.faults.start(faultKey{endpoint: dial, why: a.reason}) {
+	if !t.Seen.faults.start(faultKey{endpoint: dial, why: a.Reason}) {
 		return
 	}
 	var msg string
-	switch a.reason {
+	switch a.Reason {
 	case because.UpstreamAuth:
 		msg = "the upstream refused the gateway's credentials: check the group's api_key; requests fall back to the next target"
 	case because.NotAPI:
@@ -106,8 +106,8 @@ func (f faultObserver) configFault(rec *attemptRecord, a *attempt) {
 	default:
 		msg = "the upstream answered 404 to the gateway: check the group's path and the target's model name; requests fall back to the next target"
 	}
-	fields := []zap.Field{zap.String("alias", rec.req.alias), zap.String("group", t.Group), zap.String("model", t.Model),
-		zap.String("reason", string(a.reason)), zap.Int("status", a.status)}
+	fields := []zap.Field{zap.String("alias", rec.Ask.Alias), zap.String("group", t.Group), zap.String("model", t.Model),
+		zap.String("reason", string(a.Reason)), zap.Int("status", a.Status)}
 	if dial != "" {
 		fields = append(fields, zap.String("endpoint", dial))
 	}
@@ -135,19 +135,19 @@ func upstreamOf(r *http.Request, ep *upstream.Endpoint) string {
 // such faults answers again.
 type faultObserver struct{ logger *zap.Logger }
 
-func (faultObserver) attemptBegan(ctx context.Context, _ *attemptRecord) context.Context { return ctx }
+func (faultObserver) AttemptBegan(ctx context.Context, _ *AttemptRecord) context.Context { return ctx }
 
-func (f faultObserver) attemptEnded(a *attemptRecord) {
-	if a.failed != nil && isConfigFault(a.failed.reason) {
-		f.configFault(a, a.failed)
+func (f faultObserver) AttemptEnded(a *AttemptRecord) {
+	if a.Failed != nil && isConfigFault(a.Failed.Reason) {
+		f.configFault(a, a.Failed)
 		return
 	}
-	t := a.target
-	if a.res.verdict != verdictSuccess || t.seen.faults.n.Load() == 0 {
+	t := a.Target
+	if a.Result.Verdict != VerdictSuccess || t.Seen.faults.n.Load() == 0 {
 		return
 	}
-	dial := upstreamOf(a.req.r, a.res.ep)
-	ended := t.seen.faults.end(dial)
+	dial := upstreamOf(a.Ask.Request, a.Result.Endpoint)
+	ended := t.Seen.faults.end(dial)
 	if len(ended) == 0 {
 		return
 	}
@@ -155,7 +155,7 @@ func (f faultObserver) attemptEnded(a *attemptRecord) {
 	for i, why := range ended {
 		reasons[i] = string(why)
 	}
-	fields := []zap.Field{zap.String("alias", a.req.alias), zap.String("group", t.Group), zap.String("model", t.Model),
+	fields := []zap.Field{zap.String("alias", a.Ask.Alias), zap.String("group", t.Group), zap.String("model", t.Model),
 		zap.Strings("reasons", reasons)}
 	if dial != "" {
 		fields = append(fields, zap.String("endpoint", dial))

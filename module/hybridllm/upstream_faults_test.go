@@ -16,7 +16,7 @@ func TestFaultLogOncePerState(t *testing.T) {
 	if !f.start(a) || f.start(a) || !f.start(b) {
 		t.Fatal("a fault must be new once, until it ends")
 	}
-	if got := f.end("10.0.0.1:8000"); !slices.Equal(got, []reason{because.UpstreamAuth}) || f.n.Load() != 1 {
+	if got := f.end("10.0.0.1:8000"); !slices.Equal(got, []Reason{because.UpstreamAuth}) || f.n.Load() != 1 {
 		t.Errorf("end: %v, %d held", got, f.n.Load())
 	}
 	if got := f.end("10.0.0.1:8000"); got != nil {

@@ -34,7 +34,7 @@ import (
 // bounds them; gw is the gateway's name, for the metrics) when
 // it was answered (2xx) and the answer carried no usage, or when the
 // client left before the answer, with the request at an upstream.
-func (x *exchange) estimateUsage(b *tokenBounds, gw string) {
+func (x *exchange) estimateUsage(b *TokenBounds, gw string) {
 	if x.ans.target == nil && x.ans.abandoned != nil {
 		x.estimateAbandoned(b, gw)
 		return
@@ -43,9 +43,9 @@ func (x *exchange) estimateUsage(b *tokenBounds, gw string) {
 		return
 	}
 	u := &x.usage
-	u.Prompt, u.Completion, u.Cached = b.promptEstimate(), 0, 0
+	u.Prompt, u.Completion, u.Cached = b.PromptEstimate(), 0, 0
 	switch {
-	case x.q.api.PromptOnly:
+	case x.q.API.PromptOnly:
 	case u.SSE:
 		u.Completion = u.TextEvents
 		if u.TextBytes > 8*u.TextEvents {
@@ -55,12 +55,12 @@ func (x *exchange) estimateUsage(b *tokenBounds, gw string) {
 		u.Completion = (u.TextBytes + 3) / 4
 	default:
 		u.Completion = (x.ans.sent + 3) / 4
-		if m := x.q.features.requested(); m > 0 {
-			u.Completion = min(u.Completion, int64(m)*int64(x.q.features.choices()))
+		if m := x.q.Features.Requested(); m > 0 {
+			u.Completion = min(u.Completion, int64(m)*int64(x.q.Features.Choices()))
 		}
 	}
 	u.Found, x.ans.estimated = true, true
-	usageEstimated.WithLabelValues(gw, x.alias.name, x.ans.target.Group).Inc()
+	UsageEstimated.WithLabelValues(gw, x.alias.Name, x.ans.target.Group).Inc()
 }
 
 // estimateAbandoned charges a request whose client left before the
@@ -68,13 +68,13 @@ func (x *exchange) estimateUsage(b *tokenBounds, gw string) {
 // cloud generates a JSON answer whole, and bills it, whether or not
 // anyone is left to read it (vLLM aborts a request whose connection
 // closes, and a stream stops with its connection).
-func (x *exchange) estimateAbandoned(b *tokenBounds, gw string) {
+func (x *exchange) estimateAbandoned(b *TokenBounds, gw string) {
 	t := x.ans.abandoned
 	u := &x.usage
-	*u = protocol.UsageScanner{Usage: protocol.Usage{Prompt: b.promptEstimate(), Found: true}}
-	if !x.q.stream && t.group.VLLM == nil && !x.q.api.PromptOnly {
-		_, u.Completion = b.tokenBoundOn(t)
+	*u = protocol.UsageScanner{Usage: protocol.Usage{Prompt: b.PromptEstimate(), Found: true}}
+	if !x.q.Stream && t.Upstream.VLLM == nil && !x.q.API.PromptOnly {
+		_, u.Completion = b.TokenBoundOn(t)
 	}
 	x.ans.estimated = true
-	usageEstimated.WithLabelValues(gw, x.alias.name, t.Group).Inc()
+	UsageEstimated.WithLabelValues(gw, x.alias.Name, t.Group).Inc()
 }

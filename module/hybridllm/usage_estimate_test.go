@@ -37,13 +37,13 @@ func TestPromptEstimateCountsMedia(t *testing.T) {
 			`{"role":"user","content":"image_url"}]}`, 125},
 	} {
 		b := []byte(tc.body)
-		q := new(asked)
+		q := new(Asked)
 		var ok bool
-		if q.top, ok = protocol.Scan(b); !ok {
+		if q.Top, ok = protocol.Scan(b); !ok {
 			t.Fatalf("invalid test body %s", b)
 		}
-		q.features = newFeatures(b, nil, &q.top)
-		if got := (&tokenBounds{q: q}).promptEstimate(); got != tc.want {
+		q.Features = NewFeatures(b, nil, &q.Top)
+		if got := (&TokenBounds{Ask: q}).PromptEstimate(); got != tc.want {
 			t.Errorf("%.200s: %d tokens, want %d", b, got, tc.want)
 		}
 	}
@@ -55,7 +55,7 @@ func TestPromptEstimateAllocations(t *testing.T) {
 		`{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}],"input":[{"content":[{"type":"input_image"}]}]}`)
 	top, _ := protocol.Scan(b)
 	if n := testing.AllocsPerRun(100, func() {
-		f := newFeatures(b, nil, &top)
+		f := NewFeatures(b, nil, &top)
 		f.promptWithMedia()
 	}); n != 0 {
 		t.Errorf("%v allocations", n)

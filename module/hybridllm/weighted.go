@@ -18,13 +18,13 @@ import (
 // picks, and falls back to the others, by weight, before the targets
 // after the set. A member of weight 0 gets no request.
 type weightedSet struct {
-	name       string
-	start, end int        // the members: al.Targets[start:end]
+	Name       string
+	Start, End int        // the members: al.Targets[start:end]
 	byWeight   []int      // the members, heaviest first
-	configured []int      // the members' weights in the config
-	rr         *swrr      // in hundredths of a weight
-	health     *setHealth // its scheduler, when its members are watched
-	strategy   string     // its leaning, if any (see SetConfig)
+	Configured []int      // the members' weights in the config
+	Rotation   *swrr      // in hundredths of a weight
+	health     *SetHealth // its scheduler, when its members are watched
+	Strategy   string     // its leaning, if any (see SetConfig)
 	members    []*Target  // with strategy latency
 
 	// without health: the weights served when healthy (configured, or
@@ -51,10 +51,10 @@ func (ws *weightedSet) serveLocked() {
 	same := true
 	for i, b := range ws.base {
 		w[i] = ws.leaned(i, b*100)
-		same = same && ws.rr.weight(i) == w[i]
+		same = same && ws.Rotation.Weight(i) == w[i]
 	}
 	if !same {
-		ws.rr.setAll(w)
+		ws.Rotation.setAll(w)
 	}
 }
 
@@ -86,8 +86,8 @@ func (s *swrr) setAll(w []int) {
 	}
 }
 
-// weight returns a member's weight now.
-func (s *swrr) weight(i int) int {
+// Weight returns a member's weight now.
+func (s *swrr) Weight(i int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.weights[i]
@@ -118,18 +118,18 @@ func (s *swrr) next() int {
 // order appends the set's members for one request to plan: the picked
 // one first, then the others with a weight, heaviest first.
 func (ws *weightedSet) order(plan []*Target, members []*Target) []*Target {
-	first := ws.rr.next()
+	first := ws.Rotation.next()
 	if first < 0 {
 		return plan // no member takes new requests
 	}
 	plan = append(plan, members[first])
-	ws.rr.mu.Lock()
+	ws.Rotation.mu.Lock()
 	for _, i := range ws.byWeight {
-		if i != first && ws.rr.weights[i] > 0 {
+		if i != first && ws.Rotation.weights[i] > 0 {
 			plan = append(plan, members[i])
 		}
 	}
-	ws.rr.mu.Unlock()
+	ws.Rotation.mu.Unlock()
 	return plan
 }
 
@@ -148,10 +148,10 @@ func weightOverrideOf(gw, alias, set, group string) *atomic.Pointer[weightOverri
 	})
 }
 
-// hasMember reports whether a weighted set of the alias has the group.
-func (al *Alias) hasMember(group string) bool {
-	for _, ws := range al.sets {
-		for _, t := range al.Targets[ws.start:ws.end] {
+// HasMember reports whether a weighted set of the alias has the group.
+func (al *Alias) HasMember(group string) bool {
+	for _, ws := range al.WeightedSets {
+		for _, t := range al.Targets[ws.Start:ws.End] {
 			if t.Group == group {
 				return true
 			}
@@ -160,13 +160,13 @@ func (al *Alias) hasMember(group string) bool {
 	return false
 }
 
-// setWeight sets the weight of the members of the alias's sets in a
+// SetWeight sets the weight of the members of the alias's sets in a
 // group, for this config of gateway gw and the reloads that keep its weight; it reports
 // false when the group is in no set of the alias.
-func (al *Alias) setWeight(gw, group string, w int) bool {
+func (al *Alias) SetWeight(gw, group string, w int) bool {
 	found := false
-	for _, ws := range al.sets {
-		for i, t := range al.Targets[ws.start:ws.end] {
+	for _, ws := range al.WeightedSets {
+		for i, t := range al.Targets[ws.Start:ws.End] {
 			if t.Group == group {
 				if ws.health != nil {
 					ws.health.setBase(i, w) // the scheduler moves weights from here
@@ -176,7 +176,7 @@ func (al *Alias) setWeight(gw, group string, w int) bool {
 					ws.serveLocked()
 					ws.mu.Unlock()
 				}
-				weightOverrideOf(gw, al.name, ws.name, group).Store(&weightOverride{configured: ws.configured[i], weight: w})
+				weightOverrideOf(gw, al.Name, ws.Name, group).Store(&weightOverride{configured: ws.Configured[i], weight: w})
 				found = true
 			}
 		}
@@ -188,7 +188,7 @@ func (al *Alias) setWeight(gw, group string, w int) bool {
 // same set name. A weight set through the admin API is kept while the
 // config's weight for the member is the one it replaced.
 func (al *Alias) provisionSets(gw string) error {
-	al.sets = nil
+	al.WeightedSets = nil
 	for i := 0; i < len(al.Targets); {
 		t := al.Targets[i]
 		if t.Set == "" {
@@ -216,14 +216,14 @@ func (al *Alias) provisionSets(gw string) error {
 			weights = append(weights, w)
 			j++
 		}
-		for _, other := range al.sets {
-			if other.name == t.Set {
+		for _, other := range al.WeightedSets {
+			if other.Name == t.Set {
 				return fmt.Errorf("set %q: its targets must be next to each other", t.Set)
 			}
 		}
 		configured := slices.Clone(weights)
 		for k, m := range al.Targets[i:j] {
-			slot := weightOverrideOf(gw, al.name, t.Set, m.Group)
+			slot := weightOverrideOf(gw, al.Name, t.Set, m.Group)
 			if ov := slot.Load(); ov != nil {
 				if ov.configured == configured[k] {
 					weights[k] = ov.weight
@@ -241,39 +241,39 @@ func (al *Alias) provisionSets(gw string) error {
 		for k, w := range weights {
 			fine[k] = w * 100
 		}
-		al.sets = append(al.sets, &weightedSet{name: t.Set, start: i, end: j, byWeight: byWeight, configured: configured,
-			base: weights, rr: newSWRR(fine)})
+		al.WeightedSets = append(al.WeightedSets, &weightedSet{Name: t.Set, Start: i, End: j, byWeight: byWeight, Configured: configured,
+			base: weights, Rotation: newSWRR(fine)})
 		i = j
 	}
 	return nil
 }
 
-// ordered returns the targets of plan (a tail of al.Targets) for one
+// Ordered returns the targets of plan (a tail of al.Targets) for one
 // request: a weighted set's members in this request's order. buf holds
 // the result when it fits.
-func (al *Alias) ordered(plan []*Target, buf []*Target) []*Target {
-	if len(al.sets) == 0 {
+func (al *Alias) Ordered(plan []*Target, buf []*Target) []*Target {
+	if len(al.WeightedSets) == 0 {
 		return plan
 	}
 	offset := len(al.Targets) - len(plan) // where plan starts in al.Targets
 	out := buf[:0]
 	for i := offset; i < len(al.Targets); {
-		ws := al.setAt(i)
+		ws := al.SetAt(i)
 		if ws == nil {
 			out = append(out, al.Targets[i])
 			i++
 			continue
 		}
-		out = ws.order(out, al.Targets[ws.start:ws.end])
-		i = ws.end
+		out = ws.order(out, al.Targets[ws.Start:ws.End])
+		i = ws.End
 	}
 	return out
 }
 
-// setAt returns the weighted set target i belongs to, if any.
-func (al *Alias) setAt(i int) *weightedSet {
-	for _, ws := range al.sets {
-		if i >= ws.start && i < ws.end {
+// SetAt returns the weighted set target i belongs to, if any.
+func (al *Alias) SetAt(i int) *weightedSet {
+	for _, ws := range al.WeightedSets {
+		if i >= ws.Start && i < ws.End {
 			return ws
 		}
 	}

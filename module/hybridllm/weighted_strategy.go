@@ -29,9 +29,9 @@ type SetConfig struct {
 
 // Strategies.
 const (
-	strategyWeighted = "weighted"
-	strategyLatency  = "latency"
-	strategyCost     = "cost"
+	StrategyWeighted = "weighted"
+	StrategyLatency  = "latency"
+	StrategyCost     = "cost"
 )
 
 // minLean is the smallest share of its weight a strategy leaves a member.
@@ -68,42 +68,42 @@ func (ml *memberLatency) p50(t time.Time) (time.Duration, bool) {
 // provisionStrategy sets up the set's leaning, from its config; logger
 // warns of what it cannot lean by.
 func provisionStrategy(al *Alias, ws *weightedSet, logger *zap.Logger) error {
-	sc := al.Sets[ws.name]
-	if sc == nil || sc.Strategy == "" || sc.Strategy == strategyWeighted {
+	sc := al.Sets[ws.Name]
+	if sc == nil || sc.Strategy == "" || sc.Strategy == StrategyWeighted {
 		return nil
 	}
-	members := al.Targets[ws.start:ws.end]
-	ws.strategy = sc.Strategy
+	members := al.Targets[ws.Start:ws.End]
+	ws.Strategy = sc.Strategy
 	ws.lean = make([]float64, len(members))
 	for i := range ws.lean {
 		ws.lean[i] = 1
 	}
 	switch sc.Strategy {
-	case strategyLatency:
+	case StrategyLatency:
 		for _, t := range members {
-			t.seen.latency = &memberLatency{w: healthscore.NewWindow(latencyWindow)}
+			t.Seen.latency = &memberLatency{w: healthscore.NewWindow(latencyWindow)}
 		}
 		ws.members = members
-	case strategyCost:
+	case StrategyCost:
 		prices := make([]float64, len(members))
 		for i, t := range members {
 			prices[i] = math.NaN() // unknown
-			switch cc := t.group.Cost; {
+			switch cc := t.Upstream.Cost; {
 			case cc == nil:
 				logger.Warn("a member of a set with strategy cost has no cost block; it is not weighed by price",
-					zap.String("alias", al.name), zap.String("set", ws.name), zap.String("group", t.Group))
-			case t.group.Kind == KindVLLM:
+					zap.String("alias", al.Name), zap.String("set", ws.Name), zap.String("group", t.Group))
+			case t.Upstream.Kind == KindVLLM:
 				prices[i] = 0 // its GPUs are paid for: a token more costs nothing
 			case cc.PerSecond > 0:
 				logger.Warn("a member of a set with strategy cost is priced per second; it is not weighed by price",
-					zap.String("alias", al.name), zap.String("set", ws.name), zap.String("group", t.Group))
+					zap.String("alias", al.Name), zap.String("set", ws.Name), zap.String("group", t.Group))
 			default:
 				prices[i] = cc.InputPerMillion + cc.OutputPerMillion
 			}
 		}
 		ws.lean = leanTowardsLowest(prices)
 	default:
-		return fmt.Errorf("set %q: unknown strategy %q: want weighted, latency or cost", ws.name, sc.Strategy)
+		return fmt.Errorf("set %q: unknown strategy %q: want weighted, latency or cost", ws.Name, sc.Strategy)
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ func (ws *weightedSet) relean(t time.Time) {
 	values := make([]float64, len(ws.members))
 	for i, m := range ws.members {
 		values[i] = math.NaN()
-		if p50, ok := m.seen.latency.p50(t); ok {
+		if p50, ok := m.Seen.latency.p50(t); ok {
 			values[i] = float64(p50)
 		}
 	}
@@ -144,7 +144,7 @@ func (ws *weightedSet) relean(t time.Time) {
 	if hs := ws.health; hs != nil {
 		hs.mu.Lock()
 		ws.lean = lean
-		hs.apply()
+		hs.Apply()
 		hs.mu.Unlock()
 		return
 	}

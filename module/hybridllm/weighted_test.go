@@ -67,7 +67,7 @@ func TestWeightedOrder(t *testing.T) {
 	firsts := map[string]int{}
 	var buf [6]*Target
 	for range 100 {
-		plan := al.ordered(al.Targets, buf[:])
+		plan := al.Ordered(al.Targets, buf[:])
 		if len(plan) != 3 || plan[2] != last {
 			t.Fatalf("plan %v", groups(plan))
 		}
@@ -81,7 +81,7 @@ func TestWeightedOrder(t *testing.T) {
 		t.Errorf("first picks %v", firsts)
 	}
 	// a tail that starts after the set is left as it is
-	if plan := al.ordered(al.Targets[3:], buf[:]); len(plan) != 1 || plan[0] != last {
+	if plan := al.Ordered(al.Targets[3:], buf[:]); len(plan) != 1 || plan[0] != last {
 		t.Errorf("tail %v", groups(plan))
 	}
 
@@ -116,7 +116,7 @@ func BenchmarkWeightedPick(b *testing.B) {
 	var buf [6]*Target
 	b.ReportAllocs()
 	for b.Loop() {
-		if plan := al.ordered(al.Targets, buf[:]); len(plan) != 4 {
+		if plan := al.Ordered(al.Targets, buf[:]); len(plan) != 4 {
 			b.Fatal(len(plan))
 		}
 	}
