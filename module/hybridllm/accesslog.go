@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"github.com/caddyserver/caddy/v2"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -94,7 +95,7 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 }
 
 // triedList renders the failed attempts as `group:reason` strings.
-type triedList []Attempt
+type triedList []routing.Attempt
 
 func (l *triedList) MarshalLogArray(ae zapcore.ArrayEncoder) error {
 	for _, a := range *l {

@@ -18,6 +18,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
@@ -253,7 +254,7 @@ func serveSpendAccept(w http.ResponseWriter, r *http.Request) error {
 }
 
 // readAliasAction is readAction for the routes about one alias.
-func readAliasAction(r *http.Request) (*adminapi.ActionRequest, *Gateway, *Alias, error) {
+func readAliasAction(r *http.Request) (*adminapi.ActionRequest, *Gateway, *routing.Alias, error) {
 	req, g, err := readAction(r)
 	if err != nil {
 		return nil, nil, nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -21,7 +22,7 @@ import (
 
 // try makes one attempt on a target, at its turn. The error is the
 // proxy's, for a response that has started.
-func (rt *route) try(ctx context.Context, t *Target, turn AttemptTurn) (res AttemptResult, err error) {
+func (rt *route) try(ctx context.Context, t *routing.Target, turn routing.AttemptTurn) (res routing.AttemptResult, err error) {
 	actx, cancel := rt.attemptContext(ctx, t)
 	defer cancel()
 	aw := rt.attemptWriterFor(t, turn, cancel)
@@ -63,10 +64,10 @@ func (rt *route) try(ctx context.Context, t *Target, turn AttemptTurn) (res Atte
 // the client, an answer under way or whole, a client gone before the
 // first byte, or a failure that hands the request on. The error is the
 // proxy's, for an answer that has started.
-func (rt *route) conclude(ctx, actx context.Context, t *Target, aw *attemptWriter, end *attemptEnd, res *AttemptResult) error {
+func (rt *route) conclude(ctx, actx context.Context, t *routing.Target, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) error {
 	end.clientGone = rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.out.lost
 	if rt.answerHeld(aw, end) {
-		res.Done, res.Verdict = true, VerdictSuccess // the client's business, not the upstream's
+		res.Done, res.Verdict = true, routing.VerdictSuccess // the client's business, not the upstream's
 		return nil
 	}
 	if aw.hold.status != 0 && !end.aborted && end.err == nil {
@@ -101,7 +102,7 @@ type attemptEnd struct {
 // attemptContext is an attempt's context: one its time limits (see
 // limitTimer) or the answer's watchdog may cancel. A later attempt gets
 // the request's variables in a map of its own.
-func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context, context.CancelFunc) {
+func (rt *route) attemptContext(ctx context.Context, t *routing.Target) (context.Context, context.CancelFunc) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if t.Run.Timeout > 0 || (t.Run.FirstByte > 0 && rt.q.Stream) || t.Run.Idle > 0 || t.Upstream.VLLM != nil {
 		actx, cancel = context.WithCancel(ctx)
@@ -120,7 +121,7 @@ func (rt *route) attemptContext(ctx context.Context, t *Target) (context.Context
 
 // attemptWriterFor is the writer an attempt on t answers into: the
 // route's own for the first attempt, a new one for each later one.
-func (rt *route) attemptWriterFor(t *Target, turn AttemptTurn, cancel context.CancelFunc) *attemptWriter {
+func (rt *route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, cancel context.CancelFunc) *attemptWriter {
 	aw := &rt.first
 	if aw.rt != nil {
 		aw = new(attemptWriter)
@@ -132,7 +133,7 @@ func (rt *route) attemptWriterFor(t *Target, turn AttemptTurn, cancel context.Ca
 
 // attemptRequest is the request an attempt on t sends: the client's, with
 // the attempt's context and t's body.
-func (rt *route) attemptRequest(actx context.Context, t *Target, aw *attemptWriter) *http.Request {
+func (rt *route) attemptRequest(actx context.Context, t *routing.Target, aw *attemptWriter) *http.Request {
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
 	pr.ContentLength, rt.inj.injected = rt.bodyFor(t, &aw.body)
@@ -178,7 +179,7 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 // outcome, and the error event (or the abort) of one cut short. A stream
 // the upstream ended cleanly before its last chunk was cut short all the
 // same.
-func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *AttemptResult) {
+func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
 	cut := false
 	if aw.out.scan != nil {
 		aw.finishBody(end.aborted)
@@ -190,18 +191,18 @@ func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *at
 	case end.clientGone:
 		// nobody's fault but the client's: not the upstream's failure
 		if broken {
-			rt.x.ans.outcome = OutcomeClientCanceled
+			rt.x.ans.outcome = routing.OutcomeClientCanceled
 		}
 	case broken && ctx.Err() != nil:
 		// the gateway's deadline, which covers every attempt together,
 		// cut it: no evidence against the upstream, as before the first
 		// byte
-		rt.x.ans.outcome = OutcomeInterrupted
+		rt.x.ans.outcome = routing.OutcomeInterrupted
 	case broken:
-		res.Verdict = VerdictFailure // the upstream broke off
-		rt.x.ans.outcome = OutcomeInterrupted
+		res.Verdict = routing.VerdictFailure // the upstream broke off
+		rt.x.ans.outcome = routing.OutcomeInterrupted
 	default:
-		res.Verdict = VerdictSuccess
+		res.Verdict = routing.VerdictSuccess
 	}
 	switch {
 	case cut:
@@ -213,9 +214,9 @@ func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *at
 
 // failedAttempt records why an attempt failed before its first byte; what
 // it buffered is discarded, and the next target gets the request.
-func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *AttemptResult) {
+func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
 	t := aw.target
-	a := Attempt{Target: t, Status: aw.status}
+	a := routing.Attempt{Target: t, Status: aw.status}
 	switch {
 	case end.contextErr:
 		a.Reason = because.ContextLength
@@ -249,7 +250,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 			// while it was written: nothing of it was answered, and no
 			// upstream is at fault yet
 			rt.staleRetried = true
-			res.Stale, res.Verdict = true, VerdictNone
+			res.Stale, res.Verdict = true, routing.VerdictNone
 			// the pool's other connections to the upstream are as old:
 			// the next attempt dials a new one
 			t.Upstream.CloseIdleConnections()
@@ -258,7 +259,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 	}
 	rt.x.attempts = append(rt.x.attempts, a)
 	if ep := res.Endpoint; ep != nil {
-		res.Cause = breaker.Cause{Conn: ConnFailure(a.Reason), Probe: ep.Prober.HealthSeq()}
+		res.Cause = breaker.Cause{Conn: routing.ConnFailure(a.Reason), Probe: ep.Prober.HealthSeq()}
 		if a.Status == http.StatusTooManyRequests {
 			res.Held = ep.Breaker.HoldFor(a.Wait, rt.g.clock.Now())
 		}
@@ -272,14 +273,14 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		c.Write(zap.String("request_id", rt.x.id), rt.x.clientIDField(), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", string(a.Reason)), zap.Error(end.err))
 	}
-	res.Verdict = VerdictOf(a.Reason, rt.r.Context())
+	res.Verdict = routing.VerdictOf(a.Reason, rt.r.Context())
 }
 
 // bodyFor sets b to the request body as target t gets it: its model name
 // swapped in and, if its group asks for stream usage, the usage asked
 // for (injected); on a tier with a max_tokens, clamped to it. It returns
 // the body's length.
-func (rt *route) bodyFor(t *Target, b *upstreamBody) (length int64, injected bool) {
+func (rt *route) bodyFor(t *routing.Target, b *upstreamBody) (length int64, injected bool) {
 	if t.Tier != nil && rt.x.deg != nil {
 		rt.x.deg.ClampedTo = 0 // this attempt's, if it clamps
 		if t.Tier.MaxTokens > 0 {
@@ -364,7 +365,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 // its first byte, for the given cause.
 func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field {
 	return []zap.Field{zap.String("request_id", rt.x.id), rt.x.clientIDField(),
-		zap.String("outcome", OutcomeInterrupted),
+		zap.String("outcome", routing.OutcomeInterrupted),
 		zap.String("cause", cause),
 		zap.String("group", aw.target.Group),
 		zap.String("model", aw.target.Model)}
@@ -372,12 +373,12 @@ func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field 
 
 // beginAttempt starts the record of an attempt and tells its target's
 // observers; the context is the attempt's from then on.
-func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn AttemptTurn) context.Context {
+func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn routing.AttemptTurn) context.Context {
 	if rt.ask.Request == nil {
-		rt.ask = AttemptAsk{Alias: rt.x.alias.Name, API: rt.q.API, Stream: rt.q.Stream, Request: rt.r, Parent: rt.x.traced(), Usage: &rt.x.usage}
+		rt.ask = routing.AttemptAsk{Alias: rt.x.alias.Name, API: rt.q.API, Stream: rt.q.Stream, Request: rt.r, Parent: rt.x.traced(), Usage: &rt.x.usage}
 	}
 	t := aw.target
-	aw.rec = AttemptRecord{Target: t, Turn: turn, Number: len(rt.x.attempts) + 1, Began: aw.began, Ask: &rt.ask}
+	aw.rec = routing.AttemptRecord{Target: t, Turn: turn, Number: len(rt.x.attempts) + 1, Began: aw.began, Ask: &rt.ask}
 	for _, o := range t.Run.Observers {
 		actx = o.AttemptBegan(actx, &aw.rec)
 	}
@@ -387,7 +388,7 @@ func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn Atte
 // endAttempt completes the record of an attempt judged (res), before
 // which the request had recorded n attempts, and tells its target's
 // observers, last first.
-func (rt *route) endAttempt(aw *attemptWriter, res *AttemptResult, n int) {
+func (rt *route) endAttempt(aw *attemptWriter, res *routing.AttemptResult, n int) {
 	a := &aw.rec
 	a.Result, a.Status, a.Slot = *res, aw.status, &aw.slot
 	if len(rt.x.attempts) > n {

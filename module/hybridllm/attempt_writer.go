@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -35,17 +36,17 @@ var headerMaps = sync.Pool{New: func() any { return make(http.Header, 8) }}
 type attemptWriter struct {
 	w      http.ResponseWriter
 	rt     *route
-	target *Target
+	target *routing.Target
 	header http.Header
 	status int
 	state  atomic.Int32
-	slot   upstream.Slot // for the selection policy, on a vLLM group
-	body   upstreamBody  // the request body this attempt sends
-	began  time.Time     // the attempt's start
-	rec    AttemptRecord // what the attempt's observers see of it
-	hold   answerHold    // what it holds back of the answer
-	out    answerOut     // how the answer is passed on
-	guard  answerGuard   // the answer's watch
+	slot   upstream.Slot         // for the selection policy, on a vLLM group
+	body   upstreamBody          // the request body this attempt sends
+	began  time.Time             // the attempt's start
+	rec    routing.AttemptRecord // what the attempt's observers see of it
+	hold   answerHold            // what it holds back of the answer
+	out    answerOut             // how the answer is passed on
+	guard  answerGuard           // the answer's watch
 }
 
 // answerHold is what an attempt holds back of its answer, and why.
@@ -141,7 +142,7 @@ func (aw *attemptWriter) commit(status int) bool {
 	t := aw.target
 	rt.x.ans.target, rt.x.ans.began = t, aw.began
 	if t.Tier != nil {
-		rt.x.deg.mark(&rt.x, rt.g.Name, aw, h)
+		markDegraded(rt.x.deg, &rt.x, rt.g.Name, aw, h)
 	}
 	if rt.g.routeHeadersOn() {
 		rt.setRouteHeaders(h, t)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
@@ -35,7 +36,7 @@ func chatRequest(size int) []byte {
 // BenchmarkModelRewrite is the model swap of one attempt alone, read out
 // as the upstream reads it.
 func BenchmarkModelRewrite(b *testing.B) {
-	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
+	tg := &routing.Target{Group: "self", Model: "qwen2.5-7b-instruct"}
 	tg.Run.ModelJSON, _ = json.Marshal(tg.Model)
 	for _, size := range []struct {
 		name string
@@ -47,7 +48,7 @@ func BenchmarkModelRewrite(b *testing.B) {
 			b.ReportAllocs()
 			var ub upstreamBody
 			for b.Loop() {
-				sp, _ := tg.modelSplice(&top)
+				sp, _ := modelSplice(tg, &top)
 				if n, _ := ub.set(body, sp), 0; n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}
@@ -60,10 +61,10 @@ func BenchmarkModelRewrite(b *testing.B) {
 // first attempt: validation and the top-level fields in one pass, the
 // alias lookup and the model swap.
 func BenchmarkBodyRewrite(b *testing.B) {
-	g := &Gateway{in: front{aliases: map[string]*Alias{}}}
-	tg := &Target{Group: "self", Model: "qwen2.5-7b-instruct"}
+	g := &Gateway{in: front{aliases: map[string]*routing.Alias{}}}
+	tg := &routing.Target{Group: "self", Model: "qwen2.5-7b-instruct"}
 	tg.Run.ModelJSON, _ = json.Marshal(tg.Model)
-	g.in.aliases["chat-main"] = &Alias{Name: "chat-main", Targets: []*Target{tg}}
+	g.in.aliases["chat-main"] = &routing.Alias{Name: "chat-main", Targets: []*routing.Target{tg}}
 	for _, size := range []struct {
 		name string
 		n    int
@@ -79,7 +80,7 @@ func BenchmarkBodyRewrite(b *testing.B) {
 				if !ok || top.Models != 1 || !found {
 					b.Fatal("bad fields")
 				}
-				sp, _ := al.Targets[0].modelSplice(&top)
+				sp, _ := modelSplice(al.Targets[0], &top)
 				if n := ub.set(body, sp); n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}
@@ -102,16 +103,16 @@ func BenchmarkGjsonValid(b *testing.B) {
 // BenchmarkFeatures is pre-routing: the body's one pass, then rules on
 // prompt size, max_tokens, a header and a field, on a 100 KB request.
 func BenchmarkFeatures(b *testing.B) {
-	al := &Alias{Name: "chat-main", Targets: []*Target{{Group: "self"}, {Group: "cloud"}}}
-	al.Routes = []*Rule{
+	al := &routing.Alias{Name: "chat-main", Targets: []*routing.Target{{Group: "self"}, {Group: "cloud"}}}
+	al.Routes = []*routing.Rule{
 		{Group: "cloud", Header: map[string]string{"X-Workload": "batch"}},
 		{Group: "cloud", Fields: []string{"tools"}},
 		{Group: "cloud", MaxTokensOver: 4000},
 		{Group: "cloud", PromptTokensOver: 100000},
 	}
-	g := new(AliasSetup)
+	g := new(routing.AliasSetup)
 	for _, r := range al.Routes {
-		if err := r.provision(g, al); err != nil {
+		if err := r.Provision(g, al); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -122,7 +123,7 @@ func BenchmarkFeatures(b *testing.B) {
 	var top protocol.Request // the route's, in the gateway
 	for b.Loop() {
 		top, _ = protocol.Scan(body, g.Watch...)
-		f := NewFeatures(body, h, &top)
+		f := routing.NewFeatures(body, h, &top)
 		if plan, rule := al.Plan(&f); rule != nil || len(plan) != 2 {
 			b.Fatal("unexpected match")
 		}
@@ -148,9 +149,9 @@ func BenchmarkScanTop(b *testing.B) {
 func BenchmarkMeterAndLog(b *testing.B) {
 	g := &Gateway{Name: "default"}
 	grp := &Group{Run: upstream.GroupRun{Name: "self"}, Kind: KindVLLM}
-	t := &Target{Group: "self", Model: "qwen", Upstream: grp}
-	t.Seen.metrics = NewTargetMetrics(g.Name, "chat-main", t, "")
-	al := &Alias{Name: "chat-main", Targets: []*Target{t}}
+	t := &routing.Target{Group: "self", Model: "qwen", Upstream: grp}
+	t.Seen.Metrics = routing.NewTargetMetrics(g.Name, "chat-main", t, "")
+	al := &routing.Alias{Name: "chat-main", Targets: []*routing.Target{t}}
 	req, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	for _, logs := range []bool{false, true} {
@@ -162,7 +163,7 @@ func BenchmarkMeterAndLog(b *testing.B) {
 			b.ReportAllocs()
 			rt := new(route) // the route comes with the request, not with this work
 			for b.Loop() {
-				*rt = route{g: g, r: req, q: Asked{API: protocol.ForPath(req.URL.Path)}}
+				*rt = route{g: g, r: req, q: routing.Asked{API: protocol.ForPath(req.URL.Path)}}
 				rt.x = exchange{alias: al, r: req, q: &rt.q, start: time.Now(), ans: answer{target: t, status: 200, ttfb: time.Millisecond}}
 				rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 100, 200
 				extra := new(caddyhttp.ExtraLogFields)

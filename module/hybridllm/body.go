@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/tidwall/sjson"
 )
 
@@ -173,7 +174,7 @@ func (b *upstreamBody) replay() (io.ReadCloser, error) {
 // found it, for the target's model name: nothing else changes (key order,
 // whitespace, unknown fields). It reports false when the target takes
 // the name as the client sent it.
-func (t *Target) modelSplice(top *protocol.Request) (splice, bool) {
+func modelSplice(t *routing.Target, top *protocol.Request) (splice, bool) {
 	if t.Run.SameName {
 		return splice{}, false
 	}
@@ -264,7 +265,7 @@ func visibleASCII(s string) bool {
 // bodyFor sets b to the request body (q) as target t gets it: its model
 // name swapped in and, if its group asks for stream usage and the request
 // does (u), the usage asked for (injected). It returns the body's length.
-func (u *usageAsk) bodyFor(q *Asked, t *Target, b *upstreamBody) (length int64, injected bool) {
+func (u *usageAsk) bodyFor(q *routing.Asked, t *routing.Target, b *upstreamBody) (length int64, injected bool) {
 	body, top := q.Body, &q.Top
 	if t.Upstream.Run.StreamUsage && u.body != nil {
 		body, top = u.body.body, &u.body.top
@@ -272,7 +273,7 @@ func (u *usageAsk) bodyFor(q *Asked, t *Target, b *upstreamBody) (length int64, 
 	}
 	var splices [2]splice
 	n := 0
-	if sp, ok := t.modelSplice(top); ok {
+	if sp, ok := modelSplice(t, top); ok {
 		splices[n], n = sp, n+1
 	}
 	if t.Upstream.Run.StreamUsage && u.splice.with != nil {

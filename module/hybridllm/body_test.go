@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 func TestSetModelKeepsEverythingElse(t *testing.T) {
@@ -40,11 +41,11 @@ func TestSetModelKeepsEverythingElse(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tg := &Target{Model: tc.model}
+			tg := &routing.Target{Model: tc.model}
 			tg.Run.ModelJSON = []byte(jsonString(tc.model))
 			in := []byte(tc.in)
 			top, _ := protocol.Scan(in)
-			sp, _ := tg.modelSplice(&top)
+			sp, _ := modelSplice(tg, &top)
 			if got := readUpstream(t, in, sp); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
@@ -75,8 +76,8 @@ func TestUpstreamBodyReplaysFromTheStart(t *testing.T) {
 	in := []byte(`{"model":"chat-main","stream":true}`)
 	want := `{"model":"qwen","stream":true,"stream_options":{"include_usage":true}}`
 	top, _ := protocol.Scan(in)
-	tg := &Target{Model: "qwen", Run: targetRun{ModelJSON: []byte(`"qwen"`)}}
-	model, _ := tg.modelSplice(&top)
+	tg := &routing.Target{Model: "qwen", Run: routing.TargetRun{ModelJSON: []byte(`"qwen"`)}}
+	model, _ := modelSplice(tg, &top)
 	usage, _, _ := withStreamUsage(in, &top)
 	var ub upstreamBody
 	if n := ub.set(in, model, usage); n != int64(len(want)) {
@@ -112,7 +113,7 @@ func TestUpstreamBodyReplaysFromTheStart(t *testing.T) {
 }
 
 func TestStreamUsageSplice(t *testing.T) {
-	tg := &Target{Model: "qwen", Run: targetRun{ModelJSON: []byte(`"qwen"`)}}
+	tg := &routing.Target{Model: "qwen", Run: routing.TargetRun{ModelJSON: []byte(`"qwen"`)}}
 	for _, tc := range []struct{ in, want string }{
 		{
 			in:   `{"messages":[],"model":"chat-main","stream":true} `,
@@ -132,10 +133,10 @@ func TestStreamUsageSplice(t *testing.T) {
 		var got string
 		if rewritten != nil {
 			top, _ = protocol.Scan(rewritten)
-			model, _ := tg.modelSplice(&top)
+			model, _ := modelSplice(tg, &top)
 			got = readUpstream(t, rewritten, model)
 		} else {
-			model, _ := tg.modelSplice(&top)
+			model, _ := modelSplice(tg, &top)
 			got = readUpstream(t, in, model, usage)
 		}
 		if got != tc.want {

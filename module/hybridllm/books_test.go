@@ -17,6 +17,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/cost"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -98,17 +99,17 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	g.money = money.Money{Groups: g.Groups, Logger: g.logger}
 	g.money.ProvisionOccupancy()
 	g.money.Ledger = books.Open(books.Config{SelfGPUs: g.money.SelfGPUs, Clock: clk})
-	targets := map[*Group]*Target{self: {Group: "self", Model: "qwen", Upstream: self}, cloud: {Group: "cloud", Model: "gpt", Upstream: cloud}}
+	targets := map[*Group]*routing.Target{self: {Group: "self", Model: "qwen", Upstream: self}, cloud: {Group: "cloud", Model: "gpt", Upstream: cloud}}
 
 	type attempt struct {
 		rt  *route
-		occ occupancyObserver
+		occ routing.OccupancyObserver
 	}
 	var running []attempt
 	start := func(grp *Group, n int) {
 		for range n {
 			rt := &route{g: g}
-			occ, _ := occupancyOf(g.money.Ledger, targets[grp])
+			occ, _ := routing.OccupancyOf(g.money.Ledger, targets[grp])
 			occ.AttemptBegan(context.Background(), nil)
 			rt.x.ans.target, rt.x.ans.began = targets[grp], clk.Now()
 			rt.x.usage.Prompt, rt.x.usage.Completion = 200, 25

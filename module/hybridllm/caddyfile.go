@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/tidwall/gjson"
 )
 
@@ -418,7 +419,7 @@ func (g *Gateway) unmarshalAlias(d *caddyfile.Dispenser) error {
 		return d.Errf("alias '%s' has no targets", name)
 	}
 	if g.Aliases == nil {
-		g.Aliases = make(map[string]*Alias)
+		g.Aliases = make(map[string]*routing.Alias)
 	}
 	g.Aliases[name] = al
 	return nil
@@ -431,7 +432,7 @@ func (g *Gateway) checkNames() error {
 	groups := strings.Join(sortedKeys(g.Groups), ", ")
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
-		known := func(t *Target, what string) error {
+		known := func(t *routing.Target, what string) error {
 			if _, ok := g.Groups[t.Group]; !ok {
 				return fmt.Errorf("alias '%s': %s refers to unknown group '%s' (the groups: %s), at %s", name, what, t.Group, groups, t.Pos)
 			}
@@ -485,7 +486,7 @@ func parseResponseModel(d *caddyfile.Dispenser) (string, error) {
 	if !d.AllArgs(&v) {
 		return "", d.Err("response_model needs one argument: alias or upstream")
 	}
-	if v != ResponseModelAlias && v != ResponseModelUpstream {
+	if v != routing.ResponseModelAlias && v != routing.ResponseModelUpstream {
 		return "", d.Errf("response_model must be 'alias' or 'upstream', got '%s'", v)
 	}
 	return v, nil

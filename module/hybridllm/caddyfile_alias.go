@@ -8,12 +8,13 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // unmarshalAlias parses an alias block; its syntax is in the doc of
 // Gateway.UnmarshalCaddyfile.
-func unmarshalAlias(d *caddyfile.Dispenser) (*Alias, error) {
-	al := new(Alias)
+func unmarshalAlias(d *caddyfile.Dispenser) (*routing.Alias, error) {
+	al := new(routing.Alias)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
 		switch d.Val() {
@@ -64,7 +65,7 @@ func appendParsed[T any](d *caddyfile.Dispenser, list *[]T, parse func(*caddyfil
 // sets:
 //
 //	weighted [<name>] { [strategy ...] [health {...}] target ... { weight <n> } ... }
-func unmarshalWeighted(d *caddyfile.Dispenser, al *Alias) error {
+func unmarshalWeighted(d *caddyfile.Dispenser, al *routing.Alias) error {
 	name := "set" + strconv.Itoa(len(al.Targets))
 	if d.NextArg() {
 		name = d.Val()
@@ -73,7 +74,7 @@ func unmarshalWeighted(d *caddyfile.Dispenser, al *Alias) error {
 		return d.ArgErr()
 	}
 	first := len(al.Targets)
-	var setHealth *HealthConfig
+	var setHealth *routing.HealthConfig
 	for sn := d.Nesting(); d.NextBlock(sn); {
 		switch d.Val() {
 		case "strategy":
@@ -116,7 +117,7 @@ func unmarshalWeighted(d *caddyfile.Dispenser, al *Alias) error {
 }
 
 // unmarshalStrategy parses a weighted set's strategy.
-func unmarshalStrategy(d *caddyfile.Dispenser, al *Alias, set string) error {
+func unmarshalStrategy(d *caddyfile.Dispenser, al *routing.Alias, set string) error {
 	if al.Sets[set] != nil {
 		return d.Err("strategy already specified")
 	}
@@ -124,13 +125,13 @@ func unmarshalStrategy(d *caddyfile.Dispenser, al *Alias, set string) error {
 	if !d.AllArgs(&v) {
 		return d.Err("strategy needs one of weighted, latency, cost")
 	}
-	if v != StrategyWeighted && v != StrategyLatency && v != StrategyCost {
+	if v != routing.StrategyWeighted && v != routing.StrategyLatency && v != routing.StrategyCost {
 		return d.Errf("unknown strategy '%s': want weighted, latency or cost", v)
 	}
 	if al.Sets == nil {
-		al.Sets = make(map[string]*SetConfig)
+		al.Sets = make(map[string]*routing.SetConfig)
 	}
-	al.Sets[set] = &SetConfig{Strategy: v}
+	al.Sets[set] = &routing.SetConfig{Strategy: v}
 	return nil
 }
 
@@ -142,8 +143,8 @@ func unmarshalStrategy(d *caddyfile.Dispenser, al *Alias, set string) error {
 //		header             <name> <value>
 //		field              <name>
 //	}
-func unmarshalRule(d *caddyfile.Dispenser) (*Rule, error) {
-	r := &Rule{Pos: posOf(d)}
+func unmarshalRule(d *caddyfile.Dispenser) (*routing.Rule, error) {
+	r := &routing.Rule{Pos: posOf(d)}
 	if !d.Args(&r.Group) {
 		return nil, d.Err("route needs the group of the target to send matching requests to")
 	}
@@ -225,8 +226,8 @@ func parseFallbackOn(d *caddyfile.Dispenser) ([]int, error) {
 //		trusted_ranges  <cidr...>
 //		# and every target subdirective
 //	}]
-func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
-	c := new(Color)
+func unmarshalColor(d *caddyfile.Dispenser) (*routing.Color, error) {
+	c := new(routing.Color)
 	if !d.NextArg() {
 		return nil, d.Err("color needs a tag, a group and a model name: color <tag> <group> <model>")
 	}
@@ -260,8 +261,8 @@ func unmarshalColor(d *caddyfile.Dispenser) (*Color, error) {
 //		formats    json_schema|json_object|tools...
 //		# and every target subdirective
 //	}]
-func unmarshalTier(d *caddyfile.Dispenser) (*Target, error) {
-	t := &Target{Tier: new(TierConfig)}
+func unmarshalTier(d *caddyfile.Dispenser) (*routing.Target, error) {
+	t := &routing.Target{Tier: new(routing.TierConfig)}
 	err := unmarshalTargetInto(d, t, "tier", targetExtra{names: []string{"quality", "max_tokens", "formats"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "quality":
@@ -299,8 +300,8 @@ func unmarshalTier(d *caddyfile.Dispenser) (*Target, error) {
 //		kv_window   <duration>    # default 5s
 //		dwell       <duration>    # default 10s
 //	}
-func unmarshalDegrade(d *caddyfile.Dispenser) (*DegradeConfig, error) {
-	dc := new(DegradeConfig)
+func unmarshalDegrade(d *caddyfile.Dispenser) (*routing.DegradeConfig, error) {
+	dc := new(routing.DegradeConfig)
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
@@ -350,8 +351,8 @@ func unmarshalDegrade(d *caddyfile.Dispenser) (*DegradeConfig, error) {
 //		max_in_flight <n>         # default 32
 //		timeout       <duration>  # default 60s
 //	}
-func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
-	m := new(Mirror)
+func unmarshalMirror(d *caddyfile.Dispenser) (*routing.Mirror, error) {
+	m := new(routing.Mirror)
 	err := unmarshalTargetInto(d, &m.Target, "mirror", targetExtra{names: []string{"ratio", "max_in_flight"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "ratio":
@@ -376,15 +377,15 @@ func unmarshalMirror(d *caddyfile.Dispenser) (*Mirror, error) {
 
 // unmarshalTarget parses `target <group> <model> [{ ... }]` outside a
 // weighted set.
-func unmarshalTarget(d *caddyfile.Dispenser) (*Target, error) {
-	t := new(Target)
+func unmarshalTarget(d *caddyfile.Dispenser) (*routing.Target, error) {
+	t := new(routing.Target)
 	return t, unmarshalTargetInto(d, t, "target", targetExtra{})
 }
 
 // unmarshalSetTarget parses a target of a weighted set, which may also
 // take weight and health.
-func unmarshalSetTarget(d *caddyfile.Dispenser) (*Target, error) {
-	t := new(Target)
+func unmarshalSetTarget(d *caddyfile.Dispenser) (*routing.Target, error) {
+	t := new(routing.Target)
 	return t, unmarshalTargetInto(d, t, "target", targetExtra{names: []string{"health", "weight"}, parse: func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "weight":
@@ -421,7 +422,7 @@ type targetExtra struct {
 // unmarshalTargetInto parses a target's group, model and block into t
 // (or the same arguments of a color, tier or mirror, with their extra
 // subdirectives); what names the directive in errors.
-func unmarshalTargetInto(d *caddyfile.Dispenser, t *Target, what string, extra targetExtra) error {
+func unmarshalTargetInto(d *caddyfile.Dispenser, t *routing.Target, what string, extra targetExtra) error {
 	t.Pos = posOf(d)
 	if !d.Args(&t.Group, &t.Model) {
 		return d.Errf("%s needs a group and a model name after its arguments: %s ... <group> <model>", what, what)

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -391,11 +392,11 @@ func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
 //		load_time     <duration>
 //		uneject_on_probe on|off
 //	}
-func unmarshalBreaker(d *caddyfile.Dispenser) (*BreakerConfig, error) {
+func unmarshalBreaker(d *caddyfile.Dispenser) (*routing.BreakerConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	bc := new(BreakerConfig)
+	bc := new(routing.BreakerConfig)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "allowed_fails":

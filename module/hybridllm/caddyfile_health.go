@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // unmarshalHealth parses a health block of a weighted set or of one of
@@ -22,11 +23,11 @@ import (
 //		ramp_interval <duration> # default 2s
 //		max_degraded  <n>        # members out at once (set level); default all but one
 //	}
-func unmarshalHealth(d *caddyfile.Dispenser) (*HealthConfig, error) {
+func unmarshalHealth(d *caddyfile.Dispenser) (*routing.HealthConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	hc := new(HealthConfig)
+	hc := new(routing.HealthConfig)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
 		switch d.Val() {

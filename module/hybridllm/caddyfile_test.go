@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/tidwall/gjson"
 )
 
@@ -185,8 +186,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 // A target without limits gets the defaults; 0 (Caddyfile `off` or `0`)
 // means none; a negative limit is refused.
 func TestTargetLimits(t *testing.T) {
-	var tg Target
-	if err := tg.provisionLimits(); err != nil || tg.Run.Timeout != 10*time.Minute || tg.Run.FirstByte != time.Minute || tg.Run.Idle != time.Minute ||
+	var tg routing.Target
+	if err := tg.ProvisionLimits(); err != nil || tg.Run.Timeout != 10*time.Minute || tg.Run.FirstByte != time.Minute || tg.Run.Idle != time.Minute ||
 		tg.Run.IdleCause != "the upstream sent nothing for 60s" {
 		t.Errorf("defaults: timeout %v first byte %v idle %v (%q) err %v", tg.Run.Timeout, tg.Run.FirstByte, tg.Run.Idle, tg.Run.IdleCause, err)
 	}
@@ -208,7 +209,7 @@ func TestTargetLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	al := g.Aliases["a"].Targets[0]
-	if err := al.provisionLimits(); err != nil || al.Run.Timeout != 0 || al.Run.FirstByte != 0 || al.Run.Idle != 0 {
+	if err := al.ProvisionLimits(); err != nil || al.Run.Timeout != 0 || al.Run.FirstByte != 0 || al.Run.Idle != 0 {
 		t.Errorf("off: timeout %v first byte %v idle %v err %v", al.Run.Timeout, al.Run.FirstByte, al.Run.Idle, err)
 	}
 	js, _ := json.Marshal(al)
@@ -216,11 +217,11 @@ func TestTargetLimits(t *testing.T) {
 		t.Errorf("JSON: %s", got)
 	}
 	neg := caddy.Duration(-time.Second)
-	if err := (&Target{AttemptLimits: AttemptLimits{FirstByteTimeout: &neg}}).provisionLimits(); err == nil || !strings.Contains(err.Error(), "first_byte_timeout must not be negative") {
+	if err := (&routing.Target{AttemptLimits: routing.AttemptLimits{FirstByteTimeout: &neg}}).ProvisionLimits(); err == nil || !strings.Contains(err.Error(), "first_byte_timeout must not be negative") {
 		t.Errorf("negative: %v", err)
 	}
 	short := caddy.Duration(1500 * time.Millisecond)
-	if tg := (Target{AttemptLimits: AttemptLimits{IdleTimeout: &short}}); tg.provisionLimits() != nil || tg.Run.IdleCause != "the upstream sent nothing for 1.5s" {
+	if tg := (routing.Target{AttemptLimits: routing.AttemptLimits{IdleTimeout: &short}}); tg.ProvisionLimits() != nil || tg.Run.IdleCause != "the upstream sent nothing for 1.5s" {
 		t.Errorf("idle cause %q", tg.Run.IdleCause)
 	}
 }
@@ -314,7 +315,7 @@ func TestUnmarshalHealth(t *testing.T) {
 	}
 	ts := g.Aliases["m"].Targets
 	five, ten := 0.05, 0.1
-	want := HealthConfig{ErrorRate: &five, P99Latency: caddy.Duration(800 * time.Millisecond), AlertAt: 0.7,
+	want := routing.HealthConfig{ErrorRate: &five, P99Latency: caddy.Duration(800 * time.Millisecond), AlertAt: 0.7,
 		Window: caddy.Duration(5 * time.Second), MinRequests: 10, Hold: caddy.Duration(30 * time.Second), RampStep: 0.2,
 		RampInterval: caddy.Duration(time.Second), MaxDegraded: 1}
 	if ts[0].Health == nil || !reflect.DeepEqual(*ts[0].Health, want) {

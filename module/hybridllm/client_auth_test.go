@@ -18,6 +18,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
@@ -54,8 +55,8 @@ func BenchmarkAuthenticate(b *testing.B) {
 			c := cs.Named(name)
 			c.RPM, c.TPM, c.Usage = 1<<30, 1<<30, new(clients.Usage)
 		}
-		t := &Target{Group: "self", Model: "qwen", Upstream: &Group{Run: upstream.GroupRun{Name: "self"}}}
-		t.Seen.metrics = NewTargetMetrics("bench", "chat-main", t, "")
+		t := &routing.Target{Group: "self", Model: "qwen", Upstream: &Group{Run: upstream.GroupRun{Name: "self"}}}
+		t.Seen.Metrics = routing.NewTargetMetrics("bench", "chat-main", t, "")
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
 		r.URL.Path = "/v1/chat/completions"
@@ -69,7 +70,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
 			rt.q.Top = top
-			rt.q.Features = NewFeatures(body, r.Header, &rt.q.Top)
+			rt.q.Features = routing.NewFeatures(body, r.Header, &rt.q.Top)
 			if wait, _ := reserve(rt, tn); wait > 0 {
 				b.Fatal("limited")
 			}
@@ -83,7 +84,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		for _, name := range cs.Names() {
 			cs.Named(name).BudgetDay = 1e9
 		}
-		cloud := &Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
+		cloud := &routing.Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
@@ -94,7 +95,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
 			rt.q.Top = top
-			rt.q.Features = NewFeatures(body, r.Header, &rt.q.Top)
+			rt.q.Features = routing.NewFeatures(body, r.Header, &rt.q.Top)
 			if wait, _ := reserve(rt, tn); wait > 0 {
 				b.Fatal("limited")
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -30,7 +31,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	for range 50 {
 		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
 		rt.q.Top, _ = protocol.Scan(body)
-		rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
+		rt.q.Features = routing.NewFeatures(body, nil, &rt.q.Top)
 		if w, limit := reserve(rt, t0); w > 0 {
 			if limit != "tokens" {
 				t.Fatalf("refused for %s", limit)
@@ -40,7 +41,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 		admitted = append(admitted, rt)
 	}
 	// the messages are 70 bytes of JSON: 18 tokens
-	if p, k := bounds(admitted[0]).tokenBound(); p != 18 || k != 100 {
+	if p, k := bounds(admitted[0]).TokenBound(); p != 18 || k != 100 {
 		t.Fatalf("bound %d+%d, want 18+100", p, k)
 	}
 	// 118 each: four fit under 500, the fifth crosses it
@@ -57,7 +58,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	}
 	rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
 	rt.q.Top, _ = protocol.Scan(body)
-	rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
+	rt.q.Features = routing.NewFeatures(body, nil, &rt.q.Top)
 	if w, _ := reserve(rt, t0); w != 0 {
 		t.Fatalf("after the refunds: wait %v", w)
 	}
@@ -78,7 +79,7 @@ func TestRequestRefusalReturnsTheReservation(t *testing.T) {
 	for i, want := range []string{"", "requests"} {
 		rt := testRoute(&Gateway{}, cl, httptestPost("/v1/completions"), protocol.ForPath("/v1/completions"))
 		rt.q.Top, _ = protocol.Scan(body)
-		rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
+		rt.q.Features = routing.NewFeatures(body, nil, &rt.q.Top)
 		if _, limit := reserve(rt, t0); limit != want {
 			t.Fatalf("request %d: limit %q, want %q", i, limit, want)
 		}
@@ -110,13 +111,13 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: clk}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
 	// 1 USD per million tokens: a request of 18 + 100 tokens holds 0.000118
-	cloud := &Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
+	cloud := &routing.Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
 	newRoute := func() *route {
 		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
 		rt.q.Top, _ = protocol.Scan(body)
-		rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
+		rt.q.Features = routing.NewFeatures(body, nil, &rt.q.Top)
 		return rt
 	}
 	var held []*route

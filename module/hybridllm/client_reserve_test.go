@@ -16,6 +16,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
@@ -26,14 +27,14 @@ func limitedRoute(g *Gateway, cl *clients.Caller, path string, body []byte) *rou
 	rt := testRoute(g, cl, httptestPost(path), protocol.ForPath(path))
 	rt.q.Body = body
 	rt.q.Top, _ = protocol.Scan(body)
-	rt.q.Features = NewFeatures(body, nil, &rt.q.Top)
+	rt.q.Features = routing.NewFeatures(body, nil, &rt.q.Top)
 	return rt
 }
 
 // testRoute is a request of client cl for r on api, before its body is
 // read.
 func testRoute(g *Gateway, cl *clients.Caller, r *http.Request, api *protocol.API) *route {
-	rt := &route{g: g, r: r, q: Asked{API: api}}
+	rt := &route{g: g, r: r, q: routing.Asked{API: api}}
 	rt.x = exchange{client: cl, r: r, q: &rt.q, start: time.Now()}
 	return rt
 }
@@ -49,7 +50,7 @@ func settle(rt *route, t time.Time) {
 }
 
 // bounds are the token bounds of rt, whose body is read.
-func bounds(rt *route) *TokenBounds {
+func bounds(rt *route) *routing.TokenBounds {
 	rt.beginPassage()
 	return &rt.passage.Bounds
 }
@@ -62,7 +63,7 @@ func TestSettleDoesNotOverRefund(t *testing.T) {
 	g := &Gateway{}
 	body := []byte(`{"model":"m","prompt":"hi","max_tokens":99}`)
 	probe := limitedRoute(g, &clients.Caller{}, "/v1/completions", body)
-	p, k := bounds(probe).tokenBound()
+	p, k := bounds(probe).TokenBound()
 	tpm := int(p + k) // each request reserves a minute's worth
 	cl := &clients.Caller{Name: "c", Known: true, TPM: tpm, Usage: new(clients.Usage)}
 	a := limitedRoute(g, cl, "/v1/completions", body)
@@ -106,16 +107,16 @@ func TestTokenBoundCeilings(t *testing.T) {
 		t.Fatal(refusal.Msg)
 	}
 	rt := limitedRoute(g, cl, "/v1/completions", body)
-	if _, k := bounds(rt).tokenBound(); k != 100 {
+	if _, k := bounds(rt).TokenBound(); k != 100 {
 		t.Fatalf("completion bound %d under a ceiling of 100", k)
 	}
 	// without max_tokens, the ceilings give it the ceiling
 	body, _ = cl.Ceilings.Apply([]byte(`{"model":"m","messages":[]}`), protocol.ForPath("/v1/chat/completions"))
-	if _, k := bounds(limitedRoute(g, cl, "/v1/chat/completions", body)).tokenBound(); k != 100 {
+	if _, k := bounds(limitedRoute(g, cl, "/v1/chat/completions", body)).TokenBound(); k != 100 {
 		t.Fatalf("completion bound %d without max_tokens under a ceiling of 100", k)
 	}
 
-	tier := &Target{Group: "small", Tier: &TierConfig{MaxTokens: 256}, Upstream: &Group{Run: upstream.GroupRun{Name: "small"}}}
+	tier := &routing.Target{Group: "small", Tier: &routing.TierConfig{MaxTokens: 256}, Upstream: &Group{Run: upstream.GroupRun{Name: "small"}}}
 	for _, tc := range []struct {
 		path, body string
 		want       int64
@@ -125,7 +126,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"m","messages":[],"max_tokens":50}`, 50},
 		{"/v1/chat/completions", `{"model":"m","messages":[],"max_tokens":4000,"n":2}`, 512},
 		{"/v1/responses", `{"model":"m","input":"hi"}`, 256},
-		{"/v1/completions", `{"model":"m","prompt":"hi"}`, defaultReserveTokens}, // sent as it is
+		{"/v1/completions", `{"model":"m","prompt":"hi"}`, routing.DefaultReserveTokens}, // sent as it is
 		{"/v1/completions", `{"model":"m","prompt":"hi","max_tokens":4000}`, 256},
 	} {
 		rt := limitedRoute(g, nil, tc.path, []byte(tc.body))
@@ -134,7 +135,7 @@ func TestTokenBoundCeilings(t *testing.T) {
 		}
 	}
 	// elsewhere the tier's ceiling does not apply
-	if _, k := bounds(limitedRoute(g, nil, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))).tokenBound(); k != defaultReserveTokens {
+	if _, k := bounds(limitedRoute(g, nil, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))).TokenBound(); k != routing.DefaultReserveTokens {
 		t.Fatalf("any target: completion bound %d", k)
 	}
 }
@@ -144,15 +145,15 @@ func TestTokenBoundCeilings(t *testing.T) {
 func TestCloudHoldOnATier(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
-	tier := &Target{Group: "cloud-small", Tier: &TierConfig{MaxTokens: 100}, Upstream: &Group{Run: upstream.GroupRun{Name: "cloud-small"},
+	tier := &routing.Target{Group: "cloud-small", Tier: &routing.TierConfig{MaxTokens: 100}, Upstream: &Group{Run: upstream.GroupRun{Name: "cloud-small"},
 		Kind: KindOpenAI, Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	rt := limitedRoute(g, cl, "/v1/chat/completions", []byte(`{"model":"m","messages":[]}`))
 	if why := admitTo(rt, tier); why != "" {
 		t.Fatal(why)
 	}
-	p, _ := bounds(rt).tokenBound()
-	if want := float64(p+100) / 1e6; rt.passage.Hold.usd < want*0.999 || rt.passage.Hold.usd > want*1.001 {
-		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.passage.Hold.usd, want, p)
+	p, _ := bounds(rt).TokenBound()
+	if want := float64(p+100) / 1e6; rt.passage.Hold.USD < want*0.999 || rt.passage.Hold.USD > want*1.001 {
+		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.passage.Hold.USD, want, p)
 	}
 	rt.passage.Hold.Release(&rt.g.money)
 }
@@ -163,7 +164,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 func TestSkipTakesNoHold(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 0.001}
-	cloud := &Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
+	cloud := &routing.Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
@@ -172,8 +173,8 @@ func TestSkipTakesNoHold(t *testing.T) {
 			t.Fatalf("skipped: %s", why)
 		}
 	}
-	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.Hold.usd != 0 {
-		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.passage.Hold.usd)
+	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.Hold.USD != 0 {
+		t.Fatalf("skip took a hold: total %g, clients %v, the request's %g", total, clients, rt.passage.Hold.USD)
 	}
 	// a budget held up by others: skip says so, and still takes nothing
 	holdFor(g, "c", 0.001)
@@ -184,8 +185,8 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatalf("hold: %q", why)
 	}
-	if total, clients := g.money.Spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.Hold.usd {
-		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.Hold.usd)
+	if total, clients := g.money.Spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.Hold.USD {
+		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.Hold.USD)
 	}
 	rt.passage.Hold.Release(&rt.g.money)
 	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 {
@@ -216,41 +217,41 @@ func TestSkipTakesNoHold(t *testing.T) {
 func TestDegradeNowHasNoEffects(t *testing.T) {
 	g := &Gateway{money: money.Money{Spend: books.NewSpendBook("", nil)}, logger: zap.NewNop(), clock: fakeClock(t)}
 	cl := &clients.Caller{Name: "c", Known: true, BudgetDay: 1}
-	upper := &Target{Group: "big", Upstream: &Group{Run: upstream.GroupRun{Name: "big"}, Shared: &upstream.GroupState{}}}
-	upper.trigger = &degradeTrigger{t: upper}
-	upper.trigger.active.Store(true)
+	upper := &routing.Target{Group: "big", Upstream: &Group{Run: upstream.GroupRun{Name: "big"}, Shared: &upstream.GroupState{}}}
+	upper.Trigger = &routing.DegradeTrigger{Target: upper}
+	upper.Trigger.Active.Store(true)
 
 	// a self-hosted tier whose group is over its overflow trigger
 	ep := &upstream.Endpoint{Prober: probe.New("http://127.0.0.1:1", clock.System, zap.NewNop()), Breaker: new(breaker.Breaker)}
 	ep.Prober.Inflight.Store(5)
-	busy := &Target{Group: "small", Tier: &TierConfig{}, Upstream: &Group{Run: upstream.GroupRun{Name: "small"}, Shared: &upstream.GroupState{},
+	busy := &routing.Target{Group: "small", Tier: &routing.TierConfig{}, Upstream: &Group{Run: upstream.GroupRun{Name: "small"}, Shared: &upstream.GroupState{},
 		Overflow: &OverflowConfig{InFlight: &upstream.Threshold{Trigger: 2, Recover: 1}},
 		VLLM:     &upstream.VLLMGroup{Name: "small", Endpoints: map[string]*upstream.Endpoint{"a": ep}, Settings: upstream.Settings{StaleAfter: time.Second}}}}
 	// a priced cloud tier
-	cloud := &Target{Group: "cloud-small", Tier: &TierConfig{}, Upstream: &Group{Run: upstream.GroupRun{Name: "cloud-small"}, Kind: KindOpenAI,
+	cloud := &routing.Target{Group: "cloud-small", Tier: &routing.TierConfig{}, Upstream: &Group{Run: upstream.GroupRun{Name: "cloud-small"}, Kind: KindOpenAI,
 		Shared: &upstream.GroupState{}, Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 
-	al := &Alias{Name: "chat", Chain: &chain{cap: 1}}
+	al := &routing.Alias{Name: "chat", Chain: &routing.DegradeChain{Cap: 1}}
 	body := []byte(`{"model":"chat","messages":[],"max_tokens":100}`)
 	rt := limitedRoute(g, cl, "/v1/chat/completions", body)
-	rt.x.alias, rt.x.deg = al, new(DegradeRecord)
+	rt.x.alias, rt.x.deg = al, new(routing.DegradeRecord)
 	k := kitFor(g)
-	busy.Run.gates = k.chainGates(al.Chain, "chat", busy, k.gatesOf(busy))
-	cloud.Run.gates = k.chainGates(al.Chain, "chat", cloud, k.gatesOf(cloud))
+	busy.Run.Gates = k.ChainGates(al.Chain, "chat", busy, k.GatesOf(busy))
+	cloud.Run.Gates = k.ChainGates(al.Chain, "chat", cloud, k.GatesOf(cloud))
 	rt.beginPassage()
 	rt.passage.Degrade = rt.x.deg
 
-	if rt.passage.Rest = []*Target{busy}; leavesForTier(&rt.passage, upper) {
+	if rt.passage.Rest = []*routing.Target{busy}; routing.LeavesForTier(&rt.passage, upper) {
 		t.Fatal("degraded to a tier that overflows")
 	}
 	if active, since, _, changes := busy.Upstream.Shared.Overflow.View(); active || changes != 0 || !since.IsZero() || rt.passage.Overflow != "" {
 		t.Fatalf("judging the tier drove its overflow: active %v, changes %d, request's overflow %q",
 			active, changes, rt.passage.Overflow)
 	}
-	if rt.passage.Rest = []*Target{busy, cloud}; !leavesForTier(&rt.passage, upper) {
+	if rt.passage.Rest = []*routing.Target{busy, cloud}; !routing.LeavesForTier(&rt.passage, upper) {
 		t.Fatal("the cloud tier could take it")
 	}
-	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.Hold.usd != 0 {
+	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 || rt.passage.Hold.USD != 0 {
 		t.Fatalf("judging the cloud tier took a hold: total %g, clients %v", total, clients)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // Clients makes every request name a known client (see package clients).
@@ -25,7 +26,7 @@ func newCallers(g *Gateway) *clients.Callers {
 
 // routingHeaders returns the request headers the aliases' route rules
 // read, in canonical form.
-func routingHeaders(aliases map[string]*Alias) []string {
+func routingHeaders(aliases map[string]*routing.Alias) []string {
 	var names []string
 	for _, name := range sortedKeys(aliases) {
 		for _, r := range aliases[name].Routes {

@@ -20,6 +20,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/filestorage"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/tidwall/gjson"
 )
 
@@ -247,6 +248,27 @@ func TestCoreBadInputGoesNowhere(t *testing.T) {
 	}
 }
 
+// loggedGate records what the core asks of it, and refuses with why.
+type loggedGate struct {
+	name string
+	why  routing.Reason
+	log  *[]string
+}
+
+func (g loggedGate) Judge(*routing.Passage, *routing.Target) routing.Reason {
+	*g.log = append(*g.log, "judge "+g.name)
+	return g.why
+}
+
+func (g loggedGate) Admit(*routing.Passage, *routing.Target) routing.Reason {
+	*g.log = append(*g.log, "admit "+g.name)
+	return g.why
+}
+
+func (g loggedGate) Release(*routing.Passage, *routing.Target) {
+	*g.log = append(*g.log, "release "+g.name)
+}
+
 // A target a gate refuses is not tried: the request goes on to the next
 // one, and the gate's reason is the target's in the fallback header. A
 // gate that took something for a target a later gate refused gives it
@@ -258,7 +280,7 @@ func TestCoreAGateRefusalPassesTheTargetOver(t *testing.T) {
 	})
 	var log []string
 	a := g.Aliases["chat-main"].Targets[0]
-	a.Run.gates = append(a.Run.gates, fakeGate{"taker", "", &log}, fakeGate{"refuser", because.BreakerOpen, &log})
+	a.Run.Gates = append(a.Run.Gates, loggedGate{"taker", "", &log}, loggedGate{"refuser", because.BreakerOpen, &log})
 	w := ask(t, g, chatBody)
 	if w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "b:gpt-b" {
 		t.Fatalf("status %d after %v", w.Code, rec.calls)
@@ -277,17 +299,17 @@ type fakeObserver struct {
 	log  *[]string
 }
 
-func (f fakeObserver) AttemptBegan(ctx context.Context, a *AttemptRecord) context.Context {
+func (f fakeObserver) AttemptBegan(ctx context.Context, a *routing.AttemptRecord) context.Context {
 	*f.log = append(*f.log, fmt.Sprintf("%s began %s #%d", f.name, a.Target.Group, a.Number))
 	return ctx
 }
 
-func (f fakeObserver) AttemptEnded(a *AttemptRecord) {
+func (f fakeObserver) AttemptEnded(a *routing.AttemptRecord) {
 	how := "answered"
 	switch {
 	case a.Failed != nil:
 		how = "failed " + string(a.Failed.Reason)
-	case a.Result.Verdict == VerdictFailure:
+	case a.Result.Verdict == routing.VerdictFailure:
 		how = "broke off"
 	}
 	*f.log = append(*f.log, fmt.Sprintf("%s ended %s #%d %d %s", f.name, a.Target.Group, a.Number, a.Status, how))

@@ -11,6 +11,7 @@ import (
 	"unicode"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // tierBody sets b to the request body (q) as a tier with a max_tokens gets
@@ -19,7 +20,7 @@ import (
 // does (u), the usage asked for; watch are the fields rules read. ok is
 // false when the request asks for no more than the tier's
 // max_tokens: the common body serves.
-func (u *usageAsk) tierBody(q *Asked, watch []string, t *Target, b *upstreamBody) (length int64, injected, ok bool) {
+func (u *usageAsk) tierBody(q *routing.Asked, watch []string, t *routing.Target, b *upstreamBody) (length int64, injected, ok bool) {
 	// the legacy completions endpoint answers 16 tokens when asked for
 	// none: a tier's ceiling is no reason to ask for more
 	fields, fill := q.API.LengthFields, ""
@@ -33,7 +34,7 @@ func (u *usageAsk) tierBody(q *Asked, watch []string, t *Target, b *upstreamBody
 	top, _ := protocol.Scan(out, watch...)
 	var splices [2]splice
 	n := 0
-	if sp, ok := t.modelSplice(&top); ok {
+	if sp, ok := modelSplice(t, &top); ok {
 		splices[n], n = sp, n+1
 	}
 	if t.Upstream.Run.StreamUsage && (u.splice.with != nil || u.body != nil) {
@@ -43,7 +44,7 @@ func (u *usageAsk) tierBody(q *Asked, watch []string, t *Target, b *upstreamBody
 				out = rewritten
 				top, _ = protocol.Scan(out, watch...)
 				n = 0
-				if sp, ok := t.modelSplice(&top); ok {
+				if sp, ok := modelSplice(t, &top); ok {
 					splices[n], n = sp, n+1
 				}
 			} else {
@@ -54,10 +55,10 @@ func (u *usageAsk) tierBody(q *Asked, watch []string, t *Target, b *upstreamBody
 	return b.set(out, splices[:n]...), injected, true
 }
 
-// mark marks the answer of a tier to request x as degraded: in the headers
+// markDegraded marks the answer of a tier to request x as degraded: in the headers
 // (whatever route_headers says: the caller may need to know), in the
 // metrics and, with mark_body, in the body.
-func (d *DegradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.Header) {
+func markDegraded(d *routing.DegradeRecord, x *exchange, gw string, aw *attemptWriter, h http.Header) {
 	t := aw.target
 	d.Degraded = true
 	from, why := degradeOrigin(x)
@@ -68,7 +69,7 @@ func (d *DegradeRecord) mark(x *exchange, gw string, aw *attemptWriter, h http.H
 	if d.ClampedTo > 0 {
 		h["X-Hybrid-Max-Tokens"] = []string{strconv.Itoa(d.ClampedTo)}
 	}
-	DegradedTotal.WithLabelValues(gw, x.alias.Name, from, t.Group, d.Reason).Inc()
+	routing.DegradedTotal.WithLabelValues(gw, x.alias.Name, from, t.Group, d.Reason).Inc()
 	if x.alias.Chain.MarkBody && aw.out.scan != nil { // a plain JSON or event-stream body
 		mark := map[string]any{"from": from, "reason": d.Reason}
 		if q := t.Tier.Quality; q != nil {
@@ -112,7 +113,7 @@ func (aw *attemptWriter) markBody(p []byte) (int, error) {
 
 // degradeOrigin returns the upper target a degraded answer was meant for
 // and why it was left: the request's first attempt.
-func degradeOrigin(x *exchange) (from string, why Reason) {
+func degradeOrigin(x *exchange) (from string, why routing.Reason) {
 	if len(x.attempts) == 0 || (x.rule != "" && x.attempts[0].Target.Tier != nil) {
 		// nothing tried before the tiers: a pre-routing rule sent it there
 		return x.alias.Targets[0].Group, "route"

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
 )
@@ -24,7 +25,7 @@ const drillTimeout = 30 * time.Second
 // target of the alias in turn, bypassing the order and any drain, and
 // reports what each answered: a wrong cloud model name or key, or a dead
 // replica behind a live one, shows up on an ordinary day.
-func drill(ctx context.Context, al *Alias) []adminapi.DrillResult {
+func drill(ctx context.Context, al *routing.Alias) []adminapi.DrillResult {
 	out := make([]adminapi.DrillResult, 0, len(al.Targets))
 	for _, t := range al.Targets {
 		out = append(out, drillTarget(ctx, t))
@@ -32,7 +33,7 @@ func drill(ctx context.Context, al *Alias) []adminapi.DrillResult {
 	return out
 }
 
-func drillTarget(ctx context.Context, t *Target) adminapi.DrillResult {
+func drillTarget(ctx context.Context, t *routing.Target) adminapi.DrillResult {
 	res := adminapi.DrillResult{Group: t.Group, Model: t.Model, Endpoints: []adminapi.DrillEndpoint{}}
 	addrs := drillAddresses(t.Upstream, drillRequest(ctx, t))
 	if len(addrs) == 0 {
@@ -84,7 +85,7 @@ func drillAddresses(grp *Group, r *http.Request) []string {
 
 // drillRequest builds a drill's request to the target, as the gateway's
 // own request through the group's proxy.
-func drillRequest(ctx context.Context, t *Target) *http.Request {
+func drillRequest(ctx context.Context, t *routing.Target) *http.Request {
 	body := []byte(`{"model":` + string(t.Run.ModelJSON) + `,"messages":[{"role":"user","content":"ping"}],"max_tokens":1}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -99,7 +100,7 @@ func drillRequest(ctx context.Context, t *Target) *http.Request {
 
 // drillEndpoint sends the drill request to the target's endpoint addr
 // ("" for whichever the group's policy picks).
-func drillEndpoint(ctx context.Context, t *Target, addr string) adminapi.DrillAnswer {
+func drillEndpoint(ctx context.Context, t *routing.Target, addr string) adminapi.DrillAnswer {
 	var res adminapi.DrillAnswer
 	ctx, cancel := context.WithTimeout(ctx, drillTimeout)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
@@ -17,7 +18,7 @@ import (
 // group's endpoints: each is scored over its own window of the group's
 // requests, as a weighted set's members are, and one taken out gets no
 // request (the others take its share) until it ramps back.
-func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *Group) (*SetHealth, error) {
+func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *Group) (*routing.SetHealth, error) {
 	hc := grp.Health
 	if hc == nil {
 		return nil, nil
@@ -30,7 +31,7 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 	if err != nil {
 		return nil, err
 	}
-	hs := &SetHealth{Gateway: gw, Upstream: grp.Run.Name, Logger: logger, Clock: c}
+	hs := &routing.SetHealth{Gateway: gw, Group: grp.Run.Name, Logger: logger, Clock: c}
 	hs.Scores.MaxOut = hc.MaxDegraded
 	dials := make([]string, 0, len(vg.Endpoints))
 	for dial := range vg.Endpoints {
@@ -41,8 +42,8 @@ func provisionEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *
 		ep := vg.Endpoints[dial]
 		m := &healthscore.Member{Name: grp.Run.Name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.WindowLength()),
 			Base: upstream.EndpointBase, Since: c.Now()}
-		hm := &HealthMember{Sched: hs, Score: m, Endpoint: ep}
-		hm.Carry(EndpointKey(gw, grp.Run.Name, dial))
+		hm := &routing.HealthMember{Sched: hs, Score: m, Endpoint: ep}
+		hm.Carry(routing.EndpointKey(gw, grp.Run.Name, dial))
 		ep.Score = &upstream.EndpointScore{Member: hm}
 		hs.Scores.Members = append(hs.Scores.Members, m)
 		hs.Members = append(hs.Members, hm)

@@ -24,6 +24,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // RegistryConfig is where several gateways share their runtime state: an
@@ -102,7 +103,7 @@ type registryLink struct {
 	share   *atomic.Pointer[fleet.Share] // its place among the live gateways, as last applied
 	gateway string
 	groups  map[string]*Group
-	aliases map[string]*Alias
+	aliases map[string]*routing.Alias
 	logger  *zap.Logger
 
 	mu      sync.Mutex   // one snapshot applied at a time
@@ -248,7 +249,7 @@ func (l *registryLink) note(msg string, field zap.Field) {
 // setWeight sets a member's weight from the registry; unchanged
 // weights are left alone, so that the health scheduler's own moves are
 // not reset on every snapshot.
-func (l *registryLink) setWeight(al *Alias, group string, w int) {
+func (l *registryLink) setWeight(al *routing.Alias, group string, w int) {
 	key := al.Name + "|" + group
 	if prev, had := l.weights.Load(key); had && prev.(int) == w {
 		return
@@ -261,7 +262,7 @@ func (l *registryLink) setWeight(al *Alias, group string, w int) {
 // once the registry no longer names it; a member the registry never
 // weighed keeps the config's weight, as provisioned, and the health
 // scheduler's moves.
-func (l *registryLink) restoreWeight(al *Alias, group string, w int) {
+func (l *registryLink) restoreWeight(al *routing.Alias, group string, w int) {
 	key := al.Name + "|" + group
 	if prev, had := l.weights.Load(key); !had || prev.(int) == w {
 		return

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
@@ -22,14 +23,14 @@ type exchange struct {
 	id       string          // the gateway's request id
 	clientID string          // the client's own X-Request-Id, if it sent one
 	client   *clients.Caller // who sent it, when clients are configured
-	alias    *Alias          // nil while the request is refused before routing
+	alias    *routing.Alias  // nil while the request is refused before routing
 	r        *http.Request
 	start    time.Time
-	q        *Asked // what it asks
-	attempts []Attempt
-	rule     string         // the group a pre-routing rule sent the request to
-	color    *Color         // the color the request asked for, if it counts
-	deg      *DegradeRecord // with a degradation chain
+	q        *routing.Asked // what it asks
+	attempts []routing.Attempt
+	rule     string                 // the group a pre-routing rule sent the request to
+	color    *routing.Color         // the color the request asked for, if it counts
+	deg      *routing.DegradeRecord // with a degradation chain
 	usage    protocol.UsageScanner
 	span     requestSpan
 	ans      answer
@@ -37,7 +38,7 @@ type exchange struct {
 
 // answer is how a request was answered, and what it was charged.
 type answer struct {
-	target *Target // the target whose response the client got
+	target *routing.Target // the target whose response the client got
 	// when the answering attempt started: a cloud priced per second
 	// bills its attempt, not the time failed attempts took before it
 	began time.Time
@@ -50,7 +51,7 @@ type answer struct {
 	sent         int64 // the answer's body bytes passed on to the client
 	// the target whose attempt the client left before any answer, and
 	// when that attempt began: the request is charged there
-	abandoned   *Target
+	abandoned   *routing.Target
 	abandonedAt time.Time
 	// no usage came with the answer: its tokens are the gateway's
 	// estimate (see estimateUsage)
@@ -68,7 +69,7 @@ type requestSpan struct {
 
 // charged is the target a request is charged to: the one that answered,
 // or the one the client left (see estimateAbandoned).
-func (x *exchange) charged() (*Target, time.Time) {
+func (x *exchange) charged() (*routing.Target, time.Time) {
 	if x.ans.target != nil {
 		return x.ans.target, x.ans.began
 	}

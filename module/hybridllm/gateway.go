@@ -3,10 +3,9 @@
 
 // Package hybridllm is the Caddy face of caddy-hybrid-llm: the
 // http.handlers.hybrid_llm handler, its JSON config and Caddyfile, its
-// provisioning (which wires the parts), the selection policy, the admin
-// routes and the log filter; and, until they move to parts of their own,
-// the request core, routing, the upstream groups, clients, the books, the
-// fleet and observation (README, "Design"). It may import every part;
+// provisioning (which wires the parts) and the admin routes; and, until
+// they move to parts of their own, the request core, the tie to a
+// registry and observation (README, "Design"). It may import every part;
 // no part imports it, and only the root package and package caddyfile do.
 package hybridllm
 
@@ -31,6 +30,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap"
 
 	// the log filter and encoder that keep client keys out of the access log
@@ -95,7 +95,7 @@ type Gateway struct {
 	Groups map[string]*Group `json:"groups,omitempty"`
 
 	// Aliases, by the business model name clients send.
-	Aliases map[string]*Alias `json:"aliases,omitempty"`
+	Aliases map[string]*routing.Alias `json:"aliases,omitempty"`
 
 	// How requests are read, answered and sent on.
 	RequestSettings
@@ -112,11 +112,11 @@ type Gateway struct {
 	// kept in etcd and watched. Default: each gateway its own.
 	Registry *RegistryConfig `json:"registry,omitempty"`
 
-	in     front         // what the request side reads
-	life   lifetime      // its config's life: context, storage, locks, registry slot
-	money  money.Money   // its books, and how it charges requests
-	sched  Schedule      // what its scheduler ticks
-	reg    *registryLink // with a registry: the gateway's tie to it
+	in     front            // what the request side reads
+	life   lifetime         // its config's life: context, storage, locks, registry slot
+	money  money.Money      // its books, and how it charges requests
+	sched  routing.Schedule // what its scheduler ticks
+	reg    *registryLink    // with a registry: the gateway's tie to it
 	logger *zap.Logger
 	clock  clock.Clock // the time of its windows, holds and cooldowns
 	// with a registry: its place among the live gateways
@@ -182,12 +182,12 @@ type front struct {
 	pass        *headerPass
 	paths       *inferencePaths
 	callers     *clients.Callers // with Clients
-	aliases     map[string]*Alias
-	models      *aliasList         // what GET .../models answers
-	strays      *clients.StrayKeys // refuses keys sent where none is read
-	colors      *ColorPicker       // when an alias has colors
-	streamUsage bool               // some group asks for stream usage
-	watch       []string           // the top-level fields rules look for
+	aliases     map[string]*routing.Alias
+	models      *aliasList           // what GET .../models answers
+	strays      *clients.StrayKeys   // refuses keys sent where none is read
+	colors      *routing.ColorPicker // when an alias has colors
+	streamUsage bool                 // some group asks for stream usage
+	watch       []string             // the top-level fields rules look for
 	// a rule matches on a header of a credential's name, which is dropped
 	// before the request goes upstream
 	ruleCredentials bool
@@ -276,7 +276,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	EquipTargets(kitFor(g), g.in.aliases)
+	routing.EquipTargets(kitFor(g), g.in.aliases)
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
 }
@@ -293,7 +293,7 @@ func (g *Gateway) provisionSettings() error {
 	if g.Deadline < 0 {
 		return fmt.Errorf("deadline must not be negative")
 	}
-	if err := CheckResponseModel(g.ResponseModel); err != nil {
+	if err := routing.CheckResponseModel(g.ResponseModel); err != nil {
 		return err
 	}
 	var err error
@@ -360,8 +360,8 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 // provisionAliases provisions the aliases over the groups, noting in used
 // the groups they use, and warns of a group none uses.
 func (g *Gateway) provisionAliases(used map[string]bool) error {
-	g.in.aliases = make(map[string]*Alias, len(g.Aliases))
-	s := AliasSetup{Gateway: g.Name, Groups: g.Groups, Clients: g.Clients != nil, Registry: g.Registry != nil,
+	g.in.aliases = make(map[string]*routing.Alias, len(g.Aliases))
+	s := routing.AliasSetup{Gateway: g.Name, Groups: g.Groups, Clients: g.Clients != nil, Registry: g.Registry != nil,
 		ResponseModel: g.ResponseModel, Clock: g.clock, Logger: g.logger, Used: used}
 	defer func() { g.in.watch, g.in.ruleCredentials = s.Watch, s.RuleCredentials }()
 	for _, name := range sortedKeys(g.Aliases) {
@@ -377,7 +377,7 @@ func (g *Gateway) provisionAliases(used map[string]bool) error {
 		}
 		g.in.aliases[name] = al
 		if len(al.Colors) > 0 && g.in.colors == nil {
-			g.in.colors = &ColorPicker{Gateway: g.Name, Headers: g.routeHeadersOn(), Logger: g.logger}
+			g.in.colors = &routing.ColorPicker{Gateway: g.Name, Headers: g.routeHeadersOn(), Logger: g.logger}
 		}
 	}
 	for _, name := range sortedKeys(g.Groups) {
@@ -593,10 +593,10 @@ var (
 )
 
 // kitFor is the kit gateway g's targets are equipped with.
-func kitFor(g *Gateway) TargetKit {
-	k := TargetKit{Clock: g.clock, Logger: g.logger, Ledger: g.money.Ledger}
+func kitFor(g *Gateway) routing.TargetKit {
+	k := routing.TargetKit{Clock: g.clock, Logger: g.logger, Ledger: g.money.Ledger}
 	if g.money.Spend != nil {
-		k.Spend = &SpendLimits{Book: g.money.Spend, Deadline: time.Duration(g.Deadline), Clock: g.clock}
+		k.Spend = &routing.SpendLimits{Book: g.money.Spend, Deadline: time.Duration(g.Deadline), Clock: g.clock}
 		if c := g.CloudSpend; c != nil {
 			k.Spend.DailyCap = c.DailyUSD
 		}

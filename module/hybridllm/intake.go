@@ -16,6 +16,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap"
 )
 
@@ -36,7 +37,7 @@ const statusClientClosed = 499
 // id (the client's own: clientID) from client cl (nil without clients).
 // rt is new but for its heads, which hold the id.
 func (rt *route) start(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
-	rt.g, rt.w, rt.r, rt.q = g, w, r, Asked{API: protocol.ForPath(r.URL.Path)}
+	rt.g, rt.w, rt.r, rt.q = g, w, r, routing.Asked{API: protocol.ForPath(r.URL.Path)}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := logFields(r); extra != nil {
 		// the request id, and the routing record once there is one
@@ -89,7 +90,7 @@ func (rt *route) serve() error {
 // the body checked, the client's routing headers and route tag judged,
 // its ceilings applied. A request refused is answered here (answered,
 // with what the handler returns).
-func (rt *route) read() (al *Alias, answered bool, err error) {
+func (rt *route) read() (al *routing.Alias, answered bool, err error) {
 	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
 	body, no := readInference(r, g.MaxBodySize, g.in.watch, &rt.q.Top)
 	if no != nil {
@@ -123,7 +124,7 @@ func (rt *route) read() (al *Alias, answered bool, err error) {
 			*top, _ = protocol.Scan(body, g.in.watch...)
 		}
 	}
-	rt.q.Body, rt.q.Features = body, NewFeatures(body, r.Header, top)
+	rt.q.Body, rt.q.Features = body, routing.NewFeatures(body, r.Header, top)
 	return al, false, nil
 }
 
@@ -234,7 +235,7 @@ func (rt *route) fitHeaders() (acceptEncoding []string, had bool) {
 
 // aliasNamed returns the alias the body's model names. A name without
 // escapes is looked up in place, without a copy.
-func aliasNamed(aliases map[string]*Alias, top *protocol.Request) (*Alias, bool) {
+func aliasNamed(aliases map[string]*routing.Alias, top *protocol.Request) (*routing.Alias, bool) {
 	name := top.Model[1 : len(top.Model)-1]
 	if bytes.IndexByte(name, '\\') >= 0 {
 		al, ok := aliases[top.ModelName()]

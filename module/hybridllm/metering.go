@@ -6,6 +6,7 @@ package hybridllm
 import (
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap"
 )
 
@@ -17,28 +18,28 @@ func meter(g *Gateway, x *exchange) {
 		group = x.ans.target.Group
 	}
 	model, client := "", x.clientName()
-	var tm *TargetMetrics
+	var tm *routing.TargetMetrics
 	if x.ans.target != nil {
 		model, tm = x.ans.target.Model, x.ans.target.MetricsOf(gw, al.Name, client)
 	}
-	code := CodeClass(status)
-	if tm != nil && outcome == OutcomeOK && code == "2xx" && x.color == nil {
+	code := routing.CodeClass(status)
+	if tm != nil && outcome == routing.OutcomeOK && code == "2xx" && x.color == nil {
 		tm.OK.Inc()
 	} else {
 		color := ""
 		if x.color != nil {
 			color = x.color.Tag
 		}
-		RequestsTotal.WithLabelValues(gw, al.Name, group, model, outcome, code, client, color).Inc()
+		routing.RequestsTotal.WithLabelValues(gw, al.Name, group, model, outcome, code, client, color).Inc()
 	}
 	for _, a := range x.attempts {
 		if a.Returned {
 			continue // counted as its try back ended
 		}
-		if IsOverflowReason(a.Reason) {
-			OverflowsTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
+		if routing.IsOverflowReason(a.Reason) {
+			routing.OverflowsTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
 		} else {
-			FallbacksTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
+			routing.FallbacksTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
 		}
 	}
 	if group == "" {
@@ -51,7 +52,7 @@ func meter(g *Gateway, x *exchange) {
 		return
 	}
 	if tm == nil {
-		tm = NewTargetMetrics(gw, al.Name, x.ans.target, client)
+		tm = routing.NewTargetMetrics(gw, al.Name, x.ans.target, client)
 	}
 	if x.usage.Found {
 		// counts only: the reader refused anything else

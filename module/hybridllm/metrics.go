@@ -10,6 +10,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/statemetrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -27,9 +28,9 @@ const metricsNS = "caddy_hybrid_llm"
 
 func registerMetrics(reg *prometheus.Registry, logger *zap.Logger) {
 	metricsOnce.Do(func() {
-		collectors = []prometheus.Collector{newStateCollector(), RequestsTotal, FallbacksTotal,
-			OverflowsTotal, TokensTotal, UsageEstimated, RequestDuration, TTFTSeconds, CostTotal, SchedulerTransitions, DegradedTotal,
-			ColorsIgnored, MirrorRequests, MirrorDropped, MirrorDuration, MirrorTTFT}
+		collectors = []prometheus.Collector{newStateCollector(), routing.RequestsTotal, routing.FallbacksTotal,
+			routing.OverflowsTotal, routing.TokensTotal, routing.UsageEstimated, routing.RequestDuration, routing.TTFTSeconds, routing.CostTotal, routing.SchedulerTransitions, routing.DegradedTotal,
+			routing.ColorsIgnored, routing.MirrorRequests, routing.MirrorDropped, routing.MirrorDuration, routing.MirrorTTFT}
 		collectors = append(collectors, clients.Collectors()...)
 	})
 	if reg == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
@@ -25,7 +26,7 @@ import (
 // asks, u how it asks for stream usage) to the alias's mirrors: each
 // takes its share. The copy's body is built here, from the body already
 // read; the rest runs on its own goroutine.
-func (al *Alias) sendMirrors(g *Gateway, r *http.Request, id string, q *Asked, u *usageAsk) {
+func sendMirrors(al *routing.Alias, g *Gateway, r *http.Request, id string, q *routing.Asked, u *usageAsk) {
 	for _, m := range al.Mirrors {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
@@ -75,9 +76,9 @@ func (c *mirrorCopy) request(r *http.Request) *http.Request {
 
 // mirrorCopy is one copy of a request on its way to a mirror.
 type mirrorCopy struct {
-	m      *Mirror
+	m      *routing.Mirror
 	g      *Gateway
-	alias  *Alias
+	alias  *routing.Alias
 	parent string // the request's id
 	id     string
 	stream bool
@@ -114,7 +115,7 @@ func (c *mirrorCopy) run() {
 
 	outcome := mirrorOutcome(req.Context(), w, aborted, err)
 	s := m.Series
-	MirrorRequests.WithLabelValues(c.g.Name, c.alias.Name, m.Group, m.Model, outcome).Inc()
+	routing.MirrorRequests.WithLabelValues(c.g.Name, c.alias.Name, m.Group, m.Model, outcome).Inc()
 	s.Duration.Observe(dur.Seconds())
 	if w.ttfb > 0 {
 		s.TTFT.Observe(w.ttfb.Seconds())
@@ -123,7 +124,7 @@ func (c *mirrorCopy) run() {
 	usd, priced := c.account(u, dur)
 	fields := []zap.Field{
 		zap.String("request_id", c.id), zap.String("parent_request_id", c.parent),
-		zap.String("billing", BillingShadow), zap.String("llm_alias", c.alias.Name),
+		zap.String("billing", routing.BillingShadow), zap.String("llm_alias", c.alias.Name),
 		zap.String("llm_group", m.Group), zap.String("llm_model", m.Model),
 		zap.String("llm_outcome", outcome), zap.Int("status", w.status), zap.Duration("duration", dur),
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // modelCard is one entry of the OpenAI model list.
@@ -33,12 +34,12 @@ const modelOwner = "hybrid_llm"
 // when the config was loaded, rendered once (the list changes only with
 // the config).
 type aliasList struct {
-	aliases map[string]*Alias
+	aliases map[string]*routing.Alias
 	created int64 // the cards' created time
 	all     []byte
 }
 
-func newAliasList(aliases map[string]*Alias, created time.Time) *aliasList {
+func newAliasList(aliases map[string]*routing.Alias, created time.Time) *aliasList {
 	l := &aliasList{aliases: aliases, created: created.Unix()}
 	l.all = l.of(func(string) bool { return true })
 	return l

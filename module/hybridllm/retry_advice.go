@@ -10,6 +10,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // OpenAI's SDKs retry 408, 409, 429 and every 5xx on their own, unless the
@@ -32,7 +33,7 @@ const (
 // time until the nearest target may serve when every one that can is
 // only busy (overloaded, past its red line, overflowing, its breaker
 // open), else neither (the client's own backoff applies).
-func retryAdvice(attempts []Attempt, t0 time.Time) (never bool, after time.Duration) {
+func retryAdvice(attempts []routing.Attempt, t0 time.Time) (never bool, after time.Duration) {
 	if len(attempts) == 0 {
 		return false, 0
 	}
@@ -71,7 +72,7 @@ func retryAdvice(attempts []Attempt, t0 time.Time) (never bool, after time.Durat
 // a retry does not change: it is misconfigured, refuses the gateway's
 // credentials, does not know the model or path, answered another 4xx the
 // target falls back on, or its context window is too small.
-func permanentFailure(a *Attempt) bool {
+func permanentFailure(a *routing.Attempt) bool {
 	switch a.Reason {
 	case because.Misconfig, because.ContextWindow, because.ContextLength, because.UpstreamAuth, because.ModelNotFound, because.NotAPI:
 		return true
@@ -88,7 +89,7 @@ func permanentFailure(a *Attempt) bool {
 
 // breakerWait is the time until the target's group, or the first of its
 // endpoints, may take a request again.
-func breakerWait(t *Target, t0 time.Time) time.Duration {
+func breakerWait(t *routing.Target, t0 time.Time) time.Duration {
 	grp := t.Upstream
 	if grp.Breaker != nil {
 		if st, until, _ := grp.Shared.Breaker.View(t0); st == "open" {
@@ -114,7 +115,7 @@ func breakerWait(t *Target, t0 time.Time) time.Duration {
 // holdWait is the time until the target's cloud group, or the first
 // endpoint of its vLLM group, that an upstream's 429 holds out may take a
 // request again.
-func holdWait(t *Target, t0 time.Time) time.Duration {
+func holdWait(t *routing.Target, t0 time.Time) time.Duration {
 	var w time.Duration
 	if u, ok := t.Upstream.Shared.Breaker.HeldUntil(t0); ok {
 		w = u.Sub(t0) // a cloud group's

@@ -15,6 +15,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // route carries one request through its alias's targets.
@@ -22,14 +23,14 @@ type route struct {
 	g       *Gateway
 	w       http.ResponseWriter
 	r       *http.Request
-	x       exchange // the record of the request
-	q       Asked    // what it asks
-	passage Passage  // its way past its targets' gates
-	ask     AttemptAsk
+	x       exchange        // the record of the request
+	q       routing.Asked   // what it asks
+	passage routing.Passage // its way past its targets' gates
+	ask     routing.AttemptAsk
 	inj     usageAsk
-	held    Reservation // what admission reserved of its client's limits
-	tried   [4]Attempt  // attempts' first backing array
-	order   [6]*Target  // the plan's backing array, with weighted sets
+	held    routing.Reservation // what admission reserved of its client's limits
+	tried   [4]routing.Attempt  // attempts' first backing array
+	order   [6]*routing.Target  // the plan's backing array, with weighted sets
 	// an attempt was sent again after its connection failed as it was
 	// written (see try)
 	staleRetried bool
@@ -49,7 +50,7 @@ func (rt *route) run(ctx context.Context) error {
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
-	var spilled []*Target
+	var spilled []*routing.Target
 	for i := 0; ; i++ {
 		plan, spilled = rt.returnSpilled(plan, spilled, i)
 		if i == len(plan) {
@@ -60,13 +61,13 @@ func (rt *route) run(ctx context.Context) error {
 			if rt.r.Context().Err() != nil {
 				break // the client left
 			}
-			rt.x.attempts = append(rt.x.attempts, Attempt{Target: t, Reason: because.Deadline})
+			rt.x.attempts = append(rt.x.attempts, routing.Attempt{Target: t, Reason: because.Deadline})
 			traceSkip(&rt.x, t, because.Deadline)
 			break
 		}
 		rt.passage.Rest = plan[i+1:]
 		if why := rt.passage.Admit(t); why != "" {
-			rt.x.attempts = append(rt.x.attempts, Attempt{Target: t, Reason: why})
+			rt.x.attempts = append(rt.x.attempts, routing.Attempt{Target: t, Reason: why})
 			traceSkip(&rt.x, t, why)
 			switch {
 			case why == because.Overflow:
@@ -78,7 +79,7 @@ func (rt *route) run(ctx context.Context) error {
 			}
 			continue
 		}
-		window, done, err := rt.tryTarget(ctx, t, AttemptTurn{More: i < len(plan)-1 || len(spilled) > 0, GroupTrial: rt.passage.Trial})
+		window, done, err := rt.tryTarget(ctx, t, routing.AttemptTurn{More: i < len(plan)-1 || len(spilled) > 0, GroupTrial: rt.passage.Trial})
 		if done {
 			return err
 		}
@@ -97,26 +98,26 @@ func (rt *route) beginPassage() {
 	if n := rt.g.Clients; n != nil {
 		reserve = int64(n.ReserveTokens)
 	}
-	rt.passage.Bounds = TokenBounds{Ask: &rt.q, Client: rt.x.client, Reserve: reserve}
+	rt.passage.Bounds = routing.TokenBounds{Ask: &rt.q, Client: rt.x.client, Reserve: reserve}
 }
 
 // planFor is the request's targets in order: the alias's plan (its
 // rules, its sets' order), a color's target first. It starts the
 // mirrors' copies of a request without a color.
-func (rt *route) planFor(al *Alias, f *Features) []*Target {
+func (rt *route) planFor(al *routing.Alias, f *routing.Features) []*routing.Target {
 	plan, rule := al.Plan(f)
 	if rule != nil {
 		rt.x.rule = rule.Group
 	}
 	plan = al.Ordered(plan, rt.order[:])
 	if al.Chain != nil {
-		rt.x.deg = new(DegradeRecord)
+		rt.x.deg = new(routing.DegradeRecord)
 		rt.passage.Degrade = rt.x.deg
 	}
 	if c := rt.x.color; c != nil {
 		// the color's target first; the alias's own after it, if the
 		// color falls back
-		colored := make([]*Target, 1, len(plan)+1)
+		colored := make([]*routing.Target, 1, len(plan)+1)
 		colored[0] = &c.Target
 		if c.FallsBack {
 			colored = append(colored, plan...)
@@ -124,7 +125,7 @@ func (rt *route) planFor(al *Alias, f *Features) []*Target {
 		return colored
 	}
 	if len(al.Mirrors) > 0 {
-		al.sendMirrors(rt.g, rt.r, rt.x.id, &rt.q, &rt.inj)
+		sendMirrors(al, rt.g, rt.r, rt.x.id, &rt.q, &rt.inj)
 	}
 	return plan
 }
@@ -132,7 +133,7 @@ func (rt *route) planFor(al *Alias, f *Features) []*Target {
 // returnSpilled puts the targets passed over because they overflowed
 // back into the plan at i, once i is its end or its first degraded tier,
 // and returns the plan and what is still spilled.
-func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Target) {
+func (rt *route) returnSpilled(plan, spilled []*routing.Target, i int) ([]*routing.Target, []*routing.Target) {
 	if len(spilled) == 0 || (i < len(plan) && plan[i].Tier == nil) {
 		return plan, spilled
 	}
@@ -150,7 +151,7 @@ func (rt *route) returnSpilled(plan, spilled []*Target, i int) ([]*Target, []*Ta
 // it answers (done, with what the handler returns), its retries are
 // spent, or it cannot take the request; window is the context window a
 // context-length error proved the request needs (0: none).
-func (rt *route) tryTarget(ctx context.Context, t *Target, turn AttemptTurn) (window int, done bool, err error) {
+func (rt *route) tryTarget(ctx context.Context, t *routing.Target, turn routing.AttemptTurn) (window int, done bool, err error) {
 	for n := 0; ; n++ {
 		// the first attempt carries the group breaker's trial, if any;
 		// try settles it however the attempt ends
@@ -172,7 +173,7 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn AttemptTurn) (wi
 		}
 		// a time limit spent is not spent again on another endpoint:
 		// the next target gets the request
-		if n >= t.Run.Retries || res.Verdict != VerdictFailure || ctx.Err() != nil ||
+		if n >= t.Run.Retries || res.Verdict != routing.VerdictFailure || ctx.Err() != nil ||
 			why == because.Timeout || why == because.FirstByte || (res.Held && res.Endpoint == nil) {
 			return 0, false, nil // (a cloud that asked for time is not asked again now)
 		}
@@ -184,7 +185,7 @@ func (rt *route) tryTarget(ctx context.Context, t *Target, turn AttemptTurn) (wi
 
 // overflowed is the group:signal of the overflow the request left a
 // target for, unless the answer came from that target after all.
-func (rt *route) overflowed(answer *Target) string {
+func (rt *route) overflowed(answer *routing.Target) string {
 	if rt.passage.Overflow == "" || (answer != nil && slices.Contains(rt.passage.Returned, answer)) {
 		return ""
 	}
@@ -193,14 +194,14 @@ func (rt *route) overflowed(answer *Target) string {
 
 // fail answers a request none of whose targets answered, telling the
 // client whether a retry can help.
-func (rt *route) fail(al *Alias) error {
+func (rt *route) fail(al *routing.Alias) error {
 	v := rt.failVerdict()
 	rt.x.ans.status = v.status
 	rt.adviseRetry(&v)
 	if v.status == http.StatusBadGateway {
-		rt.x.ans.outcome = OutcomeUpstream
+		rt.x.ans.outcome = routing.OutcomeUpstream
 	} else {
-		rt.x.ans.outcome = OutcomeUnavailable
+		rt.x.ans.outcome = routing.OutcomeUnavailable
 	}
 	return rt.q.API.WriteError(rt.w, protocol.Error{
 		Status: v.status, Type: v.typ, Code: v.code,
@@ -302,7 +303,7 @@ func (rt *route) adviseRetry(v *failVerdict) {
 }
 
 // failMessage says what was tried and why each target did not serve.
-func (rt *route) failMessage(al *Alias, v *failVerdict) string {
+func (rt *route) failMessage(al *routing.Alias, v *failVerdict) string {
 	var sb strings.Builder
 	sb.WriteString("no target could serve model `")
 	sb.WriteString(al.Name)
@@ -334,7 +335,7 @@ func (rt *route) failMessage(al *Alias, v *failVerdict) string {
 // atCapacity reports whether an attempt found its target full rather than
 // failing: past its red line, overflowing (and every later target
 // refused it as well), or rate-limited by its upstream.
-func atCapacity(a *Attempt) bool {
+func atCapacity(a *routing.Attempt) bool {
 	switch a.Reason {
 	case because.RedLine, because.Overflow, because.RateLimited, because.BudgetHeld, because.SpendCapHeld:
 		return true
@@ -360,7 +361,7 @@ func (rt *route) fallbackReasons() string {
 // X-Hybrid-* headers. It runs once, as the answer commits: the values
 // are the route's own array (rt.heads), which a second call would
 // overwrite under the headers already set.
-func (rt *route) setRouteHeaders(h http.Header, t *Target) {
+func (rt *route) setRouteHeaders(h http.Header, t *routing.Target) {
 	// canonical keys, assigned directly, their values in the route's
 	// array
 	v := rt.heads.route[:2]
@@ -388,13 +389,13 @@ func (rt *route) finish() {
 	switch {
 	case rt.x.ans.outcome != "":
 	case rt.r.Context().Err() != nil && rt.x.ans.target == nil:
-		rt.x.ans.outcome = OutcomeClientCanceled
+		rt.x.ans.outcome = routing.OutcomeClientCanceled
 	case rt.x.ans.status >= 500:
-		rt.x.ans.outcome = OutcomeUpstream
+		rt.x.ans.outcome = routing.OutcomeUpstream
 	case rt.x.ans.status >= 400:
-		rt.x.ans.outcome = OutcomeClientError
+		rt.x.ans.outcome = routing.OutcomeClientError
 	default:
-		rt.x.ans.outcome = OutcomeOK
+		rt.x.ans.outcome = routing.OutcomeOK
 	}
 	if rt.g.money.Priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
 		// a journaled charge outlives a kill; the answer it is for must
@@ -431,7 +432,7 @@ func (rt *route) cost(at time.Time) {
 	case t.Upstream.Kind == KindOpenAI:
 		usd = cc.RequestCost(rt.x.usage.Prompt, rt.x.usage.Completion, rt.x.usage.Cached, at.Sub(began))
 		cloudUSD = usd
-		CostTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), BillingBusiness).Add(usd)
+		routing.CostTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), routing.BillingBusiness).Add(usd)
 	default:
 		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.g.money.SelfCostPerToken()
 	}

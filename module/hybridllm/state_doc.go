@@ -11,6 +11,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -164,7 +165,7 @@ func endpointState(vg *upstream.VLLMGroup, ep *upstream.Endpoint, expect []strin
 	es.Drained = ep.Drained != nil && ep.Drained.Load()
 	if sc := ep.Score; sc != nil {
 		pct := int(math.Round(sc.Share() * 100))
-		es.HealthScore, _ = sc.Member.(*HealthMember).State()
+		es.HealthScore, _ = sc.Member.(*routing.HealthMember).State()
 		es.ServePercent = &pct
 	}
 	if snap.Models != nil {

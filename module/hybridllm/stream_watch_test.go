@@ -12,6 +12,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
@@ -83,7 +84,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 	var live, moving, done attemptWriter
 	for _, aw := range []*attemptWriter{&live, &moving, &done} {
 		aw.guard.cancel = func() {}
-		aw.target = &Target{} // no idle_timeout: the probes alone watch it
+		aw.target = &routing.Target{} // no idle_timeout: the probes alone watch it
 		aw.slot.Endpoint = &upstream.Endpoint{Prober: p}
 		aw.watch()
 		if aw.guard.dog == nil {
@@ -122,7 +123,7 @@ func TestEndpointDownCutsItsStreams(t *testing.T) {
 // count.
 func BenchmarkAnswerWatch(b *testing.B) {
 	p := probe.New("http://127.0.0.1:1", clock.System, zap.NewNop())
-	aw := &attemptWriter{target: &Target{Run: targetRun{Idle: DefaultIdleTimeout}}, guard: answerGuard{cancel: func() {}}}
+	aw := &attemptWriter{target: &routing.Target{Run: routing.TargetRun{Idle: routing.DefaultIdleTimeout}}, guard: answerGuard{cancel: func() {}}}
 	aw.slot.Endpoint = &upstream.Endpoint{Prober: p}
 	b.ReportAllocs()
 	for b.Loop() {

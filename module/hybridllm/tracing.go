@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -16,7 +17,7 @@ import (
 // span.
 
 // traceSkip records a target passed over on the request's span.
-func traceSkip(x *exchange, t *Target, why Reason) {
+func traceSkip(x *exchange, t *routing.Target, why routing.Reason) {
 	if s := x.traced(); s != nil {
 		s.AddEvent("hybrid_llm.skip", trace.WithAttributes(
 			attribute.String("hybrid_llm.group", t.Group),
@@ -35,7 +36,7 @@ func traceOutcome(x *exchange) {
 		attribute.String("hybrid_llm.outcome", string(x.ans.outcome)))
 	if t := x.ans.target; t != nil {
 		s.SetAttributes(attribute.String("hybrid_llm.group", t.Group),
-			attribute.String("gen_ai.provider.name", ProviderName(t.Upstream)),
+			attribute.String("gen_ai.provider.name", routing.ProviderName(t.Upstream)),
 			attribute.String("gen_ai.response.model", t.Model))
 	}
 	if x.usage.Found {

@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // What a request is charged when its answer brought no usage: a stream
@@ -34,7 +35,7 @@ import (
 // bounds them; gw is the gateway's name, for the metrics) when
 // it was answered (2xx) and the answer carried no usage, or when the
 // client left before the answer, with the request at an upstream.
-func (x *exchange) estimateUsage(b *TokenBounds, gw string) {
+func (x *exchange) estimateUsage(b *routing.TokenBounds, gw string) {
 	if x.ans.target == nil && x.ans.abandoned != nil {
 		x.estimateAbandoned(b, gw)
 		return
@@ -60,7 +61,7 @@ func (x *exchange) estimateUsage(b *TokenBounds, gw string) {
 		}
 	}
 	u.Found, x.ans.estimated = true, true
-	UsageEstimated.WithLabelValues(gw, x.alias.Name, x.ans.target.Group).Inc()
+	routing.UsageEstimated.WithLabelValues(gw, x.alias.Name, x.ans.target.Group).Inc()
 }
 
 // estimateAbandoned charges a request whose client left before the
@@ -68,7 +69,7 @@ func (x *exchange) estimateUsage(b *TokenBounds, gw string) {
 // cloud generates a JSON answer whole, and bills it, whether or not
 // anyone is left to read it (vLLM aborts a request whose connection
 // closes, and a stream stops with its connection).
-func (x *exchange) estimateAbandoned(b *TokenBounds, gw string) {
+func (x *exchange) estimateAbandoned(b *routing.TokenBounds, gw string) {
 	t := x.ans.abandoned
 	u := &x.usage
 	*u = protocol.UsageScanner{Usage: protocol.Usage{Prompt: b.PromptEstimate(), Found: true}}
@@ -76,5 +77,5 @@ func (x *exchange) estimateAbandoned(b *TokenBounds, gw string) {
 		_, u.Completion = b.TokenBoundOn(t)
 	}
 	x.ans.estimated = true
-	UsageEstimated.WithLabelValues(gw, x.alias.Name, t.Group).Inc()
+	routing.UsageEstimated.WithLabelValues(gw, x.alias.Name, t.Group).Inc()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // Each image, audio clip or file of a prompt counts mediaPartTokens in
@@ -37,13 +38,13 @@ func TestPromptEstimateCountsMedia(t *testing.T) {
 			`{"role":"user","content":"image_url"}]}`, 125},
 	} {
 		b := []byte(tc.body)
-		q := new(Asked)
+		q := new(routing.Asked)
 		var ok bool
 		if q.Top, ok = protocol.Scan(b); !ok {
 			t.Fatalf("invalid test body %s", b)
 		}
-		q.Features = NewFeatures(b, nil, &q.Top)
-		if got := (&TokenBounds{Ask: q}).PromptEstimate(); got != tc.want {
+		q.Features = routing.NewFeatures(b, nil, &q.Top)
+		if got := (&routing.TokenBounds{Ask: q}).PromptEstimate(); got != tc.want {
 			t.Errorf("%.200s: %d tokens, want %d", b, got, tc.want)
 		}
 	}
@@ -55,8 +56,8 @@ func TestPromptEstimateAllocations(t *testing.T) {
 		`{"type":"image_url","image_url":{"url":"https://x/a.png"}}]}],"input":[{"content":[{"type":"input_image"}]}]}`)
 	top, _ := protocol.Scan(b)
 	if n := testing.AllocsPerRun(100, func() {
-		f := NewFeatures(b, nil, &top)
-		f.promptWithMedia()
+		f := routing.NewFeatures(b, nil, &top)
+		f.PromptWithMedia()
 	}); n != 0 {
 		t.Errorf("%v allocations", n)
 	}

@@ -1,0 +1,108 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package routing
+
+import (
+	"slices"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"go.uber.org/zap"
+)
+
+// takesNothing is the release of a gate that takes nothing.
+type takesNothing struct{}
+
+func (takesNothing) Release(*Passage, *Target) {}
+
+// outGate passes over a target nothing may go to, whatever the request
+// (see takenOut).
+type outGate struct {
+	takesNothing
+	clock clock.Clock
+}
+
+func (o outGate) Judge(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock) }
+func (o outGate) Admit(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock) }
+
+// windowGate passes over a target whose context window cannot hold the
+// request, or is no larger than one a context-length error proved too
+// small.
+type windowGate struct{ takesNothing }
+
+func (windowGate) Judge(p *Passage, t *Target) Reason {
+	if w := t.Window(); w > 0 {
+		if (p.MinWindow > 0 && w <= p.MinWindow) || p.Bounds.Ask.Features.exceeds(w) {
+			return because.ContextWindow
+		}
+	}
+	return ""
+}
+
+func (w windowGate) Admit(p *Passage, t *Target) Reason { return w.Judge(p, t) }
+
+// overflowGate passes over a vLLM target whose group overflows, unless
+// the request came back to it (see returnSpilled). At the target's turn
+// it drives the group's overflow controller and records the first
+// overflow the request leaves; judged ahead, it leaves the controller as
+// it is and overflow always applies.
+type overflowGate struct {
+	takesNothing
+	clock  clock.Clock
+	logger *zap.Logger
+}
+
+func (o overflowGate) Judge(_ *Passage, t *Target) Reason {
+	grp := t.Upstream
+	t0 := o.clock.Now()
+	if grp.Overflow.WouldOverflow(&grp.Shared.Overflow, grp.VLLM.Signals(t0), t0) {
+		return because.Overflow
+	}
+	return ""
+}
+
+func (o overflowGate) Admit(p *Passage, t *Target) Reason {
+	grp := t.Upstream
+	if slices.Contains(p.Returned, t) {
+		return ""
+	}
+	t0 := o.clock.Now()
+	on, signal := grp.Overflow.Evaluate(&grp.Shared.Overflow, grp.VLLM.Signals(t0), t0, o.logger, grp.Run.Name)
+	if !on {
+		return ""
+	}
+	if p.Overflow == "" {
+		p.Overflow = grp.Run.Name + ":" + signal
+	}
+	return because.Overflow
+}
+
+// breakerGate passes over a target whose group's breaker is open. At the
+// target's turn a breaker half open lets one request through as its
+// trial (passage.trial), which the attempt settles, or release gives
+// back.
+type breakerGate struct{ clock clock.Clock }
+
+func (b breakerGate) Judge(_ *Passage, t *Target) Reason {
+	if !t.Upstream.Shared.Breaker.WouldAllow(b.clock.Now()) {
+		return because.BreakerOpen
+	}
+	return ""
+}
+
+func (b breakerGate) Admit(p *Passage, t *Target) Reason {
+	ok, trial := t.Upstream.Shared.Breaker.Allow(b.clock.Now())
+	if !ok {
+		return because.BreakerOpen
+	}
+	p.Trial = trial
+	return ""
+}
+
+func (breakerGate) Release(p *Passage, t *Target) {
+	if p.Trial {
+		t.Upstream.Shared.Breaker.ReleaseTrial()
+		p.Trial = false
+	}
+}
