@@ -259,9 +259,9 @@ func readAliasAction(r *http.Request) (*adminapi.ActionRequest, *Gateway, *routi
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	al := g.in.aliases[req.Alias]
+	al := g.in.Aliases[req.Alias]
 	if al == nil {
-		return nil, nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q; its aliases: %s", g.Name, req.Alias, strings.Join(sortedKeys(g.in.aliases), ", "))}
+		return nil, nil, nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no alias %q; its aliases: %s", g.Name, req.Alias, strings.Join(sortedKeys(g.in.Aliases), ", "))}
 	}
 	return req, g, al, nil
 }

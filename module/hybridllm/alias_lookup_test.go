@@ -13,8 +13,8 @@ import (
 // A model value spelled with escapes names its alias all the same.
 func TestAnEscapedModelFindsItsAlias(t *testing.T) {
 	f, _ := protocol.Scan([]byte(`{"model":"chat\u002dmain"}`))
-	g := &Gateway{in: front{aliases: map[string]*routing.Alias{"chat-main": {Name: "chat-main"}}}}
-	if al, ok := aliasNamed(g.in.aliases, &f); !ok || al.Name != "chat-main" {
+	g := &Gateway{in: front{Front: Front{Aliases: map[string]*routing.Alias{"chat-main": {Name: "chat-main"}}}}}
+	if al, ok := aliasNamed(g.in.Aliases, &f); !ok || al.Name != "chat-main" {
 		t.Errorf("escaped value %s not found as chat-main", f.Model)
 	}
 }

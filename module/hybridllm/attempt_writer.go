@@ -144,7 +144,7 @@ func (aw *attemptWriter) commit(status int) bool {
 	if t.Tier != nil {
 		markDegraded(rt.x.deg, &rt.x, rt.g.Name, aw, h)
 	}
-	if rt.g.routeHeadersOn() {
+	if rt.g.RouteHeaders {
 		rt.setRouteHeaders(h, t)
 	}
 	// from now on the proxy writes straight into the client's header
@@ -165,7 +165,7 @@ func (aw *attemptWriter) commit(status int) bool {
 func (aw *attemptWriter) passHeaders(h http.Header) {
 	rt := aw.rt
 	var upstreamID []string
-	pass := rt.g.in.pass
+	pass := rt.g.Pass
 	for k, v := range aw.header {
 		if k == "X-Request-Id" {
 			upstreamID = v

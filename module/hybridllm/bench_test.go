@@ -61,10 +61,10 @@ func BenchmarkModelRewrite(b *testing.B) {
 // first attempt: validation and the top-level fields in one pass, the
 // alias lookup and the model swap.
 func BenchmarkBodyRewrite(b *testing.B) {
-	g := &Gateway{in: front{aliases: map[string]*routing.Alias{}}}
+	g := &Gateway{in: front{Front: Front{Aliases: map[string]*routing.Alias{}}}}
 	tg := &routing.Target{Group: "self", Model: "qwen2.5-7b-instruct"}
 	tg.Run.ModelJSON, _ = json.Marshal(tg.Model)
-	g.in.aliases["chat-main"] = &routing.Alias{Name: "chat-main", Targets: []*routing.Target{tg}}
+	g.in.Aliases["chat-main"] = &routing.Alias{Name: "chat-main", Targets: []*routing.Target{tg}}
 	for _, size := range []struct {
 		name string
 		n    int
@@ -76,7 +76,7 @@ func BenchmarkBodyRewrite(b *testing.B) {
 			var ub upstreamBody
 			for b.Loop() {
 				top, ok := protocol.Scan(body)
-				al, found := aliasNamed(g.in.aliases, &top)
+				al, found := aliasNamed(g.in.Aliases, &top)
 				if !ok || top.Models != 1 || !found {
 					b.Fatal("bad fields")
 				}
@@ -163,7 +163,7 @@ func BenchmarkMeterAndLog(b *testing.B) {
 			b.ReportAllocs()
 			rt := new(route) // the route comes with the request, not with this work
 			for b.Loop() {
-				*rt = route{g: g, r: req, q: routing.Asked{API: protocol.ForPath(req.URL.Path)}}
+				*rt = route{g: frontOf(g), r: req, q: routing.Asked{API: protocol.ForPath(req.URL.Path)}}
 				rt.x = exchange{alias: al, r: req, q: &rt.q, start: time.Now(), ans: answer{target: t, status: 200, ttfb: time.Millisecond}}
 				rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 100, 200
 				extra := new(caddyhttp.ExtraLogFields)

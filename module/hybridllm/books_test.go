@@ -108,7 +108,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	var running []attempt
 	start := func(grp *Group, n int) {
 		for range n {
-			rt := &route{g: g}
+			rt := &route{g: frontOf(g)}
 			occ, _ := routing.OccupancyOf(g.money.Ledger, targets[grp])
 			occ.AttemptBegan(context.Background(), nil)
 			rt.x.ans.target, rt.x.ans.began = targets[grp], clk.Now()

@@ -35,17 +35,17 @@ func BenchmarkAuthenticate(b *testing.B) {
 		cfg.Clients["c"+strconv.Itoa(i)] = &Client{Key: "sha256:" + hex.EncodeToString(h[:])}
 	}
 	g := &Gateway{Clients: cfg, clock: clock.System, logger: zap.NewNop()}
-	g.in.callers = newCallers(g)
-	if err := g.in.callers.Provision(context.Background()); err != nil {
+	g.in.Callers = newCallers(g)
+	if err := g.in.Callers.Provision(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	cs := g.in.callers.InForce()
+	cs := g.in.Callers.InForce()
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	r.Header.Set("Authorization", "Bearer "+key)
 	b.Run("key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if cl, ok := g.in.callers.Authenticate(nil, r); !ok || cl == nil {
+			if cl, ok := g.in.Callers.Authenticate(nil, r); !ok || cl == nil {
 				b.Fatal("refused")
 			}
 		}
@@ -63,7 +63,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, ok := g.in.callers.Authenticate(nil, r)
+			cl, ok := g.in.Callers.Authenticate(nil, r)
 			if !ok {
 				b.Fatal("refused")
 			}
@@ -91,7 +91,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		rt := new(route)
 		b.ReportAllocs()
 		for b.Loop() {
-			cl, _ := g.in.callers.Authenticate(nil, r)
+			cl, _ := g.in.Callers.Authenticate(nil, r)
 			tn := time.Now()
 			*rt = *testRoute(g, cl, r, protocol.ChatCompletions)
 			rt.q.Top = top
@@ -103,7 +103,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 				b.Fatal(why)
 			}
 			g.money.Spend.Add(cl.Name, 1e-6, tn)
-			rt.passage.Hold.Release(&rt.g.money)
+			rt.passage.Hold.Release(rt.g.Money)
 			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
 			settle(rt, tn)
 		}

@@ -34,7 +34,7 @@ func limitedRoute(g *Gateway, cl *clients.Caller, path string, body []byte) *rou
 // testRoute is a request of client cl for r on api, before its body is
 // read.
 func testRoute(g *Gateway, cl *clients.Caller, r *http.Request, api *protocol.API) *route {
-	rt := &route{g: g, r: r, q: routing.Asked{API: api}}
+	rt := &route{g: frontOf(g), r: r, q: routing.Asked{API: api}}
 	rt.x = exchange{client: cl, r: r, q: &rt.q, start: time.Now()}
 	return rt
 }
@@ -155,7 +155,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 	if want := float64(p+100) / 1e6; rt.passage.Hold.USD < want*0.999 || rt.passage.Hold.USD > want*1.001 {
 		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.passage.Hold.USD, want, p)
 	}
-	rt.passage.Hold.Release(&rt.g.money)
+	rt.passage.Hold.Release(rt.g.Money)
 }
 
 // Judging a cloud target takes no hold: skip only says whether the holds
@@ -188,7 +188,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if total, clients := g.money.Spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.Hold.USD {
 		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.Hold.USD)
 	}
-	rt.passage.Hold.Release(&rt.g.money)
+	rt.passage.Hold.Release(rt.g.Money)
 	if total, clients := g.money.Spend.Holds().Held(); total != 0 || len(clients) != 0 {
 		t.Fatalf("released: total %g, clients %v", total, clients)
 	}
@@ -204,7 +204,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatal(why)
 	}
-	rt.passage.Hold.Release(&rt.g.money)
+	rt.passage.Hold.Release(rt.g.Money)
 	if total, clients := capped.money.Spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
 		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", total, clients)
 	}

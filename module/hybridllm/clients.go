@@ -20,8 +20,8 @@ type Client = clients.Client
 // newCallers is the callers of gateway g, to be provisioned.
 func newCallers(g *Gateway) *clients.Callers {
 	return clients.NewCallers(g.Clients, clients.Setting{Gateway: g.Name, Share: g.fleetShare,
-		Alias:        func(name string) bool { _, ok := g.in.aliases[name]; return ok },
-		RouteHeaders: routingHeaders(g.in.aliases), Models: g.in.models.of, Logger: g.logger})
+		Alias:        func(name string) bool { _, ok := g.in.Aliases[name]; return ok },
+		RouteHeaders: routingHeaders(g.in.Aliases), Models: g.in.models.of, Logger: g.logger})
 }
 
 // routingHeaders returns the request headers the aliases' route rules

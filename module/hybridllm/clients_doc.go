@@ -77,7 +77,7 @@ func serveClients(w http.ResponseWriter, r *http.Request) error {
 	out := []adminapi.ClientsDoc{}
 	t := clock.Process.Now()
 	for _, g := range gws {
-		out = append(out, clientsDoc(g.Name, &g.money, g.in.callers, t))
+		out = append(out, clientsDoc(g.Name, &g.money, g.in.Callers, t))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	enc := json.NewEncoder(w)

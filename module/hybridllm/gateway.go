@@ -179,20 +179,10 @@ type RequestSettings struct {
 // front is what a gateway's request side reads: resolved from the config
 // as it is provisioned, read-only while it serves.
 type front struct {
-	pass        *headerPass
-	paths       *inferencePaths
-	callers     *clients.Callers // with Clients
-	aliases     map[string]*routing.Alias
-	models      *aliasList           // what GET .../models answers
-	strays      *clients.StrayKeys   // refuses keys sent where none is read
-	colors      *routing.ColorPicker // when an alias has colors
-	streamUsage bool                 // some group asks for stream usage
-	watch       []string             // the top-level fields rules look for
-	// a rule matches on a header of a credential's name, which is dropped
-	// before the request goes upstream
-	ruleCredentials bool
-	badUsage        *lograte.Every // rate-limits the warning about bad usage values
-	mirrorLog       *zap.Logger    // the mirror copies' records
+	Front                     // what the request core reads
+	paths  *inferencePaths    // the paths inference is served on
+	models *aliasList         // what GET .../models answers
+	strays *clients.StrayKeys // refuses keys sent where none is read
 }
 
 // lifetime is what a gateway holds for its config's life.
@@ -232,8 +222,8 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	g.clock = clock.Process
 	g.life.ctx = ctx.Context
 	g.life.storage = ctx.Storage()
-	g.in.mirrorLog = g.logger.Named("mirror")
-	g.in.badUsage = new(lograte.Every)
+	g.in.MirrorLog = g.logger.Named("mirror")
+	g.in.BadUsage = new(lograte.Every)
 	if g.Name == "" {
 		g.Name = defaultGatewayName
 	}
@@ -265,7 +255,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if !g.sched.Empty() {
 		g.sched.Keep(ctx, g.clock, g.logger)
 	}
-	g.in.models = newAliasList(g.in.aliases, time.Now())
+	g.in.models = newAliasList(g.in.Aliases, time.Now())
 	if c := g.CloudSpend; c != nil && (c.DailyUSD < 0 || c.WarnAt < 0 || c.WarnAt > 1) {
 		return fmt.Errorf("cloud_spend: daily_usd must not be negative, warn_at must be a share from 0 to 1")
 	}
@@ -276,9 +266,21 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	routing.EquipTargets(kitFor(g), g.in.aliases)
+	routing.EquipTargets(kitFor(g), g.in.Aliases)
+	g.frontSettings()
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
+}
+
+// frontSettings gives the request core what it reads of the gateway,
+// once everything it reads is provisioned.
+func (g *Gateway) frontSettings() {
+	f := &g.in.Front
+	f.Name, f.Clock, f.Logger, f.Money, f.Life = g.Name, g.clock, g.logger, &g.money, g.life.ctx
+	f.MaxBodySize, f.Deadline, f.RouteHeaders = g.MaxBodySize, g.Deadline, g.routeHeadersOn()
+	if g.Clients != nil {
+		f.ReserveTokens = g.Clients.ReserveTokens
+	}
 }
 
 // provisionSettings checks the gateway's own settings and fills in their
@@ -297,7 +299,7 @@ func (g *Gateway) provisionSettings() error {
 		return err
 	}
 	var err error
-	if g.in.pass, err = newHeaderPass(g.PassHeaders); err != nil {
+	if g.in.Pass, err = newHeaderPass(g.PassHeaders); err != nil {
 		return err
 	}
 	if g.in.paths, err = newInferencePaths(g.Paths); err != nil {
@@ -352,7 +354,7 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if grp.StreamUsage != nil {
 			grp.Run.StreamUsage = *grp.StreamUsage
 		}
-		g.in.streamUsage = g.in.streamUsage || grp.Run.StreamUsage
+		g.in.StreamUsage = g.in.StreamUsage || grp.Run.StreamUsage
 	}
 	return used, nil
 }
@@ -360,10 +362,10 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 // provisionAliases provisions the aliases over the groups, noting in used
 // the groups they use, and warns of a group none uses.
 func (g *Gateway) provisionAliases(used map[string]bool) error {
-	g.in.aliases = make(map[string]*routing.Alias, len(g.Aliases))
+	g.in.Aliases = make(map[string]*routing.Alias, len(g.Aliases))
 	s := routing.AliasSetup{Gateway: g.Name, Groups: g.Groups, Clients: g.Clients != nil, Registry: g.Registry != nil,
 		ResponseModel: g.ResponseModel, Clock: g.clock, Logger: g.logger, Used: used}
-	defer func() { g.in.watch, g.in.ruleCredentials = s.Watch, s.RuleCredentials }()
+	defer func() { g.in.Watch, g.in.RuleCredentials = s.Watch, s.RuleCredentials }()
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
 		err := s.Alias(name, al)
@@ -375,9 +377,9 @@ func (g *Gateway) provisionAliases(used map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		g.in.aliases[name] = al
-		if len(al.Colors) > 0 && g.in.colors == nil {
-			g.in.colors = &routing.ColorPicker{Gateway: g.Name, Headers: g.routeHeadersOn(), Logger: g.logger}
+		g.in.Aliases[name] = al
+		if len(al.Colors) > 0 && g.in.Colors == nil {
+			g.in.Colors = &routing.ColorPicker{Gateway: g.Name, Headers: g.routeHeadersOn(), Logger: g.logger}
 		}
 	}
 	for _, name := range sortedKeys(g.Groups) {
@@ -412,7 +414,7 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		if err := cr.Provision(ctx); err != nil {
 			return err
 		}
-		g.in.callers = cr
+		g.in.Callers = cr
 	}
 	entry, err := enter(g, ctx.Context)
 	if err != nil {
@@ -434,7 +436,7 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		if err != nil {
 			return err
 		}
-		l := &registryLink{share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.in.aliases, logger: g.logger}
+		l := &registryLink{share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.in.Aliases, logger: g.logger}
 		if err := l.join(o, g.money.Spend, g.clock); err != nil {
 			return err
 		}
@@ -473,7 +475,7 @@ func (g *Gateway) routeHeadersOn() bool { return g.RouteHeaders == nil || *g.Rou
 
 // Validate checks the gateway's configuration.
 func (g *Gateway) Validate() error {
-	for name := range g.in.aliases {
+	for name := range g.in.Aliases {
 		if strings.TrimSpace(name) != name {
 			return fmt.Errorf("alias %q: leading or trailing spaces", name)
 		}
@@ -524,7 +526,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 	var cl *clients.Caller
 	if g.Clients != nil {
 		var ok bool
-		if cl, ok = g.in.callers.Authenticate(w, r); !ok {
+		if cl, ok = g.in.Callers.Authenticate(w, r); !ok {
 			noteIDs(r, id, clientID, nil)
 			return nil
 		}
@@ -534,7 +536,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if !g.in.paths.allows(r.URL.Path) {
 			return g.in.paths.refuse(w, r)
 		}
-		return rt.start(g, w, r, id, clientID, cl).serve()
+		return rt.start(&g.in.Front, w, r, id, clientID, cl).serve()
 	}
 	noteIDs(r, id, clientID, cl)
 	switch r.Method {

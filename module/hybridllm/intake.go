@@ -36,7 +36,7 @@ const statusClientClosed = 499
 // start makes rt the route of a JSON POST to gateway g, with request id
 // id (the client's own: clientID) from client cl (nil without clients).
 // rt is new but for its heads, which hold the id.
-func (rt *route) start(g *Gateway, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
+func (rt *route) start(g *Front, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
 	rt.g, rt.w, rt.r, rt.q = g, w, r, routing.Asked{API: protocol.ForPath(r.URL.Path)}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := logFields(r); extra != nil {
@@ -57,10 +57,10 @@ func (rt *route) serve() error {
 	}
 	// a request refused above takes no request of the rpm, and reserves
 	// no tokens
-	at := g.clock.Now()
+	at := g.Clock.Now()
 	rt.beginPassage()
 	if wait, limit := rt.held.Take(&rt.passage.Bounds, at); wait > 0 {
-		return g.in.callers.Limited(w, rt.q.API, cl, limit, wait)
+		return g.Callers.Limited(w, rt.q.API, cl, limit, wait)
 	}
 	if ae, ok := rt.fitHeaders(); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
@@ -73,15 +73,15 @@ func (rt *route) serve() error {
 		defer cancel()
 	}
 
-	if g.money.Spend != nil {
-		rt.passage.NoCloud, rt.passage.NoCloudFor = g.money.CloudClosed(cl, at)
+	if g.Money.Spend != nil {
+		rt.passage.NoCloud, rt.passage.NoCloudFor = g.Money.CloudClosed(cl, at)
 	}
 	rt.x.alias, rt.q.Stream = al, rt.q.Top.Stream
 	rt.x.attempts = rt.tried[:0]
-	if top := &rt.q.Top; top.Stream && !top.WantsUsage && g.in.streamUsage && rt.q.API.StreamUsage {
+	if top := &rt.q.Top; top.Stream && !top.WantsUsage && g.StreamUsage && rt.q.API.StreamUsage {
 		// ask for the usage chunk, to count the tokens, of the groups
 		// that allow it (see try); the client does not see it
-		rt.inj.ask(rt.q.Body, top, g.in.watch)
+		rt.inj.ask(rt.q.Body, top, g.Watch)
 	}
 	return rt.run(ctx)
 }
@@ -92,23 +92,23 @@ func (rt *route) serve() error {
 // with what the handler returns).
 func (rt *route) read() (al *routing.Alias, answered bool, err error) {
 	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
-	body, no := readInference(r, g.MaxBodySize, g.in.watch, &rt.q.Top)
+	body, no := readInference(r, g.MaxBodySize, g.Watch, &rt.q.Top)
 	if no != nil {
 		return nil, true, no.write(w, rt.q.API)
 	}
 	top := &rt.q.Top
-	al, ok := aliasNamed(g.in.aliases, top)
+	al, ok := aliasNamed(g.Aliases, top)
 	if !ok || !cl.Allows(al.Name) {
 		return nil, true, rt.q.API.WriteError(w, protocol.Error{
 			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The model `" + top.ModelName() + "` does not exist.",
 		})
 	}
-	g.in.callers.StripRouting(r, cl)
-	if g.in.colors != nil {
+	g.Callers.StripRouting(r, cl)
+	if g.Colors != nil {
 		// a tag reaches an upstream only for a color that trusts it, on
 		// any alias of a gateway that has colors
-		rt.x.color = g.in.colors.Pick(w, r, al, cl, rt.x.id)
+		rt.x.color = g.Colors.Pick(w, r, al, cl, rt.x.id)
 	}
 	if cl != nil && cl.Ceilings.Active() {
 		ceiled, over := cl.Ceilings.Apply(body, rt.q.API)
@@ -121,7 +121,7 @@ func (rt *route) read() (al *routing.Alias, answered bool, err error) {
 		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
 			// the fields moved: found again
 			body = ceiled
-			*top, _ = protocol.Scan(body, g.in.watch...)
+			*top, _ = protocol.Scan(body, g.Watch...)
 		}
 	}
 	rt.q.Body, rt.q.Features = body, routing.NewFeatures(body, r.Header, top)
@@ -197,7 +197,7 @@ func (rt *route) fitHeaders() (acceptEncoding []string, had bool) {
 	for _, h := range credentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
-	if rt.g.in.ruleCredentials {
+	if rt.g.RuleCredentials {
 		// a rule matches on a header credentials.Drop removes: it reads
 		// the headers as the client sent them
 		rt.q.Features.Header = r.Header.Clone()

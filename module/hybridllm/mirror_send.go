@@ -26,12 +26,12 @@ import (
 // asks, u how it asks for stream usage) to the alias's mirrors: each
 // takes its share. The copy's body is built here, from the body already
 // read; the rest runs on its own goroutine.
-func sendMirrors(al *routing.Alias, g *Gateway, r *http.Request, id string, q *routing.Asked, u *usageAsk) {
+func sendMirrors(al *routing.Alias, g *Front, r *http.Request, id string, q *routing.Asked, u *usageAsk) {
 	for _, m := range al.Mirrors {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
-		if grp := m.Upstream; m.TakenOut(g.clock) != "" || (grp.Breaker != nil && !grp.Shared.Breaker.Closed()) {
+		if grp := m.Upstream; m.TakenOut(g.Clock) != "" || (grp.Breaker != nil && !grp.Shared.Breaker.Closed()) {
 			// a group taken out, or failing, gets no copies either (nor
 			// does a copy take its breaker's trial)
 			m.Series.Dropped.Inc()
@@ -77,7 +77,7 @@ func (c *mirrorCopy) request(r *http.Request) *http.Request {
 // mirrorCopy is one copy of a request on its way to a mirror.
 type mirrorCopy struct {
 	m      *routing.Mirror
-	g      *Gateway
+	g      *Front
 	alias  *routing.Alias
 	parent string // the request's id
 	id     string
@@ -93,9 +93,9 @@ type mirrorCopy struct {
 func (c *mirrorCopy) run() {
 	defer c.m.Inflight.Add(-1)
 	defer c.cancel()
-	defer logPanic(c.g.logger, "mirror")
+	defer logPanic(c.g.Logger, "mirror")
 	// a config that stops takes its copies with it
-	stop := context.AfterFunc(c.g.life.ctx, c.cancel)
+	stop := context.AfterFunc(c.g.Life, c.cancel)
 	defer stop()
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
@@ -140,7 +140,7 @@ func (c *mirrorCopy) run() {
 	if err != nil && outcome != "ok" {
 		fields = append(fields, zap.String("error", string(because.Classify(err))))
 	}
-	c.g.in.mirrorLog.Info("mirror request", fields...)
+	c.g.MirrorLog.Info("mirror request", fields...)
 }
 
 // mirrorOutcome is what became of a copy, as its metrics and record say.
@@ -178,11 +178,11 @@ func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd f
 	case m.Upstream.Kind == KindOpenAI:
 		usd, priced = cc.RequestCost(u.Prompt, u.Completion, u.Cached, dur), true
 		s.Cost.Add(usd)
-	case c.g.money.Ledger != nil:
-		usd, priced = float64(u.Prompt+u.Completion)*c.g.money.SelfCostPerToken(), true
+	case c.g.Money.Ledger != nil:
+		usd, priced = float64(u.Prompt+u.Completion)*c.g.Money.SelfCostPerToken(), true
 	}
-	if c.g.money.Ledger != nil {
-		c.g.money.Charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.clock.Now())
+	if c.g.Money.Ledger != nil {
+		c.g.Money.Charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.Clock.Now())
 	}
 	return usd, priced
 }

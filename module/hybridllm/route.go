@@ -20,7 +20,7 @@ import (
 
 // route carries one request through its alias's targets.
 type route struct {
-	g       *Gateway
+	g       *Front
 	w       http.ResponseWriter
 	r       *http.Request
 	x       exchange        // the record of the request
@@ -94,11 +94,7 @@ func (rt *route) run(ctx context.Context) error {
 
 // beginPassage gives the passage what the gates read of the request.
 func (rt *route) beginPassage() {
-	var reserve int64
-	if n := rt.g.Clients; n != nil {
-		reserve = int64(n.ReserveTokens)
-	}
-	rt.passage.Bounds = routing.TokenBounds{Ask: &rt.q, Client: rt.x.client, Reserve: reserve}
+	rt.passage.Bounds = routing.TokenBounds{Ask: &rt.q, Client: rt.x.client, Reserve: int64(rt.g.ReserveTokens)}
 }
 
 // planFor is the request's targets in order: the alias's plan (its
@@ -284,7 +280,7 @@ func (rt *route) failVerdict() failVerdict {
 
 // adviseRetry tells the client when to try again, if ever.
 func (rt *route) adviseRetry(v *failVerdict) {
-	switch never, after := retryAdvice(rt.x.attempts, rt.g.clock.Now()); {
+	switch never, after := retryAdvice(rt.x.attempts, rt.g.Clock.Now()); {
 	case v.capped && v.format == "":
 		// the share falls as the window's oldest answers leave it
 		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.x.alias.Chain.RetryAfter()))
@@ -397,7 +393,7 @@ func (rt *route) finish() {
 	default:
 		rt.x.ans.outcome = routing.OutcomeOK
 	}
-	if rt.g.money.Priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
+	if rt.g.Money.Priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
 		// a journaled charge outlives a kill; the answer it is for must
 		// have left first: until the handler returns, a short one waits
 		// in the server's buffer
@@ -407,11 +403,11 @@ func (rt *route) finish() {
 	rt.x.estimateUsage(&rt.passage.Bounds, rt.g.Name)
 	meter(rt.g, &rt.x)
 	if c := rt.x.alias.Chain; c != nil {
-		c.Settle(rt.x.deg, rt.x.ans.target != nil && rt.x.ans.status < 500, rt.g.clock.Now())
+		c.Settle(rt.x.deg, rt.x.ans.target != nil && rt.x.ans.status < 500, rt.g.Clock.Now())
 	}
-	at := rt.g.clock.Now()
+	at := rt.g.Clock.Now()
 	rt.cost(at)
-	rt.passage.Hold.Release(&rt.g.money) // once its spend is booked: never neither counts
+	rt.passage.Hold.Release(rt.g.Money) // once its spend is booked: never neither counts
 	rt.held.Settle(rt.x.client, &rt.x.usage, at)
 	traceOutcome(&rt.x)
 }
@@ -422,7 +418,7 @@ func (rt *route) finish() {
 // when the answer ended.
 func (rt *route) cost(at time.Time) {
 	t, began := rt.x.charged()
-	if t == nil || rt.g.money.Ledger == nil {
+	if t == nil || rt.g.Money.Ledger == nil {
 		return
 	}
 	cc := t.Upstream.Cost
@@ -434,9 +430,9 @@ func (rt *route) cost(at time.Time) {
 		cloudUSD = usd
 		routing.CostTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), routing.BillingBusiness).Add(usd)
 	default:
-		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.g.money.SelfCostPerToken()
+		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.g.Money.SelfCostPerToken()
 	}
-	rt.g.money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.Upstream.Kind == KindVLLM,
+	rt.g.Money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.Upstream.Kind == KindVLLM,
 		Prompt: rt.x.usage.Prompt, Completion: rt.x.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.x.ans.estimated}, at)
 	rt.x.ans.costUSD, rt.x.ans.priced = usd, cc != nil
 }

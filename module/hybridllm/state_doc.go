@@ -48,9 +48,9 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 	t := clock.Process.Now()
 	for _, g := range gws {
 		gs := adminapi.GatewayState{Name: g.Name, Aliases: []adminapi.AliasState{}, Groups: []adminapi.GroupState{}, Registry: g.reg.state()}
-		for _, name := range sortedKeys(g.in.aliases) {
+		for _, name := range sortedKeys(g.in.Aliases) {
 			as := adminapi.AliasState{Name: name}
-			al := g.in.aliases[name]
+			al := g.in.Aliases[name]
 			for i, tg := range al.Targets {
 				ts := adminapi.TargetState{Group: tg.Group, Model: tg.Model,
 					TimeoutSeconds: tg.Run.Timeout.Seconds(), FirstByteTimeoutSeconds: tg.Run.FirstByte.Seconds(),
