@@ -4,7 +4,10 @@
 package hybridllm
 
 import (
+	"net/http"
+
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap/zapcore"
 )
@@ -102,4 +105,16 @@ func (l *triedList) MarshalLogArray(ae zapcore.ArrayEncoder) error {
 		ae.AppendString(a.Target.Group + ":" + string(a.Reason))
 	}
 	return nil
+}
+
+// LogFields returns the access log's extra fields of the request, if any:
+// none where the server writes no access log (Caddy's Add costs an
+// allocation on every call).
+func LogFields(r *http.Request) *caddyhttp.ExtraLogFields {
+	ctx := r.Context()
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.Logs == nil {
+		return nil
+	}
+	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	return extra
 }

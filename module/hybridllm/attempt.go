@@ -22,7 +22,7 @@ import (
 
 // try makes one attempt on a target, at its turn. The error is the
 // proxy's, for a response that has started.
-func (rt *route) try(ctx context.Context, t *routing.Target, turn routing.AttemptTurn) (res routing.AttemptResult, err error) {
+func (rt *Route) try(ctx context.Context, t *routing.Target, turn routing.AttemptTurn) (res routing.AttemptResult, err error) {
 	actx, cancel := rt.attemptContext(ctx, t)
 	defer cancel()
 	aw := rt.attemptWriterFor(t, turn, cancel)
@@ -46,7 +46,7 @@ func (rt *route) try(ctx context.Context, t *routing.Target, turn routing.Attemp
 	// failure ends in a panic), before its slot is given back
 	defer rt.endAttempt(aw, &res, n)
 	var end attemptEnd
-	end.aborted, end.err = proxy(t.Upstream.Run.Serve, aw, pr)
+	end.aborted, end.err = Proxy(t.Upstream.Run.Serve, aw, pr)
 	t.Upstream.Inflight.Add(-1)
 	aw.unwatch() // the answer's reading is over
 	// an answer the proxy has read whole (a held 400) is no late one. A
@@ -64,7 +64,7 @@ func (rt *route) try(ctx context.Context, t *routing.Target, turn routing.Attemp
 // the client, an answer under way or whole, a client gone before the
 // first byte, or a failure that hands the request on. The error is the
 // proxy's, for an answer that has started.
-func (rt *route) conclude(ctx, actx context.Context, t *routing.Target, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) error {
+func (rt *Route) conclude(ctx, actx context.Context, t *routing.Target, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) error {
 	end.clientGone = rt.r.Context().Err() != nil || aw.status == statusClientClosed || aw.out.lost
 	if rt.answerHeld(aw, end) {
 		res.Done, res.Verdict = true, routing.VerdictSuccess // the client's business, not the upstream's
@@ -102,7 +102,7 @@ type attemptEnd struct {
 // attemptContext is an attempt's context: one its time limits (see
 // limitTimer) or the answer's watchdog may cancel. A later attempt gets
 // the request's variables in a map of its own.
-func (rt *route) attemptContext(ctx context.Context, t *routing.Target) (context.Context, context.CancelFunc) {
+func (rt *Route) attemptContext(ctx context.Context, t *routing.Target) (context.Context, context.CancelFunc) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if t.Run.Timeout > 0 || (t.Run.FirstByte > 0 && rt.q.Stream) || t.Run.Idle > 0 || t.Upstream.VLLM != nil {
 		actx, cancel = context.WithCancel(ctx)
@@ -121,7 +121,7 @@ func (rt *route) attemptContext(ctx context.Context, t *routing.Target) (context
 
 // attemptWriterFor is the writer an attempt on t answers into: the
 // route's own for the first attempt, a new one for each later one.
-func (rt *route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, cancel context.CancelFunc) *attemptWriter {
+func (rt *Route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, cancel context.CancelFunc) *attemptWriter {
 	aw := &rt.first
 	if aw.rt != nil {
 		aw = new(attemptWriter)
@@ -133,7 +133,7 @@ func (rt *route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, c
 
 // attemptRequest is the request an attempt on t sends: the client's, with
 // the attempt's context and t's body.
-func (rt *route) attemptRequest(actx context.Context, t *routing.Target, aw *attemptWriter) *http.Request {
+func (rt *Route) attemptRequest(actx context.Context, t *routing.Target, aw *attemptWriter) *http.Request {
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
 	pr.ContentLength, rt.inj.injected = rt.bodyFor(t, &aw.body)
@@ -149,7 +149,7 @@ func (rt *route) attemptRequest(actx context.Context, t *routing.Target, aw *att
 // name replaced, unless the first-byte timer abandoned the attempt first
 // (an answer cut short is no answer: the attempt failed). It reports
 // whether it answered.
-func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
+func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	if aw.hold.body == nil || end.aborted || end.err != nil {
 		return false
 	}
@@ -179,7 +179,7 @@ func (rt *route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 // outcome, and the error event (or the abort) of one cut short. A stream
 // the upstream ended cleanly before its last chunk was cut short all the
 // same.
-func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
+func (rt *Route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
 	cut := false
 	if aw.out.scan != nil {
 		aw.finishBody(end.aborted)
@@ -214,7 +214,7 @@ func (rt *route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *at
 
 // failedAttempt records why an attempt failed before its first byte; what
 // it buffered is discarded, and the next target gets the request.
-func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
+func (rt *Route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
 	t := aw.target
 	a := routing.Attempt{Target: t, Status: aw.status}
 	switch {
@@ -280,7 +280,7 @@ func (rt *route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 // swapped in and, if its group asks for stream usage, the usage asked
 // for (injected); on a tier with a max_tokens, clamped to it. It returns
 // the body's length.
-func (rt *route) bodyFor(t *routing.Target, b *upstreamBody) (length int64, injected bool) {
+func (rt *Route) bodyFor(t *routing.Target, b *upstreamBody) (length int64, injected bool) {
 	if t.Tier != nil && rt.x.deg != nil {
 		rt.x.deg.ClampedTo = 0 // this attempt's, if it clamps
 		if t.Tier.MaxTokens > 0 {
@@ -293,9 +293,9 @@ func (rt *route) bodyFor(t *routing.Target, b *upstreamBody) (length int64, inje
 	return rt.inj.bodyFor(&rt.q, t, b)
 }
 
-// proxy runs the group's reverse proxy, turning its abort of a started
+// Proxy runs the group's reverse proxy, turning its abort of a started
 // response (a panic with http.ErrAbortHandler) into a flag.
-func proxy(h caddyhttp.MiddlewareHandler, w http.ResponseWriter, r *http.Request) (aborted bool, err error) {
+func Proxy(h caddyhttp.MiddlewareHandler, w http.ResponseWriter, r *http.Request) (aborted bool, err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			if rec != http.ErrAbortHandler { //nolint:errorlint // sentinel compared as the stdlib does
@@ -312,7 +312,7 @@ var nopHandler = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) 
 
 // endedEarly is the cause of a stream the upstream ended before its last
 // chunk, without breaking off: an error it sent, if it did.
-func (rt *route) endedEarly(aw *attemptWriter) string {
+func (rt *Route) endedEarly(aw *attemptWriter) string {
 	if !aw.out.scan.Errored {
 		return "the upstream ended the stream before its last chunk"
 	}
@@ -329,7 +329,7 @@ func (rt *route) endedEarly(aw *attemptWriter) string {
 // watchdog) or ran out of time for. An SSE stream gets an error event, so
 // the client never mistakes the cut for a clean end; anything else is
 // aborted. Either way the cause goes to the log and the access log.
-func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause string) {
+func (rt *Route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause string) {
 	if rt.r.Context().Err() != nil || aw.out.lost {
 		panic(http.ErrAbortHandler)
 	}
@@ -363,7 +363,7 @@ func (rt *route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 
 // interruptedFields are the log fields of an answer interrupted after
 // its first byte, for the given cause.
-func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field {
+func (rt *Route) interruptedFields(aw *attemptWriter, cause string) []zap.Field {
 	return []zap.Field{zap.String("request_id", rt.x.id), rt.x.clientIDField(),
 		zap.String("outcome", routing.OutcomeInterrupted),
 		zap.String("cause", cause),
@@ -373,7 +373,7 @@ func (rt *route) interruptedFields(aw *attemptWriter, cause string) []zap.Field 
 
 // beginAttempt starts the record of an attempt and tells its target's
 // observers; the context is the attempt's from then on.
-func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn routing.AttemptTurn) context.Context {
+func (rt *Route) beginAttempt(actx context.Context, aw *attemptWriter, turn routing.AttemptTurn) context.Context {
 	if rt.ask.Request == nil {
 		rt.ask = routing.AttemptAsk{Alias: rt.x.alias.Name, API: rt.q.API, Stream: rt.q.Stream, Request: rt.r, Parent: rt.x.traced(), Usage: &rt.x.usage}
 	}
@@ -388,7 +388,7 @@ func (rt *route) beginAttempt(actx context.Context, aw *attemptWriter, turn rout
 // endAttempt completes the record of an attempt judged (res), before
 // which the request had recorded n attempts, and tells its target's
 // observers, last first.
-func (rt *route) endAttempt(aw *attemptWriter, res *routing.AttemptResult, n int) {
+func (rt *Route) endAttempt(aw *attemptWriter, res *routing.AttemptResult, n int) {
 	a := &aw.rec
 	a.Result, a.Status, a.Slot = *res, aw.status, &aw.slot
 	if len(rt.x.attempts) > n {

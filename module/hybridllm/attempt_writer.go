@@ -35,7 +35,7 @@ var headerMaps = sync.Pool{New: func() any { return make(http.Header, 8) }}
 // target.
 type attemptWriter struct {
 	w      http.ResponseWriter
-	rt     *route
+	rt     *Route
 	target *routing.Target
 	header http.Header
 	status int

@@ -200,21 +200,21 @@ func withStreamUsage(body []byte, top *protocol.Request) (splice, []byte, bool) 
 	return splice{}, b, err == nil
 }
 
-// requestHeads are the values of the headers the gateway adds to a
+// RequestHeads are the values of the headers the gateway adds to a
 // request and its answer, kept in one allocation: the route's, for a
 // POST.
-type requestHeads struct {
+type RequestHeads struct {
 	ids   [2]string // X-Request-Id: the request's and the answer's
 	id    [26]byte  // the request id's bytes
 	route [2]string // X-Hybrid-Target, X-Hybrid-Model
 }
 
-// requestID gives the request a new id, the one its X-Request-Id header
+// RequestID gives the request a new id, the one its X-Request-Id header
 // and the answer's carry from now on, and returns it with the client's
 // own X-Request-Id if that is a sane token (1 to 128 visible ASCII
 // characters). The client's id is only noted: two clients may send the
 // same one. The id and the headers' values are kept in h.
-func requestID(w http.ResponseWriter, r *http.Request, h *requestHeads) (id, clientID string) {
+func RequestID(w http.ResponseWriter, r *http.Request, h *RequestHeads) (id, clientID string) {
 	fillRequestID(&h.id)
 	// the bytes are never written again: the string is the id
 	id = unsafe.String(&h.id[0], len(h.id))

@@ -185,7 +185,7 @@ func TestRequestID(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/", nil)
 	r.Header.Set("X-Request-Id", "abc-123")
 	w := httptest.NewRecorder()
-	id, clientID := requestID(w, r, new(requestHeads))
+	id, clientID := RequestID(w, r, new(RequestHeads))
 	if id == "abc-123" || id == "" || clientID != "abc-123" {
 		t.Errorf("a client's id: id %q, client's %q", id, clientID)
 	}
@@ -202,7 +202,7 @@ func TestRequestID(t *testing.T) {
 			r.Header.Set("X-Request-Id", bad)
 		}
 		w := httptest.NewRecorder()
-		got, clientID := requestID(w, r, new(requestHeads))
+		got, clientID := RequestID(w, r, new(RequestHeads))
 		if got == bad || got == "" || clientID != "" {
 			t.Errorf("bad id %q kept: %q, client's %q", bad, got, clientID)
 		}
@@ -219,7 +219,7 @@ func TestRequestID(t *testing.T) {
 	r2 := httptest.NewRequest(http.MethodPost, "/", nil)
 	r1.Header.Set("X-Request-Id", "same")
 	r2.Header.Set("X-Request-Id", "same")
-	if id1, _ := requestID(httptest.NewRecorder(), r1, new(requestHeads)); id1 == firstOf(requestID(httptest.NewRecorder(), r2, new(requestHeads))) {
+	if id1, _ := RequestID(httptest.NewRecorder(), r1, new(RequestHeads)); id1 == firstOf(RequestID(httptest.NewRecorder(), r2, new(RequestHeads))) {
 		t.Error("two requests got one id")
 	}
 }

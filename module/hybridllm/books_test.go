@@ -102,13 +102,13 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	targets := map[*Group]*routing.Target{self: {Group: "self", Model: "qwen", Upstream: self}, cloud: {Group: "cloud", Model: "gpt", Upstream: cloud}}
 
 	type attempt struct {
-		rt  *route
+		rt  *Route
 		occ routing.OccupancyObserver
 	}
 	var running []attempt
 	start := func(grp *Group, n int) {
 		for range n {
-			rt := &route{g: frontOf(g)}
+			rt := &Route{g: frontOf(g)}
 			occ, _ := routing.OccupancyOf(g.money.Ledger, targets[grp])
 			occ.AttemptBegan(context.Background(), nil)
 			rt.x.ans.target, rt.x.ans.began = targets[grp], clk.Now()

@@ -343,7 +343,7 @@ func (g *Gateway) unmarshalPassHeaders(d *caddyfile.Dispenser) error {
 	if len(names) == 0 {
 		return d.Err("pass_headers needs one or more header names (a trailing * for a prefix, * for all)")
 	}
-	if _, err := newHeaderPass(names); err != nil {
+	if _, err := NewHeaderPass(names); err != nil {
 		return d.Err(err.Error())
 	}
 	g.PassHeaders = append(g.PassHeaders, names...)

@@ -85,7 +85,7 @@ func checkKeyInClear(d *caddyfile.Dispenser, grp *Group, schemeless []string) er
 	}
 	keyed := grp.APIKey != ""
 	for _, op := range []string{"set", "add"} {
-		for _, h := range credentialHeaders {
+		for _, h := range CredentialHeaders {
 			if gjson.GetBytes(grp.ProxyRaw, "headers.request."+op+"."+h).Exists() ||
 				gjson.GetBytes(grp.ProxyRaw, "headers.request."+op+"."+strings.ToLower(h)).Exists() {
 				keyed = true

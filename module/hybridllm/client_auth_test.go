@@ -60,7 +60,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
 		r.URL.Path = "/v1/chat/completions"
-		rt := new(route)
+		rt := new(Route)
 		b.ReportAllocs()
 		for b.Loop() {
 			cl, ok := g.in.Callers.Authenticate(nil, r)
@@ -88,7 +88,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 			Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 		body := []byte(`{"model":"chat-main","messages":[{"role":"user","content":"hello there"}],"max_tokens":16}`)
 		top, _ := protocol.Scan(body)
-		rt := new(route)
+		rt := new(Route)
 		b.ReportAllocs()
 		for b.Loop() {
 			cl, _ := g.in.Callers.Authenticate(nil, r)

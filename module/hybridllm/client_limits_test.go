@@ -27,7 +27,7 @@ func TestTokenReservationBoundsConcurrency(t *testing.T) {
 	g := &Gateway{}
 	cl := &clients.Caller{Name: "small", Known: true, TPM: 500, Usage: new(clients.Usage)}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
-	var admitted []*route
+	var admitted []*Route
 	for range 50 {
 		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
 		rt.q.Top, _ = protocol.Scan(body)
@@ -114,13 +114,13 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 	cloud := &routing.Target{Group: "cloud", Upstream: &Group{Run: upstream.GroupRun{Name: "cloud"}, Kind: KindOpenAI, Shared: &upstream.GroupState{},
 		Cost: &CostConfig{InputPerMillion: 1, OutputPerMillion: 1}}}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + string(make40("a")) + `"}],"max_tokens":100}`)
-	newRoute := func() *route {
+	newRoute := func() *Route {
 		rt := testRoute(g, cl, httptestPost("/v1/chat/completions"), protocol.ForPath("/v1/chat/completions"))
 		rt.q.Top, _ = protocol.Scan(body)
 		rt.q.Features = routing.NewFeatures(body, nil, &rt.q.Top)
 		return rt
 	}
-	var held []*route
+	var held []*Route
 	for range 50 {
 		rt := newRoute()
 		switch why := admitTo(rt, cloud); why {

@@ -23,7 +23,7 @@ import (
 
 // limitedRoute is a request of client cl for body on path, read as intake
 // reads it.
-func limitedRoute(g *Gateway, cl *clients.Caller, path string, body []byte) *route {
+func limitedRoute(g *Gateway, cl *clients.Caller, path string, body []byte) *Route {
 	rt := testRoute(g, cl, httptestPost(path), protocol.ForPath(path))
 	rt.q.Body = body
 	rt.q.Top, _ = protocol.Scan(body)
@@ -33,24 +33,24 @@ func limitedRoute(g *Gateway, cl *clients.Caller, path string, body []byte) *rou
 
 // testRoute is a request of client cl for r on api, before its body is
 // read.
-func testRoute(g *Gateway, cl *clients.Caller, r *http.Request, api *protocol.API) *route {
-	rt := &route{g: frontOf(g), r: r, q: routing.Asked{API: api}}
+func testRoute(g *Gateway, cl *clients.Caller, r *http.Request, api *protocol.API) *Route {
+	rt := &Route{g: frontOf(g), r: r, q: routing.Asked{API: api}}
 	rt.x = exchange{client: cl, r: r, q: &rt.q, start: time.Now()}
 	return rt
 }
 
 // reserve admits rt into its client's limits at t, as intake does.
-func reserve(rt *route, t time.Time) (time.Duration, string) {
+func reserve(rt *Route, t time.Time) (time.Duration, string) {
 	return rt.held.Take(bounds(rt), t)
 }
 
 // settle ends rt at t, charging its client what it used.
-func settle(rt *route, t time.Time) {
+func settle(rt *Route, t time.Time) {
 	rt.held.Settle(rt.x.client, &rt.x.usage, t)
 }
 
 // bounds are the token bounds of rt, whose body is read.
-func bounds(rt *route) *routing.TokenBounds {
+func bounds(rt *Route) *routing.TokenBounds {
 	rt.beginPassage()
 	return &rt.passage.Bounds
 }

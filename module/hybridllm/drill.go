@@ -113,7 +113,7 @@ func drillEndpoint(ctx context.Context, t *routing.Target, addr string) adminapi
 	w := upstream.NewBufferWriter(slot)
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
-	aborted, err := proxy(t.Upstream.Run.Proxy, w, req)
+	aborted, err := Proxy(t.Upstream.Run.Proxy, w, req)
 	res.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	switch {
 	case w.Status() != 0 && !aborted:

@@ -21,12 +21,12 @@ type Front struct {
 	Name      string // the gateway's
 	Clock     clock.Clock
 	Logger    *zap.Logger
-	MirrorLog *zap.Logger    // the mirror copies' records
-	BadUsage  *lograte.Every // rate-limits the warning about bad usage values
-	Money     *money.Money   // the gateway's books, and how it charges requests
+	MirrorLog *zap.Logger     // the mirror copies' records
+	BadUsage  *lograte.Every  // rate-limits the warning about bad usage values
+	Money     *money.Money    // the gateway's books, and how it charges requests
 	Life      context.Context // done when the gateway's config stops
 	Settings
-	Pass    *headerPass
+	Pass    *HeaderPass
 	Callers *clients.Callers // with clients
 	Aliases map[string]*routing.Alias
 	Colors  *routing.ColorPicker // when an alias has colors

@@ -19,7 +19,7 @@ import (
 
 // admitTo asks target t's gates for rt's request, as run does at t's
 // turn (a target built by hand gets the gates its config calls for).
-func admitTo(rt *route, t *routing.Target) routing.Reason {
+func admitTo(rt *Route, t *routing.Target) routing.Reason {
 	if t.Run.Gates == nil {
 		t.Run.Gates = kitOf(rt.g).GatesOf(t)
 	}
@@ -28,7 +28,7 @@ func admitTo(rt *route, t *routing.Target) routing.Reason {
 }
 
 // judgeFor is admitTo for a target judged ahead of its turn.
-func judgeFor(rt *route, t *routing.Target) routing.Reason {
+func judgeFor(rt *Route, t *routing.Target) routing.Reason {
 	if t.Run.Gates == nil {
 		t.Run.Gates = kitOf(rt.g).GatesOf(t)
 	}

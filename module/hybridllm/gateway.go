@@ -299,7 +299,7 @@ func (g *Gateway) provisionSettings() error {
 		return err
 	}
 	var err error
-	if g.in.Pass, err = newHeaderPass(g.PassHeaders); err != nil {
+	if g.in.Pass, err = NewHeaderPass(g.PassHeaders); err != nil {
 		return err
 	}
 	if g.in.paths, err = newInferencePaths(g.Paths); err != nil {
@@ -511,15 +511,15 @@ func (g *Gateway) Cleanup() error {
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	// a POST's route holds its ids; any other request's are its own
-	var rt *route
-	var heads *requestHeads
+	var rt *Route
+	var heads *RequestHeads
 	if r.Method == http.MethodPost {
-		rt = new(route)
-		heads = &rt.heads
+		rt = new(Route)
+		heads = rt.Heads()
 	} else {
-		heads = new(requestHeads)
+		heads = new(RequestHeads)
 	}
-	id, clientID := requestID(w, r, heads)
+	id, clientID := RequestID(w, r, heads)
 	if where := g.in.strays.Find(r); where != "" {
 		return g.in.strays.Refuse(w, r, id, clientID, where)
 	}
@@ -536,7 +536,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		if !g.in.paths.allows(r.URL.Path) {
 			return g.in.paths.refuse(w, r)
 		}
-		return rt.start(&g.in.Front, w, r, id, clientID, cl).serve()
+		return rt.Start(&g.in.Front, w, r, id, clientID, cl).Serve()
 	}
 	noteIDs(r, id, clientID, cl)
 	switch r.Method {
@@ -554,7 +554,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 // noteIDs puts the request's ids and its client (if known) in its
 // access log record, for a request the gateway answers without a route.
 func noteIDs(r *http.Request, id, clientID string, cl *clients.Caller) {
-	if extra := logFields(r); extra != nil {
+	if extra := LogFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
 		if clientID != "" {
 			extra.Set(zap.String("llm_client_request_id", clientID))
@@ -563,18 +563,6 @@ func noteIDs(r *http.Request, id, clientID string, cl *clients.Caller) {
 			extra.Set(zap.String("llm_client", cl.Name))
 		}
 	}
-}
-
-// logFields returns the access log's extra fields of the request, if any:
-// none where the server writes no access log (Caddy's Add costs an
-// allocation on every call).
-func logFields(r *http.Request) *caddyhttp.ExtraLogFields {
-	ctx := r.Context()
-	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.Logs == nil {
-		return nil
-	}
-	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
-	return extra
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -20,10 +20,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// credentialHeaders are the client's credentials and account headers,
+// CredentialHeaders are the client's credentials and account headers,
 // never sent upstream: each group speaks for itself. The keys are in
 // canonical form.
-var credentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key", "Cookie", "Openai-Organization", "Openai-Project"}
+var CredentialHeaders = []string{"Authorization", "Api-Key", "X-Api-Key", "Cookie", "Openai-Organization", "Openai-Project"}
 
 // idempotencyKey is the header net/http's transport reads to resend a
 // POST that failed on a reused connection before its first response byte.
@@ -33,23 +33,23 @@ const idempotencyKey = "X-Idempotency-Key"
 // it is nobody's answer.
 const statusClientClosed = 499
 
-// start makes rt the route of a JSON POST to gateway g, with request id
+// Start makes rt the route of a JSON POST to gateway g, with request id
 // id (the client's own: clientID) from client cl (nil without clients).
 // rt is new but for its heads, which hold the id.
-func (rt *route) start(g *Front, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *route {
+func (rt *Route) Start(g *Front, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *Route {
 	rt.g, rt.w, rt.r, rt.q = g, w, r, routing.Asked{API: protocol.ForPath(r.URL.Path)}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
-	if extra := logFields(r); extra != nil {
+	if extra := LogFields(r); extra != nil {
 		// the request id, and the routing record once there is one
 		extra.Add(zap.Inline(&rt.x))
 	}
 	return rt
 }
 
-// serve handles a JSON POST whose model is an alias: the body read and
+// Serve handles a JSON POST whose model is an alias: the body read and
 // checked, the alias and the client's ceilings and limits applied, the
 // headers made fit for an upstream; then the route runs.
-func (rt *route) serve() error {
+func (rt *Route) Serve() error {
 	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
 	al, answered, err := rt.read()
 	if answered {
@@ -90,7 +90,7 @@ func (rt *route) serve() error {
 // the body checked, the client's routing headers and route tag judged,
 // its ceilings applied. A request refused is answered here (answered,
 // with what the handler returns).
-func (rt *route) read() (al *routing.Alias, answered bool, err error) {
+func (rt *Route) read() (al *routing.Alias, answered bool, err error) {
 	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
 	body, no := readInference(r, g.MaxBodySize, g.Watch, &rt.q.Top)
 	if no != nil {
@@ -192,9 +192,9 @@ func readInference(r *http.Request, max int64, watch []string, top *protocol.Req
 // attempt's body has its own), no Accept-Encoding (returned, with true
 // when there was one, for the caller to put back when the handler
 // returns), the request id and the idempotency key set.
-func (rt *route) fitHeaders() (acceptEncoding []string, had bool) {
+func (rt *Route) fitHeaders() (acceptEncoding []string, had bool) {
 	r, id := rt.r, rt.x.id
-	for _, h := range credentialHeaders {
+	for _, h := range CredentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
 	if rt.g.RuleCredentials {

@@ -104,7 +104,7 @@ func (c *mirrorCopy) run() {
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
 	w.start = start
-	aborted, err := proxy(m.Upstream.Run.Serve, w, req)
+	aborted, err := Proxy(m.Upstream.Run.Serve, w, req)
 	dur := time.Since(start)
 	w.scan.Finish(nil, aborted)
 	if slot.Group != nil && slot.Endpoint == nil && w.status == 0 {

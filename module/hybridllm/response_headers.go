@@ -43,19 +43,19 @@ func upstreamOnly(key string) bool {
 	return false
 }
 
-// headerPass is the provisioned form of PassHeaders.
-type headerPass struct {
+// HeaderPass is the provisioned form of PassHeaders.
+type HeaderPass struct {
 	all      bool
 	names    map[string]bool // canonical keys
 	prefixes []string        // canonical prefixes
 }
 
-// newHeaderPass reads PassHeaders: names, `prefix*` and `*`.
-func newHeaderPass(list []string) (*headerPass, error) {
+// NewHeaderPass reads PassHeaders: names, `prefix*` and `*`.
+func NewHeaderPass(list []string) (*HeaderPass, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
-	p := &headerPass{names: make(map[string]bool)}
+	p := &HeaderPass{names: make(map[string]bool)}
 	for _, name := range list {
 		prefix, isPrefix := strings.CutSuffix(name, "*")
 		switch {
@@ -75,7 +75,7 @@ func newHeaderPass(list []string) (*headerPass, error) {
 
 // passes reports whether the header with the canonical key goes to the
 // client although upstreamOnly holds it back.
-func (p *headerPass) passes(key string) bool {
+func (p *HeaderPass) passes(key string) bool {
 	if p == nil {
 		return false
 	}

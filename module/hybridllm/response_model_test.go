@@ -20,14 +20,14 @@ func TestUpstreamOnlyHeaders(t *testing.T) {
 			t.Errorf("%s is held back", k)
 		}
 	}
-	p, err := newHeaderPass([]string{"x-ratelimit-*", "SERVER"})
+	p, err := NewHeaderPass([]string{"x-ratelimit-*", "SERVER"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !p.passes("X-Ratelimit-Limit-Requests") || !p.passes("Server") || p.passes("Set-Cookie") {
 		t.Errorf("pass: %+v", p)
 	}
-	if all, _ := newHeaderPass([]string{"*"}); !all.passes("Set-Cookie") {
+	if all, _ := NewHeaderPass([]string{"*"}); !all.passes("Set-Cookie") {
 		t.Error("* does not pass everything")
 	}
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
-// route carries one request through its alias's targets.
-type route struct {
+// Route carries one request through its alias's targets.
+type Route struct {
 	g       *Front
 	w       http.ResponseWriter
 	r       *http.Request
@@ -37,10 +37,10 @@ type route struct {
 
 	first attemptWriter          // the first attempt's writer; in use once its rt is set
 	model protocol.ModelRewriter // the answer's model rewrite, if its alias asks for one
-	heads requestHeads           // the values of the headers it adds
+	heads RequestHeads           // the values of the headers it adds
 }
 
-func (rt *route) run(ctx context.Context) error {
+func (rt *Route) run(ctx context.Context) error {
 	al := rt.x.alias
 	// deferred, so that a response aborted after its first byte (a panic
 	// with http.ErrAbortHandler) gets its metrics too
@@ -93,14 +93,19 @@ func (rt *route) run(ctx context.Context) error {
 }
 
 // beginPassage gives the passage what the gates read of the request.
-func (rt *route) beginPassage() {
+func (rt *Route) beginPassage() {
 	rt.passage.Bounds = routing.TokenBounds{Ask: &rt.q, Client: rt.x.client, Reserve: int64(rt.g.ReserveTokens)}
 }
+
+// Heads is where the route keeps what it reads of its request's head
+// (its ids), made with the route so that they cost no allocation of
+// their own.
+func (rt *Route) Heads() *RequestHeads { return &rt.heads }
 
 // planFor is the request's targets in order: the alias's plan (its
 // rules, its sets' order), a color's target first. It starts the
 // mirrors' copies of a request without a color.
-func (rt *route) planFor(al *routing.Alias, f *routing.Features) []*routing.Target {
+func (rt *Route) planFor(al *routing.Alias, f *routing.Features) []*routing.Target {
 	plan, rule := al.Plan(f)
 	if rule != nil {
 		rt.x.rule = rule.Group
@@ -129,7 +134,7 @@ func (rt *route) planFor(al *routing.Alias, f *routing.Features) []*routing.Targ
 // returnSpilled puts the targets passed over because they overflowed
 // back into the plan at i, once i is its end or its first degraded tier,
 // and returns the plan and what is still spilled.
-func (rt *route) returnSpilled(plan, spilled []*routing.Target, i int) ([]*routing.Target, []*routing.Target) {
+func (rt *Route) returnSpilled(plan, spilled []*routing.Target, i int) ([]*routing.Target, []*routing.Target) {
 	if len(spilled) == 0 || (i < len(plan) && plan[i].Tier == nil) {
 		return plan, spilled
 	}
@@ -147,7 +152,7 @@ func (rt *route) returnSpilled(plan, spilled []*routing.Target, i int) ([]*routi
 // it answers (done, with what the handler returns), its retries are
 // spent, or it cannot take the request; window is the context window a
 // context-length error proved the request needs (0: none).
-func (rt *route) tryTarget(ctx context.Context, t *routing.Target, turn routing.AttemptTurn) (window int, done bool, err error) {
+func (rt *Route) tryTarget(ctx context.Context, t *routing.Target, turn routing.AttemptTurn) (window int, done bool, err error) {
 	for n := 0; ; n++ {
 		// the first attempt carries the group breaker's trial, if any;
 		// try settles it however the attempt ends
@@ -181,7 +186,7 @@ func (rt *route) tryTarget(ctx context.Context, t *routing.Target, turn routing.
 
 // overflowed is the group:signal of the overflow the request left a
 // target for, unless the answer came from that target after all.
-func (rt *route) overflowed(answer *routing.Target) string {
+func (rt *Route) overflowed(answer *routing.Target) string {
 	if rt.passage.Overflow == "" || (answer != nil && slices.Contains(rt.passage.Returned, answer)) {
 		return ""
 	}
@@ -190,7 +195,7 @@ func (rt *route) overflowed(answer *routing.Target) string {
 
 // fail answers a request none of whose targets answered, telling the
 // client whether a retry can help.
-func (rt *route) fail(al *routing.Alias) error {
+func (rt *Route) fail(al *routing.Alias) error {
 	v := rt.failVerdict()
 	rt.x.ans.status = v.status
 	rt.adviseRetry(&v)
@@ -216,7 +221,7 @@ type failVerdict struct {
 	format    string // the format the degraded tiers cannot produce
 }
 
-func (rt *route) failVerdict() failVerdict {
+func (rt *Route) failVerdict() failVerdict {
 	v := failVerdict{status: http.StatusServiceUnavailable, code: "no_target_available", typ: protocol.TypeServer}
 	timedOut := false
 	v.full = len(rt.x.attempts) > 0
@@ -279,7 +284,7 @@ func (rt *route) failVerdict() failVerdict {
 }
 
 // adviseRetry tells the client when to try again, if ever.
-func (rt *route) adviseRetry(v *failVerdict) {
+func (rt *Route) adviseRetry(v *failVerdict) {
 	switch never, after := retryAdvice(rt.x.attempts, rt.g.Clock.Now()); {
 	case v.capped && v.format == "":
 		// the share falls as the window's oldest answers leave it
@@ -299,7 +304,7 @@ func (rt *route) adviseRetry(v *failVerdict) {
 }
 
 // failMessage says what was tried and why each target did not serve.
-func (rt *route) failMessage(al *routing.Alias, v *failVerdict) string {
+func (rt *Route) failMessage(al *routing.Alias, v *failVerdict) string {
 	var sb strings.Builder
 	sb.WriteString("no target could serve model `")
 	sb.WriteString(al.Name)
@@ -340,7 +345,7 @@ func atCapacity(a *routing.Attempt) bool {
 }
 
 // fallbackReasons renders the failed attempts for a response header.
-func (rt *route) fallbackReasons() string {
+func (rt *Route) fallbackReasons() string {
 	var sb strings.Builder
 	for i, a := range rt.x.attempts {
 		if i > 0 {
@@ -357,7 +362,7 @@ func (rt *route) fallbackReasons() string {
 // X-Hybrid-* headers. It runs once, as the answer commits: the values
 // are the route's own array (rt.heads), which a second call would
 // overwrite under the headers already set.
-func (rt *route) setRouteHeaders(h http.Header, t *routing.Target) {
+func (rt *Route) setRouteHeaders(h http.Header, t *routing.Target) {
 	// canonical keys, assigned directly, their values in the route's
 	// array
 	v := rt.heads.route[:2]
@@ -381,7 +386,7 @@ func (rt *route) setRouteHeaders(h http.Header, t *routing.Target) {
 }
 
 // finish settles the request's outcome and records its metrics.
-func (rt *route) finish() {
+func (rt *Route) finish() {
 	switch {
 	case rt.x.ans.outcome != "":
 	case rt.r.Context().Err() != nil && rt.x.ans.target == nil:
@@ -416,7 +421,7 @@ func (rt *route) finish() {
 // or seconds at its prices, self-hosted tokens at the recent fixed cost
 // per token; it goes into the ledger, the cloud spend and the log. at is
 // when the answer ended.
-func (rt *route) cost(at time.Time) {
+func (rt *Route) cost(at time.Time) {
 	t, began := rt.x.charged()
 	if t == nil || rt.g.Money.Ledger == nil {
 		return
