@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
+	"github.com/hybridllm/caddy-hybrid-llm/module/core"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/tidwall/gjson"
 )
@@ -343,7 +344,7 @@ func (g *Gateway) unmarshalPassHeaders(d *caddyfile.Dispenser) error {
 	if len(names) == 0 {
 		return d.Err("pass_headers needs one or more header names (a trailing * for a prefix, * for all)")
 	}
-	if _, err := NewHeaderPass(names); err != nil {
+	if _, err := core.NewHeaderPass(names); err != nil {
 		return d.Err(err.Error())
 	}
 	g.PassHeaders = append(g.PassHeaders, names...)

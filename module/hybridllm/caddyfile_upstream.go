@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/core"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
 )
@@ -85,7 +86,7 @@ func checkKeyInClear(d *caddyfile.Dispenser, grp *Group, schemeless []string) er
 	}
 	keyed := grp.APIKey != ""
 	for _, op := range []string{"set", "add"} {
-		for _, h := range CredentialHeaders {
+		for _, h := range core.CredentialHeaders {
 			if gjson.GetBytes(grp.ProxyRaw, "headers.request."+op+"."+h).Exists() ||
 				gjson.GetBytes(grp.ProxyRaw, "headers.request."+op+"."+strings.ToLower(h)).Exists() {
 				keyed = true

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/core"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
@@ -113,7 +114,7 @@ func drillEndpoint(ctx context.Context, t *routing.Target, addr string) adminapi
 	w := upstream.NewBufferWriter(slot)
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
-	aborted, err := Proxy(t.Upstream.Run.Proxy, w, req)
+	aborted, err := core.Proxy(t.Upstream.Run.Proxy, w, req)
 	res.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
 	switch {
 	case w.Status() != 0 && !aborted:

@@ -24,6 +24,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/core"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
 	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
@@ -179,10 +180,10 @@ type RequestSettings struct {
 // front is what a gateway's request side reads: resolved from the config
 // as it is provisioned, read-only while it serves.
 type front struct {
-	Front                     // what the request core reads
-	paths  *inferencePaths    // the paths inference is served on
-	models *aliasList         // what GET .../models answers
-	strays *clients.StrayKeys // refuses keys sent where none is read
+	core.Front                    // what the request core reads
+	paths      *inferencePaths    // the paths inference is served on
+	models     *aliasList         // what GET .../models answers
+	strays     *clients.StrayKeys // refuses keys sent where none is read
 }
 
 // lifetime is what a gateway holds for its config's life.
@@ -299,7 +300,7 @@ func (g *Gateway) provisionSettings() error {
 		return err
 	}
 	var err error
-	if g.in.Pass, err = NewHeaderPass(g.PassHeaders); err != nil {
+	if g.in.Pass, err = core.NewHeaderPass(g.PassHeaders); err != nil {
 		return err
 	}
 	if g.in.paths, err = newInferencePaths(g.Paths); err != nil {
@@ -511,15 +512,15 @@ func (g *Gateway) Cleanup() error {
 // terminal: next is never called.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	// a POST's route holds its ids; any other request's are its own
-	var rt *Route
-	var heads *RequestHeads
+	var rt *core.Route
+	var heads *core.RequestHeads
 	if r.Method == http.MethodPost {
-		rt = new(Route)
+		rt = new(core.Route)
 		heads = rt.Heads()
 	} else {
-		heads = new(RequestHeads)
+		heads = new(core.RequestHeads)
 	}
-	id, clientID := RequestID(w, r, heads)
+	id, clientID := core.RequestID(w, r, heads)
 	if where := g.in.strays.Find(r); where != "" {
 		return g.in.strays.Refuse(w, r, id, clientID, where)
 	}
@@ -554,7 +555,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 // noteIDs puts the request's ids and its client (if known) in its
 // access log record, for a request the gateway answers without a route.
 func noteIDs(r *http.Request, id, clientID string, cl *clients.Caller) {
-	if extra := LogFields(r); extra != nil {
+	if extra := core.LogFields(r); extra != nil {
 		extra.Set(zap.String("request_id", id))
 		if clientID != "" {
 			extra.Set(zap.String("llm_client_request_id", clientID))

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
-	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
 
 // driveProcessClock gives the gateways and policies a whole Caddy loads
@@ -37,20 +36,4 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
-}
-
-// frontOf is what the request core reads of a gateway built by hand.
-func frontOf(g *Gateway) *Front {
-	g.frontSettings()
-	return &g.in.Front
-}
-
-// kitOf is the kit the targets of a route built by hand get their gates
-// and observers from.
-func kitOf(f *Front) routing.TargetKit {
-	k := routing.TargetKit{Clock: f.Clock, Logger: f.Logger, Ledger: f.Money.Ledger}
-	if f.Money.Spend != nil {
-		k.Spend = &routing.SpendLimits{Book: f.Money.Spend, Deadline: time.Duration(f.Deadline), Clock: f.Clock}
-	}
-	return k
 }

@@ -1,0 +1,70 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
+	"go.uber.org/zap"
+)
+
+// meter records a finished request's metrics.
+func meter(g *Front, x *exchange) {
+	gw, al, status, outcome := g.Name, x.alias, x.ans.status, x.ans.outcome
+	group := ""
+	if x.ans.target != nil {
+		group = x.ans.target.Group
+	}
+	model, client := "", x.clientName()
+	var tm *routing.TargetMetrics
+	if x.ans.target != nil {
+		model, tm = x.ans.target.Model, x.ans.target.MetricsOf(gw, al.Name, client)
+	}
+	code := routing.CodeClass(status)
+	if tm != nil && outcome == routing.OutcomeOK && code == "2xx" && x.color == nil {
+		tm.OK.Inc()
+	} else {
+		color := ""
+		if x.color != nil {
+			color = x.color.Tag
+		}
+		routing.RequestsTotal.WithLabelValues(gw, al.Name, group, model, outcome, code, client, color).Inc()
+	}
+	for _, a := range x.attempts {
+		if a.Returned {
+			continue // counted as its try back ended
+		}
+		if routing.IsOverflowReason(a.Reason) {
+			routing.OverflowsTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
+		} else {
+			routing.FallbacksTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()
+		}
+	}
+	if group == "" {
+		if t, _ := x.charged(); t != nil && x.usage.Found {
+			// left by its client before the answer: charged there
+			tm := t.MetricsOf(gw, al.Name, client)
+			tm.Prompt.Add(float64(x.usage.Prompt))
+			tm.Completion.Add(float64(x.usage.Completion))
+		}
+		return
+	}
+	if tm == nil {
+		tm = routing.NewTargetMetrics(gw, al.Name, x.ans.target, client)
+	}
+	if x.usage.Found {
+		// counts only: the reader refused anything else
+		tm.Prompt.Add(float64(x.usage.Prompt))
+		tm.Completion.Add(float64(x.usage.Completion))
+	}
+	if x.usage.Bad && g.BadUsage.Allow(g.Clock.Now()) {
+		g.Logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
+			zap.String("request_id", x.id), x.clientIDField(), zap.String("group", group), zap.String("model", model))
+	}
+	tm.Duration.Observe(time.Since(x.start).Seconds())
+	if x.ans.ttfb > 0 {
+		tm.TTFT.Observe(x.ans.ttfb.Seconds())
+	}
+}
