@@ -4,7 +4,6 @@
 package core
 
 import (
-	"bytes"
 	"compress/flate"
 	"compress/gzip"
 	"errors"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
-	"github.com/tidwall/sjson"
 )
 
 // errBodyTooLarge reports a body over the configured cap.
@@ -181,23 +179,12 @@ func modelSplice(t *routing.Target, top *protocol.Request) (splice, bool) {
 	return splice{from: top.ModelAt, to: top.ModelAt + len(top.Model), with: t.Run.ModelJSON}, true
 }
 
-// streamUsageField asks for the usage chunk of a stream.
-var streamUsageField = []byte(`,"stream_options":{"include_usage":true}`)
-
-// withStreamUsage asks for stream usage (stream_options.include_usage).
-// Without stream_options, the field is spliced in before the object's
-// closing brace, after the model; otherwise the body is rewritten (a rare
-// case) and the caller must scan it again.
+// withStreamUsage asks for stream usage as the request's API asks for it
+// (see protocol.AskStreamUsage): a splice where the body allows, else the
+// body rewritten, which the caller must scan again.
 func withStreamUsage(body []byte, top *protocol.Request) (splice, []byte, bool) {
-	if !top.HasStreamOptions {
-		end := bytes.LastIndexByte(body, '}')
-		if end > top.ModelAt {
-			return splice{from: end, to: end, with: streamUsageField}, nil, true
-		}
-		return splice{}, nil, false
-	}
-	b, err := sjson.SetBytes(body, "stream_options.include_usage", true)
-	return splice{}, b, err == nil
+	at, field, rewritten, ok := protocol.AskStreamUsage(body, top)
+	return splice{from: at, to: at, with: field}, rewritten, ok
 }
 
 // RequestHeads are the values of the headers the gateway adds to a
