@@ -30,12 +30,5 @@ func newFront(f Front) *Front {
 // kitOf is the kit the targets of a route built by hand get their gates
 // and observers from, as the gateway's targets do.
 func kitOf(f *Front) routing.TargetKit {
-	k := routing.TargetKit{Clock: f.Clock, Logger: f.Logger, Ledger: f.Money.Ledger}
-	if f.Money.Spend != nil {
-		k.Spend = &routing.SpendLimits{Book: f.Money.Spend, Deadline: time.Duration(f.Deadline), Clock: f.Clock}
-		if c := f.Money.Cap; c != nil {
-			k.Spend.DailyCap = c.DailyUSD
-		}
-	}
-	return k
+	return routing.NewTargetKit(f.Clock, f.Logger, f.Money, time.Duration(f.Deadline))
 }

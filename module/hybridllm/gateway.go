@@ -267,7 +267,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	routing.EquipTargets(kitFor(g), g.in.Aliases)
+	routing.EquipTargets(routing.NewTargetKit(g.clock, g.logger, &g.money, time.Duration(g.Deadline)), g.in.Aliases)
 	g.frontSettings()
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
@@ -582,15 +582,3 @@ var (
 	_ caddy.CleanerUpper          = (*Gateway)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Gateway)(nil)
 )
-
-// kitFor is the kit gateway g's targets are equipped with.
-func kitFor(g *Gateway) routing.TargetKit {
-	k := routing.TargetKit{Clock: g.clock, Logger: g.logger, Ledger: g.money.Ledger}
-	if g.money.Spend != nil {
-		k.Spend = &routing.SpendLimits{Book: g.money.Spend, Deadline: time.Duration(g.Deadline), Clock: g.clock}
-		if c := g.CloudSpend; c != nil {
-			k.Spend.DailyCap = c.DailyUSD
-		}
-	}
-	return k
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
@@ -93,6 +94,20 @@ type TargetKit struct {
 	Logger *zap.Logger
 	Spend  *SpendLimits
 	Ledger *books.Ledger
+}
+
+// NewTargetKit is the kit of a gateway's targets: its clock and logger,
+// its books (m: the ledger, the spend book and the spend cap) and its
+// deadline, the longest a request's cloud hold is kept.
+func NewTargetKit(c clock.Clock, logger *zap.Logger, m *money.Money, deadline time.Duration) TargetKit {
+	k := TargetKit{Clock: c, Logger: logger, Ledger: m.Ledger}
+	if m.Spend != nil {
+		k.Spend = &SpendLimits{Book: m.Spend, Deadline: deadline, Clock: c}
+		if m.Cap != nil {
+			k.Spend.DailyCap = m.Cap.DailyUSD
+		}
+	}
+	return k
 }
 
 // GatesOf is target t's gates, in the order they are asked: taken out
