@@ -126,7 +126,7 @@ func (rt *Route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, c
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, began: rt.g.Clock.Now()}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, began: rt.f.Clock.Now()}
 	aw.hold.badRequest, aw.guard.cancel = turn.More, cancel
 	return aw
 }
@@ -230,7 +230,7 @@ func (rt *Route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		if aw.status == http.StatusNotFound && rt.q.API.Errors.ModelNotFound(aw.hold.notFound) {
 			a.Reason = because.ModelNotFound
 		}
-		a.Wait = ratelimit.Asked(aw.header, rt.g.Clock.Now())
+		a.Wait = ratelimit.Asked(aw.header, rt.f.Clock.Now())
 	case aw.state.Load() == attemptAbandoned:
 		a.Reason = because.FirstByte
 	case ctx.Err() != nil:
@@ -261,15 +261,15 @@ func (rt *Route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 	if ep := res.Endpoint; ep != nil {
 		res.Cause = breaker.Cause{Conn: routing.ConnFailure(a.Reason), Probe: ep.Prober.HealthSeq()}
 		if a.Status == http.StatusTooManyRequests {
-			res.Held = ep.Breaker.HoldFor(a.Wait, rt.g.Clock.Now())
+			res.Held = ep.Breaker.HoldFor(a.Wait, rt.f.Clock.Now())
 		}
 	} else if a.Status == http.StatusTooManyRequests && t.Upstream.VLLM == nil {
 		// a cloud's rate limit that says when to come back: the group
 		// gets nothing until then, rather than every request of a peak
 		// in turn; a rate limit is no fault
-		res.Held = t.Upstream.Shared.Breaker.HoldFor(a.Wait, rt.g.Clock.Now())
+		res.Held = t.Upstream.Shared.Breaker.HoldFor(a.Wait, rt.f.Clock.Now())
 	}
-	if c := rt.g.Logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
+	if c := rt.f.Logger.Check(zapcore.DebugLevel, "attempt failed"); c != nil {
 		c.Write(zap.String("request_id", rt.x.id), rt.x.clientIDField(), zap.String("group", t.Group),
 			zap.String("model", t.Model), zap.String("reason", string(a.Reason)), zap.Error(end.err))
 	}
@@ -284,7 +284,7 @@ func (rt *Route) bodyFor(t *routing.Target, b *upstreamBody) (length int64, inje
 	if t.Tier != nil && rt.x.deg != nil {
 		rt.x.deg.ClampedTo = 0 // this attempt's, if it clamps
 		if t.Tier.MaxTokens > 0 {
-			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.g.Watch, t, b); ok {
+			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.f.Watch, t, b); ok {
 				rt.x.deg.ClampedTo = t.Tier.MaxTokens
 				return length, injected
 			}
@@ -344,7 +344,7 @@ func (rt *Route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	}
 	rt.x.ans.interruption = msg
 	if !aw.out.sse {
-		rt.g.Logger.Warn("answer interrupted after the first byte", rt.interruptedFields(aw, msg)...)
+		rt.f.Logger.Warn("answer interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 		panic(http.ErrAbortHandler)
 	}
 	// the cut may have come inside an event: end it first, so that the
@@ -358,7 +358,7 @@ func (rt *Route) midStreamFailure(ctx context.Context, aw *attemptWriter, cause 
 	}
 	_, _ = rt.w.Write(rt.q.API.Errors.StreamEvent(protocol.Error{Type: protocol.TypeServer, Code: "stream_interrupted", Message: msg}))
 	_ = http.NewResponseController(rt.w).Flush()
-	rt.g.Logger.Warn("stream interrupted after the first byte", rt.interruptedFields(aw, msg)...)
+	rt.f.Logger.Warn("stream interrupted after the first byte", rt.interruptedFields(aw, msg)...)
 }
 
 // interruptedFields are the log fields of an answer interrupted after
@@ -374,11 +374,11 @@ func (rt *Route) interruptedFields(aw *attemptWriter, cause string) []zap.Field 
 // beginAttempt starts the record of an attempt and tells its target's
 // observers; the context is the attempt's from then on.
 func (rt *Route) beginAttempt(actx context.Context, aw *attemptWriter, turn routing.AttemptTurn) context.Context {
-	if rt.ask.Request == nil {
-		rt.ask = routing.AttemptAsk{Alias: rt.x.alias.Name, API: rt.q.API, Stream: rt.q.Stream, Request: rt.r, Parent: rt.x.traced(), Usage: &rt.x.usage}
+	if rt.ask.HTTP == nil {
+		rt.ask = routing.AttemptRequest{Alias: rt.x.alias.Name, API: rt.q.API, Stream: rt.q.Stream, HTTP: rt.r, Parent: rt.x.traced(), Usage: &rt.x.usage}
 	}
 	t := aw.target
-	aw.rec = routing.AttemptRecord{Target: t, Turn: turn, Number: len(rt.x.attempts) + 1, Began: aw.began, Ask: &rt.ask}
+	aw.rec = routing.AttemptRecord{Target: t, Turn: turn, Number: len(rt.x.attempts) + 1, Began: aw.began, Request: &rt.ask}
 	for _, o := range t.Run.Observers {
 		actx = o.AttemptBegan(actx, &aw.rec)
 	}

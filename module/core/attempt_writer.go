@@ -79,7 +79,7 @@ type answerGuard struct {
 	dog    *watchdog
 }
 
-// attempt states; the time limits race the proxy for the change from
+// Attempt states; the time limits race the proxy for the change from
 // pending. Once an attempt is abandoned or expired, nothing its proxy
 // writes counts: Caddy's proxy answers the canceled request with a 499 of
 // its own, which is nobody's answer.
@@ -142,9 +142,9 @@ func (aw *attemptWriter) commit(status int) bool {
 	t := aw.target
 	rt.x.ans.target, rt.x.ans.began = t, aw.began
 	if t.Tier != nil {
-		markDegraded(rt.x.deg, &rt.x, rt.g.Name, aw, h)
+		markDegraded(rt.x.deg, &rt.x, rt.f.Name, aw, h)
 	}
-	if rt.g.RouteHeaders {
+	if rt.f.RouteHeadersOn {
 		rt.setRouteHeaders(h, t)
 	}
 	// from now on the proxy writes straight into the client's header
@@ -165,7 +165,7 @@ func (aw *attemptWriter) commit(status int) bool {
 func (aw *attemptWriter) passHeaders(h http.Header) {
 	rt := aw.rt
 	var upstreamID []string
-	pass := rt.g.Pass
+	pass := rt.f.Pass
 	for k, v := range aw.header {
 		if k == "X-Request-Id" {
 			upstreamID = v

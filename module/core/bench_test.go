@@ -163,7 +163,7 @@ func BenchmarkMeterAndLog(b *testing.B) {
 			b.ReportAllocs()
 			rt := new(Route) // the route comes with the request, not with this work
 			for b.Loop() {
-				*rt = Route{g: g, r: req, q: routing.Asked{API: protocol.ForPath(req.URL.Path)}}
+				*rt = Route{f: g, r: req, q: routing.Asked{API: protocol.ForPath(req.URL.Path)}}
 				rt.x = exchange{alias: al, r: req, q: &rt.q, start: time.Now(), ans: answer{target: t, status: 200, ttfb: time.Millisecond}}
 				rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 100, 200
 				extra := new(caddyhttp.ExtraLogFields)

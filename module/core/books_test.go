@@ -74,7 +74,7 @@ func TestLedgerSeedMonthThroughTheRequestPath(t *testing.T) {
 	var running []attempt
 	start := func(grp *upstream.Group, n int) {
 		for range n {
-			rt := &Route{g: g}
+			rt := &Route{f: g}
 			occ, _ := routing.OccupancyOf(g.Money.Ledger, targets[grp])
 			occ.AttemptBegan(context.Background(), nil)
 			rt.x.ans.target, rt.x.ans.began = targets[grp], clk.Now()

@@ -103,7 +103,7 @@ func BenchmarkAuthenticate(b *testing.B) {
 				b.Fatal(why)
 			}
 			g.Money.Spend.Add(cl.Name, 1e-6, tn)
-			rt.passage.Hold.Release(rt.g.Money)
+			rt.passage.Hold.Release(rt.f.Money)
 			rt.x.usage.Found, rt.x.usage.Prompt, rt.x.usage.Completion = true, 8, 16
 			settle(rt, tn)
 		}

@@ -139,14 +139,14 @@ func TestCloudHoldsBoundTheBudget(t *testing.T) {
 		t.Fatalf("a request's own hold closed the cloud to it: %s", why)
 	}
 	// the first one ends having spent nothing: room for one more
-	held[0].passage.Hold.Release(held[0].g.Money)
+	held[0].passage.Hold.Release(held[0].f.Money)
 	last := newRoute()
 	if why := admitTo(last, cloud); why != "" {
 		t.Fatalf("after a hold was given back: %s", why)
 	}
 	for _, rt := range append(held[1:], last) {
 		g.Money.Spend.Add(cl.Name, 0.000118, clk.Now())
-		rt.passage.Hold.Release(rt.g.Money)
+		rt.passage.Hold.Release(rt.f.Money)
 	}
 	if why, _ := g.Money.CloudClosed(cl, clk.Now()); why != because.Budget {
 		t.Fatalf("the spent budget: closed for %q", why)

@@ -34,7 +34,7 @@ func limitedRoute(g *Front, cl *clients.Caller, path string, body []byte) *Route
 // testRoute is a request of client cl for r on api, before its body is
 // read.
 func testRoute(g *Front, cl *clients.Caller, r *http.Request, api *protocol.API) *Route {
-	rt := &Route{g: g, r: r, q: routing.Asked{API: api}}
+	rt := &Route{f: g, r: r, q: routing.Asked{API: api}}
 	rt.x = exchange{client: cl, r: r, q: &rt.q, start: time.Now()}
 	return rt
 }
@@ -155,7 +155,7 @@ func TestCloudHoldOnATier(t *testing.T) {
 	if want := float64(p+100) / 1e6; rt.passage.Hold.USD < want*0.999 || rt.passage.Hold.USD > want*1.001 {
 		t.Fatalf("held %g USD, want %g (%d prompt + the tier's 100)", rt.passage.Hold.USD, want, p)
 	}
-	rt.passage.Hold.Release(rt.g.Money)
+	rt.passage.Hold.Release(rt.f.Money)
 }
 
 // Judging a cloud target takes no hold: skip only says whether the holds
@@ -188,7 +188,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if total, clients := g.Money.Spend.Holds().Held(); total == 0 || clients["c"] != rt.passage.Hold.USD {
 		t.Fatalf("holds %g %+v, the request's %g", total, clients, rt.passage.Hold.USD)
 	}
-	rt.passage.Hold.Release(rt.g.Money)
+	rt.passage.Hold.Release(rt.f.Money)
 	if total, clients := g.Money.Spend.Holds().Held(); total != 0 || len(clients) != 0 {
 		t.Fatalf("released: total %g, clients %v", total, clients)
 	}
@@ -204,7 +204,7 @@ func TestSkipTakesNoHold(t *testing.T) {
 	if why := admitTo(rt, cloud); why != "" {
 		t.Fatal(why)
 	}
-	rt.passage.Hold.Release(rt.g.Money)
+	rt.passage.Hold.Release(rt.f.Money)
 	if total, clients := capped.Money.Spend.Holds().Held(); clients["c"] != 0.5 || total < 0.5-1e-9 || total > 0.5+1e-9 {
 		t.Fatalf("a cap-only hold released from the client's: total %g, clients %v", total, clients)
 	}
@@ -239,7 +239,7 @@ func TestDegradeNowHasNoEffects(t *testing.T) {
 	busy.Run.Gates = k.ChainGates(al.Chain, "chat", busy, k.GatesOf(busy))
 	cloud.Run.Gates = k.ChainGates(al.Chain, "chat", cloud, k.GatesOf(cloud))
 	rt.beginPassage()
-	rt.passage.Degrade = rt.x.deg
+	rt.passage.Degradation = rt.x.deg
 
 	if rt.passage.Rest = []*routing.Target{busy}; routing.LeavesForTier(&rt.passage, upper) {
 		t.Fatal("degraded to a tier that overflows")

@@ -75,7 +75,7 @@ func coreFront(t *testing.T, rec *seen, upstreams map[string]upstreamFunc) *Fron
 	ctx, cancel := caddy.NewContext(base)
 	t.Cleanup(cancel)
 	f := newFront(Front{Name: "core", Clock: clock.System, Logger: zap.NewNop(), MirrorLog: zap.NewNop(), BadUsage: new(lograte.Every), Life: ctx})
-	f.MaxBodySize, f.RouteHeaders = 1<<20, true
+	f.MaxBodySize, f.RouteHeadersOn = 1<<20, true
 	var grps map[string]*upstream.Group
 	if err := json.Unmarshal([]byte(groups), &grps); err != nil {
 		t.Fatal(err)
@@ -101,7 +101,7 @@ func coreFront(t *testing.T, rec *seen, upstreams map[string]upstreamFunc) *Fron
 		})
 	}
 	s := routing.AliasSetup{Gateway: f.Name, Groups: grps, ResponseModel: "alias", Clock: f.Clock, Logger: f.Logger, Used: map[string]bool{}}
-	if err := s.Alias("chat-main", f.Aliases["chat-main"]); err != nil {
+	if err := s.Provision("chat-main", f.Aliases["chat-main"]); err != nil {
 		t.Fatal(err)
 	}
 	f.Pass, _ = NewHeaderPass(nil)

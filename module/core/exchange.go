@@ -17,7 +17,7 @@ import (
 // exchange is the record of one request's exchange with the gateway: who
 // asked, what was tried, what answered and what it cost. The route fills
 // it in; what watches requests (the metrics, the access log, the trace,
-// the books) reads it, as the request ends (see route.finish) or, for
+// the books) reads it, as the request ends (see Route.finish) or, for
 // the access log, once the handler has returned.
 type exchange struct {
 	id       string          // the gateway's request id

@@ -34,11 +34,11 @@ type Front struct {
 
 // Settings are the gateway's request settings, as the core applies them.
 type Settings struct {
-	MaxBodySize   int64
-	Deadline      caddy.Duration // 0: none
-	RouteHeaders  bool           // answers carry the X-Hybrid-* route headers
-	StreamUsage   bool           // some group asks for stream usage
-	ReserveTokens int            // the clients' reserve_tokens (0: the default)
+	MaxBodySize    int64
+	Deadline       caddy.Duration // 0: none
+	RouteHeadersOn bool           // answers carry the X-Hybrid-* route headers
+	AnyStreamUsage bool           // some group asks for stream usage
+	ReserveTokens  int            // the clients' reserve_tokens (0: the default)
 	// the top-level fields rules look for, and whether a rule matches on
 	// a header of a credential's name, which is dropped before the
 	// request goes upstream

@@ -21,7 +21,7 @@ import (
 // turn (a target built by hand gets the gates its config calls for).
 func admitTo(rt *Route, t *routing.Target) routing.Reason {
 	if t.Run.Gates == nil {
-		t.Run.Gates = kitOf(rt.g).GatesOf(t)
+		t.Run.Gates = kitOf(rt.f).GatesOf(t)
 	}
 	rt.beginPassage()
 	return rt.passage.Admit(t)
@@ -30,7 +30,7 @@ func admitTo(rt *Route, t *routing.Target) routing.Reason {
 // judgeFor is admitTo for a target judged ahead of its turn.
 func judgeFor(rt *Route, t *routing.Target) routing.Reason {
 	if t.Run.Gates == nil {
-		t.Run.Gates = kitOf(rt.g).GatesOf(t)
+		t.Run.Gates = kitOf(rt.f).GatesOf(t)
 	}
 	rt.beginPassage()
 	return rt.passage.Judge(t)
@@ -75,7 +75,7 @@ func TestBreakerTrialGivenBackWhenTheHoldRefuses(t *testing.T) {
 	if why := admitTo(limitedRoute(g, cl, "/v1/chat/completions", body), cloud); why != because.BreakerOpen {
 		t.Fatalf("while the trial is out: %q", why)
 	}
-	rt.passage.Hold.Release(rt.g.Money)
+	rt.passage.Hold.Release(rt.f.Money)
 }
 
 // heldMeanwhile is a gate whose admit first lets others hold the whole
@@ -113,7 +113,7 @@ func TestHoldReleaseGivesBackItsTopUp(t *testing.T) {
 	if total, clients := g.Money.Spend.Holds().Held(); !near(total) || !near(clients["c"]) || !near(rt.passage.Hold.USD) {
 		t.Fatalf("released: total %g, the client's %g, the request's %g; want %g", total, clients["c"], rt.passage.Hold.USD, before)
 	}
-	rt.passage.Hold.Release(rt.g.Money)
+	rt.passage.Hold.Release(rt.f.Money)
 	if total, clients := g.Money.Spend.Holds().Held(); total > 1e-12 || len(clients) != 0 {
 		t.Fatalf("the request ended: %+v", clients)
 	}

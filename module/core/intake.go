@@ -33,11 +33,11 @@ const idempotencyKey = "X-Idempotency-Key"
 // it is nobody's answer.
 const statusClientClosed = 499
 
-// Start makes rt the route of a JSON POST to gateway g, with request id
+// Start makes rt the route of a JSON POST through front f, with request id
 // id (the client's own: clientID) from client cl (nil without clients).
 // rt is new but for its heads, which hold the id.
-func (rt *Route) Start(g *Front, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *Route {
-	rt.g, rt.w, rt.r, rt.q = g, w, r, routing.Asked{API: protocol.ForPath(r.URL.Path)}
+func (rt *Route) Start(f *Front, w http.ResponseWriter, r *http.Request, id, clientID string, cl *clients.Caller) *Route {
+	rt.f, rt.w, rt.r, rt.q = f, w, r, routing.Asked{API: protocol.ForPath(r.URL.Path)}
 	rt.x = exchange{id: id, clientID: clientID, client: cl, r: r, start: time.Now(), q: &rt.q}
 	if extra := LogFields(r); extra != nil {
 		// the request id, and the routing record once there is one
@@ -50,38 +50,38 @@ func (rt *Route) Start(g *Front, w http.ResponseWriter, r *http.Request, id, cli
 // checked, the alias and the client's ceilings and limits applied, the
 // headers made fit for an upstream; then the route runs.
 func (rt *Route) Serve() error {
-	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
+	f, w, r, cl := rt.f, rt.w, rt.r, rt.x.client
 	al, answered, err := rt.read()
 	if answered {
 		return err
 	}
 	// a request refused above takes no request of the rpm, and reserves
 	// no tokens
-	at := g.Clock.Now()
+	at := f.Clock.Now()
 	rt.beginPassage()
 	if wait, limit := rt.held.Take(&rt.passage.Bounds, at); wait > 0 {
-		return g.Callers.Limited(w, rt.q.API, cl, limit, wait)
+		return f.Callers.Limited(w, rt.q.API, cl, limit, wait)
 	}
 	if ae, ok := rt.fitHeaders(); ok {
 		defer func() { r.Header["Accept-Encoding"] = ae }()
 	}
 
 	ctx := r.Context()
-	if g.Deadline > 0 {
+	if f.Deadline > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(g.Deadline))
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(f.Deadline))
 		defer cancel()
 	}
 
-	if g.Money.Spend != nil {
-		rt.passage.NoCloud, rt.passage.NoCloudFor = g.Money.CloudClosed(cl, at)
+	if f.Money.Spend != nil {
+		rt.passage.NoCloud, rt.passage.NoCloudFor = f.Money.CloudClosed(cl, at)
 	}
 	rt.x.alias, rt.q.Stream = al, rt.q.Top.Stream
 	rt.x.attempts = rt.tried[:0]
-	if top := &rt.q.Top; top.Stream && !top.WantsUsage && g.StreamUsage && rt.q.API.StreamUsage {
+	if top := &rt.q.Top; top.Stream && !top.WantsUsage && f.AnyStreamUsage && rt.q.API.StreamUsage {
 		// ask for the usage chunk, to count the tokens, of the groups
 		// that allow it (see try); the client does not see it
-		rt.inj.ask(rt.q.Body, top, g.Watch)
+		rt.inj.ask(rt.q.Body, top, f.Watch)
 	}
 	return rt.run(ctx)
 }
@@ -91,24 +91,24 @@ func (rt *Route) Serve() error {
 // its ceilings applied. A request refused is answered here (answered,
 // with what the handler returns).
 func (rt *Route) read() (al *routing.Alias, answered bool, err error) {
-	g, w, r, cl := rt.g, rt.w, rt.r, rt.x.client
-	body, no := readInference(r, g.MaxBodySize, g.Watch, &rt.q.Top)
+	f, w, r, cl := rt.f, rt.w, rt.r, rt.x.client
+	body, no := readInference(r, f.MaxBodySize, f.Watch, &rt.q.Top)
 	if no != nil {
 		return nil, true, no.write(w, rt.q.API)
 	}
 	top := &rt.q.Top
-	al, ok := aliasNamed(g.Aliases, top)
+	al, ok := aliasNamed(f.Aliases, top)
 	if !ok || !cl.Allows(al.Name) {
 		return nil, true, rt.q.API.WriteError(w, protocol.Error{
 			Status: http.StatusNotFound, Type: protocol.TypeInvalidRequest, Code: "model_not_found", Param: "model",
 			Message: "The model `" + top.ModelName() + "` does not exist.",
 		})
 	}
-	g.Callers.StripRouting(r, cl)
-	if g.Colors != nil {
+	f.Callers.StripRouting(r, cl)
+	if f.Colors != nil {
 		// a tag reaches an upstream only for a color that trusts it, on
 		// any alias of a gateway that has colors
-		rt.x.color = g.Colors.Pick(w, r, al, cl, rt.x.id)
+		rt.x.color = f.Colors.Pick(w, r, al, cl, rt.x.id)
 	}
 	if cl != nil && cl.Ceilings.Active() {
 		ceiled, over := cl.Ceilings.Apply(body, rt.q.API)
@@ -121,7 +121,7 @@ func (rt *Route) read() (al *routing.Alias, answered bool, err error) {
 		if len(ceiled) != len(body) || &ceiled[0] != &body[0] {
 			// the fields moved: found again
 			body = ceiled
-			*top, _ = protocol.Scan(body, g.Watch...)
+			*top, _ = protocol.Scan(body, f.Watch...)
 		}
 	}
 	rt.q.Body, rt.q.Features = body, routing.NewFeatures(body, r.Header, top)
@@ -197,7 +197,7 @@ func (rt *Route) fitHeaders() (acceptEncoding []string, had bool) {
 	for _, h := range CredentialHeaders {
 		delete(r.Header, h) // canonical keys
 	}
-	if rt.g.RuleCredentials {
+	if rt.f.RuleCredentials {
 		// a rule matches on a header credentials.Drop removes: it reads
 		// the headers as the client sent them
 		rt.q.Features.Header = r.Header.Clone()

@@ -11,8 +11,8 @@ import (
 )
 
 // meter records a finished request's metrics.
-func meter(g *Front, x *exchange) {
-	gw, al, status, outcome := g.Name, x.alias, x.ans.status, x.ans.outcome
+func meter(f *Front, x *exchange) {
+	gw, al, status, outcome := f.Name, x.alias, x.ans.status, x.ans.outcome
 	group := ""
 	if x.ans.target != nil {
 		group = x.ans.target.Group
@@ -59,8 +59,8 @@ func meter(g *Front, x *exchange) {
 		tm.Prompt.Add(float64(x.usage.Prompt))
 		tm.Completion.Add(float64(x.usage.Completion))
 	}
-	if x.usage.Bad && g.BadUsage.Allow(g.Clock.Now()) {
-		g.Logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
+	if x.usage.Bad && f.BadUsage.Allow(f.Clock.Now()) {
+		f.Logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
 			zap.String("request_id", x.id), x.clientIDField(), zap.String("group", group), zap.String("model", model))
 	}
 	tm.Duration.Observe(time.Since(x.start).Seconds())

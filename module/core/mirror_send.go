@@ -26,12 +26,12 @@ import (
 // asks, u how it asks for stream usage) to the alias's mirrors: each
 // takes its share. The copy's body is built here, from the body already
 // read; the rest runs on its own goroutine.
-func sendMirrors(al *routing.Alias, g *Front, r *http.Request, id string, q *routing.Asked, u *usageAsk) {
+func sendMirrors(al *routing.Alias, f *Front, r *http.Request, id string, q *routing.Asked, u *usageAsk) {
 	for _, m := range al.Mirrors {
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
-		if grp := m.Upstream; m.TakenOut(g.Clock) != "" || (grp.Breaker != nil && !grp.Shared.Breaker.Closed()) {
+		if grp := m.Upstream; m.TakenOut(f.Clock) != "" || (grp.Breaker != nil && !grp.Shared.Breaker.Closed()) {
 			// a group taken out, or failing, gets no copies either (nor
 			// does a copy take its breaker's trial)
 			m.Series.Dropped.Inc()
@@ -42,7 +42,7 @@ func sendMirrors(al *routing.Alias, g *Front, r *http.Request, id string, q *rou
 			m.Series.Dropped.Inc()
 			continue
 		}
-		c := &mirrorCopy{m: m, g: g, alias: al, parent: id, id: newRequestID(), stream: q.Stream}
+		c := &mirrorCopy{m: m, f: f, alias: al, parent: id, id: newRequestID(), stream: q.Stream}
 		c.length, _ = u.bodyFor(q, &m.Target, &c.body)
 		c.req = c.request(r)
 		go c.run()
@@ -77,7 +77,7 @@ func (c *mirrorCopy) request(r *http.Request) *http.Request {
 // mirrorCopy is one copy of a request on its way to a mirror.
 type mirrorCopy struct {
 	m      *routing.Mirror
-	g      *Front
+	f      *Front
 	alias  *routing.Alias
 	parent string // the request's id
 	id     string
@@ -93,9 +93,9 @@ type mirrorCopy struct {
 func (c *mirrorCopy) run() {
 	defer c.m.Inflight.Add(-1)
 	defer c.cancel()
-	defer logPanic(c.g.Logger, "mirror")
+	defer logPanic(c.f.Logger, "mirror")
 	// a config that stops takes its copies with it
-	stop := context.AfterFunc(c.g.Life, c.cancel)
+	stop := context.AfterFunc(c.f.Life, c.cancel)
 	defer stop()
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
@@ -115,7 +115,7 @@ func (c *mirrorCopy) run() {
 
 	outcome := mirrorOutcome(req.Context(), w, aborted, err)
 	s := m.Series
-	routing.MirrorRequests.WithLabelValues(c.g.Name, c.alias.Name, m.Group, m.Model, outcome).Inc()
+	routing.MirrorRequests.WithLabelValues(c.f.Name, c.alias.Name, m.Group, m.Model, outcome).Inc()
 	s.Duration.Observe(dur.Seconds())
 	if w.ttfb > 0 {
 		s.TTFT.Observe(w.ttfb.Seconds())
@@ -140,7 +140,7 @@ func (c *mirrorCopy) run() {
 	if err != nil && outcome != "ok" {
 		fields = append(fields, zap.String("error", string(because.Classify(err))))
 	}
-	c.g.MirrorLog.Info("mirror request", fields...)
+	c.f.MirrorLog.Info("mirror request", fields...)
 }
 
 // mirrorOutcome is what became of a copy, as its metrics and record say.
@@ -178,11 +178,11 @@ func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd f
 	case m.Upstream.Kind == upstream.KindOpenAI:
 		usd, priced = cc.RequestCost(u.Prompt, u.Completion, u.Cached, dur), true
 		s.Cost.Add(usd)
-	case c.g.Money.Ledger != nil:
-		usd, priced = float64(u.Prompt+u.Completion)*c.g.Money.SelfCostPerToken(), true
+	case c.f.Money.Ledger != nil:
+		usd, priced = float64(u.Prompt+u.Completion)*c.f.Money.SelfCostPerToken(), true
 	}
-	if c.g.Money.Ledger != nil {
-		c.g.Money.Charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.g.Clock.Now())
+	if c.f.Money.Ledger != nil {
+		c.f.Money.Charge(nil, journal.Charge{Shadow: true, Prompt: u.Prompt, Completion: u.Completion, CloudUSD: usd}, c.f.Clock.Now())
 	}
 	return usd, priced
 }

@@ -21,13 +21,13 @@ import (
 
 // Route carries one request through its alias's targets.
 type Route struct {
-	g       *Front
+	f       *Front
 	w       http.ResponseWriter
 	r       *http.Request
 	x       exchange        // the record of the request
 	q       routing.Asked   // what it asks
 	passage routing.Passage // its way past its targets' gates
-	ask     routing.AttemptAsk
+	ask     routing.AttemptRequest
 	inj     usageAsk
 	held    routing.Reservation // what admission reserved of its client's limits
 	tried   [4]routing.Attempt  // attempts' first backing array
@@ -95,7 +95,7 @@ func (rt *Route) run(ctx context.Context) error {
 
 // beginPassage gives the passage what the gates read of the request.
 func (rt *Route) beginPassage() {
-	rt.passage.Bounds = routing.TokenBounds{Ask: &rt.q, Client: rt.x.client, Reserve: int64(rt.g.ReserveTokens)}
+	rt.passage.Bounds = routing.TokenBounds{Asked: &rt.q, Client: rt.x.client, Reserve: int64(rt.f.ReserveTokens)}
 }
 
 // Heads is where the route keeps what it reads of its request's head
@@ -114,7 +114,7 @@ func (rt *Route) planFor(al *routing.Alias, f *routing.Features) []*routing.Targ
 	plan = al.Ordered(plan, rt.order[:])
 	if al.Chain != nil {
 		rt.x.deg = new(routing.DegradeRecord)
-		rt.passage.Degrade = rt.x.deg
+		rt.passage.Degradation = rt.x.deg
 	}
 	if c := rt.x.color; c != nil {
 		// the color's target first; the alias's own after it, if the
@@ -127,7 +127,7 @@ func (rt *Route) planFor(al *routing.Alias, f *routing.Features) []*routing.Targ
 		return colored
 	}
 	if len(al.Mirrors) > 0 {
-		sendMirrors(al, rt.g, rt.r, rt.x.id, &rt.q, &rt.inj)
+		sendMirrors(al, rt.f, rt.r, rt.x.id, &rt.q, &rt.inj)
 	}
 	return plan
 }
@@ -286,7 +286,7 @@ func (rt *Route) failVerdict() failVerdict {
 
 // adviseRetry tells the client when to try again, if ever.
 func (rt *Route) adviseRetry(v *failVerdict) {
-	switch never, after := retryAdvice(rt.x.attempts, rt.g.Clock.Now()); {
+	switch never, after := retryAdvice(rt.x.attempts, rt.f.Clock.Now()); {
 	case v.capped && v.format == "":
 		// the share falls as the window's oldest answers leave it
 		rt.w.Header().Set("Retry-After", ratelimit.RetryAfter(rt.x.alias.Chain.RetryAfter()))
@@ -399,21 +399,21 @@ func (rt *Route) finish() {
 	default:
 		rt.x.ans.outcome = routing.OutcomeOK
 	}
-	if rt.g.Money.Priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
+	if rt.f.Money.Priced && rt.x.ans.target != nil && rt.x.ans.interruption == "" && rt.r.Context().Err() == nil {
 		// a journaled charge outlives a kill; the answer it is for must
 		// have left first: until the handler returns, a short one waits
 		// in the server's buffer
 		_ = http.NewResponseController(rt.w).Flush()
 	}
 	rt.x.ans.overflow = rt.overflowed(rt.x.ans.target)
-	rt.x.estimateUsage(&rt.passage.Bounds, rt.g.Name)
-	meter(rt.g, &rt.x)
+	rt.x.estimateUsage(&rt.passage.Bounds, rt.f.Name)
+	meter(rt.f, &rt.x)
 	if c := rt.x.alias.Chain; c != nil {
-		c.Settle(rt.x.deg, rt.x.ans.target != nil && rt.x.ans.status < 500, rt.g.Clock.Now())
+		c.Settle(rt.x.deg, rt.x.ans.target != nil && rt.x.ans.status < 500, rt.f.Clock.Now())
 	}
-	at := rt.g.Clock.Now()
+	at := rt.f.Clock.Now()
 	rt.cost(at)
-	rt.passage.Hold.Release(rt.g.Money) // once its spend is booked: never neither counts
+	rt.passage.Hold.Release(rt.f.Money) // once its spend is booked: never neither counts
 	rt.held.Settle(rt.x.client, &rt.x.usage, at)
 	traceOutcome(&rt.x)
 }
@@ -424,7 +424,7 @@ func (rt *Route) finish() {
 // when the answer ended.
 func (rt *Route) cost(at time.Time) {
 	t, began := rt.x.charged()
-	if t == nil || rt.g.Money.Ledger == nil {
+	if t == nil || rt.f.Money.Ledger == nil {
 		return
 	}
 	cc := t.Upstream.Cost
@@ -434,11 +434,11 @@ func (rt *Route) cost(at time.Time) {
 	case t.Upstream.Kind == upstream.KindOpenAI:
 		usd = cc.RequestCost(rt.x.usage.Prompt, rt.x.usage.Completion, rt.x.usage.Cached, at.Sub(began))
 		cloudUSD = usd
-		routing.CostTotal.WithLabelValues(rt.g.Name, t.Group, rt.x.clientName(), routing.BillingBusiness).Add(usd)
+		routing.CostTotal.WithLabelValues(rt.f.Name, t.Group, rt.x.clientName(), routing.BillingBusiness).Add(usd)
 	default:
-		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.g.Money.SelfCostPerToken()
+		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.f.Money.SelfCostPerToken()
 	}
-	rt.g.Money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.Upstream.Kind == upstream.KindVLLM,
+	rt.f.Money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.Upstream.Kind == upstream.KindVLLM,
 		Prompt: rt.x.usage.Prompt, Completion: rt.x.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.x.ans.estimated}, at)
 	rt.x.ans.costUSD, rt.x.ans.priced = usd, cc != nil
 }

@@ -44,7 +44,7 @@ func TestPromptEstimateCountsMedia(t *testing.T) {
 			t.Fatalf("invalid test body %s", b)
 		}
 		q.Features = routing.NewFeatures(b, nil, &q.Top)
-		if got := (&routing.TokenBounds{Ask: q}).PromptEstimate(); got != tc.want {
+		if got := (&routing.TokenBounds{Asked: q}).PromptEstimate(); got != tc.want {
 			t.Errorf("%.200s: %d tokens, want %d", b, got, tc.want)
 		}
 	}

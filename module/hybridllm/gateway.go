@@ -3,9 +3,9 @@
 
 // Package hybridllm is the Caddy face of caddy-hybrid-llm: the
 // http.handlers.hybrid_llm handler, its JSON config and Caddyfile, its
-// provisioning (which wires the parts) and the admin routes; and, until
-// they move to parts of their own, the request core, the tie to a
-// registry and observation (README, "Design"). It may import every part;
+// provisioning (which wires the parts), the admin routes and the state
+// document, and, until it moves to a part of its own, the tie to a
+// registry (README, "Design"). It may import every part;
 // no part imports it, and only the root package and package caddyfile do.
 package hybridllm
 
@@ -278,7 +278,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 func (g *Gateway) frontSettings() {
 	f := &g.in.Front
 	f.Name, f.Clock, f.Logger, f.Money, f.Life = g.Name, g.clock, g.logger, &g.money, g.life.ctx
-	f.MaxBodySize, f.Deadline, f.RouteHeaders = g.MaxBodySize, g.Deadline, g.routeHeadersOn()
+	f.MaxBodySize, f.Deadline, f.RouteHeadersOn = g.MaxBodySize, g.Deadline, g.routeHeadersOn()
 	if g.Clients != nil {
 		f.ReserveTokens = g.Clients.ReserveTokens
 	}
@@ -344,7 +344,7 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if grp.Kind == KindVLLM && len(grp.Run.Proxy.Upstreams) == 0 && grp.Run.Proxy.DynamicUpstreams == nil && g.Registry == nil {
 			return nil, fmt.Errorf("group %q of kind vllm has no upstream: give its vLLM servers' addresses (proxy.upstreams)", name)
 		}
-		hs, err := provisionEndpointHealth(g.Name, g.clock, g.logger, grp)
+		hs, err := routing.NewEndpointHealth(g.Name, g.clock, g.logger, grp)
 		if err != nil {
 			return nil, fmt.Errorf("group %q: %v", name, err)
 		}
@@ -355,7 +355,7 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 		if grp.StreamUsage != nil {
 			grp.Run.StreamUsage = *grp.StreamUsage
 		}
-		g.in.StreamUsage = g.in.StreamUsage || grp.Run.StreamUsage
+		g.in.AnyStreamUsage = g.in.AnyStreamUsage || grp.Run.StreamUsage
 	}
 	return used, nil
 }
@@ -369,10 +369,10 @@ func (g *Gateway) provisionAliases(used map[string]bool) error {
 	defer func() { g.in.Watch, g.in.RuleCredentials = s.Watch, s.RuleCredentials }()
 	for _, name := range sortedKeys(g.Aliases) {
 		al := g.Aliases[name]
-		err := s.Alias(name, al)
+		err := s.Provision(name, al)
 		if al != nil {
 			// what it set up, even if it then failed: a config that fails
-			// hands the health it carried over back (see uncarry)
+			// hands the health it carried over back (see Schedule.Uncarry)
 			g.sched.AddAlias(al)
 		}
 		if err != nil {

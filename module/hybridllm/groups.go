@@ -5,6 +5,7 @@ package hybridllm
 
 import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
@@ -35,3 +36,39 @@ const (
 
 // CloudSpend caps the cloud spend (see package money).
 type CloudSpend = money.CloudSpend
+
+// The aliases' config (see package routing).
+type (
+	// Alias maps a business model name to the targets that can serve it.
+	Alias = routing.Alias
+	// Target is one entry of an alias: a group plus the model name that
+	// group serves.
+	Target = routing.Target
+	// AttemptLimits bound each attempt on a target.
+	AttemptLimits = routing.AttemptLimits
+	// Rule is a pre-routing rule.
+	Rule = routing.Rule
+	// SetConfig are the settings of one of an alias's weighted sets.
+	SetConfig = routing.SetConfig
+	// HealthConfig is health-score scheduling.
+	HealthConfig = routing.HealthConfig
+	// DegradeConfig is an alias's degradation chain.
+	DegradeConfig = routing.DegradeConfig
+	// TierConfig marks a target as a degraded tier of its alias.
+	TierConfig = routing.TierConfig
+	// Color is a colored canary of an alias.
+	Color = routing.Color
+	// Mirror copies a sampled share of an alias's requests to a target.
+	Mirror = routing.Mirror
+	// BreakerConfig is a group's circuit breaker.
+	BreakerConfig = routing.BreakerConfig
+)
+
+// Attempt and mirror time limits when a target sets none (see package
+// routing).
+const (
+	DefaultAttemptTimeout   = routing.DefaultAttemptTimeout
+	DefaultFirstByteTimeout = routing.DefaultFirstByteTimeout
+	DefaultIdleTimeout      = routing.DefaultIdleTimeout
+	DefaultMirrorTimeout    = routing.DefaultMirrorTimeout
+)

@@ -170,7 +170,7 @@ type TargetRun struct {
 	fallbackOn statusSet
 	ModelJSON  []byte
 	SameName   bool
-	Gates      []Gate // what it passes before an attempt (see targetKit.gatesOf)
+	Gates      []Gate // what it passes before an attempt (see TargetKit.GatesOf)
 	Observers  []AttemptObserver
 }
 
@@ -180,7 +180,7 @@ type TargetRun struct {
 type targetSeen struct {
 	faults   faultLog
 	Metrics  *TargetMetrics
-	byClient sync.Map       // client name -> *targetMetrics
+	byClient sync.Map       // client name -> *TargetMetrics
 	Health   *HealthMember  // its set's scheduler, if watched
 	latency  *memberLatency // its recent latencies, for its set's strategy
 }
@@ -202,7 +202,7 @@ type AliasSetup struct {
 }
 
 // Alias checks the alias and sets up its targets and routes.
-func (s *AliasSetup) Alias(name string, al *Alias) error {
+func (s *AliasSetup) Provision(name string, al *Alias) error {
 	if name == "" {
 		return fmt.Errorf("alias with an empty name")
 	}
@@ -316,7 +316,7 @@ func EquipTargets(k TargetKit, aliases map[string]*Alias) {
 	}
 }
 
-// attempt limits when a target sets none. A non-stream answer starts only
+// Attempt limits when a target sets none. A non-stream answer starts only
 // when its generation ends, so the whole attempt gets minutes; a stream's
 // first token (queueing and prefill) should come within a minute, and so
 // should each read of a started answer (nginx's proxy_read_timeout).

@@ -14,11 +14,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// An attemptObserver sees each attempt on a target begin and end: what
+// An AttemptObserver sees each attempt on a target begin and end: what
 // counts attempts (the ledger's GPU occupancy, health scores and
 // latencies, traces, configuration faults, breakers) does it here, never
 // in the attempt's own code. A target holds the observers its config
-// calls for (see targetKit.observersOf); their ends run in the reverse
+// calls for (see TargetKit.ObserversOf); their ends run in the reverse
 // order of their begins, however the attempt ends (a stream broken off
 // after its first byte ends in a panic).
 type AttemptObserver interface {
@@ -34,11 +34,11 @@ type AttemptObserver interface {
 // begins, completed as it ends, and where they keep what they need of
 // it in between.
 type AttemptRecord struct {
-	Target *Target
-	Turn   AttemptTurn // its place in the plan
-	Number int         // its number in the request, from 1
-	Began  time.Time
-	Ask    *AttemptAsk
+	Target  *Target
+	Turn    AttemptTurn // its place in the plan
+	Number  int         // its number in the request, from 1
+	Began   time.Time
+	Request *AttemptRequest
 
 	span trace.Span // its span, if the request is traced
 
@@ -52,14 +52,14 @@ type AttemptRecord struct {
 	Slot      *upstream.Slot // the selection policy's handle, in a vLLM group
 }
 
-// AttemptAsk is what an attempt's observers see of its request.
-type AttemptAsk struct {
-	Alias   string
-	API     *protocol.API
-	Stream  bool
-	Request *http.Request // the client's: its replacer names the upstream an attempt went to
-	Parent  trace.Span    // the request's span, if it is traced
-	Usage   *protocol.UsageScanner
+// AttemptRequest is what an attempt's observers see of its request.
+type AttemptRequest struct {
+	Alias  string
+	API    *protocol.API
+	Stream bool
+	HTTP   *http.Request // the client's: its replacer names the upstream an attempt went to
+	Parent trace.Span    // the request's span, if it is traced
+	Usage  *protocol.UsageScanner
 }
 
 // Attempt is the record of one try of one target.
@@ -79,7 +79,7 @@ type AttemptResult struct {
 	// not): no other target may be tried
 	Done     bool
 	Endpoint *upstream.Endpoint // the vLLM endpoint it went to, if known
-	Verdict  verdict            // what it says about the upstream
+	Verdict  Verdict            // what it says about the upstream
 	Cause    breaker.Cause      // of a failure, for the endpoint's breaker
 	// the endpoint, or the cloud group, answered 429 with Retry-After
 	// and is held out

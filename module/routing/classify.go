@@ -29,7 +29,7 @@ func (s *statusSet) add(status int) { i := status - 400; s[i>>6] |= 1 << (i & 63
 // target unless the target sets fallback_on: 408, 429 and every 5xx (the
 // upstream is slow, busy or broken) and 401, 403 (the gateway's own
 // credentials are wrong for this upstream). A 404 that says the model
-// does not exist falls back whatever the set (see attemptWriter); any
+// does not exist falls back whatever the set (see the core's attempt writer); any
 // other 404 goes to the client unless the set has 404.
 var defaultFallbackOn = []int{401, 403, 408, 429, 5}
 
@@ -52,8 +52,8 @@ func newStatusSet(codes []int) (statusSet, error) {
 	return s, nil
 }
 
-// verdict is what an attempt says about its upstream, for the breakers.
-type verdict = breaker.Outcome
+// Verdict is what an attempt says about its upstream, for the breakers.
+type Verdict = breaker.Outcome
 
 // Verdicts of an attempt.
 const (
@@ -66,7 +66,7 @@ const (
 // for the breakers: an upstream failure is a failure, and anything the
 // upstream cannot be blamed for (the client left, say) is neither. (An
 // answer is a success: a 4xx is the client's business.)
-func VerdictOf(why Reason, client context.Context) verdict {
+func VerdictOf(why Reason, client context.Context) Verdict {
 	if client.Err() != nil {
 		return VerdictNone
 	}

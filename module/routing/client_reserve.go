@@ -39,9 +39,9 @@ type Reservation struct {
 // TokenBounds bound the tokens a request may use on a target: what it
 // asks, its client's ceilings and the clients' reserve_tokens.
 type TokenBounds struct {
-	Ask     *Asked
+	Asked   *Asked
 	Client  *clients.Caller
-	Reserve int64 // a choice's completion when nothing else bounds it (0: defaultReserveTokens)
+	Reserve int64 // a choice's completion when nothing else bounds it (0: DefaultReserveTokens)
 }
 
 // TokenBound is the most tokens a request may use: its prompt's estimate
@@ -51,13 +51,13 @@ func (b *TokenBounds) TokenBound() (prompt, completion int64) {
 	return b.TokenBoundOn(nil)
 }
 
-// TokenBoundOn is tokenBound on target t (nil: any target). Where a
+// TokenBoundOn is TokenBound on target t (nil: any target). Where a
 // length field bounds the answer (tokenFields), the client's max_tokens
 // ceiling bounds it (see clients.Ceilings.Apply), and on a tier with a
-// max_tokens, that (see tierBody): the request is sent clamped to it, or given it when it
+// max_tokens, that (see the core's tierBody): the request is sent clamped to it, or given it when it
 // says nothing (but on the legacy completions endpoint).
 func (b *TokenBounds) TokenBoundOn(t *Target) (prompt, completion int64) {
-	q := b.Ask
+	q := b.Asked
 	f := &q.Features
 	prompt = b.PromptEstimate()
 	if q.API.PromptOnly {
@@ -95,7 +95,7 @@ func (b *TokenBounds) TokenBoundOn(t *Target) (prompt, completion int64) {
 // bytes of the fields it is made of, divided by 4, or of its text (with
 // mediaPartTokens for each image, audio clip or file) if that is more.
 func (b *TokenBounds) PromptEstimate() int64 {
-	return int64(max(b.Ask.Features.PromptWithMedia(), (b.Ask.Top.PromptBytes+3)/4))
+	return int64(max(b.Asked.Features.PromptWithMedia(), (b.Asked.Top.PromptBytes+3)/4))
 }
 
 // Take takes a request into its client's limits: one request of its

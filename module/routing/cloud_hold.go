@@ -31,7 +31,7 @@ type SpendLimits struct {
 }
 
 // cloudClosedGate passes over a cloud target the request may not go to
-// for spend: its client's budget or the spend cap is spent (noCloud), or,
+// for spend: its client's budget or the spend cap is spent (Passage.NoCloud), or,
 // on a priced target, the holds in flight leave no room for what the
 // request may cost there. It takes nothing: cloudHoldGate does, as the
 // attempt starts.
@@ -59,7 +59,7 @@ func (cloudClosedGate) Release(*Passage, *Target)            {}
 // dearest target it tries.
 type cloudHoldGate struct{ *SpendLimits }
 
-// judge is cloudClosedGate's: the hold is taken only at the turn.
+// Judge is cloudClosedGate's: the hold is taken only at the turn.
 func (cloudHoldGate) Judge(*Passage, *Target) Reason { return "" }
 
 func (c cloudHoldGate) Admit(p *Passage, t *Target) Reason {

@@ -135,7 +135,7 @@ var (
 )
 
 // provisionChain checks the alias's tiers and sets up its degradation
-// runtime (al.chain, and its targets' triggers); an alias without tiers
+// runtime (al.Chain, and its targets' triggers); an alias without tiers
 // has none.
 func provisionChain(al *Alias) error {
 	first := slices.IndexFunc(al.Targets, func(t *Target) bool { return t.Tier != nil })
@@ -273,7 +273,7 @@ func (dt *DegradeTrigger) decision() degrade.Decision {
 // request: the format it needs, or the cap on degraded answers. At the
 // tier's turn the request takes its place in the cap's share (once per
 // request), so that requests in flight count; it keeps it until it ends
-// (see settleChain), whatever the gates after this one say.
+// (see DegradeChain.Settle), whatever the gates after this one say.
 type tierGate struct {
 	takesNothing
 	chain  *DegradeChain
@@ -287,7 +287,7 @@ func (g tierGate) Judge(p *Passage, t *Target) Reason {
 		return why
 	}
 	c := g.chain
-	if c.Cap >= 1 || p.Degrade.reserved {
+	if c.Cap >= 1 || p.Degradation.reserved {
 		return ""
 	}
 	if !c.share.Allows(g.clock.Now(), c.Cap, degradeMinAnswers) {
@@ -304,25 +304,25 @@ func (g tierGate) Admit(p *Passage, t *Target) Reason {
 		return why
 	}
 	c := g.chain
-	if c.Cap >= 1 || p.Degrade.reserved {
+	if c.Cap >= 1 || p.Degradation.reserved {
 		return ""
 	}
 	ok := c.share.Reserve(g.clock.Now(), c.Cap, degradeMinAnswers)
-	p.Degrade.reserved = ok
+	p.Degradation.reserved = ok
 	if !ok {
 		c.reached(g.clock.Now(), g.logger, g.alias)
 		if c.atCap == atCapRefuse {
 			return because.DegradeCap
 		}
 		c.share.Reserve(g.clock.Now(), 1, 0) // allowed past the cap: counted all the same
-		p.Degrade.reserved = true
+		p.Degradation.reserved = true
 	}
 	return ""
 }
 
 // tierFormat returns why tier t cannot take the request for its format.
 func tierFormat(p *Passage, t *Target) Reason {
-	for _, need := range p.Degrade.formatsOf(p.Bounds.Ask.Features.body) {
+	for _, need := range p.Degradation.formatsOf(p.Bounds.Asked.Features.body) {
 		if !slices.Contains(t.Tier.Formats, need) {
 			return because.Format
 		}
@@ -334,12 +334,12 @@ func tierFormat(p *Passage, t *Target) Reason {
 // trigger is on, while a tier after it in the plan can take the request
 // (judged without effects: no cloud hold, no overflow controller driven,
 // no place in the cap taken). At its turn it records what the trigger saw
-// and leaves the target to be tried after all, last (passage.requeue),
+// and leaves the target to be tried after all, last (Passage.Requeue),
 // should the tiers fail; it lets it through then.
 type triggerGate struct{ takesNothing }
 
 func (triggerGate) Judge(p *Passage, t *Target) Reason {
-	if p.Degrade.deferred == t || !LeavesForTier(p, t) {
+	if p.Degradation.deferred == t || !LeavesForTier(p, t) {
 		return ""
 	}
 	if d := t.Trigger.decision(); d.Active {
@@ -349,14 +349,14 @@ func (triggerGate) Judge(p *Passage, t *Target) Reason {
 }
 
 func (triggerGate) Admit(p *Passage, t *Target) Reason {
-	if p.Degrade.deferred == t || !LeavesForTier(p, t) {
+	if p.Degradation.deferred == t || !LeavesForTier(p, t) {
 		return "" // the tiers failed: its turn after all
 	}
 	d := t.Trigger.decision()
 	if !d.Active {
 		return ""
 	}
-	p.Degrade.Meta, p.Degrade.deferred, p.Requeue = d.Metadata, t, t
+	p.Degradation.Meta, p.Degradation.deferred, p.Requeue = d.Metadata, t, t
 	return Reason(d.Reason)
 }
 

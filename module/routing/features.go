@@ -69,7 +69,7 @@ const mediaPartTokens = 1000
 
 // prompt estimates the prompt's tokens: bytes of the messages' text,
 // the prompt or the input (unescaped), divided by 4, rounded up. The
-// media parts it holds are counted apart (see promptWithMedia).
+// media parts it holds are counted apart (see PromptWithMedia).
 func (f *Features) prompt() int {
 	if f.promptTokens >= 0 {
 		return f.promptTokens

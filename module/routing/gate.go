@@ -21,7 +21,7 @@ import (
 // passage, never through the request core.
 type Gate interface {
 	// Judge says why t may not take the request ("" if it may), changing
-	// nothing: for a target judged ahead of its turn (see degradeNow).
+	// nothing: for a target judged ahead of its turn (see LeavesForTier).
 	Judge(p *Passage, t *Target) Reason
 	// Admit is Judge at t's turn. It may move shared state (an overflow
 	// controller's dwell), record on p what the request leaves, and take
@@ -55,9 +55,9 @@ type Passage struct {
 	// with a degradation chain: the request's degradation, the targets
 	// after this one in its plan, and the target a trigger left, to be
 	// tried last should every tier fail
-	Degrade *DegradeRecord
-	Rest    []*Target
-	Requeue *Target
+	Degradation *DegradeRecord
+	Rest        []*Target
+	Requeue     *Target
 }
 
 // Admit asks t's gates, in order, whether t may take the request now,

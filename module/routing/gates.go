@@ -17,7 +17,7 @@ type takesNothing struct{}
 func (takesNothing) Release(*Passage, *Target) {}
 
 // outGate passes over a target nothing may go to, whatever the request
-// (see takenOut).
+// (see Target.TakenOut).
 type outGate struct {
 	takesNothing
 	clock clock.Clock
@@ -33,7 +33,7 @@ type windowGate struct{ takesNothing }
 
 func (windowGate) Judge(p *Passage, t *Target) Reason {
 	if w := t.Window(); w > 0 {
-		if (p.MinWindow > 0 && w <= p.MinWindow) || p.Bounds.Ask.Features.exceeds(w) {
+		if (p.MinWindow > 0 && w <= p.MinWindow) || p.Bounds.Asked.Features.exceeds(w) {
 			return because.ContextWindow
 		}
 	}
@@ -43,7 +43,7 @@ func (windowGate) Judge(p *Passage, t *Target) Reason {
 func (w windowGate) Admit(p *Passage, t *Target) Reason { return w.Judge(p, t) }
 
 // overflowGate passes over a vLLM target whose group overflows, unless
-// the request came back to it (see returnSpilled). At the target's turn
+// the request came back to it (see the core's returnSpilled). At the target's turn
 // it drives the group's overflow controller and records the first
 // overflow the request leaves; judged ahead, it leaves the controller as
 // it is and overflow always applies.
@@ -80,7 +80,7 @@ func (o overflowGate) Admit(p *Passage, t *Target) Reason {
 
 // breakerGate passes over a target whose group's breaker is open. At the
 // target's turn a breaker half open lets one request through as its
-// trial (passage.trial), which the attempt settles, or release gives
+// trial (Passage.Trial), which the attempt settles, or release gives
 // back.
 type breakerGate struct{ clock clock.Clock }
 

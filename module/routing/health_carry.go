@@ -49,9 +49,9 @@ func (hm *HealthMember) Carry(key string) {
 	if old == nil {
 		return
 	}
-	old.Sched.mu.Lock()
+	old.Set.mu.Lock()
 	hm.Score.Carry(old.Score)
-	old.Sched.mu.Unlock()
+	old.Set.mu.Unlock()
 }
 
 // Uncarry lets go of the scheduled sets' members: a newer config's member keeps
@@ -66,7 +66,7 @@ func (s *Schedule) Uncarry() {
 			hm.slot.mu.Lock()
 			if hm.slot.cur == hm {
 				hm.slot.cur = nil
-				if prev := hm.prev; prev != nil && !prev.Sched.stopped.Load() {
+				if prev := hm.prev; prev != nil && !prev.Set.stopped.Load() {
 					hm.slot.cur = prev
 				}
 			}

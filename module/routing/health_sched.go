@@ -48,12 +48,12 @@ type SetHealth struct {
 // HealthMember is one member's window and in-flight count: a target of a
 // weighted set, or an endpoint of a vllm group.
 type HealthMember struct {
-	Sched    *SetHealth
+	Set      *SetHealth
 	Score    *healthscore.Member
 	target   *Target
 	Endpoint *upstream.Endpoint
 	inflight atomic.Int64
-	key      string        // across configs (see carry)
+	key      string        // across configs (see Carry)
 	slot     *carrySlot    // its place under key, while it holds it
 	prev     *HealthMember // the member it took the place of
 }
@@ -89,7 +89,7 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 		}
 	}
 	// every policy checked before any member takes over from the running
-	// config's (see carry)
+	// config's (see Carry)
 	policies := make([]healthscore.Policy, len(members))
 	for i, t := range members {
 		hc := t.Health
@@ -109,7 +109,7 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 		}
 		m := &healthscore.Member{Name: memberName(members, i), Policy: policies[i],
 			Window: healthscore.NewWindow(hc.WindowLength()), Base: ws.base[i], Since: c.Now()}
-		hm := &HealthMember{Sched: hs, Score: m, target: t}
+		hm := &HealthMember{Set: hs, Score: m, target: t}
 		hm.Carry(memberKey(gw, al.Name, ws.Name, t))
 		hs.Scores.Members = append(hs.Scores.Members, m)
 		hs.Members = append(hs.Members, hm)
@@ -134,7 +134,7 @@ func memberName(members []*Target, i int) string {
 
 // record counts an attempt that ended: failed, or answered after latency.
 func (hm *HealthMember) record(failed bool, latency time.Duration) {
-	hs := hm.Sched
+	hs := hm.Set
 	hs.mu.Lock()
 	hm.Score.Record(hs.Clock.Now(), failed, latency)
 	hs.mu.Unlock()
@@ -171,7 +171,7 @@ func (hs *SetHealth) Apply() {
 	}
 }
 
-// keepScheduling evaluates the gateway's sets until the config stops.
+// Keep evaluates the gateway's sets until the config stops.
 func (s *Schedule) Keep(ctx context.Context, c clock.Clock, logger *zap.Logger) {
 	loop.Loop{Name: "health scheduler", Every: healthTick, Logger: logger}.Go(ctx, nil, func(context.Context) {
 		t := c.Now()
@@ -420,7 +420,7 @@ func healthNumbersOver(st healthscore.Stats, p healthscore.Policy) string {
 // State is a member's health for the state document, and its weight
 // now (the round robin's is finer).
 func (hm *HealthMember) State() (*adminapi.TargetHealthState, int) {
-	hs := hm.Sched
+	hs := hm.Set
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
 	m := hm.Score

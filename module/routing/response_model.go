@@ -11,6 +11,8 @@ const (
 	ResponseModelUpstream = "upstream"
 )
 
+// CheckResponseModel refuses a response_model that is none of the choices
+// (empty: the default).
 func CheckResponseModel(v string) error {
 	switch v {
 	case "", ResponseModelAlias, ResponseModelUpstream:

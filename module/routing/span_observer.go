@@ -31,7 +31,7 @@ func ProviderName(grp *upstream.Group) string {
 type spanObserver struct{}
 
 func (spanObserver) AttemptBegan(ctx context.Context, a *AttemptRecord) context.Context {
-	q := a.Ask
+	q := a.Request
 	if q.Parent == nil {
 		return ctx
 	}
@@ -72,7 +72,7 @@ func (spanObserver) AttemptEnded(a *AttemptRecord) {
 		span.SetStatus(codes.Error, string(a.Failed.Reason))
 	case res.Done:
 		span.SetAttributes(attribute.String("gen_ai.response.model", t.Model))
-		if u := a.Ask.Usage; u.Found {
+		if u := a.Request.Usage; u.Found {
 			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", u.Prompt),
 				attribute.Int64("gen_ai.usage.output_tokens", u.Completion))
 		}

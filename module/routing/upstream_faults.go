@@ -81,7 +81,7 @@ func (f *faultLog) end(endpoint string) []Reason {
 // fault is logged.
 func (f faultObserver) configFault(rec *AttemptRecord, a *Attempt) {
 	t, ep := rec.Target, rec.Result.Endpoint
-	dial := upstreamOf(rec.Ask.Request, ep)
+	dial := upstreamOf(rec.Request.HTTP, ep)
 	if a.Reason == because.ModelNotFound {
 		if ep != nil {
 			ep.Prober.MarkMissing(t.Model)
@@ -106,7 +106,7 @@ func (f faultObserver) configFault(rec *AttemptRecord, a *Attempt) {
 	default:
 		msg = "the upstream answered 404 to the gateway: check the group's path and the target's model name; requests fall back to the next target"
 	}
-	fields := []zap.Field{zap.String("alias", rec.Ask.Alias), zap.String("group", t.Group), zap.String("model", t.Model),
+	fields := []zap.Field{zap.String("alias", rec.Request.Alias), zap.String("group", t.Group), zap.String("model", t.Model),
 		zap.String("reason", string(a.Reason)), zap.Int("status", a.Status)}
 	if dial != "" {
 		fields = append(fields, zap.String("endpoint", dial))
@@ -146,7 +146,7 @@ func (f faultObserver) AttemptEnded(a *AttemptRecord) {
 	if a.Result.Verdict != VerdictSuccess || t.Seen.faults.n.Load() == 0 {
 		return
 	}
-	dial := upstreamOf(a.Ask.Request, a.Result.Endpoint)
+	dial := upstreamOf(a.Request.HTTP, a.Result.Endpoint)
 	ended := t.Seen.faults.end(dial)
 	if len(ended) == 0 {
 		return
@@ -155,7 +155,7 @@ func (f faultObserver) AttemptEnded(a *AttemptRecord) {
 	for i, why := range ended {
 		reasons[i] = string(why)
 	}
-	fields := []zap.Field{zap.String("alias", a.Ask.Alias), zap.String("group", t.Group), zap.String("model", t.Model),
+	fields := []zap.Field{zap.String("alias", a.Request.Alias), zap.String("group", t.Group), zap.String("model", t.Model),
 		zap.Strings("reasons", reasons)}
 	if dial != "" {
 		fields = append(fields, zap.String("endpoint", dial))

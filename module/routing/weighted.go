@@ -19,7 +19,7 @@ import (
 // after the set. A member of weight 0 gets no request.
 type WeightedSet struct {
 	Name       string
-	Start, End int        // the members: al.Targets[start:end]
+	Start, End int        // the members: al.Targets[Start:End]
 	byWeight   []int      // the members, heaviest first
 	Configured []int      // the members' weights in the config
 	Rotation   *swrr      // in hundredths of a weight
