@@ -18,7 +18,7 @@ import (
 // span (which does nothing for a request not traced) always, the span
 // innermost.
 func TestObserversOfWhatIsConfigured(t *testing.T) {
-	k := TargetKit{Clock: fakeClock(t), Ledger: books.Open(books.Config{})}
+	k := TargetKit{clock: fakeClock(t), ledger: books.Open(books.Config{})}
 	for _, tc := range []struct {
 		name string
 		k    TargetKit

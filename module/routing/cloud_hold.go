@@ -24,10 +24,10 @@ type cloudHold struct {
 // and holds, the gateway's spend cap, and its deadline, which bounds a
 // price per second.
 type SpendLimits struct {
-	Book     *books.SpendBook
-	DailyCap float64 // USD; 0: none
-	Deadline time.Duration
-	Clock    clock.Clock
+	book     *books.SpendBook
+	dailyCap float64 // USD; 0: none
+	deadline time.Duration
+	clock    clock.Clock
 }
 
 // cloudClosedGate passes over a cloud target the request may not go to
@@ -81,7 +81,7 @@ func (c cloudHoldGate) Release(p *Passage, _ *Target) {
 	if p.Hold.topUp == 0 {
 		return
 	}
-	c.Book.Holds().Give(p.Hold.client, p.Hold.topUp)
+	c.book.Holds().Give(p.Hold.client, p.Hold.topUp)
 	p.Hold.USD -= p.Hold.topUp
 	p.Hold.topUp = 0
 }
@@ -102,7 +102,7 @@ func (s *SpendLimits) quote(p *Passage, t *Target) (holdQuote, bool) {
 	if cc == nil {
 		return holdQuote{}, false
 	}
-	capped := s.DailyCap > 0
+	capped := s.dailyCap > 0
 	cl := p.Bounds.Client
 	budgeted := cl != nil && cl.Known && (cl.BudgetDay > 0 || cl.BudgetMonth > 0)
 	if !capped && !budgeted {
@@ -110,8 +110,8 @@ func (s *SpendLimits) quote(p *Passage, t *Target) (holdQuote, bool) {
 	}
 	prompt, completion := p.Bounds.TokenBoundOn(t)
 	dur := maxReserveDuration
-	if s.Deadline > 0 {
-		dur = min(dur, s.Deadline)
+	if s.deadline > 0 {
+		dur = min(dur, s.deadline)
 	}
 	need := cc.RequestCost(prompt, completion, 0, dur)
 	if need <= p.Hold.USD {
@@ -132,7 +132,7 @@ func (s *SpendLimits) locked(p *Passage, t *Target) (holdQuote, *books.Holds) {
 	if !ok {
 		return q, nil
 	}
-	h := s.Book.Holds()
+	h := s.book.Holds()
 	h.Lock()
 	return q, h
 }
@@ -140,12 +140,12 @@ func (s *SpendLimits) locked(p *Passage, t *Target) (holdQuote, *books.Holds) {
 // heldOut returns why the holds in flight and the spend so far leave no
 // room for hold q, if they do. The caller holds the holds' lock.
 func (s *SpendLimits) heldOut(p *Passage, q holdQuote) Reason {
-	cl, h := p.Bounds.Client, s.Book.Holds()
-	total, sp := s.Book.Spent(q.name, s.Clock.Now())
+	cl, h := p.Bounds.Client, s.book.Holds()
+	total, sp := s.book.Spent(q.name, s.clock.Now())
 	// what the others hold: this request's own hold so far is not in its way
 	others, mine := h.TotalLocked()-p.Hold.USD, h.ClientLocked(q.name)-p.Hold.USD
 	switch {
-	case q.capped && total.DayUSD+others >= s.DailyCap:
+	case q.capped && total.DayUSD+others >= s.dailyCap:
 		return because.SpendCapHeld
 	case q.budgeted && cl.BudgetMonth > 0 && sp.MonthUSD+mine >= cl.BudgetMonth,
 		q.budgeted && cl.BudgetDay > 0 && sp.DayUSD+mine >= cl.BudgetDay:

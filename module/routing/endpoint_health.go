@@ -30,8 +30,8 @@ func NewEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *upstre
 	if err != nil {
 		return nil, err
 	}
-	hs := &SetHealth{Gateway: gw, Group: grp.Run.Name, Logger: logger, Clock: c}
-	hs.Scores.MaxOut = hc.MaxDegraded
+	hs := &SetHealth{gateway: gw, group: grp.Run.Name, logger: logger, clock: c}
+	hs.scores.MaxOut = hc.MaxDegraded
 	dials := make([]string, 0, len(vg.Endpoints))
 	for dial := range vg.Endpoints {
 		dials = append(dials, dial)
@@ -41,13 +41,13 @@ func NewEndpointHealth(gw string, c clock.Clock, logger *zap.Logger, grp *upstre
 		ep := vg.Endpoints[dial]
 		m := &healthscore.Member{Name: grp.Run.Name + "/" + dial, Policy: p, Window: healthscore.NewWindow(hc.WindowLength()),
 			Base: upstream.EndpointBase, Since: c.Now()}
-		hm := &HealthMember{Set: hs, Score: m, Endpoint: ep}
-		hm.Carry(EndpointKey(gw, grp.Run.Name, dial))
+		hm := &HealthMember{set: hs, score: m, endpoint: ep}
+		hm.Carry(endpointKey(gw, grp.Run.Name, dial))
 		ep.Score = &upstream.EndpointScore{Member: hm}
-		hs.Scores.Members = append(hs.Scores.Members, m)
-		hs.Members = append(hs.Members, hm)
+		hs.scores.Members = append(hs.scores.Members, m)
+		hs.members = append(hs.members, hm)
 	}
-	hs.Scores.Rebalance()
+	hs.scores.Rebalance()
 	hs.Apply()
 	vg.Scored = true
 	return hs, nil

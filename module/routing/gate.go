@@ -90,21 +90,21 @@ func (p *Passage) Judge(t *Target) Reason {
 // with: the gateway's clock and logger, the bounds on its cloud spend
 // (nil without a spend book), and its ledger.
 type TargetKit struct {
-	Clock  clock.Clock
-	Logger *zap.Logger
-	Spend  *SpendLimits
-	Ledger *books.Ledger
+	clock  clock.Clock
+	logger *zap.Logger
+	spend  *SpendLimits
+	ledger *books.Ledger
 }
 
 // NewTargetKit is the kit of a gateway's targets: its clock and logger,
 // its books (m: the ledger, the spend book and the spend cap) and its
 // deadline, the longest a request's cloud hold is kept.
 func NewTargetKit(c clock.Clock, logger *zap.Logger, m *money.Money, deadline time.Duration) TargetKit {
-	k := TargetKit{Clock: c, Logger: logger, Ledger: m.Ledger}
+	k := TargetKit{clock: c, logger: logger, ledger: m.Ledger}
 	if m.Spend != nil {
-		k.Spend = &SpendLimits{Book: m.Spend, Deadline: deadline, Clock: c}
+		k.spend = &SpendLimits{book: m.Spend, deadline: deadline, clock: c}
 		if m.Cap != nil {
-			k.Spend.DailyCap = m.Cap.DailyUSD
+			k.spend.dailyCap = m.Cap.DailyUSD
 		}
 	}
 	return k
@@ -117,21 +117,21 @@ func NewTargetKit(c clock.Clock, logger *zap.Logger, m *money.Money, deadline ti
 func (k TargetKit) GatesOf(t *Target) []Gate {
 	grp := t.Upstream
 	cloud := grp.Kind == upstream.KindOpenAI
-	gates := []Gate{outGate{clock: k.Clock}}
-	if cloud && k.Spend != nil {
-		gates = append(gates, cloudClosedGate{k.Spend})
+	gates := []Gate{outGate{clock: k.clock}}
+	if cloud && k.spend != nil {
+		gates = append(gates, cloudClosedGate{k.spend})
 	}
 	if t.ContextWindow > 0 || grp.VLLM != nil {
 		gates = append(gates, windowGate{})
 	}
 	if grp.Overflow != nil && grp.VLLM != nil {
-		gates = append(gates, overflowGate{clock: k.Clock, logger: k.Logger})
+		gates = append(gates, overflowGate{clock: k.clock, logger: k.logger})
 	}
 	if grp.Breaker != nil {
-		gates = append(gates, breakerGate{clock: k.Clock})
+		gates = append(gates, breakerGate{clock: k.clock})
 	}
-	if cloud && k.Spend != nil && grp.Cost != nil {
-		gates = append(gates, cloudHoldGate{k.Spend})
+	if cloud && k.spend != nil && grp.Cost != nil {
+		gates = append(gates, cloudHoldGate{k.spend})
 	}
 	return gates
 }
@@ -141,15 +141,15 @@ func (k TargetKit) GatesOf(t *Target) []Gate {
 // the breakers, and the attempt's span innermost.
 func (k TargetKit) ObserversOf(t *Target) []AttemptObserver {
 	var obs []AttemptObserver
-	if o, ok := OccupancyOf(k.Ledger, t); ok {
+	if o, ok := OccupancyOf(k.ledger, t); ok {
 		obs = append(obs, o)
 	}
 	if watchesHealth(t) {
-		obs = append(obs, healthObserver{clock: k.Clock})
+		obs = append(obs, healthObserver{clock: k.clock})
 	}
-	obs = append(obs, faultObserver{logger: k.Logger})
+	obs = append(obs, faultObserver{logger: k.logger})
 	if t.Upstream.Breaker != nil {
-		obs = append(obs, breakerObserver{clock: k.Clock, logger: k.Logger})
+		obs = append(obs, breakerObserver{clock: k.clock, logger: k.logger})
 	}
 	return append(obs, spanObserver{})
 }
@@ -159,7 +159,7 @@ func (k TargetKit) ObserversOf(t *Target) []AttemptObserver {
 func (k TargetKit) ChainGates(c *DegradeChain, alias string, t *Target, gates []Gate) []Gate {
 	switch {
 	case t.Tier != nil:
-		return append([]Gate{tierGate{chain: c, alias: alias, clock: k.Clock, logger: k.Logger}}, gates...)
+		return append([]Gate{tierGate{chain: c, alias: alias, clock: k.clock, logger: k.logger}}, gates...)
 	case t.Trigger != nil:
 		return append([]Gate{triggerGate{}}, gates...)
 	}

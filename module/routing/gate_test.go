@@ -68,8 +68,8 @@ func TestGatesFirstRefusalWins(t *testing.T) {
 // that is not configured is not asked about.
 func TestGatesOfWhatIsConfigured(t *testing.T) {
 	clk := fakeClock(t)
-	spent := TargetKit{Clock: clk, Spend: &SpendLimits{Book: books.NewSpendBook("", nil), Clock: clk}}
-	bare := TargetKit{Clock: clk}
+	spent := TargetKit{clock: clk, spend: &SpendLimits{book: books.NewSpendBook("", nil), clock: clk}}
+	bare := TargetKit{clock: clk}
 	vllm := &upstream.Group{Kind: upstream.KindVLLM, VLLM: &upstream.VLLMGroup{}}
 	cost := &upstream.CostConfig{InputPerMillion: 1, OutputPerMillion: 1}
 	for _, tc := range []struct {
@@ -102,7 +102,7 @@ func TestGatesOfWhatIsConfigured(t *testing.T) {
 // tier's (its formats, the cap) and an upper target's with its
 // trigger's; any other target's are its own.
 func TestChainGatesComeFirst(t *testing.T) {
-	k := TargetKit{Clock: fakeClock(t)}
+	k := TargetKit{clock: fakeClock(t)}
 	c := &DegradeChain{Cap: 1}
 	cloud := &upstream.Group{Kind: upstream.KindOpenAI}
 	for _, tc := range []struct {

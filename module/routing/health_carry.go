@@ -28,7 +28,7 @@ func memberKey(gw, alias, set string, t *Target) string {
 }
 
 // EndpointKey names a vllm group's endpoint across configs.
-func EndpointKey(gw, group, dial string) string {
+func endpointKey(gw, group, dial string) string {
 	return reload.Key("endpoint", gw, group, dial)
 }
 
@@ -49,9 +49,9 @@ func (hm *HealthMember) Carry(key string) {
 	if old == nil {
 		return
 	}
-	old.Set.mu.Lock()
-	hm.Score.Carry(old.Score)
-	old.Set.mu.Unlock()
+	old.set.mu.Lock()
+	hm.score.Carry(old.score)
+	old.set.mu.Unlock()
 }
 
 // Uncarry lets go of the scheduled sets' members: a newer config's member keeps
@@ -59,14 +59,14 @@ func (hm *HealthMember) Carry(key string) {
 // the one still running.
 func (s *Schedule) Uncarry() {
 	for _, hs := range s.HealthSets {
-		for _, hm := range hs.Members {
+		for _, hm := range hs.members {
 			if hm.slot == nil {
 				continue
 			}
 			hm.slot.mu.Lock()
 			if hm.slot.cur == hm {
 				hm.slot.cur = nil
-				if prev := hm.prev; prev != nil && !prev.Set.stopped.Load() {
+				if prev := hm.prev; prev != nil && !prev.set.stopped.Load() {
 					hm.slot.cur = prev
 				}
 			}

@@ -33,25 +33,25 @@ const healthTick = 250 * time.Millisecond
 // SetHealth is the scheduler of one weighted set whose members have a
 // health config, or of the endpoints of a vllm group with one.
 type SetHealth struct {
-	Gateway, Alias, Set string
-	Weighted            *WeightedSet // the set's; nil for a group's endpoints
-	Group               string       // the group, for a group's endpoints
-	Logger              *zap.Logger
-	Clock               clock.Clock // of the members' windows
+	gateway, alias, set string
+	weighted            *WeightedSet // the set's; nil for a group's endpoints
+	group               string       // the group, for a group's endpoints
+	logger              *zap.Logger
+	clock               clock.Clock // of the members' windows
 
 	mu      sync.Mutex
-	Scores  healthscore.Set
-	Members []*HealthMember
+	scores  healthscore.Set
+	members []*HealthMember
 	stopped atomic.Bool // its config stopped
 }
 
 // HealthMember is one member's window and in-flight count: a target of a
 // weighted set, or an endpoint of a vllm group.
 type HealthMember struct {
-	Set      *SetHealth
-	Score    *healthscore.Member
+	set      *SetHealth
+	score    *healthscore.Member
 	target   *Target
-	Endpoint *upstream.Endpoint
+	endpoint *upstream.Endpoint
 	inflight atomic.Int64
 	key      string        // across configs (see Carry)
 	slot     *carrySlot    // its place under key, while it holds it
@@ -60,10 +60,10 @@ type HealthMember struct {
 
 // what names the set in log lines.
 func (hs *SetHealth) what() string {
-	if hs.Weighted == nil {
-		return "the endpoints of group " + hs.Group
+	if hs.weighted == nil {
+		return "the endpoints of group " + hs.group
 	}
-	return "set " + hs.Set
+	return "set " + hs.set
 }
 
 var SchedulerTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -82,10 +82,10 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 	if !watched {
 		return nil
 	}
-	hs := &SetHealth{Gateway: gw, Alias: al.Name, Set: ws.Name, Weighted: ws, Logger: logger, Clock: c}
+	hs := &SetHealth{gateway: gw, alias: al.Name, set: ws.Name, weighted: ws, logger: logger, clock: c}
 	for _, t := range members {
 		if t.Health != nil {
-			hs.Scores.MaxOut = max(hs.Scores.MaxOut, t.Health.MaxDegraded)
+			hs.scores.MaxOut = max(hs.scores.MaxOut, t.Health.MaxDegraded)
 		}
 	}
 	// every policy checked before any member takes over from the running
@@ -109,13 +109,13 @@ func provisionHealth(gw string, c clock.Clock, logger *zap.Logger, al *Alias, ws
 		}
 		m := &healthscore.Member{Name: memberName(members, i), Policy: policies[i],
 			Window: healthscore.NewWindow(hc.WindowLength()), Base: ws.base[i], Since: c.Now()}
-		hm := &HealthMember{Set: hs, Score: m, target: t}
+		hm := &HealthMember{set: hs, score: m, target: t}
 		hm.Carry(memberKey(gw, al.Name, ws.Name, t))
-		hs.Scores.Members = append(hs.Scores.Members, m)
-		hs.Members = append(hs.Members, hm)
+		hs.scores.Members = append(hs.scores.Members, m)
+		hs.members = append(hs.members, hm)
 		t.Seen.Health = hm
 	}
-	hs.Scores.Rebalance()
+	hs.scores.Rebalance()
 	hs.Apply()
 	ws.health = hs
 	return nil
@@ -134,9 +134,9 @@ func memberName(members []*Target, i int) string {
 
 // record counts an attempt that ended: failed, or answered after latency.
 func (hm *HealthMember) record(failed bool, latency time.Duration) {
-	hs := hm.Set
+	hs := hm.set
 	hs.mu.Lock()
-	hm.Score.Record(hs.Clock.Now(), failed, latency)
+	hm.score.Record(hs.clock.Now(), failed, latency)
 	hs.mu.Unlock()
 }
 
@@ -144,8 +144,8 @@ func (hm *HealthMember) record(failed bool, latency time.Duration) {
 // and moves the set's weights.
 func (hs *SetHealth) setBase(i, w int) {
 	hs.mu.Lock()
-	hs.Scores.Members[i].Base = w
-	lines := hs.Lines(hs.Scores.Rebalance(), hs.Scores.Members[i])
+	hs.scores.Members[i].Base = w
+	lines := hs.Lines(hs.scores.Rebalance(), hs.scores.Members[i])
 	hs.Apply()
 	hs.mu.Unlock()
 	hs.write(lines)
@@ -154,20 +154,20 @@ func (hs *SetHealth) setBase(i, w int) {
 // Apply hands the members' weights to the set's round robin, if they
 // changed (a new rotation starts).
 func (hs *SetHealth) Apply() {
-	if hs.Weighted == nil {
-		for i, hm := range hs.Members {
-			hm.Endpoint.Score.Fine.Store(int64(hs.Scores.Members[i].Fine))
+	if hs.weighted == nil {
+		for i, hm := range hs.members {
+			hm.endpoint.Score.Fine.Store(int64(hs.scores.Members[i].Fine))
 		}
 		return
 	}
-	w := make([]int, len(hs.Scores.Members))
+	w := make([]int, len(hs.scores.Members))
 	same := true
-	for i, m := range hs.Scores.Members {
-		w[i] = hs.Weighted.leaned(i, m.Fine)
-		same = same && hs.Weighted.Rotation.Weight(i) == w[i]
+	for i, m := range hs.scores.Members {
+		w[i] = hs.weighted.leaned(i, m.Fine)
+		same = same && hs.weighted.Rotation.Weight(i) == w[i]
 	}
 	if !same {
-		hs.Weighted.Rotation.setAll(w)
+		hs.weighted.Rotation.setAll(w)
 	}
 }
 
@@ -224,26 +224,26 @@ func (s *Schedule) Empty() bool {
 // tick evaluates the set: probes, windows, levels, weights.
 func (hs *SetHealth) tick(t time.Time) {
 	hs.mu.Lock()
-	before := make([]healthscore.Level, len(hs.Members))
-	for i, hm := range hs.Members {
-		if ep := hm.Endpoint; ep != nil {
-			hm.Score.ProbeDown = ep.Prober.Snapshot().Health == probe.HealthDown
-			hm.Score.Inflight = ep.Prober.Inflight.Load()
+	before := make([]healthscore.Level, len(hs.members))
+	for i, hm := range hs.members {
+		if ep := hm.endpoint; ep != nil {
+			hm.score.ProbeDown = ep.Prober.Snapshot().Health == probe.HealthDown
+			hm.score.Inflight = ep.Prober.Inflight.Load()
 		} else {
-			hm.Score.ProbeDown = hm.target.Upstream.ProbesDown()
-			hm.Score.Inflight = hm.inflight.Load()
+			hm.score.ProbeDown = hm.target.Upstream.ProbesDown()
+			hm.score.Inflight = hm.inflight.Load()
 		}
-		before[i] = hm.Score.Level
+		before[i] = hm.score.Level
 	}
-	ev := hs.Scores.Tick(t)
+	ev := hs.scores.Tick(t)
 	hs.Apply()
-	for i, hm := range hs.Members {
-		if hm.Score.Level != before[i] {
-			group := hs.Group
+	for i, hm := range hs.members {
+		if hm.score.Level != before[i] {
+			group := hs.group
 			if hm.target != nil {
 				group = hm.target.Group
 			}
-			SchedulerTransitions.WithLabelValues(hs.Gateway, hs.Alias, group, hm.Score.Level.String()).Inc()
+			SchedulerTransitions.WithLabelValues(hs.gateway, hs.alias, group, hm.score.Level.String()).Inc()
 		}
 	}
 	lines := hs.Lines(ev, nil)
@@ -261,7 +261,7 @@ type logLine struct {
 
 func (hs *SetHealth) write(lines []logLine) {
 	for _, l := range lines {
-		if c := hs.Logger.Check(l.level, l.msg); c != nil {
+		if c := hs.logger.Check(l.level, l.msg); c != nil {
 			c.Write(l.fields...)
 		}
 	}
@@ -314,7 +314,7 @@ func (hs *SetHealth) line(e healthscore.Event, byHand *healthscore.Member, recov
 			hs.fields(m, zap.Int("from", e.From), zap.Int("to", e.To))}, true
 	case healthscore.EventDrained:
 		var on []string
-		for _, o := range hs.Scores.Members {
+		for _, o := range hs.scores.Members {
 			if o.Weight > 0 {
 				on = append(on, o.Name)
 			}
@@ -330,9 +330,9 @@ func (hs *SetHealth) line(e healthscore.Event, byHand *healthscore.Member, recov
 // fields are a line's fields: the set (or group), the member and its
 // health if any, then extra.
 func (hs *SetHealth) fields(m *healthscore.Member, extra ...zap.Field) []zap.Field {
-	f := []zap.Field{zap.String("gateway", hs.Gateway), zap.String("alias", hs.Alias), zap.String("set", hs.Set)}
-	if hs.Weighted == nil {
-		f = []zap.Field{zap.String("gateway", hs.Gateway), zap.String("group", hs.Group)}
+	f := []zap.Field{zap.String("gateway", hs.gateway), zap.String("alias", hs.alias), zap.String("set", hs.set)}
+	if hs.weighted == nil {
+		f = []zap.Field{zap.String("gateway", hs.gateway), zap.String("group", hs.group)}
 	}
 	if m != nil {
 		f = append(f, zap.String("member", m.Name), zap.String("health", m.Level.String()))
@@ -368,7 +368,7 @@ func (hs *SetHealth) weightVerb(e healthscore.Event, byHand *healthscore.Member,
 	switch {
 	case m == byHand:
 		return "set"
-	case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.Scores.Panic):
+	case e.To > e.From && (m.Level == healthscore.Recovering || recovered[m] || hs.scores.Panic):
 		// a panic gives a member out its weight back: no "break" going up
 		return "restore"
 	case m.Level == healthscore.Degraded:
@@ -420,16 +420,16 @@ func healthNumbersOver(st healthscore.Stats, p healthscore.Policy) string {
 // State is a member's health for the state document, and its weight
 // now (the round robin's is finer).
 func (hm *HealthMember) State() (*adminapi.TargetHealthState, int) {
-	hs := hm.Set
+	hs := hm.set
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	m := hm.Score
+	m := hm.score
 	inflight := hm.inflight.Load()
-	if hm.Endpoint != nil {
-		inflight = hm.Endpoint.Prober.Inflight.Load()
+	if hm.endpoint != nil {
+		inflight = hm.endpoint.Prober.Inflight.Load()
 	}
 	return &adminapi.TargetHealthState{
-		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.Scores.Panic,
+		Level: m.Level.String(), Since: m.Since.UTC().Format(time.RFC3339), Sick: m.Sick, Panic: hs.scores.Panic,
 		ErrorRate: m.Last.ErrorRate, P99Ms: m.Last.P99.Milliseconds(), Requests: m.Last.Requests,
 		Inflight: inflight,
 	}, m.Weight

@@ -15,20 +15,20 @@ import (
 // schedulerLog is a set of clouds, as the multicloud example's, whose
 // ticks return the scheduler's log lines.
 func schedulerLog(maxOut int, bases ...int) (*SetHealth, []*healthscore.Member, func(at time.Duration) []string) {
-	hs := &SetHealth{Gateway: "default", Alias: "chat-main", Set: "clouds", Weighted: new(WeightedSet)}
-	hs.Scores.MaxOut = maxOut
+	hs := &SetHealth{gateway: "default", alias: "chat-main", set: "clouds", weighted: new(WeightedSet)}
+	hs.scores.MaxOut = maxOut
 	p := healthscore.Policy{ErrorRate: 0.05, P99: 800 * time.Millisecond}.WithDefaults()
 	var ms []*healthscore.Member
 	for i, b := range bases {
 		m := &healthscore.Member{Name: "cloud-" + string(rune('a'+i)), Policy: p, Window: healthscore.NewWindow(healthscore.DefaultWindow), Base: b}
 		ms = append(ms, m)
 	}
-	hs.Scores.Members = ms
-	hs.Scores.Rebalance()
+	hs.scores.Members = ms
+	hs.scores.Rebalance()
 	t0 := time.Unix(1_800_000_000, 0)
 	return hs, ms, func(at time.Duration) []string {
 		var out []string
-		for _, l := range hs.Lines(hs.Scores.Tick(t0.Add(at)), nil) {
+		for _, l := range hs.Lines(hs.scores.Tick(t0.Add(at)), nil) {
 			out = append(out, l.msg)
 		}
 		return out
