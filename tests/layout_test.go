@@ -54,6 +54,7 @@ var layers = map[string][]string{
 	"module/money":                 {"module/because", "module/books", "module/clients", "module/clock", "module/cost", "module/fleet", "module/journal", "module/loop", "module/proclock", "module/registry", "module/upstream"},
 	"module/routing":               {"module/adminapi", "module/because", "module/books", "module/breaker", "module/clients", "module/clock", "module/credentials", "module/degrade", "module/healthscore", "module/jsonscan", "module/loop", "module/money", "module/probe", "module/protocol", "module/reload", "module/upstream"},
 	"module/core":                  {"module/because", "module/breaker", "module/clients", "module/clock", "module/credentials", "module/journal", "module/lograte", "module/money", "module/probe", "module/protocol", "module/ratelimit", "module/routing", "module/upstream"},
+	"module/fleetlink":             {"module/adminapi", "module/books", "module/clock", "module/fleet", "module/money", "module/registry", "module/routing", "module/upstream"},
 	"module/command":               {"module/adminapi"},
 	"module/hybridllm":             {"*"},
 	"caddyfile":                    {"module/hybridllm"},

@@ -183,12 +183,12 @@ func setDrained(w http.ResponseWriter, r *http.Request, drained bool) error {
 	case g.reg != nil:
 		// the whole fleet drains: through the registry, applied here as
 		// on every gateway by the watch
-		rev, err := g.reg.fleet.WriteDrain(r.Context(), req.Group, req.Endpoint, drained)
+		rev, err := g.reg.Fleet.WriteDrain(r.Context(), req.Group, req.Endpoint, drained)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
 		}
 		what["registry_revision"] = rev
-		g.reg.await(rev)
+		g.reg.Await(rev)
 	case ep != nil:
 		ep.Drained.Store(drained)
 	default:
@@ -281,12 +281,12 @@ func serveWeight(w http.ResponseWriter, r *http.Request) error {
 	}
 	what := map[string]any{"gateway": g.Name, "alias": req.Alias, "group": req.Group, "weight": *req.Weight}
 	if g.reg != nil {
-		rev, err := g.reg.fleet.WriteWeight(r.Context(), req.Alias, req.Group, *req.Weight)
+		rev, err := g.reg.Fleet.WriteWeight(r.Context(), req.Alias, req.Group, *req.Weight)
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("nothing changed: %v", err)}
 		}
 		what["registry_revision"] = rev
-		g.reg.await(rev)
+		g.reg.Await(rev)
 	} else {
 		al.SetWeight(g.Name, req.Group, *req.Weight)
 	}

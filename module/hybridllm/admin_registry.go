@@ -39,7 +39,7 @@ func serveRegistry(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"gateway": g.Name, "prefix": f.Prefix(), "revision": rev, "applied_revision": g.reg.rev.Load(), "keys": entries})
+		return enc.Encode(map[string]any{"gateway": g.Name, "prefix": f.Prefix(), "revision": rev, "applied_revision": g.reg.Rev.Load(), "keys": entries})
 	case http.MethodPost:
 		if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 			return caddy.APIError{HTTPStatus: http.StatusUnsupportedMediaType, Err: fmt.Errorf("Content-Type must be application/json")}
@@ -62,7 +62,7 @@ func serveRegistry(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		g.reg.await(rev)
+		g.reg.Await(rev)
 		verb := "put"
 		if req.Delete {
 			verb = "deleted"
@@ -78,5 +78,5 @@ func fleetOf(g *Gateway) (*fleet.Fleet, error) {
 	if g.reg == nil {
 		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("gateway %q has no registry", g.Name)}
 	}
-	return g.reg.fleet, nil
+	return g.reg.Fleet, nil
 }

@@ -4,9 +4,8 @@
 // Package hybridllm is the Caddy face of caddy-hybrid-llm: the
 // http.handlers.hybrid_llm handler, its JSON config and Caddyfile, its
 // provisioning (which wires the parts), the admin routes and the state
-// document, and, until it moves to a part of its own, the tie to a
-// registry (README, "Design"). It may import every part;
-// no part imports it, and only the root package and package caddyfile do.
+// document (README, "Design"). It may import every part; no part imports
+// it, and only the root package and package caddyfile do.
 package hybridllm
 
 import (
@@ -26,6 +25,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/core"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleetlink"
 	"github.com/hybridllm/caddy-hybrid-llm/module/lograte"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/proclock"
@@ -117,7 +117,7 @@ type Gateway struct {
 	life   lifetime         // its config's life: context, storage, locks, registry slot
 	money  money.Money      // its books, and how it charges requests
 	sched  routing.Schedule // what its scheduler ticks
-	reg    *registryLink    // with a registry: the gateway's tie to it
+	reg    *fleetlink.Link  // with a registry: the gateway's tie to it
 	logger *zap.Logger
 	clock  clock.Clock // the time of its windows, holds and cooldowns
 	// with a registry: its place among the live gateways
@@ -433,16 +433,16 @@ func (g *Gateway) provisionBooks(ctx caddy.Context) error {
 		g.money.KeepSaving(ctx)
 	}
 	if g.Registry != nil {
-		o, err := g.Registry.options(g.Name, g.life.storage, g.logger)
+		o, err := g.Registry.Options(g.Name, g.life.storage, g.logger)
 		if err != nil {
 			return err
 		}
-		l := &registryLink{share: g.fleetShare, gateway: g.Name, groups: g.Groups, aliases: g.in.Aliases, logger: g.logger}
-		if err := l.join(o, g.money.Spend, g.clock); err != nil {
+		l := &fleetlink.Link{Share: g.fleetShare, Gateway: g.Name, Groups: g.Groups, Aliases: g.in.Aliases, Logger: g.logger}
+		if err := l.Join(o, g.money.Spend, g.clock); err != nil {
 			return err
 		}
 		g.reg = l
-		f := g.reg.fleet
+		f := g.reg.Fleet
 		g.money.Spend.ReplayPending(func(journal string) uint64 { return f.PublishedFrom(g.Name, journal, g.logger) }, g.logger)
 	}
 	return nil
@@ -467,7 +467,7 @@ func (g *Gateway) begin(ctx caddy.Context) {
 		}
 	}
 	if g.reg != nil {
-		g.reg.begin(ctx)
+		g.reg.Begin(ctx)
 	}
 }
 
@@ -487,11 +487,11 @@ func (g *Gateway) Validate() error {
 // Cleanup releases the probers of the gateway's vLLM groups.
 func (g *Gateway) Cleanup() error {
 	if g.reg != nil && g.life.begun != nil && g.life.begun.Load() {
-		g.reg.book.Final()
+		g.reg.Book.Final()
 	}
 	g.money.SaveSpend()
 	if g.reg != nil {
-		g.reg.release()
+		g.reg.Release()
 	}
 	if g.money.Ledger != nil {
 		books.Release(g.Name)

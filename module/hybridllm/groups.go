@@ -4,6 +4,7 @@
 package hybridllm
 
 import (
+	"github.com/hybridllm/caddy-hybrid-llm/module/fleetlink"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
@@ -71,4 +72,12 @@ const (
 	DefaultFirstByteTimeout = routing.DefaultFirstByteTimeout
 	DefaultIdleTimeout      = routing.DefaultIdleTimeout
 	DefaultMirrorTimeout    = routing.DefaultMirrorTimeout
+)
+
+// The registry's config (see package fleetlink).
+type (
+	// RegistryConfig is where several gateways share their runtime state.
+	RegistryConfig = fleetlink.RegistryConfig
+	// RegistryTLS holds the files of a TLS connection to etcd.
+	RegistryTLS = fleetlink.RegistryTLS
 )

@@ -47,7 +47,7 @@ func stateOf(gws []*Gateway) adminapi.StateDoc {
 	doc := adminapi.StateDoc{Gateways: []adminapi.GatewayState{}}
 	t := clock.Process.Now()
 	for _, g := range gws {
-		gs := adminapi.GatewayState{Name: g.Name, Aliases: []adminapi.AliasState{}, Groups: []adminapi.GroupState{}, Registry: g.reg.state()}
+		gs := adminapi.GatewayState{Name: g.Name, Aliases: []adminapi.AliasState{}, Groups: []adminapi.GroupState{}, Registry: g.reg.State()}
 		for _, name := range sortedKeys(g.in.Aliases) {
 			as := adminapi.AliasState{Name: name}
 			al := g.in.Aliases[name]

@@ -1,7 +1,15 @@
 // Copyright 2026 The caddy-hybrid-llm Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package hybridllm
+// Package fleetlink is a gateway's tie to a registry: its config (the
+// etcd endpoints, prefix, TLS), its membership in the fleet, the
+// registry's snapshots applied to its groups (drains, endpoints, shares)
+// and aliases (weights), and its spend book there. The request path never
+// calls etcd: it reads what the last snapshot set.
+//
+// It must not import the request core nor the Caddy face (package
+// hybridllm).
+package fleetlink
 
 import (
 	"context"
@@ -16,8 +24,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
-	"go.uber.org/zap"
-
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
@@ -25,6 +31,8 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+	"go.uber.org/zap"
 )
 
 // RegistryConfig is where several gateways share their runtime state: an
@@ -66,8 +74,8 @@ type RegistryTLS struct {
 	ServerName string `json:"server_name,omitempty"`
 }
 
-// config builds the TLS configuration.
-func (rt *RegistryTLS) config() (*tls.Config, error) {
+// Config builds the TLS configuration.
+func (rt *RegistryTLS) Config() (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: rt.ServerName}
 	if rt.CA != "" {
 		pem, err := os.ReadFile(rt.CA)
@@ -93,21 +101,21 @@ func (rt *RegistryTLS) config() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// registryLink is a gateway's tie to its registry: the fleet it is a
+// Link is a gateway's tie to its registry: the fleet it is a
 // member of, what it applied of the registry's snapshots to its groups
 // and aliases, and its spend book there.
-type registryLink struct {
-	fleet   *fleet.Fleet
+type Link struct {
+	Fleet   *fleet.Fleet
 	sub     *fleet.Subscription
-	book    *money.FleetBook             // with a spend book: the process's book in the registry
-	share   *atomic.Pointer[fleet.Share] // its place among the live gateways, as last applied
-	gateway string
-	groups  map[string]*Group
-	aliases map[string]*routing.Alias
-	logger  *zap.Logger
+	Book    *money.FleetBook             // with a spend book: the process's book in the registry
+	Share   *atomic.Pointer[fleet.Share] // its place among the live gateways, as last applied
+	Gateway string
+	Groups  map[string]*upstream.Group
+	Aliases map[string]*routing.Alias
+	Logger  *zap.Logger
 
 	mu      sync.Mutex   // one snapshot applied at a time
-	rev     atomic.Int64 // the revision last applied
+	Rev     atomic.Int64 // the revision last applied
 	notes   sync.Map     // names the registry has and the gateway lacks, logged
 	weights sync.Map     // alias|group: the weight last set from the registry
 }
@@ -119,9 +127,9 @@ func (rc *RegistryConfig) prefix(gw string) string {
 	return "/hybrid-llm/" + gw
 }
 
-// options are the fleet's options of gateway gw (st: where the fleet
+// Options are the fleet's options of gateway gw (st: where the fleet
 // keeps its snapshot), the registry's placeholders replaced.
-func (rc *RegistryConfig) options(gw string, st certmagic.Storage, logger *zap.Logger) (fleet.Options, error) {
+func (rc *RegistryConfig) Options(gw string, st certmagic.Storage, logger *zap.Logger) (fleet.Options, error) {
 	if len(rc.Endpoints) == 0 {
 		return fleet.Options{}, fmt.Errorf("registry: no etcd endpoints")
 	}
@@ -138,23 +146,23 @@ func (rc *RegistryConfig) options(gw string, st certmagic.Storage, logger *zap.L
 	o := fleet.Options{Endpoints: endpoints, Prefix: rc.prefix(gw), DialTimeout: time.Duration(rc.DialTimeout),
 		Username: repl.ReplaceAll(rc.Username, ""), Password: repl.ReplaceAll(rc.Password, ""), Storage: st, Logger: logger}
 	if rc.TLS != nil {
-		o.TLS = rc.TLS.config
+		o.TLS = rc.TLS.Config
 	}
 	return o, nil
 }
 
-// join joins the gateway to its registry: the watcher starts (or is
+// Join joins the gateway to its registry: the watcher starts (or is
 // shared), and the gateway applies the registry's state now and on every
 // change. With a spend book (spend), the process keeps a book of its own
 // there.
-func (l *registryLink) join(o fleet.Options, spend *books.SpendBook, c clock.Clock) error {
+func (l *Link) Join(o fleet.Options, spend *books.SpendBook, c clock.Clock) error {
 	f, err := fleet.Acquire(o)
 	if err != nil {
 		return err
 	}
-	l.fleet = f
+	l.Fleet = f
 	if spend != nil {
-		l.book = money.NewFleetBook(f, spend, l.gateway, c, l.logger)
+		l.Book = money.NewFleetBook(f, spend, l.Gateway, c, l.Logger)
 	}
 	l.sub = f.Join(l.apply)
 	// the watcher stores a snapshot before it hands it to the gateways,
@@ -166,24 +174,24 @@ func (l *registryLink) join(o fleet.Options, spend *books.SpendBook, c clock.Clo
 	return nil
 }
 
-// begin starts the watch and the membership, and the publishing of the
+// Begin starts the watch and the membership, and the publishing of the
 // process's book.
-func (l *registryLink) begin(ctx context.Context) {
-	l.fleet.Begin()
-	l.book.Publish(ctx)
+func (l *Link) Begin(ctx context.Context) {
+	l.Fleet.Begin()
+	l.Book.Publish(ctx)
 }
 
-// release leaves the fleet.
-func (l *registryLink) release() {
-	l.fleet.Leave(l.sub)
-	l.fleet.Release()
+// Release leaves the fleet.
+func (l *Link) Release() {
+	l.Fleet.Leave(l.sub)
+	l.Fleet.Release()
 }
 
 // apply sets the gateway's drains and weights from the snapshot: a
 // group or endpoint is drained when the registry says so, and not when
 // it does not; an alias's weights are the registry's where it has them,
 // else the config's. Names the gateway does not have are logged.
-func (l *registryLink) apply(s *registry.Snapshot) {
+func (l *Link) apply(s *registry.Snapshot) {
 	// the watcher and the gateway's provisioning may both apply, one at
 	// a time (provisioning reads the watcher's snapshot under the lock:
 	// see provisionRegistry). Not ordered by revision: an etcd restored
@@ -193,11 +201,11 @@ func (l *registryLink) apply(s *registry.Snapshot) {
 	l.applyLocked(s)
 }
 
-func (l *registryLink) applyLocked(s *registry.Snapshot) {
-	share := l.fleet.Share(s)
-	l.share.Store(&share)
-	l.book.Apply(s)
-	for name, grp := range l.groups {
+func (l *Link) applyLocked(s *registry.Snapshot) {
+	share := l.Fleet.Share(s)
+	l.Share.Store(&share)
+	l.Book.Apply(s)
+	for name, grp := range l.Groups {
 		if grp.Shared == nil {
 			continue
 		}
@@ -207,17 +215,17 @@ func (l *registryLink) applyLocked(s *registry.Snapshot) {
 		rg := s.Groups[name]
 		grp.Shared.Drained.Store(rg.Drained)
 		if vg := grp.VLLM; vg != nil {
-			vg.ApplyEndpoints(rg.Endpoints, l.logger)
+			vg.ApplyEndpoints(rg.Endpoints, l.Logger)
 		} else if len(rg.Endpoints) > 0 {
 			l.note("registry: endpoints are listed for vllm groups only; the group's are its config's", zap.String("group", name))
 		}
 	}
 	for name := range s.Groups {
-		if l.groups[name] == nil {
+		if l.Groups[name] == nil {
 			l.note("registry: a group the gateway does not have", zap.String("group", name))
 		}
 	}
-	for name, al := range l.aliases {
+	for name, al := range l.Aliases {
 		ra := s.Aliases[name]
 		for _, ws := range al.WeightedSets {
 			for i, t := range al.Targets[ws.Start:ws.End] {
@@ -230,62 +238,62 @@ func (l *registryLink) applyLocked(s *registry.Snapshot) {
 		}
 	}
 	for name := range s.Aliases {
-		if l.aliases[name] == nil {
+		if l.Aliases[name] == nil {
 			l.note("registry: an alias the gateway does not have", zap.String("alias", name))
 		}
 	}
-	l.rev.Store(s.Revision)
+	l.Rev.Store(s.Revision)
 }
 
 // note logs what a snapshot names that the gateway lacks, once per
 // message and name.
-func (l *registryLink) note(msg string, field zap.Field) {
+func (l *Link) note(msg string, field zap.Field) {
 	key := msg + "|" + field.String
 	if _, seen := l.notes.LoadOrStore(key, true); !seen {
-		l.logger.Warn(msg, field)
+		l.Logger.Warn(msg, field)
 	}
 }
 
 // setWeight sets a member's weight from the registry; unchanged
 // weights are left alone, so that the health scheduler's own moves are
 // not reset on every snapshot.
-func (l *registryLink) setWeight(al *routing.Alias, group string, w int) {
+func (l *Link) setWeight(al *routing.Alias, group string, w int) {
 	key := al.Name + "|" + group
 	if prev, had := l.weights.Load(key); had && prev.(int) == w {
 		return
 	}
 	l.weights.Store(key, w)
-	al.SetWeight(l.gateway, group, w)
+	al.SetWeight(l.Gateway, group, w)
 }
 
 // restoreWeight sets a member's weight back to its configured one, w,
 // once the registry no longer names it; a member the registry never
 // weighed keeps the config's weight, as provisioned, and the health
 // scheduler's moves.
-func (l *registryLink) restoreWeight(al *routing.Alias, group string, w int) {
+func (l *Link) restoreWeight(al *routing.Alias, group string, w int) {
 	key := al.Name + "|" + group
 	if prev, had := l.weights.Load(key); !had || prev.(int) == w {
 		return
 	}
 	l.weights.Store(key, w)
-	al.SetWeight(l.gateway, group, w)
+	al.SetWeight(l.Gateway, group, w)
 }
 
-// await waits, up to two seconds, until the watch has applied the
+// Await waits, up to two seconds, until the watch has applied the
 // registry's revision rev here: an operator who drained sees it in this
 // gateway's state when the call returns.
-func (l *registryLink) await(rev int64) {
-	for deadline := time.Now().Add(2 * time.Second); l.rev.Load() < rev && time.Now().Before(deadline); {
+func (l *Link) Await(rev int64) {
+	for deadline := time.Now().Add(2 * time.Second); l.Rev.Load() < rev && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// state is the registry's part of the admin state (nil without one).
-func (l *registryLink) state() *adminapi.RegistryState {
+// State is the registry's part of the admin state (nil without one).
+func (l *Link) State() *adminapi.RegistryState {
 	if l == nil {
 		return nil
 	}
 	// the share the gateway's limits are divided by, not the snapshot's
 	// the watcher may hold ahead of it
-	return l.fleet.State(l.rev.Load(), l.share.Load())
+	return l.Fleet.State(l.Rev.Load(), l.Share.Load())
 }
