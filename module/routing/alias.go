@@ -201,7 +201,7 @@ type AliasSetup struct {
 	RuleCredentials bool            // a route rule reads a credential header
 }
 
-// Alias checks the alias and sets up its targets and routes.
+// Provision checks the alias and sets up its targets and routes.
 func (s *AliasSetup) Provision(name string, al *Alias) error {
 	if name == "" {
 		return fmt.Errorf("alias with an empty name")

@@ -43,10 +43,10 @@ func (windowGate) Judge(p *Passage, t *Target) Reason {
 func (w windowGate) Admit(p *Passage, t *Target) Reason { return w.Judge(p, t) }
 
 // overflowGate passes over a vLLM target whose group overflows, unless
-// the request came back to it (see the core's returnSpilled). At the target's turn
-// it drives the group's overflow controller and records the first
-// overflow the request leaves; judged ahead, it leaves the controller as
-// it is and overflow always applies.
+// the request came back to it (see the core's returnSpilled). At the
+// target's turn it drives the group's overflow controller and records
+// the first overflow the request leaves; judged ahead, it leaves the
+// controller as it is and overflow always applies.
 type overflowGate struct {
 	takesNothing
 	clock  clock.Clock

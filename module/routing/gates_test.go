@@ -1,0 +1,69 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package routing
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+)
+
+// passageFor is the passage of a request with this body.
+func passageFor(body string) *Passage {
+	q := &Asked{API: protocol.ChatCompletions, Body: []byte(body)}
+	q.Top, _ = protocol.Scan(q.Body)
+	q.Features = NewFeatures(q.Body, nil, &q.Top)
+	return &Passage{Bounds: TokenBounds{Asked: q}}
+}
+
+// A drained group, and a cloud that answered 429 with a Retry-After,
+// take nothing until they are back; the hold ends by itself.
+func TestOutGate(t *testing.T) {
+	clk := fakeClock(t)
+	g := outGate{clock: clk}
+	p := passageFor(`{"model":"chat","messages":[]}`)
+	cloud := &Target{Model: "m", Upstream: &upstream.Group{Kind: upstream.KindOpenAI, Shared: upstream.NewGroupState()}}
+	if why := g.Admit(p, cloud); why != "" {
+		t.Fatalf("an open cloud: %q", why)
+	}
+	cloud.Upstream.Shared.Breaker.HoldFor(30*time.Second, clk.Now())
+	if why := g.Admit(p, cloud); why != because.RateLimited {
+		t.Errorf("a cloud held by its 429: %q", why)
+	}
+	clk.Advance(31 * time.Second)
+	if why := g.Judge(p, cloud); why != "" {
+		t.Errorf("after the hold: %q", why)
+	}
+	cloud.Upstream.Shared.Drained.Store(true)
+	if why := g.Judge(p, cloud); why != because.Drained {
+		t.Errorf("a drained group: %q", why)
+	}
+}
+
+// A target whose window cannot hold the prompt and the answer asked for
+// is passed over, as is one no larger than a window a context-length
+// error proved too small; an unknown window passes.
+func TestWindowGate(t *testing.T) {
+	var g windowGate
+	small := &Target{ContextWindow: 1000, Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}
+	large := &Target{ContextWindow: 8000, Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}
+	unknown := &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}
+	p := passageFor(`{"model":"chat","messages":[{"role":"user","content":"hi"}],"max_tokens":2000}`)
+	for _, tc := range []struct {
+		name string
+		t    *Target
+		want Reason
+	}{{"too small", small, because.ContextWindow}, {"large enough", large, ""}, {"unknown", unknown, ""}} {
+		if why := g.Admit(p, tc.t); why != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, why, tc.want)
+		}
+	}
+	p.MinWindow = 8000
+	if why := g.Judge(p, large); why != because.ContextWindow {
+		t.Errorf("a window a context-length error proved too small: %q", why)
+	}
+}
