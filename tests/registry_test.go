@@ -520,18 +520,23 @@ func TestRegistryAfterEtcdLostItsHistory(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load("registry etcd {\n\tendpoints " + te.URL + "\n}\n" + defaultGateway)
 	key := "/hybrid-llm/" + e.gatewayName() + "/groups/self"
-	for i := range 20 { // a history longer than the new one will be
-		te.Put(key, `{"drained": `+strconv.FormatBool(i%2 == 1)+`}`)
+	var last int64
+	for i := range 20 { // a history longer than the new one will be, ending undrained
+		last = te.Put(key, `{"drained": `+strconv.FormatBool(i%2 == 0)+`}`)
 	}
-	waitFor(t, "the drain applied", func() bool { g, _ := routeOf(t); return g == "cloud" })
+	waitFor(t, "the history applied", func() bool { r, _ := registryState(t); return r >= last })
+	if g, reason := routeOf(t); g != "self" {
+		t.Fatalf("after an undrain: answered by %s (%s)", g, reason)
+	}
 	te.Stop()
 	te.Dir = t.TempDir()
 	te.Restart()
-	rev := te.Put(key, `{"drained": false}`)
-	waitFor(t, "the new etcd's undrain applied", func() bool { g, _ := routeOf(t); return g == "self" })
+	// a drain at a revision below the ones applied before
+	rev := te.Put(key, `{"drained": true}`)
+	waitFor(t, "the new etcd's drain applied", func() bool { g, _ := routeOf(t); return g == "cloud" })
 	// the gateway's member key, written again to the new etcd, may come
 	// after the put: the revision applied is the new etcd's, at or past it
-	if r, _ := registryState(t); r < rev || r >= 20 {
+	if r, _ := registryState(t); r < rev || r >= last {
 		t.Errorf("applied revision %d, want the new etcd's, %d or a little past it", r, rev)
 	}
 }

@@ -81,6 +81,14 @@ func (g *VLLMGroup) ApplyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 			logger.Info("registry: endpoint removed; requests in flight on it finish", zap.String("group", g.Name), zap.String("endpoint", addr))
 		}
 	}
+	// the drains and weights first, so that whoever sees the new list
+	// sees them too
+	for _, ep := range g.Endpoints {
+		setListed(ep, listed[ep.Dial])
+	}
+	for _, ep := range kept {
+		setListed(ep, listed[ep.Dial])
+	}
 	if changed {
 		next := &AddedEndpoints{}
 		for _, addr := range slices.Sorted(maps.Keys(kept)) {
@@ -94,13 +102,6 @@ func (g *VLLMGroup) ApplyEndpoints(list []registry.Endpoint, logger *zap.Logger)
 	}
 	for _, ep := range removed {
 		g.adds.unspawn(ep) // out of the selection first
-	}
-	for ep := range g.All() {
-		e, ok := listed[ep.Dial]
-		if !ok {
-			e = registry.Endpoint{}
-		}
-		setListed(ep, e)
 	}
 }
 
