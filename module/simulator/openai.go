@@ -298,7 +298,11 @@ func (c *completion) appendEmbeddings(b []byte) []byte {
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(idx), 10)
 		b = append(b, `,"object":"embedding","embedding":`...)
-		b = appendEmbedding(b, raw, c.base64)
+		if c.base64 {
+			b = appendEmbeddingBase64(b, raw)
+		} else {
+			b = appendEmbeddingFloats(b, raw)
+		}
 		b = append(b, '}')
 		idx++
 	}
@@ -360,19 +364,22 @@ func Embedding(input string) [EmbeddingDims]float32 {
 	return v
 }
 
-func appendEmbedding(b []byte, input string, asBase64 bool) []byte {
-	v := Embedding(input)
-	if asBase64 {
-		var raw [EmbeddingDims * 4]byte
-		for i, f := range v {
-			binary.LittleEndian.PutUint32(raw[i*4:], math.Float32bits(f))
-		}
-		b = append(b, '"')
-		b = base64.StdEncoding.AppendEncode(b, raw[:])
-		return append(b, '"')
+// appendEmbeddingBase64 appends input's embedding as the base64 of its
+// little-endian float32s, as encoding_format "base64" asks.
+func appendEmbeddingBase64(b []byte, input string) []byte {
+	var raw [EmbeddingDims * 4]byte
+	for i, f := range Embedding(input) {
+		binary.LittleEndian.PutUint32(raw[i*4:], math.Float32bits(f))
 	}
+	b = append(b, '"')
+	b = base64.StdEncoding.AppendEncode(b, raw[:])
+	return append(b, '"')
+}
+
+// appendEmbeddingFloats appends input's embedding as a JSON array.
+func appendEmbeddingFloats(b []byte, input string) []byte {
 	b = append(b, '[')
-	for i, f := range v {
+	for i, f := range Embedding(input) {
 		if i > 0 {
 			b = append(b, ',')
 		}
