@@ -25,7 +25,7 @@ var KeyHeaders = [...]string{"Api-Key", "X-Api-Key"}
 // their kin. A pattern, not a list: a list misses the next vendor's.
 // Not "session": a session id (X-Session-Id) is a routing and tracing
 // key that clients send and upstreams read, not a secret.
-var credentialWords = [...]string{"key", "token", "secret", "password", "passwd", "auth", "credential", "signature", "jwt"}
+var credentialWords = newWordSet("key", "token", "secret", "password", "passwd", "auth", "credential", "signature", "jwt")
 
 // plainHeaders are the headers real clients send whose names look like a
 // credential's but are not one: never refused. X-Idempotency-Key is set
@@ -42,7 +42,7 @@ const InsecureKeyProtocol = "openai-insecure-api-key."
 // Stray); the other credentials (an identity proxy's
 // Cf-Access-Jwt-Assertion, X-Forwarded-Access-Token) are another
 // handler's, and pass.
-var apiKeyWords = [...]string{"apikey", "apitoken", "subscriptionkey"}
+var apiKeyWords = newWordSet("apikey", "apitoken", "subscriptionkey")
 
 // CredentialLike reports whether a header's name is a credential's: it
 // holds key, token, secret, password, passwd, auth, credential,
@@ -51,7 +51,7 @@ var apiKeyWords = [...]string{"apikey", "apitoken", "subscriptionkey"}
 // allocate for names up to 64 bytes.
 func CredentialLike(name string) bool {
 	var b [64]byte
-	return holdsWord(letters(b[:0], name), credentialWords[:])
+	return credentialWords.in(letters(b[:0], name))
 }
 
 // APIKeyLike reports whether a header's name is an API key's: it holds
@@ -59,7 +59,7 @@ func CredentialLike(name string) bool {
 // Ocp-Apim-Subscription-Key, X-Api-Token).
 func APIKeyLike(name string) bool {
 	var b [64]byte
-	return holdsWord(letters(b[:0], name), apiKeyWords[:])
+	return apiKeyWords.in(letters(b[:0], name))
 }
 
 // queryKey reports whether a query parameter's name, as sent (percent-
@@ -67,14 +67,16 @@ func APIKeyLike(name string) bool {
 // dropped with the rest of what is not a letter or a digit.
 func queryKey(name string) bool {
 	var b [64]byte
-	return holdsWord(unescapedLetters(b[:0], name), credentialWords[:])
+	return credentialWords.in(unescapedLetters(b[:0], name))
 }
 
 // letters appends to buf the letters, lower-cased, and the digits of
 // name; the rest is dropped. Names up to cap(buf) bytes do not allocate.
 func letters(buf []byte, name string) []byte {
 	for i := 0; i < len(name); i++ {
-		buf = appendLetter(buf, name[i])
+		if c := letterOf[name[i]]; c != 0 {
+			buf = append(buf, c)
+		}
 	}
 	return buf
 }
@@ -87,38 +89,44 @@ func unescapedLetters(buf []byte, name string) []byte {
 			c = unhex(name[i+1])<<4 | unhex(name[i+2])
 			i += 2
 		}
-		buf = appendLetter(buf, c)
-	}
-	return buf
-}
-
-// appendLetter appends c to buf, lower-cased, if it is a letter or a
-// digit.
-func appendLetter(buf []byte, c byte) []byte {
-	switch {
-	case 'A' <= c && c <= 'Z':
-		return append(buf, c+'a'-'A')
-	case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
-		return append(buf, c)
-	}
-	return buf
-}
-
-// holdsWord reports whether b holds one of words.
-func holdsWord(b []byte, words []string) bool {
-	for _, w := range words {
-		if containsWord(b, w) {
-			return true
+		if c = letterOf[c]; c != 0 {
+			buf = append(buf, c)
 		}
 	}
-	return false
+	return buf
 }
 
-// containsWord is bytes.Contains for a string, without a conversion.
-func containsWord(b []byte, w string) bool {
-	for i := 0; i+len(w) <= len(b); i++ {
-		if string(b[i:i+len(w)]) == w { // compared in place
-			return true
+// letterOf maps a letter to itself lower-cased, a digit to itself, and
+// any other byte to 0.
+var letterOf = func() (t [256]byte) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = byte(c)
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = byte(c), byte(c)
+	}
+	return t
+}()
+
+// wordSet is a few words, looked for in a name's letters (see letters)
+// at the positions that hold one's first byte.
+type wordSet [256][]string // by first byte
+
+func newWordSet(words ...string) *wordSet {
+	s := new(wordSet)
+	for _, w := range words {
+		s[w[0]] = append(s[w[0]], w)
+	}
+	return s
+}
+
+// in reports whether b holds one of the set's words.
+func (s *wordSet) in(b []byte) bool {
+	for i, c := range b {
+		for _, w := range s[c] {
+			if len(w) <= len(b)-i && string(b[i:i+len(w)]) == w { // compared in place
+				return true
+			}
 		}
 	}
 	return false

@@ -180,3 +180,15 @@ func BenchmarkCredentialLike(b *testing.B) {
 		queryKey("api_key%5B%5D")
 	}
 }
+
+// The names an SDK's request carries, none a credential's but
+// Authorization: each read once, as Drop reads them.
+func BenchmarkCredentialLikeSDKHeaders(b *testing.B) {
+	names := []string{"Content-Type", "Accept", "User-Agent", "Content-Length", "X-Stainless-Lang", "X-Stainless-Package-Version", "Accept-Encoding", "X-Request-Id", "Authorization", "X-Stainless-Retry-Count", "Connection"}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, n := range names {
+			CredentialLike(n)
+		}
+	}
+}
