@@ -110,6 +110,11 @@ func TestQuickstartEndToEnd(t *testing.T) {
 	if err != nil || resp.Model != "chat-main" || last.Header.Get("X-Hybrid-Target") != "self" || resp.Choices[0].Message.Content == "" || resp.Usage.CompletionTokens != 6 {
 		t.Fatalf("self: %v %+v", err, resp)
 	}
+	// priced, the gateway sends an answer out before it journals its
+	// charge: whole, with its length, not chunked
+	if last.ContentLength <= 0 || len(last.TransferEncoding) > 0 {
+		t.Errorf("self: the answer went out with Content-Length %d, Transfer-Encoding %v", last.ContentLength, last.TransferEncoding)
+	}
 	sdkStream("self")
 	if body := rawGzip("self", chatBody); !strings.Contains(body, `"chat.completion"`) {
 		t.Errorf("self raw: %q", body)

@@ -171,7 +171,8 @@ func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	if !aw.commit(aw.status) {
 		return false
 	}
-	_, _ = aw.w.Write(body)
+	_, _ = aw.toClient(body)
+	aw.release(true)
 	return true
 }
 
@@ -187,6 +188,7 @@ func (rt *Route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *at
 	}
 	res.Done = true
 	broken := end.aborted || cut
+	aw.release(!broken)
 	switch {
 	case end.clientGone:
 		// nobody's fault but the client's: not the upstream's failure

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,7 @@ type answerOut struct {
 	scan  *protocol.UsageScanner  // reads the usage from the response on its way
 	model *protocol.ModelRewriter // puts the alias into the answer's model, if set
 	mark  []byte                  // a degraded answer's mark, until it is written
+	held  *bytes.Buffer           // a JSON answer held for its length (see release)
 	lost  bool                    // a write to the client failed
 }
 
@@ -156,8 +158,60 @@ func (aw *attemptWriter) commit(status int) bool {
 		headerMaps.Put(own)
 	}
 	aw.header = h
+	if aw.out.scan != nil && !aw.out.sse && len(h["Content-Length"]) == 0 && len(h["Trailer"]) == 0 {
+		// a JSON answer whose length changes on its way (the model's
+		// name, a degraded answer's mark): its head waits for its end,
+		// or for the proxy's first flush (see release)
+		aw.out.held = heldAnswers.Get().(*bytes.Buffer)
+		return true
+	}
 	aw.w.WriteHeader(status)
 	return true
+}
+
+// heldAnswers keeps the buffers of JSON answers held for their length.
+var heldAnswers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxHeldAnswer caps a JSON answer held for its length: a longer one goes
+// out as it comes, without one.
+const maxHeldAnswer = 64 << 10
+
+// toClient writes p of a committed answer's body to the client, or holds
+// it while the answer is held for its length.
+func (aw *attemptWriter) toClient(p []byte) (int, error) {
+	if b := aw.out.held; b != nil {
+		if b.Len()+len(p) <= maxHeldAnswer {
+			return b.Write(p)
+		}
+		aw.release(false)
+	}
+	return aw.w.Write(p)
+}
+
+// release sends a held answer's head, with the body's length if it is
+// whole, and the body held so far. A JSON answer gets its Content-Length
+// (net/http sets one only for a short body it holds until the handler
+// returns, and the flush before a journaled charge would make it
+// chunked), and goes out in one write.
+func (aw *attemptWriter) release(whole bool) {
+	b := aw.out.held
+	if b == nil {
+		return
+	}
+	aw.out.held = nil
+	if whole {
+		aw.w.Header()["Content-Length"] = []string{strconv.Itoa(b.Len())}
+	}
+	aw.w.WriteHeader(aw.rt.x.ans.status)
+	if b.Len() > 0 {
+		if _, err := aw.w.Write(b.Bytes()); err != nil {
+			aw.out.lost = true // as in forward
+		}
+	}
+	if b.Cap() <= maxHeldAnswer {
+		b.Reset()
+		heldAnswers.Put(b)
+	}
 }
 
 // passHeaders copies the upstream's answer headers the client may see
@@ -272,7 +326,7 @@ func (aw *attemptWriter) pass(p []byte) (int, error) {
 
 // forward writes to the client, remembering the tail of an event stream.
 func (aw *attemptWriter) forward(p []byte) (int, error) {
-	write := aw.w.Write
+	write := aw.toClient
 	if aw.out.mark != nil {
 		write = aw.markBody
 	}
@@ -337,6 +391,9 @@ func (aw *attemptWriter) FlushError() error {
 	if aw.state.Load() != attemptCommitted {
 		return nil
 	}
+	// the proxy flushes an answer that comes without a length as it
+	// comes (a cloud's, decompressed): it is not held
+	aw.release(false)
 	return http.NewResponseController(aw.w).Flush()
 }
 

@@ -402,3 +402,51 @@ func TestCoreObserversSeeAnAnswerBrokenOff(t *testing.T) {
 		})
 	}
 }
+
+// A JSON answer whose model name the gateway rewrites goes out whole,
+// with its own Content-Length (net/http would send one only for a short
+// body, and not after the flush that comes before a journaled charge);
+// one the proxy flushes as it comes (a cloud's, decompressed: its length
+// unknown) goes out as it came; so does one that announces trailers.
+func TestCoreAJSONAnswerGoesOutWithItsLength(t *testing.T) {
+	answer := `{"id":"x","object":"chat.completion","model":"gpt-a-2025-01-01","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+	for _, tc := range []struct {
+		name           string
+		flush, trailer bool
+		wantLength     bool
+	}{
+		{name: "whole", wantLength: true},
+		{name: "flushed", flush: true},
+		{name: "with a trailer", trailer: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := coreFront(t, new(seen), map[string]upstreamFunc{"a": func(w http.ResponseWriter, _ *http.Request) error {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+				if tc.trailer {
+					w.Header().Set("Trailer", "X-Usage")
+				}
+				half := len(answer) / 2
+				_, _ = io.WriteString(w, answer[:half])
+				if tc.flush {
+					_ = http.NewResponseController(w).Flush()
+				}
+				_, err := io.WriteString(w, answer[half:])
+				return err
+			}})
+			w := ask(t, g, chatBody)
+			res := w.Result()
+			body := w.Body.String()
+			if res.StatusCode != http.StatusOK || gjson.Get(body, "model").String() != "chat-main" || !gjson.Valid(body) {
+				t.Fatalf("%d %s", res.StatusCode, body)
+			}
+			length := res.Header.Get("Content-Length")
+			if tc.wantLength != (length != "") || (length != "" && length != strconv.Itoa(len(body))) {
+				t.Errorf("Content-Length %q for a body of %d bytes", length, len(body))
+			}
+			if w.Flushed != tc.flush {
+				t.Errorf("flushed %v", w.Flushed)
+			}
+		})
+	}
+}

@@ -93,21 +93,21 @@ func markDegraded(d *routing.DegradeRecord, x *exchange, gw string, aw *attemptW
 func (aw *attemptWriter) markBody(p []byte) (int, error) {
 	i := bytes.IndexByte(p, '{')
 	if i < 0 {
-		return aw.w.Write(p)
+		return aw.toClient(p)
 	}
 	mark := aw.out.mark
 	aw.out.mark = nil
 	if j := bytes.IndexFunc(p[i+1:], func(r rune) bool { return !unicode.IsSpace(r) }); j >= 0 && p[i+1+j] == '}' {
 		mark = mark[:len(mark)-1] // an empty object: no comma
 	}
-	n, err := aw.w.Write(p[:i+1])
+	n, err := aw.toClient(p[:i+1])
 	if err != nil {
 		return n, err
 	}
-	if _, err := aw.w.Write(mark); err != nil {
+	if _, err := aw.toClient(mark); err != nil {
 		return n, err
 	}
-	m, err := aw.w.Write(p[i+1:])
+	m, err := aw.toClient(p[i+1:])
 	return n + m, err
 }
 
