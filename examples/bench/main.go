@@ -88,6 +88,7 @@ func main() {
 	profiles := flag.String("profile", "", "folder for CPU profiles of each proxy during its throughput runs (from its admin's /debug/pprof)")
 	mirror := flag.String("mirror", "", "a share such as 10%: measure the main requests' latency with a mirror of that share to a 10x slower target (empty skips it)")
 	pinCPUs := flag.String("pin", "", "CPUs for the proxies under test, such as 1 or 8-15; the load and the simulators get the others (Linux; empty: no pinning)")
+	instructions := flag.Int("instructions", 0, "instead of the timed measures: each proxy's instructions per request (user space) over that many requests, counted by valgrind's callgrind, which a shared machine does not disturb (needs valgrind)")
 	flag.Parse()
 
 	var pins *pinning
@@ -126,8 +127,16 @@ func main() {
 			fail(addr + " is in use: is an earlier run still going?")
 		}
 	}
+	counted := map[*exec.Cmd]string{} // with -instructions: where callgrind counts each Caddy's instructions
 	start := func(env []string, name string, args ...string) *exec.Cmd {
 		c := exec.Command(filepath.Join(*bin, name), args...)
+		if *instructions > 0 && name == "caddy" {
+			out := filepath.Join(work, fmt.Sprintf("callgrind-%d", len(procs)))
+			vg, argv, vgEnv := callgrind(c.Path, out, args)
+			c = exec.Command(vg, argv...)
+			env = append(env, vgEnv...)
+			defer func() { counted[c] = out }()
+		}
 		// the output goes to a log, shown if the process does not come up
 		out, err := os.Create(filepath.Join(work, fmt.Sprintf("%s-%d.log", name, len(procs))))
 		must(err)
@@ -260,11 +269,15 @@ func main() {
 		}
 		all = append(all, unmirrored, mirrored)
 	}
+	upWithin := 30 * time.Second
+	if *instructions > 0 {
+		upWithin = 3 * time.Minute // valgrind starts slowly
+	}
 	for _, p := range all {
-		if !waitUp(p) {
+		if !waitUp(p, upWithin) {
 			b, _ := os.ReadFile(filepath.Join(work, fmt.Sprintf("caddy-%d.log", slices.Index(procs, p.cmd))))
 			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			fail(p.name + " did not answer within 30s; its log ends:\n" + strings.Join(lines[max(0, len(lines)-15):], "\n"))
+			fail(fmt.Sprintf("%s did not answer within %v; its log ends:\n%s", p.name, upWithin, strings.Join(lines[max(0, len(lines)-15):], "\n")))
 		}
 		if pins != nil {
 			if err := pins.pin(p.cmd.Process.Pid); err != nil {
@@ -280,6 +293,30 @@ func main() {
 		}
 		return []byte(`{"model":"` + p.model + `","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":` + tokens + `,"stream":` + strconv.FormatBool(stream) + `}`)
 	}
+	if *instructions > 0 {
+		type pair struct {
+			name          string
+			plain, hybrid *proxyUnderTest
+		}
+		pairs := []pair{{"minimal config", plain, hybrid}}
+		if quick != nil {
+			pairs = append(pairs, pair{"quickstart (both with the access log)", plainLog, quick})
+		}
+		fmt.Println()
+		fmt.Printf("%-40s %12s %12s %8s\n", fmt.Sprintf("instructions per request (%d requests)", *instructions), "plain", "hybrid", "ratio")
+		for _, pr := range pairs {
+			var v [2]float64
+			for i, p := range []*proxyUnderTest{pr.plain, pr.hybrid} {
+				var err error
+				if v[i], err = instructionsPerRequest(p, counted[p.cmd], body(p, false), *instructions); err != nil {
+					fail(err.Error())
+				}
+			}
+			fmt.Printf("%-40s %12.0f %12.0f %8.3f\n", pr.name, v[0], v[1], v[1]/v[0])
+		}
+		return
+	}
+
 	// Each measure is taken of both proxies back to back, the order
 	// swapped every round, so that the pair shares the machine's mood;
 	// the table gives each side's median and the median of the per-round
@@ -589,8 +626,8 @@ func procKB(pid int, field string) float64 {
 }
 
 // waitUp reports whether the proxy answered a chat request within 30s.
-func waitUp(p *proxyUnderTest) bool {
-	deadline := time.Now().Add(30 * time.Second)
+func waitUp(p *proxyUnderTest, within time.Duration) bool {
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequest(http.MethodPost, p.url("/v1/chat/completions"),
 			strings.NewReader(`{"model":"`+p.model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":1}`))
