@@ -50,6 +50,18 @@ var apiKeyWords = newWordSet("apikey", "apitoken", "subscriptionkey")
 // (Api-Key, X-Goog-Api-Key, Helicone-Auth, Api_Key). It does not
 // allocate for names up to 64 bytes.
 func CredentialLike(name string) bool {
+	switch name {
+	case "Accept", "Accept-Encoding", "Accept-Language", "Connection", "Content-Length", "Content-Type", "User-Agent",
+		"X-Request-Id", "X-Stainless-Arch", "X-Stainless-Lang", "X-Stainless-Os", "X-Stainless-Package-Version",
+		"X-Stainless-Retry-Count", "X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Timeout",
+		"Anthropic-Version", "Traceparent", "Tracestate":
+		return false // what SDKs send on every request, by name
+	}
+	return holdsCredentialWord(name)
+}
+
+// holdsCredentialWord is CredentialLike's pattern.
+func holdsCredentialWord(name string) bool {
 	var b [64]byte
 	return credentialWords.in(letters(b[:0], name))
 }
