@@ -27,8 +27,21 @@ type API struct {
 	// one cut short.
 	StreamUsage bool
 
+	// A stream says when it is whole: the finish_reason of the chat and
+	// completions chunks, Anthropic's message_stop.
+	StreamEnds bool
+
+	// How the API's streams name their events and carry the model and the
+	// usage (EventsOpenAI: data-only events, the model and the usage at
+	// the top of a chunk; EventsAnthropic: named events, the model in
+	// message_start's message, the usage in parts).
+	Events Events
+
 	// Answers count prompt tokens only (embeddings).
 	PromptOnly bool
+
+	// Answers use no tokens and are charged nothing (a token count).
+	Free bool
 
 	// The endpoint answers a few tokens (16) when a request gives no
 	// length: a tier's ceiling is no reason to ask for more (the legacy
@@ -39,13 +52,28 @@ type API struct {
 	Errors ErrorShape
 }
 
+// Events is how an API's stream is framed and where its chunks carry the
+// model and the usage.
+type Events int
+
+const (
+	// EventsOpenAI: data-only events, each chunk's model and usage at its
+	// top, a usage-only chunk and [DONE] at the end.
+	EventsOpenAI Events = iota
+	// EventsAnthropic: named events (message_start, content_block_*,
+	// message_delta, message_stop, error), the model in message_start's
+	// message, the input tokens there and the output tokens, a running
+	// total, in each message_delta.
+	EventsAnthropic
+)
+
 // The OpenAI APIs the gateway reads and meters.
 var (
-	ChatCompletions = &API{Endpoint: "chat/completions", Operation: "chat", StreamUsage: true, Errors: OpenAIErrors,
+	ChatCompletions = &API{Endpoint: "chat/completions", Operation: "chat", StreamUsage: true, StreamEnds: true, Errors: OpenAIErrors,
 		// max_completion_tokens: what OpenAI's reasoning models accept
 		// (they refuse max_tokens), and vLLM too
 		LengthFields: []string{"max_completion_tokens", "max_tokens"}}
-	Completions = &API{Endpoint: "completions", Operation: "text_completion", StreamUsage: true, Errors: OpenAIErrors,
+	Completions = &API{Endpoint: "completions", Operation: "text_completion", StreamUsage: true, StreamEnds: true, Errors: OpenAIErrors,
 		LengthFields: []string{"max_tokens"}, ShortByDefault: true}
 	Embeddings = &API{Endpoint: "embeddings", Operation: "embeddings", PromptOnly: true, Errors: OpenAIErrors}
 	Responses  = &API{Endpoint: "responses", Operation: "chat", LengthFields: []string{"max_output_tokens"}, Errors: OpenAIErrors}
@@ -55,9 +83,18 @@ var (
 	Other = &API{Operation: "chat", Errors: OpenAIErrors}
 )
 
+// The Anthropic APIs: Messages (what Claude Code and the Anthropic SDKs
+// speak), and its token count, which generates nothing and is charged
+// nothing.
+var (
+	Messages = &API{Endpoint: "messages", Operation: "chat", StreamEnds: true, Events: EventsAnthropic,
+		Errors: AnthropicErrors, LengthFields: []string{"max_tokens"}}
+	CountTokens = &API{Endpoint: "messages/count_tokens", Operation: "count_tokens", Free: true, Errors: AnthropicErrors}
+)
+
 // known are the APIs ForPath tells apart, the longest endpoint first
 // where one ends another.
-var known = [...]*API{ChatCompletions, Completions, Embeddings, Responses}
+var known = [...]*API{ChatCompletions, Completions, Embeddings, Responses, Messages, CountTokens}
 
 // ForPath returns the API whose endpoint the request path ends with
 // ("/v1/chat/completions" is ChatCompletions); Other for any other.

@@ -18,7 +18,11 @@ func TestForPath(t *testing.T) {
 		"/v1/rerank":                  Other,
 		"/v1/mycompletions":           Other,
 		"completions":                 Other,
-		"/v1/messages":                Other,
+		"/v1/messages":                Messages,
+		"/anthropic/v1/messages":      Messages,
+		"/v1/messages/count_tokens":   CountTokens,
+		"/v1/count_tokens":            Other,
+		"/v1/mymessages":              Other,
 	} {
 		if got := ForPath(path); got != want {
 			t.Errorf("%s: %q, want %q", path, got.Endpoint, want.Endpoint)
@@ -39,5 +43,9 @@ func TestTheAPIsFacts(t *testing.T) {
 	}
 	if !Embeddings.PromptOnly || len(Embeddings.LengthFields) != 0 || len(Other.LengthFields) != 0 {
 		t.Error("embeddings count prompt tokens only, and nothing bounds an unknown endpoint's answer")
+	}
+	if Messages.Errors != AnthropicErrors || CountTokens.Errors != AnthropicErrors || Messages.Events != EventsAnthropic ||
+		!Messages.StreamEnds || Messages.StreamUsage || len(Messages.LengthFields) != 1 || !CountTokens.Free || Messages.Free {
+		t.Error("the Messages API: Anthropic's errors and events, a stream that ends with message_stop, max_tokens; its token count free")
 	}
 }

@@ -50,7 +50,11 @@ func TestWriteError(t *testing.T) {
 			h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Content-Length") != strconv.Itoa(w.Body.Len()) {
 			t.Errorf("%q: %d %v", a.Endpoint, w.Code, h)
 		}
-		if !strings.Contains(w.Body.String(), `"code":"rate_limit_exceeded"`) {
+		want := `"code":"rate_limit_exceeded"`
+		if a.Errors == AnthropicErrors {
+			want = `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`
+		}
+		if !strings.Contains(w.Body.String(), want) {
 			t.Errorf("%q: body %s", a.Endpoint, w.Body)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 type ModelRewriter struct {
 	Alias  []byte // the alias, as a JSON string
 	SSE    bool
+	Events Events  // the answer's API's (see API.Events)
 	head   []byte  // a JSON body's start, while its model is not complete
 	resume int     // where in head the walk for the model goes on
 	walked int     // head's length at the last walk that found no model
@@ -123,7 +124,11 @@ func (m *ModelRewriter) event(w io.Writer, ev []byte) (int, error) {
 	if i < 0 {
 		return w.Write(ev)
 	}
-	vs, ve, found := topModel(ev, jsonscan.SkipSpace(ev, i))
+	data := jsonscan.SkipSpace(ev, i)
+	vs, ve, found := topModel(ev, data)
+	if !found && m.Events == EventsAnthropic {
+		vs, ve, found = messageModel(ev, data)
+	}
 	if !found {
 		return w.Write(ev)
 	}
@@ -225,4 +230,22 @@ func modelField(data []byte, i int) (vs, ve, resume int, found bool) {
 		}
 	}
 	return 0, -1, resume, false
+}
+
+// messageModel finds the model of the message object at the top of the
+// JSON object at i: where Anthropic's message_start event carries it.
+func messageModel(data []byte, i int) (vs, ve int, found bool) {
+	if i >= len(data) || data[i] != '{' {
+		return 0, 0, false
+	}
+	at := -1
+	jsonscan.ObjectFields(data, i, jsonscan.MaxNesting, func(key, raw []byte, j int) {
+		if at < 0 && string(key) == "message" && raw[0] == '{' {
+			at = j
+		}
+	})
+	if at < 0 {
+		return 0, 0, false
+	}
+	return topModel(data, at)
 }

@@ -137,11 +137,31 @@ func hasValue(b, key []byte, c byte) bool {
 	return false
 }
 
+// hasString reports whether some key spelled key in b has the string
+// value val (unescaped: the values compared are plain words).
+func hasString(b, key []byte, val string) bool {
+	for i := 0; i < len(b); {
+		v, next := jsonValueAt(b, key, i)
+		if v < 0 {
+			return false
+		}
+		if v < len(b) && b[v] == '"' && len(b)-v > len(val)+1 && string(b[v+1:v+1+len(val)]) == val && b[v+1+len(val)] == '"' {
+			return true
+		}
+		i = next
+	}
+	return false
+}
+
 var (
 	usageName        = []byte(`"usage"`)
 	choicesName      = []byte(`"choices"`)
 	finishReasonName = []byte(`"finish_reason"`)
+	typeName         = []byte(`"type"`)
 )
+
+// messageStop is the type of the event that ends an Anthropic stream.
+const messageStop = "message_stop"
 
 // emptyChoices reports whether an event's choices are an empty array,
 // as in the usage-only chunk of a stream.

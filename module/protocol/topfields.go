@@ -23,7 +23,7 @@ type Request struct {
 	MaxTokens               int64
 	N                       int64 // choices asked for; 0 when not given
 	// the bytes of the fields the upstream turns into the prompt:
-	// messages, prompt, input, instructions, tools and functions
+	// messages, prompt, input, instructions, system, tools and functions
 	PromptBytes int
 
 	Watched // the rule fields noted
@@ -66,7 +66,7 @@ type readSeen struct {
 var readFields = [...]string{
 	"model", "stream", "stream_options", "messages", "prompt", "input",
 	"max_tokens", "max_completion_tokens", "max_output_tokens", "n",
-	"response_format", "text", "tools", "tool_choice", "functions", "function_call", "instructions",
+	"response_format", "text", "tools", "tool_choice", "functions", "function_call", "instructions", "system",
 }
 
 const (
@@ -87,6 +87,7 @@ const (
 	fieldFunctions
 	fieldFunctionCall
 	fieldInstructions
+	fieldSystem
 )
 
 // Scan validates a JSON body and reads its top-level fields in one
@@ -150,6 +151,10 @@ func (f *Request) readField(key, raw []byte, at int) int {
 		f.PromptBytes += len(raw)
 	case "instructions":
 		i = fieldInstructions
+		f.PromptBytes += len(raw)
+	case "system":
+		// Anthropic's system prompt
+		i = fieldSystem
 		f.PromptBytes += len(raw)
 	case "max_tokens":
 		i = fieldMaxTokens

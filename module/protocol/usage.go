@@ -31,17 +31,16 @@ const (
 // which tells a (chat) completion stream that ended from one cut short.
 type UsageScanner struct {
 	SSE        bool
+	Events     Events // the answer's API's (see API.Events)
 	Strip      bool
 	Whole      bool // pass a stream on whole events at a time (strip does too)
 	WantFinish bool
-	finished   bool // a chunk carried a finish_reason
 	// the upstream ended the stream before its finish_reason with an
 	// error event, whose message this is; the event is not passed on (the
 	// gateway sends its own), nor the [DONE] after it
 	UpstreamError string
 	Errored       bool
-	cr            bool    // the last event ended in "\r" at the end of the bytes so far
-	dropped       bool    // the last event was not passed on
+	at            scanAt
 	buf           []byte  // the JSON body so far, or the current partial SSE event
 	pooled        *[]byte // buf's holder from usageBufs, if any
 	Full          bool    // a JSON body outgrew maxUsageBody: its tail is kept
@@ -49,6 +48,17 @@ type UsageScanner struct {
 
 	Passed // what was passed on
 	Usage  // the answer's usage, as read
+}
+
+// scanAt is where a scan of a stream is.
+type scanAt struct {
+	finished bool // an event said the answer is whole (a finish_reason, a message_stop)
+	cr       bool // the last event ended in "\r" at the end of the bytes so far
+	dropped  bool // the last event was not passed on
+	// an Anthropic answer's input counts so far: message_start gives
+	// them, a message_delta may again
+	input, cacheRead, cacheWrite int64
+	start                        bool // the event read is a message_start
 }
 
 // Passed is what an answer passed on, for an estimate when no usage
@@ -65,6 +75,9 @@ type Usage struct {
 	Cached             int64 // prompt tokens the provider served from its cache
 	Found              bool
 	Bad                bool // the upstream sent a usage value that is no count
+	// the prompt's counts came and the answer's did not (an Anthropic
+	// stream cut before its message_delta): Prompt and Cached hold
+	Partial bool
 }
 
 var (
@@ -159,14 +172,14 @@ func (u *UsageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 	written := 0
 	var err error
 	events := newSSEEvents(u.buf)
-	if u.cr && len(u.buf) > 0 && u.buf[0] == '\n' {
+	if u.at.cr && len(u.buf) > 0 && u.buf[0] == '\n' {
 		// the second half of the "\r\n" that ended the last event
 		events.pos = 1
-		if w != nil && !u.dropped {
+		if w != nil && !u.at.dropped {
 			written, err = w.Write(u.buf[:1])
 		}
 	}
-	u.cr = false
+	u.at.cr = false
 	for err == nil {
 		event, ok := events.next()
 		if !ok {
@@ -176,7 +189,7 @@ func (u *UsageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 		n, err = u.event(event, w)
 		written += n
 		if events.pos == len(u.buf) {
-			u.cr = event[len(event)-1] == '\r'
+			u.at.cr = event[len(event)-1] == '\r'
 		}
 	}
 	n := copy(u.buf, u.buf[events.pos:])
@@ -195,11 +208,10 @@ func (u *UsageScanner) scanEvents(p []byte, w io.Writer) (int, error) {
 // event reads the usage and the finish of one event and, when w is not
 // nil, writes it to w, stripped.
 func (u *UsageScanner) event(event []byte, w io.Writer) (int, error) {
-	u.dropped = false
-	if u.WantFinish && !u.finished {
-		// a finish_reason that is not null
-		u.finished = hasValue(event, finishReasonName, '"')
-		if !u.finished {
+	u.at.dropped = false
+	if u.WantFinish && !u.at.finished {
+		u.at.finished = u.finishes(event)
+		if !u.at.finished {
 			// an end before the finish is a cut: the client gets the
 			// gateway's error event as the stream's last (see
 			// midStreamFailure), never the upstream's own, nor one after
@@ -208,10 +220,10 @@ func (u *UsageScanner) event(event []byte, w io.Writer) (int, error) {
 			switch end, msg := endOf(event); end {
 			case streamError:
 				u.Errored, u.UpstreamError = true, msg
-				u.dropped = w != nil
+				u.at.dropped = w != nil
 				return 0, nil
 			case streamDone:
-				u.dropped = w != nil
+				u.at.dropped = w != nil
 				return 0, nil
 			}
 		}
@@ -219,7 +231,7 @@ func (u *UsageScanner) event(event []byte, w io.Writer) (int, error) {
 	if hasValue(event, usageName, '{') {
 		u.readUsage(event)
 		if u.Strip && w != nil && emptyChoices(event) {
-			u.dropped = true
+			u.at.dropped = true
 			return 0, nil // the usage-only chunk the client did not ask for
 		}
 	}
@@ -273,7 +285,8 @@ func (u *UsageScanner) tally(event []byte) {
 
 // isTextKey reports whether b ends with the key of a field whose string
 // value is generated text, in the chunks of the chat, completions and
-// responses streams: content, text, reasoning, a tool call's arguments, a
+// responses streams and the events of Anthropic's: content, text,
+// reasoning and thinking, a tool call's arguments (partial_json), a
 // refusal, a responses delta.
 func isTextKey(b []byte) bool {
 	j := len(b) - 1
@@ -288,16 +301,26 @@ func isTextKey(b []byte) bool {
 		return false
 	}
 	switch string(b[start+1 : j]) {
-	case "content", "text", "reasoning_content", "reasoning", "arguments", "refusal", "delta":
+	case "content", "text", "reasoning_content", "reasoning", "arguments", "refusal", "delta", "thinking", "partial_json":
 		return true
 	}
 	return false
 }
 
+// finishes reports whether an event says the answer is whole: a chunk's
+// finish_reason that is not null, Anthropic's message_stop.
+func (u *UsageScanner) finishes(event []byte) bool {
+	if u.Events == EventsAnthropic {
+		return hasString(event, typeName, messageStop)
+	}
+	return hasValue(event, finishReasonName, '"')
+}
+
 // complete reports whether the body ended as it should: a (chat)
-// completion stream with a chunk that carried a finish_reason.
+// completion stream with a chunk that carried a finish_reason, an
+// Anthropic stream with its message_stop.
 func (u *UsageScanner) Complete() bool {
-	return !u.WantFinish || u.finished
+	return !u.WantFinish || u.at.finished
 }
 
 // finish handles what is left of a stream (an unterminated last event)
@@ -312,7 +335,7 @@ func (u *UsageScanner) Finish(w io.Writer, aborted bool) {
 			if !u.Strip && !u.Whole {
 				w = nil // already passed on
 			}
-			if aborted || (u.WantFinish && !u.finished && !hasValue(u.buf, finishReasonName, '"')) {
+			if aborted || (u.WantFinish && !u.at.finished && !u.finishes(u.buf)) {
 				w = nil
 			}
 			_, _ = u.event(u.buf, w)
@@ -349,6 +372,9 @@ func (u *UsageScanner) readUsageAt(part []byte) bool {
 
 // readUsage reads the usage of one SSE event.
 func (u *UsageScanner) readUsage(event []byte) {
+	if u.Events == EventsAnthropic {
+		u.at.start = hasString(event, typeName, "message_start")
+	}
 	if data := sseData(event); len(data) > 0 {
 		u.readUsageJSON(bytes.TrimSpace(data))
 	}
@@ -375,7 +401,7 @@ func (u *UsageScanner) readUsageJSON(body []byte) {
 func (u *UsageScanner) usageObject(body []byte, i int) bool {
 	// the Chat and Completions APIs' names, or the Responses API's (and
 	// Anthropic's) input_tokens and output_tokens
-	var prompt, completion, details []byte
+	var prompt, completion, details, cacheRead, cacheWrite []byte
 	_, ok := jsonscan.ObjectFields(body, i, 4, func(key, raw []byte, _ int) {
 		switch string(key) {
 		case "prompt_tokens", "input_tokens":
@@ -384,10 +410,18 @@ func (u *UsageScanner) usageObject(body []byte, i int) bool {
 			completion = raw
 		case "prompt_tokens_details", "input_tokens_details":
 			details = raw
+		case "cache_read_input_tokens":
+			cacheRead = raw
+		case "cache_creation_input_tokens":
+			cacheWrite = raw
 		}
 	})
 	if !ok || prompt == nil && completion == nil {
 		return false
+	}
+	if u.Events == EventsAnthropic {
+		u.anthropicUsage(prompt, completion, cacheRead, cacheWrite)
+		return true
 	}
 	var cached []byte
 	if len(details) > 0 {
@@ -414,6 +448,38 @@ func (u *UsageScanner) setUsage(prompt, completion, cached []byte) {
 	}
 	if pok || cok {
 		u.Prompt, u.Completion, u.Cached, u.Found = p, c, min(k, p), true
+	}
+}
+
+// anthropicUsage records the counts of an Anthropic usage object, as raw
+// JSON values (nil when absent): its input_tokens leave out the cached
+// prompt, read (cache_read_input_tokens) or written
+// (cache_creation_input_tokens), which the prompt counts here as
+// OpenAI's prompt_tokens do. A stream gives them in parts: the input in
+// message_start, the output, a running total, in each message_delta,
+// which may give the input again; a count given again replaces the last,
+// one not given stays.
+func (u *UsageScanner) anthropicUsage(input, output, cacheRead, cacheWrite []byte) {
+	a := &u.at
+	if a.start {
+		// the output counted so far (0 or 1): the answer's is to come
+		output = nil
+	}
+	for _, c := range [...]struct {
+		raw []byte
+		to  *int64
+	}{{input, &a.input}, {output, &u.Completion}, {cacheRead, &a.cacheRead}, {cacheWrite, &a.cacheWrite}} {
+		if n, ok := upstreamCount(c.raw); ok {
+			*c.to = n
+		} else if !absentValue(c.raw) {
+			u.Bad = true
+		}
+	}
+	u.Prompt, u.Cached = a.input+a.cacheRead+a.cacheWrite, a.cacheRead
+	if !absentValue(output) {
+		u.Found, u.Partial = true, false
+	} else if !u.Found && !absentValue(input) {
+		u.Partial = true
 	}
 }
 

@@ -24,7 +24,12 @@ const (
 	epChat endpoint = iota
 	epCompletion
 	epEmbedding
+	epMessages    // Anthropic's Messages API, as vLLM serves it
+	epCountTokens // its token count
 )
+
+// anthropic reports whether the endpoint is one of Anthropic's API.
+func (ep endpoint) anthropic() bool { return ep == epMessages || ep == epCountTokens }
 
 // dialect selects vLLM's or OpenAI's variant of the response shapes.
 type dialect uint8
@@ -64,7 +69,7 @@ const (
 	errMaxTokens
 )
 
-var requiredField = [...]string{epChat: "messages", epCompletion: "prompt", epEmbedding: "input"}
+var requiredField = [...]string{epChat: "messages", epCompletion: "prompt", epEmbedding: "input", epMessages: "messages", epCountTokens: "messages"}
 
 // parseRequest extracts the fields the simulators use.
 func parseRequest(body []byte, ep endpoint) (inferenceRequest, requestError) {
@@ -78,14 +83,17 @@ func parseRequest(body []byte, ep endpoint) (inferenceRequest, requestError) {
 	if res[0].Type == gjson.String {
 		req.model, req.hasModel = res[0].Str, true
 	}
-	req.stream = ep != epEmbedding && res[1].Type == gjson.True
+	req.stream = ep != epEmbedding && ep != epCountTokens && res[1].Type == gjson.True
 	req.includeUsage = req.stream && res[2].Type == gjson.True
+	if ep == epMessages && res[4].Type != gjson.Number {
+		return req, requestError{kind: errMissing, field: "max_tokens"} // required there
+	}
 	if ep == epChat && res[3].Type == gjson.Number {
 		req.maxTokens, req.hasMaxTokens = res[3].Int(), true
 		if req.maxTokens < 1 {
 			return req, requestError{kind: errMaxTokens, field: "max_completion_tokens", value: req.maxTokens}
 		}
-	} else if ep != epEmbedding && res[4].Type == gjson.Number {
+	} else if ep != epEmbedding && ep != epCountTokens && res[4].Type == gjson.Number {
 		req.maxTokens, req.hasMaxTokens = res[4].Int(), true
 		if req.maxTokens < 1 {
 			return req, requestError{kind: errMaxTokens, field: "max_tokens", value: req.maxTokens}
@@ -242,8 +250,11 @@ func (c *completion) appendUsageChunk(b, head []byte) []byte {
 
 // appendBody appends the complete non-streamed response body.
 func (c *completion) appendBody(b []byte) []byte {
-	if c.ep == epEmbedding {
+	switch c.ep {
+	case epEmbedding:
 		return c.appendEmbeddings(b)
+	case epMessages:
+		return c.appendMessage(b)
 	}
 	b = c.head(b)
 	text := GeneratedText(c.tokens)
@@ -397,6 +408,9 @@ func (c *completion) respond(ctx context.Context, w http.ResponseWriter, itl tim
 	var timer *time.Timer
 	defer func() { stopTimer(timer) }()
 
+	if c.ep == epMessages && c.stream {
+		return c.respondMessages(ctx, w, itl, cut)
+	}
 	if !c.stream {
 		if c.ep != epEmbedding && !pause(ctx, time.Duration(c.tokens-1)*itl, &timer) {
 			return 0, false

@@ -59,6 +59,9 @@ type VLLMConfig struct {
 	// DisableRecording turns off request recording (Requests stays empty),
 	// for long or high-rate runs.
 	DisableRecording bool
+	// SSELineEnding ends the lines of event streams: "\n" (the default,
+	// uvicorn's), "\r\n" or "\r", as the SSE spec allows.
+	SSELineEnding string
 	// Clock returns the current time (default time.Now). It drives the
 	// KV-cache model (how many tokens a running request has generated, and
 	// the floor's climbs) and "created" timestamps, not the latencies: TTFT
@@ -121,6 +124,11 @@ func NewVLLM(cfg VLLMConfig) *VLLM {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	switch cfg.SSELineEnding {
+	case "\n", "\r\n", "\r":
+	default:
+		cfg.SSELineEnding = "\n"
 	}
 	v := &VLLM{
 		cfg:     cfg,
@@ -267,9 +275,11 @@ func (v *VLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 var inferencePaths = map[string]endpoint{
-	"/v1/chat/completions": epChat,
-	"/v1/completions":      epCompletion,
-	"/v1/embeddings":       epEmbedding,
+	"/v1/chat/completions":      epChat,
+	"/v1/completions":           epCompletion,
+	"/v1/embeddings":            epEmbedding,
+	"/v1/messages":              epMessages,
+	"/v1/messages/count_tokens": epCountTokens,
 }
 
 // allowMethod answers 405 the way FastAPI does unless r uses one of methods.
@@ -356,6 +366,16 @@ func (v *VLLM) writeError(w http.ResponseWriter, status int, typ, msg string, pa
 	writeJSON(w, status, errorBody{Error: errorInfo{Message: msg, Type: typ, Param: param, Code: status}})
 }
 
+// writeErrorFor is writeError in the shape of the endpoint's API: on
+// Anthropic's, vLLM's own types in Anthropic's envelope.
+func (v *VLLM) writeErrorFor(ep endpoint, w http.ResponseWriter, status int, typ, msg string, param *string) {
+	if ep.anthropic() {
+		writeJSON(w, status, anthropicErrorBody(typ, msg))
+		return
+	}
+	v.writeError(w, status, typ, msg, param)
+}
+
 // vllmErrorType derives vLLM's error type from a status: 503 ->
 // "ServiceUnavailableError", 500 -> "InternalServerError".
 func vllmErrorType(status int) string {
@@ -370,14 +390,14 @@ func vllmErrorType(status int) string {
 	return t + "Error"
 }
 
-func (v *VLLM) writeRequestError(w http.ResponseWriter, e requestError) {
+func (v *VLLM) writeRequestError(w http.ResponseWriter, ep endpoint, e requestError) {
 	switch e.kind {
 	case errJSON:
-		v.writeError(w, http.StatusBadRequest, "BadRequestError", "JSON decode error", nil)
+		v.writeErrorFor(ep, w, http.StatusBadRequest, "BadRequestError", "JSON decode error", nil)
 	case errMissing:
-		v.writeError(w, http.StatusBadRequest, "BadRequestError", "Field required: body."+e.field, nil)
+		v.writeErrorFor(ep, w, http.StatusBadRequest, "BadRequestError", "Field required: body."+e.field, nil)
 	case errMaxTokens:
-		v.writeError(w, http.StatusBadRequest, "BadRequestError",
+		v.writeErrorFor(ep, w, http.StatusBadRequest, "BadRequestError",
 			fmt.Sprintf("max_tokens must be at least 1, got %d.", e.value), nil)
 	}
 }
@@ -393,23 +413,28 @@ func ContextLengthMessage(maxModelLen, outputTokens, promptTokens int) string {
 func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoint, body []byte, fs *failureState, arrival time.Time) {
 	req, rerr := parseRequest(body, ep)
 	if rerr.kind != errNone {
-		v.writeRequestError(w, rerr)
+		v.writeRequestError(w, ep, rerr)
 		return
 	}
 	if req.hasModel {
 		if _, ok := v.names.Load().set[req.model]; !ok {
-			v.writeError(w, http.StatusNotFound, "NotFoundError",
+			v.writeErrorFor(ep, w, http.StatusNotFound, "NotFoundError",
 				"The model `"+req.model+"` does not exist.", nil)
 			return
 		}
 	}
 	prompt := EstimateTokens(body)
+	if ep == epCountTokens {
+		// vLLM renders the chat template and counts its tokens
+		writeJSON(w, http.StatusOK, map[string]any{"input_tokens": prompt, "context_management": map[string]int{"original_input_tokens": prompt}})
+		return
+	}
 	requested := 0
 	if req.hasMaxTokens {
 		requested = int(req.maxTokens)
 	}
 	if prompt+requested > v.cfg.MaxModelLen {
-		v.writeError(w, http.StatusBadRequest, "BadRequestError",
+		v.writeErrorFor(ep, w, http.StatusBadRequest, "BadRequestError",
 			ContextLengthMessage(v.cfg.MaxModelLen, requested, prompt), ptr("input_tokens"))
 		return
 	}
@@ -427,14 +452,14 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 			// vLLM's only 404 on an inference path
 			msg = "The model `" + req.model + "` does not exist."
 		}
-		v.writeError(w, status, vllmErrorType(status), msg, nil)
+		v.writeErrorFor(ep, w, status, vllmErrorType(status), msg, nil)
 		return
 	}
 
 	ctx := r.Context()
 	engine, err := v.sched.acquire(ctx)
 	if errors.Is(err, errQueueFull) {
-		v.writeError(w, http.StatusServiceUnavailable, "ServiceUnavailableError",
+		v.writeErrorFor(ep, w, http.StatusServiceUnavailable, "ServiceUnavailableError",
 			fmt.Sprintf("The server is at capacity: %d requests are queued or running (--max-num-queued-reqs). Please retry later.", v.cfg.MaxQueued), nil)
 		return
 	}
@@ -454,7 +479,7 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	sent, ok := v.generate(ctx, w, &completion{
 		d: dialectVLLM, ep: ep, id: newID(vllmIDPrefix[ep]), created: v.cfg.Clock().Unix(), model: v.model,
 		promptTokens: prompt, tokens: tokens, finish: finish,
-		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body,
+		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body, eol: v.cfg.SSELineEnding,
 	}, fs, arrival, em, seq)
 	em.genTokens.Add(float64(sent))
 	if !ok {
@@ -464,7 +489,7 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	em.e2e.Observe(time.Since(arrival).Seconds())
 }
 
-var vllmIDPrefix = [...]string{epChat: "chatcmpl-", epCompletion: "cmpl-", epEmbedding: "embd-"}
+var vllmIDPrefix = [...]string{epChat: "chatcmpl-", epCompletion: "cmpl-", epEmbedding: "embd-", epMessages: "chatcmpl-"}
 
 // generate waits for the first token and writes the response.
 func (v *VLLM) generate(ctx context.Context, w http.ResponseWriter, c *completion, fs *failureState, arrival time.Time, em *engineMetrics, seq *kvSeq) (int, bool) {
