@@ -68,6 +68,10 @@ const (
 	// every endpoint left asked for a wait (429 with Retry-After)
 	RateLimited Reason = "rate_limited"
 
+	// the target's group does not serve the request's API (an Anthropic
+	// Messages request, a chat-only upstream)
+	ProtocolUnsupported Reason = "protocol_unsupported"
+
 	// cloud targets closed: the client's budget is spent, or the
 	// gateway's daily cloud spend cap is reached
 	Budget   Reason = "client_budget"

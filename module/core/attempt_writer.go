@@ -252,15 +252,16 @@ func (aw *attemptWriter) readAnswer(status int, h http.Header) {
 		// a (chat) completion stream ends with a finish_reason, and it is
 		// passed on whole events at a time, so that an end before it is
 		// the gateway's to tell
-		wantFinish := status < 300 && rt.q.API.StreamUsage
-		rt.x.usage = protocol.UsageScanner{SSE: true, Strip: rt.inj.injected, Whole: alias != nil || wantFinish, WantFinish: wantFinish}
+		wantFinish := status < 300 && rt.q.API.StreamEnds
+		rt.x.usage = protocol.UsageScanner{SSE: true, Events: rt.q.API.Events, Strip: rt.inj.injected,
+			Whole: alias != nil || wantFinish, WantFinish: wantFinish}
 		aw.out.scan = &rt.x.usage
 	case plain && strings.HasPrefix(ct, "application/json"):
-		rt.x.usage = protocol.UsageScanner{}
+		rt.x.usage = protocol.UsageScanner{Events: rt.q.API.Events}
 		aw.out.scan = &rt.x.usage
 	}
 	if aw.out.scan != nil && alias != nil {
-		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.out.sse}
+		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.out.sse, Events: rt.q.API.Events}
 		aw.out.model = &rt.model
 	}
 	if (aw.out.sse && rt.inj.injected) || aw.out.model != nil {

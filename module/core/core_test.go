@@ -62,10 +62,20 @@ func (s *seen) record(group string, r *http.Request) {
 // the gateway provisions them.
 func coreFront(t *testing.T, rec *seen, upstreams map[string]upstreamFunc) *Front {
 	t.Helper()
-	groups := `{` +
-		`"a":{"kind":"openai","model_check":"off","proxy":{"upstreams":[{"dial":"127.0.0.1:1"}]}},` +
-		`"b":{"kind":"openai","model_check":"off","proxy":{"upstreams":[{"dial":"127.0.0.1:1"}]}},` +
-		`"c":{"kind":"openai","model_check":"off","proxy":{"upstreams":[{"dial":"127.0.0.1:1"}]}}}`
+	return coreFrontOf(t, rec, upstreams, nil)
+}
+
+// coreFrontOf is coreFront with the APIs some groups serve.
+func coreFrontOf(t *testing.T, rec *seen, upstreams map[string]upstreamFunc, apis map[string]string) *Front {
+	t.Helper()
+	group := func(name string) string {
+		g := `"` + name + `":{"kind":"openai","model_check":"off",`
+		if a := apis[name]; a != "" {
+			g += `"apis":` + a + `,`
+		}
+		return g + `"proxy":{"upstreams":[{"dial":"127.0.0.1:1"}]}}`
+	}
+	groups := `{` + group("a") + `,` + group("b") + `,` + group("c") + `}`
 	aliases := `{"chat-main":{"targets":[{"group":"a","model":"gpt-a"},{"group":"b","model":"gpt-b"},{"group":"c","model":"gpt-c"}]}}`
 	storage := `{"module":"file_system","root":` + strconvQuote(t.TempDir()) + `}`
 	base, err := caddy.ProvisionContext(&caddy.Config{Admin: &caddy.AdminConfig{Disabled: true}, StorageRaw: json.RawMessage(storage)})
@@ -111,10 +121,17 @@ func coreFront(t *testing.T, rec *seen, upstreams map[string]upstreamFunc) *Fron
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
-// ask sends one request through the core, as the gateway hands it over.
+// ask sends one chat request through the core, as the gateway hands it
+// over.
 func ask(t *testing.T, f *Front, body string) *httptest.ResponseRecorder {
 	t.Helper()
-	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	return askAt(t, f, "/v1/chat/completions", body)
+}
+
+// askAt sends one request to an endpoint through the core.
+func askAt(t *testing.T, f *Front, path, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
 	w := httptest.NewRecorder()
@@ -448,5 +465,32 @@ func TestCoreAJSONAnswerGoesOutWithItsLength(t *testing.T) {
 				t.Errorf("flushed %v", w.Flushed)
 			}
 		})
+	}
+}
+
+// An Anthropic Messages request: a target whose group does not serve the
+// API is passed over before any byte, never sent the body; one that
+// does answers in the API's shape, the alias in its model; with none, the
+// client gets a 404 in Anthropic's error shape, and no retry.
+func TestCoreMessagesGoWhereTheAPIIsServed(t *testing.T) {
+	const body = `{"model":"chat-main","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	answer := func(w http.ResponseWriter, _ *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"gpt-b","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`)
+		return err
+	}
+	rec := new(seen)
+	g := coreFrontOf(t, rec, map[string]upstreamFunc{"b": answer}, map[string]string{"b": `["messages"]`})
+	w := askAt(t, g, "/v1/messages", body)
+	if w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "b:gpt-b" || gjson.Get(w.Body.String(), "model").String() != "chat-main" ||
+		w.Header().Get("X-Hybrid-Fallback-Reason") != "a:protocol_unsupported" {
+		t.Fatalf("%d after %v: %s %v", w.Code, rec.calls, w.Body, w.Header())
+	}
+	rec = new(seen)
+	g = coreFrontOf(t, rec, nil, nil)
+	w = askAt(t, g, "/v1/messages", body)
+	if w.Code != http.StatusNotFound || len(rec.calls) != 0 || w.Header().Get("X-Should-Retry") != "false" ||
+		gjson.Get(w.Body.String(), "type").String() != "error" || gjson.Get(w.Body.String(), "error.type").String() != "not_found_error" {
+		t.Errorf("no target serves it: %d after %v: %s %v", w.Code, rec.calls, w.Body, w.Header())
 	}
 }

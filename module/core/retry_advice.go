@@ -74,7 +74,8 @@ func retryAdvice(attempts []routing.Attempt, t0 time.Time) (never bool, after ti
 // target falls back on, or its context window is too small.
 func permanentFailure(a *routing.Attempt) bool {
 	switch a.Reason {
-	case because.Misconfig, because.ContextWindow, because.ContextLength, because.UpstreamAuth, because.ModelNotFound, because.NotAPI:
+	case because.Misconfig, because.ContextWindow, because.ContextLength, because.UpstreamAuth, because.ModelNotFound, because.NotAPI,
+		because.ProtocolUnsupported:
 		return true
 	}
 	if !strings.HasPrefix(string(a.Reason), "http_4") {

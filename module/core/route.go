@@ -231,7 +231,7 @@ func (rt *Route) failVerdict() failVerdict {
 		switch a.Reason {
 		case because.NoEndpoint, because.RedLine, because.Unhealthy, because.Misconfig, because.StaleMetrics,
 			because.Overflow, because.BreakerOpen, because.Degraded, because.ContextWindow, because.Drained, because.RateLimited,
-			because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap,
+			because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap, because.ProtocolUnsupported,
 			because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown:
 		case because.Deadline:
 			timedOut = true
@@ -242,6 +242,11 @@ func (rt *Route) failVerdict() failVerdict {
 		}
 	}
 	switch {
+	case unserved(rt.x.attempts):
+		// no target of the alias speaks the request's API: nothing to
+		// wait for (Claude Code counts its tokens itself when
+		// count_tokens is not found)
+		v.status, v.code, v.typ = http.StatusNotFound, "api_not_served", protocol.TypeInvalidRequest
 	case timedOut && v.status == http.StatusServiceUnavailable:
 		v.status, v.code = http.StatusGatewayTimeout, "deadline_exceeded"
 	case v.full:
@@ -332,6 +337,17 @@ func (rt *Route) failMessage(al *routing.Alias, v *failVerdict) string {
 		sb.WriteString(")")
 	}
 	return sb.String()
+}
+
+// unserved reports whether every target was passed over for the
+// request's API.
+func unserved(attempts []routing.Attempt) bool {
+	for _, a := range attempts {
+		if a.Reason != because.ProtocolUnsupported {
+			return false
+		}
+	}
+	return len(attempts) > 0
 }
 
 // atCapacity reports whether an attempt found its target full rather than

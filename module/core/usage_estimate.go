@@ -13,7 +13,9 @@ import (
 // upstream that sends none. The client was served the prompt and what
 // was passed on of the answer, so that is what it is charged, estimated
 // and marked as such (llm_usage_estimated in the access log,
-// usage_estimated_total in the metrics):
+// usage_estimated_total in the metrics); the prompt's own counts when the
+// answer gave them before it broke off (an Anthropic stream's
+// message_start):
 //
 //   - the prompt: the bytes of the fields the upstream makes it of
 //     (messages, prompt, input, instructions, tools, functions), JSON and
@@ -29,13 +31,17 @@ import (
 //     of a JSON
 //     answer, its text's bytes divided by 4; of an answer the gateway
 //     does not read (compressed, another type), its bytes divided by 4,
-//     at most what max_tokens allowed. Embeddings have no completion.
+//     at most what max_tokens allowed. Embeddings have no completion;
+//     a token count (Anthropic's count_tokens) is charged nothing.
 
 // estimateUsage sets the request's tokens to the gateway's estimate (b
 // bounds them; gw is the gateway's name, for the metrics) when
 // it was answered (2xx) and the answer carried no usage, or when the
 // client left before the answer, with the request at an upstream.
 func (x *exchange) estimateUsage(b *routing.TokenBounds, gw string) {
+	if x.q.API.Free {
+		return // a token count: nothing generated, nothing charged
+	}
 	if x.ans.target == nil && x.ans.abandoned != nil {
 		x.estimateAbandoned(b, gw)
 		return
@@ -44,7 +50,10 @@ func (x *exchange) estimateUsage(b *routing.TokenBounds, gw string) {
 		return
 	}
 	u := &x.usage
-	u.Prompt, u.Completion, u.Cached = b.PromptEstimate(), 0, 0
+	if !u.Partial {
+		u.Prompt, u.Cached = b.PromptEstimate(), 0
+	}
+	u.Completion = 0
 	switch {
 	case x.q.API.PromptOnly:
 	case u.SSE:

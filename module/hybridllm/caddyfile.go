@@ -38,11 +38,12 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		stream_usage  on|off
 //		pass_headers  <names...>
 //		response_model alias|upstream
-//		paths         <endpoint...>   # default chat/completions completions embeddings responses
+//		paths         <endpoint...>   # default chat/completions completions embeddings responses messages messages/count_tokens
 //
 //		group <name> {
 //			kind    vllm|openai
 //			api_key <key>
+//			apis    <endpoint...>   # default: vllm all of paths' default, openai the OpenAI ones
 //			stream_usage on|off
 //			proxy   [<upstreams...>] {
 //				# any reverse_proxy subdirective

@@ -30,6 +30,8 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			err = unmarshalGroupKind(d, grp)
 		case "api_key":
 			err = unmarshalGroupAPIKey(d, grp)
+		case "apis":
+			err = unmarshalGroupAPIs(d, grp)
 		case "stream_usage":
 			err = unmarshalGroupStreamUsage(d, grp)
 		case "max_num_seqs", "max_queue":
@@ -43,7 +45,7 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 		case "proxy":
 			schemeless, err = unmarshalGroupProxy(d, helper, grp)
 		default:
-			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
+			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "apis", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
 		}
 		if err != nil {
 			return nil, err
@@ -100,6 +102,19 @@ func unmarshalGroupAPIKey(d *caddyfile.Dispenser, grp *Group) error {
 	grp.APIKey = d.Val()
 	if d.NextArg() {
 		return d.ArgErr()
+	}
+	return nil
+}
+
+// unmarshalGroupAPIs parses a group's apis subdirective: the endpoints of
+// the APIs its upstreams serve.
+func unmarshalGroupAPIs(d *caddyfile.Dispenser, grp *Group) error {
+	if grp.APIs != nil {
+		return d.Err("apis already specified")
+	}
+	grp.APIs = d.RemainingArgs()
+	if len(grp.APIs) == 0 {
+		return d.Err("apis needs the endpoints the group serves, such as chat/completions messages")
 	}
 	return nil
 }

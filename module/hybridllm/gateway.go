@@ -139,7 +139,8 @@ type RequestSettings struct {
 
 	// The inference endpoints a POST may go to, each the end of the
 	// request's path; any other POST is answered 404. Default:
-	// `chat/completions`, `completions`, `embeddings`, `responses`.
+	// `chat/completions`, `completions`, `embeddings`, `responses`, and
+	// Anthropic's `messages` and `messages/count_tokens`.
 	Paths []string `json:"paths,omitempty"`
 
 	// Whether the X-Hybrid-* response headers are sent. Default: true.

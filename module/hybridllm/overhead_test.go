@@ -69,8 +69,12 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 	defer client.CloseIdleConnections()
 	post := func(addr, model string) int {
+		path := "/v1/chat/completions"
+		if m, ok := strings.CutSuffix(model, " messages"); ok {
+			path, model = "/v1/messages", m // the same request in the Messages API
+		}
 		body := []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":16}`)
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/chat/completions", bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		// the quickstart's client key; every server gets it, for the same bytes
 		req.Header.Set("Authorization", "Bearer sk-bench-client")
@@ -90,6 +94,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	for _, tc := range []struct{ name, addr, model string }{
 		{"reverse_proxy", plainAddr, "qwen"},
 		{"hybrid_llm", hybridAddr, "chat-main"},
+		{"hybrid_llm messages", hybridAddr, "chat-main messages"},
 		{"reverse_proxy+log", plainLogAddr, "qwen"},
 		{"quickstart+log", quickAddr, "chat-main"},
 		{"quickstart+log+limits", limitsAddr, "chat-main"},

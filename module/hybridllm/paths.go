@@ -13,8 +13,8 @@ import (
 )
 
 // defaultPaths are the inference endpoints the gateway forwards when the
-// config names none: the OpenAI ones it reads and meters.
-var defaultPaths = []string{"chat/completions", "completions", "embeddings", "responses"}
+// config names none: the OpenAI and Anthropic ones it reads and meters.
+var defaultPaths = []string{"chat/completions", "completions", "embeddings", "responses", "messages", "messages/count_tokens"}
 
 // inferencePaths are the endpoints a POST may go to, each matched as the
 // end of the request's path ("/v1/chat/completions" is chat/completions).

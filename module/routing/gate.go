@@ -110,14 +110,18 @@ func NewTargetKit(c clock.Clock, logger *zap.Logger, m *money.Money, deadline ti
 	return k
 }
 
-// GatesOf is target t's gates, in the order they are asked: taken out
-// (drained, unlisted, a cloud's 429), a cloud closed by spend, the context
-// window, overflow, the breaker, and the cloud hold last, as the attempt
-// starts.
+// GatesOf is target t's gates, in the order they are asked: the API its
+// group serves, taken out (drained, unlisted, a cloud's 429), a cloud
+// closed by spend, the context window, overflow, the breaker, and the
+// cloud hold last, as the attempt starts.
 func (k TargetKit) GatesOf(t *Target) []Gate {
 	grp := t.Upstream
 	cloud := grp.Kind == upstream.KindOpenAI
-	gates := []Gate{outGate{clock: k.clock}}
+	var gates []Gate
+	if !grp.ServesAll() {
+		gates = append(gates, apiGate{})
+	}
+	gates = append(gates, outGate{clock: k.clock})
 	if cloud && k.spend != nil {
 		gates = append(gates, cloudClosedGate{k.spend})
 	}

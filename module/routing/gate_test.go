@@ -78,13 +78,17 @@ func TestGatesOfWhatIsConfigured(t *testing.T) {
 		t    *Target
 		want string
 	}{
-		{"a cloud, nothing else", bare, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}, "out"},
-		{"a cloud with a window", bare, &Target{ContextWindow: 8192, Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}, "out window"},
-		{"a cloud with clients, unpriced", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}, "out closed"},
-		{"a priced cloud with clients", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI, Cost: cost}}, "out closed hold"},
-		{"a priced cloud with a breaker", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI, Cost: cost, Breaker: &breaker.Config{}}}, "out closed breaker hold"},
-		{"a priced cloud without clients", bare, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI, Cost: cost}}, "out"},
+		{"a cloud, nothing else", bare, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}, "api out"},
+		{"a cloud with a window", bare, &Target{ContextWindow: 8192, Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}, "api out window"},
+		{"a cloud with clients, unpriced", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}, "api out closed"},
+		{"a priced cloud with clients", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI, Cost: cost}}, "api out closed hold"},
+		{"a priced cloud with a breaker", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI, Cost: cost, Breaker: &breaker.Config{}}}, "api out closed breaker hold"},
+		{"a priced cloud without clients", bare, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI, Cost: cost}}, "api out"},
+		{"a cloud that serves every API", bare, &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI,
+			APISettings: upstream.APISettings{APIs: upstream.VLLMAPIs}}}, "out"},
 		{"vllm", spent, &Target{Upstream: vllm}, "out window"},
+		{"vllm of chat completions only", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindVLLM, VLLM: &upstream.VLLMGroup{},
+			APISettings: upstream.APISettings{APIs: []string{"chat/completions"}}}}, "api out window"},
 		{"vllm with overflow and a breaker", spent, &Target{Upstream: &upstream.Group{Kind: upstream.KindVLLM, VLLM: &upstream.VLLMGroup{},
 			Overflow: &upstream.OverflowConfig{}, Breaker: &breaker.Config{}}}, "out window overflow breaker"},
 	} {
@@ -110,9 +114,9 @@ func TestChainGatesComeFirst(t *testing.T) {
 		t    *Target
 		want string
 	}{
-		{"a tier", &Target{Tier: &TierConfig{}, Upstream: cloud}, "tier out"},
-		{"an upper target with a trigger", &Target{Trigger: &DegradeTrigger{}, Upstream: cloud}, "trigger out"},
-		{"an upper target without one", &Target{Upstream: cloud}, "out"},
+		{"a tier", &Target{Tier: &TierConfig{}, Upstream: cloud}, "tier api out"},
+		{"an upper target with a trigger", &Target{Trigger: &DegradeTrigger{}, Upstream: cloud}, "trigger api out"},
+		{"an upper target without one", &Target{Upstream: cloud}, "api out"},
 	} {
 		var names []string
 		for _, gt := range k.ChainGates(c, "chat", tc.t, k.GatesOf(tc.t)) {
@@ -127,6 +131,8 @@ func TestChainGatesComeFirst(t *testing.T) {
 // partName is a gate's or an observer's short name.
 func partName(part any) string {
 	switch part.(type) {
+	case apiGate:
+		return "api"
 	case outGate:
 		return "out"
 	case cloudClosedGate:

@@ -26,6 +26,19 @@ type outGate struct {
 func (o outGate) Judge(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock) }
 func (o outGate) Admit(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock) }
 
+// apiGate passes over a target whose group does not serve the request's
+// API.
+type apiGate struct{ takesNothing }
+
+func (apiGate) Judge(p *Passage, t *Target) Reason {
+	if !t.Upstream.Serves(p.Bounds.Asked.API.Endpoint) {
+		return because.ProtocolUnsupported
+	}
+	return ""
+}
+
+func (a apiGate) Admit(p *Passage, t *Target) Reason { return a.Judge(p, t) }
+
 // windowGate passes over a target whose context window cannot hold the
 // request, or is no larger than one a context-length error proved too
 // small.

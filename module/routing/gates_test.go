@@ -67,3 +67,32 @@ func TestWindowGate(t *testing.T) {
 		t.Errorf("a window a context-length error proved too small: %q", why)
 	}
 }
+
+// A target whose group does not serve the request's API is passed over
+// for it (an OpenAI cloud and an Anthropic Messages request), and not for
+// another, nor for an endpoint the gateway forwards without knowing it.
+func TestAPIGate(t *testing.T) {
+	var g apiGate
+	cloud := &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}
+	vllm := &Target{Upstream: &upstream.Group{Kind: upstream.KindVLLM}}
+	chatOnly := &Target{Upstream: &upstream.Group{Kind: upstream.KindVLLM, APISettings: upstream.APISettings{APIs: []string{"chat/completions"}}}}
+	for _, tc := range []struct {
+		api  *protocol.API
+		t    *Target
+		want Reason
+	}{
+		{protocol.Messages, cloud, because.ProtocolUnsupported},
+		{protocol.CountTokens, cloud, because.ProtocolUnsupported},
+		{protocol.ChatCompletions, cloud, ""},
+		{protocol.Messages, vllm, ""},
+		{protocol.Messages, chatOnly, because.ProtocolUnsupported},
+		{protocol.Embeddings, chatOnly, because.ProtocolUnsupported},
+		{protocol.Other, chatOnly, ""},
+	} {
+		p := passageFor(`{"model":"chat","messages":[]}`)
+		p.Bounds.Asked.API = tc.api
+		if why := g.Admit(p, tc.t); why != tc.want {
+			t.Errorf("%s on %s %v: %q, want %q", tc.api.Endpoint, tc.t.Upstream.Kind, tc.t.Upstream.APIs, why, tc.want)
+		}
+	}
+}

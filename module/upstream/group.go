@@ -88,13 +88,9 @@ type Group struct {
 	// The group's cost model, for the cost ledger and the cloud spend.
 	Cost *CostConfig `json:"cost,omitempty"`
 
-	// Whether a streamed (chat) completion whose client did not ask for
-	// usage is sent to this group with stream_options.include_usage, so
-	// that its tokens are counted (the extra usage chunk is removed
-	// before the client sees it). Turn it off for an OpenAI-compatible
-	// provider that refuses unknown fields. Default: the gateway's
-	// setting (on).
-	StreamUsage *bool `json:"stream_usage,omitempty"`
+	// The APIs the group's upstreams speak, and how a stream's usage is
+	// asked of them.
+	APISettings
 
 	// The group's runtime, set as it is provisioned: requests the
 	// gateway has in flight to it, its state that outlives reloads, its
@@ -105,6 +101,62 @@ type Group struct {
 	VLLM     *VLLMGroup   `json:"-"`
 	Check    ModelCheck   `json:"-"`
 	Run      GroupRun     `json:"-"`
+}
+
+// APISettings are the APIs a group's upstreams speak, and how a stream's
+// usage is asked of them.
+type APISettings struct {
+	// The APIs the group's upstreams serve, by endpoint: chat/completions,
+	// completions, embeddings, responses, messages (Anthropic's Messages
+	// API) and messages/count_tokens. A request to another is passed over
+	// by the group's targets (reason protocol_unsupported). Default: a
+	// vllm group, all of them (vLLM serves the Messages API since 0.11);
+	// an openai group, the OpenAI ones.
+	APIs []string `json:"apis,omitempty"`
+
+	// Whether a streamed (chat) completion whose client did not ask for
+	// usage is sent to this group with stream_options.include_usage, so
+	// that its tokens are counted (the extra usage chunk is removed
+	// before the client sees it). Turn it off for an OpenAI-compatible
+	// provider that refuses unknown fields. Default: the gateway's
+	// setting (on).
+	StreamUsage *bool `json:"stream_usage,omitempty"`
+}
+
+// The APIs a group serves unless it says (see APISettings.APIs).
+var (
+	OpenAIAPIs = []string{"chat/completions", "completions", "embeddings", "responses"}
+	VLLMAPIs   = []string{"chat/completions", "completions", "embeddings", "responses", "messages", "messages/count_tokens"}
+)
+
+// Serves reports whether the group's upstreams serve the API of an
+// endpoint ("": one the gateway forwards without knowing it, which any
+// group may serve).
+func (grp *Group) Serves(endpoint string) bool {
+	apis := grp.APIs
+	if len(apis) == 0 {
+		apis = defaultAPIs(grp.Kind)
+	}
+	return endpoint == "" || slices.Contains(apis, endpoint)
+}
+
+// defaultAPIs are the APIs a group of a kind serves unless it says.
+func defaultAPIs(kind string) []string {
+	if kind == KindVLLM {
+		return VLLMAPIs
+	}
+	return OpenAIAPIs
+}
+
+// ServesAll reports whether the group serves every API a vllm group
+// serves by default: no request is passed over for its API.
+func (grp *Group) ServesAll() bool {
+	for _, api := range VLLMAPIs {
+		if !grp.Serves(api) {
+			return false
+		}
+	}
+	return true
 }
 
 // VLLMSettings are a vllm group's red line, per-endpoint settings and
@@ -200,6 +252,16 @@ func (grp *Group) Provision(ctx caddy.Context, name string, maxBody int64) error
 	return nil
 }
 
+// checkAPIs checks the APIs the group says it serves.
+func (grp *Group) checkAPIs() error {
+	for _, api := range grp.APIs {
+		if api == "" || strings.ContainsAny(api, " *?#") || strings.HasPrefix(api, "/") || strings.HasSuffix(api, "/") {
+			return fmt.Errorf("apis: %q is not an endpoint such as chat/completions or messages", api)
+		}
+	}
+	return nil
+}
+
 // validate checks the group's settings, and reads its model_check.
 func (grp *Group) validate() error {
 	switch grp.Kind {
@@ -211,6 +273,9 @@ func (grp *Group) validate() error {
 	}
 	if len(grp.ProxyRaw) == 0 {
 		return fmt.Errorf("no proxy configured")
+	}
+	if err := grp.checkAPIs(); err != nil {
+		return err
 	}
 	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil || grp.Health != nil) {
 		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe and health apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
