@@ -117,8 +117,7 @@ func TestMessagesNativeThroughTheAnthropicSDK(t *testing.T) {
 }
 
 // Errors on /v1/messages come in Anthropic's shape, which the SDK reads:
-// an unknown alias, a missing key; and an upstream's own error passed on
-// with the served model's name replaced.
+// an unknown alias, a missing key, and an upstream's own error.
 func TestMessagesErrorsInAnthropicShape(t *testing.T) {
 	e, ctx := messagesEnv(t, simulator.VLLMConfig{})
 	var last *http.Response
@@ -137,14 +136,13 @@ func TestMessagesErrorsInAnthropicShape(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
-	// a context-length 400 from the only target that serves the API is
-	// the answer, in the API's shape, naming the alias
+	// an upstream's 400, from the only target that serves the API, is the
+	// answer, in the API's shape (vLLM's own type is BadRequestError)
 	e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: http.StatusBadRequest})
 	c := anthropicClient(messagesKey, &last)
 	_, err := c.Messages.New(ctx, messageParams("chat-main"))
 	var apierr *anthropic.Error
-	if !errors.As(err, &apierr) || apierr.StatusCode != http.StatusBadRequest || apierr.Type() != anthropic.ErrorTypeInvalidRequestError ||
-		strings.Contains(apierr.RawJSON(), selfModel) {
+	if !errors.As(err, &apierr) || apierr.StatusCode != http.StatusBadRequest || apierr.Type() != anthropic.ErrorTypeInvalidRequestError {
 		t.Errorf("an upstream's 400: %v", err)
 	}
 }
@@ -255,5 +253,42 @@ func TestMessagesRawClients(t *testing.T) {
 	if rec["llm_outcome"] != "client_canceled" || rec["llm_usage_estimated"] != true || prompt != float64(3) ||
 		rec["llm_completion_tokens"].(float64) < 5 || rec["llm_completion_tokens"].(float64) >= 40 {
 		t.Errorf("the cut stream's record: %v", rec)
+	}
+}
+
+// Mirrors copy a Messages request only to groups that serve the API
+// (a vLLM, not an OpenAI cloud), with the API's headers (its version,
+// which Anthropic's API requires); a token count is never copied.
+func TestMessagesMirrors(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	next, nextSrv := startVLLM(t, simulator.VLLMConfig{ServedModelNames: []string{"qwen-next"}})
+	mirrors := "alias chat-main {\n\tmirror cloud " + cloudModel + " {\n\t\tratio 100%\n\t}\n\tmirror next qwen-next {\n\t\tratio 100%\n\t}\n"
+	loadMessages(t, e, strings.Replace(messagesGateway, "alias chat-main {\n", mirrors, 1)+
+		"group next {\n\tkind vllm\n\tproxy "+nextSrv.URL()+"\n\tprobe {\n\t\thealth_interval 1m\n\t}\n}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last *http.Response
+	sdk := anthropicClient(messagesKey, &last)
+	if _, err := sdk.Messages.New(ctx, messageParams("chat-main")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sdk.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "chat-main", Messages: messageParams("chat-main").Messages}); err != nil {
+		t.Fatal(err)
+	}
+	copies := func() (n int, last simulator.RecordedRequest) {
+		for _, r := range next.Requests() {
+			if r.Method == http.MethodPost {
+				n, last = n+1, r
+			}
+		}
+		return n, last
+	}
+	waitFor(t, "the copy at next", func() bool { n, _ := copies(); return n > 0 })
+	n, c := copies()
+	if n != 1 || c.Path != "/v1/messages" || gjson.GetBytes(c.Body, "model").String() != "qwen-next" || c.Header.Get("Anthropic-Version") != "2023-06-01" {
+		t.Errorf("next got %d copies, the last %s %v %s", n, c.Path, c.Header, c.Body)
+	}
+	for _, p := range e.cloudPosts() {
+		t.Errorf("the cloud got a copy: %s", p.Path)
 	}
 }

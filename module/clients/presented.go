@@ -43,7 +43,7 @@ func Presented(h http.Header) (key, problem string) {
 	}
 	switch {
 	case key == "":
-		return "", "no API key: send it as `Authorization: Bearer <key>`"
+		return "", "no API key: send it as `Authorization: Bearer <key>` or `x-api-key: <key>`"
 	case len(key) > MaxKeyLength:
 		return "", "the API key is too long"
 	}

@@ -96,7 +96,7 @@ type attemptEnd struct {
 	err        error // what the proxy returned
 	clientGone bool  // the client left
 	// a held 4xx, read whole, that moves the request on
-	contextErr, modelMissing bool
+	contextErr, modelMissing, unserved bool
 }
 
 // attemptContext is an attempt's context: one its time limits (see
@@ -156,10 +156,12 @@ func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	switch aw.status {
 	case http.StatusNotFound:
 		end.modelMissing = rt.q.API.Errors.ModelNotFound(aw.hold.body.Bytes())
+		// a vLLM older than Anthropic's API has no route for it
+		end.unserved = rt.q.API.Events == protocol.EventsAnthropic && protocol.RouteMissing(aw.hold.body.Bytes())
 	case http.StatusBadRequest:
 		end.contextErr = aw.hold.badRequest && rt.q.API.Errors.ContextLength(aw.hold.body.Bytes())
 	}
-	if end.contextErr || end.modelMissing {
+	if end.contextErr || end.modelMissing || end.unserved {
 		return false
 	}
 	held := aw.hold.body.Bytes()
@@ -183,6 +185,11 @@ func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 func (rt *Route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
 	cut := false
 	if aw.out.scan != nil {
+		if end.aborted && aw.out.sse && aw.out.scan.WantFinish && rt.q.API.Events == protocol.EventsAnthropic && aw.out.scan.Complete() {
+			// closed after its message_stop, which nothing follows: the
+			// answer is whole
+			end.aborted = false
+		}
 		aw.finishBody(end.aborted)
 		cut = !end.aborted && !aw.out.scan.Complete()
 	}
@@ -224,6 +231,8 @@ func (rt *Route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		a.Reason = because.ContextLength
 	case end.modelMissing:
 		a.Reason = because.ModelNotFound
+	case end.unserved:
+		a.Reason = because.ProtocolUnsupported
 	case aw.hold.notAPI:
 		a.Reason = because.NotAPI
 	case aw.status != 0 && aw.hold.body == nil:

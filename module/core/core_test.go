@@ -494,3 +494,53 @@ func TestCoreMessagesGoWhereTheAPIIsServed(t *testing.T) {
 		t.Errorf("no target serves it: %d after %v: %s %v", w.Code, rec.calls, w.Body, w.Header())
 	}
 }
+
+// An Anthropic stream whose upstream connection breaks after its
+// message_stop is whole: no error event follows it, and the answer is an
+// answer, not an interruption.
+func TestCoreMessagesWholeAtMessageStop(t *testing.T) {
+	stream := "event: message_start\ndata: " + `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"gpt-b","content":[],"usage":{"input_tokens":3,"output_tokens":0}}}` + "\n\n" +
+		"event: content_block_delta\ndata: " + `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}` + "\n\n" +
+		"event: message_delta\ndata: " + `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}` + "\n\n"
+	for _, whole := range []bool{true, false} {
+		upstream := stream
+		if whole {
+			upstream += "event: message_stop\ndata: " + `{"type":"message_stop"}` + "\n\n"
+		}
+		g := coreFrontOf(t, new(seen), map[string]upstreamFunc{"b": func(w http.ResponseWriter, _ *http.Request) error {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, upstream)
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}}, map[string]string{"b": `["messages"]`})
+		w := askAt(t, g, "/v1/messages", `{"model":"chat-main","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+		body := w.Body.String()
+		if errored := strings.Contains(body, "event: error\n"); errored == whole {
+			t.Errorf("whole %v: %q", whole, body)
+		}
+	}
+}
+
+// A vLLM older than Anthropic's API answers its path 404 with FastAPI's
+// {"detail":"Not Found"}: on a Messages request that is a target that
+// does not serve the API, passed over for the next; on a chat request it
+// stays the answer.
+func TestCoreMessagesPassARouteMiss(t *testing.T) {
+	routeMiss := fail(http.StatusNotFound, `{"detail":"Not Found"}`)
+	answer := func(w http.ResponseWriter, _ *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		_, err := io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"gpt-b","content":[],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}`)
+		return err
+	}
+	rec := new(seen)
+	g := coreFrontOf(t, rec, map[string]upstreamFunc{"a": routeMiss, "b": answer}, map[string]string{"a": `["messages"]`, "b": `["messages"]`})
+	w := askAt(t, g, "/v1/messages", `{"model":"chat-main","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`)
+	if w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "a:gpt-a b:gpt-b" || w.Header().Get("X-Hybrid-Fallback-Reason") != "a:protocol_unsupported" {
+		t.Errorf("messages: %d after %v: %v", w.Code, rec.calls, w.Header())
+	}
+	rec = new(seen)
+	g = coreFrontOf(t, rec, map[string]upstreamFunc{"a": routeMiss}, nil)
+	if w := ask(t, g, chatBody); w.Code != http.StatusNotFound || strings.Join(rec.calls, " ") != "a:gpt-a" {
+		t.Errorf("chat: %d after %v", w.Code, rec.calls)
+	}
+}

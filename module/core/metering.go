@@ -6,6 +6,7 @@ package core
 import (
 	"time"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap"
 )
@@ -33,8 +34,10 @@ func meter(f *Front, x *exchange) {
 		routing.RequestsTotal.WithLabelValues(gw, al.Name, group, model, outcome, code, client, color).Inc()
 	}
 	for _, a := range x.attempts {
-		if a.Returned {
-			continue // counted as its try back ended
+		if a.Returned || a.Reason == because.ProtocolUnsupported {
+			// counted as its try back ended; or a target of another API,
+			// which no request of this one falls back from
+			continue
 		}
 		if routing.IsOverflowReason(a.Reason) {
 			routing.OverflowsTotal.WithLabelValues(gw, al.Name, a.Target.Group, group, string(a.Reason)).Inc()

@@ -27,7 +27,13 @@ import (
 // takes its share. The copy's body is built here, from the body already
 // read; the rest runs on its own goroutine.
 func sendMirrors(al *routing.Alias, f *Front, r *http.Request, id string, q *routing.Asked, u *usageAsk) {
+	if q.API.Free {
+		return // a token count is no traffic to validate
+	}
 	for _, m := range al.Mirrors {
+		if !m.Upstream.Serves(q.API.Endpoint) {
+			continue // never sent a body it cannot read
+		}
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue
 		}
@@ -42,7 +48,7 @@ func sendMirrors(al *routing.Alias, f *Front, r *http.Request, id string, q *rou
 			m.Series.Dropped.Inc()
 			continue
 		}
-		c := &mirrorCopy{m: m, f: f, alias: al, parent: id, id: newRequestID(), stream: q.Stream}
+		c := &mirrorCopy{m: m, f: f, alias: al, parent: id, id: newRequestID(), stream: q.Stream, events: q.API.Events}
 		c.length, _ = u.bodyFor(q, &m.Target, &c.body)
 		c.req = c.request(r)
 		go c.run()
@@ -56,8 +62,12 @@ func sendMirrors(al *routing.Alias, f *Front, r *http.Request, id string, q *rou
 func (c *mirrorCopy) request(r *http.Request) *http.Request {
 	u := *r.URL
 	h := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {c.id}}
-	if a, ok := r.Header["Accept"]; ok {
-		h["Accept"] = a
+	for k, v := range r.Header {
+		// Accept, and the Anthropic API's version and betas, which its
+		// upstreams require with the body fields they name
+		if k == "Accept" || strings.HasPrefix(k, "Anthropic-") {
+			h[k] = v
+		}
 	}
 	req := &http.Request{
 		Method: http.MethodPost, URL: &u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -82,6 +92,7 @@ type mirrorCopy struct {
 	parent string // the request's id
 	id     string
 	stream bool
+	events protocol.Events // the request's API's
 	body   upstreamBody
 	length int64
 	req    *http.Request
@@ -100,7 +111,7 @@ func (c *mirrorCopy) run() {
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
 	slot := &upstream.Slot{Group: m.Upstream.VLLM, Model: m.Model, Shadow: true}
-	w := &mirrorWriter{header: make(http.Header), slot: slot}
+	w := &mirrorWriter{header: make(http.Header), slot: slot, scan: protocol.UsageScanner{Events: c.events}}
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()
 	w.start = start
@@ -212,7 +223,7 @@ func (w *mirrorWriter) WriteHeader(status int) {
 	plain := w.header.Get("Content-Encoding") == ""
 	switch {
 	case plain && strings.HasPrefix(ct, "text/event-stream"):
-		w.scan, w.reads = protocol.UsageScanner{SSE: true}, true
+		w.scan, w.reads = protocol.UsageScanner{SSE: true, Events: w.scan.Events}, true
 	case plain && strings.HasPrefix(ct, "application/json"):
 		w.reads = true
 	}

@@ -440,7 +440,7 @@ func (rt *Route) finish() {
 // when the answer ended.
 func (rt *Route) cost(at time.Time) {
 	t, began := rt.x.charged()
-	if t == nil || rt.f.Money.Ledger == nil {
+	if t == nil || rt.f.Money.Ledger == nil || (rt.q.API != nil && rt.q.API.Free) {
 		return
 	}
 	cc := t.Upstream.Cost

@@ -69,6 +69,23 @@ func TestAnthropicStreamUsage(t *testing.T) {
 	if got := feed(u, errored, 9); got != cut || !u.Errored || u.UpstreamError != "Overloaded" || u.Complete() {
 		t.Errorf("error event: passed %q, errored %v %q", got[max(0, len(got)-60):], u.Errored, u.UpstreamError)
 	}
+	// spaced as Python's json.dumps writes it (a LiteLLM or other proxy
+	// of the API): the same counts
+	spaced := strings.NewReplacer(`":`, `": `, `,"`, `, "`).Replace(anthropicStream)
+	u = &UsageScanner{SSE: true, Events: EventsAnthropic, Whole: true, WantFinish: true}
+	if feed(u, spaced, 13); !u.Found || u.Prompt != 128 || u.Cached != 100 || u.Completion != 15 || !u.Complete() {
+		t.Errorf("spaced stream: %+v complete %v", u.Usage, u.Complete())
+	}
+	u = &UsageScanner{Events: EventsAnthropic}
+	if feed(u, `{"type": "message", "usage": {"input_tokens": 12, "cache_read_input_tokens": 40, "output_tokens": 7}}`, 6); u.Prompt != 52 || u.Cached != 40 || u.Completion != 7 {
+		t.Errorf("spaced body: %+v", u.Usage)
+	}
+	// a message_stop inside a block's content is no end
+	inner := "event: content_block_start\n" + `data: {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"n","input":{"type":"message_stop"}}}` + "\n\n"
+	u = &UsageScanner{SSE: true, Events: EventsAnthropic, Whole: true, WantFinish: true}
+	if feed(u, cut[:strings.Index(cut, "event: message_delta")]+inner, 17); u.Complete() {
+		t.Error("a nested message_stop ended the stream")
+	}
 	// a non-streamed answer
 	body := `{"id":"msg_1","type":"message","role":"assistant","model":"qwen-7b","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":12,"cache_read_input_tokens":40,"output_tokens":7}}`
 	u = &UsageScanner{Events: EventsAnthropic}

@@ -132,6 +132,13 @@ func (openAIErrors) ModelNotFound(body []byte) bool {
 	return mentionsMissingModel(e.Get("message").String())
 }
 
+// RouteMissing reports whether a 404's body is FastAPI's answer to a path
+// it has no route for ({"detail":"Not Found"}): a vLLM older than the
+// API, not a model or a resource it does not have.
+func RouteMissing(body []byte) bool {
+	return gjson.ValidBytes(body) && gjson.GetBytes(body, "detail").String() == "Not Found" && !gjson.GetBytes(body, "error").Exists()
+}
+
 // mentionsMissingModel reports whether an error message is about a
 // model that does not exist or was not found.
 func mentionsMissingModel(msg string) bool {

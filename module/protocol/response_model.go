@@ -124,10 +124,15 @@ func (m *ModelRewriter) event(w io.Writer, ev []byte) (int, error) {
 	if i < 0 {
 		return w.Write(ev)
 	}
+	if m.done {
+		return w.Write(ev) // an Anthropic stream names its model once
+	}
 	data := jsonscan.SkipSpace(ev, i)
 	vs, ve, found := topModel(ev, data)
 	if !found && m.Events == EventsAnthropic {
-		vs, ve, found = messageModel(ev, data)
+		if vs, ve, found = messageModel(ev, data); found {
+			m.done = true
+		}
 	}
 	if !found {
 		return w.Write(ev)

@@ -137,27 +137,26 @@ func hasValue(b, key []byte, c byte) bool {
 	return false
 }
 
-// hasString reports whether some key spelled key in b has the string
-// value val (unescaped: the values compared are plain words).
-func hasString(b, key []byte, val string) bool {
-	for i := 0; i < len(b); {
-		v, next := jsonValueAt(b, key, i)
-		if v < 0 {
-			return false
-		}
-		if v < len(b) && b[v] == '"' && len(b)-v > len(val)+1 && string(b[v+1:v+1+len(val)]) == val && b[v+1+len(val)] == '"' {
-			return true
-		}
-		i = next
+// eventType is the type at the top of an event's data object (an
+// Anthropic event's: message_start, message_stop, ...), "" if none.
+func eventType(ev []byte) string {
+	i := dataStart(ev)
+	if i < 0 {
+		return ""
 	}
-	return false
+	var typ []byte
+	jsonscan.ObjectFields(ev, jsonscan.SkipSpace(ev, i), jsonscan.MaxNesting, func(key, raw []byte, _ int) {
+		if typ == nil && string(key) == "type" && raw[0] == '"' {
+			typ = raw[1 : len(raw)-1] // the types compared are plain words
+		}
+	})
+	return string(typ)
 }
 
 var (
 	usageName        = []byte(`"usage"`)
 	choicesName      = []byte(`"choices"`)
 	finishReasonName = []byte(`"finish_reason"`)
-	typeName         = []byte(`"type"`)
 )
 
 // messageStop is the type of the event that ends an Anthropic stream.

@@ -19,9 +19,9 @@ type Request struct {
 	HasStreamOptions bool
 
 	// for pre-routing and context windows: the raw values, nil if absent
-	Messages, Prompt, Input []byte
-	MaxTokens               int64
-	N                       int64 // choices asked for; 0 when not given
+	PromptFields
+	MaxTokens int64
+	N         int64 // choices asked for; 0 when not given
 	// the bytes of the fields the upstream turns into the prompt:
 	// messages, prompt, input, instructions, system, tools and functions
 	PromptBytes int
@@ -30,6 +30,13 @@ type Request struct {
 
 	Faults // what the gateway refuses a body for
 	got    readSeen
+}
+
+// PromptFields are the raw values of the fields an upstream makes the
+// prompt of (nil if absent): the chat messages and Anthropic's system
+// prompt, the legacy prompt, the input of embeddings and responses.
+type PromptFields struct {
+	Messages, System, Prompt, Input []byte
 }
 
 // Faults are what the gateway refuses a body for: a field it reads
@@ -155,6 +162,7 @@ func (f *Request) readField(key, raw []byte, at int) int {
 	case "system":
 		// Anthropic's system prompt
 		i = fieldSystem
+		f.System = raw
 		f.PromptBytes += len(raw)
 	case "max_tokens":
 		i = fieldMaxTokens

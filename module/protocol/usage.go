@@ -311,7 +311,7 @@ func isTextKey(b []byte) bool {
 // finish_reason that is not null, Anthropic's message_stop.
 func (u *UsageScanner) finishes(event []byte) bool {
 	if u.Events == EventsAnthropic {
-		return hasString(event, typeName, messageStop)
+		return eventType(event) == messageStop
 	}
 	return hasValue(event, finishReasonName, '"')
 }
@@ -373,7 +373,7 @@ func (u *UsageScanner) readUsageAt(part []byte) bool {
 // readUsage reads the usage of one SSE event.
 func (u *UsageScanner) readUsage(event []byte) {
 	if u.Events == EventsAnthropic {
-		u.at.start = hasString(event, typeName, "message_start")
+		u.at.start = eventType(event) == "message_start"
 	}
 	if data := sseData(event); len(data) > 0 {
 		u.readUsageJSON(bytes.TrimSpace(data))
@@ -384,6 +384,12 @@ func (u *UsageScanner) readUsageJSON(body []byte) {
 	// the usage object comes last in OpenAI-style bodies: read it alone
 	// rather than walking the whole answer
 	if i := bytes.LastIndex(body, usageKey); i >= 0 && u.usageObject(body, i+len(usageKey)-1) {
+		return
+	}
+	if u.Events == EventsAnthropic {
+		// spaced ("usage": {), or in message_start's message: the last
+		// usage object wherever it is, read by Anthropic's rules
+		u.readUsageAt(body)
 		return
 	}
 	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens",

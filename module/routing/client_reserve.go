@@ -51,7 +51,8 @@ func (b *TokenBounds) TokenBound() (prompt, completion int64) {
 	return b.TokenBoundOn(nil)
 }
 
-// TokenBoundOn is TokenBound on target t (nil: any target). Where a
+// TokenBoundOn is TokenBound on target t (nil: any target); nothing for
+// an API whose answers use no tokens (a token count). Where a
 // length field bounds the answer (tokenFields), the client's max_tokens
 // ceiling bounds it (see clients.Ceilings.Apply), and on a tier with a
 // max_tokens, that (see the core's tierBody): the request is sent clamped to it, or given it when it
@@ -59,6 +60,9 @@ func (b *TokenBounds) TokenBound() (prompt, completion int64) {
 func (b *TokenBounds) TokenBoundOn(t *Target) (prompt, completion int64) {
 	q := b.Asked
 	f := &q.Features
+	if q.API.Free {
+		return 0, 0 // a token count uses no tokens
+	}
 	prompt = b.PromptEstimate()
 	if q.API.PromptOnly {
 		return prompt, 0

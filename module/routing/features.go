@@ -68,8 +68,9 @@ func NewFeatures(body []byte, h http.Header, top *protocol.Request) Features {
 const mediaPartTokens = 1000
 
 // prompt estimates the prompt's tokens: bytes of the messages' text,
-// the prompt or the input (unescaped), divided by 4, rounded up. The
-// media parts it holds are counted apart (see PromptWithMedia).
+// Anthropic's system prompt, the prompt or the input (unescaped), divided
+// by 4, rounded up. The media parts it holds are counted apart (see
+// PromptWithMedia).
 func (f *Features) prompt() int {
 	if f.promptTokens >= 0 {
 		return f.promptTokens
@@ -83,7 +84,7 @@ func (f *Features) prompt() int {
 			return end
 		})
 	}
-	for _, raw := range [...][]byte{f.top.Prompt, f.top.Input} {
+	for _, raw := range [...][]byte{f.top.System, f.top.Prompt, f.top.Input} {
 		n, k := textBytes(raw)
 		chars, media = chars+n, media+k
 	}

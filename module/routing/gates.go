@@ -45,6 +45,9 @@ func (a apiGate) Admit(p *Passage, t *Target) Reason { return a.Judge(p, t) }
 type windowGate struct{ takesNothing }
 
 func (windowGate) Judge(p *Passage, t *Target) Reason {
+	if p.Bounds.Asked.API.Free {
+		return "" // a token count is how a client learns it is over
+	}
 	if w := t.Window(); w > 0 {
 		if (p.MinWindow > 0 && w <= p.MinWindow) || p.Bounds.Asked.Features.exceeds(w) {
 			return because.ContextWindow

@@ -4,6 +4,7 @@
 package routing
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,23 @@ func TestAPIGate(t *testing.T) {
 		p.Bounds.Asked.API = tc.api
 		if why := g.Admit(p, tc.t); why != tc.want {
 			t.Errorf("%s on %s %v: %q, want %q", tc.api.Endpoint, tc.t.Upstream.Kind, tc.t.Upstream.APIs, why, tc.want)
+		}
+	}
+}
+
+// Anthropic's system prompt, a top-level field of the Messages API, is
+// part of the prompt a window must hold.
+func TestWindowGateCountsTheSystemPrompt(t *testing.T) {
+	target := &Target{ContextWindow: 1000, Upstream: &upstream.Group{Kind: upstream.KindVLLM}}
+	system := strings.Repeat("You are a careful coding agent. ", 200) // 6,400 bytes: 1,600 tokens
+	for _, tc := range []struct {
+		system string
+		want   Reason
+	}{{system, because.ContextWindow}, {"Be brief.", ""}} {
+		p := passageFor(`{"model":"chat","max_tokens":100,"system":"` + tc.system + `","messages":[{"role":"user","content":"hi"}]}`)
+		p.Bounds.Asked.API = protocol.Messages
+		if why := (windowGate{}).Judge(p, target); why != tc.want {
+			t.Errorf("a system prompt of %d bytes: %q, want %q", len(tc.system), why, tc.want)
 		}
 	}
 }

@@ -110,8 +110,8 @@ type APISettings struct {
 	// completions, embeddings, responses, messages (Anthropic's Messages
 	// API) and messages/count_tokens. A request to another is passed over
 	// by the group's targets (reason protocol_unsupported). Default: a
-	// vllm group, all of them (vLLM serves the Messages API since 0.11);
-	// an openai group, the OpenAI ones.
+	// vllm group, all of them (vLLM serves the Messages API itself); an
+	// openai group, the OpenAI ones.
 	APIs []string `json:"apis,omitempty"`
 
 	// Whether a streamed (chat) completion whose client did not ask for
@@ -123,7 +123,8 @@ type APISettings struct {
 	StreamUsage *bool `json:"stream_usage,omitempty"`
 }
 
-// The APIs a group serves unless it says (see APISettings.APIs).
+// The APIs a group serves unless it says (see APISettings.APIs);
+// VLLMAPIs are all the gateway knows.
 var (
 	OpenAIAPIs = []string{"chat/completions", "completions", "embeddings", "responses"}
 	VLLMAPIs   = []string{"chat/completions", "completions", "embeddings", "responses", "messages", "messages/count_tokens"}
@@ -255,8 +256,10 @@ func (grp *Group) Provision(ctx caddy.Context, name string, maxBody int64) error
 // checkAPIs checks the APIs the group says it serves.
 func (grp *Group) checkAPIs() error {
 	for _, api := range grp.APIs {
-		if api == "" || strings.ContainsAny(api, " *?#") || strings.HasPrefix(api, "/") || strings.HasSuffix(api, "/") {
-			return fmt.Errorf("apis: %q is not an endpoint such as chat/completions or messages", api)
+		if !slices.Contains(VLLMAPIs, api) {
+			// an endpoint the gateway does not know is served by any
+			// group: naming it means a typo
+			return fmt.Errorf("apis: %q is not an API the gateway knows: %s", api, strings.Join(VLLMAPIs, ", "))
 		}
 	}
 	return nil
