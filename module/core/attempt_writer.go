@@ -192,19 +192,26 @@ func (aw *attemptWriter) toClient(p []byte) (int, error) {
 // whole, and the body held so far. A JSON answer gets its Content-Length
 // (net/http sets one only for a short body it holds until the handler
 // returns, and the flush before a journaled charge would make it
-// chunked), and goes out in one write.
+// chunked), and goes out in one write. A whole body's last byte waits for
+// the request's end (see Route.finish): a client has its answer only once
+// it is metered and charged, as with a chunked answer's last chunk.
 func (aw *attemptWriter) release(whole bool) {
 	b := aw.out.held
 	if b == nil {
 		return
 	}
 	aw.out.held = nil
+	body := b.Bytes()
 	if whole {
-		aw.w.Header()["Content-Length"] = []string{strconv.Itoa(b.Len())}
+		aw.w.Header()["Content-Length"] = []string{strconv.Itoa(len(body))}
+		if n := len(body); n > 0 {
+			aw.rt.last = [2]byte{body[n-1], 1}
+			body = body[:n-1]
+		}
 	}
 	aw.w.WriteHeader(aw.rt.x.ans.status)
-	if b.Len() > 0 {
-		if _, err := aw.w.Write(b.Bytes()); err != nil {
+	if len(body) > 0 {
+		if _, err := aw.w.Write(body); err != nil {
 			aw.out.lost = true // as in forward
 		}
 	}

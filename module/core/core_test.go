@@ -25,6 +25,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
@@ -465,6 +466,50 @@ func TestCoreAJSONAnswerGoesOutWithItsLength(t *testing.T) {
 				t.Errorf("flushed %v", w.Flushed)
 			}
 		})
+	}
+}
+
+// wholeAt is a client's side of an answer with a length: what the
+// gateway had counted of the answer's tokens when its last byte came.
+type wholeAt struct {
+	*httptest.ResponseRecorder
+	counted func() float64
+	at      float64 // -1 until the body is whole
+}
+
+func (w *wholeAt) Write(p []byte) (int, error) {
+	n, err := w.ResponseRecorder.Write(p)
+	if length, _ := strconv.Atoi(w.Header().Get("Content-Length")); length > 0 && w.Body.Len() == length && w.at < 0 {
+		w.at = w.counted()
+	}
+	return n, err
+}
+
+// A client holding its whole answer finds its tokens counted (and, on a
+// priced gateway, charged): the answer's last byte leaves after them.
+func TestCoreAnAnswerIsWholeOnceCounted(t *testing.T) {
+	g := coreFront(t, new(seen), map[string]upstreamFunc{"a": func(w http.ResponseWriter, _ *http.Request) error { return answerJSON(w, "gpt-a") }})
+	completion := routing.TokensTotal.WithLabelValues(g.Name, "chat-main", "a", "completion", "", routing.BillingBusiness)
+	value := func() float64 {
+		var m dto.Metric
+		_ = completion.Write(&m)
+		return m.GetCounter().GetValue()
+	}
+	before := value()
+	w := &wholeAt{ResponseRecorder: httptest.NewRecorder(), counted: func() float64 { return value() - before }, at: -1}
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody))
+	r.Header.Set("Content-Type", "application/json")
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+	rt := new(Route)
+	id, clientID := RequestID(w, r, rt.Heads())
+	if err := rt.Start(g, w, r, id, clientID, nil).Serve(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != http.StatusOK || !gjson.Valid(w.Body.String()) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if w.at != 1 {
+		t.Errorf("the answer was whole with %v of its 1 completion token counted", w.at)
 	}
 }
 

@@ -39,6 +39,9 @@ type Route struct {
 	first attemptWriter          // the first attempt's writer; in use once its rt is set
 	model protocol.ModelRewriter // the answer's model rewrite, if its alias asks for one
 	heads RequestHeads           // the values of the headers it adds
+	// a held answer's last byte and whether it is still to be written
+	// (see attemptWriter.release)
+	last [2]byte
 }
 
 func (rt *Route) run(ctx context.Context) error {
@@ -432,6 +435,11 @@ func (rt *Route) finish() {
 	rt.passage.Hold.Release(rt.f.Money) // once its spend is booked: never neither counts
 	rt.held.Settle(rt.x.client, &rt.x.usage, at)
 	traceOutcome(&rt.x)
+	if rt.last[1] != 0 {
+		// the answer's end, now that what it was is booked
+		rt.last[1] = 0
+		_, _ = rt.w.Write(rt.last[:1])
+	}
 }
 
 // cost prices the request on the side that served it: a cloud's tokens
