@@ -171,12 +171,14 @@ func TestMessagesStreamCutEndsWithAnErrorEvent(t *testing.T) {
 }
 
 // A target whose group does not speak the Messages API (an OpenAI
-// cloud) is passed over for it with its reason, never sent a body it
-// cannot read; with no target left the client is told why. A token
-// count no target serves is a 404, on which Claude Code counts by
-// itself.
+// cloud) and does not translate it is passed over for it with its
+// reason, never sent a body it cannot read; with no target left the
+// client is told why. A token count no target serves is a 404, on which
+// Claude Code counts by itself.
 func TestMessagesPassOverTargetsThatDoNotSpeakIt(t *testing.T) {
 	e, ctx := messagesEnv(t, simulator.VLLMConfig{})
+	untranslated := strings.Replace(messagesGateway, "\tkind openai\n", "\tkind openai\n\ttranslate off\n", 1)
+	loadMessages(t, e, untranslated)
 	var last *http.Response
 	sdk := anthropicClient(messagesKey, &last)
 	if n, err := sdk.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "chat-main",
@@ -201,7 +203,7 @@ func TestMessagesPassOverTargetsThatDoNotSpeakIt(t *testing.T) {
 			t.Errorf("the cloud got %s", p.Path)
 		}
 	}
-	loadMessages(t, e, messagesGateway+"alias cloud-only {\n\ttarget cloud "+cloudModel+"\n}\n")
+	loadMessages(t, e, untranslated+"alias cloud-only {\n\ttarget cloud "+cloudModel+"\n}\n")
 	_, err = sdk.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "cloud-only",
 		Messages: messageParams("cloud-only").Messages})
 	if !errors.As(err, &apierr) || apierr.StatusCode != http.StatusNotFound || apierr.Type() != anthropic.ErrorTypeNotFoundError {

@@ -50,6 +50,9 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			}
 		}
 	}
+	if x.ans.translated != "" {
+		enc.AddString("llm_translated_to", x.ans.translated)
+	}
 	n := len(x.attempts)
 	if x.ans.ttfb > 0 {
 		n++

@@ -126,7 +126,7 @@ func (rt *Route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, c
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, began: rt.f.Clock.Now()}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, api: rt.apiFor(t), began: rt.f.Clock.Now()}
 	aw.hold.badRequest, aw.guard.cancel = turn.More, cancel
 	return aw
 }
@@ -136,7 +136,11 @@ func (rt *Route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, c
 func (rt *Route) attemptRequest(actx context.Context, t *routing.Target, aw *attemptWriter) *http.Request {
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
-	pr.ContentLength, rt.inj.injected = rt.bodyFor(t, &aw.body)
+	if aw.api != rt.q.API {
+		pr.ContentLength, rt.inj.injected = rt.translatedRequest(pr, t, &aw.body), false
+	} else {
+		pr.ContentLength, rt.inj.injected = rt.bodyFor(t, &aw.body)
+	}
 	// the transport resends a request that met a keep-alive connection
 	// the upstream had closed (see serveInference)
 	pr.GetBody = aw.body.replay
@@ -155,11 +159,11 @@ func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	}
 	switch aw.status {
 	case http.StatusNotFound:
-		end.modelMissing = rt.q.API.Errors.ModelNotFound(aw.hold.body.Bytes())
+		end.modelMissing = aw.api.Errors.ModelNotFound(aw.hold.body.Bytes())
 		// a vLLM older than Anthropic's API has no route for it
-		end.unserved = rt.q.API.Events == protocol.EventsAnthropic && protocol.RouteMissing(aw.hold.body.Bytes())
+		end.unserved = aw.api.Events == protocol.EventsAnthropic && protocol.RouteMissing(aw.hold.body.Bytes())
 	case http.StatusBadRequest:
-		end.contextErr = aw.hold.badRequest && rt.q.API.Errors.ContextLength(aw.hold.body.Bytes())
+		end.contextErr = aw.hold.badRequest && aw.api.Errors.ContextLength(aw.hold.body.Bytes())
 	}
 	if end.contextErr || end.modelMissing || end.unserved {
 		return false
@@ -185,7 +189,7 @@ func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 func (rt *Route) endAnswer(ctx, actx context.Context, aw *attemptWriter, end *attemptEnd, res *routing.AttemptResult) {
 	cut := false
 	if aw.out.scan != nil {
-		if end.aborted && aw.out.sse && aw.out.scan.WantFinish && rt.q.API.Events == protocol.EventsAnthropic && aw.out.scan.Complete() {
+		if end.aborted && aw.out.sse && aw.out.scan.WantFinish && aw.api.Events == protocol.EventsAnthropic && aw.out.scan.Complete() {
 			// closed after its message_stop, which nothing follows: the
 			// answer is whole
 			end.aborted = false
@@ -238,7 +242,7 @@ func (rt *Route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 	case aw.status != 0 && aw.hold.body == nil:
 		// the upstream's own status, even if the timer fired after it
 		a.Reason = because.OfStatus(aw.status)
-		if aw.status == http.StatusNotFound && rt.q.API.Errors.ModelNotFound(aw.hold.notFound) {
+		if aw.status == http.StatusNotFound && aw.api.Errors.ModelNotFound(aw.hold.notFound) {
 			a.Reason = because.ModelNotFound
 		}
 		a.Wait = ratelimit.Asked(aw.header, rt.f.Clock.Now())

@@ -38,6 +38,7 @@ type attemptWriter struct {
 	w      http.ResponseWriter
 	rt     *Route
 	target *routing.Target
+	api    *protocol.API // the API the attempt speaks to its upstream
 	header http.Header
 	status int
 	state  atomic.Int32
@@ -66,6 +67,7 @@ type answerOut struct {
 	tail  [2]byte                 // the last bytes of an event stream written so far
 	scan  *protocol.UsageScanner  // reads the usage from the response on its way
 	model *protocol.ModelRewriter // puts the alias into the answer's model, if set
+	conv  converter               // turns a translated answer into the client's API, if set
 	mark  []byte                  // a degraded answer's mark, until it is written
 	held  *bytes.Buffer           // a JSON answer held for its length (see release)
 	lost  bool                    // a write to the client failed
@@ -143,6 +145,12 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt.x.ans.status = status
 	t := aw.target
 	rt.x.ans.target, rt.x.ans.began = t, aw.began
+	if aw.api != rt.q.API {
+		rt.x.ans.translated = aw.api.Endpoint
+		if rt.f.RouteHeadersOn {
+			h["X-Hybrid-Translated"] = []string{aw.api.Endpoint}
+		}
+	}
 	if t.Tier != nil {
 		markDegraded(rt.x.deg, &rt.x, rt.f.Name, aw, h)
 	}
@@ -254,24 +262,34 @@ func (aw *attemptWriter) readAnswer(status int, h http.Header) {
 	plain := h.Get("Content-Encoding") == ""
 	aw.out.sse = strings.HasPrefix(ct, "text/event-stream") && plain
 	alias := rt.x.alias.ModelJSON // set when answers carry the alias
+	api := aw.api
 	switch {
 	case aw.out.sse:
 		// a (chat) completion stream ends with a finish_reason, and it is
 		// passed on whole events at a time, so that an end before it is
 		// the gateway's to tell
-		wantFinish := status < 300 && rt.q.API.StreamEnds
-		rt.x.usage = protocol.UsageScanner{SSE: true, Events: rt.q.API.Events, Strip: rt.inj.injected,
+		wantFinish := status < 300 && api.StreamEnds
+		rt.x.usage = protocol.UsageScanner{SSE: true, Events: api.Events, Strip: rt.inj.injected,
 			Whole: alias != nil || wantFinish, WantFinish: wantFinish}
 		aw.out.scan = &rt.x.usage
 	case plain && strings.HasPrefix(ct, "application/json"):
-		rt.x.usage = protocol.UsageScanner{Events: rt.q.API.Events}
+		rt.x.usage = protocol.UsageScanner{Events: api.Events}
 		aw.out.scan = &rt.x.usage
 	}
-	if aw.out.scan != nil && alias != nil {
-		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.out.sse, Events: rt.q.API.Events}
+	switch {
+	case aw.out.scan == nil:
+	case api != rt.q.API && status < 300:
+		// a translated answer: the client's API, with the alias (or the
+		// served name, where answers carry it) as its model
+		if alias == nil {
+			alias = aw.target.Run.ModelJSON
+		}
+		aw.out.conv = converterFor(aw.out.sse, alias)
+	case alias != nil:
+		rt.model = protocol.ModelRewriter{Alias: alias, SSE: aw.out.sse, Events: api.Events}
 		aw.out.model = &rt.model
 	}
-	if (aw.out.sse && rt.inj.injected) || aw.out.model != nil {
+	if (aw.out.sse && rt.inj.injected) || aw.out.model != nil || aw.out.conv != nil {
 		// events may be shortened, the model's name changes length
 		h.Del("Content-Length")
 	}
@@ -356,10 +374,13 @@ func (aw *attemptWriter) forward(p []byte) (int, error) {
 }
 
 // forwarder is an attemptWriter's way to the client for the usage
-// scanner: through the model rewrite, if any.
+// scanner: through the translation or the model rewrite, if any.
 type forwarder struct{ aw *attemptWriter }
 
 func (f forwarder) Write(p []byte) (int, error) {
+	if f.aw.out.conv != nil {
+		return f.aw.out.conv.Pass(toClient{f.aw}, p)
+	}
 	if f.aw.out.model != nil {
 		return f.aw.out.model.Pass(toClient{f.aw}, p)
 	}
@@ -375,6 +396,9 @@ func (c toClient) Write(p []byte) (int, error) { return c.aw.forward(p) }
 // hold at the end of the body.
 func (aw *attemptWriter) finishBody(aborted bool) {
 	aw.out.scan.Finish(forwarder{aw}, aborted)
+	if aw.out.conv != nil && !aborted {
+		_ = aw.out.conv.Finish(toClient{aw})
+	}
 	if aw.out.model != nil {
 		aw.out.model.Finish(toClient{aw})
 	}

@@ -44,16 +44,21 @@ func (f upstreamFunc) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 	return f(w, r)
 }
 
-// seen records the model each stand-in was asked for, in order.
+// seen records the model each stand-in was asked for, in order, and the
+// requests' paths, bodies and headers.
 type seen struct {
-	mu    sync.Mutex
-	calls []string // group:model
+	mu      sync.Mutex
+	calls   []string // group:model
+	paths   []string
+	bodies  []string
+	headers []http.Header
 }
 
 func (s *seen) record(group string, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	s.calls = append(s.calls, group+":"+gjson.GetBytes(body, "model").String())
+	s.paths, s.bodies, s.headers = append(s.paths, r.URL.Path), append(s.bodies, string(body)), append(s.headers, r.Header.Clone())
 	s.mu.Unlock()
 }
 
@@ -129,11 +134,15 @@ func ask(t *testing.T, f *Front, body string) *httptest.ResponseRecorder {
 	return askAt(t, f, "/v1/chat/completions", body)
 }
 
-// askAt sends one request to an endpoint through the core.
-func askAt(t *testing.T, f *Front, path, body string) *httptest.ResponseRecorder {
+// askAt sends one request to an endpoint through the core, with headers
+// given as name, value pairs.
+func askAt(t *testing.T, f *Front, path, body string, header ...string) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
 	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
 	w := httptest.NewRecorder()
 	rt := new(Route)
@@ -513,9 +522,13 @@ func TestCoreAnAnswerIsWholeOnceCounted(t *testing.T) {
 	}
 }
 
-// An Anthropic Messages request: a target whose group does not serve the
-// API is passed over before any byte, never sent the body; one that
-// does answers in the API's shape, the alias in its model; with none, the
+// untranslated is the apis of a chat-only group that does not translate
+// (see coreFrontOf).
+const untranslated = `["chat/completions"],"translate":"off"`
+
+// An Anthropic Messages request: a target whose group neither serves the
+// API nor translates it is passed over before any byte, never sent the
+// body; one that does answers in the API's shape, the alias in its model; with none, the
 // client gets a 404 in Anthropic's error shape, and no retry.
 func TestCoreMessagesGoWhereTheAPIIsServed(t *testing.T) {
 	const body = `{"model":"chat-main","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
@@ -525,14 +538,14 @@ func TestCoreMessagesGoWhereTheAPIIsServed(t *testing.T) {
 		return err
 	}
 	rec := new(seen)
-	g := coreFrontOf(t, rec, map[string]upstreamFunc{"b": answer}, map[string]string{"b": `["messages"]`})
+	g := coreFrontOf(t, rec, map[string]upstreamFunc{"b": answer}, map[string]string{"a": untranslated, "b": `["messages"]`})
 	w := askAt(t, g, "/v1/messages", body)
 	if w.Code != http.StatusOK || strings.Join(rec.calls, " ") != "b:gpt-b" || gjson.Get(w.Body.String(), "model").String() != "chat-main" ||
 		w.Header().Get("X-Hybrid-Fallback-Reason") != "a:protocol_unsupported" {
 		t.Fatalf("%d after %v: %s %v", w.Code, rec.calls, w.Body, w.Header())
 	}
 	rec = new(seen)
-	g = coreFrontOf(t, rec, nil, nil)
+	g = coreFrontOf(t, rec, nil, map[string]string{"a": untranslated, "b": untranslated, "c": untranslated})
 	w = askAt(t, g, "/v1/messages", body)
 	if w.Code != http.StatusNotFound || len(rec.calls) != 0 || w.Header().Get("X-Should-Retry") != "false" ||
 		gjson.Get(w.Body.String(), "type").String() != "error" || gjson.Get(w.Body.String(), "error.type").String() != "not_found_error" {
@@ -557,7 +570,7 @@ func TestCoreMessagesWholeAtMessageStop(t *testing.T) {
 			_, _ = io.WriteString(w, upstream)
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler)
-		}}, map[string]string{"b": `["messages"]`})
+		}}, map[string]string{"a": untranslated, "b": `["messages"]`})
 		w := askAt(t, g, "/v1/messages", `{"model":"chat-main","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 		body := w.Body.String()
 		if errored := strings.Contains(body, "event: error\n"); errored == whole {

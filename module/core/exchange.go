@@ -59,6 +59,9 @@ type answer struct {
 	costUSD   float64 // what the answer cost, if priced
 	priced    bool    // costUSD is set
 	overflow  string  // group:signal of the overflow it left a target for, as it ended
+	// the endpoint of the API the request was translated into for the
+	// answering target; "" when it went as it came
+	translated string
 }
 
 // requestSpan is the request's span, looked up once (see traced).

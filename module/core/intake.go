@@ -93,6 +93,9 @@ func (rt *Route) Serve() error {
 func (rt *Route) read() (al *routing.Alias, answered bool, err error) {
 	f, w, r, cl := rt.f, rt.w, rt.r, rt.x.client
 	body, no := readInference(r, f.MaxBodySize, f.Watch, &rt.q.Top)
+	if no == nil && rt.q.API == protocol.Messages {
+		no = messagesRefusal(&rt.q.Top)
+	}
 	if no != nil {
 		return nil, true, no.write(w, rt.q.API)
 	}
@@ -185,6 +188,19 @@ func readInference(r *http.Request, max int64, watch []string, top *protocol.Req
 		return nil, &refusal{http.StatusBadRequest, "invalid_type", f, "Invalid type for '" + f + "': expected " + protocol.FieldType(f) + "."}
 	}
 	return body, nil
+}
+
+// messagesRefusal says why a Messages request is refused before any
+// target, as the API refuses it: without its messages, or without a
+// max_tokens of at least 1 (the API has no default length).
+func messagesRefusal(top *protocol.Request) *refusal {
+	switch {
+	case len(top.Messages) == 0 || top.Messages[0] != '[':
+		return &refusal{http.StatusBadRequest, "invalid_request", "messages", "messages: Field required (an array of messages)"}
+	case top.MaxTokens < 1:
+		return &refusal{http.StatusBadRequest, "invalid_request", "max_tokens", "max_tokens: Field required (an integer of at least 1)"}
+	}
+	return nil
 }
 
 // fitHeaders makes the request's headers fit for an upstream: the

@@ -339,7 +339,29 @@ func (rt *Route) failMessage(al *routing.Alias, v *failVerdict) string {
 		sb.WriteString(string(a.Reason))
 		sb.WriteString(")")
 	}
+	rt.lossesMessage(&sb)
 	return sb.String()
+}
+
+// lossesMessage tells what kept a Messages request from the targets that
+// would have taken it translated into chat completions.
+func (rt *Route) lossesMessage(sb *strings.Builder) {
+	var lost []string
+	for _, a := range rt.x.attempts {
+		if on, lossy := a.Target.Upstream.TranslatesMessages(); a.Reason == because.ProtocolUnsupported && on && !lossy {
+			for _, l := range rt.q.Losses(a.Target.Upstream.Kind == upstream.KindVLLM) {
+				if !slices.Contains(lost, l) {
+					lost = append(lost, l)
+				}
+			}
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	sb.WriteString("; chat completions cannot carry the request's ")
+	sb.WriteString(strings.Join(lost, ", "))
+	sb.WriteString(" (a group's `translate lossy` leaves them out)")
 }
 
 // unserved reports whether every target was passed over for the

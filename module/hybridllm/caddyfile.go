@@ -45,6 +45,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			api_key <key>
 //			apis    <endpoint...>   # default: vllm all of paths' default, openai the OpenAI ones
 //			stream_usage on|off
+//			translate exact|lossy|off   # Messages as chat completions to a group without messages; default exact
 //			proxy   [<upstreams...>] {
 //				# any reverse_proxy subdirective
 //			}

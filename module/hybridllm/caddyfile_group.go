@@ -34,6 +34,8 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			err = unmarshalGroupAPIs(d, grp)
 		case "stream_usage":
 			err = unmarshalGroupStreamUsage(d, grp)
+		case "translate":
+			err = unmarshalGroupTranslate(d, grp)
 		case "max_num_seqs", "max_queue":
 			err = unmarshalGroupLimit(d, grp)
 		case "endpoint":
@@ -45,7 +47,7 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 		case "proxy":
 			schemeless, err = unmarshalGroupProxy(d, helper, grp)
 		default:
-			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "apis", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage")
+			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "apis", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage", "translate")
 		}
 		if err != nil {
 			return nil, err
@@ -115,6 +117,26 @@ func unmarshalGroupAPIs(d *caddyfile.Dispenser, grp *Group) error {
 	grp.APIs = d.RemainingArgs()
 	if len(grp.APIs) == 0 {
 		return d.Err("apis needs the endpoints the group serves, such as chat/completions messages")
+	}
+	return nil
+}
+
+// unmarshalGroupTranslate parses a group's translate subdirective.
+func unmarshalGroupTranslate(d *caddyfile.Dispenser, grp *Group) error {
+	if grp.Translate != "" {
+		return d.Err("translate already specified")
+	}
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	switch d.Val() {
+	case upstream.TranslateExact, upstream.TranslateLossy, upstream.TranslateOff:
+	default:
+		return d.Errf("translate must be 'exact', 'lossy' or 'off', got '%s'", d.Val())
+	}
+	grp.Translate = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
 	}
 	return nil
 }

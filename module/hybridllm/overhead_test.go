@@ -23,7 +23,8 @@ import (
 // zero-latency vLLM simulator on loopback; then the same with the access
 // log on, the plain server beside the quickstart's gateway
 // (examples/Caddyfile: a breaker, overflow, costs, probes every 250 ms, a
-// cloud group, a client key). The client, the servers and the simulator share the
+// cloud group, a client key); and the Messages API, native and translated
+// into chat completions. The client, the servers and the simulator share the
 // process, so time and allocations per request include all of them; the
 // difference within each pair is what the gateway adds.
 func BenchmarkProxyOverhead(b *testing.B) {
@@ -34,7 +35,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 
 	cloud := httptest.NewServer(simulator.NewCloud(simulator.CloudConfig{Models: []string{"gpt-4o-mini"}, APIKey: "sk-bench"}))
 	defer cloud.Close()
-	plainAddr, hybridAddr, plainLogAddr, quickAddr, limitsAddr := freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b)
+	plainAddr, hybridAddr, plainLogAddr, quickAddr, limitsAddr, chatOnlyAddr := freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b), freeAddr(b)
 	server := func(listen, handler, logs string) string {
 		return `{"listen":["` + listen + `"],` + logs +
 			`"automatic_https":{"disable":true},"routes":[{"match":[{"path":["/v1/*"]}],"handle":[` + handler + `]}]}`
@@ -42,6 +43,9 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	proxy := `{"handler":"reverse_proxy","upstreams":[{"dial":"` + addr + `"}]}`
 	minimal := `{"handler":"hybrid_llm","groups":{"self":{"kind":"vllm","proxy":{"upstreams":[{"dial":"` + addr + `"}]}}},` +
 		`"aliases":{"chat-main":{"targets":[{"group":"self","model":"qwen"}]}}}`
+	// the same with a group that serves chat completions only: a Messages
+	// request goes translated
+	chatOnly := strings.Replace(minimal, `"kind":"vllm",`, `"kind":"vllm","apis":["chat/completions"],`, 1)
 	// examples/Caddyfile, adapted, with the simulator's --max-num-seqs
 	quick := `{"handler":"hybrid_llm","clients":{"clients":{"bench":{"key":"sha256:` + benchKeyHash + `"}}},"groups":{` +
 		`"cloud":{"kind":"openai","api_key":"sk-bench","cost":{"input_per_million":0.15,"output_per_million":0.6},` +
@@ -60,6 +64,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	cfg := `{"admin":{"disabled":true},"logging":{"logs":{"default":{"writer":{"output":"discard"}}}},` +
 		`"apps":{"http":{"servers":{"plain":` + server(plainAddr, proxy, "") + `,"hybrid":` + server(hybridAddr, minimal, "") +
 		`,"plainlog":` + server(plainLogAddr, proxy, accessLog) + `,"quick":` + server(quickAddr, quick, accessLog) +
+		`,"chatonly":` + server(chatOnlyAddr, strings.Replace(chatOnly, `"handler":"hybrid_llm"`, `"handler":"hybrid_llm","name":"chatonly"`, 1), "") +
 		`,"limits":` + server(limitsAddr, strings.Replace(limits, `"handler":"hybrid_llm"`, `"handler":"hybrid_llm","name":"limits"`, 1), accessLog) + `}}}}`
 	if err := caddy.Load([]byte(cfg), true); err != nil {
 		b.Fatal(err)
@@ -87,7 +92,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		return resp.StatusCode
 	}
 	// the gateway takes requests once its probes saw the endpoint
-	for _, a := range []string{hybridAddr, quickAddr, limitsAddr} {
+	for _, a := range []string{hybridAddr, quickAddr, limitsAddr, chatOnlyAddr} {
 		waitUntil(b, "the gateway's first answer", func() bool { return post(a, "chat-main") == http.StatusOK })
 	}
 
@@ -95,6 +100,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		{"reverse_proxy", plainAddr, "qwen"},
 		{"hybrid_llm", hybridAddr, "chat-main"},
 		{"hybrid_llm messages", hybridAddr, "chat-main messages"},
+		{"hybrid_llm messages translated", chatOnlyAddr, "chat-main messages"},
 		{"reverse_proxy+log", plainLogAddr, "qwen"},
 		{"quickstart+log", quickAddr, "chat-main"},
 		{"quickstart+log+limits", limitsAddr, "chat-main"},

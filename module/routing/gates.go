@@ -27,11 +27,11 @@ func (o outGate) Judge(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock
 func (o outGate) Admit(_ *Passage, t *Target) Reason { return t.TakenOut(o.clock) }
 
 // apiGate passes over a target whose group does not serve the request's
-// API.
+// API, nor takes it translated (see Asked.Translated).
 type apiGate struct{ takesNothing }
 
 func (apiGate) Judge(p *Passage, t *Target) Reason {
-	if !t.Upstream.Serves(p.Bounds.Asked.API.Endpoint) {
+	if _, ok := p.Bounds.Asked.Translated(t.Upstream); !ok {
 		return because.ProtocolUnsupported
 	}
 	return ""

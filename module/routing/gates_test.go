@@ -70,30 +70,43 @@ func TestWindowGate(t *testing.T) {
 }
 
 // A target whose group does not serve the request's API is passed over
-// for it (an OpenAI cloud and an Anthropic Messages request), and not for
-// another, nor for an endpoint the gateway forwards without knowing it.
+// for it (an OpenAI cloud and an Anthropic token count), and not for
+// another, nor for an endpoint the gateway forwards without knowing it. A
+// Messages request goes translated to a group that serves chat
+// completions, unless the group says off, or the request holds what chat
+// cannot carry and the group does not allow the loss.
 func TestAPIGate(t *testing.T) {
 	var g apiGate
-	cloud := &Target{Upstream: &upstream.Group{Kind: upstream.KindOpenAI}}
-	vllm := &Target{Upstream: &upstream.Group{Kind: upstream.KindVLLM}}
-	chatOnly := &Target{Upstream: &upstream.Group{Kind: upstream.KindVLLM, APISettings: upstream.APISettings{APIs: []string{"chat/completions"}}}}
+	group := func(kind, translate string, apis ...string) *Target {
+		return &Target{Upstream: &upstream.Group{Kind: kind, APISettings: upstream.APISettings{APIs: apis, Translate: translate}}}
+	}
+	cloud, vllm := group(upstream.KindOpenAI, ""), group(upstream.KindVLLM, "")
+	chatOnly := group(upstream.KindVLLM, "", "chat/completions")
+	const plain, thinking = `{"model":"chat","max_tokens":5,"messages":[]}`, `{"model":"chat","max_tokens":5,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[]}`
 	for _, tc := range []struct {
 		api  *protocol.API
+		body string
 		t    *Target
 		want Reason
 	}{
-		{protocol.Messages, cloud, because.ProtocolUnsupported},
-		{protocol.CountTokens, cloud, because.ProtocolUnsupported},
-		{protocol.ChatCompletions, cloud, ""},
-		{protocol.Messages, vllm, ""},
-		{protocol.Messages, chatOnly, because.ProtocolUnsupported},
-		{protocol.Embeddings, chatOnly, because.ProtocolUnsupported},
-		{protocol.Other, chatOnly, ""},
+		{protocol.Messages, plain, cloud, ""},
+		{protocol.Messages, plain, group(upstream.KindOpenAI, upstream.TranslateOff), because.ProtocolUnsupported},
+		{protocol.Messages, thinking, cloud, because.ProtocolUnsupported},
+		{protocol.Messages, thinking, group(upstream.KindOpenAI, upstream.TranslateLossy), ""},
+		{protocol.Messages, `{"model":"chat","max_tokens":5,"top_k":3,"messages":[]}`, cloud, because.ProtocolUnsupported},
+		{protocol.Messages, `{"model":"chat","max_tokens":5,"top_k":3,"messages":[]}`, chatOnly, ""},
+		{protocol.CountTokens, plain, cloud, because.ProtocolUnsupported},
+		{protocol.ChatCompletions, plain, cloud, ""},
+		{protocol.Messages, plain, vllm, ""},
+		{protocol.Messages, plain, chatOnly, ""},
+		{protocol.Messages, plain, group(upstream.KindVLLM, "", "embeddings"), because.ProtocolUnsupported},
+		{protocol.Embeddings, plain, chatOnly, because.ProtocolUnsupported},
+		{protocol.Other, plain, chatOnly, ""},
 	} {
-		p := passageFor(`{"model":"chat","messages":[]}`)
+		p := passageFor(tc.body)
 		p.Bounds.Asked.API = tc.api
 		if why := g.Admit(p, tc.t); why != tc.want {
-			t.Errorf("%s on %s %v: %q, want %q", tc.api.Endpoint, tc.t.Upstream.Kind, tc.t.Upstream.APIs, why, tc.want)
+			t.Errorf("%s of %s on %s %v (translate %q): %q, want %q", tc.api.Endpoint, tc.body, tc.t.Upstream.Kind, tc.t.Upstream.APIs, tc.t.Upstream.Translate, why, tc.want)
 		}
 	}
 }

@@ -121,6 +121,32 @@ type APISettings struct {
 	// provider that refuses unknown fields. Default: the gateway's
 	// setting (on).
 	StreamUsage *bool `json:"stream_usage,omitempty"`
+
+	// How a request of an API the group does not serve reaches it in one
+	// it does: Anthropic's Messages API as chat completions, to a group
+	// that serves chat/completions and not messages. "exact" sends only
+	// what chat carries whole, and passes the group's targets over
+	// (protocol_unsupported) for a request that holds more (extended
+	// thinking, a document); "lossy" leaves that part out; "off" never
+	// translates. Default: exact.
+	Translate string `json:"translate,omitempty"`
+}
+
+// The values of APISettings.Translate.
+const (
+	TranslateExact = "exact"
+	TranslateLossy = "lossy"
+	TranslateOff   = "off"
+)
+
+// TranslatesMessages reports whether a Messages request reaches the group
+// translated into chat completions, and whether what chat cannot carry is
+// left out (lossy) rather than a reason to pass the group over.
+func (grp *Group) TranslatesMessages() (on, lossy bool) {
+	if grp.Translate == TranslateOff || grp.Serves("messages") || !grp.Serves("chat/completions") {
+		return false, false
+	}
+	return true, grp.Translate == TranslateLossy
 }
 
 // The APIs a group serves unless it says (see APISettings.APIs);
@@ -261,6 +287,11 @@ func (grp *Group) checkAPIs() error {
 			// group: naming it means a typo
 			return fmt.Errorf("apis: %q is not an API the gateway knows: %s", api, strings.Join(VLLMAPIs, ", "))
 		}
+	}
+	switch grp.Translate {
+	case "", TranslateExact, TranslateLossy, TranslateOff:
+	default:
+		return fmt.Errorf("translate: want %s, %s or %s, got %q", TranslateExact, TranslateLossy, TranslateOff, grp.Translate)
 	}
 	return nil
 }

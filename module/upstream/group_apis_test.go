@@ -30,3 +30,27 @@ func TestGroupAPIs(t *testing.T) {
 		}
 	}
 }
+
+// A Messages request reaches a group translated only when the group
+// serves chat completions and not messages, and does not say off; lossy
+// is the group's to say.
+func TestGroupTranslatesMessages(t *testing.T) {
+	for _, tc := range []struct {
+		g         *Group
+		on, lossy bool
+	}{
+		{&Group{Kind: KindOpenAI}, true, false},
+		{&Group{Kind: KindOpenAI, APISettings: APISettings{Translate: TranslateLossy}}, true, true},
+		{&Group{Kind: KindOpenAI, APISettings: APISettings{Translate: TranslateOff}}, false, false},
+		{&Group{Kind: KindVLLM}, false, false}, // it serves messages itself
+		{&Group{Kind: KindVLLM, APISettings: APISettings{APIs: []string{"chat/completions"}}}, true, false},
+		{&Group{Kind: KindVLLM, APISettings: APISettings{APIs: []string{"embeddings"}, Translate: TranslateLossy}}, false, false},
+	} {
+		if on, lossy := tc.g.TranslatesMessages(); on != tc.on || lossy != tc.lossy {
+			t.Errorf("%s %v translate %q: %v %v, want %v %v", tc.g.Kind, tc.g.APIs, tc.g.Translate, on, lossy, tc.on, tc.lossy)
+		}
+	}
+	if err := (&Group{Kind: KindOpenAI, APISettings: APISettings{Translate: "always"}}).checkAPIs(); err == nil || !strings.Contains(err.Error(), "lossy") {
+		t.Errorf("translate always: %v", err)
+	}
+}

@@ -1,0 +1,80 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
+	"github.com/hybridllm/caddy-hybrid-llm/module/translate"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+)
+
+// converter turns an answer in the API a target speaks into the client's
+// as it passes (see package translate).
+type converter interface {
+	Pass(w io.Writer, p []byte) (int, error)
+	Finish(w io.Writer) error
+}
+
+// apiFor is the API an attempt on t speaks to its upstream: the
+// request's, or chat completions for a Messages request its group takes
+// translated.
+func (rt *Route) apiFor(t *routing.Target) *protocol.API {
+	if translated, _ := rt.q.Translated(t.Upstream); translated {
+		return protocol.ChatCompletions
+	}
+	return rt.q.API
+}
+
+// translatedRequest makes pr, an attempt's request, one of chat
+// completions: its path's endpoint, the body translated for target t
+// (clamped first for a tier with a max_tokens), Anthropic's own headers
+// left out. It returns the body's length.
+func (rt *Route) translatedRequest(pr *http.Request, t *routing.Target, b *upstreamBody) int64 {
+	u := *pr.URL
+	u.Path = strings.TrimSuffix(u.Path, rt.q.API.Endpoint) + protocol.ChatCompletions.Endpoint
+	u.RawPath = ""
+	pr.URL = &u
+	h := make(http.Header, len(pr.Header))
+	for k, v := range pr.Header {
+		if !strings.HasPrefix(k, "Anthropic-") {
+			h[k] = v
+		}
+	}
+	pr.Header = h
+	body := rt.q.Body
+	if t.Tier != nil && rt.x.deg != nil {
+		rt.x.deg.ClampedTo = 0
+		if m := t.Tier.MaxTokens; m > 0 {
+			if out, changed, err := protocol.ClampTokens(body, rt.q.API.LengthFields, m, rt.q.API.LengthFields[0]); err == nil && changed {
+				body, rt.x.deg.ClampedTo = out, m
+			}
+		}
+	}
+	_, lossy := t.Upstream.TranslatesMessages()
+	field := "max_tokens"
+	if t.Upstream.Kind == upstream.KindOpenAI {
+		field = "max_completion_tokens" // what OpenAI's reasoning models take
+	}
+	out, err := translate.ToChat(body, translate.Options{Model: t.Run.ModelJSON, MaxTokensField: field,
+		VLLM: t.Upstream.Kind == upstream.KindVLLM, Lossy: lossy})
+	if err != nil {
+		out = nil // the gate let through only what translates: an empty body fails the attempt
+	}
+	return b.set(out)
+}
+
+// converterFor is what turns a translated attempt's answer into the
+// client's: a stream's events, or a whole answer; model is the name the
+// client gets, as JSON.
+func converterFor(sse bool, model []byte) converter {
+	if sse {
+		return &translate.Stream{Model: model}
+	}
+	return &translate.Whole{Model: model}
+}
