@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -116,11 +117,11 @@ func weatherParams(model string, turns ...anthropic.MessageParam) anthropic.Mess
 // result back as a tool_result, and gets the answer; the cloud gets chat
 // requests (the tool as a function, the call and its result as
 // tool_calls and a tool message); the tokens metered and charged are the
-// cloud's, its cached ones among the prompt's.
+// cloud's, its cached ones among the prompt's at their price.
 func TestMessagesTranslatedToolUse(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	cloud := newToolCloud(t)
-	loadMessages(t, e, messagesGateway+"group tools {\n\tkind openai\n\tapi_key sk-tool-cloud\n\tproxy "+cloud.srv.URL()+"\n\tcost {\n\t\tinput_per_million 1\n\t\toutput_per_million 4\n\t}\n}\n"+
+	loadMessages(t, e, messagesGateway+"group tools {\n\tkind openai\n\tapi_key sk-tool-cloud\n\tproxy "+cloud.srv.URL()+"\n\tcost {\n\t\tinput_per_million 1\n\t\tcached_input_per_million 0.1\n\t\toutput_per_million 4\n\t}\n}\n"+
 		"alias coder {\n\ttarget tools gpt-tools\n}\n")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -192,9 +193,15 @@ func TestMessagesTranslatedToolUse(t *testing.T) {
 	if p := metricValue(t, "caddy_hybrid_llm_tokens_total", map[string]string{"gateway": gw, "group": "tools", "kind": "prompt"}); p != 480 {
 		t.Errorf("prompt tokens %v, want 480", p)
 	}
+	// each answer costs 20 input tokens at 1 USD a million, 100 cached
+	// at 0.1, 9 output at 4
 	rec := e.accessLog(last.Header.Get("X-Request-Id"))
-	if rec["llm_translated_to"] != "chat/completions" || rec["llm_prompt_tokens"] != float64(120) || rec["llm_completion_tokens"] != float64(9) {
+	if cost, _ := rec["llm_cost_usd"].(float64); rec["llm_translated_to"] != "chat/completions" || rec["llm_prompt_tokens"] != float64(120) ||
+		rec["llm_cached_tokens"] != float64(100) || rec["llm_completion_tokens"] != float64(9) || math.Abs(cost-66e-6) > 1e-12 {
 		t.Errorf("access log: %v", rec)
+	}
+	if c := metricValue(t, "caddy_hybrid_llm_tokens_total", map[string]string{"gateway": gw, "group": "tools", "kind": "prompt_cached"}); c != 400 {
+		t.Errorf("cached prompt tokens %v, want 400", c)
 	}
 }
 

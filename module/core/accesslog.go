@@ -90,6 +90,16 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if x.usage.Found {
 		enc.AddInt64("llm_prompt_tokens", x.usage.Prompt)
 		enc.AddInt64("llm_completion_tokens", x.usage.Completion)
+		// the classes within them, when the upstream told them
+		if x.usage.Cached > 0 {
+			enc.AddInt64("llm_cached_tokens", x.usage.Cached)
+		}
+		if x.usage.CacheWrite > 0 {
+			enc.AddInt64("llm_cache_write_tokens", x.usage.CacheWrite)
+		}
+		if x.usage.Reasoning > 0 {
+			enc.AddInt64("llm_reasoning_tokens", x.usage.Reasoning)
+		}
 		if x.ans.estimated {
 			enc.AddBool("llm_usage_estimated", true)
 		}

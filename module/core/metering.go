@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -61,6 +63,7 @@ func meter(f *Front, x *exchange) {
 		// counts only: the reader refused anything else
 		tm.Prompt.Add(float64(x.usage.Prompt))
 		tm.Completion.Add(float64(x.usage.Completion))
+		meterClasses(gw, al.Name, group, client, &x.usage.Usage)
 	}
 	if x.usage.Bad && f.BadUsage.Allow(f.Clock.Now()) {
 		f.Logger.Warn("ignored usage values that are not token counts (negative, fractional, over 1e9 or not numbers); at most one such warning a minute",
@@ -70,4 +73,23 @@ func meter(f *Front, x *exchange) {
 	if x.ans.ttfb > 0 {
 		tm.TTFT.Observe(x.ans.ttfb.Seconds())
 	}
+}
+
+// meterClasses counts the classes within an answer's prompt and
+// completion (cached, written to the cache, reasoning) that it has: a
+// series of each only where an upstream tells them.
+func meterClasses(gw, alias, group, client string, u *protocol.Usage) {
+	for _, c := range [...]struct {
+		kind string
+		n    int64
+	}{{routing.KindPromptCached, u.Cached}, {routing.KindPromptCacheWrite, u.CacheWrite}, {routing.KindCompletionReasoning, u.Reasoning}} {
+		if c.n > 0 {
+			routing.TokensTotal.WithLabelValues(gw, alias, group, c.kind, client, routing.BillingBusiness).Add(float64(c.n))
+		}
+	}
+}
+
+// tokensOf is an answer's usage by the classes prices tell apart.
+func tokensOf(u *protocol.Usage) upstream.Tokens {
+	return upstream.Tokens{Prompt: u.Prompt, Cached: u.Cached, CacheWrite: u.CacheWrite, Completion: u.Completion}
 }

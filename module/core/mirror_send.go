@@ -187,7 +187,7 @@ func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd f
 	switch cc := m.Upstream.Cost; {
 	case cc == nil:
 	case m.Upstream.Kind == upstream.KindOpenAI:
-		usd, priced = cc.RequestCost(u.Prompt, u.Completion, u.Cached, dur), true
+		usd, priced = cc.RequestCost(tokensOf(&u.Usage), dur), true
 		s.Cost.Add(usd)
 	case c.f.Money.Ledger != nil:
 		usd, priced = float64(u.Prompt+u.Completion)*c.f.Money.SelfCostPerToken(), true

@@ -478,7 +478,7 @@ func (rt *Route) cost(at time.Time) {
 	switch {
 	case cc == nil:
 	case t.Upstream.Kind == upstream.KindOpenAI:
-		usd = cc.RequestCost(rt.x.usage.Prompt, rt.x.usage.Completion, rt.x.usage.Cached, at.Sub(began))
+		usd = cc.RequestCost(tokensOf(&rt.x.usage.Usage), at.Sub(began))
 		cloudUSD = usd
 		routing.CostTotal.WithLabelValues(rt.f.Name, t.Group, rt.x.clientName(), routing.BillingBusiness).Add(usd)
 	default:

@@ -42,6 +42,15 @@ func traceOutcome(x *exchange) {
 	if x.usage.Found {
 		s.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", x.usage.Prompt),
 			attribute.Int64("gen_ai.usage.output_tokens", x.usage.Completion))
+		if x.usage.Cached > 0 {
+			s.SetAttributes(attribute.Int64("gen_ai.usage.cache_read.input_tokens", x.usage.Cached))
+		}
+		if x.usage.CacheWrite > 0 {
+			s.SetAttributes(attribute.Int64("gen_ai.usage.cache_creation.input_tokens", x.usage.CacheWrite))
+		}
+		if x.usage.Reasoning > 0 {
+			s.SetAttributes(attribute.Int64("gen_ai.usage.reasoning.output_tokens", x.usage.Reasoning))
+		}
 		if x.ans.estimated {
 			s.SetAttributes(attribute.Bool("hybrid_llm.usage_estimated", true))
 		}

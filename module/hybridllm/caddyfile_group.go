@@ -385,6 +385,7 @@ func unmarshalOverflow(d *caddyfile.Dispenser) (*OverflowConfig, error) {
 //		gpu_cost_per_month <usd>
 //		input_per_million  <usd>
 //		cached_input_per_million <usd>
+//		cache_write_per_million  <usd>
 //		output_per_million <usd>
 //		per_second         <usd>
 //	}
@@ -404,12 +405,14 @@ func unmarshalCost(d *caddyfile.Dispenser) (*CostConfig, error) {
 			dst = &cc.InputPerMillion
 		case "cached_input_per_million":
 			dst = &cc.CachedInputPerMillion
+		case "cache_write_per_million":
+			dst = &cc.CacheWritePerMillion
 		case "output_per_million":
 			dst = &cc.OutputPerMillion
 		case "per_second":
 			dst = &cc.PerSecond
 		default:
-			return nil, caddyargs.UnknownOption(d, "cost option", d.Val(), "cached_input_per_million", "gpu_cost_per_month", "gpus", "input_per_million", "output_per_million", "per_second")
+			return nil, caddyargs.UnknownOption(d, "cost option", d.Val(), "cache_write_per_million", "cached_input_per_million", "gpu_cost_per_month", "gpus", "input_per_million", "output_per_million", "per_second")
 		}
 		v, err := caddyargs.USD(d)
 		if err != nil {

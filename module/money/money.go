@@ -72,7 +72,7 @@ func (m *Money) Comparison(from, to time.Time) cost.Comparison {
 				p.CloudPerGPUSec = cc.PerSecond / m.CloudSlotGPUs
 			}
 		} else {
-			allCloudTokens = cc.RequestCost(w.Prompt, w.Completion, 0, 0)
+			allCloudTokens = cc.RequestCost(upstream.Tokens{Prompt: w.Prompt, Completion: w.Completion}, 0)
 		}
 	}
 	c := cost.Compare(w.Samples, p, w.CloudUSD)

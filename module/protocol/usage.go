@@ -73,6 +73,8 @@ type Passed struct {
 type Usage struct {
 	Prompt, Completion int64
 	Cached             int64 // prompt tokens the provider served from its cache
+	CacheWrite         int64 // prompt tokens it wrote to its cache (Anthropic's cache_creation_input_tokens)
+	Reasoning          int64 // completion tokens the model spent reasoning
 	Found              bool
 	Bad                bool // the upstream sent a usage value that is no count
 	// the prompt's counts came and the answer's did not (an Anthropic
@@ -393,12 +395,13 @@ func (u *UsageScanner) readUsageJSON(body []byte) {
 		return
 	}
 	r := gjson.GetManyBytes(body, "usage.prompt_tokens", "usage.completion_tokens", "usage.prompt_tokens_details.cached_tokens",
-		"usage.input_tokens", "usage.output_tokens", "usage.input_tokens_details.cached_tokens")
+		"usage.completion_tokens_details.reasoning_tokens",
+		"usage.input_tokens", "usage.output_tokens", "usage.input_tokens_details.cached_tokens", "usage.output_tokens_details.reasoning_tokens")
 	switch {
 	case r[0].Exists() || r[1].Exists():
-		u.setUsage(rawBytes(r[0]), rawBytes(r[1]), rawBytes(r[2]))
-	case r[3].Exists() || r[4].Exists():
-		u.setUsage(rawBytes(r[3]), rawBytes(r[4]), rawBytes(r[5]))
+		u.setUsage(rawBytes(r[0]), rawBytes(r[1]), rawBytes(r[2]), rawBytes(r[3]))
+	case r[4].Exists() || r[5].Exists():
+		u.setUsage(rawBytes(r[4]), rawBytes(r[5]), rawBytes(r[6]), rawBytes(r[7]))
 	}
 }
 
@@ -407,7 +410,7 @@ func (u *UsageScanner) readUsageJSON(body []byte) {
 func (u *UsageScanner) usageObject(body []byte, i int) bool {
 	// the Chat and Completions APIs' names, or the Responses API's (and
 	// Anthropic's) input_tokens and output_tokens
-	var prompt, completion, details, cacheRead, cacheWrite []byte
+	var prompt, completion, details, outDetails, cacheRead, cacheWrite []byte
 	_, ok := jsonscan.ObjectFields(body, i, 4, func(key, raw []byte, _ int) {
 		switch string(key) {
 		case "prompt_tokens", "input_tokens":
@@ -416,6 +419,8 @@ func (u *UsageScanner) usageObject(body []byte, i int) bool {
 			completion = raw
 		case "prompt_tokens_details", "input_tokens_details":
 			details = raw
+		case "completion_tokens_details", "output_tokens_details":
+			outDetails = raw
 		case "cache_read_input_tokens":
 			cacheRead = raw
 		case "cache_creation_input_tokens":
@@ -429,31 +434,39 @@ func (u *UsageScanner) usageObject(body []byte, i int) bool {
 		u.anthropicUsage(prompt, completion, cacheRead, cacheWrite)
 		return true
 	}
-	var cached []byte
-	if len(details) > 0 {
-		jsonscan.ObjectFields(details, 0, 1, func(key, raw []byte, _ int) {
-			if string(key) == "cached_tokens" {
-				cached = raw
-			}
-		})
-	}
-	u.setUsage(prompt, completion, cached)
+	u.setUsage(prompt, completion, detail(details, "cached_tokens"), detail(outDetails, "reasoning_tokens"))
 	return true
 }
 
-// setUsage records the usage counts read from the upstream, as raw JSON
-// values (nil when absent). A value that is not a count (negative,
+// detail is the raw value of a field of a usage details object (nil when
+// either is absent).
+func detail(details []byte, field string) []byte {
+	var v []byte
+	if len(details) > 0 {
+		jsonscan.ObjectFields(details, 0, 1, func(key, raw []byte, _ int) {
+			if string(key) == field {
+				v = raw
+			}
+		})
+	}
+	return v
+}
+
+// setUsage records the usage counts read from the upstream (the prompt,
+// the completion, the cached prompt and the reasoning among the
+// completion), as raw JSON values (nil when absent). A value that is not a count (negative,
 // fractional, absurd, not a number) is ignored and flagged; the last
 // valid usage seen wins (continuous usage stats repeat it).
-func (u *UsageScanner) setUsage(prompt, completion, cached []byte) {
+func (u *UsageScanner) setUsage(prompt, completion, cached, reasoning []byte) {
 	p, pok := upstreamCount(prompt)
 	c, cok := upstreamCount(completion)
 	k, kok := upstreamCount(cached)
-	if !pok && !absentValue(prompt) || !cok && !absentValue(completion) || !kok && !absentValue(cached) {
+	r, rok := upstreamCount(reasoning)
+	if !pok && !absentValue(prompt) || !cok && !absentValue(completion) || !kok && !absentValue(cached) || !rok && !absentValue(reasoning) {
 		u.Bad = true
 	}
 	if pok || cok {
-		u.Prompt, u.Completion, u.Cached, u.Found = p, c, min(k, p), true
+		u.Prompt, u.Completion, u.Cached, u.Reasoning, u.Found = p, c, min(k, p), min(r, c), true
 	}
 }
 
@@ -481,7 +494,7 @@ func (u *UsageScanner) anthropicUsage(input, output, cacheRead, cacheWrite []byt
 			u.Bad = true
 		}
 	}
-	u.Prompt, u.Cached = a.input+a.cacheRead+a.cacheWrite, a.cacheRead
+	u.Prompt, u.Cached, u.CacheWrite = a.input+a.cacheRead+a.cacheWrite, a.cacheRead, a.cacheWrite
 	if !absentValue(output) {
 		u.Found, u.Partial = true, false
 	} else if !u.Found && !absentValue(input) {

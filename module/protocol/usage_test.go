@@ -494,3 +494,40 @@ func TestCachedPromptTokens(t *testing.T) {
 		t.Fatalf("stream: cached %d", u.Cached)
 	}
 }
+
+// Each class of token an upstream tells is read: OpenAI's reasoning
+// tokens (chat, and the Responses API's output details), Anthropic's
+// cache reads and writes, in a JSON answer and in a stream; a spaced
+// usage object too.
+func TestTokenClasses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		u      UsageScanner
+		in     string
+		prompt int64
+		cached int64
+		write  int64
+		reason int64
+	}{
+		{"chat reasoning", UsageScanner{}, `{"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":50,"prompt_tokens_details":{"cached_tokens":64},"completion_tokens_details":{"reasoning_tokens":30,"accepted_prediction_tokens":0}}}`,
+			100, 64, 0, 30},
+		{"chat reasoning, spaced", UsageScanner{}, `{"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 50, "completion_tokens_details": {"reasoning_tokens": 30}}}`,
+			100, 0, 0, 30},
+		{"responses", UsageScanner{}, `{"object":"response","output":[],"usage":{"input_tokens":90,"input_tokens_details":{"cached_tokens":10},"output_tokens":40,"output_tokens_details":{"reasoning_tokens":25},"total_tokens":130}}`,
+			90, 10, 0, 25},
+		{"a stream's reasoning", UsageScanner{SSE: true}, chunkRole + "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":9,\"completion_tokens_details\":{\"reasoning_tokens\":4}}}\n\n" + chunkDone,
+			7, 0, 0, 4},
+		{"anthropic cache", UsageScanner{Events: EventsAnthropic}, `{"type":"message","content":[],"usage":{"input_tokens":20,"cache_creation_input_tokens":1500,"cache_read_input_tokens":8000,"output_tokens":200}}`,
+			9520, 8000, 1500, 0},
+		{"anthropic stream", UsageScanner{SSE: true, Events: EventsAnthropic},
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":20,\"cache_creation_input_tokens\":1500,\"cache_read_input_tokens\":8000,\"output_tokens\":1}}}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":200}}\n\n",
+			9520, 8000, 1500, 0},
+	} {
+		u := tc.u
+		feed(&u, tc.in, 6)
+		if !u.Found || u.Prompt != tc.prompt || u.Cached != tc.cached || u.CacheWrite != tc.write || u.Reasoning != tc.reason || u.Bad {
+			t.Errorf("%s: %+v", tc.name, u.Usage)
+		}
+	}
+}

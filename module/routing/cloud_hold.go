@@ -11,6 +11,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // cloudHold is what one request holds of the cloud spend.
@@ -113,7 +114,7 @@ func (s *SpendLimits) quote(p *Passage, t *Target) (holdQuote, bool) {
 	if s.deadline > 0 {
 		dur = min(dur, s.deadline)
 	}
-	need := cc.RequestCost(prompt, completion, 0, dur)
+	need := cc.RequestCost(upstream.Tokens{Prompt: prompt, Completion: completion}, dur)
 	if need <= p.Hold.USD {
 		return holdQuote{}, false
 	}

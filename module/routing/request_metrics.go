@@ -29,7 +29,7 @@ var (
 
 	TokensTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metricsNS, Name: "tokens_total",
-		Help: "Tokens from the upstreams' usage, by alias, group, kind (prompt, completion), client (empty without clients) and billing (business, or shadow for mirror copies).",
+		Help: "Tokens from the upstreams' usage, by alias, group, kind (prompt, completion, and within them prompt_cached, prompt_cache_write, completion_reasoning), client (empty without clients) and billing (business, or shadow for mirror copies).",
 	}, []string{"gateway", "alias", "group", "kind", "client", "billing"})
 
 	RequestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -120,4 +120,12 @@ func (t *Target) MetricsOf(gw, alias, client string) *TargetMetrics {
 const (
 	BillingBusiness = "business"
 	BillingShadow   = "shadow"
+)
+
+// The token kinds within a prompt and a completion (see TokensTotal): a
+// part of them, not added to them.
+const (
+	KindPromptCached        = "prompt_cached"
+	KindPromptCacheWrite    = "prompt_cache_write"
+	KindCompletionReasoning = "completion_reasoning"
 )

@@ -28,7 +28,14 @@ type CostConfig struct {
 	// them apart (kind openai). Default: the input price.
 	CachedInputPerMillion float64 `json:"cached_input_per_million,omitempty"`
 
-	// USD per million output (completion) tokens (kind openai).
+	// USD per million input tokens the provider wrote to its prompt cache
+	// (Anthropic's usage.cache_creation_input_tokens, billed above the
+	// input price), when it bills them apart (kind openai). Default: the
+	// input price.
+	CacheWritePerMillion float64 `json:"cache_write_per_million,omitempty"`
+
+	// USD per million output (completion) tokens (kind openai), reasoning
+	// tokens among them.
 	OutputPerMillion float64 `json:"output_per_million,omitempty"`
 
 	// USD per second of compute (kind openai), instead of token prices:
@@ -37,14 +44,14 @@ type CostConfig struct {
 }
 
 func (cc *CostConfig) validate(kind string) error {
-	for _, v := range []float64{cc.GPUs, cc.GPUCostPerMonth, cc.InputPerMillion, cc.OutputPerMillion, cc.PerSecond, cc.CachedInputPerMillion} {
+	for _, v := range []float64{cc.GPUs, cc.GPUCostPerMonth, cc.InputPerMillion, cc.OutputPerMillion, cc.PerSecond, cc.CachedInputPerMillion, cc.CacheWritePerMillion} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("cost values must be finite and not negative")
 		}
 	}
 	switch kind {
 	case KindVLLM:
-		if cc.InputPerMillion != 0 || cc.OutputPerMillion != 0 || cc.PerSecond != 0 || cc.CachedInputPerMillion != 0 {
+		if cc.InputPerMillion != 0 || cc.OutputPerMillion != 0 || cc.PerSecond != 0 || cc.CachedInputPerMillion != 0 || cc.CacheWritePerMillion != 0 {
 			return fmt.Errorf("a vllm group's cost is gpus and gpu_cost_per_month")
 		}
 		if cc.GPUs == 0 {
@@ -61,16 +68,28 @@ func (cc *CostConfig) validate(kind string) error {
 	return nil
 }
 
-// RequestCost is what one cloud request costs; cached is the part of
-// the prompt served from the provider's cache.
-func (cc *CostConfig) RequestCost(prompt, completion, cached int64, dur time.Duration) float64 {
+// Tokens are one answer's tokens by class: the prompt, the part of it
+// the provider served from its cache and the part it wrote there, and
+// the completion.
+type Tokens struct {
+	Prompt, Cached, CacheWrite, Completion int64
+}
+
+// RequestCost is what one cloud request costs: its tokens at their
+// class's price, or its duration.
+func (cc *CostConfig) RequestCost(t Tokens, dur time.Duration) float64 {
 	if cc.PerSecond > 0 {
 		return dur.Seconds() * cc.PerSecond
 	}
-	cachedPrice := cc.InputPerMillion
+	cachedPrice, writePrice := cc.InputPerMillion, cc.InputPerMillion
 	if cc.CachedInputPerMillion > 0 {
 		cachedPrice = cc.CachedInputPerMillion
 	}
-	cached = min(max(cached, 0), prompt)
-	return (float64(prompt-cached)*cc.InputPerMillion + float64(cached)*cachedPrice + float64(completion)*cc.OutputPerMillion) / 1e6
+	if cc.CacheWritePerMillion > 0 {
+		writePrice = cc.CacheWritePerMillion
+	}
+	cached := min(max(t.Cached, 0), t.Prompt)
+	written := min(max(t.CacheWrite, 0), t.Prompt-cached)
+	plain := t.Prompt - cached - written
+	return (float64(plain)*cc.InputPerMillion + float64(cached)*cachedPrice + float64(written)*writePrice + float64(t.Completion)*cc.OutputPerMillion) / 1e6
 }
