@@ -43,6 +43,7 @@ type bucket struct {
 	peak              float64
 	promptTokens      int64
 	completionTokens  int64
+	classes           TokenClasses // within the prompt and the completion
 	selfTokens        int64
 	cloudUSD          float64
 	shadow            cost.Validation // mirror copies, outside the business bill
@@ -257,10 +258,26 @@ func (b *bucket) addCharge(c journal.Charge) {
 	}
 	b.promptTokens += c.Prompt
 	b.completionTokens += c.Completion
+	b.classes.add(TokenClasses{Cached: c.Cached, CacheWrite: c.CacheWrite, Reasoning: c.Reasoning})
 	if c.SelfHosted {
 		b.selfTokens += c.Prompt + c.Completion
 	}
 	b.cloudUSD += c.CloudUSD
+}
+
+// TokenClasses are the tokens within the prompts and completions counted
+// apart, where the upstreams told them: the prompt's served from the
+// provider's cache and written to it, the completion's spent reasoning.
+type TokenClasses struct {
+	Cached     int64 `json:"cached_tokens,omitempty"`
+	CacheWrite int64 `json:"cache_write_tokens,omitempty"`
+	Reasoning  int64 `json:"reasoning_tokens,omitempty"`
+}
+
+func (c *TokenClasses) add(o TokenClasses) {
+	c.Cached += o.Cached
+	c.CacheWrite += o.CacheWrite
+	c.Reasoning += o.Reasoning
 }
 
 func (l *Ledger) bucketLocked(t time.Time) *bucket {
@@ -288,8 +305,10 @@ type Window struct {
 	// instant.
 	Samples []cost.Sample
 	// Prompt, Completion and SelfTokens count the answered requests'
-	// tokens, SelfTokens those served self-hosted.
+	// tokens, SelfTokens those served self-hosted; Classes those within
+	// them.
 	Prompt, Completion, SelfTokens int64
+	Classes                        TokenClasses
 	// CloudUSD is what the cloud cost.
 	CloudUSD float64
 	// Shadow is the mirror copies, outside the business bill.
@@ -315,6 +334,7 @@ func (l *Ledger) Window(from, to time.Time) Window {
 		}
 		w.Prompt += b.promptTokens
 		w.Completion += b.completionTokens
+		w.Classes.add(b.classes)
 		w.SelfTokens += b.selfTokens
 		w.CloudUSD += b.cloudUSD
 		w.Shadow.Requests += b.shadow.Requests

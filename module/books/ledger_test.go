@@ -105,7 +105,7 @@ func TestLedgerQueuedIsNotDemand(t *testing.T) {
 }
 
 // The ledger persists through Caddy's storage: a new ledger (a restart)
-// reads back the days before; a day that is not a ledger is set aside,
+// reads back the days before, their token classes too; a day that is not a ledger is set aside,
 // never deleted, and the ledger goes on without it.
 func TestLedgerPersists(t *testing.T) {
 	clk := fakeClock(t)
@@ -117,7 +117,7 @@ func TestLedgerPersists(t *testing.T) {
 	l.Add(start.Add(-25*time.Hour), journal.Charge{Client: "team-a", SelfHosted: true, Prompt: 100, Completion: 10})
 	l.Occupy(start.Add(-24*time.Hour), -0.5, 0)
 	l.Occupy(start, 0, 1)
-	l.Add(start.Add(10*time.Second), journal.Charge{Client: "team-b", Prompt: 7, Completion: 3, CloudUSD: 0.5})
+	l.Add(start.Add(10*time.Second), journal.Charge{Client: "team-b", Prompt: 7, Completion: 3, Cached: 4, CacheWrite: 2, Reasoning: 1, CloudUSD: 0.5})
 	l.Occupy(start.Add(time.Minute), 0, -1)
 	l.Add(start.Add(20*time.Second), journal.Charge{Shadow: true, Prompt: 5, Completion: 5, CloudUSD: 0.1})
 	ctx := context.Background()
@@ -129,9 +129,12 @@ func TestLedgerPersists(t *testing.T) {
 		want, got := l.Window(w.from, w.to), back.Window(w.from, w.to)
 		cw, cg := cost.Compare(want.Samples, cost.Prices{SelfGPUs: 1}, -1), cost.Compare(got.Samples, cost.Prices{SelfGPUs: 1}, -1)
 		if cw.DemandGPUSecs != cg.DemandGPUSecs || cw.WindowSeconds != cg.WindowSeconds || want.Prompt != got.Prompt ||
-			want.CloudUSD != got.CloudUSD || want.Shadow != got.Shadow {
+			want.CloudUSD != got.CloudUSD || want.Shadow != got.Shadow || want.Classes != got.Classes {
 			t.Errorf("window %v: read back %+v / %+v, saved %+v / %+v", w.from, cg, got, cw, want)
 		}
+	}
+	if c := back.Window(start, start.Add(time.Minute)).Classes; c != (TokenClasses{Cached: 4, CacheWrite: 2, Reasoning: 1}) {
+		t.Errorf("the token classes read back: %+v", c)
 	}
 	if uses := back.Clients(start.Add(-26*time.Hour), start.Add(time.Minute)); len(uses) != 2 || uses[0].PromptTokens != 100 || uses[1].CloudUSD != 0.5 {
 		t.Errorf("clients read back: %+v", uses)

@@ -43,17 +43,18 @@ type ledgerDay struct {
 
 // storedBucket is a bucket as stored.
 type storedBucket struct {
-	Start            int64            `json:"start"` // Unix seconds
-	DurationMS       int64            `json:"duration_ms"`
-	SelfGPUSeconds   float64          `json:"self_gpu_seconds"`
-	CloudGPUSeconds  float64          `json:"cloud_gpu_seconds"`
-	PeakGPUs         float64          `json:"peak_gpus"`
-	PromptTokens     int64            `json:"prompt_tokens"`
-	CompletionTokens int64            `json:"completion_tokens"`
-	SelfTokens       int64            `json:"self_tokens"`
-	CloudUSD         float64          `json:"cloud_usd"`
-	Shadow           *cost.Validation `json:"shadow,omitempty"`
-	Clients          []ClientUse      `json:"clients,omitempty"`
+	Start            int64   `json:"start"` // Unix seconds
+	DurationMS       int64   `json:"duration_ms"`
+	SelfGPUSeconds   float64 `json:"self_gpu_seconds"`
+	CloudGPUSeconds  float64 `json:"cloud_gpu_seconds"`
+	PeakGPUs         float64 `json:"peak_gpus"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	TokenClasses
+	SelfTokens int64            `json:"self_tokens"`
+	CloudUSD   float64          `json:"cloud_usd"`
+	Shadow     *cost.Validation `json:"shadow,omitempty"`
+	Clients    []ClientUse      `json:"clients,omitempty"`
 }
 
 // store is where a ledger is kept.
@@ -122,7 +123,7 @@ func (l *Ledger) Save(ctx context.Context, since, t time.Time) (journalSeq uint6
 func storeBucket(b *bucket) storedBucket {
 	sb := storedBucket{Start: b.start.Unix(), DurationMS: b.dur.Milliseconds(), SelfGPUSeconds: b.selfSecs,
 		CloudGPUSeconds: b.cloudGS, PeakGPUs: b.peak, PromptTokens: b.promptTokens, CompletionTokens: b.completionTokens,
-		SelfTokens: b.selfTokens, CloudUSD: b.cloudUSD, Clients: slices.Clone(b.clients)}
+		TokenClasses: b.classes, SelfTokens: b.selfTokens, CloudUSD: b.cloudUSD, Clients: slices.Clone(b.clients)}
 	if b.shadow.Requests > 0 {
 		v := b.shadow
 		sb.Shadow = &v
@@ -183,6 +184,7 @@ func (l *Ledger) load(ctx context.Context, t time.Time) map[string]uint64 {
 		b.peak = max(b.peak, sb.PeakGPUs)
 		b.promptTokens += sb.PromptTokens
 		b.completionTokens += sb.CompletionTokens
+		b.classes.add(sb.TokenClasses)
 		b.selfTokens += sb.SelfTokens
 		b.cloudUSD += sb.CloudUSD
 		if sb.Shadow != nil {

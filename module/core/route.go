@@ -485,6 +485,7 @@ func (rt *Route) cost(at time.Time) {
 		usd = float64(rt.x.usage.Prompt+rt.x.usage.Completion) * rt.f.Money.SelfCostPerToken()
 	}
 	rt.f.Money.Charge(rt.x.client, journal.Charge{Client: rt.x.clientName(), SelfHosted: t.Upstream.Kind == upstream.KindVLLM,
-		Prompt: rt.x.usage.Prompt, Completion: rt.x.usage.Completion, CloudUSD: cloudUSD, Estimated: rt.x.ans.estimated}, at)
+		Prompt: rt.x.usage.Prompt, Completion: rt.x.usage.Completion, Cached: rt.x.usage.Cached, CacheWrite: rt.x.usage.CacheWrite,
+		Reasoning: rt.x.usage.Reasoning, CloudUSD: cloudUSD, Estimated: rt.x.ans.estimated}, at)
 	rt.x.ans.costUSD, rt.x.ans.priced = usd, cc != nil
 }

@@ -99,10 +99,15 @@ var readSegmentFile = os.ReadFile
 // Charge is what a finished request adds to the books: a charge record
 // is one, with its time.
 type Charge struct {
-	Client     string  `json:"c,omitempty"`    // a known client's name; "" for none
-	SelfHosted bool    `json:"self,omitempty"` // served by a vllm group
-	Prompt     int64   `json:"p,omitempty"`
-	Completion int64   `json:"o,omitempty"`
+	Client     string `json:"c,omitempty"`    // a known client's name; "" for none
+	SelfHosted bool   `json:"self,omitempty"` // served by a vllm group
+	Prompt     int64  `json:"p,omitempty"`
+	Completion int64  `json:"o,omitempty"`
+	// the classes within them: the prompt's cached and written to the
+	// provider's cache, the completion's reasoning
+	Cached     int64   `json:"k,omitempty"`
+	CacheWrite int64   `json:"kw,omitempty"`
+	Reasoning  int64   `json:"r,omitempty"`
 	CloudUSD   float64 `json:"usd,omitempty"` // for a mirror copy: what it cost, wherever it ran
 	Estimated  bool    `json:"est,omitempty"` // the tokens were estimated, not reported by the upstream
 	Shadow     bool    `json:"sh,omitempty"`  // a mirror copy: validation, outside the business bill and the spend

@@ -72,7 +72,7 @@ func (m *Money) Comparison(from, to time.Time) cost.Comparison {
 				p.CloudPerGPUSec = cc.PerSecond / m.CloudSlotGPUs
 			}
 		} else {
-			allCloudTokens = cc.RequestCost(upstream.Tokens{Prompt: w.Prompt, Completion: w.Completion}, 0)
+			allCloudTokens = cc.RequestCost(upstream.Tokens{Prompt: w.Prompt, Cached: w.Classes.Cached, CacheWrite: w.Classes.CacheWrite, Completion: w.Completion}, 0)
 		}
 	}
 	c := cost.Compare(w.Samples, p, w.CloudUSD)
@@ -83,6 +83,11 @@ func (m *Money) Comparison(from, to time.Time) cost.Comparison {
 		c.Validation = &w.Shadow
 	}
 	c.Tokens = map[string]int{"prompt": int(w.Prompt), "completion": int(w.Completion), "self_hosted": int(w.SelfTokens)}
+	for k, n := range map[string]int64{"prompt_cached": w.Classes.Cached, "prompt_cache_write": w.Classes.CacheWrite, "completion_reasoning": w.Classes.Reasoning} {
+		if n > 0 {
+			c.Tokens[k] = int(n)
+		}
+	}
 	if w.SelfTokens > 0 {
 		perMillion := c.Hybrid.SelfHostedUSD / float64(w.SelfTokens) * 1e6
 		c.SelfHostedPerMillionTokens = &perMillion
