@@ -172,7 +172,7 @@ func TestMessagesTranslatedToolUse(t *testing.T) {
 	for _, b := range bodies {
 		if gjson.Get(b, "model").String() != "gpt-tools" || gjson.Get(b, "messages.0.role").String() != "system" ||
 			gjson.Get(b, "tools.0.function.name").String() != "get_weather" || gjson.Get(b, "tools.0.function.parameters.required.0").String() != "city" ||
-			gjson.Get(b, "max_completion_tokens").Int() != 256 || strings.Contains(b, "cache_control") {
+			gjson.Get(b, "max_tokens").Int() != 256 || strings.Contains(b, "cache_control") {
 			t.Errorf("a chat request: %s", b)
 		}
 	}

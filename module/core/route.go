@@ -245,6 +245,10 @@ func (rt *Route) failVerdict() failVerdict {
 		}
 	}
 	switch {
+	case unserved(rt.x.attempts) && len(rt.untranslatable()) > 0:
+		// the request holds what the targets that would translate it
+		// cannot carry: the request's to change
+		v.status, v.code, v.typ = http.StatusBadRequest, "untranslatable", protocol.TypeInvalidRequest
 	case unserved(rt.x.attempts):
 		// no target of the alias speaks the request's API: nothing to
 		// wait for (Claude Code counts its tokens itself when
@@ -343,9 +347,9 @@ func (rt *Route) failMessage(al *routing.Alias, v *failVerdict) string {
 	return sb.String()
 }
 
-// lossesMessage tells what kept a Messages request from the targets that
+// untranslatable is what kept a Messages request from the targets that
 // would have taken it translated into chat completions.
-func (rt *Route) lossesMessage(sb *strings.Builder) {
+func (rt *Route) untranslatable() []string {
 	var lost []string
 	for _, a := range rt.x.attempts {
 		if on, lossy := a.Target.Upstream.TranslatesMessages(); a.Reason == because.ProtocolUnsupported && on && !lossy {
@@ -356,6 +360,13 @@ func (rt *Route) lossesMessage(sb *strings.Builder) {
 			}
 		}
 	}
+	return lost
+}
+
+// lossesMessage tells what kept a Messages request from the targets that
+// would have taken it translated (see untranslatable).
+func (rt *Route) lossesMessage(sb *strings.Builder) {
+	lost := rt.untranslatable()
 	if len(lost) == 0 {
 		return
 	}

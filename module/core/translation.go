@@ -39,6 +39,7 @@ func (rt *Route) translatedRequest(pr *http.Request, t *routing.Target, b *upstr
 	u := *pr.URL
 	u.Path = strings.TrimSuffix(u.Path, rt.q.API.Endpoint) + protocol.ChatCompletions.Endpoint
 	u.RawPath = ""
+	u.RawQuery = "" // the Messages API's (Claude Code's beta=true), no chat endpoint's
 	pr.URL = &u
 	h := make(http.Header, len(pr.Header))
 	for k, v := range pr.Header {
@@ -57,12 +58,12 @@ func (rt *Route) translatedRequest(pr *http.Request, t *routing.Target, b *upstr
 		}
 	}
 	_, lossy := t.Upstream.TranslatesMessages()
-	field := "max_tokens"
-	if t.Upstream.Kind == upstream.KindOpenAI {
+	field := "max_tokens" // what every OpenAI-compatible server knows
+	if t.Upstream.OpenAIHosted() {
 		field = "max_completion_tokens" // what OpenAI's reasoning models take
 	}
 	out, err := translate.ToChat(body, translate.Options{Model: t.Run.ModelJSON, MaxTokensField: field,
-		VLLM: t.Upstream.Kind == upstream.KindVLLM, Lossy: lossy})
+		VLLM: t.Upstream.Kind == upstream.KindVLLM, Lossy: lossy, NoStreamUsage: !t.Upstream.Run.StreamUsage})
 	if err != nil {
 		out = nil // the gate let through only what translates: an empty body fails the attempt
 	}

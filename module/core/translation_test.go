@@ -58,7 +58,9 @@ func chatStream(cut bool) upstreamFunc {
 
 // A Messages request to a group that serves only chat completions goes
 // translated: to its chat endpoint, as a chat request with the target's
-// model and without Anthropic's headers; the answer comes back a message
+// model, its length as max_tokens (every OpenAI-compatible server's;
+// max_completion_tokens to OpenAI's own API) and without Anthropic's
+// headers; the answer comes back a message
 // with the alias as its model, its cached tokens apart, with its length.
 func TestCoreMessagesTranslated(t *testing.T) {
 	rec := new(seen)
@@ -80,7 +82,7 @@ func TestCoreMessagesTranslated(t *testing.T) {
 	}
 	sent := rec.bodies[0]
 	if gjson.Get(sent, "model").String() != "gpt-a" || gjson.Get(sent, "messages.0.role").String() != "system" ||
-		gjson.Get(sent, "max_completion_tokens").Int() != 64 || gjson.Get(sent, "max_tokens").Exists() {
+		gjson.Get(sent, "max_tokens").Int() != 64 || gjson.Get(sent, "max_completion_tokens").Exists() {
 		t.Errorf("the chat request: %s", sent)
 	}
 }
@@ -112,7 +114,8 @@ func TestCoreMessagesTranslatedStream(t *testing.T) {
 
 // What chat cannot carry keeps a Messages request from a target that
 // would translate it: the next target that serves the API natively gets
-// it; with none, the client is told what could not be carried.
+// it; with none, the client is told what could not be carried, a 400: the
+// request's to change.
 func TestCoreMessagesUntranslatable(t *testing.T) {
 	const thinking = `{"model":"chat-main","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"Hello"}]}`
 	native := func(w http.ResponseWriter, _ *http.Request) error {
@@ -130,7 +133,8 @@ func TestCoreMessagesUntranslatable(t *testing.T) {
 	rec = new(seen)
 	g = coreFront(t, rec, nil)
 	w = askMessages(t, g, thinking)
-	if msg := gjson.Get(w.Body.String(), "error.message").String(); w.Code != http.StatusNotFound || len(rec.calls) != 0 || !strings.Contains(msg, "cannot carry the request's thinking") {
+	if msg := gjson.Get(w.Body.String(), "error.message").String(); w.Code != http.StatusBadRequest || gjson.Get(w.Body.String(), "error.type").String() != "invalid_request_error" ||
+		len(rec.calls) != 0 || !strings.Contains(msg, "cannot carry the request's thinking") {
 		t.Errorf("%d after %v: %s", w.Code, rec.calls, w.Body)
 	}
 	// allowed, the loss is taken: thinking is left out

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -26,24 +27,39 @@ func Answer(answer, model []byte) (out []byte, ok bool) {
 	msg := choice.Get("message")
 	out = make([]byte, 0, len(answer)+64)
 	out = append(out, `{"id":`...)
-	out = gjson.AppendJSONString(out, messageID(a.Get("id").String()))
+	out = gjson.AppendJSONString(out, messageID(a.Get("id").Str))
 	out = append(out, `,"type":"message","role":"assistant","model":`...)
 	out = append(out, model...)
 	out = append(out, `,"content":[`...)
-	blocks := 0
-	if text := msg.Get("content"); text.Type == gjson.String && text.Str != "" {
-		out = append(out, `{"type":"text","text":`...)
-		out = append(out, text.Raw...)
-		out = append(out, '}')
-		blocks++
+	blocks, calls := 0, 0
+	finish := choice.Get("finish_reason").Str
+	for _, text := range [...]gjson.Result{msg.Get("content"), msg.Get("refusal")} {
+		if text.Type == gjson.String && text.Str != "" {
+			if blocks > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, `{"type":"text","text":`...)
+			out = append(out, text.Raw...)
+			out = append(out, '}')
+			blocks++
+		}
 	}
+	if r := msg.Get("refusal"); r.Type == gjson.String && r.Str != "" {
+		finish = "content_filter" // a refusal, said in its text
+	}
+	id := messageID(a.Get("id").Str)
 	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 		if blocks > 0 {
 			out = append(out, ',')
 		}
+		callID := tc.Get("id").Str
+		if callID == "" {
+			callID = toolID(id, blocks)
+		}
 		blocks++
+		calls++
 		out = append(out, `{"type":"tool_use","id":`...)
-		out = gjson.AppendJSONString(out, tc.Get("id").String())
+		out = gjson.AppendJSONString(out, callID)
 		out = append(out, `,"name":`...)
 		out = gjson.AppendJSONString(out, tc.Get("function.name").String())
 		out = append(out, `,"input":`...)
@@ -53,7 +69,7 @@ func Answer(answer, model []byte) (out []byte, ok bool) {
 	})
 	out = append(out, ']')
 	out = append(out, ',')
-	out = appendStop(out, choice.Get("finish_reason").String(), choice.Get("stop_reason"))
+	out = appendStop(out, finish, calls > 0, choice.Get("stop_reason"))
 	out = append(out, `,"usage":`...)
 	out = appendUsage(out, readUsage(a.Get("usage")), true)
 	return append(out, '}'), true
@@ -77,10 +93,20 @@ func toolInput(args string) string {
 	return "{}"
 }
 
-// stopReason is a chat finish_reason as a Messages stop_reason; vLLM's
-// stop_reason, when it is a string, is the stop sequence that ended the
-// answer.
-func stopReason(finish string, vllmStop gjson.Result) (reason string, sequence gjson.Result) {
+// toolID is an id for a tool call its upstream gave none: the message's
+// id and the call's block.
+func toolID(messageID string, block int) string {
+	return "toolu_" + strings.TrimPrefix(messageID, "msg_") + "_" + strconv.Itoa(block)
+}
+
+// stopReason is a chat finish_reason as a Messages stop_reason (an
+// answer with tool calls stopped for them, whatever its finish_reason:
+// vLLM says stop for a required or named tool); vLLM's stop_reason, when
+// it is a string, is the stop sequence that ended the answer.
+func stopReason(finish string, calls bool, vllmStop gjson.Result) (reason string, sequence gjson.Result) {
+	if calls && (finish == "stop" || finish == "") {
+		return "tool_use", gjson.Result{}
+	}
 	switch finish {
 	case "length":
 		return "max_tokens", gjson.Result{}
@@ -96,8 +122,8 @@ func stopReason(finish string, vllmStop gjson.Result) (reason string, sequence g
 }
 
 // appendStop appends "stop_reason":...,"stop_sequence":...
-func appendStop(out []byte, finish string, vllmStop gjson.Result) []byte {
-	reason, seq := stopReason(finish, vllmStop)
+func appendStop(out []byte, finish string, calls bool, vllmStop gjson.Result) []byte {
+	reason, seq := stopReason(finish, calls, vllmStop)
 	out = append(out, `"stop_reason":"`...)
 	out = append(out, reason...)
 	out = append(out, `","stop_sequence":`...)

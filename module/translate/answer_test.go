@@ -37,6 +37,16 @@ func TestAnswer(t *testing.T) {
 		in:   `{"id":"chatcmpl-9","model":"qwen","choices":[{"index":0,"message":{"role":"assistant","content":"one, two"},"finish_reason":"stop","stop_reason":"three"}],"usage":{"prompt_tokens":4,"completion_tokens":3}}`,
 		want: `{"id":"msg_chatcmpl-9","type":"message","role":"assistant","model":"chat-main","content":[{"type":"text","text":"one, two"}],
 			"stop_reason":"stop_sequence","stop_sequence":"three","usage":{"input_tokens":4,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":3}}`,
+	}, {
+		name: "a required tool's call, its finish stop (vLLM), without an id",
+		in:   `{"id":"v","choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":5}}`,
+		want: `{"id":"msg_v","type":"message","role":"assistant","model":"chat-main","content":[{"type":"tool_use","id":"toolu_v_0","name":"f","input":{"a":1}}],
+			"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":5}}`,
+	}, {
+		name: "a refusal",
+		in:   `{"id":"r","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":6}}`,
+		want: `{"id":"msg_r","type":"message","role":"assistant","model":"chat-main","content":[{"type":"text","text":"I can't help with that."}],
+			"stop_reason":"refusal","stop_sequence":null,"usage":{"input_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":6}}`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := Whole{Model: []byte(`"chat-main"`)}

@@ -5,6 +5,7 @@ package translate
 
 import (
 	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -22,14 +23,14 @@ var carried = [...]string{"model", "messages", "system", "max_tokens", "stop_seq
 // "image file" (an image by Files API id), "tool_result image", a content
 // block's or a tool's type that chat has no counterpart for, or a
 // top-level field it does not know; and, unless the target speaks vLLM's
-// dialect (vllm), top_k and a last assistant message to continue (a
-// prefill), which OpenAI refuses or answers anew. None: the translation
+// dialect (vllm), top_k, more than 4 stop sequences and a last assistant
+// message to continue (a prefill), which OpenAI refuses or answers anew. None: the translation
 // is exact.
 func Losses(body []byte, vllm bool) []string {
 	var lost []string
 	add := func(what string) {
 		if !slices.Contains(lost, what) {
-			lost = append(lost, what)
+			lost = append(lost, strings.Clone(what)) // kept: not the body's bytes
 		}
 	}
 	parse(body).ForEach(func(k, v gjson.Result) bool {
@@ -39,6 +40,8 @@ func Losses(body []byte, vllm bool) []string {
 			add(key)
 		case key == "top_k" && !vllm:
 			add(key)
+		case key == "stop_sequences" && !vllm && len(v.Array()) > maxStops:
+			add("stop_sequences over 4")
 		case key == "thinking" && v.Get("type").String() != "disabled":
 			add("thinking")
 		case key == "tools":
@@ -110,8 +113,12 @@ func imageCarried(b gjson.Result) bool {
 	return false
 }
 
-// parse reads body in place: the results share its bytes, which the
-// package never changes, rather than a copy (gjson.ParseBytes copies).
+// maxStops is the most stop sequences OpenAI takes.
+const maxStops = 4
+
+// parse reads body in place: the results share its bytes rather than a
+// copy (gjson.ParseBytes copies). A string kept past the call that read
+// it must be cloned: the caller may reuse the bytes.
 func parse(body []byte) gjson.Result {
 	if len(body) == 0 {
 		return gjson.Result{}

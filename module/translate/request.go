@@ -5,6 +5,7 @@ package translate
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/tidwall/gjson"
 )
@@ -22,6 +23,9 @@ type Options struct {
 	VLLM bool
 	// Drop what chat cannot carry (see Losses) instead of failing.
 	Lossy bool
+	// A stream is sent without stream_options (the target refuses the
+	// field): its usage is then what the target sends unasked.
+	NoStreamUsage bool
 }
 
 // ErrLoss is ToChat's error for a request with parts chat cannot carry,
@@ -93,11 +97,13 @@ func ToChat(body []byte, o Options) ([]byte, error) {
 	if v := f.topK; v.Exists() && o.VLLM {
 		out = appendField(out, "top_k", v.Raw)
 	}
-	if v := f.tools; v.IsArray() && v.Raw != "[]" {
-		out = appendTools(out, v)
-	}
-	if v := f.toolChoice; v.IsObject() {
-		out = appendToolChoice(out, v)
+	// with no tool carried, no tool choice either (chat refuses one
+	// without tools), nor one that names a tool left out
+	if names := carriedTools(f.tools); len(names) > 0 {
+		out = appendTools(out, f.tools)
+		if v := f.toolChoice; v.IsObject() && (v.Get("type").Str != "tool" || slices.Contains(names, v.Get("name").Str)) {
+			out = appendToolChoice(out, v)
+		}
 	}
 	if v := f.metadata.Get("user_id"); v.Type == gjson.String {
 		out = appendField(out, "user", v.Raw)
@@ -107,7 +113,10 @@ func ToChat(body []byte, o Options) ([]byte, error) {
 		out = append(out, `,"continue_final_message":true,"add_generation_prompt":false`...)
 	}
 	if f.stream.Bool() {
-		out = append(out, `,"stream":true,"stream_options":{"include_usage":true}`...)
+		out = append(out, `,"stream":true`...)
+		if !o.NoStreamUsage {
+			out = append(out, `,"stream_options":{"include_usage":true}`...)
+		}
 	}
 	return append(out, '}'), nil
 }
@@ -318,6 +327,19 @@ func appendAssistant(out []byte, content gjson.Result) []byte {
 	return append(out, '}')
 }
 
+// carriedTools are the names of the custom tools of a request's tools,
+// those chat carries.
+func carriedTools(tools gjson.Result) []string {
+	var names []string
+	tools.ForEach(func(_, t gjson.Result) bool {
+		if typ := t.Get("type").Str; typ == "" || typ == "custom" {
+			names = append(names, t.Get("name").Str)
+		}
+		return true
+	})
+	return names
+}
+
 // appendTools appends custom tools as functions.
 func appendTools(out []byte, tools gjson.Result) []byte {
 	out = append(out, `,"tools":[`...)
@@ -331,7 +353,7 @@ func appendTools(out []byte, tools gjson.Result) []byte {
 		}
 		first = false
 		out = append(out, `{"type":"function","function":{"name":`...)
-		out = append(out, t.Get("name").Raw...)
+		out = gjson.AppendJSONString(out, t.Get("name").Str)
 		if d := t.Get("description"); d.Type == gjson.String {
 			out = appendField(out, "description", d.Raw)
 		}
@@ -362,7 +384,7 @@ func appendToolChoice(out []byte, c gjson.Result) []byte {
 		out = append(out, `,"tool_choice":"none"`...)
 	case "tool":
 		out = append(out, `,"tool_choice":{"type":"function","function":{"name":`...)
-		out = append(out, c.Get("name").Raw...)
+		out = gjson.AppendJSONString(out, c.Get("name").Str)
 		out = append(out, '}', '}')
 	}
 	if c.Get("disable_parallel_tool_use").Bool() {

@@ -97,6 +97,16 @@ func TestToChat(t *testing.T) {
 			{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"text","text":"Hello"}]},{"role":"user","content":"again"}]}`,
 		o:    Options{Lossy: true},
 		want: `{"model":"qwen","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello"},{"role":"user","content":"again"}],"max_tokens":2000}`,
+	}, {
+		name: "lossy, only Anthropic's own tools: no tools, no tool choice",
+		in:   `{"model":"m","max_tokens":5,"tools":[{"type":"web_search_20250305","name":"web_search"}],"tool_choice":{"type":"any","disable_parallel_tool_use":true},"messages":[{"role":"user","content":"hi"}]}`,
+		o:    Options{Lossy: true},
+		want: `{"model":"qwen","messages":[{"role":"user","content":"hi"}],"max_tokens":5}`,
+	}, {
+		name: "a stream to a target that takes no stream_options",
+		in:   `{"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		o:    Options{NoStreamUsage: true},
+		want: `{"model":"qwen","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"stream":true}`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.o.Model == nil {
@@ -131,6 +141,8 @@ func TestLosses(t *testing.T) {
 		{name: "Anthropic's own tools", in: `{"model":"m","tools":[{"type":"web_search_20250305","name":"web_search"},{"type":"bash_20250124","name":"bash"}],"messages":[]}`,
 			want: []string{"tool web_search_20250305", "tool bash_20250124"}},
 		{name: "a field chat does not know", in: `{"model":"m","mcp_servers":[],"container":"c","messages":[]}`, want: []string{"mcp_servers", "container"}},
+		{name: "more stop sequences than OpenAI takes", in: `{"model":"m","stop_sequences":["a","b","c","d","e"],"messages":[]}`, want: []string{"stop_sequences over 4"}},
+		{name: "as many as vLLM takes", in: `{"model":"m","stop_sequences":["a","b","c","d","e"],"messages":[]}`, vllm: true},
 		{name: "top_k and a prefill to OpenAI", in: `{"model":"m","top_k":5,"messages":[{"role":"assistant","content":"The"}]}`, want: []string{"top_k", "assistant prefill"}},
 		{name: "top_k and a prefill to vLLM", in: `{"model":"m","top_k":5,"messages":[{"role":"assistant","content":"The"}]}`, vllm: true},
 	} {

@@ -5,8 +5,11 @@ package translate
 
 import (
 	"bytes"
+	"errors"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -27,18 +30,31 @@ type Stream struct {
 	line    []byte // a line not yet whole
 	data    []byte // the data of the event under way
 	out     []byte // events to write
+	id      string // the message's id
 	started bool
 	ended   bool
-	// the open content block: its index, kind, and for a tool call the
-	// upstream's index and id
+	// the blocks started so far, the open one's kind, and the tool calls
+	// by the upstream's index: their blocks
 	blocks  int
 	open    byte // 0, 't' (text) or 'u' (tool_use)
-	toolIdx int64
-	toolID  string
+	tools   []toolBlock
 	finish  string // the finish_reason, once seen
 	stopSeq []byte // vLLM's stop_reason, if a string (raw JSON)
 	usage   usage
 }
+
+// toolBlock is a tool call's block: the upstream's index and id for it.
+type toolBlock struct {
+	idx   int64
+	id    string
+	block int
+}
+
+// maxLine caps a line of the chat stream (an event's data is one line).
+const maxLine = 8 << 20
+
+// errLineTooLong is Stream's error for a line over maxLine.
+var errLineTooLong = errors.New("a chat stream line too long to translate")
 
 // Pass reads p, a part of the chat stream, and writes the events it
 // completes to w.
@@ -46,6 +62,9 @@ func (s *Stream) Pass(w io.Writer, p []byte) (int, error) {
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
+			if len(s.line)+len(p) > maxLine {
+				return 0, errLineTooLong
+			}
 			s.line = append(s.line, p...)
 			break
 		}
@@ -95,6 +114,9 @@ func (s *Stream) readLine(line []byte) {
 		s.event()
 	case bytes.HasPrefix(line, []byte("data:")):
 		v := bytes.TrimPrefix(line[5:], []byte{' '})
+		if len(s.data)+len(v) > maxLine {
+			return // not an event a chat stream sends: dropped whole
+		}
 		if len(s.data) > 0 {
 			s.data = append(s.data, '\n')
 		}
@@ -134,14 +156,14 @@ func (s *Stream) event() {
 		if s.open != 't' {
 			s.openBlock('t', `{"type":"text","text":""}`)
 		}
-		s.blockEvent("content_block_delta", `{"type":"text_delta","text":`, text.Raw)
+		s.deltaEvent(s.blocks, `{"type":"text_delta","text":`, text.Raw)
 	}
 	delta.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
 		s.toolCall(tc)
 		return true
 	})
 	if f := choice.Get("finish_reason"); f.Type == gjson.String && f.Str != "" {
-		s.finish = f.Str
+		s.finish = strings.Clone(f.Str) // the data's bytes are reused
 		if sr := choice.Get("stop_reason"); sr.Type == gjson.String {
 			s.stopSeq = append(s.stopSeq[:0], sr.Raw...)
 		}
@@ -149,30 +171,43 @@ func (s *Stream) event() {
 	}
 }
 
-// toolCall handles a tool call's fragment: a new call (a new index or
-// id) opens a tool_use block; its arguments are input_json_delta.
+// toolCall handles a tool call's fragment: a new call (an index not
+// seen, or a new id at one) opens a tool_use block; its arguments are
+// input_json_delta of its block, wherever the upstream interleaves them.
 func (s *Stream) toolCall(tc gjson.Result) {
-	idx, id := tc.Get("index").Int(), tc.Get("id").String()
-	if s.open != 'u' || idx != s.toolIdx || (id != "" && id != s.toolID) {
+	idx, id := tc.Get("index").Int(), tc.Get("id").Str
+	i := slices.IndexFunc(s.tools, func(t toolBlock) bool { return t.idx == idx })
+	if i < 0 || (id != "" && id != s.tools[i].id) {
+		s.closeBlock() // the new block's index is the next
+		if id == "" {
+			id = toolID(s.id, s.blocks)
+		}
 		block := make([]byte, 0, 64)
 		block = append(block, `{"type":"tool_use","id":`...)
 		block = gjson.AppendJSONString(block, id)
 		block = append(block, `,"name":`...)
-		block = gjson.AppendJSONString(block, tc.Get("function.name").String())
+		block = gjson.AppendJSONString(block, tc.Get("function.name").Str)
 		block = append(block, `,"input":{}}`...)
 		s.openBlock('u', string(block))
-		s.toolIdx, s.toolID = idx, id
+		t := toolBlock{idx: idx, id: strings.Clone(id), block: s.blocks}
+		if i < 0 {
+			s.tools = append(s.tools, t)
+		} else {
+			s.tools[i] = t
+		}
+		i = slices.IndexFunc(s.tools, func(t toolBlock) bool { return t.idx == idx })
 	}
 	if args := tc.Get("function.arguments"); args.Type == gjson.String && args.Str != "" {
-		s.blockEvent("content_block_delta", `{"type":"input_json_delta","partial_json":`, args.Raw)
+		s.deltaEvent(s.tools[i].block, `{"type":"input_json_delta","partial_json":`, args.Raw)
 	}
 }
 
 // start writes message_start.
 func (s *Stream) start(chunk gjson.Result) {
 	s.started = true
+	s.id = messageID(chunk.Get("id").Str)
 	s.out = append(s.out, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
-	s.out = gjson.AppendJSONString(s.out, messageID(chunk.Get("id").String()))
+	s.out = gjson.AppendJSONString(s.out, s.id)
 	s.out = append(s.out, `,"type":"message","role":"assistant","model":`...)
 	s.out = append(s.out, s.Model...)
 	s.out = append(s.out, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
@@ -192,15 +227,11 @@ func (s *Stream) openBlock(kind byte, block string) {
 	s.out = append(s.out, "}\n\n"...)
 }
 
-// blockEvent writes an event of the open block: its delta, prefix and
-// value (raw JSON) closed with a brace.
-func (s *Stream) blockEvent(typ, prefix, value string) {
-	s.out = append(s.out, "event: "...)
-	s.out = append(s.out, typ...)
-	s.out = append(s.out, "\ndata: {\"type\":\""...)
-	s.out = append(s.out, typ...)
-	s.out = append(s.out, `","index":`...)
-	s.out = strconv.AppendInt(s.out, int64(s.blocks), 10)
+// deltaEvent writes a content_block_delta of block index: its delta,
+// prefix and value (raw JSON) closed with a brace.
+func (s *Stream) deltaEvent(index int, prefix, value string) {
+	s.out = append(s.out, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":"...)
+	s.out = strconv.AppendInt(s.out, int64(index), 10)
 	s.out = append(s.out, `,"delta":`...)
 	s.out = append(s.out, prefix...)
 	s.out = append(s.out, value...)
@@ -228,7 +259,7 @@ func (s *Stream) end() {
 	s.closeBlock()
 	s.ended = true
 	s.out = append(s.out, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{"...)
-	s.out = appendStop(s.out, s.finish, gjson.ParseBytes(s.stopSeq))
+	s.out = appendStop(s.out, s.finish, len(s.tools) > 0, gjson.ParseBytes(s.stopSeq))
 	s.out = append(s.out, `},"usage":`...)
 	s.out = appendUsage(s.out, s.usage, false)
 	s.out = append(s.out, "}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)

@@ -115,6 +115,53 @@ func TestStream(t *testing.T) {
 			`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
 			`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Once upon"}}`,
 		},
+	}, {
+		name: "cut at max_tokens, its usage after the finish",
+		in: `data: {"id":"m","choices":[{"index":0,"delta":{"content":"one"}}]}` + "\n\n" +
+			`data: {"id":"m","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}` + "\n\n" +
+			`data: {"id":"m","choices":[],"usage":{"prompt_tokens":4,"completion_tokens":1}}` + "\n\n" + "data: [DONE]\n\n",
+		whole: true,
+		want: []string{
+			`message_start {"type":"message_start","message":{"id":"msg_m","type":"message","role":"assistant","model":"chat-main","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`,
+			`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`,
+			`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"one"}}`,
+			`content_block_stop {"type":"content_block_stop","index":0}`,
+			`message_delta {"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"input_tokens":4,"cache_read_input_tokens":0,"output_tokens":1}}`,
+			`message_stop {"type":"message_stop"}`,
+		},
+	}, {
+		name: "a tool call's id on every chunk, a required tool's finish stop (vLLM)",
+		in: `data: {"id":"v","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_A","type":"function","function":{"name":"f","arguments":""}}]}}]}` + "\n\n" +
+			`data: {"id":"v","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_A","function":{"arguments":"{\"a\":1}"}}]}}]}` + "\n\n" +
+			`data: {"id":"v","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n",
+		whole: true,
+		want: []string{
+			`message_start {"type":"message_start","message":{"id":"msg_v","type":"message","role":"assistant","model":"chat-main","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`,
+			`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"call_A","name":"f","input":{}}}`,
+			`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"a\":1}"}}`,
+			`content_block_stop {"type":"content_block_stop","index":0}`,
+			`message_delta {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}`,
+			`message_stop {"type":"message_stop"}`,
+		},
+	}, {
+		name: "parallel calls without ids, their arguments interleaved",
+		in: `data: {"id":"p","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"a","arguments":"{\"x\""}},{"index":1,"function":{"name":"b","arguments":"{\"y\""}}]}}]}` + "\n\n" +
+			`data: {"id":"p","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}},{"index":1,"function":{"arguments":":2}"}}]}}]}` + "\n\n" +
+			`data: {"id":"p","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}` + "\n\n" + "data: [DONE]\n\n",
+		whole: true,
+		want: []string{
+			`message_start {"type":"message_start","message":{"id":"msg_p","type":"message","role":"assistant","model":"chat-main","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}`,
+			`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_p_0","name":"a","input":{}}}`,
+			`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"x\""}}`,
+			`content_block_stop {"type":"content_block_stop","index":0}`,
+			`content_block_start {"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_p_1","name":"b","input":{}}}`,
+			`content_block_delta {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"y\""}}`,
+			`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":":1}"}}`,
+			`content_block_delta {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":":2}"}}`,
+			`content_block_stop {"type":"content_block_stop","index":1}`,
+			`message_delta {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}`,
+			`message_stop {"type":"message_stop"}`,
+		},
 	}} {
 		for _, n := range []int{1, 5, 1 << 20} {
 			got, whole := pass(t, tc.in, n)

@@ -6,6 +6,7 @@ package upstream
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -130,6 +131,26 @@ type APISettings struct {
 	// thinking, a document); "lossy" leaves that part out; "off" never
 	// translates. Default: exact.
 	Translate string `json:"translate,omitempty"`
+}
+
+// OpenAIHosted reports whether the group's upstreams are OpenAI's own
+// API (api.openai.com, Azure OpenAI): its reasoning models take a
+// length as max_completion_tokens and refuse max_tokens, which other
+// OpenAI-compatible servers may not know.
+func (grp *Group) OpenAIHosted() bool {
+	if grp.Run.Proxy == nil {
+		return false
+	}
+	for _, u := range grp.Run.Proxy.Upstreams {
+		host, _, err := net.SplitHostPort(u.Dial)
+		if err != nil {
+			host = u.Dial
+		}
+		if host == "api.openai.com" || strings.HasSuffix(host, ".openai.azure.com") {
+			return true
+		}
+	}
+	return false
 }
 
 // The values of APISettings.Translate.

@@ -6,6 +6,8 @@ package upstream
 import (
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 )
 
 // A group serves its kind's APIs unless it names its own, which must be
@@ -52,5 +54,18 @@ func TestGroupTranslatesMessages(t *testing.T) {
 	}
 	if err := (&Group{Kind: KindOpenAI, APISettings: APISettings{Translate: "always"}}).checkAPIs(); err == nil || !strings.Contains(err.Error(), "lossy") {
 		t.Errorf("translate always: %v", err)
+	}
+}
+
+// A group is OpenAI's own API by its upstreams' hosts, not by its kind:
+// an OpenAI-compatible server of another vendor is not.
+func TestGroupOpenAIHosted(t *testing.T) {
+	for dial, want := range map[string]bool{"api.openai.com:443": true, "my-east.openai.azure.com:443": true,
+		"127.0.0.1:8000": false, "api.together.xyz:443": false, "openai.com.example:443": false} {
+		g := &Group{Kind: KindOpenAI}
+		g.Run.Proxy = &reverseproxy.Handler{Upstreams: reverseproxy.UpstreamPool{{Dial: dial}}}
+		if g.OpenAIHosted() != want {
+			t.Errorf("%s: %v", dial, !want)
+		}
 	}
 }
