@@ -72,6 +72,10 @@ const (
 	// Messages request, a chat-only upstream)
 	ProtocolUnsupported Reason = "protocol_unsupported"
 
+	// the target does not hold the response a Responses API follow-up
+	// names (previous_response_id): its store is another upstream's
+	PreviousResponseMissing Reason = "previous_response_missing"
+
 	// cloud targets closed: the client's budget is spent, or the
 	// gateway's daily cloud spend cap is reached
 	Budget   Reason = "client_budget"

@@ -35,7 +35,7 @@ func (rt *Route) try(ctx context.Context, t *routing.Target, turn routing.Attemp
 	if vg := t.Upstream.VLLM; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
-		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid}
+		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid, Pin: rt.pinFor(t)}
 		defer aw.slot.Release()
 	}
 	firstByte := aw.firstByteLimit()
@@ -96,7 +96,7 @@ type attemptEnd struct {
 	err        error // what the proxy returned
 	clientGone bool  // the client left
 	// a held 4xx, read whole, that moves the request on
-	contextErr, modelMissing, unserved bool
+	contextErr, modelMissing, unserved, previousMissing bool
 }
 
 // attemptContext is an attempt's context: one its time limits (see
@@ -165,7 +165,8 @@ func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	case http.StatusBadRequest:
 		end.contextErr = aw.hold.badRequest && aw.api.Errors.ContextLength(aw.hold.body.Bytes())
 	}
-	if end.contextErr || end.modelMissing || end.unserved {
+	end.previousMissing = rt.previousMissing(aw.status, aw.hold.body.Bytes())
+	if end.contextErr || end.modelMissing || end.unserved || end.previousMissing {
 		return false
 	}
 	held := aw.hold.body.Bytes()
@@ -237,6 +238,8 @@ func (rt *Route) failedAttempt(ctx, actx context.Context, aw *attemptWriter, end
 		a.Reason = because.ModelNotFound
 	case end.unserved:
 		a.Reason = because.ProtocolUnsupported
+	case end.previousMissing:
+		a.Reason = because.PreviousResponseMissing
 	case aw.hold.notAPI:
 		a.Reason = because.NotAPI
 	case aw.status != 0 && aw.hold.body == nil:

@@ -71,6 +71,7 @@ type answerOut struct {
 	mark  []byte                  // a degraded answer's mark, until it is written
 	held  *bytes.Buffer           // a JSON answer held for its length (see release)
 	lost  bool                    // a write to the client failed
+	sniff bool                    // its start is read for its response id (see readResponseID)
 }
 
 // answerGuard is an answer's watch (see watchdog): the attempt's cancel,
@@ -145,6 +146,12 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt.x.ans.status = status
 	t := aw.target
 	rt.x.ans.target, rt.x.ans.began = t, aw.began
+	if rt.q.API == protocol.Responses && status < 300 && aw.out.scan != nil {
+		aw.out.sniff = true
+		if ep := aw.slot.Endpoint; ep != nil {
+			rt.x.stored.endpoint = ep.Dial
+		}
+	}
 	if aw.api != rt.q.API {
 		rt.x.ans.translated = aw.api.Endpoint
 		if rt.f.RouteHeadersOn {
@@ -213,7 +220,7 @@ func (aw *attemptWriter) release(whole bool) {
 	if whole {
 		aw.w.Header()["Content-Length"] = []string{strconv.Itoa(len(body))}
 		if n := len(body); n > 0 {
-			aw.rt.last = [2]byte{body[n-1], 1}
+			aw.rt.x.ans.held = [2]byte{body[n-1], 1}
 			body = body[:n-1]
 		}
 	}
@@ -341,6 +348,9 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 
 // pass writes a committed answer's body on its way to the client.
 func (aw *attemptWriter) pass(p []byte) (int, error) {
+	if aw.out.sniff {
+		aw.readResponseID(p)
+	}
 	if aw.out.scan != nil {
 		if _, err := aw.out.scan.Pass(forwarder{aw}, p); err != nil {
 			return 0, err

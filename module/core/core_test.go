@@ -4,6 +4,7 @@
 package core
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -56,6 +57,7 @@ type seen struct {
 
 func (s *seen) record(group string, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body)) // for the stand-in
 	s.mu.Lock()
 	s.calls = append(s.calls, group+":"+gjson.GetBytes(body, "model").String())
 	s.paths, s.bodies, s.headers = append(s.paths, r.URL.Path), append(s.bodies, string(body)), append(s.headers, r.Header.Clone())

@@ -34,6 +34,7 @@ type exchange struct {
 	usage    protocol.UsageScanner
 	span     requestSpan
 	ans      answer
+	stored   storedResponse // a Responses API answer's response
 }
 
 // answer is how a request was answered, and what it was charged.
@@ -62,6 +63,9 @@ type answer struct {
 	// the endpoint of the API the request was translated into for the
 	// answering target; "" when it went as it came
 	translated string
+	// a held answer's last byte and whether it is still to be written
+	// (see attemptWriter.release)
+	held [2]byte
 }
 
 // requestSpan is the request's span, looked up once (see traced).

@@ -30,6 +30,8 @@ type Front struct {
 	Callers *clients.Callers // with clients
 	Aliases map[string]*routing.Alias
 	Colors  *routing.ColorPicker // when an alias has colors
+	// where the Responses API's stored responses are held
+	Responses *routing.ResponseBook
 }
 
 // Settings are the gateway's request settings, as the core applies them.

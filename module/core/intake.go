@@ -17,6 +17,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/credentials"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
 
@@ -128,6 +129,10 @@ func (rt *Route) read() (al *routing.Alias, answered bool, err error) {
 		}
 	}
 	rt.q.Body, rt.q.Features = body, routing.NewFeatures(body, r.Header, top)
+	if rt.q.API == protocol.Responses {
+		r := gjson.GetManyBytes(body, "previous_response_id", "store")
+		rt.q.Previous.ID, rt.q.NoStore = strings.Clone(r[0].Str), r[1].Type == gjson.False
+	}
 	return al, false, nil
 }
 

@@ -75,7 +75,7 @@ func retryAdvice(attempts []routing.Attempt, t0 time.Time) (never bool, after ti
 func permanentFailure(a *routing.Attempt) bool {
 	switch a.Reason {
 	case because.Misconfig, because.ContextWindow, because.ContextLength, because.UpstreamAuth, because.ModelNotFound, because.NotAPI,
-		because.ProtocolUnsupported:
+		because.ProtocolUnsupported, because.PreviousResponseMissing:
 		return true
 	}
 	if !strings.HasPrefix(string(a.Reason), "http_4") {

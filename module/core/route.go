@@ -39,9 +39,6 @@ type Route struct {
 	first attemptWriter          // the first attempt's writer; in use once its rt is set
 	model protocol.ModelRewriter // the answer's model rewrite, if its alias asks for one
 	heads RequestHeads           // the values of the headers it adds
-	// a held answer's last byte and whether it is still to be written
-	// (see attemptWriter.release)
-	last [2]byte
 }
 
 func (rt *Route) run(ctx context.Context) error {
@@ -50,7 +47,7 @@ func (rt *Route) run(ctx context.Context) error {
 	// with http.ErrAbortHandler) gets its metrics too
 	defer rt.finish()
 	f := &rt.q.Features
-	plan := rt.planFor(al, f)
+	plan := rt.holderPlan(rt.planFor(al, f))
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
@@ -235,7 +232,7 @@ func (rt *Route) failVerdict() failVerdict {
 		case because.NoEndpoint, because.RedLine, because.Unhealthy, because.Misconfig, because.StaleMetrics,
 			because.Overflow, because.BreakerOpen, because.Degraded, because.ContextWindow, because.Drained, because.RateLimited,
 			because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap, because.ProtocolUnsupported,
-			because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown:
+			because.PreviousResponseMissing, because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown:
 		case because.Deadline:
 			timedOut = true
 		default:
@@ -245,6 +242,9 @@ func (rt *Route) failVerdict() failVerdict {
 		}
 	}
 	switch {
+	case rt.q.Previous.ID != "" && allFor(rt.x.attempts, because.PreviousResponseMissing):
+		// no target holds the response the follow-up names
+		v.status, v.code, v.typ = http.StatusNotFound, "previous_response_not_found", protocol.TypeInvalidRequest
 	case unserved(rt.x.attempts) && len(rt.untranslatable()) > 0:
 		// the request holds what the targets that would translate it
 		// cannot carry: the request's to change
@@ -322,6 +322,10 @@ func (rt *Route) failMessage(al *routing.Alias, v *failVerdict) string {
 	sb.WriteString("no target could serve model `")
 	sb.WriteString(al.Name)
 	switch {
+	case v.code == "previous_response_not_found":
+		sb.WriteString("`: none of its targets holds the response `")
+		sb.WriteString(rt.q.Previous.ID)
+		sb.WriteString("` that previous_response_id names (it may have been stored by an upstream no longer in use, or not at all); send the conversation's input again without it; tried: ")
 	case v.format != "":
 		// the upper targets failed and the tiers cannot produce it
 		sb.WriteString("`: its degraded tiers cannot produce ")
@@ -378,8 +382,13 @@ func (rt *Route) lossesMessage(sb *strings.Builder) {
 // unserved reports whether every target was passed over for the
 // request's API.
 func unserved(attempts []routing.Attempt) bool {
+	return allFor(attempts, because.ProtocolUnsupported)
+}
+
+// allFor reports whether every target was passed over for one reason.
+func allFor(attempts []routing.Attempt, why because.Reason) bool {
 	for _, a := range attempts {
-		if a.Reason != because.ProtocolUnsupported {
+		if a.Reason != why {
 			return false
 		}
 	}
@@ -468,10 +477,11 @@ func (rt *Route) finish() {
 	rt.passage.Hold.Release(rt.f.Money) // once its spend is booked: never neither counts
 	rt.held.Settle(rt.x.client, &rt.x.usage, at)
 	traceOutcome(&rt.x)
-	if rt.last[1] != 0 {
+	rt.noteResponse()
+	if last := &rt.x.ans.held; last[1] != 0 {
 		// the answer's end, now that what it was is booked
-		rt.last[1] = 0
-		_, _ = rt.w.Write(rt.last[:1])
+		last[1] = 0
+		_, _ = rt.w.Write(last[:1])
 	}
 }
 

@@ -279,6 +279,7 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 func (g *Gateway) frontSettings() {
 	f := &g.in.Front
 	f.Name, f.Clock, f.Logger, f.Money, f.Life = g.Name, g.clock, g.logger, &g.money, g.life.ctx
+	f.Responses = routing.ResponseBookOf(g.Name)
 	f.MaxBodySize, f.Deadline, f.RouteHeadersOn = g.MaxBodySize, g.Deadline, g.routeHeadersOn()
 	if g.Clients != nil {
 		f.ReserveTokens = g.Clients.ReserveTokens

@@ -28,7 +28,8 @@ type API struct {
 	StreamUsage bool
 
 	// A stream says when it is whole: the finish_reason of the chat and
-	// completions chunks, Anthropic's message_stop.
+	// completions chunks, Anthropic's message_stop, the Responses API's
+	// response.completed (or response.incomplete, at its length).
 	StreamEnds bool
 
 	// How the API's streams name their events and carry the model and the
@@ -65,6 +66,11 @@ const (
 	// message, the input tokens there and the output tokens, a running
 	// total, in each message_delta.
 	EventsAnthropic
+	// EventsResponses: the Responses API's named events (response.created,
+	// response.output_text.delta, ..., response.completed), the model in
+	// the response object of each lifecycle event, the usage in
+	// response.completed's.
+	EventsResponses
 )
 
 // The OpenAI APIs the gateway reads and meters.
@@ -76,7 +82,8 @@ var (
 	Completions = &API{Endpoint: "completions", Operation: "text_completion", StreamUsage: true, StreamEnds: true, Errors: OpenAIErrors,
 		LengthFields: []string{"max_tokens"}, ShortByDefault: true}
 	Embeddings = &API{Endpoint: "embeddings", Operation: "embeddings", PromptOnly: true, Errors: OpenAIErrors}
-	Responses  = &API{Endpoint: "responses", Operation: "chat", LengthFields: []string{"max_output_tokens"}, Errors: OpenAIErrors}
+	Responses  = &API{Endpoint: "responses", Operation: "chat", LengthFields: []string{"max_output_tokens"}, Errors: OpenAIErrors,
+		StreamEnds: true, Events: EventsResponses}
 
 	// Other is an endpoint the gateway forwards and meters as it can
 	// without knowing its shape (one a config's paths add).

@@ -129,10 +129,15 @@ func (m *ModelRewriter) event(w io.Writer, ev []byte) (int, error) {
 	}
 	data := jsonscan.SkipSpace(ev, i)
 	vs, ve, found := topModel(ev, data)
-	if !found && m.Events == EventsAnthropic {
-		if vs, ve, found = messageModel(ev, data); found {
+	switch {
+	case found:
+	case m.Events == EventsAnthropic:
+		if vs, ve, found = nestedModel(ev, data, "message"); found {
 			m.done = true
 		}
+	case m.Events == EventsResponses:
+		// each lifecycle event carries the response, with its model
+		vs, ve, found = nestedModel(ev, data, "response")
 	}
 	if !found {
 		return w.Write(ev)
@@ -237,15 +242,16 @@ func modelField(data []byte, i int) (vs, ve, resume int, found bool) {
 	return 0, -1, resume, false
 }
 
-// messageModel finds the model of the message object at the top of the
-// JSON object at i: where Anthropic's message_start event carries it.
-func messageModel(data []byte, i int) (vs, ve int, found bool) {
+// nestedModel finds the model of the object under key at the top of the
+// JSON object at i: where Anthropic's message_start event carries it
+// (message), and the Responses API's lifecycle events (response).
+func nestedModel(data []byte, i int, key string) (vs, ve int, found bool) {
 	if i >= len(data) || data[i] != '{' {
 		return 0, 0, false
 	}
 	at := -1
-	jsonscan.ObjectFields(data, i, jsonscan.MaxNesting, func(key, raw []byte, j int) {
-		if at < 0 && string(key) == "message" && raw[0] == '{' {
+	jsonscan.ObjectFields(data, i, jsonscan.MaxNesting, func(k, raw []byte, j int) {
+		if at < 0 && string(k) == key && raw[0] == '{' {
 			at = j
 		}
 	})

@@ -312,8 +312,15 @@ func isTextKey(b []byte) bool {
 // finishes reports whether an event says the answer is whole: a chunk's
 // finish_reason that is not null, Anthropic's message_stop.
 func (u *UsageScanner) finishes(event []byte) bool {
-	if u.Events == EventsAnthropic {
+	switch u.Events {
+	case EventsAnthropic:
 		return eventType(event) == messageStop
+	case EventsResponses:
+		switch eventType(event) {
+		case "response.completed", "response.incomplete":
+			return true
+		}
+		return false
 	}
 	return hasValue(event, finishReasonName, '"')
 }

@@ -17,9 +17,20 @@ type Asked struct {
 	Body     []byte
 	Top      protocol.Request // the body's fields, and where its model is
 	Features Features
+	// a Responses API follow-up's previous response, and whether the
+	// request asks that its response not be stored (store false)
+	Previous PreviousResponse
+	NoStore  bool
 	// what a translation into chat completions would lose, for a target
 	// of vLLM's dialect or not, once read (see Losses)
 	losses [2]*[]string
+}
+
+// PreviousResponse is the response a Responses API follow-up names
+// (previous_response_id) and, when the gateway knows, where it is held.
+type PreviousResponse struct {
+	ID     string
+	Holder *ResponseHolder
 }
 
 // Translated reports whether the request reaches a target of group grp

@@ -75,7 +75,7 @@ func VerdictOf(why Reason, client context.Context) Verdict {
 		because.Misconfig, because.StaleMetrics, because.BreakerOpen, because.Degraded, because.Overflow, because.ContextWindow, because.Drained,
 		because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap,
 		because.Avoided, because.RateLimited, because.NotFound, because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown,
-		because.ProtocolUnsupported:
+		because.ProtocolUnsupported, because.PreviousResponseMissing:
 		// a 404 that does not name the model may be the path the client
 		// chose: no evidence against the upstream
 		return VerdictNone

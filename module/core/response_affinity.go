@@ -1,0 +1,137 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+	"github.com/tidwall/gjson"
+)
+
+// A Responses API answer is stored where it was made (store, the API's
+// default): OpenAI's in its own API, a vLLM in its process. A follow-up
+// that names it (previous_response_id) is served only there. The gateway
+// notes which target (and vLLM endpoint) answered each response id, sends
+// a follow-up to that target alone, pinned to that endpoint, and, when
+// that upstream is gone or unknown, tries the alias's targets in order,
+// passing over those that do not hold the response; when none does, the
+// client is told so.
+
+// storedResponse is what the gateway reads of a Responses API answer: its
+// id, from the start of its body.
+type storedResponse struct {
+	id       string
+	head     []byte // the answer's start, until its id is read
+	endpoint string // the vLLM endpoint that answered, if any
+}
+
+// maxResponseHead caps what is held of an answer's start for its id.
+const maxResponseHead = 4 << 10
+
+// holderPlan is plan for a follow-up whose previous response the book
+// places: its holder's target alone, if it is still one of the plan's and,
+// for a vLLM group, its endpoint still one of the group's; the plan as it
+// is otherwise.
+func (rt *Route) holderPlan(plan []*routing.Target) []*routing.Target {
+	p := &rt.q.Previous
+	if p.ID == "" || rt.f.Responses == nil {
+		return plan
+	}
+	h, ok := rt.f.Responses.Holder(p.ID)
+	if !ok {
+		return plan
+	}
+	for _, t := range plan {
+		if t.Group == h.Group && t.Model == h.Model && holds(t.Upstream, h.Endpoint) {
+			p.Holder = &h
+			rt.order[0] = t
+			return rt.order[:1]
+		}
+	}
+	return plan
+}
+
+// holds reports whether group grp still has the endpoint a response is
+// held at (any for a group without endpoints of its own).
+func holds(grp *upstream.Group, endpoint string) bool {
+	if endpoint == "" || grp.VLLM == nil {
+		return true
+	}
+	if _, ok := grp.VLLM.Endpoints[endpoint]; ok {
+		return true
+	}
+	if added := grp.VLLM.Added.Load(); added != nil {
+		for _, u := range added.Upstreams {
+			if u.Dial == endpoint {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pinFor is the endpoint an attempt on t must go to: the one holding the
+// previous response, when t is its holder's target.
+func (rt *Route) pinFor(t *routing.Target) string {
+	if h := rt.q.Previous.Holder; h != nil && t.Group == h.Group {
+		return h.Endpoint
+	}
+	return ""
+}
+
+// readResponseID reads the answer's response id from the start of its
+// body as it passes: a JSON answer's top-level id, a stream's first
+// event's response.id.
+func (aw *attemptWriter) readResponseID(p []byte) {
+	s := &aw.rt.x.stored
+	s.head = append(s.head, p[:min(len(p), maxResponseHead-len(s.head))]...)
+	head := s.head
+	if aw.out.sse {
+		i := bytes.Index(head, []byte("data:"))
+		if i < 0 {
+			aw.out.sniff = len(head) < maxResponseHead
+			return
+		}
+		head = head[i+5:]
+		if j := bytes.IndexByte(head, '\n'); j >= 0 {
+			head = head[:j]
+		}
+		if id := gjson.GetBytes(head, "response.id"); id.Type == gjson.String {
+			s.id = strings.Clone(id.Str)
+		}
+	} else if id := gjson.GetBytes(head, "id"); id.Type == gjson.String {
+		s.id = strings.Clone(id.Str)
+	}
+	if s.id != "" || len(s.head) >= maxResponseHead {
+		aw.out.sniff, s.head = false, nil
+	}
+}
+
+// noteResponse notes where the answer's response is held, for the
+// follow-ups that will name it: an answer the client got whole, stored.
+func (rt *Route) noteResponse() {
+	s := &rt.x.stored
+	t := rt.x.ans.target
+	if s.id == "" || t == nil || rt.q.NoStore || rt.f.Responses == nil || rt.x.ans.status >= http.StatusMultipleChoices ||
+		rt.x.ans.interruption != "" || rt.x.ans.outcome != routing.OutcomeOK {
+		return
+	}
+	rt.f.Responses.Put(s.id, routing.ResponseHolder{Group: t.Group, Model: t.Model, Endpoint: s.endpoint})
+}
+
+// previousMissing reports whether a held 4xx says the target does not
+// hold the follow-up's previous response: vLLM's 404 "Response with id
+// '…' not found.", OpenAI's previous_response_not_found.
+func (rt *Route) previousMissing(status int, body []byte) bool {
+	id := rt.q.Previous.ID
+	if id == "" || (status != http.StatusNotFound && status != http.StatusBadRequest) || !bytes.Contains(body, []byte(id)) {
+		return false
+	}
+	return status == http.StatusNotFound || gjson.GetBytes(body, "error.code").Str == "previous_response_not_found" ||
+		gjson.GetBytes(body, "error.param").Str == "previous_response_id"
+}
