@@ -440,7 +440,7 @@ fi
 
 ports_free HYBRID_PORT HYBRID_ADMIN SELF_UPSTREAMS CLOUD_UPSTREAM
 bin/llmsim vllm --listen "$self_addr" --served-model-name "$SELF_MODEL" \
-	--max-num-seqs 4 --ttft 40ms --itl 15ms >"$state/self.log" 2>&1 &
+	--max-num-seqs 4 --ttft 40ms --itl 15ms --prefix-caching >"$state/self.log" 2>&1 &
 pids+=($!)
 echo $! >"$state/self.pid"
 # start_cloud [RATE]: the simulated cloud, with RATE requests a second at
@@ -489,6 +489,30 @@ if [ "$mode" = "--check" ]; then
 		-d '{"model":"chat-main","stream":true,"messages":[{"role":"user","content":"Say hello"}],"max_tokens":3}' | tee "$state/stream.txt"
 	tail -2 "$state/stream.txt" | grep -q 'data: \[DONE\]' || { echo "stream did not end with [DONE]"; exit 1; }
 
+	echo; echo "# 2a. Claude Code's request shape: POST /v1/messages?beta=true with the key in x-api-key, anthropic-version"
+	echo "#     and -beta, a system prompt and a user turn marked cache_control, tools; served natively by the vLLM, its"
+	echo "#     next turn read from the prefix cache (cache_read_input_tokens)"
+	for turn in 1 2; do
+		msgs='{"role":"user","content":[{"type":"text","text":"The test TestParse fails: fix it.","cache_control":{"type":"ephemeral"}}]}'
+		if [ "$turn" = 2 ]; then
+			msgs="$msgs"',{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"Read","input":{"file_path":"parse.go"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"package parse"}]}'
+		fi
+		curl -sS -N "$gw/v1/messages?beta=true" -H "x-api-key: $HYBRID_CLIENT_KEY" -H 'anthropic-version: 2023-06-01' \
+			-H 'anthropic-beta: claude-code-20250219,interleaved-thinking-2025-05-14' -H 'Content-Type: application/json' -d '{"model":"chat-main","max_tokens":32,"stream":true,
+"metadata":{"user_id":"user_demo_account__session_1"},
+"system":[{"type":"text","text":"You are Claude Code, a command line tool for software engineering.","cache_control":{"type":"ephemeral"}},
+{"type":"text","text":"Work in the repository; read files before editing them; run the tests after each change; keep answers short."}],
+"tools":[{"name":"Read","description":"Reads a file from the local filesystem.","input_schema":{"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}},
+{"name":"Edit","description":"Replaces text in a file.","input_schema":{"type":"object","properties":{"file_path":{"type":"string"},"old_string":{"type":"string"},"new_string":{"type":"string"}},"required":["file_path","old_string","new_string"]}}],
+"messages":['"$msgs"']}' >"$state/messages.txt"
+		grep -E '^event: (message_start|message_delta|message_stop)' "$state/messages.txt" | tr '\n' ' '; echo
+		grep -o '"usage":{[^}]*}' "$state/messages.txt" | tail -1
+		grep -q '^event: message_stop' "$state/messages.txt" && grep -q '"model":"chat-main"' "$state/messages.txt" ||
+			{ echo "unexpected: $(cat "$state/messages.txt")"; exit 1; }
+	done
+	grep -o '"cache_read_input_tokens":[1-9][0-9]*' "$state/messages.txt" >/dev/null ||
+		{ echo "the second turn read nothing from the cache"; exit 1; }
+
 	echo; echo "# 3. the peak goes to the cloud, the baseline stays self-hosted"
 	BURST_PROFILE=3x3s,24x4s,3x4s burst
 
@@ -525,6 +549,14 @@ if [ "$mode" = "--check" ]; then
 	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/chat/completions" -H "$auth" -H 'Content-Type: application/json' -d "$chat"
 	show < "$state/head.txt"
 	grep -qi '^x-hybrid-target: cloud' "$state/head.txt" && grep -q '"model":"chat-main"' "$state/out.json" ||
+		{ echo "unexpected: $(cat "$state/head.txt" "$state/out.json")"; exit 1; }
+	cat "$state/out.json"; echo
+	echo "#    and a Messages request goes to the OpenAI cloud translated into chat completions"
+	curl -sS -D "$state/head.txt" -o "$state/out.json" "$gw/v1/messages" -H "x-api-key: $HYBRID_CLIENT_KEY" \
+		-H 'anthropic-version: 2023-06-01' -H 'Content-Type: application/json' \
+		-d '{"model":"chat-main","max_tokens":8,"system":"Be brief.","messages":[{"role":"user","content":"Say hello"}]}'
+	show < "$state/head.txt"
+	grep -qi '^x-hybrid-translated: chat/completions' "$state/head.txt" && grep -q '"type":"message"' "$state/out.json" ||
 		{ echo "unexpected: $(cat "$state/head.txt" "$state/out.json")"; exit 1; }
 	cat "$state/out.json"; echo
 

@@ -93,6 +93,7 @@ type common struct {
 	outputTokens int
 	apiKey       string
 	quiet        bool
+	prefix       bool
 	failures     simulator.Failures
 }
 
@@ -103,6 +104,7 @@ func (c *common) register(fs *flag.FlagSet, listen string, ttft, itl time.Durati
 	fs.IntVar(&c.outputTokens, "output-tokens", 16, "tokens generated when a request sets no max_tokens")
 	fs.StringVar(&c.apiKey, "api-key", "", "required bearer key (empty: no authentication)")
 	fs.BoolVar(&c.quiet, "quiet", false, "do not log each request")
+	fs.BoolVar(&c.prefix, "prefix-caching", false, "report the start a prompt shares with those before it as cached tokens")
 	fs.Float64Var(&c.failures.ErrorRate, "error-rate", 0, "fraction [0,1] of requests answered with --error-status (every k-th, deterministic)")
 	fs.IntVar(&c.failures.ErrorStatus, "error-status", 500, "status of injected errors")
 	fs.DurationVar(&c.failures.Stall, "stall", 0, "delay before any response header")
@@ -159,6 +161,7 @@ func runVLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		OutputTokens:     c.outputTokens,
 		APIKey:           c.apiKey,
 		Engines:          *engines,
+		PrefixCaching:    c.prefix,
 		DisableRecording: true,
 	})
 	sim.SetFailures(c.failures)
@@ -194,6 +197,7 @@ func runCloud(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		ITL:              c.itl,
 		OutputTokens:     c.outputTokens,
 		MaxModelLen:      *maxModelLen,
+		PrefixCaching:    c.prefix,
 		DisableRecording: true,
 	})
 	sim.SetFailures(c.failures)

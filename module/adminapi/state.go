@@ -230,7 +230,7 @@ type MetricsState struct {
 	Error          string   `json:"error,omitempty"`
 }
 
-// ModelCheckState is the last model name check of an openai group.
+// ModelCheckState is the last model name check of a cloud group.
 type ModelCheckState struct {
 	CheckedAt *time.Time `json:"checked_at"`
 	Missing   []string   `json:"missing"`

@@ -186,7 +186,7 @@ func (c *mirrorCopy) account(u *protocol.UsageScanner, dur time.Duration) (usd f
 	}
 	switch cc := m.Upstream.Cost; {
 	case cc == nil:
-	case m.Upstream.Kind == upstream.KindOpenAI:
+	case m.Upstream.Cloud():
 		usd, priced = cc.RequestCost(tokensOf(&u.Usage), dur), true
 		s.Cost.Add(usd)
 	case c.f.Money.Ledger != nil:

@@ -498,7 +498,7 @@ func (rt *Route) cost(at time.Time) {
 	usd, cloudUSD := 0.0, 0.0
 	switch {
 	case cc == nil:
-	case t.Upstream.Kind == upstream.KindOpenAI:
+	case t.Upstream.Cloud():
 		usd = cc.RequestCost(tokensOf(&rt.x.usage.Usage), at.Sub(began))
 		cloudUSD = usd
 		routing.CostTotal.WithLabelValues(rt.f.Name, t.Group, rt.x.clientName(), routing.BillingBusiness).Add(usd)

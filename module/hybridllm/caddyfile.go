@@ -41,7 +41,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		paths         <endpoint...>   # default chat/completions completions embeddings responses messages messages/count_tokens
 //
 //		group <name> {
-//			kind    vllm|openai
+//			kind    vllm|openai|anthropic
 //			api_key <key>
 //			apis    <endpoint...>   # default: vllm all of paths' default, openai the OpenAI ones
 //			stream_usage on|off

@@ -54,13 +54,13 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 		}
 	}
 	if grp.Kind == "" {
-		return nil, d.Errf("group needs a kind (%s or %s)", KindVLLM, KindOpenAI)
+		return nil, d.Errf("group needs a kind (%s, %s or %s)", KindVLLM, KindOpenAI, KindAnthropic)
 	}
 	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil) {
 		return nil, d.Errf("max_num_seqs, max_queue, endpoint and probe apply to groups of kind %s only", KindVLLM)
 	}
-	if grp.Kind != KindOpenAI && grp.ModelCheck != "" {
-		return nil, d.Errf("model_check applies to groups of kind %s only", KindOpenAI)
+	if grp.Kind == KindVLLM && grp.ModelCheck != "" {
+		return nil, d.Errf("model_check applies to cloud groups (kind %s or %s) only", KindOpenAI, KindAnthropic)
 	}
 	if grp.ProxyRaw == nil {
 		return nil, d.Err("group needs a proxy")
@@ -80,10 +80,10 @@ func unmarshalGroupKind(d *caddyfile.Dispenser, grp *Group) error {
 		return d.ArgErr()
 	}
 	switch d.Val() {
-	case KindVLLM, KindOpenAI:
+	case KindVLLM, KindOpenAI, KindAnthropic:
 		grp.Kind = d.Val()
 	default:
-		return d.Errf("unknown group kind '%s' (want %s or %s)", d.Val(), KindVLLM, KindOpenAI)
+		return d.Errf("unknown group kind '%s' (want %s, %s or %s)", d.Val(), KindVLLM, KindOpenAI, KindAnthropic)
 	}
 	if d.NextArg() {
 		return d.ArgErr()

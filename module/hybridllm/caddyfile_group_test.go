@@ -87,7 +87,7 @@ func TestUnmarshalVLLMGroupErrors(t *testing.T) {
 	const alias = "\nalias a {\ntarget g m\n}\n}"
 	for _, tc := range []struct{ name, group, want string }{
 		{"red line on a cloud", "kind openai\nmax_num_seqs 8\nproxy 127.0.0.1:1", "apply to groups of kind vllm only"},
-		{"model_check on vllm", "kind vllm\nmodel_check 1m\nproxy 127.0.0.1:1", "model_check applies to groups of kind openai only"},
+		{"model_check on vllm", "kind vllm\nmodel_check 1m\nproxy 127.0.0.1:1", "model_check applies to cloud groups (kind openai or anthropic) only"},
 		{"bad max_num_seqs", "kind vllm\nmax_num_seqs 0\nproxy 127.0.0.1:1", "invalid max_num_seqs '0'"},
 		{"bad max_queue", "kind vllm\nmax_queue -1\nproxy 127.0.0.1:1", "invalid max_queue '-1'"},
 		{"bad weight", "kind vllm\nendpoint 127.0.0.1:1 {\nweight zero\n}\nproxy 127.0.0.1:1", "invalid weight 'zero'"},

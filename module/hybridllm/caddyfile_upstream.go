@@ -78,7 +78,7 @@ func checkProxyUpstreams(seg *caddyfile.Dispenser) (schemeless []string, err err
 // private addresses, service names: see privateHost) and a proxy block
 // whose transport enables TLS are left as they are.
 func checkKeyInClear(d *caddyfile.Dispenser, grp *Group, schemeless []string) error {
-	if grp.Kind != KindOpenAI || len(schemeless) == 0 {
+	if !grp.Cloud() || len(schemeless) == 0 {
 		return nil
 	}
 	if gjson.GetBytes(grp.ProxyRaw, "transport.tls").Exists() {

@@ -464,7 +464,7 @@ func (g *Gateway) begin(ctx caddy.Context) {
 		if vg := grp.VLLM; vg != nil {
 			vg.Begin()
 		}
-		if grp.Kind == KindOpenAI {
+		if grp.Cloud() {
 			grp.StartModelCheck(ctx)
 		}
 	}

@@ -33,6 +33,8 @@ type (
 const (
 	KindVLLM   = upstream.KindVLLM
 	KindOpenAI = upstream.KindOpenAI
+	// KindAnthropic is Anthropic's API (see upstream.KindAnthropic).
+	KindAnthropic = upstream.KindAnthropic
 )
 
 // CloudSpend caps the cloud spend (see package money).

@@ -125,7 +125,7 @@ func groupState(grp *Group, t time.Time) adminapi.GroupState {
 	if grp.Shared != nil && grp.VLLM == nil {
 		gs.RateLimitedUntil = heldUntil(&grp.Shared.Breaker, t)
 	}
-	if grp.Kind == KindOpenAI && !grp.Run.CheckOff && len(grp.Run.Expect) > 0 {
+	if grp.Cloud() && !grp.Run.CheckOff && len(grp.Run.Expect) > 0 {
 		at, missing, errText := grp.Check.Result()
 		mc := &adminapi.ModelCheckState{Missing: missing, Error: errText}
 		if mc.Missing == nil {

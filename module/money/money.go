@@ -62,7 +62,7 @@ func (m *Money) Comparison(from, to time.Time) cost.Comparison {
 	for _, name := range slices.Sorted(maps.Keys(m.Groups)) {
 		grp := m.Groups[name]
 		cc := grp.Cost
-		if cc == nil || grp.Kind != upstream.KindOpenAI || p.CloudPerGPUSec > 0 || allCloudTokens >= 0 {
+		if cc == nil || !grp.Cloud() || p.CloudPerGPUSec > 0 || allCloudTokens >= 0 {
 			continue
 		}
 		if cc.PerSecond > 0 {
@@ -197,7 +197,7 @@ func (m *Money) ProvisionOccupancy() {
 	}
 	m.CloudSlotGPUs, m.SelfGPUs = gpus/slots, gpus
 	for _, grp := range m.Groups {
-		if grp.Kind == upstream.KindOpenAI {
+		if grp.Cloud() {
 			grp.Run.Occupancy = m.CloudSlotGPUs
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
-	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -116,7 +115,7 @@ func NewTargetKit(c clock.Clock, logger *zap.Logger, m *money.Money, deadline ti
 // cloud hold last, as the attempt starts.
 func (k TargetKit) GatesOf(t *Target) []Gate {
 	grp := t.Upstream
-	cloud := grp.Kind == upstream.KindOpenAI
+	cloud := grp.Cloud()
 	var gates []Gate
 	if !grp.ServesAll() {
 		gates = append(gates, apiGate{})

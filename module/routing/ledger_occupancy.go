@@ -7,7 +7,6 @@ import (
 	"context"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
-	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
 
 // The ledger's demand is integrated from the attempts themselves (see
@@ -29,7 +28,7 @@ func OccupancyOf(l *books.Ledger, t *Target) (OccupancyObserver, bool) {
 	if occ <= 0 || l == nil {
 		return OccupancyObserver{}, false
 	}
-	if t.Upstream.Kind == upstream.KindOpenAI {
+	if t.Upstream.Cloud() {
 		return OccupancyObserver{ledger: l, cloud: occ}, true
 	}
 	return OccupancyObserver{ledger: l, self: occ}, true

@@ -19,8 +19,11 @@ const tracerName = "github.com/hybridllm/caddy-hybrid-llm"
 // ProviderName is gen_ai.provider.name for a group: "openai" for an
 // OpenAI-compatible API, "vllm" for self-hosted vLLM.
 func ProviderName(grp *upstream.Group) string {
-	if grp.Kind == upstream.KindVLLM {
+	switch grp.Kind {
+	case upstream.KindVLLM:
 		return "vllm"
+	case upstream.KindAnthropic:
+		return "anthropic"
 	}
 	return "openai"
 }

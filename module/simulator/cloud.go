@@ -41,6 +41,11 @@ type CloudConfig struct {
 	// SSELineEnding ends the lines of event streams: "\n" (the default),
 	// "\r\n" or "\r", as the SSE spec allows.
 	SSELineEnding string
+	// PrefixCaching reports the start a prompt of 1,024 tokens or more
+	// shares with those before it as cached, in steps of 128 tokens, as
+	// OpenAI's prompt caching does (usage.prompt_tokens_details.
+	// cached_tokens); without it, every prompt reports none.
+	PrefixCaching bool
 }
 
 // Cloud simulates a cloud OpenAI-compatible API: GET /v1/models and
@@ -52,6 +57,8 @@ type Cloud struct {
 	created int64
 	fail    injector
 	rec     recorder
+
+	prefix prefixCache
 
 	rlMu     sync.Mutex
 	rlWindow int64 // Unix second of the current window
@@ -345,9 +352,13 @@ func (c *Cloud) serveInference(w http.ResponseWriter, r *http.Request, ep endpoi
 	if !ok {
 		return
 	}
+	cached := 0
+	if c.cfg.PrefixCaching && ep != epEmbedding {
+		cached = c.prefix.cachedTokens(body, prompt, 1024, 128)
+	}
 	comp := completion{
 		d: dialectOpenAI, ep: ep, id: newID(cloudIDPrefix[ep]), created: c.cfg.Clock().Unix(), model: req.model,
-		promptTokens: prompt, tokens: tokens, finish: finish,
+		promptTokens: prompt, cached: cached, tokens: tokens, finish: finish,
 		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body,
 		eol: c.cfg.SSELineEnding,
 	}

@@ -51,11 +51,24 @@ func (c *completion) appendMessage(b []byte) []byte {
 	b = appendJSONString(b, GeneratedText(c.tokens))
 	b = append(b, `}],"stop_reason":`...)
 	b = appendJSONString(b, stopReason(c.finish))
-	b = append(b, `,"usage":{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(c.promptTokens), 10)
+	b = append(b, `,"usage":`...)
+	b = c.appendInputUsage(b)
 	b = append(b, `,"output_tokens":`...)
 	b = strconv.AppendInt(b, int64(c.tokens), 10)
 	return append(b, "}}"...)
+}
+
+// appendInputUsage appends the start of a Messages usage object: its
+// input_tokens and, with a prefix cache, the prompt's cache reads apart
+// from them, as Anthropic counts them.
+func (c *completion) appendInputUsage(b []byte) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(c.promptTokens-max(c.cached, 0)), 10)
+	if c.cached >= 0 {
+		b = append(b, `,"cache_read_input_tokens":`...)
+		b = strconv.AppendInt(b, int64(c.cached), 10)
+	}
+	return b
 }
 
 // appendEvent appends one named event.
@@ -97,8 +110,8 @@ func (c *completion) respondMessages(ctx context.Context, w http.ResponseWriter,
 	}
 	start := append([]byte(`{"type":"message_start","message":{"id":`), appendJSONString(nil, c.id)...)
 	start = append(start, `,"type":"message","role":"assistant","model":`...)
-	start = append(append(start, appendJSONString(nil, c.model)...), `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	start = append(strconv.AppendInt(start, int64(c.promptTokens), 10), `,"output_tokens":0}}}`...)
+	start = append(append(start, appendJSONString(nil, c.model)...), `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+	start = append(c.appendInputUsage(start), `,"output_tokens":0}}}`...)
 	buf = appendEvent(buf[:0], "message_start", start)
 	if !send() {
 		return 0, false
@@ -122,8 +135,8 @@ func (c *completion) respondMessages(ctx context.Context, w http.ResponseWriter,
 		return c.tokens, false
 	}
 	md := append([]byte(`{"type":"message_delta","delta":{"stop_reason":`), appendJSONString(nil, stopReason(c.finish))...)
-	md = append(md, `,"stop_sequence":null},"usage":{"input_tokens":`...)
-	md = strconv.AppendInt(md, int64(c.promptTokens), 10)
+	md = append(md, `,"stop_sequence":null},"usage":`...)
+	md = c.appendInputUsage(md)
 	md = append(strconv.AppendInt(append(md, `,"output_tokens":`...), int64(c.tokens), 10), "}}"...)
 	buf = appendEvent(buf[:0], "message_delta", md)
 	if !send() {

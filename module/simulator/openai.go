@@ -133,6 +133,7 @@ type completion struct {
 	created      int64
 	model        string
 	promptTokens int
+	cached       int // prompt tokens from the prefix cache; -1: not reported
 	tokens       int
 	finish       string
 	includeUsage bool
@@ -177,7 +178,12 @@ func (c *completion) appendUsage(b []byte, completionTokens int) []byte {
 		b = strconv.AppendInt(b, int64(total), 10)
 		b = append(b, `,"completion_tokens":`...)
 		b = strconv.AppendInt(b, int64(completionTokens), 10)
-		if !c.stream {
+		switch {
+		case c.cached >= 0:
+			b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+			b = strconv.AppendInt(b, int64(c.cached), 10)
+			b = append(b, '}')
+		case !c.stream:
 			b = append(b, `,"prompt_tokens_details":null`...)
 		}
 		return append(b, '}')
@@ -191,7 +197,9 @@ func (c *completion) appendUsage(b []byte, completionTokens int) []byte {
 	b = strconv.AppendInt(b, int64(completionTokens), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(total), 10)
-	return append(b, `,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(max(c.cached, 0)), 10)
+	return append(b, `,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`...)
 }
 
 // appendFinish appends a finish_reason value ("stop", "length" or null).

@@ -62,6 +62,11 @@ type VLLMConfig struct {
 	// SSELineEnding ends the lines of event streams: "\n" (the default,
 	// uvicorn's), "\r\n" or "\r", as the SSE spec allows.
 	SSELineEnding string
+	// PrefixCaching serves the start a prompt shares with those before it
+	// from a prefix cache (--enable-prefix-caching) and reports it, as
+	// --enable-prompt-tokens-details does: usage.prompt_tokens_details.
+	// cached_tokens, and the Messages API's cache_read_input_tokens.
+	PrefixCaching bool
 	// Clock returns the current time (default time.Now). It drives the
 	// KV-cache model (how many tokens a running request has generated, and
 	// the floor's climbs) and "created" timestamps, not the latencies: TTFT
@@ -99,6 +104,7 @@ type VLLM struct {
 	fail     injector
 	rec      recorder
 	kv       *kvCache
+	prefix   prefixCache
 }
 
 // NewVLLM returns a VLLM for cfg.
@@ -476,9 +482,13 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	}
 	seq := v.kv.admit(engine, prompt, tokens)
 	defer v.kv.free(seq)
+	cached := -1 // not reported
+	if v.cfg.PrefixCaching {
+		cached = v.prefix.cachedTokens(body, prompt, 0, vllmBlockSize)
+	}
 	sent, ok := v.generate(ctx, w, &completion{
 		d: dialectVLLM, ep: ep, id: newID(vllmIDPrefix[ep]), created: v.cfg.Clock().Unix(), model: v.model,
-		promptTokens: prompt, tokens: tokens, finish: finish,
+		promptTokens: prompt, cached: cached, tokens: tokens, finish: finish,
 		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body, eol: v.cfg.SSELineEnding,
 	}, fs, arrival, em, seq)
 	em.genTokens.Add(float64(sent))

@@ -57,7 +57,7 @@ func (cc *CostConfig) validate(kind string) error {
 		if cc.GPUs == 0 {
 			return fmt.Errorf("cost needs gpus")
 		}
-	case KindOpenAI:
+	case KindOpenAI, KindAnthropic:
 		if cc.GPUs != 0 || cc.GPUCostPerMonth != 0 {
 			return fmt.Errorf("an openai group's cost is input_per_million/output_per_million or per_second")
 		}

@@ -34,7 +34,18 @@ const (
 	KindVLLM = "vllm"
 	// KindOpenAI is a cloud or any other OpenAI-compatible API.
 	KindOpenAI = "openai"
+	// KindAnthropic is Anthropic's API (or one that speaks it): the
+	// Messages API, its key in x-api-key with an anthropic-version.
+	KindAnthropic = "anthropic"
 )
+
+// anthropicVersion is the anthropic-version an anthropic group's
+// requests carry: the API's one version.
+const anthropicVersion = "2023-06-01"
+
+// Cloud reports whether the group is a cloud's (priced per token or
+// second, its spend counted) rather than self-hosted vLLM.
+func (grp *Group) Cloud() bool { return grp.Kind != KindVLLM }
 
 // BodySlack is how much a request body may grow on its way upstream: a
 // longer model name swapped in, the stream usage asked for.
@@ -112,7 +123,8 @@ type APISettings struct {
 	// API) and messages/count_tokens. A request to another is passed over
 	// by the group's targets (reason protocol_unsupported). Default: a
 	// vllm group, all of them (vLLM serves the Messages API itself); an
-	// openai group, the OpenAI ones.
+	// openai group, the OpenAI ones; an anthropic group, messages and
+	// messages/count_tokens.
 	APIs []string `json:"apis,omitempty"`
 
 	// Whether a streamed (chat) completion whose client did not ask for
@@ -173,8 +185,9 @@ func (grp *Group) TranslatesMessages() (on, lossy bool) {
 // The APIs a group serves unless it says (see APISettings.APIs);
 // VLLMAPIs are all the gateway knows.
 var (
-	OpenAIAPIs = []string{"chat/completions", "completions", "embeddings", "responses"}
-	VLLMAPIs   = []string{"chat/completions", "completions", "embeddings", "responses", "messages", "messages/count_tokens"}
+	OpenAIAPIs    = []string{"chat/completions", "completions", "embeddings", "responses"}
+	AnthropicAPIs = []string{"messages", "messages/count_tokens"}
+	VLLMAPIs      = []string{"chat/completions", "completions", "embeddings", "responses", "messages", "messages/count_tokens"}
 )
 
 // Serves reports whether the group's upstreams serve the API of an
@@ -190,8 +203,11 @@ func (grp *Group) Serves(endpoint string) bool {
 
 // defaultAPIs are the APIs a group of a kind serves unless it says.
 func defaultAPIs(kind string) []string {
-	if kind == KindVLLM {
+	switch kind {
+	case KindVLLM:
 		return VLLMAPIs
+	case KindAnthropic:
+		return AnthropicAPIs
 	}
 	return OpenAIAPIs
 }
@@ -320,11 +336,11 @@ func (grp *Group) checkAPIs() error {
 // validate checks the group's settings, and reads its model_check.
 func (grp *Group) validate() error {
 	switch grp.Kind {
-	case KindVLLM, KindOpenAI:
+	case KindVLLM, KindOpenAI, KindAnthropic:
 	case "":
-		return fmt.Errorf("kind is required (%s or %s)", KindVLLM, KindOpenAI)
+		return fmt.Errorf("kind is required (%s, %s or %s)", KindVLLM, KindOpenAI, KindAnthropic)
 	default:
-		return fmt.Errorf("unknown kind %q (want %s or %s)", grp.Kind, KindVLLM, KindOpenAI)
+		return fmt.Errorf("unknown kind %q (want %s, %s or %s)", grp.Kind, KindVLLM, KindOpenAI, KindAnthropic)
 	}
 	if len(grp.ProxyRaw) == 0 {
 		return fmt.Errorf("no proxy configured")
@@ -336,7 +352,7 @@ func (grp *Group) validate() error {
 		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe and health apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
 	}
 	if grp.Kind == KindVLLM && grp.ModelCheck != "" {
-		return fmt.Errorf("model_check applies to groups of kind %s only; vLLM endpoints are checked by their probes", KindOpenAI)
+		return fmt.Errorf("model_check applies to cloud groups (kind %s or %s) only; vLLM endpoints are checked by their probes", KindOpenAI, KindAnthropic)
 	}
 	if grp.MaxNumSeqs < 0 || grp.MaxQueue < 0 {
 		return fmt.Errorf("max_num_seqs and max_queue must not be negative")
@@ -413,20 +429,28 @@ func (grp *Group) proxyConfig(ctx caddy.Context, maxBody int64) (json.RawMessage
 		// the key goes into the proxy's own header operations, which act
 		// on its copy of the request: it never touches the request the
 		// access log sees
-		var err error
-		raw, err = sjson.SetBytes(slices.Clone(raw), "headers.request.set.Authorization", []string{"Bearer " + key})
-		if err != nil {
-			return nil, fmt.Errorf("setting api_key: %v", err)
+		// (Anthropic's API reads it from x-api-key, with its version)
+		keyHeaders := [][2]string{{"Authorization", "Bearer " + key}}
+		if grp.Kind == KindAnthropic {
+			keyHeaders = [][2]string{{"X-Api-Key", key}, {"Anthropic-Version", anthropicVersion}}
 		}
+		raw = slices.Clone(raw)
+		active := gjson.GetBytes(raw, "health_checks.active")
 		// Caddy's active health checks send none of those operations,
 		// only their own headers: the key goes there too (unless they set
-		// Authorization themselves), so that an API's GET /v1/models,
-		// which wants the key, is the check; not to a check sent to
-		// another host (its upstream)
-		if active := gjson.GetBytes(raw, "health_checks.active"); active.Exists() && !active.Get("upstream").Exists() &&
-			!hasHeader(active.Get("headers"), "Authorization") {
-			raw, err = sjson.SetBytes(raw, "health_checks.active.headers.Authorization", []string{"Bearer " + key})
-			if err != nil {
+		// it themselves), so that an API's GET /v1/models, which wants the
+		// key, is the check; not to a check sent to another host (its
+		// upstream)
+		toChecks := active.Exists() && !active.Get("upstream").Exists() && !hasHeader(active.Get("headers"), keyHeaders[0][0])
+		for _, h := range keyHeaders {
+			var err error
+			if raw, err = sjson.SetBytes(raw, "headers.request.set."+h[0], []string{h[1]}); err != nil {
+				return nil, fmt.Errorf("setting api_key: %v", err)
+			}
+			if !toChecks {
+				continue
+			}
+			if raw, err = sjson.SetBytes(raw, "health_checks.active.headers."+h[0], []string{h[1]}); err != nil {
 				return nil, fmt.Errorf("setting api_key on the health checks: %v", err)
 			}
 		}

@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -60,5 +62,34 @@ func TestWarnKeyExposure(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A group's key goes into its proxy's header operations as its API reads
+// it: OpenAI's as Authorization: Bearer, Anthropic's as x-api-key with
+// the anthropic-version; into its active health checks too.
+func TestGroupKeyHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		want map[string]string
+	}{
+		{KindOpenAI, map[string]string{"Authorization": "Bearer sk-up"}},
+		{KindAnthropic, map[string]string{"X-Api-Key": "sk-up", "Anthropic-Version": "2023-06-01"}},
+	} {
+		grp := &Group{Kind: tc.kind, APIKey: "sk-up", ProxyRaw: []byte(`{"upstreams":[{"dial":"127.0.0.1:1"}],"health_checks":{"active":{"uri":"/v1/models"}}}`)}
+		raw, err := grp.proxyConfig(caddy.Context{}, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for h, v := range tc.want {
+			for _, at := range []string{"headers.request.set." + h + ".0", "health_checks.active.headers." + h + ".0"} {
+				if got := gjson.GetBytes(raw, at).Str; got != v {
+					t.Errorf("%s: %s %q, want %q: %s", tc.kind, at, got, v, raw)
+				}
+			}
+		}
+		if tc.kind == KindAnthropic && gjson.GetBytes(raw, "headers.request.set.Authorization").Exists() {
+			t.Errorf("anthropic: an Authorization header: %s", raw)
+		}
 	}
 }

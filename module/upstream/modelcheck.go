@@ -99,7 +99,11 @@ func (grp *Group) StartModelCheck(ctx caddy.Context) {
 func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, modelCheckTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "/v1/models", nil)
+	path := "/v1/models"
+	if grp.Kind == KindAnthropic {
+		path += "?limit=1000" // Anthropic's API pages its list by 20
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return
 	}
