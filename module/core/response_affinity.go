@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
@@ -18,7 +19,7 @@ import (
 // that names it (previous_response_id) is served only there. The gateway
 // notes which target (and vLLM endpoint) answered each response id, sends
 // a follow-up to that target alone, pinned to that endpoint, and, when
-// that upstream is gone or unknown, tries the alias's targets in order,
+// that upstream is gone (out of the config, or down) or unknown, tries the alias's targets in order,
 // passing over those that do not hold the response; when none does, the
 // client is told so.
 
@@ -57,13 +58,14 @@ func (rt *Route) holderPlan(plan []*routing.Target) []*routing.Target {
 }
 
 // holds reports whether group grp still has the endpoint a response is
-// held at (any for a group without endpoints of its own).
+// held at, and its probes do not find it down (any endpoint for a group
+// without endpoints of its own): a vLLM that went down lost its store.
 func holds(grp *upstream.Group, endpoint string) bool {
 	if endpoint == "" || grp.VLLM == nil {
 		return true
 	}
-	if _, ok := grp.VLLM.Endpoints[endpoint]; ok {
-		return true
+	if ep, ok := grp.VLLM.Endpoints[endpoint]; ok {
+		return ep.Prober == nil || ep.Prober.Snapshot().Health != probe.HealthDown
 	}
 	if added := grp.VLLM.Added.Load(); added != nil {
 		for _, u := range added.Upstreams {
