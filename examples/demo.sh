@@ -490,8 +490,8 @@ if [ "$mode" = "--check" ]; then
 	tail -2 "$state/stream.txt" | grep -q 'data: \[DONE\]' || { echo "stream did not end with [DONE]"; exit 1; }
 
 	echo; echo "# 2a. Claude Code's request shape: POST /v1/messages?beta=true with the key in x-api-key, anthropic-version"
-	echo "#     and -beta, a system prompt and a user turn marked cache_control, tools; served natively by the vLLM, its"
-	echo "#     next turn read from the prefix cache (cache_read_input_tokens)"
+	echo "#     and -beta, a system prompt and a user turn marked cache_control, tools; served natively by the vLLM; its"
+	echo "#     next turn carries the tool's call and result"
 	for turn in 1 2; do
 		msgs='{"role":"user","content":[{"type":"text","text":"The test TestParse fails: fix it.","cache_control":{"type":"ephemeral"}}]}'
 		if [ "$turn" = 2 ]; then
@@ -510,8 +510,6 @@ if [ "$mode" = "--check" ]; then
 		grep -q '^event: message_stop' "$state/messages.txt" && grep -q '"model":"chat-main"' "$state/messages.txt" ||
 			{ echo "unexpected: $(cat "$state/messages.txt")"; exit 1; }
 	done
-	grep -o '"cache_read_input_tokens":[1-9][0-9]*' "$state/messages.txt" >/dev/null ||
-		{ echo "the second turn read nothing from the cache"; exit 1; }
 
 	echo; echo "# 3. the peak goes to the cloud, the baseline stays self-hosted"
 	BURST_PROFILE=3x3s,24x4s,3x4s burst

@@ -61,7 +61,8 @@ func (a *anthropicAPI) serve(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
 		return
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
-		fmt.Fprint(w, `{"data":[{"type":"model","id":"claude-sonnet-4-5","display_name":"Claude Sonnet 4.5","created_at":"2025-09-29T00:00:00Z"}],"has_more":false,"first_id":"claude-sonnet-4-5","last_id":"claude-sonnet-4-5"}`)
+		// dated ids; the names without their date are aliases
+		fmt.Fprint(w, `{"data":[{"type":"model","id":"claude-sonnet-4-5-20250929","display_name":"Claude Sonnet 4.5","created_at":"2025-09-29T00:00:00Z"}],"has_more":false,"first_id":"claude-sonnet-4-5-20250929","last_id":"claude-sonnet-4-5-20250929"}`)
 		return
 	case r.Method != http.MethodPost || r.URL.Path != "/v1/messages":
 		fail(http.StatusNotFound, "not_found_error", "Not Found")

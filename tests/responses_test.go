@@ -119,7 +119,8 @@ func (c *responsesCloud) serve(w http.ResponseWriter, r *http.Request) {
 // (with their cached and reasoning classes); a follow-up naming the
 // response (previous_response_id) goes to the cloud that stored it,
 // though another comes first in the alias; one naming a response no cloud
-// holds is asked of each, then refused: 404 previous_response_not_found.
+// holds is asked of each, then refused as OpenAI refuses it: 400
+// previous_response_not_found.
 func TestResponsesStreamingAndFollowUps(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	a, b := newResponsesCloud(t, "a"), newResponsesCloud(t, "b")
@@ -185,7 +186,8 @@ func TestResponsesStreamingAndFollowUps(t *testing.T) {
 	_, err := sdk.Responses.New(ctx, responses.ResponseNewParams{Model: "assistant", PreviousResponseID: openai.String("resp_nowhere"),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Say hello")}})
 	var apierr *openai.Error
-	if !errors.As(err, &apierr) || apierr.StatusCode != http.StatusNotFound || apierr.Code != "previous_response_not_found" || !strings.Contains(apierr.Message, "resp_nowhere") {
+	if !errors.As(err, &apierr) || apierr.StatusCode != http.StatusBadRequest || apierr.Code != "previous_response_not_found" || apierr.Param != "previous_response_id" ||
+		!strings.Contains(apierr.Message, "resp_nowhere") {
 		t.Errorf("an unknown response: %v", err)
 	}
 	if got := a.asked(); got[len(got)-1] != "resp_nowhere" {

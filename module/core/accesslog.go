@@ -43,11 +43,9 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	if t := x.ans.target; t != nil {
 		enc.AddString("llm_group", t.Group)
 		enc.AddString("llm_model", t.Model)
-		if repl, ok := x.r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-			// the committed attempt was the proxy's last
-			if ep, ok := repl.GetString("http.reverse_proxy.upstream.hostport"); ok && ep != "" {
-				enc.AddString("llm_endpoint", ep)
-			}
+		// the committed attempt was the proxy's last
+		if ep := upstreamHostport(x.r); ep != "" {
+			enc.AddString("llm_endpoint", ep)
 		}
 	}
 	if x.ans.translated != "" {
@@ -130,4 +128,15 @@ func LogFields(r *http.Request) *caddyhttp.ExtraLogFields {
 	}
 	extra, _ := ctx.Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
 	return extra
+}
+
+// upstreamHostport is the upstream the proxy picked for the request's
+// latest attempt, "" before any.
+func upstreamHostport(r *http.Request) string {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return ""
+	}
+	ep, _ := repl.GetString("http.reverse_proxy.upstream.hostport")
+	return ep
 }

@@ -148,8 +148,9 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt.x.ans.target, rt.x.ans.began = t, aw.began
 	if rt.q.API == protocol.Responses && status < 300 && aw.out.scan != nil {
 		aw.out.sniff = true
-		if ep := aw.slot.Endpoint; ep != nil {
-			rt.x.stored.endpoint = ep.Dial
+		if t.Upstream.VLLM != nil {
+			// the upstream the proxy picked, whatever its policy
+			rt.x.stored.endpoint = upstreamHostport(rt.r)
 		}
 	}
 	if aw.api != rt.q.API {

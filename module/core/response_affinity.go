@@ -59,9 +59,10 @@ func (rt *Route) holderPlan(plan []*routing.Target) []*routing.Target {
 
 // holds reports whether group grp still has the endpoint a response is
 // held at, and its probes do not find it down (any endpoint for a group
-// without endpoints of its own): a vLLM that went down lost its store.
+// whose endpoints the gateway does not list: dynamic upstreams): a vLLM
+// that went down lost its store.
 func holds(grp *upstream.Group, endpoint string) bool {
-	if endpoint == "" || grp.VLLM == nil {
+	if endpoint == "" || grp.VLLM == nil || (len(grp.VLLM.Endpoints) == 0 && grp.VLLM.Added.Load() == nil) {
 		return true
 	}
 	if ep, ok := grp.VLLM.Endpoints[endpoint]; ok {
@@ -88,7 +89,9 @@ func (rt *Route) pinFor(t *routing.Target) string {
 
 // readResponseID reads the answer's response id from the start of its
 // body as it passes: a JSON answer's top-level id, a stream's first
-// event's response.id.
+// event's response.id; and notes where it is held at once, for a
+// follow-up the client may send before this answer's end has left (see
+// noteResponse).
 func (aw *attemptWriter) readResponseID(p []byte) {
 	s := &aw.rt.x.stored
 	s.head = append(s.head, p[:min(len(p), maxResponseHead-len(s.head))]...)
@@ -112,18 +115,22 @@ func (aw *attemptWriter) readResponseID(p []byte) {
 	if s.id != "" || len(s.head) >= maxResponseHead {
 		aw.out.sniff, s.head = false, nil
 	}
+	rt := aw.rt
+	if s.id != "" && !rt.q.NoStore && rt.f.Responses != nil {
+		t := aw.target
+		rt.f.Responses.Put(s.id, routing.ResponseHolder{Group: t.Group, Model: t.Model, Endpoint: s.endpoint})
+	}
 }
 
-// noteResponse notes where the answer's response is held, for the
-// follow-ups that will name it: an answer the client got whole, stored.
+// noteResponse forgets the answer's response again when the answer did
+// not end whole: no follow-up can name a response its upstream did not
+// finish.
 func (rt *Route) noteResponse() {
 	s := &rt.x.stored
-	t := rt.x.ans.target
-	if s.id == "" || t == nil || rt.q.NoStore || rt.f.Responses == nil || rt.x.ans.status >= http.StatusMultipleChoices ||
-		rt.x.ans.interruption != "" || rt.x.ans.outcome != routing.OutcomeOK {
+	if s.id == "" || rt.f.Responses == nil || (rt.x.ans.interruption == "" && rt.x.ans.outcome == routing.OutcomeOK) {
 		return
 	}
-	rt.f.Responses.Put(s.id, routing.ResponseHolder{Group: t.Group, Model: t.Model, Endpoint: s.endpoint})
+	rt.f.Responses.Forget(s.id)
 }
 
 // previousMissing reports whether a held 4xx says the target does not

@@ -56,8 +56,7 @@ func TestCoreResponsesFollowUpGoesToItsHolder(t *testing.T) {
 	var aDown atomic.Bool
 	rec := new(seen)
 	g := coreFront(t, rec, map[string]upstreamFunc{"a": responsesUpstream("a", &aDown), "b": responsesUpstream("b", nil), "c": responsesUpstream("c", nil)})
-	g.Responses = new(routing.ResponseBook)
-	*g.Responses = *routing.ResponseBookOf(t.Name())
+	g.Responses = routing.ResponseBookOf(t.Name())
 
 	aDown.Store(true)
 	for _, stream := range []bool{false, true} {
@@ -81,7 +80,8 @@ func TestCoreResponsesFollowUpGoesToItsHolder(t *testing.T) {
 	}
 	rec.calls = nil
 	w := askAt(t, g, "/v1/responses", `{"model":"chat-main","input":"and then?","previous_response_id":"resp_gone"}`)
-	if w.Code != http.StatusNotFound || gjson.Get(w.Body.String(), "error.code").Str != "previous_response_not_found" ||
+	if w.Code != http.StatusBadRequest || gjson.Get(w.Body.String(), "error.code").Str != "previous_response_not_found" ||
+		gjson.Get(w.Body.String(), "error.param").Str != "previous_response_id" ||
 		strings.Join(rec.calls, " ") != "a:gpt-a b:gpt-b c:gpt-c" || !strings.Contains(gjson.Get(w.Body.String(), "error.message").Str, "resp_gone") {
 		t.Errorf("an unknown response: %d after %v: %s %v", w.Code, rec.calls, w.Body, w.Header())
 	}

@@ -206,7 +206,7 @@ func (rt *Route) fail(al *routing.Alias) error {
 		rt.x.ans.outcome = routing.OutcomeUnavailable
 	}
 	return rt.q.API.WriteError(rt.w, protocol.Error{
-		Status: v.status, Type: v.typ, Code: v.code,
+		Status: v.status, Type: v.typ, Code: v.code, Param: v.param,
 		Message: rt.failMessage(al, &v),
 	})
 }
@@ -214,12 +214,12 @@ func (rt *Route) fail(al *routing.Alias) error {
 // failVerdict is what a request no target served is answered: its
 // status, error code and type, and why.
 type failVerdict struct {
-	status    int
-	code, typ string
-	full      bool   // every target was only full
-	closed    bool   // a cloud target was passed over for spend
-	capped    bool   // the degradation cap held the tiers back
-	format    string // the format the degraded tiers cannot produce
+	status           int
+	code, typ, param string
+	full             bool   // every target was only full
+	closed           bool   // a cloud target was passed over for spend
+	capped           bool   // the degradation cap held the tiers back
+	format           string // the format the degraded tiers cannot produce
 }
 
 func (rt *Route) failVerdict() failVerdict {
@@ -243,8 +243,9 @@ func (rt *Route) failVerdict() failVerdict {
 	}
 	switch {
 	case rt.q.Previous.ID != "" && allFor(rt.x.attempts, because.PreviousResponseMissing):
-		// no target holds the response the follow-up names
-		v.status, v.code, v.typ = http.StatusNotFound, "previous_response_not_found", protocol.TypeInvalidRequest
+		// no target holds the response the follow-up names: as OpenAI
+		// answers it
+		v.status, v.code, v.typ, v.param = http.StatusBadRequest, "previous_response_not_found", protocol.TypeInvalidRequest, "previous_response_id"
 	case unserved(rt.x.attempts) && len(rt.untranslatable()) > 0:
 		// the request holds what the targets that would translate it
 		// cannot carry: the request's to change

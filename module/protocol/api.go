@@ -29,7 +29,8 @@ type API struct {
 
 	// A stream says when it is whole: the finish_reason of the chat and
 	// completions chunks, Anthropic's message_stop, the Responses API's
-	// response.completed (or response.incomplete, at its length).
+	// response.completed (or response.incomplete at its length, or
+	// response.failed and error, which tell their failure themselves).
 	StreamEnds bool
 
 	// How the API's streams name their events and carry the model and the

@@ -19,7 +19,8 @@ const responsesStream = "event: response.created\ndata: " + `{"type":"response.c
 
 // A Responses stream: the alias in every event's response, its usage
 // and token classes from response.completed, whole there and cut short
-// without it.
+// without it; one that tells its own failure (response.failed) ends
+// there, with no error of the gateway's after it.
 func TestResponsesStream(t *testing.T) {
 	for _, whole := range []bool{true, false} {
 		stream := responsesStream
@@ -44,5 +45,17 @@ func TestResponsesStream(t *testing.T) {
 		if whole && (!u.Found || u.Prompt != 12 || u.Cached != 8 || u.Completion != 5 || u.Reasoning != 2) {
 			t.Errorf("usage %+v", u.Usage)
 		}
+	}
+}
+
+func TestResponsesStreamThatFails(t *testing.T) {
+	stream := responsesStream[:strings.Index(responsesStream, "event: response.completed")] +
+		"event: response.failed\ndata: " + `{"type":"response.failed","sequence_number":2,"response":{"id":"resp_1","status":"failed","model":"qwen-7b","error":{"code":"server_error","message":"The model crashed"}}}` + "\n\n"
+	u := &UsageScanner{SSE: true, Events: EventsResponses, Whole: true, WantFinish: true}
+	var out bytes.Buffer
+	_, _ = u.Pass(&out, []byte(stream))
+	u.Finish(&out, false)
+	if !u.Complete() || out.String() != stream {
+		t.Errorf("complete %v: %s", u.Complete(), out.String())
 	}
 }

@@ -316,8 +316,10 @@ func (u *UsageScanner) finishes(event []byte) bool {
 	case EventsAnthropic:
 		return eventType(event) == messageStop
 	case EventsResponses:
+		// the stream's last event: a failure it tells itself too, which
+		// the client reads as the API's own
 		switch eventType(event) {
-		case "response.completed", "response.incomplete":
+		case "response.completed", "response.incomplete", "response.failed", "error":
 			return true
 		}
 		return false

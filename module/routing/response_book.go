@@ -57,6 +57,13 @@ func (b *ResponseBook) Put(id string, h ResponseHolder) {
 	b.holders[id] = h
 }
 
+// Forget forgets response id (an answer that did not end whole).
+func (b *ResponseBook) Forget(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.holders, id) // its place in order is reused in turn
+}
+
 // Holder is where response id is held, if the book knows.
 func (b *ResponseBook) Holder(id string) (ResponseHolder, bool) {
 	b.mu.Lock()

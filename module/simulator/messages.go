@@ -59,16 +59,11 @@ func (c *completion) appendMessage(b []byte) []byte {
 }
 
 // appendInputUsage appends the start of a Messages usage object: its
-// input_tokens and, with a prefix cache, the prompt's cache reads apart
-// from them, as Anthropic counts them.
+// input_tokens, the whole prompt's, as vLLM counts them (it reports no
+// cache reads there, prefix caching or not).
 func (c *completion) appendInputUsage(b []byte) []byte {
 	b = append(b, `{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(c.promptTokens-max(c.cached, 0)), 10)
-	if c.cached >= 0 {
-		b = append(b, `,"cache_read_input_tokens":`...)
-		b = strconv.AppendInt(b, int64(c.cached), 10)
-	}
-	return b
+	return strconv.AppendInt(b, int64(c.promptTokens), 10)
 }
 
 // appendEvent appends one named event.

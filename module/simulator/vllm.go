@@ -65,7 +65,8 @@ type VLLMConfig struct {
 	// PrefixCaching serves the start a prompt shares with those before it
 	// from a prefix cache (--enable-prefix-caching) and reports it, as
 	// --enable-prompt-tokens-details does: usage.prompt_tokens_details.
-	// cached_tokens, and the Messages API's cache_read_input_tokens.
+	// cached_tokens in chat and completions (vLLM's Messages API reports
+	// the whole prompt as input_tokens, without cache reads).
 	PrefixCaching bool
 	// Clock returns the current time (default time.Now). It drives the
 	// KV-cache model (how many tokens a running request has generated, and

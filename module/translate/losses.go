@@ -20,8 +20,8 @@ var carried = [...]string{"model", "messages", "system", "max_tokens", "stop_seq
 // Losses names the parts of Messages request body that a chat request
 // cannot carry, each once, in the order met: "thinking" (extended
 // thinking asked for, or thinking blocks in the history), "document",
-// "image file" (an image by Files API id), "tool_result image", a content
-// block's or a tool's type that chat has no counterpart for, or a
+// "image file" (an image by Files API id), a content block's (or a tool
+// result's) or a tool's type that chat has no counterpart for, or a
 // top-level field it does not know; and, unless the target speaks vLLM's
 // dialect (vllm), top_k, more than 4 stop sequences and a last assistant
 // message to continue (a prefill), which OpenAI refuses or answers anew. None: the translation
@@ -88,7 +88,9 @@ func blockLosses(content gjson.Result, add func(string)) {
 				switch c.Get("type").String() {
 				case "text":
 				case "image":
-					add("tool_result image")
+					if !imageCarried(c) {
+						add("image file")
+					}
 				default:
 					add("tool_result " + c.Get("type").String())
 				}

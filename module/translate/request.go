@@ -6,6 +6,7 @@ package translate
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -67,7 +68,7 @@ func ToChat(body []byte, o Options) ([]byte, error) {
 	n := 0
 	if sys := f.system; sys.Type == gjson.String || hasText(sys) {
 		out = append(out, `{"role":"system","content":`...)
-		out = appendText(out, sys)
+		out = appendText(out, sys, billingHeader)
 		out = append(out, '}')
 		n++
 	}
@@ -162,10 +163,16 @@ func appendField(out []byte, key, raw string) []byte {
 	return append(out, raw...)
 }
 
+// billingHeader starts the system block Claude Code adds for Anthropic's
+// billing: a value that changes with every request, which would keep a
+// chat target's prefix cache from ever matching the system prompt. It is
+// left out (as vLLM's own Messages API does).
+const billingHeader = "x-anthropic-billing-header"
+
 // appendText appends a content's text as a JSON string: a string as it
-// is, the text blocks of an array joined by newlines, their escaped bytes
-// copied as they are.
-func appendText(out []byte, content gjson.Result) []byte {
+// is, the text blocks of an array (but those that start with skip, if
+// set) joined by newlines, their escaped bytes copied as they are.
+func appendText(out []byte, content gjson.Result, skip ...string) []byte {
 	if content.Type == gjson.String {
 		return append(out, content.Raw...)
 	}
@@ -175,7 +182,7 @@ func appendText(out []byte, content gjson.Result) []byte {
 		if b.Get("type").Str != "text" {
 			return true
 		}
-		if t := b.Get("text"); t.Type == gjson.String {
+		if t := b.Get("text"); t.Type == gjson.String && !(len(skip) > 0 && strings.HasPrefix(t.Str, skip[0])) {
 			if !first {
 				out = append(out, '\\', 'n')
 			}
@@ -233,6 +240,19 @@ func appendMessage(out []byte, n int, m gjson.Result) ([]byte, int) {
 			out = append(out, `,"content":`...)
 			out = appendText(out, b.Get("content"))
 			out = append(out, '}')
+			// its images (a screenshot, a file read): a tool message
+			// holds text only, a user message after it the images
+			if images := resultImages(b.Get("content")); len(images) > 0 {
+				sep()
+				out = append(out, `{"role":"user","content":[`...)
+				for i, img := range images {
+					if i > 0 {
+						out = append(out, ',')
+					}
+					out = appendPart(out, img)
+				}
+				out = append(out, ']', '}')
+			}
 		} else if partCarried(b) {
 			parts++
 		}
@@ -258,6 +278,21 @@ func appendMessage(out []byte, n int, m gjson.Result) ([]byte, int) {
 		return true
 	})
 	return append(out, ']', '}'), n
+}
+
+// resultImages are the images of a tool result's content that chat
+// carries.
+func resultImages(content gjson.Result) []gjson.Result {
+	var images []gjson.Result
+	if content.IsArray() {
+		content.ForEach(func(_, c gjson.Result) bool {
+			if c.Get("type").Str == "image" && imageCarried(c) {
+				images = append(images, c)
+			}
+			return true
+		})
+	}
+	return images
 }
 
 // partCarried reports whether a user's content block becomes a content

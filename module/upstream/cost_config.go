@@ -59,7 +59,7 @@ func (cc *CostConfig) validate(kind string) error {
 		}
 	case KindOpenAI, KindAnthropic:
 		if cc.GPUs != 0 || cc.GPUCostPerMonth != 0 {
-			return fmt.Errorf("an openai group's cost is input_per_million/output_per_million or per_second")
+			return fmt.Errorf("a cloud group's cost is input_per_million/output_per_million or per_second")
 		}
 		if cc.PerSecond != 0 && (cc.InputPerMillion != 0 || cc.OutputPerMillion != 0) {
 			return fmt.Errorf("price per second or per token, not both")

@@ -54,12 +54,14 @@ const BodySlack = 4 << 10
 // Group is a named set of interchangeable endpoints that serve the same
 // model names, proxied through one embedded `reverse_proxy`.
 type Group struct {
-	// The kind of API behind the group: `vllm` (self-hosted vLLM) or
-	// `openai` (a cloud or other OpenAI-compatible API). Required.
+	// The kind of API behind the group: `vllm` (self-hosted vLLM),
+	// `openai` (a cloud or other OpenAI-compatible API) or `anthropic`
+	// (Anthropic's API). Required.
 	Kind string `json:"kind,omitempty"`
 
 	// The API key this group sends upstream as `Authorization: Bearer
-	// <key>`. Placeholders are resolved once at provisioning; use
+	// <key>` (an anthropic group: as `x-api-key`, with its
+	// `anthropic-version`). Placeholders are resolved once at provisioning; use
 	// `{env.NAME}` so the key stays out of the config. The client's
 	// own credentials are never forwarded.
 	APIKey string `json:"api_key,omitempty"`
@@ -428,32 +430,38 @@ func (grp *Group) proxyConfig(ctx caddy.Context, maxBody int64) (json.RawMessage
 		}
 		// the key goes into the proxy's own header operations, which act
 		// on its copy of the request: it never touches the request the
-		// access log sees
-		// (Anthropic's API reads it from x-api-key, with its version)
-		keyHeaders := [][2]string{{"Authorization", "Bearer " + key}}
+		// access log sees (Anthropic's API reads it from x-api-key)
+		name, value := "Authorization", "Bearer "+key
 		if grp.Kind == KindAnthropic {
-			keyHeaders = [][2]string{{"X-Api-Key", key}, {"Anthropic-Version", anthropicVersion}}
+			name, value = "X-Api-Key", key
 		}
-		raw = slices.Clone(raw)
-		active := gjson.GetBytes(raw, "health_checks.active")
-		// Caddy's active health checks send none of those operations,
-		// only their own headers: the key goes there too (unless they set
-		// it themselves), so that an API's GET /v1/models, which wants the
-		// key, is the check; not to a check sent to another host (its
-		// upstream)
-		toChecks := active.Exists() && !active.Get("upstream").Exists() && !hasHeader(active.Get("headers"), keyHeaders[0][0])
-		for _, h := range keyHeaders {
-			var err error
-			if raw, err = sjson.SetBytes(raw, "headers.request.set."+h[0], []string{h[1]}); err != nil {
-				return nil, fmt.Errorf("setting api_key: %v", err)
-			}
-			if !toChecks {
-				continue
-			}
-			if raw, err = sjson.SetBytes(raw, "health_checks.active.headers."+h[0], []string{h[1]}); err != nil {
-				return nil, fmt.Errorf("setting api_key on the health checks: %v", err)
-			}
+		var err error
+		if raw, err = setHeader(slices.Clone(raw), name, value); err != nil {
+			return nil, fmt.Errorf("setting api_key: %v", err)
 		}
+	}
+	if grp.Kind == KindAnthropic {
+		// its API refuses a request without its version, key or not
+		var err error
+		if raw, err = setHeader(slices.Clone(raw), "Anthropic-Version", anthropicVersion); err != nil {
+			return nil, fmt.Errorf("setting anthropic-version: %v", err)
+		}
+	}
+	return raw, nil
+}
+
+// setHeader sets header h of the proxy's requests to v, and of its active
+// health checks: they send none of its header operations, only their own,
+// so that an API's GET /v1/models, which wants the key, is the check;
+// unless the checks set h themselves or go to another host (their
+// upstream).
+func setHeader(raw []byte, h, v string) ([]byte, error) {
+	raw, err := sjson.SetBytes(raw, "headers.request.set."+h, []string{v})
+	if err != nil {
+		return nil, err
+	}
+	if active := gjson.GetBytes(raw, "health_checks.active"); active.Exists() && !active.Get("upstream").Exists() && !hasHeader(active.Get("headers"), h) {
+		return sjson.SetBytes(raw, "health_checks.active.headers."+h, []string{v})
 	}
 	return raw, nil
 }

@@ -69,3 +69,14 @@ func TestGroupOpenAIHosted(t *testing.T) {
 		}
 	}
 }
+
+// Anthropic lists dated model ids, and takes the name without the date
+// as an alias of the latest: the model check accepts either.
+func TestUndatedModelID(t *testing.T) {
+	for id, want := range map[string]string{"claude-sonnet-4-5-20250929": "claude-sonnet-4-5", "claude-3-opus-20240229": "claude-3-opus",
+		"claude-sonnet-4-5": "claude-sonnet-4-5", "gpt-4o-2024-08-06": "gpt-4o-2024-08-06", "model-1234567a": "model-1234567a"} {
+		if got := undated(id); got != want {
+			t.Errorf("%s: %q, want %q", id, got, want)
+		}
+	}
+}

@@ -92,4 +92,17 @@ func TestGroupKeyHeaders(t *testing.T) {
 			t.Errorf("anthropic: an Authorization header: %s", raw)
 		}
 	}
+	// an anthropic group's version goes everywhere, with a key or without,
+	// whatever headers its checks set themselves
+	for _, key := range []string{"", "sk-up"} {
+		grp := &Group{Kind: KindAnthropic, APIKey: key, ProxyRaw: []byte(`{"upstreams":[{"dial":"127.0.0.1:1"}],"health_checks":{"active":{"uri":"/v1/models","headers":{"x-api-key":["sk-own"]}}}}`)}
+		raw, err := grp.proxyConfig(caddy.Context{}, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gjson.GetBytes(raw, "headers.request.set.Anthropic-Version.0").Str != "2023-06-01" || gjson.GetBytes(raw, "health_checks.active.headers.Anthropic-Version.0").Str != "2023-06-01" ||
+			gjson.GetBytes(raw, "health_checks.active.headers.X-Api-Key").Exists() {
+			t.Errorf("key %q: %s", key, raw)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,12 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 		listed := make(map[string]bool)
 		gjson.GetBytes(w.buf.Bytes(), "data.#.id").ForEach(func(_, id gjson.Result) bool {
 			listed[id.String()] = true
+			if grp.Kind == KindAnthropic {
+				// Anthropic lists dated ids; a name without its date is
+				// an alias of the latest (claude-sonnet-4-5 of
+				// claude-sonnet-4-5-20250929)
+				listed[undated(id.String())] = true
+			}
 			return true
 		})
 		for _, m := range grp.Run.Expect {
@@ -218,3 +225,17 @@ func (w *BufferWriter) Write(p []byte) (int, error) {
 
 // terminal is the next handler of a group's proxy: there is none.
 var terminal = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// undated is a model id without its trailing -YYYYMMDD, if it has one.
+func undated(id string) string {
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 || len(id)-i-1 != 8 {
+		return id
+	}
+	for _, c := range id[i+1:] {
+		if c < '0' || c > '9' {
+			return id
+		}
+	}
+	return id[:i]
+}
