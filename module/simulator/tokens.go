@@ -57,33 +57,28 @@ func tokenText(i int) string {
 // body: the number of characters (Unicode code points) of the prompt text
 // divided by 4, rounded up, and at least 1. The prompt text is, in order of
 // precedence:
-//   - chat: every messages[].content string, and the "text" of every part of
-//     a content array;
+//   - chat and messages: every messages[].content string, the "text" of
+//     every part of a content array, a tool call's input and a tool
+//     result's content; the top-level system prompt (the Messages API's)
+//     and the tools' definitions;
 //   - completions: "prompt" (a string or an array of strings);
 //   - embeddings: "input" (a string or an array of strings).
 //
 // Where prompt or input holds token ids (an array of integers, or an array
 // of such arrays) each id counts as one token.
 func EstimateTokens(body []byte) int {
-	res := gjson.GetManyBytes(body, "messages", "prompt", "input")
+	res := gjson.GetManyBytes(body, "messages", "prompt", "input", "system", "tools")
 	var chars, tokens int
 	switch {
 	case res[0].IsArray():
 		res[0].ForEach(func(_, msg gjson.Result) bool {
-			c := msg.Get("content")
-			switch {
-			case c.Type == gjson.String:
-				chars += utf8.RuneCountInString(c.Str)
-			case c.IsArray():
-				c.ForEach(func(_, part gjson.Result) bool {
-					if t := part.Get("text"); t.Type == gjson.String {
-						chars += utf8.RuneCountInString(t.Str)
-					}
-					return true
-				})
-			}
+			chars += contentChars(msg.Get("content"))
 			return true
 		})
+		chars += contentChars(res[3])
+		if res[4].IsArray() {
+			chars += utf8.RuneCountInString(res[4].Raw)
+		}
 	case res[1].Exists():
 		chars, tokens = countPrompt(res[1])
 	case res[2].Exists():
@@ -91,6 +86,30 @@ func EstimateTokens(body []byte) int {
 	}
 	tokens += (chars + 3) / 4
 	return max(tokens, 1)
+}
+
+// contentChars counts the characters of a message's content: a string, or
+// the text of its parts, a tool call's input and a tool result's content.
+func contentChars(c gjson.Result) int {
+	chars := 0
+	switch {
+	case c.Type == gjson.String:
+		chars += utf8.RuneCountInString(c.Str)
+	case c.IsArray():
+		c.ForEach(func(_, part gjson.Result) bool {
+			if t := part.Get("text"); t.Type == gjson.String {
+				chars += utf8.RuneCountInString(t.Str)
+			}
+			if in := part.Get("input"); in.IsObject() {
+				chars += utf8.RuneCountInString(in.Raw)
+			}
+			if inner := part.Get("content"); inner.Exists() {
+				chars += contentChars(inner)
+			}
+			return true
+		})
+	}
+	return chars
 }
 
 // countPrompt counts the characters of string prompts and the ids of
