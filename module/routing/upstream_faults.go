@@ -23,10 +23,19 @@ import (
 // the upstream answers again; a vLLM endpoint that says it does not know
 // the model is marked misconfigured at once.
 
-// isConfigFault reports whether a reason is the gateway's configuration
-// at fault rather than the upstream's health.
-func isConfigFault(why Reason) bool {
-	return why == because.UpstreamAuth || why == because.ModelNotFound || why == because.NotAPI
+// isConfigFault reports whether an attempt failed for the gateway's
+// configuration rather than the upstream's health: a rejected key, a
+// model name it does not know, a page that is not the API, or the route
+// of an API the group says it serves answered 404 (a vLLM older than the
+// Messages API).
+func isConfigFault(a *Attempt) bool {
+	switch a.Reason {
+	case because.UpstreamAuth, because.ModelNotFound, because.NotAPI:
+		return true
+	case because.ProtocolUnsupported:
+		return a.Status == http.StatusNotFound
+	}
+	return false
 }
 
 // faultLog remembers the configuration faults of a target that were
@@ -55,7 +64,9 @@ func (f *faultLog) start(k faultKey) bool {
 		f.on = make(map[faultKey]struct{})
 	}
 	f.on[k] = struct{}{}
-	f.n.Add(1)
+	if k.why != because.ProtocolUnsupported { // never ended (see end)
+		f.n.Add(1)
+	}
 	return true
 }
 
@@ -65,7 +76,9 @@ func (f *faultLog) end(endpoint string) []Reason {
 	defer f.mu.Unlock()
 	var ended []Reason
 	for k := range f.on {
-		if k.endpoint == endpoint {
+		// an API the endpoint does not serve stays so, whatever else it
+		// answers: logged once
+		if k.endpoint == endpoint && k.why != because.ProtocolUnsupported {
 			delete(f.on, k)
 			f.n.Add(-1)
 			ended = append(ended, k.why)
@@ -98,6 +111,8 @@ func (f faultObserver) configFault(rec *AttemptRecord, a *Attempt) {
 		msg = "the upstream refused the gateway's credentials: check the group's api_key; requests fall back to the next target"
 	case because.NotAPI:
 		msg = "the upstream answered with an HTML page, not the API: check the group's upstream address (scheme, host, port); requests fall back to the next target"
+	case because.ProtocolUnsupported:
+		msg = "the upstream answered 404 for the route of an API its group serves (a vLLM older than 0.11 has no /v1/messages): leave the API out of the group's apis (a Messages request is then translated into chat completions); its requests go to the next target"
 	case because.ModelNotFound:
 		msg = "the upstream does not know the target's model name: requests fall back to the next target"
 		if ep != nil {
@@ -138,7 +153,7 @@ type faultObserver struct{ logger *zap.Logger }
 func (faultObserver) AttemptBegan(ctx context.Context, _ *AttemptRecord) context.Context { return ctx }
 
 func (f faultObserver) AttemptEnded(a *AttemptRecord) {
-	if a.Failed != nil && isConfigFault(a.Failed.Reason) {
+	if a.Failed != nil && isConfigFault(a.Failed) {
 		f.configFault(a, a.Failed)
 		return
 	}

@@ -4,25 +4,36 @@
 package routing
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 )
 
-func TestFaultLogOncePerState(t *testing.T) {
+// An endpoint that answers 404 for the route of an API its group says it
+// serves (a vLLM without /v1/messages) is the config's fault, logged once
+// for as long as the config lives: its answers to other APIs do not end
+// it, and cost the success path nothing. A target passed over for its
+// API before any request is no fault.
+func TestRouteMissIsAConfigFaultLoggedOnce(t *testing.T) {
+	if !isConfigFault(&Attempt{Reason: because.ProtocolUnsupported, Status: 404}) || isConfigFault(&Attempt{Reason: because.ProtocolUnsupported}) {
+		t.Error("a route miss is the config's fault; a gate's pass-over is not")
+	}
 	var f faultLog
-	a, b := faultKey{"10.0.0.1:8000", because.UpstreamAuth}, faultKey{"10.0.0.2:8000", because.ModelNotFound}
-	if !f.start(a) || f.start(a) || !f.start(b) {
-		t.Fatal("a fault must be new once, until it ends")
+	k := faultKey{endpoint: "10.0.0.5:8000", why: because.ProtocolUnsupported}
+	if !f.start(k) || f.start(k) {
+		t.Fatal("the fault is new once")
 	}
-	if got := f.end("10.0.0.1:8000"); !slices.Equal(got, []Reason{because.UpstreamAuth}) || f.n.Load() != 1 {
-		t.Errorf("end: %v, %d held", got, f.n.Load())
+	if f.n.Load() != 0 {
+		t.Errorf("a success would look for faults to end: %d", f.n.Load())
 	}
-	if got := f.end("10.0.0.1:8000"); got != nil {
-		t.Errorf("a second end: %v", got)
+	if ended := f.end("10.0.0.5:8000"); len(ended) != 0 || f.start(k) {
+		t.Errorf("ended by another answer: %v", ended)
 	}
-	if !f.start(a) {
-		t.Error("a fault that ended and came back is new")
+	auth := faultKey{endpoint: "10.0.0.5:8000", why: because.UpstreamAuth}
+	if !f.start(auth) || f.n.Load() != 1 {
+		t.Fatal("a key refused")
+	}
+	if ended := f.end("10.0.0.5:8000"); len(ended) != 1 || ended[0] != because.UpstreamAuth {
+		t.Errorf("the key's fault ends with an answer: %v", ended)
 	}
 }
