@@ -86,26 +86,31 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 		}
 	}
 	if x.usage.Found {
-		enc.AddInt64("llm_prompt_tokens", x.usage.Prompt)
-		enc.AddInt64("llm_completion_tokens", x.usage.Completion)
-		// the classes within them, when the upstream told them
-		if x.usage.Cached > 0 {
-			enc.AddInt64("llm_cached_tokens", x.usage.Cached)
-		}
-		if x.usage.CacheWrite > 0 {
-			enc.AddInt64("llm_cache_write_tokens", x.usage.CacheWrite)
-		}
-		if x.usage.Reasoning > 0 {
-			enc.AddInt64("llm_reasoning_tokens", x.usage.Reasoning)
-		}
-		if x.ans.estimated {
-			enc.AddBool("llm_usage_estimated", true)
-		}
+		x.logUsage(enc)
 	}
 	if x.ans.priced {
 		enc.AddFloat64("llm_cost_usd", x.ans.costUSD)
 	}
 	return nil
+}
+
+// logUsage writes the answer's tokens: the prompt and the completion,
+// and the classes within them the upstream told.
+func (x *exchange) logUsage(enc zapcore.ObjectEncoder) {
+	u := &x.usage
+	enc.AddInt64("llm_prompt_tokens", u.Prompt)
+	enc.AddInt64("llm_completion_tokens", u.Completion)
+	for _, c := range [...]struct {
+		key string
+		n   int64
+	}{{"llm_cached_tokens", u.Cached}, {"llm_cache_write_tokens", u.CacheWrite}, {"llm_reasoning_tokens", u.Reasoning}} {
+		if c.n > 0 {
+			enc.AddInt64(c.key, c.n)
+		}
+	}
+	if x.ans.estimated {
+		enc.AddBool("llm_usage_estimated", true)
+	}
 }
 
 // triedList renders the failed attempts as `group:reason` strings.

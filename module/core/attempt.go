@@ -35,7 +35,7 @@ func (rt *Route) try(ctx context.Context, t *routing.Target, turn routing.Attemp
 	if vg := t.Upstream.VLLM; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
-		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid, Pin: rt.pinFor(t)}
+		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid, Pin: pinFor(&rt.q, t)}
 		defer aw.slot.Release()
 	}
 	firstByte := aw.firstByteLimit()
@@ -126,7 +126,7 @@ func (rt *Route) attemptWriterFor(t *routing.Target, turn routing.AttemptTurn, c
 	if aw.rt != nil {
 		aw = new(attemptWriter)
 	}
-	*aw = attemptWriter{w: rt.w, rt: rt, target: t, api: rt.apiFor(t), began: rt.f.Clock.Now()}
+	*aw = attemptWriter{w: rt.w, rt: rt, target: t, api: apiFor(&rt.q, t), began: rt.f.Clock.Now()}
 	aw.hold.badRequest, aw.guard.cancel = turn.More, cancel
 	return aw
 }
@@ -137,7 +137,7 @@ func (rt *Route) attemptRequest(actx context.Context, t *routing.Target, aw *att
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
 	if aw.api != rt.q.API {
-		pr.ContentLength, rt.inj.injected = rt.translatedRequest(pr, t, &aw.body), false
+		pr.ContentLength, rt.inj.injected = translatedRequest(&rt.q, rt.x.deg, pr, t, &aw.body), false
 	} else {
 		pr.ContentLength, rt.inj.injected = rt.bodyFor(t, &aw.body)
 	}
@@ -165,7 +165,7 @@ func (rt *Route) answerHeld(aw *attemptWriter, end *attemptEnd) bool {
 	case http.StatusBadRequest:
 		end.contextErr = aw.hold.badRequest && aw.api.Errors.ContextLength(aw.hold.body.Bytes())
 	}
-	end.previousMissing = rt.previousMissing(aw.status, aw.hold.body.Bytes())
+	end.previousMissing = previousMissing(&rt.q, aw.status, aw.hold.body.Bytes())
 	if end.contextErr || end.modelMissing || end.unserved || end.previousMissing {
 		return false
 	}

@@ -350,7 +350,7 @@ func (aw *attemptWriter) Write(p []byte) (int, error) {
 // pass writes a committed answer's body on its way to the client.
 func (aw *attemptWriter) pass(p []byte) (int, error) {
 	if aw.out.sniff {
-		aw.readResponseID(p)
+		readResponseID(aw, p)
 	}
 	if aw.out.scan != nil {
 		if _, err := aw.out.scan.Pass(forwarder{aw}, p); err != nil {

@@ -34,24 +34,24 @@ type storedResponse struct {
 // maxResponseHead caps what is held of an answer's start for its id.
 const maxResponseHead = 4 << 10
 
-// holderPlan is plan for a follow-up whose previous response the book
-// places: its holder's target alone, if it is still one of the plan's and,
-// for a vLLM group, its endpoint still one of the group's; the plan as it
-// is otherwise.
-func (rt *Route) holderPlan(plan []*routing.Target) []*routing.Target {
-	p := &rt.q.Previous
-	if p.ID == "" || rt.f.Responses == nil {
+// holderPlan is plan for follow-up q whose previous response book places:
+// its holder's target alone (in order, the plan's backing array), if it
+// is still one of the plan's and, for a vLLM group, its endpoint still one
+// of the group's and up; the plan as it is otherwise.
+func holderPlan(book *routing.ResponseBook, q *routing.Asked, plan []*routing.Target, order *[6]*routing.Target) []*routing.Target {
+	p := &q.Previous
+	if p.ID == "" || book == nil {
 		return plan
 	}
-	h, ok := rt.f.Responses.Holder(p.ID)
+	h, ok := book.Holder(p.ID)
 	if !ok {
 		return plan
 	}
 	for _, t := range plan {
 		if t.Group == h.Group && t.Model == h.Model && holds(t.Upstream, h.Endpoint) {
 			p.Holder = &h
-			rt.order[0] = t
-			return rt.order[:1]
+			order[0] = t
+			return order[:1]
 		}
 	}
 	return plan
@@ -78,10 +78,10 @@ func holds(grp *upstream.Group, endpoint string) bool {
 	return false
 }
 
-// pinFor is the endpoint an attempt on t must go to: the one holding the
-// previous response, when t is its holder's target.
-func (rt *Route) pinFor(t *routing.Target) string {
-	if h := rt.q.Previous.Holder; h != nil && t.Group == h.Group {
+// pinFor is the endpoint an attempt of q on t must go to: the one holding
+// the previous response, when t is its holder's target.
+func pinFor(q *routing.Asked, t *routing.Target) string {
+	if h := q.Previous.Holder; h != nil && t.Group == h.Group {
 		return h.Endpoint
 	}
 	return ""
@@ -92,7 +92,7 @@ func (rt *Route) pinFor(t *routing.Target) string {
 // event's response.id; and notes where it is held at once, for a
 // follow-up the client may send before this answer's end has left (see
 // noteResponse).
-func (aw *attemptWriter) readResponseID(p []byte) {
+func readResponseID(aw *attemptWriter, p []byte) {
 	s := &aw.rt.x.stored
 	s.head = append(s.head, p[:min(len(p), maxResponseHead-len(s.head))]...)
 	head := s.head
@@ -122,22 +122,22 @@ func (aw *attemptWriter) readResponseID(p []byte) {
 	}
 }
 
-// noteResponse forgets the answer's response again when the answer did
-// not end whole: no follow-up can name a response its upstream did not
-// finish.
-func (rt *Route) noteResponse() {
-	s := &rt.x.stored
-	if s.id == "" || rt.f.Responses == nil || (rt.x.ans.interruption == "" && rt.x.ans.outcome == routing.OutcomeOK) {
+// noteResponse has book forget exchange x's response again when its
+// answer did not end whole: no follow-up can name a response its upstream
+// did not finish.
+func noteResponse(book *routing.ResponseBook, x *exchange) {
+	s := &x.stored
+	if s.id == "" || book == nil || (x.ans.interruption == "" && x.ans.outcome == routing.OutcomeOK) {
 		return
 	}
-	rt.f.Responses.Forget(s.id)
+	book.Forget(s.id)
 }
 
 // previousMissing reports whether a held 4xx says the target does not
-// hold the follow-up's previous response: vLLM's 404 "Response with id
+// hold follow-up q's previous response: vLLM's 404 "Response with id
 // '…' not found.", OpenAI's previous_response_not_found.
-func (rt *Route) previousMissing(status int, body []byte) bool {
-	id := rt.q.Previous.ID
+func previousMissing(q *routing.Asked, status int, body []byte) bool {
+	id := q.Previous.ID
 	if id == "" || (status != http.StatusNotFound && status != http.StatusBadRequest) || !bytes.Contains(body, []byte(id)) {
 		return false
 	}

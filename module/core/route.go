@@ -47,7 +47,7 @@ func (rt *Route) run(ctx context.Context) error {
 	// with http.ErrAbortHandler) gets its metrics too
 	defer rt.finish()
 	f := &rt.q.Features
-	plan := rt.holderPlan(rt.planFor(al, f))
+	plan := holderPlan(rt.f.Responses, &rt.q, rt.planFor(al, f), &rt.order)
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
@@ -478,7 +478,7 @@ func (rt *Route) finish() {
 	rt.passage.Hold.Release(rt.f.Money) // once its spend is booked: never neither counts
 	rt.held.Settle(rt.x.client, &rt.x.usage, at)
 	traceOutcome(&rt.x)
-	rt.noteResponse()
+	noteResponse(rt.f.Responses, &rt.x)
 	if last := &rt.x.ans.held; last[1] != 0 {
 		// the answer's end, now that what it was is booked
 		last[1] = 0

@@ -21,23 +21,23 @@ type converter interface {
 	Finish(w io.Writer) error
 }
 
-// apiFor is the API an attempt on t speaks to its upstream: the
-// request's, or chat completions for a Messages request its group takes
-// translated.
-func (rt *Route) apiFor(t *routing.Target) *protocol.API {
-	if translated, _ := rt.q.Translated(t.Upstream); translated {
+// apiFor is the API an attempt on t speaks to its upstream for request
+// q: the request's, or chat completions for a Messages request its group
+// takes translated.
+func apiFor(q *routing.Asked, t *routing.Target) *protocol.API {
+	if translated, _ := q.Translated(t.Upstream); translated {
 		return protocol.ChatCompletions
 	}
-	return rt.q.API
+	return q.API
 }
 
-// translatedRequest makes pr, an attempt's request, one of chat
+// translatedRequest makes pr, an attempt's request of q, one of chat
 // completions: its path's endpoint, the body translated for target t
-// (clamped first for a tier with a max_tokens), Anthropic's own headers
-// left out. It returns the body's length.
-func (rt *Route) translatedRequest(pr *http.Request, t *routing.Target, b *upstreamBody) int64 {
+// (clamped first for a tier with a max_tokens, which deg records),
+// Anthropic's own headers left out. It returns the body's length.
+func translatedRequest(q *routing.Asked, deg *routing.DegradeRecord, pr *http.Request, t *routing.Target, b *upstreamBody) int64 {
 	u := *pr.URL
-	u.Path = strings.TrimSuffix(u.Path, rt.q.API.Endpoint) + protocol.ChatCompletions.Endpoint
+	u.Path = strings.TrimSuffix(u.Path, q.API.Endpoint) + protocol.ChatCompletions.Endpoint
 	u.RawPath = ""
 	u.RawQuery = "" // the Messages API's (Claude Code's beta=true), no chat endpoint's
 	pr.URL = &u
@@ -48,12 +48,12 @@ func (rt *Route) translatedRequest(pr *http.Request, t *routing.Target, b *upstr
 		}
 	}
 	pr.Header = h
-	body := rt.q.Body
-	if t.Tier != nil && rt.x.deg != nil {
-		rt.x.deg.ClampedTo = 0
+	body := q.Body
+	if t.Tier != nil && deg != nil {
+		deg.ClampedTo = 0
 		if m := t.Tier.MaxTokens; m > 0 {
-			if out, changed, err := protocol.ClampTokens(body, rt.q.API.LengthFields, m, rt.q.API.LengthFields[0]); err == nil && changed {
-				body, rt.x.deg.ClampedTo = out, m
+			if out, changed, err := protocol.ClampTokens(body, q.API.LengthFields, m, q.API.LengthFields[0]); err == nil && changed {
+				body, deg.ClampedTo = out, m
 			}
 		}
 	}

@@ -483,13 +483,9 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	}
 	seq := v.kv.admit(engine, prompt, tokens)
 	defer v.kv.free(seq)
-	cached := -1 // not reported
-	if v.cfg.PrefixCaching {
-		cached = v.prefix.cachedTokens(body, prompt, 0, vllmBlockSize)
-	}
 	sent, ok := v.generate(ctx, w, &completion{
 		d: dialectVLLM, ep: ep, id: newID(vllmIDPrefix[ep]), created: v.cfg.Clock().Unix(), model: v.model,
-		promptTokens: prompt, cached: cached, tokens: tokens, finish: finish,
+		promptTokens: prompt, cached: v.cachedTokens(body, prompt), tokens: tokens, finish: finish,
 		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body, eol: v.cfg.SSELineEnding,
 	}, fs, arrival, em, seq)
 	em.genTokens.Add(float64(sent))
@@ -498,6 +494,15 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	}
 	em.finished(finish)
 	em.e2e.Observe(time.Since(arrival).Seconds())
+}
+
+// cachedTokens is how many of a prompt's tokens the prefix cache serves;
+// -1 (not reported) without prefix caching.
+func (v *VLLM) cachedTokens(body []byte, prompt int) int {
+	if !v.cfg.PrefixCaching {
+		return -1
+	}
+	return v.prefix.cachedTokens(body, prompt, 0, vllmBlockSize)
 }
 
 var vllmIDPrefix = [...]string{epChat: "chatcmpl-", epCompletion: "cmpl-", epEmbedding: "embd-", epMessages: "chatcmpl-"}

@@ -141,22 +141,7 @@ func (grp *Group) checkModels(ctx context.Context, logger *zap.Logger) {
 		// another shape, or an empty list: nothing to judge the names by
 		reason = "the model list has no data[].id"
 	default:
-		listed := make(map[string]bool)
-		gjson.GetBytes(w.buf.Bytes(), "data.#.id").ForEach(func(_, id gjson.Result) bool {
-			listed[id.String()] = true
-			if grp.Kind == KindAnthropic {
-				// Anthropic lists dated ids; a name without its date is
-				// an alias of the latest (claude-sonnet-4-5 of
-				// claude-sonnet-4-5-20250929)
-				listed[undated(id.String())] = true
-			}
-			return true
-		})
-		for _, m := range grp.Run.Expect {
-			if !listed[m] {
-				missing = append(missing, m)
-			}
-		}
+		missing = grp.unlisted(w.buf.Bytes())
 	}
 
 	grp.Check.mu.Lock()
@@ -225,6 +210,29 @@ func (w *BufferWriter) Write(p []byte) (int, error) {
 
 // terminal is the next handler of a group's proxy: there is none.
 var terminal = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// unlisted are the names the aliases send to the group that a model
+// list does not hold.
+func (grp *Group) unlisted(list []byte) []string {
+	listed := make(map[string]bool)
+	gjson.GetBytes(list, "data.#.id").ForEach(func(_, id gjson.Result) bool {
+		listed[id.String()] = true
+		if grp.Kind == KindAnthropic {
+			// Anthropic lists dated ids; a name without its date is an
+			// alias of the latest (claude-sonnet-4-5 of
+			// claude-sonnet-4-5-20250929)
+			listed[undated(id.String())] = true
+		}
+		return true
+	})
+	var missing []string
+	for _, m := range grp.Run.Expect {
+		if !listed[m] {
+			missing = append(missing, m)
+		}
+	}
+	return missing
+}
 
 // undated is a model id without its trailing -YYYYMMDD, if it has one.
 func undated(id string) string {
