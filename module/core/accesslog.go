@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap/zapcore"
 )
@@ -48,8 +49,8 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			enc.AddString("llm_endpoint", ep)
 		}
 	}
-	if x.ans.translated != "" {
-		enc.AddString("llm_translated_to", x.ans.translated)
+	if x.ans.translated {
+		enc.AddString("llm_translated_to", protocol.ChatCompletions.Endpoint)
 	}
 	n := len(x.attempts)
 	if x.ans.ttfb > 0 {

@@ -148,13 +148,14 @@ func (aw *attemptWriter) commit(status int) bool {
 	rt.x.ans.target, rt.x.ans.began = t, aw.began
 	if rt.q.API == protocol.Responses && status < 300 && aw.out.scan != nil {
 		aw.out.sniff = true
+		rt.x.stored = new(storedResponse)
 		if t.Upstream.VLLM != nil {
 			// the upstream the proxy picked, whatever its policy
 			rt.x.stored.endpoint = upstreamHostport(rt.r)
 		}
 	}
 	if aw.api != rt.q.API {
-		rt.x.ans.translated = aw.api.Endpoint
+		rt.x.ans.translated = true
 		if rt.f.RouteHeadersOn {
 			h["X-Hybrid-Translated"] = []string{aw.api.Endpoint}
 		}

@@ -34,7 +34,7 @@ type exchange struct {
 	usage    protocol.UsageScanner
 	span     requestSpan
 	ans      answer
-	stored   storedResponse // a Responses API answer's response
+	stored   *storedResponse // a Responses API answer's response, if any
 }
 
 // answer is how a request was answered, and what it was charged.
@@ -60,9 +60,9 @@ type answer struct {
 	costUSD   float64 // what the answer cost, if priced
 	priced    bool    // costUSD is set
 	overflow  string  // group:signal of the overflow it left a target for, as it ended
-	// the endpoint of the API the request was translated into for the
-	// answering target; "" when it went as it came
-	translated string
+	// the request was translated for the answering target (into chat
+	// completions)
+	translated bool
 	// a held answer's last byte and whether it is still to be written
 	// (see attemptWriter.release)
 	held [2]byte

@@ -131,7 +131,7 @@ func (rt *Route) read() (al *routing.Alias, answered bool, err error) {
 	rt.q.Body, rt.q.Features = body, routing.NewFeatures(body, r.Header, top)
 	if rt.q.API == protocol.Responses {
 		r := gjson.GetManyBytes(body, "previous_response_id", "store")
-		rt.q.Previous.ID, rt.q.NoStore = strings.Clone(r[0].Str), r[1].Type == gjson.False
+		rt.q.Responses = &routing.ResponsesAsk{Previous: routing.PreviousResponse{ID: strings.Clone(r[0].Str)}, NoStore: r[1].Type == gjson.False}
 	}
 	return al, false, nil
 }

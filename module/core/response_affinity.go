@@ -39,10 +39,10 @@ const maxResponseHead = 4 << 10
 // is still one of the plan's and, for a vLLM group, its endpoint still one
 // of the group's and up; the plan as it is otherwise.
 func holderPlan(book *routing.ResponseBook, q *routing.Asked, plan []*routing.Target, order *[6]*routing.Target) []*routing.Target {
-	p := &q.Previous
-	if p.ID == "" || book == nil {
+	if q.PreviousID() == "" || book == nil {
 		return plan
 	}
+	p := &q.Responses.Previous
 	h, ok := book.Holder(p.ID)
 	if !ok {
 		return plan
@@ -81,8 +81,8 @@ func holds(grp *upstream.Group, endpoint string) bool {
 // pinFor is the endpoint an attempt of q on t must go to: the one holding
 // the previous response, when t is its holder's target.
 func pinFor(q *routing.Asked, t *routing.Target) string {
-	if h := q.Previous.Holder; h != nil && t.Group == h.Group {
-		return h.Endpoint
+	if r := q.Responses; r != nil && r.Previous.Holder != nil && t.Group == r.Previous.Holder.Group {
+		return r.Previous.Holder.Endpoint
 	}
 	return ""
 }
@@ -93,7 +93,7 @@ func pinFor(q *routing.Asked, t *routing.Target) string {
 // follow-up the client may send before this answer's end has left (see
 // noteResponse).
 func readResponseID(aw *attemptWriter, p []byte) {
-	s := &aw.rt.x.stored
+	s := aw.rt.x.stored
 	s.head = append(s.head, p[:min(len(p), maxResponseHead-len(s.head))]...)
 	head := s.head
 	if aw.out.sse {
@@ -116,7 +116,7 @@ func readResponseID(aw *attemptWriter, p []byte) {
 		aw.out.sniff, s.head = false, nil
 	}
 	rt := aw.rt
-	if s.id != "" && !rt.q.NoStore && rt.f.Responses != nil {
+	if s.id != "" && !rt.q.Responses.NoStore && rt.f.Responses != nil {
 		t := aw.target
 		rt.f.Responses.Put(s.id, routing.ResponseHolder{Group: t.Group, Model: t.Model, Endpoint: s.endpoint})
 	}
@@ -126,8 +126,8 @@ func readResponseID(aw *attemptWriter, p []byte) {
 // answer did not end whole: no follow-up can name a response its upstream
 // did not finish.
 func noteResponse(book *routing.ResponseBook, x *exchange) {
-	s := &x.stored
-	if s.id == "" || book == nil || (x.ans.interruption == "" && x.ans.outcome == routing.OutcomeOK) {
+	s := x.stored
+	if s == nil || s.id == "" || book == nil || (x.ans.interruption == "" && x.ans.outcome == routing.OutcomeOK) {
 		return
 	}
 	book.Forget(s.id)
@@ -137,7 +137,7 @@ func noteResponse(book *routing.ResponseBook, x *exchange) {
 // hold follow-up q's previous response: vLLM's 404 "Response with id
 // '…' not found.", OpenAI's previous_response_not_found.
 func previousMissing(q *routing.Asked, status int, body []byte) bool {
-	id := q.Previous.ID
+	id := q.PreviousID()
 	if id == "" || (status != http.StatusNotFound && status != http.StatusBadRequest) || !bytes.Contains(body, []byte(id)) {
 		return false
 	}

@@ -30,7 +30,7 @@ type Route struct {
 	ask     routing.AttemptRequest
 	inj     usageAsk
 	held    routing.Reservation // what admission reserved of its client's limits
-	tried   [4]routing.Attempt  // attempts' first backing array
+	tried   [2]routing.Attempt  // attempts' first backing array: a request rarely fails more
 	order   [6]*routing.Target  // the plan's backing array, with weighted sets
 	// an attempt was sent again after its connection failed as it was
 	// written (see try)
@@ -242,7 +242,7 @@ func (rt *Route) failVerdict() failVerdict {
 		}
 	}
 	switch {
-	case rt.q.Previous.ID != "" && allFor(rt.x.attempts, because.PreviousResponseMissing):
+	case rt.q.PreviousID() != "" && allFor(rt.x.attempts, because.PreviousResponseMissing):
 		// no target holds the response the follow-up names: as OpenAI
 		// answers it
 		v.status, v.code, v.typ, v.param = http.StatusBadRequest, "previous_response_not_found", protocol.TypeInvalidRequest, "previous_response_id"
@@ -325,7 +325,7 @@ func (rt *Route) failMessage(al *routing.Alias, v *failVerdict) string {
 	switch {
 	case v.code == "previous_response_not_found":
 		sb.WriteString("`: none of its targets holds the response `")
-		sb.WriteString(rt.q.Previous.ID)
+		sb.WriteString(rt.q.PreviousID())
 		sb.WriteString("` that previous_response_id names (it may have been stored by an upstream no longer in use, or not at all); send the conversation's input again without it; tried: ")
 	case v.format != "":
 		// the upper targets failed and the tiers cannot produce it

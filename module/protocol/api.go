@@ -56,7 +56,7 @@ type API struct {
 
 // Events is how an API's stream is framed and where its chunks carry the
 // model and the usage.
-type Events int
+type Events uint8
 
 const (
 	// EventsOpenAI: data-only events, each chunk's model and usage at its

@@ -18,11 +18,11 @@ type ModelRewriter struct {
 	Alias  []byte // the alias, as a JSON string
 	SSE    bool
 	Events Events  // the answer's API's (see API.Events)
+	done   bool    // the JSON body's model was replaced, or never will be
 	head   []byte  // a JSON body's start, while its model is not complete
 	resume int     // where in head the walk for the model goes on
 	walked int     // head's length at the last walk that found no model
 	held   *[]byte // head's holder from usageBufs
-	done   bool    // the JSON body's model was replaced, or never will be
 
 	out    []byte  // a rewritten event or head, written at once
 	outBuf *[]byte // out's holder from usageBufs

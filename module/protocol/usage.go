@@ -35,15 +35,15 @@ type UsageScanner struct {
 	Strip      bool
 	Whole      bool // pass a stream on whole events at a time (strip does too)
 	WantFinish bool
+	Errored    bool // see UpstreamError
+	Full       bool // a JSON body outgrew maxUsageBody: its tail is kept
 	// the upstream ended the stream before its finish_reason with an
 	// error event, whose message this is; the event is not passed on (the
 	// gateway sends its own), nor the [DONE] after it
 	UpstreamError string
-	Errored       bool
 	at            scanAt
 	buf           []byte  // the JSON body so far, or the current partial SSE event
 	pooled        *[]byte // buf's holder from usageBufs, if any
-	Full          bool    // a JSON body outgrew maxUsageBody: its tail is kept
 	tail          []byte  // the last bytes of a JSON body that outgrew maxUsageBody
 
 	Passed // what was passed on
@@ -55,10 +55,10 @@ type scanAt struct {
 	finished bool // an event said the answer is whole (a finish_reason, a message_stop)
 	cr       bool // the last event ended in "\r" at the end of the bytes so far
 	dropped  bool // the last event was not passed on
+	start    bool // the event read is a message_start
 	// an Anthropic answer's input counts so far: message_start gives
 	// them, a message_delta may again
 	input, cacheRead, cacheWrite int64
-	start                        bool // the event read is a message_start
 }
 
 // Passed is what an answer passed on, for an estimate when no usage

@@ -17,13 +17,20 @@ type Asked struct {
 	Body     []byte
 	Top      protocol.Request // the body's fields, and where its model is
 	Features Features
-	// a Responses API follow-up's previous response, and whether the
-	// request asks that its response not be stored (store false)
+	// what a Responses API request says of stored responses (nil for
+	// another API's)
+	Responses *ResponsesAsk
+	// what a translation into chat completions would lose, once read
+	// (see Losses)
+	losses *lossCache
+}
+
+// ResponsesAsk is what a Responses API request says of stored responses:
+// the response a follow-up names, and whether its own is not to be
+// stored (store false).
+type ResponsesAsk struct {
 	Previous PreviousResponse
 	NoStore  bool
-	// what a translation into chat completions would lose, for a target
-	// of vLLM's dialect or not, once read (see Losses)
-	losses [2]*[]string
 }
 
 // PreviousResponse is the response a Responses API follow-up names
@@ -31,6 +38,22 @@ type Asked struct {
 type PreviousResponse struct {
 	ID     string
 	Holder *ResponseHolder
+}
+
+// PreviousID is the response a Responses API follow-up names; "" for
+// another request.
+func (a *Asked) PreviousID() string {
+	if a.Responses == nil {
+		return ""
+	}
+	return a.Responses.Previous.ID
+}
+
+// lossCache is what a translation would lose, for a target of vLLM's
+// dialect or not, once read.
+type lossCache [2]struct {
+	read bool
+	lost []string
 }
 
 // Translated reports whether the request reaches a target of group grp
@@ -59,9 +82,11 @@ func (a *Asked) Losses(vllm bool) []string {
 	if vllm {
 		i = 1
 	}
-	if a.losses[i] == nil {
-		lost := translate.Losses(a.Body, vllm)
-		a.losses[i] = &lost
+	if a.losses == nil {
+		a.losses = new(lossCache)
 	}
-	return *a.losses[i]
+	if c := &a.losses[i]; !c.read {
+		c.read, c.lost = true, translate.Losses(a.Body, vllm)
+	}
+	return a.losses[i].lost
 }
