@@ -43,7 +43,7 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		group <name> {
 //			kind    vllm|openai|anthropic
 //			api_key <key>
-//			apis    <endpoint...>   # default: vllm all of paths' default, openai the OpenAI ones
+//			apis    <endpoint...>   # default: vllm all of paths' default, openai the OpenAI ones, anthropic messages and count_tokens
 //			stream_usage on|off
 //			translate exact|lossy|off   # Messages as chat completions to a group without messages; default exact
 //			proxy   [<upstreams...>] {
@@ -81,9 +81,11 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			cost {
 //				gpus               <n>       # vllm
 //				gpu_cost_per_month <usd>     # vllm
-//				input_per_million  <usd>     # openai
-//				output_per_million <usd>     # openai
-//				per_second         <usd>     # openai, instead of tokens
+//				input_per_million  <usd>     # openai, anthropic
+//				cached_input_per_million <usd> # the prompt from the provider's cache
+//				cache_write_per_million  <usd> # the prompt written to it
+//				output_per_million <usd>     # openai, anthropic
+//				per_second         <usd>     # openai, anthropic: instead of tokens
 //			}
 //
 //			breaker {
