@@ -49,7 +49,10 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			enc.AddString("llm_endpoint", ep)
 		}
 	}
-	if x.ans.translated {
+	if x.ans.via.affine {
+		enc.AddBool("llm_affinity", true) // the conversation's endpoint, not the least loaded
+	}
+	if x.ans.via.translated {
 		enc.AddString("llm_translated_to", protocol.ChatCompletions.Endpoint)
 	}
 	n := len(x.attempts)

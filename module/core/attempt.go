@@ -36,6 +36,9 @@ func (rt *Route) try(ctx context.Context, t *routing.Target, turn routing.Attemp
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
 		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid, Pin: pinFor(&rt.q, t)}
+		if vg.Affine() {
+			aw.slot.Affinity = rt.q.Top.AffinityKey()
+		}
 		defer aw.slot.Release()
 	}
 	firstByte := aw.firstByteLimit()

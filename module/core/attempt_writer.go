@@ -145,7 +145,7 @@ func (aw *attemptWriter) commit(status int) bool {
 	aw.readAnswer(status, h)
 	rt.x.ans.status = status
 	t := aw.target
-	rt.x.ans.target, rt.x.ans.began = t, aw.began
+	rt.x.ans.target, rt.x.ans.began, rt.x.ans.via.affine = t, aw.began, aw.slot.ByAffinity
 	if rt.q.API == protocol.Responses && status < 300 && aw.out.scan != nil {
 		aw.out.sniff = true
 		rt.x.stored = new(storedResponse)
@@ -155,7 +155,7 @@ func (aw *attemptWriter) commit(status int) bool {
 		}
 	}
 	if aw.api != rt.q.API {
-		rt.x.ans.translated = true
+		rt.x.ans.via.translated = true
 		if rt.f.RouteHeadersOn {
 			h["X-Hybrid-Translated"] = []string{aw.api.Endpoint}
 		}

@@ -57,15 +57,22 @@ type answer struct {
 	// no usage came with the answer: its tokens are the gateway's
 	// estimate (see estimateUsage)
 	estimated bool
-	costUSD   float64 // what the answer cost, if priced
-	priced    bool    // costUSD is set
-	overflow  string  // group:signal of the overflow it left a target for, as it ended
-	// the request was translated for the answering target (into chat
-	// completions)
-	translated bool
+	costUSD   float64   // what the answer cost, if priced
+	priced    bool      // costUSD is set
+	overflow  string    // group:signal of the overflow it left a target for, as it ended
+	via       answerVia // how the answering target was reached
 	// a held answer's last byte and whether it is still to be written
 	// (see attemptWriter.release)
 	held [2]byte
+}
+
+// answerVia is how a request reached the target that answered it.
+type answerVia struct {
+	// translated for it (into chat completions)
+	translated bool
+	// to its vLLM endpoint as the conversation's (prefix affinity), not
+	// as the least loaded
+	affine bool
 }
 
 // requestSpan is the request's span, looked up once (see traced).

@@ -46,6 +46,9 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			apis    <endpoint...>   # default: vllm all of paths' default, openai the OpenAI ones, anthropic messages and count_tokens
 //			stream_usage on|off
 //			translate exact|lossy|off   # Messages as chat completions to a group without messages; default exact
+//			affinity {              # kind vllm: a conversation to the endpoint holding its prefix
+//				max_load <factor>   # within factor × the mean load; default 1.25
+//			}
 //			proxy   [<upstreams...>] {
 //				# any reverse_proxy subdirective
 //			}

@@ -40,14 +40,14 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			err = unmarshalGroupLimit(d, grp)
 		case "endpoint":
 			err = unmarshalGroupEndpoint(d, grp)
-		case "probe", "overflow", "cost", "health", "breaker":
+		case "probe", "overflow", "cost", "health", "breaker", "affinity":
 			err = unmarshalGroupBlock(d, grp)
 		case "model_check":
 			err = unmarshalGroupModelCheck(d, grp)
 		case "proxy":
 			schemeless, err = unmarshalGroupProxy(d, helper, grp)
 		default:
-			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "apis", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage", "translate")
+			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "apis", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage", "translate", "affinity")
 		}
 		if err != nil {
 			return nil, err
@@ -56,8 +56,8 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 	if grp.Kind == "" {
 		return nil, d.Errf("group needs a kind (%s, %s or %s)", KindVLLM, KindOpenAI, KindAnthropic)
 	}
-	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil) {
-		return nil, d.Errf("max_num_seqs, max_queue, endpoint and probe apply to groups of kind %s only", KindVLLM)
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil || grp.Affinity != nil) {
+		return nil, d.Errf("max_num_seqs, max_queue, endpoint, probe and affinity apply to groups of kind %s only", KindVLLM)
 	}
 	if grp.Kind == KindVLLM && grp.ModelCheck != "" {
 		return nil, d.Errf("model_check applies to cloud groups (kind %s or %s) only", KindOpenAI, KindAnthropic)
@@ -261,8 +261,41 @@ func unmarshalGroupBlock(d *caddyfile.Dispenser, grp *Group) error {
 			return d.Err("breaker already specified")
 		}
 		grp.Breaker, err = unmarshalBreaker(d)
+	case "affinity":
+		if grp.Affinity != nil {
+			return d.Err("affinity already specified")
+		}
+		grp.Affinity, err = unmarshalAffinity(d)
 	}
 	return err
+}
+
+// unmarshalAffinity parses a vLLM group's affinity block. Syntax:
+//
+//	affinity {
+//		max_load <factor>   # default 1.25
+//	}
+func unmarshalAffinity(d *caddyfile.Dispenser) (*upstream.AffinityConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	a := new(upstream.AffinityConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "max_load":
+			v, err := caddyargs.PositiveFloat(d)
+			if err != nil {
+				return nil, err
+			}
+			if v < 1 {
+				return nil, d.Errf("max_load must be a factor of at least 1, got %v", v)
+			}
+			a.MaxLoad = v
+		default:
+			return nil, caddyargs.UnknownOption(d, "affinity option", d.Val(), "max_load")
+		}
+	}
+	return a, nil
 }
 
 // unmarshalGroupModelCheck parses a group's model_check subdirective.

@@ -147,6 +147,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"fallback_on class", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 3xx\n}\n}\n}", "invalid fallback_on status '3xx'"},
 		{"fallback_on twice", "hybrid_llm {" + self + "alias a {\ntarget self m {\nfallback_on 429\nfallback_on 5xx\n}\n}\n}", "fallback_on already specified"},
 		{"bad group stream_usage", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage yes\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage must be 'on' or 'off', got 'yes'"},
+		{"affinity below 1", "hybrid_llm {\ngroup self {\nkind vllm\naffinity {\nmax_load 0.5\n}\nproxy 127.0.0.1:1\n}" + alias + "}", "max_load must be a factor of at least 1, got 0.5"},
+		{"affinity on a cloud", "hybrid_llm {\ngroup self {\nkind openai\naffinity\nproxy 127.0.0.1:1\n}" + alias + "}", "affinity apply to groups of kind vllm only"},
 		{"bad group translate", "hybrid_llm {\ngroup self {\nkind vllm\ntranslate always\nproxy 127.0.0.1:1\n}" + alias + "}", "translate must be 'exact', 'lossy' or 'off', got 'always'"},
 		{"group stream_usage twice", "hybrid_llm {\ngroup self {\nkind vllm\nstream_usage on\nstream_usage off\nproxy 127.0.0.1:1\n}" + alias + "}", "stream_usage already specified"},
 		{"health outside a set", "hybrid_llm {" + self + "alias a {\ntarget self m {\nhealth {\nerror_rate 5%\n}\n}\n}\n}", "health belongs to a target in a weighted set"},

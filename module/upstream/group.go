@@ -245,6 +245,11 @@ type VLLMSettings struct {
 	// How the endpoints are probed (kind vllm). Default: on, with the
 	// ProbeConfig defaults.
 	Probe *ProbeConfig `json:"probe,omitempty"`
+
+	// Prefix-cache affinity (kind vllm): a conversation's requests go to
+	// the endpoint that holds its start, within a load bound. Default:
+	// off, endpoints chosen by load alone.
+	Affinity *AffinityConfig `json:"affinity,omitempty"`
 }
 
 // GroupRun is a group's runtime, resolved from its config.
@@ -350,8 +355,8 @@ func (grp *Group) validate() error {
 	if err := grp.checkAPIs(); err != nil {
 		return err
 	}
-	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil || grp.Health != nil) {
-		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe and health apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil || grp.Health != nil || grp.Affinity != nil) {
+		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe, health and affinity apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
 	}
 	if grp.Kind == KindVLLM && grp.ModelCheck != "" {
 		return fmt.Errorf("model_check applies to cloud groups (kind %s or %s) only; vLLM endpoints are checked by their probes", KindOpenAI, KindAnthropic)

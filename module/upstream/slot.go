@@ -36,17 +36,23 @@ type Slot struct {
 	Avoid    []*Endpoint   // endpoints that failed this request already
 	Endpoint *Endpoint     // the endpoint picked last, for the breaker's verdict
 	held     *probe.Prober // whose in-flight slot this attempt holds
-	Trial    bool          // the attempt is its endpoint breaker's half-open trial
 	Skip     reason        // why no endpoint was eligible
 	// endpoints that failed within this attempt (the proxy's own retries)
 	Failed int
+	// a drill's endpoint: the only one the policy may pick
+	Pin string
+	// the conversation's key, for a group with affinity (0: none; see
+	// AffinityConfig)
+	Affinity uint64
+	Trial    bool // the attempt is its endpoint breaker's half-open trial
 	// a mirror's copy: it goes only to an endpoint with room to spare
 	// whose breaker is closed
 	Shadow bool
 	// a drill: it goes to drained endpoints and through open breakers
 	Drill bool
-	// a drill's endpoint: the only one the policy may pick
-	Pin string
+	// the endpoint picked was the conversation's rather than the least
+	// loaded
+	ByAffinity bool
 }
 
 // Release gives back the in-flight slot the attempt holds, if any.

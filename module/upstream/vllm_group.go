@@ -58,6 +58,7 @@ type Settings struct {
 	maxQueue   int
 	StaleAfter time.Duration
 	unknownOK  bool
+	maxLoad    float64         // with affinity: its max_load; 0: none
 	Breakers   bool            // endpoint breakers are on
 	breaker    *breaker.Config // their config
 	uneject    bool            // probes may end a cooldown (breaker uneject_on_probe)
@@ -257,6 +258,9 @@ func (g *VLLMGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *Slot) *
 	for round := range len(excluded) { // a lost race for a slot or a trial re-evaluates
 		c := g.scan(pool, slot, t, excluded[:round])
 		pick := c.best
+		if a, ok := c.aff.pick(g.Settings.maxLoad); ok {
+			pick, slot.ByAffinity = a, true // the conversation's endpoint
+		}
 		if pick.u == nil {
 			pick = c.spare
 		}
@@ -291,6 +295,7 @@ type candidate struct {
 type choice struct {
 	best, spare candidate
 	skip        reason
+	aff         ranked // with a conversation's key and the group's affinity
 }
 
 func (c *choice) note(why reason) {
@@ -331,12 +336,12 @@ func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slo
 	case ep == nil:
 		// not probed (a unix socket, a placeholder): balanced on Caddy's
 		// own request count, without a reserved slot
-		switch s, why := g.unprobedScore(u); {
-		case why != "":
+		s, why := g.unprobedScore(u)
+		if why != "" {
 			c.note(why)
-		case s < c.best.score:
-			c.best = candidate{u, nil, s}
+			return
 		}
+		g.consider(c, slot, candidate{u, nil, s})
 		return
 	case slices.Contains(excluded, ep):
 		return
@@ -350,8 +355,24 @@ func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slo
 		if s < c.spare.score {
 			c.spare = candidate{u, ep, s}
 		}
-	case s < c.best.score:
-		c.best = candidate{u, ep, s}
+	default:
+		g.consider(c, slot, candidate{u, ep, s})
+	}
+}
+
+// Affine reports whether the group sends a conversation to its endpoint
+// (see AffinityConfig).
+func (g *VLLMGroup) Affine() bool { return g.Settings.maxLoad > 0 }
+
+// consider puts an eligible candidate into the choice: the least loaded
+// so far, and ranked for the slot's conversation when the group has
+// affinity.
+func (g *VLLMGroup) consider(c *choice, slot *Slot, cand candidate) {
+	if slot.Affinity != 0 && g.Settings.maxLoad > 0 {
+		c.aff.add(slot.Affinity, cand.u.Dial, cand)
+	}
+	if cand.score < c.best.score {
+		c.best = cand
 	}
 }
 
@@ -473,18 +494,15 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 	}
 	settings.APIKey = grp.Run.key
 	settings.Expect = grp.Run.Expect
+	maxLoad, err := grp.Affinity.resolve()
+	if err != nil {
+		return err
+	}
 	vg := &VLLMGroup{
 		Name: grp.Run.Name,
-		Settings: Settings{
-			maxNumSeqs: grp.MaxNumSeqs,
-			maxQueue:   grp.MaxQueue,
-			StaleAfter: staleAfter,
-			unknownOK:  unknownOK,
-			Breakers:   grp.Breaker != nil,
-			breaker:    grp.Breaker,
-			uneject:    grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
-			rise:       settings.Rise,
-		},
+		Settings: Settings{maxNumSeqs: grp.MaxNumSeqs, maxQueue: grp.MaxQueue, StaleAfter: staleAfter, unknownOK: unknownOK,
+			Breakers: grp.Breaker != nil, breaker: grp.Breaker, uneject: grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
+			rise: settings.Rise, maxLoad: maxLoad},
 		Endpoints:  make(map[string]*Endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*Endpoint),
 		clock:      grp.Run.Clock,

@@ -1,0 +1,126 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package upstream
+
+import (
+	"fmt"
+	"math"
+)
+
+// AffinityConfig sends a conversation's requests to the endpoint its
+// prefix went to before, where vLLM's prefix cache holds it, within a
+// bound on that endpoint's load. The endpoint is a rendezvous (highest
+// random weight) choice of the conversation's key among the eligible
+// endpoints: every gateway that sees the same endpoints makes the same
+// choice, and an endpoint that joins or leaves moves only the
+// conversations it wins or held. Unset: endpoints are chosen by load alone.
+type AffinityConfig struct {
+	// How far above the eligible endpoints' mean load a conversation's
+	// endpoint may be and still take its request: its load score at most
+	// max_load × the mean (plus a twentieth of a replica's slots, so that
+	// an idle fleet does not spill). Past it, the next endpoint in the
+	// conversation's order takes the request, and warms. Default: 1.25.
+	MaxLoad float64 `json:"max_load,omitempty"`
+}
+
+// DefaultMaxLoad is AffinityConfig.MaxLoad's default.
+const DefaultMaxLoad = 1.25
+
+// loadSlack is what the bound allows above max_load × the mean load: a
+// twentieth of a replica's slots.
+const loadSlack = 0.05
+
+// resolve checks the config and returns its max_load.
+func (a *AffinityConfig) resolve() (float64, error) {
+	switch {
+	case a == nil:
+		return 0, nil
+	case a.MaxLoad == 0:
+		return DefaultMaxLoad, nil
+	case a.MaxLoad < 1 || math.IsNaN(a.MaxLoad) || math.IsInf(a.MaxLoad, 0):
+		return 0, fmt.Errorf("affinity: max_load must be a factor of at least 1, got %v", a.MaxLoad)
+	}
+	return a.MaxLoad, nil
+}
+
+// maxAffine is how many of the eligible endpoints a choice ranks for a
+// conversation (a group with more keeps the best ranked).
+const maxAffine = 16
+
+// affine is an eligible candidate and its rank for the conversation.
+type affine struct {
+	c    candidate
+	rank uint64
+}
+
+// ranked are a scan's eligible candidates for a conversation's key, and
+// the sum of their load scores.
+type ranked struct {
+	near  [maxAffine]affine
+	n     int
+	sum   float64
+	count int
+}
+
+// add ranks candidate c of dial for key.
+func (r *ranked) add(key uint64, dial string, c candidate) {
+	r.sum += c.score
+	r.count++
+	a := affine{c: c, rank: rendezvous(key, dial)}
+	if r.n < maxAffine {
+		r.near[r.n] = a
+		r.n++
+		return
+	}
+	low := 0
+	for i := 1; i < r.n; i++ {
+		if r.near[i].rank < r.near[low].rank {
+			low = i
+		}
+	}
+	if a.rank > r.near[low].rank {
+		r.near[low] = a
+	}
+}
+
+// pick is the conversation's endpoint: the best ranked whose load is
+// within maxLoad of the mean; ok is false when none is.
+func (r *ranked) pick(maxLoad float64) (c candidate, ok bool) {
+	if r.count == 0 {
+		return candidate{}, false
+	}
+	bound := maxLoad*r.sum/float64(r.count) + loadSlack
+	var best *affine
+	for i := range r.n {
+		a := &r.near[i]
+		if a.c.score <= bound && (best == nil || a.rank > best.rank) {
+			best = a
+		}
+	}
+	if best == nil {
+		return candidate{}, false
+	}
+	return best.c, true
+}
+
+// rendezvous is an endpoint's rank for a conversation's key: the same on
+// every gateway, independent of the other endpoints.
+func rendezvous(key uint64, dial string) uint64 {
+	h := uint64(14695981039346656037) // FNV-1a of the dial address
+	for i := 0; i < len(dial); i++ {
+		h ^= uint64(dial[i])
+		h *= 1099511628211
+	}
+	return mix64(h ^ key)
+}
+
+// mix64 is splitmix64's finalizer: every bit of x moves every bit of the
+// result.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}

@@ -1,0 +1,64 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
+)
+
+// With prefix affinity a conversation's turns go to one vLLM endpoint of
+// three, whose prefix cache then serves its start (the simulators'
+// prefix caching: cached_tokens in the answer's usage); the access log
+// says the request went by affinity; conversations spread over the
+// endpoints.
+func TestAffinityKeepsConversationsOnTheirEndpoint(t *testing.T) {
+	cfg := simulator.VLLMConfig{ServedModelNames: []string{selfModel}, PrefixCaching: true}
+	e := newEnv(t, cfg, simulator.CloudConfig{})
+	second, srv2 := startVLLM(t, cfg)
+	third, srv3 := startVLLM(t, cfg)
+	block := strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+srv2.URL()+" "+srv3.URL(), 1)
+	block = strings.Replace(block, "\tkind vllm\n", "\tkind vllm\n\taffinity {\n\t\tmax_load 2\n\t}\n", 1)
+	e.load(block)
+
+	system := strings.Repeat("You are a careful assistant for the payments team; answer in short sentences. ", 40)
+	sims := map[string]*simulator.VLLM{e.selfSrv.Addr(): e.self, srv2.Addr(): second, srv3.Addr(): third}
+	used := map[string]bool{}
+	for c := range 9 {
+		msgs := fmt.Sprintf(`{"role":"system","content":%q},{"role":"user","content":"conversation %d: what changed in the refund flow?"}`, system, c)
+		home := ""
+		for turn := range 3 {
+			resp, body := post(t, "/v1/chat/completions", `{"model":"chat-main","max_tokens":8,"messages":[`+msgs+`]}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("conversation %d, turn %d: %d %s", c, turn, resp.StatusCode, body)
+			}
+			id := resp.Header.Get("X-Request-Id")
+			waitFor(t, "the request's record", func() bool { return e.accessLog(id) != nil })
+			rec := e.accessLog(id)
+			ep, _ := rec["llm_endpoint"].(string)
+			if turn == 0 {
+				home = ep
+			}
+			if ep != home || rec["llm_affinity"] != true {
+				t.Errorf("conversation %d, turn %d went to %s (its first to %s): %v", c, turn, ep, home, rec)
+			}
+			if cached := gjson.GetBytes(body, "usage.prompt_tokens_details.cached_tokens").Int(); turn > 0 && cached == 0 {
+				t.Errorf("conversation %d, turn %d read nothing from its endpoint's prefix cache: %s", c, turn, body)
+			}
+			msgs += `,{"role":"assistant","content":` + gjson.GetBytes(body, "choices.0.message.content").Raw + `},{"role":"user","content":"and then?"}`
+		}
+		if sims[home] == nil {
+			t.Fatalf("conversation %d answered by %q, not one of the group's endpoints", c, home)
+		}
+		used[home] = true
+	}
+	if len(used) < 2 {
+		t.Errorf("nine conversations all went to %v", used)
+	}
+}
