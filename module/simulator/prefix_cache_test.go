@@ -14,6 +14,7 @@ import (
 
 // With prefix caching a conversation's next turn reports the start it
 // shares with the turn before as cached: a vLLM in prompt_tokens_details
+// and in vllm:prefix_cache_hits_total (of vllm:prefix_cache_queries_total)
 // (its Messages API, as vLLM's, counts the whole prompt as input_tokens
 // and no cache reads); a cloud only for prompts of 1,024 tokens or more,
 // in steps of 128. Without it, none is reported.
@@ -37,6 +38,10 @@ func TestPrefixCaching(t *testing.T) {
 		if n == 1 && cached != 0 || n == 2 && (cached < prompt/2 || cached >= prompt || cached%16 != 0) {
 			t.Errorf("vllm chat, turn %d: %d of %d cached: %s", n, cached, prompt, r.body)
 		}
+	}
+	if m := get(t, vllm+"/metrics").body; !strings.Contains(m, `vllm:prefix_cache_hits_total{engine="0",model_name="m"}`) ||
+		!strings.Contains(m, `vllm:prefix_cache_queries_total{engine="0",model_name="m"}`) || strings.Contains(m, `vllm:prefix_cache_hits_total{engine="0",model_name="m"} 0`) {
+		t.Errorf("the prefix cache's counters: %s", m)
 	}
 	if r := post(t, vllm+"/v1/messages", turn(3)); gjson.Get(r.body, "usage.cache_read_input_tokens").Exists() || gjson.Get(r.body, "usage.input_tokens").Int() == 0 {
 		t.Errorf("vllm messages: %s", r.body)

@@ -518,5 +518,9 @@ func (v *VLLM) generate(ctx context.Context, w http.ResponseWriter, c *completio
 	v.kv.decode(seq)
 	em.ttft.Observe(time.Since(arrival).Seconds())
 	em.promptTokens.Add(float64(c.promptTokens))
+	if c.cached >= 0 {
+		em.cacheQueries.Add(float64(c.promptTokens))
+		em.cacheHits.Add(float64(c.cached))
+	}
 	return c.respond(ctx, w, v.cfg.ITL, fs.cutAfter())
 }

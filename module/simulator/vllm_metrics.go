@@ -28,6 +28,7 @@ const vllmBlockSize = 16
 type engineMetrics struct {
 	running, waiting                  prometheus.Gauge
 	promptTokens, genTokens, preempts prometheus.Counter
+	cacheQueries, cacheHits           prometheus.Counter // prefix cache, in tokens
 	success                           [len(finishReasons)]prometheus.Counter
 	ttft, e2e, queue                  prometheus.Observer
 }
@@ -56,6 +57,8 @@ func newVLLMMetrics(model string, engines, blocks int, kv prometheus.Collector) 
 	prompt := counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.")
 	gen := counter("vllm:generation_tokens_total", "Number of generation tokens processed.")
 	preempt := counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.")
+	queries := counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.")
+	hits := counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.")
 	success := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vllm:request_success_total", Help: "Count of successfully processed requests.",
 	}, []string{"model_name", "engine", "finished_reason"})
@@ -67,7 +70,7 @@ func newVLLMMetrics(model string, engines, blocks int, kv prometheus.Collector) 
 	}, []string{"block_size", "cache_dtype", "enable_prefix_caching", "gpu_memory_utilization", "num_gpu_blocks", "engine"})
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(running, waiting, kv, prompt, gen, preempt, success, ttft, e2e, queue, cacheInfo)
+	reg.MustRegister(running, waiting, kv, prompt, gen, preempt, queries, hits, success, ttft, e2e, queue, cacheInfo)
 
 	numBlocks := strconv.Itoa(blocks)
 	m := &vllmMetrics{reg: reg, engines: make([]engineMetrics, engines)}
@@ -79,6 +82,7 @@ func newVLLMMetrics(model string, engines, blocks int, kv prometheus.Collector) 
 		em.promptTokens = prompt.WithLabelValues(model, id)
 		em.genTokens = gen.WithLabelValues(model, id)
 		em.preempts = preempt.WithLabelValues(model, id)
+		em.cacheQueries, em.cacheHits = queries.WithLabelValues(model, id), hits.WithLabelValues(model, id)
 		for i, reason := range finishReasons {
 			em.success[i] = success.WithLabelValues(model, id, reason)
 		}
