@@ -4,6 +4,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // three, whose prefix cache then serves its start (the simulators'
 // prefix caching: cached_tokens in the answer's usage); the access log
 // says the request went by affinity; conversations spread over the
-// endpoints.
+// endpoints; the state shows what the endpoints' prefix caches served.
 func TestAffinityKeepsConversationsOnTheirEndpoint(t *testing.T) {
 	cfg := simulator.VLLMConfig{ServedModelNames: []string{selfModel}, PrefixCaching: true}
 	e := newEnv(t, cfg, simulator.CloudConfig{})
@@ -61,4 +62,30 @@ func TestAffinityKeepsConversationsOnTheirEndpoint(t *testing.T) {
 	if len(used) < 2 {
 		t.Errorf("nine conversations all went to %v", used)
 	}
+	// the state reads each endpoint's prefix cache from vLLM's counters
+	waitFor(t, "the endpoints' prefix cache hit rates", func() bool {
+		var doc struct {
+			Gateways []struct {
+				Groups []struct {
+					Name      string `json:"name"`
+					Endpoints []struct {
+						Metrics struct {
+							Rate *float64 `json:"prefix_cache_hit_rate"`
+						} `json:"metrics"`
+					} `json:"endpoints"`
+				} `json:"groups"`
+			} `json:"gateways"`
+		}
+		if err := json.Unmarshal(adminGet(t, "/hybrid_llm/state?gateway="+e.gatewayName()), &doc); err != nil || len(doc.Gateways) != 1 {
+			return false
+		}
+		for _, g := range doc.Gateways[0].Groups {
+			for _, ep := range g.Endpoints {
+				if g.Name == "self" && ep.Metrics.Rate != nil && *ep.Metrics.Rate > 0.3 {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }

@@ -227,7 +227,12 @@ type MetricsState struct {
 	KVCacheUsage   *float64 `json:"kv_cache_usage"`
 	TTFTP50Seconds *float64 `json:"ttft_p50_seconds"`
 	TTFTP99Seconds *float64 `json:"ttft_p99_seconds"`
-	Error          string   `json:"error,omitempty"`
+	// the prefix cache's hit rate since the server started: the prompt
+	// tokens it served of those it was asked (vLLM's
+	// prefix_cache_hits_total / prefix_cache_queries_total); null when
+	// not reported
+	PrefixCacheHitRate *float64 `json:"prefix_cache_hit_rate"`
+	Error              string   `json:"error,omitempty"`
 }
 
 // ModelCheckState is the last model name check of a cloud group.

@@ -180,11 +180,12 @@ func endpointState(vg *upstream.VLLMGroup, ep *upstream.Endpoint, expect []strin
 		age := t.Sub(snap.MetricsAt).Seconds()
 		ms.AgeSeconds = &age
 		ms.Fresh = t.Sub(snap.MetricsAt) <= vg.Settings.StaleAfter
-		var waiting, running, kv float64
+		var waiting, running, kv, queries, hits float64
 		kvSeen := false
 		for _, l := range snap.Loads {
 			waiting += l.Waiting
 			running += l.Running
+			queries, hits = queries+l.PrefixQueries, hits+l.PrefixHits
 			if !math.IsNaN(l.KVUsage) {
 				kv = max(kv, l.KVUsage)
 				kvSeen = true
@@ -193,6 +194,10 @@ func endpointState(vg *upstream.VLLMGroup, ep *upstream.Endpoint, expect []strin
 		ms.Waiting, ms.Running = waiting, running
 		if kvSeen {
 			ms.KVCacheUsage = &kv
+		}
+		if queries > 0 {
+			rate := min(hits/queries, 1)
+			ms.PrefixCacheHitRate = &rate
 		}
 	}
 	if !math.IsNaN(snap.TTFTP50) {

@@ -38,7 +38,7 @@ type Collector struct {
 // endpointDescs are a vLLM endpoint's series.
 type endpointDescs struct {
 	up, misconfigured, waiting, running, kv, metricsAge, inflight, redLine, ttft, ttftP99 *prometheus.Desc
-	health, serve                                                                         *prometheus.Desc
+	health, serve, prefixHits                                                             *prometheus.Desc
 }
 
 // groupDescs are a group's series, and its breakers'.
@@ -83,6 +83,8 @@ func New(state func() adminapi.StateDoc, books func() []Books) *Collector {
 		ttftP99:       d("endpoint_ttft_p99_seconds", "Time to first token p99 over the TTFT window, from vLLM's histogram."),
 		health: d("endpoint_health_level",
 			"With the vllm group's health: the endpoint's health-score level, 0 ok, 1 alert, 2 recovering, 3 degraded, 4 broken."),
+		prefixHits: d("endpoint_prefix_cache_hit_ratio",
+			"The endpoint's prefix cache hit rate since it started: vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total."),
 		serve: d("endpoint_serve_ratio",
 			"With the vllm group's health: the share of a whole endpoint the endpoint serves at (0 out, below 1 ramping back)."),
 	}
@@ -129,7 +131,7 @@ func New(state func() adminapi.StateDoc, books func() []Books) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ep, gr, al := &c.endpoint, &c.group, &c.alias
 	for _, d := range []*prometheus.Desc{ep.up, ep.misconfigured, ep.waiting, ep.running, ep.kv, ep.metricsAge, ep.inflight,
-		ep.redLine, ep.ttft, ep.ttftP99, ep.health, ep.serve, gr.modelListed, gr.overflowActive, gr.overflowTransitions,
+		ep.redLine, ep.ttft, ep.ttftP99, ep.health, ep.serve, ep.prefixHits, gr.modelListed, gr.overflowActive, gr.overflowTransitions,
 		gr.breakerOpen, gr.breakerOpened, al.targetWeight, al.targetHealth, al.degradeShare, al.degradeCapReached,
 		al.degradeTrigger, c.utilization, c.selfPerMillion} {
 		ch <- d
@@ -264,6 +266,9 @@ func (e emitter) endpoint(grp *adminapi.GroupState, es *adminapi.EndpointState, 
 		e.gauge(c.endpoint.running, m.Running, l...)
 		if m.KVCacheUsage != nil {
 			e.gauge(c.endpoint.kv, *m.KVCacheUsage, l...)
+		}
+		if m.PrefixCacheHitRate != nil {
+			e.gauge(c.endpoint.prefixHits, *m.PrefixCacheHitRate, l...)
 		}
 	}
 	if m.TTFTP50Seconds != nil && !math.IsNaN(*m.TTFTP50Seconds) {

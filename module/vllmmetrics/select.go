@@ -10,11 +10,11 @@ import (
 )
 
 // wanted reports whether a metric name belongs to a family Parse reads:
-// the queue and KV-cache gauges, and the time-to-first-token histogram's
-// series.
+// the queue and KV-cache gauges, the time-to-first-token histogram's
+// series, and the prefix cache's counters.
 func wanted(name []byte) bool {
 	switch string(name) {
-	case metricWaiting, metricRunning, metricKVUsage, metricGPUCache, metricTTFT:
+	case metricWaiting, metricRunning, metricKVUsage, metricGPUCache, metricTTFT, metricPrefixQueries, metricPrefixHits:
 		return true
 	}
 	if rest, ok := bytes.CutPrefix(name, []byte(metricTTFT)); ok {

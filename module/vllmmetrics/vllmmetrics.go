@@ -24,13 +24,16 @@ import (
 
 // vLLM metric names the gateway reads (see vLLM's PrometheusStatLogger).
 const (
-	metricWaiting   = "vllm:num_requests_waiting"
-	metricRunning   = "vllm:num_requests_running"
-	metricKVUsage   = "vllm:kv_cache_usage_perc"
-	metricGPUCache  = "vllm:gpu_cache_usage_perc" // the name before vLLM 0.9.2
-	metricTTFT      = "vllm:time_to_first_token_seconds"
-	labelModelName  = "model_name"
-	maxMetricsBytes = 8 << 20
+	metricWaiting  = "vllm:num_requests_waiting"
+	metricRunning  = "vllm:num_requests_running"
+	metricKVUsage  = "vllm:kv_cache_usage_perc"
+	metricGPUCache = "vllm:gpu_cache_usage_perc" // the name before vLLM 0.9.2
+	metricTTFT     = "vllm:time_to_first_token_seconds"
+	// the prefix cache's counters, in tokens (vLLM V1)
+	metricPrefixQueries = "vllm:prefix_cache_queries_total"
+	metricPrefixHits    = "vllm:prefix_cache_hits_total"
+	labelModelName      = "model_name"
+	maxMetricsBytes     = 8 << 20
 )
 
 // maxValue is the largest metric value taken as a measurement; anything
@@ -48,6 +51,10 @@ type ModelLoad struct {
 	// TTFT is the cumulative time-to-first-token histogram, engines
 	// summed; nil when not reported.
 	TTFT *Histogram
+	// PrefixQueries and PrefixHits are the prefix cache's counters since
+	// the server started, in prompt tokens, engines summed; 0 when not
+	// reported.
+	PrefixQueries, PrefixHits float64
 
 	kvSeries int
 }
@@ -77,89 +84,141 @@ func Parse(r io.Reader) (loads map[string]*ModelLoad, invalid string, err error)
 	if err != nil {
 		return nil, "", fmt.Errorf("parsing metrics: %w", err)
 	}
-	value := func(family string, m *dto.Metric, limit float64) (float64, bool) {
-		v := gaugeValue(m)
-		if v >= 0 && v <= limit { // false for NaN too
-			return v, true
-		}
-		if invalid == "" {
-			invalid = family + " = " + strconv.FormatFloat(v, 'g', -1, 64)
-		}
-		return 0, false
+	p := parsed{families: families, loads: make(map[string]*ModelLoad)}
+	found := p.queues()
+	p.kvUsage()
+	p.ttft()
+	p.prefixCache()
+	if !found {
+		return nil, p.invalid, errors.New("no vLLM queue metrics (" + metricWaiting + ", " + metricRunning + ") in the exposition")
 	}
-	loads = make(map[string]*ModelLoad)
-	get := func(m *dto.Metric) *ModelLoad {
-		name := labelValue(m, labelModelName)
-		l := loads[name]
-		if l == nil {
-			l = &ModelLoad{KVUsage: math.NaN()}
-			loads[name] = l
-		}
-		return l
+	return p.loads, p.invalid, nil
+}
+
+// parsed is a scrape's families as Parse reads them into loads, by
+// model, noting the first invalid series.
+type parsed struct {
+	families map[string]*dto.MetricFamily
+	loads    map[string]*ModelLoad
+	invalid  string
+}
+
+// value is a series' value if it is a measurement (0..limit).
+func (p *parsed) value(family string, m *dto.Metric, limit float64) (float64, bool) {
+	v := gaugeValue(m)
+	if v >= 0 && v <= limit { // false for NaN too
+		return v, true
 	}
-	// the queue metrics are there unless every series of them is invalid
+	if p.invalid == "" {
+		p.invalid = family + " = " + strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return 0, false
+}
+
+// get is the load of a series' model.
+func (p *parsed) get(m *dto.Metric) *ModelLoad {
+	name := labelValue(m, labelModelName)
+	l := p.loads[name]
+	if l == nil {
+		l = &ModelLoad{KVUsage: math.NaN()}
+		p.loads[name] = l
+	}
+	return l
+}
+
+// queues reads the queue gauges; it reports whether they are there,
+// unless every series of them is invalid.
+func (p *parsed) queues() bool {
 	found, valid, rejected := false, 0, 0
 	for _, name := range [...]string{metricWaiting, metricRunning} {
-		f := families[name]
+		f := p.families[name]
 		if f == nil {
 			continue
 		}
 		found = true
 		for _, m := range f.GetMetric() {
-			v, ok := value(name, m, maxValue)
+			v, ok := p.value(name, m, maxValue)
 			if !ok {
 				rejected++
 				continue
 			}
 			valid++
 			if name == metricWaiting {
-				get(m).Waiting += v
+				p.get(m).Waiting += v
 			} else {
-				get(m).Running += v
+				p.get(m).Running += v
 			}
 		}
 	}
-	found = found && (valid > 0 || rejected == 0)
-	kv := families[metricKVUsage]
+	return found && (valid > 0 || rejected == 0)
+}
+
+// kvUsage reads the KV-cache usage, averaged over engines.
+func (p *parsed) kvUsage() {
+	kv := p.families[metricKVUsage]
 	if kv == nil {
-		kv = families[metricGPUCache]
+		kv = p.families[metricGPUCache]
 	}
-	if kv != nil {
-		for _, m := range kv.GetMetric() {
-			v, ok := value(kv.GetName(), m, 1)
+	if kv == nil {
+		return
+	}
+	for _, m := range kv.GetMetric() {
+		v, ok := p.value(kv.GetName(), m, 1)
+		if !ok {
+			continue
+		}
+		l := p.get(m)
+		if l.kvSeries == 0 {
+			l.KVUsage = 0
+		}
+		l.KVUsage += v
+		l.kvSeries++
+	}
+	for _, l := range p.loads {
+		if l.kvSeries > 1 {
+			l.KVUsage /= float64(l.kvSeries)
+		}
+	}
+}
+
+// ttft reads the time-to-first-token histogram, engines summed.
+func (p *parsed) ttft() {
+	f := p.families[metricTTFT]
+	if f == nil || f.GetType() != dto.MetricType_HISTOGRAM {
+		return
+	}
+	for _, m := range f.GetMetric() {
+		h := m.GetHistogram()
+		if h == nil {
+			continue
+		}
+		l := p.get(m)
+		if l.TTFT == nil {
+			l.TTFT = new(Histogram)
+		}
+		l.TTFT.add(h)
+	}
+}
+
+// prefixCache reads the prefix cache's counters, engines summed.
+func (p *parsed) prefixCache() {
+	for _, name := range [...]string{metricPrefixQueries, metricPrefixHits} {
+		f := p.families[name]
+		if f == nil {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			v, ok := p.value(name, m, math.MaxFloat64)
 			if !ok {
 				continue
 			}
-			l := get(m)
-			if l.kvSeries == 0 {
-				l.KVUsage = 0
-			}
-			l.KVUsage += v
-			l.kvSeries++
-		}
-		for _, l := range loads {
-			if l.kvSeries > 1 {
-				l.KVUsage /= float64(l.kvSeries)
+			if l := p.get(m); name == metricPrefixQueries {
+				l.PrefixQueries += v
+			} else {
+				l.PrefixHits += v
 			}
 		}
 	}
-	if f := families[metricTTFT]; f != nil && f.GetType() == dto.MetricType_HISTOGRAM {
-		for _, m := range f.GetMetric() {
-			h := m.GetHistogram()
-			if h == nil {
-				continue
-			}
-			l := get(m)
-			if l.TTFT == nil {
-				l.TTFT = new(Histogram)
-			}
-			l.TTFT.add(h)
-		}
-	}
-	if !found {
-		return nil, invalid, errors.New("no vLLM queue metrics (" + metricWaiting + ", " + metricRunning + ") in the exposition")
-	}
-	return loads, invalid, nil
 }
 
 func labelValue(m *dto.Metric, name string) string {

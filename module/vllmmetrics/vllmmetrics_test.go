@@ -14,22 +14,23 @@ import (
 
 func TestParse(t *testing.T) {
 	type want struct {
-		waiting, running, kv float64
-		ttftTotal            float64
+		waiting, running, kv      float64
+		ttftTotal                 float64
+		prefixQueries, prefixHits float64
 	}
 	for _, tc := range []struct {
 		file  string
 		wants map[string]want
 	}{
-		{"vllm-0.12.txt", map[string]want{"qwen2.5-7b-instruct": {3, 7, 0.42, 100}}},
+		{"vllm-0.12.txt", map[string]want{"qwen2.5-7b-instruct": {3, 7, 0.42, 100, 0, 0}}},
 		// 0.9.2-0.10 expose both names: the new one wins
-		{"vllm-0.9-both.txt", map[string]want{"llama": {0, 2, 0.25, 0}}},
+		{"vllm-0.9-both.txt", map[string]want{"llama": {0, 2, 0.25, 0, 0, 0}}},
 		// 0.9.1 and older: only gpu_cache_usage_perc, no engine label
-		{"vllm-old-gpu-cache.txt", map[string]want{"llama": {1, 5, 0.8, 0}}},
+		{"vllm-old-gpu-cache.txt", map[string]want{"llama": {1, 5, 0.8, 0, 0, 0}}},
 		// data parallel: counts summed over engines, KV usage averaged
-		{"vllm-dp-engines.txt", map[string]want{"qwen": {3, 10, 0.4, 7}}},
+		{"vllm-dp-engines.txt", map[string]want{"qwen": {3, 10, 0.4, 7, 10000, 7500}}},
 		// two models on one server: kept apart
-		{"vllm-two-models.txt", map[string]want{"small": {0, 1, 0.1, 0}, "big": {4, 9, 0.9, 0}}},
+		{"vllm-two-models.txt", map[string]want{"small": {0, 1, 0.1, 0, 0, 0}, "big": {4, 9, 0.9, 0, 0, 0}}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			loads, invalid, err := Parse(bytes.NewReader(readFixture(t, tc.file)))
@@ -49,6 +50,9 @@ func TestParse(t *testing.T) {
 				}
 				if got := l.TTFT.Total(); got != w.ttftTotal {
 					t.Errorf("%s: ttft observations %v, want %v", name, got, w.ttftTotal)
+				}
+				if l.PrefixQueries != w.prefixQueries || l.PrefixHits != w.prefixHits {
+					t.Errorf("%s: prefix cache %v of %v, want %v of %v", name, l.PrefixHits, l.PrefixQueries, w.prefixHits, w.prefixQueries)
 				}
 			}
 		})
