@@ -14,22 +14,39 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/simulator"
 )
 
+// vllmAt is a simulated vLLM and where it listens.
+type vllmAt struct {
+	v   *simulator.VLLM
+	srv *simulator.Server
+}
+
+// affineGateway loads the default gateway with its self group over three
+// simulated vLLMs of cfg (the env's and two more), with an affinity block
+// of the given options.
+func affineGateway(t *testing.T, cfg simulator.VLLMConfig, options string) (*env, vllmAt, vllmAt) {
+	t.Helper()
+	e := newEnv(t, cfg, simulator.CloudConfig{})
+	var more [2]vllmAt
+	for i := range more {
+		more[i].v, more[i].srv = startVLLM(t, cfg)
+	}
+	block := strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+more[0].srv.URL()+" "+more[1].srv.URL(), 1)
+	block = strings.Replace(block, "\tkind vllm\n", "\tkind vllm\n\taffinity {\n\t\t"+options+"\n\t}\n", 1)
+	e.load(block)
+	return e, more[0], more[1]
+}
+
 // With prefix affinity a conversation's turns go to one vLLM endpoint of
 // three, whose prefix cache then serves its start (the simulators'
 // prefix caching: cached_tokens in the answer's usage); the access log
 // says the request went by affinity; conversations spread over the
 // endpoints; the state shows what the endpoints' prefix caches served.
 func TestAffinityKeepsConversationsOnTheirEndpoint(t *testing.T) {
-	cfg := simulator.VLLMConfig{ServedModelNames: []string{selfModel}, PrefixCaching: true}
-	e := newEnv(t, cfg, simulator.CloudConfig{})
-	second, srv2 := startVLLM(t, cfg)
-	third, srv3 := startVLLM(t, cfg)
-	block := strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+srv2.URL()+" "+srv3.URL(), 1)
-	block = strings.Replace(block, "\tkind vllm\n", "\tkind vllm\n\taffinity {\n\t\tmax_load 2\n\t}\n", 1)
-	e.load(block)
+	e, second, third := affineGateway(t, simulator.VLLMConfig{ServedModelNames: []string{selfModel}, PrefixCaching: true}, "max_load 2")
+	srv2, srv3 := second.srv, third.srv
 
 	system := strings.Repeat("You are a careful assistant for the payments team; answer in short sentences. ", 40)
-	sims := map[string]*simulator.VLLM{e.selfSrv.Addr(): e.self, srv2.Addr(): second, srv3.Addr(): third}
+	sims := map[string]*simulator.VLLM{e.selfSrv.Addr(): e.self, srv2.Addr(): second.v, srv3.Addr(): third.v}
 	used := map[string]bool{}
 	for c := range 9 {
 		msgs := fmt.Sprintf(`{"role":"system","content":%q},{"role":"user","content":"conversation %d: what changed in the refund flow?"}`, system, c)
@@ -88,4 +105,35 @@ func TestAffinityKeepsConversationsOnTheirEndpoint(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A session the client names in the group's session header keys its
+// conversation over the prompt: requests of one session go to one
+// endpoint whatever their prompts, sessions spread over the endpoints.
+func TestAffinityBySessionHeader(t *testing.T) {
+	e, _, _ := affineGateway(t, simulator.VLLMConfig{ServedModelNames: []string{selfModel}}, "max_load 2\n\t\tsession_header X-Session-Id")
+	used := map[string]bool{}
+	for s := range 9 {
+		home := ""
+		for turn := range 3 {
+			body := fmt.Sprintf(`{"model":"chat-main","max_tokens":4,"messages":[{"role":"user","content":"request %d of session %d, a prompt of its own"}]}`, turn, s)
+			resp, out := post(t, "/v1/chat/completions", body, "X-Session-Id", fmt.Sprintf("session-%d", s))
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, out)
+			}
+			id := resp.Header.Get("X-Request-Id")
+			waitFor(t, "the request's record", func() bool { return e.accessLog(id) != nil })
+			ep, _ := e.accessLog(id)["llm_endpoint"].(string)
+			if turn == 0 {
+				home = ep
+			}
+			if ep != home {
+				t.Errorf("session %d, request %d went to %s, its first to %s", s, turn, ep, home)
+			}
+		}
+		used[home] = true
+	}
+	if len(used) < 2 {
+		t.Errorf("nine sessions all went to %v", used)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/ratelimit"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -37,7 +38,7 @@ func (rt *Route) try(ctx context.Context, t *routing.Target, turn routing.Attemp
 		// leaves the in-flight slot it reserved
 		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid, Pin: pinFor(&rt.q, t)}
 		if vg.Affine() {
-			aw.slot.Affinity = rt.q.Top.AffinityKey()
+			aw.slot.Affinity = conversationKey(rt.r, &rt.q, vg)
 		}
 		defer aw.slot.Release()
 	}
@@ -422,4 +423,22 @@ func (rt *Route) endAttempt(aw *attemptWriter, res *routing.AttemptResult, n int
 	for i := len(obs) - 1; i >= 0; i-- {
 		obs[i].AttemptEnded(a)
 	}
+}
+
+// conversationKey is request q's conversation key for group vg's
+// affinity: the session it names in the group's header or body field, if
+// any, else its prompt's start.
+func conversationKey(r *http.Request, q *routing.Asked, vg *upstream.VLLMGroup) uint64 {
+	header, field := vg.Session()
+	if header != "" {
+		if v := r.Header.Get(header); v != "" {
+			return protocol.SessionKey(v)
+		}
+	}
+	if field != "" {
+		if v := gjson.GetBytes(q.Body, field); v.Type == gjson.String && v.Str != "" {
+			return protocol.SessionKey(v.Str)
+		}
+	}
+	return q.Top.AffinityKey()
 }

@@ -48,6 +48,8 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //			translate exact|lossy|off   # Messages as chat completions to a group without messages; default exact
 //			affinity {              # kind vllm: a conversation to the endpoint holding its prefix
 //				max_load <factor>   # within factor × the mean load; default 1.25
+//				session_header <name>   # a header naming the conversation (wins over the prefix)
+//				session_field  <path>   # a body field naming it
 //			}
 //			proxy   [<upstreams...>] {
 //				# any reverse_proxy subdirective

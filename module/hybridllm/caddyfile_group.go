@@ -273,7 +273,9 @@ func unmarshalGroupBlock(d *caddyfile.Dispenser, grp *Group) error {
 // unmarshalAffinity parses a vLLM group's affinity block. Syntax:
 //
 //	affinity {
-//		max_load <factor>   # default 1.25
+//		max_load <factor>          # default 1.25
+//		session_header <name>      # a header naming the conversation
+//		session_field  <path>      # a body field naming it (gjson path)
 //	}
 func unmarshalAffinity(d *caddyfile.Dispenser) (*upstream.AffinityConfig, error) {
 	if d.NextArg() {
@@ -291,8 +293,21 @@ func unmarshalAffinity(d *caddyfile.Dispenser) (*upstream.AffinityConfig, error)
 				return nil, d.Errf("max_load must be a factor of at least 1, got %v", v)
 			}
 			a.MaxLoad = v
+		case "session_header", "session_field":
+			opt := d.Val()
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			if opt == "session_header" {
+				a.SessionHeader = d.Val()
+			} else {
+				a.SessionField = d.Val()
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
 		default:
-			return nil, caddyargs.UnknownOption(d, "affinity option", d.Val(), "max_load")
+			return nil, caddyargs.UnknownOption(d, "affinity option", d.Val(), "max_load", "session_field", "session_header")
 		}
 	}
 	return a, nil

@@ -43,6 +43,14 @@ func (r *Request) AffinityKey() uint64 {
 	return (uint64(crc)<<32 | uint64(uint32(n))) | 1
 }
 
+// SessionKey is the key of a conversation a client names (a session id):
+// never a prompt's key.
+func SessionKey(name string) uint64 {
+	crc := crc32.Update(0, castagnoli, []byte("session\x00"))
+	crc = crc32.Update(crc, castagnoli, []byte(name))
+	return (uint64(crc)<<32 | uint64(uint32(len(name)))<<1) | 1
+}
+
 // untilFirstUser is a message list's start up to the end of its first
 // user message (all of it if it has none).
 func untilFirstUser(list []byte) []byte {

@@ -51,6 +51,17 @@ func TestAffinityKey(t *testing.T) {
 	}
 }
 
+// A session a client names has a key of its own, never a prompt's.
+func TestSessionKey(t *testing.T) {
+	if SessionKey("s-1") != SessionKey("s-1") || SessionKey("s-1") == SessionKey("s-2") || SessionKey("s-1") == 0 {
+		t.Error("sessions told apart, each alike")
+	}
+	top, _ := Scan([]byte(`{"model":"m","prompt":"s-1"}`))
+	if top.AffinityKey() == SessionKey("s-1") {
+		t.Error("a session's key is a prompt's")
+	}
+}
+
 func BenchmarkAffinityKey(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10} {
 		body := []byte(`{"model":"m","messages":[{"role":"system","content":"` + strings.Repeat("x", size) + `"},{"role":"user","content":"hi"},{"role":"assistant","content":"ok"},{"role":"user","content":"more"}]}`)

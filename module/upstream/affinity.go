@@ -22,6 +22,15 @@ type AffinityConfig struct {
 	// an idle fleet does not spill). Past it, the next endpoint in the
 	// conversation's order takes the request, and warms. Default: 1.25.
 	MaxLoad float64 `json:"max_load,omitempty"`
+
+	// A request header whose value names the conversation (a session id
+	// a client sends: x-session-id), and a body field that does (a gjson
+	// path: user, metadata.user_id). Either one present keys the
+	// conversation instead of its prompt's start: a session the client
+	// names wins over the prefix. A key is only a placement hint, held to
+	// max_load as any. Default: none, the prompt's start alone.
+	SessionHeader string `json:"session_header,omitempty"`
+	SessionField  string `json:"session_field,omitempty"`
 }
 
 // DefaultMaxLoad is AffinityConfig.MaxLoad's default.

@@ -59,6 +59,7 @@ type Settings struct {
 	StaleAfter time.Duration
 	unknownOK  bool
 	maxLoad    float64         // with affinity: its max_load; 0: none
+	session    *AffinityConfig // with affinity: where a session is named
 	Breakers   bool            // endpoint breakers are on
 	breaker    *breaker.Config // their config
 	uneject    bool            // probes may end a cooldown (breaker uneject_on_probe)
@@ -364,6 +365,15 @@ func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slo
 // (see AffinityConfig).
 func (g *VLLMGroup) Affine() bool { return g.Settings.maxLoad > 0 }
 
+// Session is where a request names its conversation for the group's
+// affinity: a header and a body field, "" for none.
+func (g *VLLMGroup) Session() (header, field string) {
+	if s := g.Settings.session; s != nil {
+		return s.SessionHeader, s.SessionField
+	}
+	return "", ""
+}
+
 // consider puts an eligible candidate into the choice: the least loaded
 // so far, and ranked for the slot's conversation when the group has
 // affinity.
@@ -502,7 +512,7 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 		Name: grp.Run.Name,
 		Settings: Settings{maxNumSeqs: grp.MaxNumSeqs, maxQueue: grp.MaxQueue, StaleAfter: staleAfter, unknownOK: unknownOK,
 			Breakers: grp.Breaker != nil, breaker: grp.Breaker, uneject: grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
-			rise: settings.Rise, maxLoad: maxLoad},
+			rise: settings.Rise, maxLoad: maxLoad, session: grp.Affinity},
 		Endpoints:  make(map[string]*Endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*Endpoint),
 		clock:      grp.Run.Clock,
