@@ -17,8 +17,14 @@
 //
 // vllm's --kv-cache-tokens sets the KV-cache capacity per engine that its
 // modelled usage (prompt plus generated tokens of the running requests) is
-// measured against.
-// With --ttft 0 --itl 0 the simulators answer without any delay.
+// measured against, and with --prefix-caching the size of each engine's
+// prefix cache (the least recently used blocks of 16 tokens go first).
+// vllm's --prefill-per-token adds that time per prompt token the prefix
+// cache did not serve to --ttft; --scheduling-policy priority orders each
+// engine's queue by the requests' priority field (lower first), while
+// fcfs, the default, refuses a priority other than 0 with vLLM's 400.
+// With --ttft 0 --itl 0 (and no --prefill-per-token) the simulators
+// answer without any delay.
 package main
 
 import (
@@ -144,11 +150,19 @@ func runVLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	maxModelLen := fs.Int("max-model-len", 32768, "context length in tokens")
 	maxNumSeqs := fs.Int("max-num-seqs", 256, "requests running at once per engine")
 	kvCacheTokens := fs.Int("kv-cache-tokens", 0, "KV-cache capacity per engine in `tokens` (blocks of 16), against which vllm:kv_cache_usage_perc\n"+
-		"counts the running requests' prompt and generated tokens (0: the larger of max-num-seqs × 2048 and max-model-len)")
+		"counts the running requests' prompt and generated tokens and which sizes the prefix cache\n"+
+		"(0: the larger of max-num-seqs × 2048 and max-model-len)")
+	prefill := fs.Duration("prefill-per-token", 0, "prefill time per prompt token not served by the prefix cache, added to --ttft")
+	policy := fs.String("scheduling-policy", "fcfs", "`policy` ordering each engine's queue: fcfs (arrival; a request's priority other than 0\n"+
+		"gets 400) or priority (the request's priority field, lower first, then arrival)")
 	maxQueued := fs.Int("max-queued", 0, "cap on waiting+running requests, beyond it 503 (0: unbounded)")
 	engines := fs.Int("engines", 1, "number of engines (engine label series in /metrics)")
 	if code := parse(fs, args, &c); code >= 0 {
 		return code
+	}
+	if *policy != "fcfs" && *policy != "priority" {
+		fmt.Fprintf(stderr, "llmsim vllm: -scheduling-policy must be fcfs or priority, not %q\n", *policy)
+		return 2
 	}
 	sim := simulator.NewVLLM(simulator.VLLMConfig{
 		ServedModelNames: names,
@@ -156,7 +170,9 @@ func runVLLM(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		MaxNumSeqs:       *maxNumSeqs,
 		KVCacheTokens:    *kvCacheTokens,
 		MaxQueued:        *maxQueued,
+		SchedulingPolicy: *policy,
 		TTFT:             c.ttft,
+		PrefillPerToken:  *prefill,
 		ITL:              c.itl,
 		OutputTokens:     c.outputTokens,
 		APIKey:           c.apiKey,

@@ -100,13 +100,19 @@ func request(t *testing.T, method, url, body string, header ...string) (int, str
 func TestVLLMCommand(t *testing.T) {
 	url, stderr, stop := launch(t, "vllm", "--listen", "127.0.0.1:0", "--served-model-name", "m1",
 		"--served-model-name", "m2", "--ttft", "0", "--itl", "0", "--max-num-seqs", "2", "--output-tokens", "2",
-		"--kv-cache-tokens", "1600")
+		"--kv-cache-tokens", "1600", "--scheduling-policy", "priority", "--prefill-per-token", "1ms")
 	if code, body := request(t, "GET", url+"/v1/models", ""); code != 200 || !strings.Contains(body, `"id":"m2"`) {
 		t.Errorf("models: %d %s", code, body)
 	}
 	code, body := request(t, "POST", url+"/v1/chat/completions", `{"model":"m2","messages":[{"role":"user","content":"hi"}]}`)
 	if code != 200 || !strings.Contains(body, `"model":"m1"`) || !strings.Contains(body, `"content":"tok0 tok1"`) {
 		t.Errorf("chat: %d %s", code, body)
+	}
+	// 400 characters: 100 prompt tokens of 1ms prefill each.
+	begin := time.Now()
+	code, body = request(t, "POST", url+"/v1/completions", `{"priority":3,"max_tokens":1,"prompt":"`+strings.Repeat("abcd", 100)+`"}`)
+	if el := time.Since(begin); code != 200 || el < 100*time.Millisecond {
+		t.Errorf("completion with priority 3 and 100 prompt tokens: %d after %v (want 200 after at least 100ms): %s", code, el, body)
 	}
 	if code, _ := request(t, "POST", url+"/_sim/health", `{"healthy":false}`); code != 200 {
 		t.Errorf("control: %d", code)
@@ -134,6 +140,15 @@ func TestVLLMCommand(t *testing.T) {
 	}
 	if log := stderr.String(); !strings.Contains(log, `POST /v1/chat/completions model="m2" status=200 dur=`) {
 		t.Errorf("access log:\n%s", log)
+	}
+}
+
+// By default vllm's scheduling policy is fcfs: a priority is refused.
+func TestVLLMCommandFCFS(t *testing.T) {
+	url, _, _ := launch(t, "vllm", "--listen", "127.0.0.1:0", "--ttft", "0", "--itl", "0", "--quiet")
+	code, body := request(t, "POST", url+"/v1/chat/completions", `{"priority":1,"messages":[{"role":"user","content":"hi"}]}`)
+	if code != 400 || !strings.Contains(body, `"message":"Got priority 1 but Priority scheduling is not enabled."`) {
+		t.Errorf("priority under fcfs: %d %s", code, body)
 	}
 }
 
@@ -174,6 +189,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"vllm", "--bogus"}, "flag provided but not defined"},
 		{[]string{"cloud", "--error-rate", "1.5"}, "error_rate"},
 		{[]string{"vllm", "extra"}, "unexpected arguments"},
+		{[]string{"vllm", "--scheduling-policy", "lifo"}, "must be fcfs or priority"},
+		{[]string{"vllm", "--prefill-per-token", "fast"}, "invalid value"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), tc.args, &stdout, &stderr); code != 2 {
@@ -187,7 +204,8 @@ func TestUsageErrors(t *testing.T) {
 	if code := run(context.Background(), []string{"vllm", "-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("-h: exit %d", code)
 	}
-	if !strings.Contains(stderr.String(), "-served-model-name") || !strings.Contains(stderr.String(), "-kv-cache-tokens") {
+	if h := stderr.String(); !strings.Contains(h, "-served-model-name") || !strings.Contains(h, "-kv-cache-tokens") ||
+		!strings.Contains(h, "-prefill-per-token") || !strings.Contains(h, "-scheduling-policy") {
 		t.Errorf("-h output: %s", stderr.String())
 	}
 }

@@ -44,7 +44,8 @@ type CloudConfig struct {
 	// PrefixCaching reports the start a prompt of 1,024 tokens or more
 	// shares with those before it as cached, in steps of 128 tokens, as
 	// OpenAI's prompt caching does (usage.prompt_tokens_details.
-	// cached_tokens); without it, every prompt reports none.
+	// cached_tokens); without it, every prompt reports none. The cache
+	// keeps the most recently used 64 MiB of prompts.
 	PrefixCaching bool
 }
 
@@ -58,7 +59,7 @@ type Cloud struct {
 	fail    injector
 	rec     recorder
 
-	prefix prefixCache
+	prefix *prefixCache // one for the API, of maxPrefixBlocks
 
 	rlMu     sync.Mutex
 	rlWindow int64 // Unix second of the current window
@@ -92,6 +93,7 @@ func NewCloud(cfg CloudConfig) *Cloud {
 		names:   make(map[string]struct{}, len(cfg.Models)),
 		created: cfg.Clock().Unix(),
 		rec:     recorder{disabled: cfg.DisableRecording},
+		prefix:  newPrefixCache(maxPrefixBlocks),
 	}
 	for _, m := range cfg.Models {
 		c.names[m] = struct{}{}

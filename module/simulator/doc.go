@@ -8,9 +8,11 @@
 // metrics on /metrics) closely enough for routing, failover, accounting and
 // load tests.
 //
-// Latency is modelled with TTFT (time to first token) and ITL (inter-token
-// latency). With both set to zero the simulators never sleep or create
-// timers, which makes them suitable for high-rate load tests.
+// Latency is modelled with TTFT (time to first token), for VLLM plus
+// PrefillPerToken for each prompt token its per-engine prefix cache did
+// not serve, and ITL (inter-token latency). With all of them zero the
+// simulators never sleep or create timers, which makes them suitable for
+// high-rate load tests.
 //
 // VLLM's vllm:kv_cache_usage_perc follows a model of vLLM's paged KV cache
 // (VLLMConfig.KVCacheTokens per engine, filled by the prompt and generated

@@ -51,6 +51,9 @@ type inferenceRequest struct {
 	maxTokens    int64 // valid when hasMaxTokens
 	hasMaxTokens bool
 	base64       bool // embeddings: encoding_format "base64"
+	// priority is vLLM's priority field of chat, completions and
+	// embeddings (default 0); vLLM's Messages API has none.
+	priority int64
 }
 
 // requestError describes a request rejected before generation.
@@ -79,7 +82,7 @@ func parseRequest(body []byte, ep endpoint) (inferenceRequest, requestError) {
 		return req, requestError{kind: errJSON}
 	}
 	res := gjson.GetManyBytes(body, "model", "stream", "stream_options.include_usage",
-		"max_completion_tokens", "max_tokens", requiredField[ep], "encoding_format")
+		"max_completion_tokens", "max_tokens", requiredField[ep], "encoding_format", "priority")
 	if res[0].Type == gjson.String {
 		req.model, req.hasModel = res[0].Str, true
 	}
@@ -103,6 +106,9 @@ func parseRequest(body []byte, ep endpoint) (inferenceRequest, requestError) {
 		return req, requestError{kind: errMissing, field: requiredField[ep]}
 	}
 	req.base64 = res[6].Str == "base64"
+	if !ep.anthropic() && res[7].Type == gjson.Number {
+		req.priority = res[7].Int()
+	}
 	return req, requestError{}
 }
 

@@ -14,7 +14,10 @@ import (
 var errQueueFull = errors.New("queue full")
 
 // scheduler models vLLM's admission: each engine runs at most slots
-// requests; further requests wait in that engine's FIFO queue. A request is
+// requests; further requests wait in that engine's queue, ordered by
+// priority (lower first) and then arrival, as vLLM's priority policy
+// orders its waiting queue (with fcfs every priority is 0: arrival order).
+// A request that got a slot keeps it: none is preempted. A request is
 // assigned on arrival to the engine with the lowest 4·waiting + running
 // (vLLM's data-parallel load score), ties going round-robin.
 type scheduler struct {
@@ -34,8 +37,9 @@ type engineSched struct {
 }
 
 type waiter struct {
-	ready   chan struct{}
-	granted bool // guarded by scheduler.mu
+	ready    chan struct{}
+	priority int64
+	granted  bool // guarded by scheduler.mu
 }
 
 func newScheduler(engines, slots, maxQueued int, onLoad func(engine, running, waiting int)) *scheduler {
@@ -47,9 +51,11 @@ func newScheduler(engines, slots, maxQueued int, onLoad func(engine, running, wa
 	return s
 }
 
-// acquire returns the engine the request runs on once it holds a slot. It
-// fails with errQueueFull, or with ctx's error if ctx ends while waiting.
-func (s *scheduler) acquire(ctx context.Context) (int, error) {
+// acquire returns the engine the request runs on once it holds a slot,
+// waiting behind the requests of its engine with a priority value lower
+// than or equal to priority. It fails with errQueueFull, or with ctx's
+// error if ctx ends while waiting.
+func (s *scheduler) acquire(ctx context.Context, priority int64) (int, error) {
 	s.mu.Lock()
 	if s.maxQueued > 0 && s.total >= s.maxQueued {
 		s.mu.Unlock()
@@ -64,8 +70,8 @@ func (s *scheduler) acquire(ctx context.Context) (int, error) {
 		s.mu.Unlock()
 		return e, nil
 	}
-	w := &waiter{ready: make(chan struct{})}
-	elem := es.queue.PushBack(w)
+	w := &waiter{ready: make(chan struct{}), priority: priority}
+	elem := es.enqueue(w)
 	s.onLoad(e, es.running, es.queue.Len())
 	s.mu.Unlock()
 
@@ -87,6 +93,18 @@ func (s *scheduler) acquire(ctx context.Context) (int, error) {
 	return -1, ctx.Err()
 }
 
+// enqueue puts w behind the waiters whose priority value is lower or
+// equal, ahead of the others; s.mu must be held. Searching from the back,
+// equal priorities (all of them under fcfs) cost one step.
+func (es *engineSched) enqueue(w *waiter) *list.Element {
+	for e := es.queue.Back(); e != nil; e = e.Prev() {
+		if e.Value.(*waiter).priority <= w.priority {
+			return es.queue.InsertAfter(w, e)
+		}
+	}
+	return es.queue.PushFront(w)
+}
+
 // pick chooses an engine; s.mu must be held.
 func (s *scheduler) pick() int {
 	n := len(s.engines)
@@ -105,7 +123,7 @@ func (s *scheduler) pick() int {
 	return best
 }
 
-// release frees the slot held on engine e, handing it to the oldest waiter.
+// release frees the slot held on engine e, handing it to the first waiter.
 func (s *scheduler) release(e int) {
 	s.mu.Lock()
 	es := &s.engines[e]

@@ -30,20 +30,36 @@ type VLLMConfig struct {
 	// answered with vLLM's 400 context-length error.
 	MaxModelLen int
 	// MaxNumSeqs is the number of requests an engine runs at once
-	// (default 256); further requests wait in a FIFO queue.
+	// (default 256); further requests wait in the engine's queue, in the
+	// order SchedulingPolicy gives.
 	MaxNumSeqs int
+	// SchedulingPolicy is like vllm serve --scheduling-policy (default
+	// "fcfs"; any value other than "priority" is taken as "fcfs"). With
+	// "fcfs" an engine's queue is in arrival order, and a request whose
+	// priority field is not 0 gets vLLM's 400 "Got priority N but Priority
+	// scheduling is not enabled."; with "priority" it is ordered by the
+	// request's integer priority field (chat, completions and embeddings;
+	// default 0; vLLM's Messages API has none), lower first, then by
+	// arrival. A running request is never preempted.
+	SchedulingPolicy string
 	// KVCacheTokens is each engine's KV-cache capacity in tokens (default
 	// the larger of MaxNumSeqs × DefaultKVTokensPerSeq and MaxModelLen),
 	// split into blocks of 16 tokens: vllm:cache_config_info's
-	// num_gpu_blocks. It only drives vllm:kv_cache_usage_perc and
-	// vllm:num_preemptions_total; it never delays or refuses a request.
+	// num_gpu_blocks. It drives vllm:kv_cache_usage_perc and
+	// vllm:num_preemptions_total, and sizes each engine's prefix cache
+	// (PrefixCaching); it never delays or refuses a request.
 	KVCacheTokens int
 	// MaxQueued caps waiting+running over all engines; requests beyond it
 	// get 503, like vLLM's --max-num-queued-reqs. 0 means unbounded.
 	MaxQueued int
-	// TTFT is the time from getting a slot to the first token.
+	// TTFT is the fixed part of the time from getting a slot to the
+	// first token (default 0); PrefillPerToken adds to it.
 	TTFT time.Duration
-	// ITL is the time between consecutive tokens.
+	// PrefillPerToken is the prefill time per prompt token the prefix
+	// cache did not serve (every prompt token without PrefixCaching),
+	// added to TTFT while the request holds its slot (default 0).
+	PrefillPerToken time.Duration
+	// ITL is the time between consecutive tokens (default 0).
 	ITL time.Duration
 	// OutputTokens is how many tokens a request without max_tokens (or
 	// max_completion_tokens) generates (default 16). A request with
@@ -63,22 +79,39 @@ type VLLMConfig struct {
 	// uvicorn's), "\r\n" or "\r", as the SSE spec allows.
 	SSELineEnding string
 	// PrefixCaching serves the start a prompt shares with those before it
-	// from a prefix cache (--enable-prefix-caching) and reports it, as
+	// on the same engine from that engine's prefix cache
+	// (--enable-prefix-caching) and reports it, as
 	// --enable-prompt-tokens-details does: usage.prompt_tokens_details.
 	// cached_tokens in chat and completions (vLLM's Messages API reports
-	// the whole prompt as input_tokens, without cache reads).
+	// the whole prompt as input_tokens, without cache reads), and in
+	// vllm:prefix_cache_queries_total and _hits_total. Each engine's cache
+	// keeps the KVCacheTokens/16 most recently used blocks of 16 tokens.
 	PrefixCaching bool
 	// Clock returns the current time (default time.Now). It drives the
 	// KV-cache model (how many tokens a running request has generated, and
-	// the floor's climbs) and "created" timestamps, not the latencies: TTFT
-	// and ITL are waited for, and latency histograms measured, in real time.
+	// the floor's climbs) and "created" timestamps, not the latencies: TTFT,
+	// PrefillPerToken and ITL are waited for, and latency histograms
+	// measured, in real time.
 	Clock func() time.Time
 }
 
 // VLLM simulates a vLLM OpenAI-compatible API server (V1 engine).
 //
 // Endpoints: GET /health, /ping, /version, /metrics and /v1/models; POST
-// /v1/chat/completions, /v1/completions and /v1/embeddings.
+// /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/messages and
+// /v1/messages/count_tokens.
+//
+// Each engine runs MaxNumSeqs requests at once; a request is assigned to
+// an engine on arrival and waits in its queue (SchedulingPolicy) for a
+// slot. With PrefixCaching each engine has a prefix cache of
+// KVCacheTokens/16 blocks that evicts the least recently used: a prompt
+// (the JSON of its system prompt, tools and messages, or prompt, or
+// input) is taken in blocks of 64 bytes (16 tokens at EstimateTokens' 4
+// characters a token), each hashed with all before it; the leading blocks
+// the engine's cache holds are served from it, as their share of the
+// prompt's tokens in steps of 16 and never the last token. A request's
+// first token comes TTFT + PrefillPerToken × its uncached prompt tokens
+// after it got its slot.
 //
 // Metrics: vllm:num_requests_running and vllm:num_requests_waiting follow
 // the scheduler live. vllm:kv_cache_usage_perc is computed at each scrape
@@ -91,7 +124,7 @@ type VLLMConfig struct {
 // vllm:num_preemptions_total (the simulator still runs it, undelayed).
 // SetKVFloor and ClimbKV add an operator-set floor under the reported
 // usage. vllm:time_to_first_token_seconds is measured from arrival, so it
-// includes Stall and queue time.
+// includes Stall, queue and prefill time.
 type VLLM struct {
 	cfg     VLLMConfig
 	names   atomic.Pointer[servedNames]
@@ -105,7 +138,8 @@ type VLLM struct {
 	fail     injector
 	rec      recorder
 	kv       *kvCache
-	prefix   prefixCache
+	prefix   []*prefixCache // per engine; nil without PrefixCaching
+	priority bool           // SchedulingPolicy "priority"
 }
 
 // NewVLLM returns a VLLM for cfg.
@@ -132,17 +166,27 @@ func NewVLLM(cfg VLLMConfig) *VLLM {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
+	if cfg.SchedulingPolicy != policyPriority {
+		cfg.SchedulingPolicy = policyFCFS
+	}
 	switch cfg.SSELineEnding {
 	case "\n", "\r\n", "\r":
 	default:
 		cfg.SSELineEnding = "\n"
 	}
 	v := &VLLM{
-		cfg:     cfg,
-		model:   cfg.ServedModelNames[0],
-		created: cfg.Clock().Unix(),
-		rec:     recorder{disabled: cfg.DisableRecording},
-		kv:      newKVCache(cfg.Engines, cfg.KVCacheTokens, cfg.ITL, cfg.Clock),
+		cfg:      cfg,
+		model:    cfg.ServedModelNames[0],
+		created:  cfg.Clock().Unix(),
+		rec:      recorder{disabled: cfg.DisableRecording},
+		kv:       newKVCache(cfg.Engines, cfg.KVCacheTokens, cfg.ITL, cfg.Clock),
+		priority: cfg.SchedulingPolicy == policyPriority,
+	}
+	if cfg.PrefixCaching {
+		v.prefix = make([]*prefixCache, cfg.Engines)
+		for e := range v.prefix {
+			v.prefix[e] = newPrefixCache(v.kv.blocks)
+		}
 	}
 	v.SetServedModelNames(cfg.ServedModelNames...)
 	v.metrics = newVLLMMetrics(v.model, cfg.Engines, v.kv.blocks, newKVCollector(v.kv, v.model))
@@ -159,6 +203,12 @@ func NewVLLM(cfg VLLMConfig) *VLLM {
 	v.fail.set(Failures{})
 	return v
 }
+
+// vLLM's --scheduling-policy values.
+const (
+	policyFCFS     = "fcfs"
+	policyPriority = "priority"
+)
 
 // servedNames are the model names requests may use, in order.
 type servedNames struct {
@@ -445,6 +495,11 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 			ContextLengthMessage(v.cfg.MaxModelLen, requested, prompt), ptr("input_tokens"))
 		return
 	}
+	if req.priority != 0 && !v.priority {
+		v.writeErrorFor(ep, w, http.StatusBadRequest, "BadRequestError",
+			fmt.Sprintf("Got priority %d but Priority scheduling is not enabled.", req.priority), nil)
+		return
+	}
 	if fs.shouldFail() {
 		status := fs.ErrorStatus
 		msg := http.StatusText(status)
@@ -464,7 +519,7 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	}
 
 	ctx := r.Context()
-	engine, err := v.sched.acquire(ctx)
+	engine, err := v.sched.acquire(ctx, req.priority)
 	if errors.Is(err, errQueueFull) {
 		v.writeErrorFor(ep, w, http.StatusServiceUnavailable, "ServiceUnavailableError",
 			fmt.Sprintf("The server is at capacity: %d requests are queued or running (--max-num-queued-reqs). Please retry later.", v.cfg.MaxQueued), nil)
@@ -485,7 +540,7 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	defer v.kv.free(seq)
 	sent, ok := v.generate(ctx, w, &completion{
 		d: dialectVLLM, ep: ep, id: newID(vllmIDPrefix[ep]), created: v.cfg.Clock().Unix(), model: v.model,
-		promptTokens: prompt, cached: v.cachedTokens(body, prompt), tokens: tokens, finish: finish,
+		promptTokens: prompt, cached: v.cachedTokens(engine, body, prompt), tokens: tokens, finish: finish,
 		includeUsage: req.includeUsage, stream: req.stream, base64: req.base64, body: body, eol: v.cfg.SSELineEnding,
 	}, fs, arrival, em, seq)
 	em.genTokens.Add(float64(sent))
@@ -496,13 +551,20 @@ func (v *VLLM) serveInference(w http.ResponseWriter, r *http.Request, ep endpoin
 	em.e2e.Observe(time.Since(arrival).Seconds())
 }
 
-// cachedTokens is how many of a prompt's tokens the prefix cache serves;
-// -1 (not reported) without prefix caching.
-func (v *VLLM) cachedTokens(body []byte, prompt int) int {
-	if !v.cfg.PrefixCaching {
+// cachedTokens is how many of a prompt's tokens engine's prefix cache
+// serves; -1 (not reported) without prefix caching.
+func (v *VLLM) cachedTokens(engine int, body []byte, prompt int) int {
+	if v.prefix == nil {
 		return -1
 	}
-	return v.prefix.cachedTokens(body, prompt, 0, vllmBlockSize)
+	return v.prefix[engine].cachedTokens(body, prompt, 0, vllmBlockSize)
+}
+
+// firstTokenWait is the time from getting a slot to the first token of a
+// prompt of prompt tokens of which cached (-1: not reported) came from the
+// prefix cache.
+func (v *VLLM) firstTokenWait(prompt, cached int) time.Duration {
+	return v.cfg.TTFT + v.cfg.PrefillPerToken*time.Duration(prompt-max(cached, 0))
 }
 
 var vllmIDPrefix = [...]string{epChat: "chatcmpl-", epCompletion: "cmpl-", epEmbedding: "embd-", epMessages: "chatcmpl-"}
@@ -510,7 +572,7 @@ var vllmIDPrefix = [...]string{epChat: "chatcmpl-", epCompletion: "cmpl-", epEmb
 // generate waits for the first token and writes the response.
 func (v *VLLM) generate(ctx context.Context, w http.ResponseWriter, c *completion, fs *failureState, arrival time.Time, em *engineMetrics, seq *kvSeq) (int, bool) {
 	var timer *time.Timer
-	ok := pause(ctx, v.cfg.TTFT, &timer)
+	ok := pause(ctx, v.firstTokenWait(c.promptTokens, c.cached), &timer)
 	stopTimer(timer)
 	if !ok {
 		return 0, false

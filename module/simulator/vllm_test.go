@@ -587,3 +587,36 @@ func TestVLLMRecordedRequests(t *testing.T) {
 		t.Errorf("after reset: %d", n)
 	}
 }
+
+// PrefillPerToken adds its time for each prompt token to TTFT, before the
+// first token and holding the slot; vllm:time_to_first_token_seconds
+// includes it. (Only lower bounds on the time are checked.)
+func TestVLLMPrefillPerToken(t *testing.T) {
+	v, url := newVLLM(t, simulator.VLLMConfig{TTFT: 10 * time.Millisecond, PrefillPerToken: 500 * time.Microsecond})
+	if got := v.Config().PrefillPerToken; got != 500*time.Microsecond {
+		t.Errorf("PrefillPerToken = %v", got)
+	}
+	start := time.Now()
+	expect(t, post(t, url+"/v1/chat/completions", promptOf(200, 1)), 200, "")
+	// 10ms + 200 × 0.5ms
+	if el := time.Since(start); el < 110*time.Millisecond {
+		t.Errorf("answered after %v, want at least 110ms", el)
+	}
+	h := scrape(t, url)["vllm:time_to_first_token_seconds"].GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 1 || h.GetSampleSum() < 0.110 {
+		t.Errorf("TTFT histogram: %d samples, sum %vs, want 1 of at least 0.110s", h.GetSampleCount(), h.GetSampleSum())
+	}
+
+	// A request in prefill holds its slot: the next one waits.
+	slow, url := newVLLM(t, simulator.VLLMConfig{MaxNumSeqs: 1, PrefillPerToken: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := background(ctx, url+"/v1/chat/completions", chatBody)
+	waitLoad(t, slow, 1, 0)
+	b := background(ctx, url+"/v1/chat/completions", chatBody)
+	waitLoad(t, slow, 1, 1)
+	cancel()
+	recv(t, a)
+	recv(t, b)
+	waitLoad(t, slow, 0, 0)
+}
