@@ -154,6 +154,17 @@ type GroupState struct {
 	// until when the group (kind openai) gets no request, as its 429
 	// with Retry-After asked; absent when it is not held
 	RateLimitedUntil *time.Time `json:"rate_limited_until,omitempty"`
+	// with priority classes (kind vllm): each class's share of the red
+	// line and the sheddable requests waiting
+	Classes *ClassesState `json:"classes,omitempty"`
+}
+
+// ClassesState is a vLLM group's priority classes now.
+type ClassesState struct {
+	Shares    map[string]float64 `json:"shares"` // of each endpoint's red line, by class
+	Priority  bool               `json:"priority"`
+	Queued    int                `json:"queued"` // sheddable requests waiting for a slot
+	QueueSize int                `json:"queue_size"`
 }
 
 // OverflowState is a group's overflow controller and its signals now.

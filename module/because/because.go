@@ -49,7 +49,13 @@ const (
 	DegradeCap = "degrade_cap"        // degrading would pass the alias's cap
 	Drained    = "drained"
 
-	RedLine      Reason = "red_line"
+	RedLine Reason = "red_line"
+	// the request's class has filled its share of the red line: the
+	// rest is kept for the classes above it
+	ClassReserve Reason = "class_reserve"
+	// the client is sheddable: it waits for self-hosted, never goes to
+	// a cloud target
+	Sheddable    Reason = "sheddable"
 	Unhealthy    Reason = "unhealthy"
 	Misconfig    Reason = "misconfigured"
 	StaleMetrics Reason = "stale_metrics"

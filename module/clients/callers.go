@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"go.uber.org/zap"
 )
 
@@ -30,6 +31,9 @@ type Caller struct {
 	Ceilings Ceilings
 
 	BudgetDay, BudgetMonth float64
+
+	Class     priority.Class // its requests' class, unless it is trusted and a request names one
+	Sheddable bool           // its requests wait for self-hosted rather than go to a cloud
 
 	// with a registry: the gateway's place in the fleet, which divides
 	// RPM and TPM
@@ -108,7 +112,8 @@ func (cr *Callers) newSet(configured, fromFile map[string]*Client) (*Set, error)
 			return fmt.Errorf("client %q%s: %v", name, origin, err)
 		}
 		pc := &Caller{Name: name, Known: true, RPM: c.RPM, TPM: c.TPM, Trusted: c.Trusted, Ceilings: c.Ceilings(),
-			BudgetDay: c.BudgetDayUSD, BudgetMonth: c.BudgetMonthUSD}
+			BudgetDay: c.BudgetDayUSD, BudgetMonth: c.BudgetMonthUSD, Sheddable: c.Sheddable}
+		pc.Class, _ = priority.Parse(c.Class) // checked by Validate
 		if c.RPM > 0 || c.TPM > 0 {
 			pc.Usage = usageOf(cr.s.Gateway, name)
 			pc.fleet = cr.s.Share

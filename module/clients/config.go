@@ -15,6 +15,8 @@ package clients
 import (
 	"fmt"
 	"strings"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 )
 
 // Config makes every request name a known client: by its API key, or by
@@ -107,6 +109,19 @@ type Client struct {
 	// insufficient_quota. Default: no budget.
 	BudgetDayUSD   float64 `json:"budget_day_usd,omitempty"`
 	BudgetMonthUSD float64 `json:"budget_month_usd,omitempty"`
+
+	// The client's priority class: `interactive`, `standard` or `batch`.
+	// In a vLLM group with `classes`, standard and batch requests fill
+	// only their share of each endpoint's red line and leave an
+	// overflowing group, interactive ones keep the rest (see
+	// priority.Config). A trusted client may set a request's class with
+	// the X-Hybrid-Class header. Default: standard.
+	Class string `json:"class,omitempty"`
+
+	// The client's requests never go to a cloud target: where a vLLM
+	// group with `classes` has no slot for them, they wait in its queue
+	// for one, then get 429 with Retry-After. Default: false.
+	Sheddable bool `json:"sheddable,omitempty"`
 }
 
 // ValidName checks a client's name: what the access log, the metrics and
@@ -133,6 +148,9 @@ func (c *Client) Validate() error {
 	case "", Clamp, Refuse:
 	default:
 		return fmt.Errorf("max_tokens_mode must be %q or %q", Clamp, Refuse)
+	}
+	if _, err := priority.Parse(c.Class); err != nil {
+		return fmt.Errorf("class: %v", err)
 	}
 	return nil
 }

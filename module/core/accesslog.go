@@ -8,6 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.uber.org/zap/zapcore"
@@ -54,6 +55,12 @@ func (x *exchange) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if x.ans.via.translated {
 		enc.AddString("llm_translated_to", protocol.ChatCompletions.Endpoint)
+	}
+	if x.ans.class != priority.Standard {
+		enc.AddString("llm_class", x.ans.class.String())
+	}
+	if x.ans.via.queued {
+		enc.AddBool("llm_queued", true) // waited in a group's queue for a slot
 	}
 	n := len(x.attempts)
 	if x.ans.ttfb > 0 {

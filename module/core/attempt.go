@@ -36,7 +36,7 @@ func (rt *Route) try(ctx context.Context, t *routing.Target, turn routing.Attemp
 	if vg := t.Upstream.VLLM; vg != nil {
 		// the selection policy reads the group and model from here, and
 		// leaves the in-flight slot it reserved
-		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid, Pin: pinFor(&rt.q, t)}
+		aw.slot = upstream.Slot{Group: vg, Model: t.Model, Avoid: turn.Avoid, Pin: pinFor(&rt.q, t), Class: rt.passage.Class}
 		if vg.Affine() {
 			aw.slot.Affinity = conversationKey(rt.r, &rt.q, vg)
 		}
@@ -141,7 +141,7 @@ func (rt *Route) attemptRequest(actx context.Context, t *routing.Target, aw *att
 	pr := rt.r.WithContext(actx)
 	pr.Body = &aw.body
 	if aw.api != rt.q.API {
-		pr.ContentLength, rt.inj.injected = translatedRequest(&rt.q, rt.x.deg, pr, t, &aw.body), false
+		pr.ContentLength, rt.inj.injected = translatedRequest(&rt.q, rt.x.deg, pr, t, rt.passage.Class, &aw.body), false
 	} else {
 		pr.ContentLength, rt.inj.injected = rt.bodyFor(t, &aw.body)
 	}
@@ -306,13 +306,13 @@ func (rt *Route) bodyFor(t *routing.Target, b *upstreamBody) (length int64, inje
 	if t.Tier != nil && rt.x.deg != nil {
 		rt.x.deg.ClampedTo = 0 // this attempt's, if it clamps
 		if t.Tier.MaxTokens > 0 {
-			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.f.Watch, t, b); ok {
+			if length, injected, ok := rt.inj.tierBody(&rt.q, rt.f.Watch, t, rt.passage.Class, b); ok {
 				rt.x.deg.ClampedTo = t.Tier.MaxTokens
 				return length, injected
 			}
 		}
 	}
-	return rt.inj.bodyFor(&rt.q, t, b)
+	return rt.inj.bodyFor(&rt.q, t, rt.passage.Class, b)
 }
 
 // Proxy runs the group's reverse proxy, turning its abort of a started

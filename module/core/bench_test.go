@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 )
 
@@ -48,7 +49,7 @@ func BenchmarkModelRewrite(b *testing.B) {
 			b.ReportAllocs()
 			var ub upstreamBody
 			for b.Loop() {
-				sp, _ := modelSplice(tg, &top)
+				sp, _ := modelSplice(tg, &top, priority.Standard)
 				if n, _ := ub.set(body, sp), 0; n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}
@@ -80,7 +81,7 @@ func BenchmarkBodyRewrite(b *testing.B) {
 				if !ok || top.Models != 1 || !found {
 					b.Fatal("bad fields")
 				}
-				sp, _ := modelSplice(al.Targets[0], &top)
+				sp, _ := modelSplice(al.Targets[0], &top, priority.Standard)
 				if n := ub.set(body, sp); n < int64(len(body)) {
 					b.Fatal("rewrite failed")
 				}

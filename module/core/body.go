@@ -13,6 +13,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
@@ -170,9 +171,13 @@ func (b *upstreamBody) replay() (io.ReadCloser, error) {
 
 // modelSplice swaps the body's model value, at the position protocol.Scan
 // found it, for the target's model name: nothing else changes (key order,
-// whitespace, unknown fields). It reports false when the target takes
-// the name as the client sent it.
-func modelSplice(t *routing.Target, top *protocol.Request) (splice, bool) {
+// whitespace, unknown fields). A target that sends vLLM the request's
+// priority (class cls) gets the field after the name. It reports false
+// when the target takes the body as the client sent it.
+func modelSplice(t *routing.Target, top *protocol.Request, cls priority.Class) (splice, bool) {
+	if p := t.Run.ClassModelJSON; p != nil {
+		return splice{from: top.ModelAt, to: top.ModelAt + len(top.Model), with: p[cls]}, true
+	}
 	if t.Run.SameName {
 		return splice{}, false
 	}
@@ -252,7 +257,7 @@ func visibleASCII(s string) bool {
 // bodyFor sets b to the request body (q) as target t gets it: its model
 // name swapped in and, if its group asks for stream usage and the request
 // does (u), the usage asked for (injected). It returns the body's length.
-func (u *usageAsk) bodyFor(q *routing.Asked, t *routing.Target, b *upstreamBody) (length int64, injected bool) {
+func (u *usageAsk) bodyFor(q *routing.Asked, t *routing.Target, cls priority.Class, b *upstreamBody) (length int64, injected bool) {
 	body, top := q.Body, &q.Top
 	if t.Upstream.Run.StreamUsage && u.body != nil {
 		body, top = u.body.body, &u.body.top
@@ -260,7 +265,7 @@ func (u *usageAsk) bodyFor(q *routing.Asked, t *routing.Target, b *upstreamBody)
 	}
 	var splices [2]splice
 	n := 0
-	if sp, ok := modelSplice(t, top); ok {
+	if sp, ok := modelSplice(t, top, cls); ok {
 		splices[n], n = sp, n+1
 	}
 	if t.Upstream.Run.StreamUsage && u.splice.with != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
@@ -45,7 +46,7 @@ func TestSetModelKeepsEverythingElse(t *testing.T) {
 			tg.Run.ModelJSON = []byte(jsonString(tc.model))
 			in := []byte(tc.in)
 			top, _ := protocol.Scan(in)
-			sp, _ := modelSplice(tg, &top)
+			sp, _ := modelSplice(tg, &top, priority.Standard)
 			if got := readUpstream(t, in, sp); got != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
@@ -77,7 +78,7 @@ func TestUpstreamBodyReplaysFromTheStart(t *testing.T) {
 	want := `{"model":"qwen","stream":true,"stream_options":{"include_usage":true}}`
 	top, _ := protocol.Scan(in)
 	tg := &routing.Target{Model: "qwen", Run: routing.TargetRun{ModelJSON: []byte(`"qwen"`)}}
-	model, _ := modelSplice(tg, &top)
+	model, _ := modelSplice(tg, &top, priority.Standard)
 	usage, _, _ := withStreamUsage(in, &top)
 	var ub upstreamBody
 	if n := ub.set(in, model, usage); n != int64(len(want)) {
@@ -133,10 +134,10 @@ func TestStreamUsageSplice(t *testing.T) {
 		var got string
 		if rewritten != nil {
 			top, _ = protocol.Scan(rewritten)
-			model, _ := modelSplice(tg, &top)
+			model, _ := modelSplice(tg, &top, priority.Standard)
 			got = readUpstream(t, rewritten, model)
 		} else {
-			model, _ := modelSplice(tg, &top)
+			model, _ := modelSplice(tg, &top, priority.Standard)
 			got = readUpstream(t, in, model, usage)
 		}
 		if got != tc.want {

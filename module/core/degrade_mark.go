@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"unicode"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 )
@@ -20,7 +21,7 @@ import (
 // does (u), the usage asked for; watch are the fields rules read. ok is
 // false when the request asks for no more than the tier's
 // max_tokens: the common body serves.
-func (u *usageAsk) tierBody(q *routing.Asked, watch []string, t *routing.Target, b *upstreamBody) (length int64, injected, ok bool) {
+func (u *usageAsk) tierBody(q *routing.Asked, watch []string, t *routing.Target, cls priority.Class, b *upstreamBody) (length int64, injected, ok bool) {
 	// the legacy completions endpoint answers 16 tokens when asked for
 	// none: a tier's ceiling is no reason to ask for more
 	fields, fill := q.API.LengthFields, ""
@@ -34,7 +35,7 @@ func (u *usageAsk) tierBody(q *routing.Asked, watch []string, t *routing.Target,
 	top, _ := protocol.Scan(out, watch...)
 	var splices [2]splice
 	n := 0
-	if sp, ok := modelSplice(t, &top); ok {
+	if sp, ok := modelSplice(t, &top, cls); ok {
 		splices[n], n = sp, n+1
 	}
 	if t.Upstream.Run.StreamUsage && (u.splice.with != nil || u.body != nil) {
@@ -44,7 +45,7 @@ func (u *usageAsk) tierBody(q *routing.Asked, watch []string, t *routing.Target,
 				out = rewritten
 				top, _ = protocol.Scan(out, watch...)
 				n = 0
-				if sp, ok := modelSplice(t, &top); ok {
+				if sp, ok := modelSplice(t, &top, cls); ok {
 					splices[n], n = sp, n+1
 				}
 			} else {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"go.opentelemetry.io/otel/trace"
@@ -64,6 +65,8 @@ type answer struct {
 	// a held answer's last byte and whether it is still to be written
 	// (see attemptWriter.release)
 	held [2]byte
+	// the request's priority class, where a group has classes
+	class priority.Class
 }
 
 // answerVia is how a request reached the target that answered it.
@@ -73,6 +76,8 @@ type answerVia struct {
 	// to its vLLM endpoint as the conversation's (prefix affinity), not
 	// as the least loaded
 	affine bool
+	// after waiting in a group's queue (a sheddable request)
+	queued bool
 }
 
 // requestSpan is the request's span, looked up once (see traced).

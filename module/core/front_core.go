@@ -40,6 +40,8 @@ type Settings struct {
 	Deadline       caddy.Duration // 0: none
 	RouteHeadersOn bool           // answers carry the X-Hybrid-* route headers
 	AnyStreamUsage bool           // some group asks for stream usage
+	Classes        bool           // some group has priority classes
+	Priority       bool           // some group sends vLLM the priority field
 	ReserveTokens  int            // the clients' reserve_tokens (0: the default)
 	// the top-level fields rules look for, and whether a rule matches on
 	// a header of a credential's name, which is dropped before the

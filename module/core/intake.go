@@ -77,6 +77,10 @@ func (rt *Route) Serve() error {
 	if f.Money.Spend != nil {
 		rt.passage.NoCloud, rt.passage.NoCloudFor = f.Money.CloudClosed(cl, at)
 	}
+	if f.Classes {
+		rt.passage.Class, rt.passage.Sheddable = classOf(r, cl)
+		rt.x.ans.class = rt.passage.Class
+	}
 	rt.x.alias, rt.q.Stream = al, rt.q.Top.Stream
 	rt.x.attempts = rt.tried[:0]
 	if top := &rt.q.Top; top.Stream && !top.WantsUsage && f.AnyStreamUsage && rt.q.API.StreamUsage {
@@ -127,6 +131,9 @@ func (rt *Route) read() (al *routing.Alias, answered bool, err error) {
 			body = ceiled
 			*top, _ = protocol.Scan(body, f.Watch...)
 		}
+	}
+	if f.Priority {
+		body = withoutPriority(body, top, f.Watch)
 	}
 	rt.q.Body, rt.q.Features = body, routing.NewFeatures(body, r.Header, top)
 	if rt.q.API == protocol.Responses {

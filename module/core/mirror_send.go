@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/journal"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
@@ -49,7 +50,7 @@ func sendMirrors(al *routing.Alias, f *Front, r *http.Request, id string, q *rou
 			continue
 		}
 		c := &mirrorCopy{m: m, f: f, alias: al, parent: id, id: newRequestID(), stream: q.Stream, events: q.API.Events}
-		c.length, _ = u.bodyFor(q, &m.Target, &c.body)
+		c.length, _ = u.bodyFor(q, &m.Target, priority.Batch, &c.body) // a copy is the least urgent
 		c.req = c.request(r)
 		go c.run()
 	}
@@ -110,7 +111,7 @@ func (c *mirrorCopy) run() {
 	defer stop()
 	m := c.m
 	req := caddyhttp.PrepareRequest(c.req, caddy.NewReplacer(), nil, c.srv)
-	slot := &upstream.Slot{Group: m.Upstream.VLLM, Model: m.Model, Shadow: true}
+	slot := &upstream.Slot{Group: m.Upstream.VLLM, Model: m.Model, Shadow: true, Class: priority.Batch}
 	w := &mirrorWriter{header: make(http.Header), slot: slot, scan: protocol.UsageScanner{Events: c.events}}
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()

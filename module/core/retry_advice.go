@@ -51,7 +51,7 @@ func retryAdvice(attempts []routing.Attempt, t0 time.Time) (never bool, after ti
 			w = breakerWait(a.Target, t0)
 		case a.Reason == because.RateLimited:
 			w = holdWait(a.Target, t0)
-		case a.Reason == because.RedLine, a.Reason == because.Overflow, a.Reason == because.Degraded,
+		case a.Reason == because.RedLine, a.Reason == because.ClassReserve, a.Reason == because.Sheddable, a.Reason == because.Overflow, a.Reason == because.Degraded,
 			a.Reason == because.BudgetHeld, a.Reason == because.SpendCapHeld,
 			a.Status == http.StatusTooManyRequests, a.Status == http.StatusServiceUnavailable:
 			w = defaultRetryAfter

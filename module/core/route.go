@@ -48,23 +48,42 @@ func (rt *Route) run(ctx context.Context) error {
 	defer rt.finish()
 	f := &rt.q.Features
 	plan := holderPlan(rt.f.Responses, &rt.q, rt.planFor(al, f), &rt.order)
+	if done, err := rt.pass(ctx, plan); done {
+		return err
+	}
+	if rt.passage.Sheddable {
+		if done, err := rt.waitInQueue(ctx, plan); done {
+			return err
+		}
+	}
+	if err := rt.r.Context().Err(); err != nil {
+		// the client is gone; nobody reads an answer
+		return caddyhttp.Error(499, err)
+	}
+	return rt.fail(al)
+}
+
+// pass takes the request past its plan's targets in order, until one
+// answers (done, with what the handler returns).
+func (rt *Route) pass(ctx context.Context, plan []*routing.Target) (done bool, err error) {
 	// targets passed over because they overflow: overflow is a
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
 	var spilled []*routing.Target
+	rt.passage.Returned = nil
 	for i := 0; ; i++ {
 		plan, spilled = rt.returnSpilled(plan, spilled, i)
 		if i == len(plan) {
-			break
+			return false, nil
 		}
 		t := plan[i]
 		if err := ctx.Err(); err != nil {
 			if rt.r.Context().Err() != nil {
-				break // the client left
+				return false, nil // the client left
 			}
 			rt.x.attempts = append(rt.x.attempts, routing.Attempt{Target: t, Reason: because.Deadline})
 			traceSkip(&rt.x, t, because.Deadline)
-			break
+			return false, nil
 		}
 		rt.passage.Rest = plan[i+1:]
 		if why := rt.passage.Admit(t); why != "" {
@@ -82,15 +101,10 @@ func (rt *Route) run(ctx context.Context) error {
 		}
 		window, done, err := rt.tryTarget(ctx, t, routing.AttemptTurn{More: i < len(plan)-1 || len(spilled) > 0, GroupTrial: rt.passage.Trial})
 		if done {
-			return err
+			return true, err
 		}
 		rt.passage.MinWindow = max(rt.passage.MinWindow, window)
 	}
-	if err := rt.r.Context().Err(); err != nil {
-		// the client is gone; nobody reads an answer
-		return caddyhttp.Error(499, err)
-	}
-	return rt.fail(al)
 }
 
 // beginPassage gives the passage what the gates read of the request.
@@ -229,7 +243,7 @@ func (rt *Route) failVerdict() failVerdict {
 	for _, a := range rt.x.attempts {
 		v.full = v.full && atCapacity(&a)
 		switch a.Reason {
-		case because.NoEndpoint, because.RedLine, because.Unhealthy, because.Misconfig, because.StaleMetrics,
+		case because.NoEndpoint, because.RedLine, because.ClassReserve, because.Sheddable, because.Unhealthy, because.Misconfig, because.StaleMetrics,
 			because.Overflow, because.BreakerOpen, because.Degraded, because.ContextWindow, because.Drained, because.RateLimited,
 			because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap, because.ProtocolUnsupported,
 			because.PreviousResponseMissing, because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown:
@@ -401,7 +415,7 @@ func allFor(attempts []routing.Attempt, why because.Reason) bool {
 // refused it as well), or rate-limited by its upstream.
 func atCapacity(a *routing.Attempt) bool {
 	switch a.Reason {
-	case because.RedLine, because.Overflow, because.RateLimited, because.BudgetHeld, because.SpendCapHeld:
+	case because.RedLine, because.ClassReserve, because.Sheddable, because.Overflow, because.RateLimited, because.BudgetHeld, because.SpendCapHeld:
 		return true
 	}
 	return a.Status == http.StatusTooManyRequests

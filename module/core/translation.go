@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/translate"
@@ -35,7 +36,7 @@ func apiFor(q *routing.Asked, t *routing.Target) *protocol.API {
 // completions: its path's endpoint, the body translated for target t
 // (clamped first for a tier with a max_tokens, which deg records),
 // Anthropic's own headers left out. It returns the body's length.
-func translatedRequest(q *routing.Asked, deg *routing.DegradeRecord, pr *http.Request, t *routing.Target, b *upstreamBody) int64 {
+func translatedRequest(q *routing.Asked, deg *routing.DegradeRecord, pr *http.Request, t *routing.Target, cls priority.Class, b *upstreamBody) int64 {
 	u := *pr.URL
 	u.Path = strings.TrimSuffix(u.Path, q.API.Endpoint) + protocol.ChatCompletions.Endpoint
 	u.RawPath = ""
@@ -62,7 +63,11 @@ func translatedRequest(q *routing.Asked, deg *routing.DegradeRecord, pr *http.Re
 	if t.Upstream.OpenAIHosted() {
 		field = "max_completion_tokens" // what OpenAI's reasoning models take
 	}
-	out, err := translate.ToChat(body, translate.Options{Model: t.Run.ModelJSON, MaxTokensField: field,
+	model := t.Run.ModelJSON
+	if p := t.Run.ClassModelJSON; p != nil {
+		model = p[cls] // the priority field after the name
+	}
+	out, err := translate.ToChat(body, translate.Options{Model: model, MaxTokensField: field,
 		VLLM: t.Upstream.Kind == upstream.KindVLLM, Lossy: lossy, NoStreamUsage: !t.Upstream.Run.StreamUsage})
 	if err != nil {
 		out = nil // the gate let through only what translates: an empty body fails the attempt

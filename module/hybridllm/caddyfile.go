@@ -51,6 +51,12 @@ func ParseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //				session_header <name>   # a header naming the conversation (wins over the prefix)
 //				session_field  <path>   # a body field naming it
 //			}
+//			classes {               # kind vllm: the red line shared by the clients' priority classes
+//				standard <share>    # of each endpoint's red line; default 0.8 (interactive: all of it)
+//				batch    <share>    # default 0.5
+//				priority            # send vLLM's priority field (--scheduling-policy priority)
+//				queue <size> [<wait>]   # sheddable clients' requests waiting for a slot; default 64 10s
+//			}
 //			proxy   [<upstreams...>] {
 //				# any reverse_proxy subdirective
 //			}

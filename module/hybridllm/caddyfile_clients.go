@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 )
 
 // unmarshalClients parses a clients block:
@@ -28,6 +29,8 @@ import (
 //			max_n      <n>
 //			budget_day_usd   <usd>
 //			budget_month_usd <usd>
+//			class   interactive|standard|batch
+//			sheddable                # waits for self-hosted, never the cloud
 //		}]
 //	}
 func unmarshalClients(d *caddyfile.Dispenser, cs *Clients) error {
@@ -137,6 +140,18 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 				return d.ArgErr()
 			}
 			c.Trusted = true
+		case "sheddable":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			c.Sheddable = true
+		case "class":
+			if err := caddyargs.OneArg(d, &c.Class); err != nil {
+				return err
+			}
+			if _, err := priority.Parse(c.Class); err != nil {
+				return d.Err(err.Error())
+			}
 		case "rpm":
 			n, err := caddyargs.PositiveInt(d)
 			if err != nil {
@@ -156,7 +171,7 @@ func unmarshalClient(d *caddyfile.Dispenser, c *Client) error {
 			}
 			c.Aliases = append(c.Aliases, args...)
 		default:
-			return caddyargs.UnknownOption(d, "client subdirective", d.Val(), "aliases", "budget_day_usd", "budget_month_usd", "key", "max_n", "max_tokens", "rpm", "tpm", "trusted")
+			return caddyargs.UnknownOption(d, "client subdirective", d.Val(), "aliases", "budget_day_usd", "budget_month_usd", "class", "key", "max_n", "max_tokens", "rpm", "sheddable", "tpm", "trusted")
 		}
 	}
 	return nil

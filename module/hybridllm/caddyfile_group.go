@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
@@ -40,14 +41,14 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 			err = unmarshalGroupLimit(d, grp)
 		case "endpoint":
 			err = unmarshalGroupEndpoint(d, grp)
-		case "probe", "overflow", "cost", "health", "breaker", "affinity":
+		case "probe", "overflow", "cost", "health", "breaker", "affinity", "classes":
 			err = unmarshalGroupBlock(d, grp)
 		case "model_check":
 			err = unmarshalGroupModelCheck(d, grp)
 		case "proxy":
 			schemeless, err = unmarshalGroupProxy(d, helper, grp)
 		default:
-			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "apis", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage", "translate", "affinity")
+			err = caddyargs.UnknownOption(d, "group subdirective", d.Val(), "api_key", "apis", "breaker", "cost", "endpoint", "health", "kind", "max_num_seqs", "max_queue", "model_check", "overflow", "probe", "proxy", "stream_usage", "translate", "affinity", "classes")
 		}
 		if err != nil {
 			return nil, err
@@ -56,8 +57,8 @@ func unmarshalGroup(d *caddyfile.Dispenser, helper *httpcaddyfile.Helper) (*Grou
 	if grp.Kind == "" {
 		return nil, d.Errf("group needs a kind (%s, %s or %s)", KindVLLM, KindOpenAI, KindAnthropic)
 	}
-	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil || grp.Affinity != nil) {
-		return nil, d.Errf("max_num_seqs, max_queue, endpoint, probe and affinity apply to groups of kind %s only", KindVLLM)
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || grp.Endpoints != nil || grp.Probe != nil || grp.Affinity != nil || grp.Classes != nil) {
+		return nil, d.Errf("max_num_seqs, max_queue, endpoint, probe, affinity and classes apply to groups of kind %s only", KindVLLM)
 	}
 	if grp.Kind == KindVLLM && grp.ModelCheck != "" {
 		return nil, d.Errf("model_check applies to cloud groups (kind %s or %s) only", KindOpenAI, KindAnthropic)
@@ -266,8 +267,74 @@ func unmarshalGroupBlock(d *caddyfile.Dispenser, grp *Group) error {
 			return d.Err("affinity already specified")
 		}
 		grp.Affinity, err = unmarshalAffinity(d)
+	case "classes":
+		if grp.Classes != nil {
+			return d.Err("classes already specified")
+		}
+		grp.Classes, err = unmarshalClasses(d)
 	}
 	return err
+}
+
+// unmarshalClasses parses a vLLM group's classes block. Syntax:
+//
+//	classes {
+//		standard <share>          # of each endpoint's red line; default 0.8
+//		batch    <share>          # default 0.5
+//		priority                  # send vLLM's priority field
+//		queue    <size> [<wait>]  # sheddable requests waiting; default 64 10s
+//	}
+func unmarshalClasses(d *caddyfile.Dispenser) (*priority.Config, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	c := new(priority.Config)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "standard", "batch":
+			opt := d.Val()
+			v, err := caddyargs.PositiveFloat(d)
+			if err != nil {
+				return nil, err
+			}
+			if v > 1 {
+				return nil, d.Errf("%s: a share of the red line is at most 1, got %v", opt, v)
+			}
+			if opt == "standard" {
+				c.Standard = v
+			} else {
+				c.Batch = v
+			}
+		case "priority":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			c.Priority = true
+		case "queue":
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return nil, d.ArgErr()
+			}
+			n, err := strconv.Atoi(args[0])
+			if err != nil || n < 1 {
+				return nil, d.Errf("queue: the size must be a positive integer, got %q", args[0])
+			}
+			c.QueueSize = n
+			if len(args) == 2 {
+				w, err := caddy.ParseDuration(args[1])
+				if err != nil || w <= 0 {
+					return nil, d.Errf("queue: the wait must be a positive duration, got %q", args[1])
+				}
+				c.QueueWait = caddy.Duration(w)
+			}
+		default:
+			return nil, caddyargs.UnknownOption(d, "classes option", d.Val(), "batch", "priority", "queue", "standard")
+		}
+	}
+	if _, err := c.Resolve(); err != nil {
+		return nil, d.Err(err.Error())
+	}
+	return c, nil
 }
 
 // unmarshalAffinity parses a vLLM group's affinity block. Syntax:

@@ -268,7 +268,9 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	if err := g.provisionBooks(ctx); err != nil {
 		return err
 	}
-	routing.EquipTargets(routing.NewTargetKit(g.clock, g.logger, &g.money, time.Duration(g.Deadline)), g.in.Aliases)
+	kit := routing.NewTargetKit(g.clock, g.logger, &g.money, time.Duration(g.Deadline))
+	kit.Classes = g.in.Classes
+	routing.EquipTargets(kit, g.in.Aliases)
 	g.frontSettings()
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })
 	return nil
@@ -358,6 +360,8 @@ func (g *Gateway) provisionGroups(ctx caddy.Context) (used map[string]bool, err 
 			grp.Run.StreamUsage = *grp.StreamUsage
 		}
 		g.in.AnyStreamUsage = g.in.AnyStreamUsage || grp.Run.StreamUsage
+		g.in.Classes = g.in.Classes || grp.Classes != nil
+		g.in.Priority = g.in.Priority || (grp.Classes != nil && grp.Classes.Priority)
 	}
 	return used, nil
 }

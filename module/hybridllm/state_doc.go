@@ -11,6 +11,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 )
@@ -100,6 +101,13 @@ func groupState(grp *Group, t time.Time) adminapi.GroupState {
 	if vg := grp.VLLM; vg != nil {
 		for _, dial := range sortedKeys(vg.Endpoints) {
 			gs.Endpoints = append(gs.Endpoints, endpointState(vg, vg.Endpoints[dial], grp.Run.Expect, t))
+		}
+		if c := vg.Classes(); c != nil {
+			gs.Classes = &adminapi.ClassesState{Priority: c.Priority, Queued: c.Queue.Len(), QueueSize: c.Queue.Size(),
+				Shares: map[string]float64{}}
+			for _, cls := range priority.Classes {
+				gs.Classes.Shares[cls.String()] = c.Share(cls)
+			}
 		}
 		if a := vg.Added.Load(); a != nil {
 			for _, ep := range a.Endpoints {

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
@@ -170,8 +171,11 @@ type TargetRun struct {
 	fallbackOn statusSet
 	ModelJSON  []byte
 	SameName   bool
-	Gates      []Gate // what it passes before an attempt (see TargetKit.GatesOf)
-	Observers  []AttemptObserver
+	// with vLLM's priority field sent (see priority.Config): ModelJSON
+	// and the field after it, by class
+	ClassModelJSON *[3][]byte
+	Gates          []Gate // what it passes before an attempt (see TargetKit.GatesOf)
+	Observers      []AttemptObserver
 }
 
 // targetSeen is what a target keeps of its attempts: its configuration
@@ -294,6 +298,12 @@ func (s *AliasSetup) target(al *Alias, t *Target) error {
 		t.Run.Retries = *t.Retries
 	}
 	t.Run.ModelJSON, _ = json.Marshal(t.Model)
+	if c := grp.Classes; c != nil && c.Priority {
+		t.Run.ClassModelJSON = new([3][]byte)
+		for cls := range t.Run.ClassModelJSON {
+			t.Run.ClassModelJSON[cls] = fmt.Appendf(nil, `%s,"priority":%d`, t.Run.ModelJSON, priority.Class(cls).VLLM())
+		}
+	}
 	t.Seen.Metrics = NewTargetMetrics(s.Gateway, al.Name, t, "")
 	t.Run.SameName = t.Model == al.Name
 	s.Used[t.Group] = true

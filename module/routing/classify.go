@@ -71,7 +71,7 @@ func VerdictOf(why Reason, client context.Context) Verdict {
 		return VerdictNone
 	}
 	switch why {
-	case because.Deadline, because.ContextLength, because.NoEndpoint, because.RedLine, because.Unhealthy,
+	case because.Deadline, because.ContextLength, because.NoEndpoint, because.RedLine, because.ClassReserve, because.Sheddable, because.Unhealthy,
 		because.Misconfig, because.StaleMetrics, because.BreakerOpen, because.Degraded, because.Overflow, because.ContextWindow, because.Drained,
 		because.SLOBreach, because.KVPressure, because.Format, because.DegradeCap,
 		because.Avoided, because.RateLimited, because.NotFound, because.Budget, because.SpendCap, because.BudgetHeld, because.SpendCapHeld, because.SpendUnknown,

@@ -9,6 +9,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/books"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/money"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"go.uber.org/zap"
 )
 
@@ -50,7 +51,11 @@ type Passage struct {
 	// the breaker let the current target through as its half-open
 	// trial, which the attempt settles
 	Trial bool
-	Hold  cloudHold // what the request holds of the cloud spend
+	// the request's priority class, and whether it waits for
+	// self-hosted rather than go to a cloud (see priority.Config)
+	Class     priority.Class
+	Sheddable bool
+	Hold      cloudHold // what the request holds of the cloud spend
 	// with a degradation chain: the request's degradation, the targets
 	// after this one in its plan, and the target a trigger left, to be
 	// tried last should every tier fail
@@ -93,6 +98,9 @@ type TargetKit struct {
 	logger *zap.Logger
 	spend  *SpendLimits
 	ledger *books.Ledger
+	// a vLLM group has priority classes: sheddable requests may wait
+	// for it, and pass over cloud targets
+	Classes bool
 }
 
 // NewTargetKit is the kit of a gateway's targets: its clock and logger,
@@ -111,7 +119,7 @@ func NewTargetKit(c clock.Clock, logger *zap.Logger, m *money.Money, deadline ti
 
 // GatesOf is target t's gates, in the order they are asked: the API its
 // group serves, taken out (drained, unlisted, a cloud's 429), a cloud
-// closed by spend, the context window, overflow, the breaker, and the
+// closed to a sheddable request, a cloud closed by spend, the context window, overflow, the breaker, and the
 // cloud hold last, as the attempt starts.
 func (k TargetKit) GatesOf(t *Target) []Gate {
 	grp := t.Upstream
@@ -121,6 +129,9 @@ func (k TargetKit) GatesOf(t *Target) []Gate {
 		gates = append(gates, apiGate{})
 	}
 	gates = append(gates, outGate{clock: k.clock})
+	if cloud && k.Classes {
+		gates = append(gates, shedGate{})
+	}
 	if cloud && k.spend != nil {
 		gates = append(gates, cloudClosedGate{k.spend})
 	}

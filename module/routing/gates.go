@@ -8,6 +8,8 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
+	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"go.uber.org/zap"
 )
 
@@ -69,8 +71,11 @@ type overflowGate struct {
 	logger *zap.Logger
 }
 
-func (o overflowGate) Judge(_ *Passage, t *Target) Reason {
+func (o overflowGate) Judge(p *Passage, t *Target) Reason {
 	grp := t.Upstream
+	if stays(p, grp.VLLM) {
+		return ""
+	}
 	t0 := o.clock.Now()
 	if grp.Overflow.WouldOverflow(&grp.Shared.Overflow, grp.VLLM.Signals(t0), t0) {
 		return because.Overflow
@@ -85,7 +90,7 @@ func (o overflowGate) Admit(p *Passage, t *Target) Reason {
 	}
 	t0 := o.clock.Now()
 	on, signal := grp.Overflow.Evaluate(&grp.Shared.Overflow, grp.VLLM.Signals(t0), t0, o.logger, grp.Run.Name)
-	if !on {
+	if !on || stays(p, grp.VLLM) {
 		return ""
 	}
 	if p.Overflow == "" {
@@ -93,6 +98,25 @@ func (o overflowGate) Admit(p *Passage, t *Target) Reason {
 	}
 	return because.Overflow
 }
+
+// stays reports whether a request stays on an overflowing vLLM group:
+// an interactive one, where the group has classes (up to the red line).
+func stays(p *Passage, vg *upstream.VLLMGroup) bool {
+	return p.Class == priority.Interactive && vg.Classes() != nil
+}
+
+// shedGate passes over a cloud target for a sheddable request, which
+// waits for a self-hosted slot instead (see the core's queue).
+type shedGate struct{ takesNothing }
+
+func (shedGate) Judge(p *Passage, _ *Target) Reason {
+	if p.Sheddable {
+		return because.Sheddable
+	}
+	return ""
+}
+
+func (s shedGate) Admit(p *Passage, t *Target) Reason { return s.Judge(p, t) }
 
 // breakerGate passes over a target whose group's breaker is open. At the
 // target's turn a breaker half open lets one request through as its

@@ -72,7 +72,7 @@ const (
 
 // IsOverflowReason tells congestion (overflow) from failure (fallback).
 func IsOverflowReason(why Reason) bool {
-	return why == because.Overflow || why == because.RedLine
+	return why == because.Overflow || why == because.RedLine || why == because.ClassReserve
 }
 
 // CodeClass renders a status as 2xx, 4xx, ...

@@ -43,7 +43,7 @@ type endpointDescs struct {
 
 // groupDescs are a group's series, and its breakers'.
 type groupDescs struct {
-	modelListed, overflowActive, overflowTransitions, breakerOpen, breakerOpened *prometheus.Desc
+	modelListed, overflowActive, overflowTransitions, breakerOpen, breakerOpened, queued *prometheus.Desc
 }
 
 // aliasDescs are an alias's series: its targets' weights and health, and
@@ -94,6 +94,8 @@ func New(state func() adminapi.StateDoc, books func() []Books) *Collector {
 			[]string{"gateway", "group", "model"}, nil),
 		overflowActive: prometheus.NewDesc(metricsNS+"_overflow_active",
 			"1 while the group overflows (new requests skip it).", []string{"gateway", "group"}, nil),
+		queued: prometheus.NewDesc(metricsNS+"_group_queued_requests",
+			"Sheddable clients' requests waiting in the gateway for a slot of the group (a vllm group with classes).", []string{"gateway", "group"}, nil),
 		overflowTransitions: prometheus.NewDesc(metricsNS+"_overflow_transitions_total",
 			"Overflow state changes of the group, on and off.", []string{"gateway", "group"}, nil),
 		breakerOpen: prometheus.NewDesc(metricsNS+"_breaker_open",
@@ -131,7 +133,7 @@ func New(state func() adminapi.StateDoc, books func() []Books) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ep, gr, al := &c.endpoint, &c.group, &c.alias
 	for _, d := range []*prometheus.Desc{ep.up, ep.misconfigured, ep.waiting, ep.running, ep.kv, ep.metricsAge, ep.inflight,
-		ep.redLine, ep.ttft, ep.ttftP99, ep.health, ep.serve, ep.prefixHits, gr.modelListed, gr.overflowActive, gr.overflowTransitions,
+		ep.redLine, ep.ttft, ep.ttftP99, ep.health, ep.serve, ep.prefixHits, gr.modelListed, gr.overflowActive, gr.overflowTransitions, gr.queued,
 		gr.breakerOpen, gr.breakerOpened, al.targetWeight, al.targetHealth, al.degradeShare, al.degradeCapReached,
 		al.degradeTrigger, c.utilization, c.selfPerMillion} {
 		ch <- d
@@ -225,6 +227,9 @@ func (e emitter) group(gw string, grp *adminapi.GroupState) {
 	if o := grp.Overflow; o != nil {
 		e.flag(c.group.overflowActive, o.Active, gw, grp.Name)
 		e.counter(c.group.overflowTransitions, float64(o.Transitions), gw, grp.Name)
+	}
+	if cs := grp.Classes; cs != nil {
+		e.gauge(c.group.queued, float64(cs.Queued), gw, grp.Name)
 	}
 	e.breaker(grp.Breaker, gw, grp.Name, "")
 	for i := range grp.Endpoints {

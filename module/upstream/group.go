@@ -18,6 +18,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/healthscore"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -250,6 +251,12 @@ type VLLMSettings struct {
 	// the endpoint that holds its start, within a load bound. Default:
 	// off, endpoints chosen by load alone.
 	Affinity *AffinityConfig `json:"affinity,omitempty"`
+
+	// Priority classes (kind vllm): each endpoint's red line shared by
+	// the requests' classes, with the rest kept for the classes above,
+	// vLLM's priority field, and the queue of sheddable clients'
+	// requests. Default: off, every class up to the red line.
+	Classes *priority.Config `json:"classes,omitempty"`
 }
 
 // GroupRun is a group's runtime, resolved from its config.
@@ -355,8 +362,8 @@ func (grp *Group) validate() error {
 	if err := grp.checkAPIs(); err != nil {
 		return err
 	}
-	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil || grp.Health != nil || grp.Affinity != nil) {
-		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe, health and affinity apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
+	if grp.Kind != KindVLLM && (grp.MaxNumSeqs != 0 || grp.MaxQueue != 0 || len(grp.Endpoints) > 0 || grp.Probe != nil || grp.Health != nil || grp.Affinity != nil || grp.Classes != nil) {
+		return fmt.Errorf("max_num_seqs, max_queue, endpoints, probe, health, affinity and classes apply to groups of kind %s only (a weighted set's health watches any target)", KindVLLM)
 	}
 	if grp.Kind == KindVLLM && grp.ModelCheck != "" {
 		return fmt.Errorf("model_check applies to cloud groups (kind %s or %s) only; vLLM endpoints are checked by their probes", KindOpenAI, KindAnthropic)

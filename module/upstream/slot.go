@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"go.uber.org/zap"
 )
@@ -53,6 +54,8 @@ type Slot struct {
 	// the endpoint picked was the conversation's rather than the least
 	// loaded
 	ByAffinity bool
+	// the request's priority class, for a group with classes
+	Class priority.Class
 }
 
 // Release gives back the in-flight slot the attempt holds, if any.
@@ -60,6 +63,9 @@ func (s *Slot) Release() {
 	if s.held != nil {
 		s.held.Inflight.Add(-1)
 		s.held = nil
+		if c := s.Group.Settings.classes; c != nil {
+			c.Queue.Wake() // a sheddable request waiting may take it
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/clock"
 	"github.com/hybridllm/caddy-hybrid-llm/module/fleet"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/probe"
 	"github.com/hybridllm/caddy-hybrid-llm/module/registry"
 	"github.com/hybridllm/caddy-hybrid-llm/module/vllmmetrics"
@@ -58,12 +59,13 @@ type Settings struct {
 	maxQueue   int
 	StaleAfter time.Duration
 	unknownOK  bool
-	maxLoad    float64         // with affinity: its max_load; 0: none
-	session    *AffinityConfig // with affinity: where a session is named
-	Breakers   bool            // endpoint breakers are on
-	breaker    *breaker.Config // their config
-	uneject    bool            // probes may end a cooldown (breaker uneject_on_probe)
-	rise       int             // the group's probe rise count
+	maxLoad    float64          // with affinity: its max_load; 0: none
+	session    *AffinityConfig  // with affinity: where a session is named
+	classes    *priority.Shares // with classes: the red line by class
+	Breakers   bool             // endpoint breakers are on
+	breaker    *breaker.Config  // their config
+	uneject    bool             // probes may end a cooldown (breaker uneject_on_probe)
+	rise       int              // the group's probe rise count
 }
 
 // endpointAdds is how a vLLM group adds and removes the endpoints a
@@ -231,7 +233,7 @@ func (g *VLLMGroup) view(ep *Endpoint, model string, t time.Time) endpointView {
 // skipRank orders the reasons for an empty group, most telling first.
 func skipRank(why reason) int {
 	switch why {
-	case because.RedLine:
+	case because.RedLine, because.ClassReserve:
 		return 6
 	case because.StaleMetrics:
 		return 5
@@ -279,6 +281,9 @@ func (g *VLLMGroup) selectEndpoint(pool reverseproxy.UpstreamPool, slot *Slot) *
 		}
 	}
 	slot.Skip = because.RedLine
+	if g.Settings.classes != nil && slot.Class != priority.Interactive {
+		slot.Skip = because.ClassReserve
+	}
 	return nil
 }
 
@@ -365,6 +370,9 @@ func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slo
 // (see AffinityConfig).
 func (g *VLLMGroup) Affine() bool { return g.Settings.maxLoad > 0 }
 
+// Classes is the group's priority classes; nil without them.
+func (g *VLLMGroup) Classes() *priority.Shares { return g.Settings.classes }
+
 // Session is where a request names its conversation for the group's
 // affinity: a header and a body field, "" for none.
 func (g *VLLMGroup) Session() (header, field string) {
@@ -434,6 +442,9 @@ func (g *VLLMGroup) eligible(ep *Endpoint, slot *Slot, t time.Time) (s float64, 
 	if s, why = v.score(); why == "" && slot.Shadow && !v.roomToSpare() {
 		why = because.RedLine // a mirror's copy never crowds real requests
 	}
+	if why == "" && g.Settings.classes != nil && v.redLine != 0 && v.inflight >= g.Settings.classes.Limit(slot.Class, v.redLine) {
+		why = because.ClassReserve // the rest is the classes' above
+	}
 	return s, why, spareOnly
 }
 
@@ -441,7 +452,11 @@ func (g *VLLMGroup) eligible(ep *Endpoint, slot *Slot, t time.Time) (s float64, 
 // breaker is half-open, takes the trial; it reports false when another
 // request took the last of either first.
 func (g *VLLMGroup) take(ep *Endpoint, slot *Slot, t time.Time) bool {
-	if !ep.Prober.Reserve(g.RedLine(ep)) {
+	limit := g.RedLine(ep)
+	if g.Settings.classes != nil {
+		limit = g.Settings.classes.Limit(slot.Class, limit)
+	}
+	if !ep.Prober.Reserve(limit) {
 		return false
 	}
 	trial := false
@@ -508,11 +523,17 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
+	var classes *priority.Shares
+	if grp.Classes != nil {
+		if classes, err = grp.Classes.Resolve(); err != nil {
+			return err
+		}
+	}
 	vg := &VLLMGroup{
 		Name: grp.Run.Name,
 		Settings: Settings{maxNumSeqs: grp.MaxNumSeqs, maxQueue: grp.MaxQueue, StaleAfter: staleAfter, unknownOK: unknownOK,
 			Breakers: grp.Breaker != nil, breaker: grp.Breaker, uneject: grp.Breaker != nil && grp.Breaker.ProbesEndCooldown(),
-			rise: settings.Rise, maxLoad: maxLoad, session: grp.Affinity},
+			rise: settings.Rise, maxLoad: maxLoad, session: grp.Affinity, classes: classes},
 		Endpoints:  make(map[string]*Endpoint),
 		byUpstream: make(map[*reverseproxy.Upstream]*Endpoint),
 		clock:      grp.Run.Clock,

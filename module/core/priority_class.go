@@ -1,0 +1,60 @@
+// Copyright 2026 The caddy-hybrid-llm Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package core
+
+import (
+	"net/http"
+
+	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
+	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// ClassHeader names a request's priority class, from a trusted client.
+const ClassHeader = "X-Hybrid-Class"
+
+// classOf is the request's priority class: its client's, or the one a
+// trusted client names in ClassHeader; and whether it waits for
+// self-hosted rather than go to a cloud. The header never reaches an
+// upstream.
+func classOf(r *http.Request, cl *clients.Caller) (priority.Class, bool) {
+	named := r.Header[ClassHeader]
+	if named != nil {
+		delete(r.Header, ClassHeader)
+	}
+	if cl == nil {
+		return priority.Standard, false
+	}
+	c := cl.Class
+	if cl.Trusted && len(named) == 1 {
+		if n, err := priority.Parse(named[0]); err == nil {
+			c = n
+		}
+	}
+	return c, cl.Sheddable
+}
+
+// withoutPriority removes the client's own top-level priority fields
+// from body (top: its fields, found again), where a group sends vLLM the
+// class's: vLLM reads the last of repeated fields, which could be the
+// client's.
+func withoutPriority(body []byte, top *protocol.Request, watch []string) []byte {
+	changed := false
+	for range 8 { // a field repeated more is refused by vLLM's decoder anyway
+		if !gjson.GetBytes(body, "priority").Exists() {
+			break
+		}
+		out, err := sjson.DeleteBytes(body, "priority")
+		if err != nil {
+			break
+		}
+		body, changed = out, true
+	}
+	if changed {
+		*top, _ = protocol.Scan(body, watch...)
+	}
+	return body
+}
