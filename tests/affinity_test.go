@@ -137,3 +137,67 @@ func TestAffinityBySessionHeader(t *testing.T) {
 		t.Errorf("nine sessions all went to %v", used)
 	}
 }
+
+// The vllm_least_load policy keeps a conversation on one upstream in a
+// plain reverse_proxy too: it reads the request's body for its key, and
+// the upstream still gets the whole body.
+func TestAffinityInPlainReverseProxy(t *testing.T) {
+	var sims []*simulator.VLLM
+	var addrs []string
+	for range 3 {
+		v, srv := startVLLM(t, simulator.VLLMConfig{ServedModelNames: []string{selfModel}, PrefixCaching: true})
+		sims, addrs = append(sims, v), append(addrs, srv.Addr())
+	}
+	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
+	e.tester = nil
+	loadRaw(t, plainGlobals+`http://127.0.0.1:9080 {
+	reverse_proxy `+strings.Join(addrs, " ")+` {
+		lb_policy vllm_least_load 8 {
+			model `+selfModel+`
+			affinity {
+				max_load 2
+			}
+		}
+	}
+}
+`)
+	system := strings.Repeat("You are the support desk's assistant; cite the policy by number. ", 30)
+	holder := func(content string) int {
+		n := -1
+		for i, v := range sims {
+			for _, r := range posts(v.Requests()) {
+				if strings.Contains(string(r.Body), content) {
+					if !gjson.ValidBytes(r.Body) {
+						t.Errorf("upstream %d got a broken body: %.80s", i, r.Body)
+					}
+					n = i
+				}
+			}
+		}
+		return n
+	}
+	used := map[int]bool{}
+	for c := range 9 {
+		msgs := fmt.Sprintf(`{"role":"system","content":%q},{"role":"user","content":"ticket %d: my refund is late"}`, system, c)
+		home := -1
+		for turn := range 3 {
+			marker := fmt.Sprintf("ticket %d, turn %d", c, turn)
+			resp, body := post(t, "/v1/chat/completions", `{"model":"`+selfModel+`","max_tokens":4,"messages":[`+msgs+`,{"role":"user","content":"`+marker+`"}]}`)
+			if resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			at := holder(marker)
+			if turn == 0 {
+				home = at
+			}
+			if at != home || at < 0 {
+				t.Errorf("ticket %d, turn %d went to upstream %d, its first to %d", c, turn, at, home)
+			}
+			msgs += `,{"role":"user","content":"` + marker + `"},{"role":"assistant","content":` + gjson.GetBytes(body, "choices.0.message.content").Raw + `}`
+		}
+		used[home] = true
+	}
+	if len(used) < 2 {
+		t.Errorf("nine conversations all went to %v", used)
+	}
+}

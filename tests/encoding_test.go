@@ -107,13 +107,7 @@ func TestEncodeKeepsStreamsFlowing(t *testing.T) {
 	defer upstream.Close()
 	defer close(release)
 	block := withPlainSelf(defaultGateway, upstream.URL())
-	loadRaw(t, `{
-	admin localhost:2999
-	skip_install_trust
-	http_port 9080
-	https_port 9443
-}
-http://127.0.0.1:9080 {
+	loadRaw(t, plainGlobals+`http://127.0.0.1:9080 {
 	encode
 	handle /v1/* {
 		hybrid_llm {

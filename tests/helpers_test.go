@@ -280,6 +280,10 @@ func withTestStorage(cfg string) string {
 }
 
 // loadRaw runs Caddy with a whole Caddyfile.
+// plainGlobals are the global options of a test's own Caddyfile: the
+// test admin and HTTP ports, no trust store.
+const plainGlobals = "{\n\tadmin localhost:2999\n\tskip_install_trust\n\thttp_port 9080\n\thttps_port 9443\n}\n"
+
 func loadRaw(t *testing.T, cfg string) *caddytest.Tester {
 	t.Helper()
 	tc := caddytest.NewTester(t)

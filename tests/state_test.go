@@ -128,13 +128,7 @@ func TestStateAndMetricsShowMisconfiguration(t *testing.T) {
 func TestTwoGatewaysWithOneNameAreRefused(t *testing.T) {
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.load(defaultGateway)
-	cfg := strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL()).Replace(`{
-	admin localhost:2999
-	skip_install_trust
-	http_port 9080
-	https_port 9443
-}
-http://127.0.0.1:9080 {
+	cfg := strings.NewReplacer("{SELF}", e.selfSrv.URL(), "{CLOUD}", e.cloudSrv.URL()).Replace(plainGlobals + `http://127.0.0.1:9080 {
 	handle /a/* {
 		hybrid_llm {
 ` + defaultGateway + `

@@ -195,13 +195,7 @@ func TestPolicyInPlainReverseProxy(t *testing.T) {
 	}
 	e := newEnv(t, simulator.VLLMConfig{}, simulator.CloudConfig{})
 	e.tester = nil
-	cfg := `{
-	admin localhost:2999
-	skip_install_trust
-	http_port 9080
-	https_port 9443
-}
-http://127.0.0.1:9080 {
+	cfg := plainGlobals + `http://127.0.0.1:9080 {
 	reverse_proxy ` + srvs[0].Addr() + " " + srvs[1].Addr() + ` {
 		lb_policy vllm_least_load 8 {
 			model ` + selfModel + `

@@ -266,7 +266,7 @@ func unmarshalGroupBlock(d *caddyfile.Dispenser, grp *Group) error {
 		if grp.Affinity != nil {
 			return d.Err("affinity already specified")
 		}
-		grp.Affinity, err = unmarshalAffinity(d)
+		grp.Affinity, err = upstream.UnmarshalAffinity(d)
 	case "classes":
 		if grp.Classes != nil {
 			return d.Err("classes already specified")
@@ -335,49 +335,6 @@ func unmarshalClasses(d *caddyfile.Dispenser) (*priority.Config, error) {
 		return nil, d.Err(err.Error())
 	}
 	return c, nil
-}
-
-// unmarshalAffinity parses a vLLM group's affinity block. Syntax:
-//
-//	affinity {
-//		max_load <factor>          # default 1.25
-//		session_header <name>      # a header naming the conversation
-//		session_field  <path>      # a body field naming it (gjson path)
-//	}
-func unmarshalAffinity(d *caddyfile.Dispenser) (*upstream.AffinityConfig, error) {
-	if d.NextArg() {
-		return nil, d.ArgErr()
-	}
-	a := new(upstream.AffinityConfig)
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
-		case "max_load":
-			v, err := caddyargs.PositiveFloat(d)
-			if err != nil {
-				return nil, err
-			}
-			if v < 1 {
-				return nil, d.Errf("max_load must be a factor of at least 1, got %v", v)
-			}
-			a.MaxLoad = v
-		case "session_header", "session_field":
-			opt := d.Val()
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			if opt == "session_header" {
-				a.SessionHeader = d.Val()
-			} else {
-				a.SessionField = d.Val()
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-		default:
-			return nil, caddyargs.UnknownOption(d, "affinity option", d.Val(), "max_load", "session_field", "session_header")
-		}
-	}
-	return a, nil
 }
 
 // unmarshalGroupModelCheck parses a group's model_check subdirective.

@@ -6,6 +6,9 @@ package upstream
 import (
 	"fmt"
 	"math"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/hybridllm/caddy-hybrid-llm/module/caddyargs"
 )
 
 // AffinityConfig sends a conversation's requests to the endpoint its
@@ -17,10 +20,13 @@ import (
 // conversations it wins or held. Unset: endpoints are chosen by load alone.
 type AffinityConfig struct {
 	// How far above the eligible endpoints' mean load a conversation's
-	// endpoint may be and still take its request: its load score at most
-	// max_load × the mean (plus a twentieth of a replica's slots, so that
-	// an idle fleet does not spill). Past it, the next endpoint in the
-	// conversation's order takes the request, and warms. Default: 1.25.
+	// endpoint may be and still take its request: with the request, its
+	// load at most max_load × the mean load with the request, rounded up
+	// to a whole request (bounded-load consistent hashing's
+	// ceil(c × (m+1)/n), in the load score's units: one request is
+	// 1/max_num_seqs of a replica, at least a twentieth). Past it, the
+	// next endpoint in the conversation's order takes the request, and
+	// warms. Default: 1.25.
 	MaxLoad float64 `json:"max_load,omitempty"`
 
 	// A request header whose value names the conversation (a session id
@@ -36,9 +42,9 @@ type AffinityConfig struct {
 // DefaultMaxLoad is AffinityConfig.MaxLoad's default.
 const DefaultMaxLoad = 1.25
 
-// loadSlack is what the bound allows above max_load × the mean load: a
-// twentieth of a replica's slots.
-const loadSlack = 0.05
+// minUnit is the least load one request counts for in the bound: a
+// twentieth of a replica (max_num_seqs unknown, or large).
+const minUnit = 0.05
 
 // resolve checks the config and returns its max_load.
 func (a *AffinityConfig) resolve() (float64, error) {
@@ -51,6 +57,50 @@ func (a *AffinityConfig) resolve() (float64, error) {
 		return 0, fmt.Errorf("affinity: max_load must be a factor of at least 1, got %v", a.MaxLoad)
 	}
 	return a.MaxLoad, nil
+}
+
+// UnmarshalAffinity parses an affinity block: a vLLM group's, or the
+// vllm_least_load policy's. Syntax:
+//
+//	affinity {
+//		max_load <factor>          # default 1.25
+//		session_header <name>      # a header naming the conversation
+//		session_field  <path>      # a body field naming it (gjson path)
+//	}
+func UnmarshalAffinity(d *caddyfile.Dispenser) (*AffinityConfig, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	a := new(AffinityConfig)
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "max_load":
+			v, err := caddyargs.PositiveFloat(d)
+			if err != nil {
+				return nil, err
+			}
+			if v < 1 {
+				return nil, d.Errf("max_load must be a factor of at least 1, got %v", v)
+			}
+			a.MaxLoad = v
+		case "session_header", "session_field":
+			opt := d.Val()
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			if opt == "session_header" {
+				a.SessionHeader = d.Val()
+			} else {
+				a.SessionField = d.Val()
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+		default:
+			return nil, caddyargs.UnknownOption(d, "affinity option", d.Val(), "max_load", "session_field", "session_header")
+		}
+	}
+	return a, nil
 }
 
 // maxAffine is how many of the eligible endpoints a choice ranks for a
@@ -70,6 +120,7 @@ type ranked struct {
 	n     int
 	sum   float64
 	count int
+	unit  float64 // the load score one request adds (see AffinityConfig.MaxLoad)
 }
 
 // add ranks candidate c of dial for key.
@@ -93,17 +144,20 @@ func (r *ranked) add(key uint64, dial string, c candidate) {
 	}
 }
 
-// pick is the conversation's endpoint: the best ranked whose load is
-// within maxLoad of the mean; ok is false when none is.
+// pick is the conversation's endpoint: the best ranked whose load with
+// the request is within maxLoad of the mean with it, rounded up to a
+// whole request; ok is false when none is. KV-cache usage, a tie-breaker
+// of the score worth at most kvWeight, is not held against it.
 func (r *ranked) pick(maxLoad float64) (c candidate, ok bool) {
 	if r.count == 0 {
 		return candidate{}, false
 	}
-	bound := maxLoad*r.sum/float64(r.count) + loadSlack
+	unit := max(r.unit, minUnit)
+	bound := math.Ceil(maxLoad*(r.sum/float64(r.count)+unit)/unit-1e-9) * unit
 	var best *affine
 	for i := range r.n {
 		a := &r.near[i]
-		if a.c.score <= bound && (best == nil || a.rank > best.rank) {
+		if a.c.score+unit <= bound+kvWeight && (best == nil || a.rank > best.rank) {
 			best = a
 		}
 	}

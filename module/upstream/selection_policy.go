@@ -4,6 +4,7 @@
 package upstream
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/http"
@@ -57,6 +58,12 @@ type LeastLoadSelection struct {
 	// How the upstreams are probed.
 	Probe *ProbeConfig `json:"probe,omitempty"`
 
+	// Prefix-cache affinity: a conversation's requests go to the upstream
+	// that holds its start, within a load bound (see AffinityConfig). The
+	// policy reads a request body of known length up to 4 MiB for its
+	// key. Default: off, by load alone.
+	Affinity *AffinityConfig `json:"affinity,omitempty"`
+
 	mu       *sync.Mutex // guards group.Endpoints, seen and swept
 	group    *VLLMGroup
 	seen     map[string]time.Time // when each address was last in a pool
@@ -94,9 +101,14 @@ func (s *LeastLoadSelection) Provision(ctx caddy.Context) error {
 	if s.Model != "" {
 		settings.Expect = []string{s.Model}
 	}
+	maxLoad, err := s.Affinity.resolve()
+	if err != nil {
+		return err
+	}
 	s.settings = settings
 	s.group = &VLLMGroup{
-		Settings:  Settings{maxNumSeqs: s.MaxNumSeqs, maxQueue: s.MaxQueue, StaleAfter: staleAfter, unknownOK: unknownOK},
+		Settings: Settings{maxNumSeqs: s.MaxNumSeqs, maxQueue: s.MaxQueue, StaleAfter: staleAfter, unknownOK: unknownOK,
+			maxLoad: maxLoad, session: s.Affinity},
 		Endpoints: make(map[string]*Endpoint),
 		clock:     s.clock,
 	}
@@ -122,7 +134,7 @@ func (s *LeastLoadSelection) Cleanup() error {
 }
 
 // Select implements reverseproxy.Selector.
-func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
+func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
 	if slot := SlotOf(w); slot != nil && slot.Group != nil {
 		// a retry inside the group (lb_retries): the previous pick failed;
 		// give back its slot and settle its breaker, trial included
@@ -133,16 +145,23 @@ func (s *LeastLoadSelection) Select(pool reverseproxy.UpstreamPool, _ *http.Requ
 		}
 		// a group without probed upstreams (dynamic): fall through
 	}
-	return s.selectStandalone(pool)
+	return s.selectStandalone(pool, r)
 }
 
 // selectStandalone serves a plain reverse_proxy: the policy's own probers,
-// Caddy's request count as the in-flight signal.
-func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *reverseproxy.Upstream {
+// Caddy's request count as the in-flight signal; with affinity, the
+// request's conversation's upstream within the load bound.
+func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool, r *http.Request) *reverseproxy.Upstream {
 	if s.group == nil {
 		return nil
 	}
 	t := s.clock.Now()
+	var key uint64
+	var aff ranked
+	if s.Affinity != nil && r != nil {
+		key = conversationKey(r, s.Affinity)
+		aff.unit = 1 / float64(cmp.Or(s.MaxNumSeqs, defaultAssumedSeqs))
+	}
 	var best *reverseproxy.Upstream
 	bestScore := math.Inf(1)
 	for _, u := range pool {
@@ -163,11 +182,20 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool) *r
 			v.modelsKnown = false
 		}
 		sc, why := v.score()
-		if why == "" && sc < bestScore {
+		if why != "" {
+			continue
+		}
+		if key != 0 {
+			aff.add(key, u.Dial, candidate{u: u, ep: ep, score: sc})
+		}
+		if sc < bestScore {
 			best, bestScore = u, sc
 		}
 	}
 	s.sweep(t)
+	if c, ok := aff.pick(s.group.Settings.maxLoad); ok {
+		return c.u
+	}
 	return best
 }
 
@@ -228,6 +256,7 @@ func probeable(dial string) bool {
 //		max_num_seqs <n>
 //		max_queue    <n>
 //		probe { ... }
+//		affinity { ... }    # as a hybrid_llm vllm group's
 //	}
 func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume policy name
@@ -272,8 +301,17 @@ func (s *LeastLoadSelection) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			s.Probe = pc
+		case "affinity":
+			if s.Affinity != nil {
+				return d.Err("affinity already specified")
+			}
+			a, err := UnmarshalAffinity(d)
+			if err != nil {
+				return err
+			}
+			s.Affinity = a
 		default:
-			return caddyargs.UnknownOption(d, "vllm_least_load option", d.Val(), "max_num_seqs", "max_queue", "model", "probe")
+			return caddyargs.UnknownOption(d, "vllm_least_load option", d.Val(), "affinity", "max_num_seqs", "max_queue", "model", "probe")
 		}
 	}
 	return nil

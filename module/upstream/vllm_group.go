@@ -387,6 +387,9 @@ func (g *VLLMGroup) Session() (header, field string) {
 // affinity.
 func (g *VLLMGroup) consider(c *choice, slot *Slot, cand candidate) {
 	if slot.Affinity != 0 && g.Settings.maxLoad > 0 {
+		if c.aff.unit == 0 {
+			c.aff.unit = 1 / float64(cmp.Or(g.Settings.maxNumSeqs, defaultAssumedSeqs))
+		}
 		c.aff.add(slot.Affinity, cand.u.Dial, cand)
 	}
 	if cand.score < c.best.score {
