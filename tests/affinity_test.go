@@ -6,8 +6,10 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -199,5 +201,43 @@ func TestAffinityInPlainReverseProxy(t *testing.T) {
 	}
 	if len(used) < 2 {
 		t.Errorf("nine conversations all went to %v", used)
+	}
+}
+
+// A hot conversation spills past the bound: many requests of one
+// conversation at once fill its endpoint only to max_load × the mean
+// (rounded up to a whole request), far below the red line, and the rest
+// go to the next endpoints in its order, which warm.
+func TestAffinityHotConversationSpills(t *testing.T) {
+	cfg := simulator.VLLMConfig{ServedModelNames: []string{selfModel}, ITL: time.Second}
+	e := newEnv(t, cfg, simulator.CloudConfig{})
+	var more [2]vllmAt
+	for i := range more {
+		more[i].v, more[i].srv = startVLLM(t, cfg)
+	}
+	block := strings.Replace(defaultGateway, "proxy {SELF}", "proxy {SELF} "+more[0].srv.URL()+" "+more[1].srv.URL(), 1)
+	e.load(strings.Replace(block, "\tkind vllm\n", "\tkind vllm\n\tmax_num_seqs 16\n\taffinity {\n\t\tmax_load 1.25\n\t}\n", 1))
+	waitProbed(t)
+	body := `{"model":"chat-main","stream":true,"max_tokens":500,"messages":[{"role":"system","content":"the on-call runbook"},{"role":"user","content":"the same hot question"}]}`
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	for range 9 {
+		_, stop := holdStream(t, e, "", body)
+		stops = append(stops, stop)
+	}
+	var counts []int
+	for _, v := range []*simulator.VLLM{e.self, more[0].v, more[1].v} {
+		running, waiting := v.Load()
+		counts = append(counts, running+waiting)
+	}
+	slices.Sort(counts)
+	// nine at once over three endpoints: the conversation's own takes at
+	// most ceil(1.25 × (9/3 + 1)) = 5, not its red line of 16
+	if counts[2] > 5 || counts[1] == 0 || counts[0]+counts[1]+counts[2] != 9 {
+		t.Errorf("nine requests of one conversation in flight per endpoint: %v", counts)
 	}
 }

@@ -36,16 +36,24 @@ func classesGateway(t *testing.T, e *env, queue string) map[string]string {
 	return keys
 }
 
-// holdStream opens a stream that runs until cancel is called (the vLLM
-// makes a token a second): an in-flight request of its client. It
-// returns the group that answers it.
-func holdStream(t *testing.T, key string) (group string, cancel func()) {
+// holdStream opens a stream of body that runs until cancel is called
+// (the vLLM makes a token a second): an in-flight request of the client
+// of key ("" for none). It returns the group that answers it; cancel
+// waits for the request's access log record, the last thing the gateway
+// writes of it.
+func holdStream(t *testing.T, e *env, key, body string) (group string, cancel func()) {
 	t.Helper()
+	if body == "" {
+		body = `{"model":"chat-main","stream":true,"max_tokens":500,"messages":[{"role":"user","content":"write a long story"}]}`
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gateway+"/v1/chat/completions",
-		strings.NewReader(`{"model":"chat-main","stream":true,"max_tokens":500,"messages":[{"role":"user","content":"write a long story"}]}`))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gateway+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	id := "held-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	req.Header.Set("X-Request-Id", id)
 	resp, err := client.Do(req)
 	if err != nil {
 		stop()
@@ -55,7 +63,11 @@ func holdStream(t *testing.T, key string) (group string, cancel func()) {
 		stop()
 		t.Fatalf("a stream answered %d", resp.StatusCode)
 	}
-	return resp.Header.Get("X-Hybrid-Target"), func() { stop(); resp.Body.Close() }
+	return resp.Header.Get("X-Hybrid-Target"), func() {
+		stop()
+		resp.Body.Close()
+		e.accessLog(id) // waits for it
+	}
 }
 
 // queued is how many requests wait in the self group's queue, from the
@@ -111,7 +123,7 @@ func TestPriorityClassesSpillInOrder(t *testing.T) {
 		}
 	}()
 	for range 2 {
-		g, stop := holdStream(t, keys["nightly"])
+		g, stop := holdStream(t, e, keys["nightly"], "")
 		holds = append(holds, stop)
 		if g != "self" {
 			t.Fatalf("batch within its share went to %s", g)
@@ -123,7 +135,7 @@ func TestPriorityClassesSpillInOrder(t *testing.T) {
 	}
 	// interactive takes the rest, to the red line; past it, the cloud
 	for range 2 {
-		g, stop := holdStream(t, keys["ui"])
+		g, stop := holdStream(t, e, keys["ui"], "")
 		holds = append(holds, stop)
 		if g != "self" {
 			t.Fatalf("interactive within the red line went to %s", g)
@@ -165,7 +177,7 @@ func TestPriorityClassesSpillInOrder(t *testing.T) {
 	}
 
 	// full for batch again: a sheddable request waits its 4s, then 429
-	g, stop := holdStream(t, keys["nightly"])
+	g, stop := holdStream(t, e, keys["nightly"], "")
 	holds = append(holds, stop)
 	if g != "self" {
 		t.Fatalf("batch within its share went to %s", g)
@@ -208,7 +220,7 @@ func TestInteractiveStaysWhileTheGroupOverflows(t *testing.T) {
 	}
 	e.load(block + "}\n")
 	waitProbed(t)
-	g, stop := holdStream(t, keys["ui"]) // one in flight: the group overflows
+	g, stop := holdStream(t, e, keys["ui"], "") // one in flight: the group overflows
 	defer stop()
 	if g != "self" {
 		t.Fatalf("the first request went to %s", g)

@@ -125,7 +125,7 @@ type ranked struct {
 
 // add ranks candidate c of dial for key.
 func (r *ranked) add(key uint64, dial string, c candidate) {
-	r.sum += c.score
+	r.sum += c.score - c.kv
 	r.count++
 	a := affine{c: c, rank: rendezvous(key, dial)}
 	if r.n < maxAffine {
@@ -146,8 +146,8 @@ func (r *ranked) add(key uint64, dial string, c candidate) {
 
 // pick is the conversation's endpoint: the best ranked whose load with
 // the request is within maxLoad of the mean with it, rounded up to a
-// whole request; ok is false when none is. KV-cache usage, a tie-breaker
-// of the score worth at most kvWeight, is not held against it.
+// whole request; ok is false when none is. The load is the score without
+// its KV-cache tie-breaker.
 func (r *ranked) pick(maxLoad float64) (c candidate, ok bool) {
 	if r.count == 0 {
 		return candidate{}, false
@@ -157,7 +157,7 @@ func (r *ranked) pick(maxLoad float64) (c candidate, ok bool) {
 	var best *affine
 	for i := range r.n {
 		a := &r.near[i]
-		if a.c.score+unit <= bound+kvWeight && (best == nil || a.rank > best.rank) {
+		if a.c.score-a.c.kv+unit <= bound+1e-9 && (best == nil || a.rank > best.rank) {
 			best = a
 		}
 	}

@@ -186,7 +186,7 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool, r 
 			continue
 		}
 		if key != 0 {
-			aff.add(key, u.Dial, candidate{u: u, ep: ep, score: sc})
+			aff.add(key, u.Dial, candidate{u: u, ep: ep, score: sc, kv: v.kvPart})
 		}
 		if sc < bestScore {
 			best, bestScore = u, sc

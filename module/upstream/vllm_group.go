@@ -142,6 +142,7 @@ type endpointView struct {
 	redLine     int64
 	maxNumSeqs  int
 	weight      float64
+	kvPart      float64 // what KV-cache usage added to the last score
 }
 
 // roomToSpare reports whether the endpoint can take a mirror's copy: no
@@ -191,9 +192,11 @@ func (v *endpointView) score() (float64, reason) {
 		running = min(total, n)
 		waiting = total - running
 	}
-	s := waiting + running/n + kvWeight*kv
+	v.kvPart = kvWeight * kv
+	s := waiting + running/n + v.kvPart
 	if v.weight > 0 {
 		s /= v.weight
+		v.kvPart /= v.weight
 	}
 	return s, ""
 }
@@ -292,6 +295,7 @@ type candidate struct {
 	u     *reverseproxy.Upstream
 	ep    *Endpoint // nil: not probed
 	score float64
+	kv    float64 // what KV-cache usage adds to score
 }
 
 // choice is what one scan of a group's upstreams found: the best
@@ -347,22 +351,22 @@ func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slo
 			c.note(why)
 			return
 		}
-		g.consider(c, slot, candidate{u, nil, s})
+		g.consider(c, slot, candidate{u: u, score: s})
 		return
 	case slices.Contains(excluded, ep):
 		return
 	}
-	s, why, spareOnly := g.eligible(ep, slot, t)
+	s, kv, why, spareOnly := g.eligible(ep, slot, t)
 	switch {
 	case why != "":
 		c.note(why)
 	case spareOnly || (ep.Score != nil && !ep.Score.Admits()):
 		// ramping back: it takes its share of the requests
 		if s < c.spare.score {
-			c.spare = candidate{u, ep, s}
+			c.spare = candidate{u: u, ep: ep, score: s, kv: kv}
 		}
 	default:
-		g.consider(c, slot, candidate{u, ep, s})
+		g.consider(c, slot, candidate{u: u, ep: ep, score: s, kv: kv})
 	}
 }
 
@@ -416,30 +420,31 @@ func (g *VLLMGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
 	return v.score()
 }
 
-// eligible scores a probed endpoint for the slot at t, or says why it
-// cannot take the request; spareOnly is an endpoint a drill may try only
-// when nothing else answers.
-func (g *VLLMGroup) eligible(ep *Endpoint, slot *Slot, t time.Time) (s float64, why reason, spareOnly bool) {
+// eligible scores a probed endpoint for the slot at t (kv: what its
+// KV-cache usage adds to the score), or says why it cannot take the
+// request; spareOnly is an endpoint a drill may try only when nothing
+// else answers.
+func (g *VLLMGroup) eligible(ep *Endpoint, slot *Slot, t time.Time) (s, kv float64, why reason, spareOnly bool) {
 	switch {
 	case ep.Drained != nil && ep.Drained.Load():
 		if !slot.Drill {
-			return 0, because.Drained, false
+			return 0, 0, because.Drained, false
 		}
 		// a drill tries what serves first, a drained endpoint when
 		// nothing else answers
 		spareOnly = true
 	case ep.Added && ep.Prober.Snapshot().Health != probe.HealthUp:
-		return 0, because.Unhealthy, false // not probed yet, or down
+		return 0, 0, because.Unhealthy, false // not probed yet, or down
 	case slices.Contains(slot.Avoid, ep):
-		return 0, because.Avoided, false
+		return 0, 0, because.Avoided, false
 	case ep.Breaker.Held(t):
-		return 0, because.RateLimited, false
+		return 0, 0, because.RateLimited, false
 	case g.Settings.Breakers && slot.Shadow && !ep.Breaker.Closed():
-		return 0, because.BreakerOpen, false // a copy never takes a real request's trial
+		return 0, 0, because.BreakerOpen, false // a copy never takes a real request's trial
 	case g.Settings.Breakers && !slot.Drill && !slot.Shadow && !ep.Breaker.WouldAllow(t) && !(g.Settings.uneject && ep.Breaker.Uneject(ep.Prober, g.Settings.rise, t)):
-		return 0, because.BreakerOpen, false
+		return 0, 0, because.BreakerOpen, false
 	case ep.Score != nil && ep.Score.Fine.Load() == 0:
-		return 0, because.Degraded, false // its health score took it out
+		return 0, 0, because.Degraded, false // its health score took it out
 	}
 	v := g.view(ep, slot.Model, t)
 	if s, why = v.score(); why == "" && slot.Shadow && !v.roomToSpare() {
@@ -448,7 +453,7 @@ func (g *VLLMGroup) eligible(ep *Endpoint, slot *Slot, t time.Time) (s float64, 
 	if why == "" && g.Settings.classes != nil && v.redLine != 0 && v.inflight >= g.Settings.classes.Limit(slot.Class, v.redLine) {
 		why = because.ClassReserve // the rest is the classes' above
 	}
-	return s, why, spareOnly
+	return s, v.kvPart, why, spareOnly
 }
 
 // take reserves an in-flight slot on the endpoint picked and, when its
