@@ -39,6 +39,9 @@
 // distinct 16-token blocks of all conversations' final prompts, printed.
 // The fleet holds the working set only if each conversation stays on one
 // replica.
+// The simulator's time between tokens does not grow with the batch, as a
+// real engine's does, so an uneven spread of requests costs less here
+// than on GPUs.
 //
 // The rows, each with fresh simulators (empty caches) and the same seed:
 //
@@ -50,7 +53,9 @@
 //   - two_gateways: two gateway processes with the first row's config,
 //     each request sent to one of them at random (seeded)
 //   - bound: one replica with 4 times the cache and the slots behind plain
-//     Caddy: the hit rate a fleet-wide cache would reach
+//     Caddy: the hit rate a fleet-wide cache would reach (a reference, as
+//     the upper bound; the cache that never evicts, printed
+//     first, is the workload's true ceiling)
 //
 // For each: requests, errors, the fleet hit rate (cached tokens over
 // prompt tokens, from the clients' usage, and from the replicas'

@@ -21,12 +21,13 @@ import (
 type AffinityConfig struct {
 	// How far above the eligible endpoints' mean load a conversation's
 	// endpoint may be and still take its request: with the request, its
-	// load at most max_load × the mean load with the request, rounded up
-	// to a whole request (bounded-load consistent hashing's
-	// ceil(c × (m+1)/n), in the load score's units: one request is
-	// 1/max_num_seqs of a replica, at least a twentieth). Past it, the
-	// next endpoint in the conversation's order takes the request, and
-	// warms. Default: 1.25.
+	// load at most max_load × (the mean load + one request), rounded up to
+	// a whole request (bounded-load consistent hashing's bound, looser by
+	// up to a request, so that a conversation keeps its endpoint at low
+	// load; in the load score's units, one request is 1/max_num_seqs of a
+	// replica, at least a twentieth; KV-cache usage, a tie-breaker of the
+	// score, left out). Past it, the next endpoint in the conversation's
+	// order takes the request, and warms. Default: 1.25.
 	MaxLoad float64 `json:"max_load,omitempty"`
 
 	// A request header whose value names the conversation (a session id

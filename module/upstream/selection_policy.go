@@ -158,7 +158,7 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool, r 
 	t := s.clock.Now()
 	var key uint64
 	var aff ranked
-	if s.Affinity != nil && r != nil {
+	if s.Affinity != nil && r != nil && len(pool) > 1 {
 		key = conversationKey(r, s.Affinity)
 		aff.unit = 1 / float64(cmp.Or(s.MaxNumSeqs, defaultAssumedSeqs))
 	}

@@ -42,6 +42,17 @@ func TestStandaloneConversationKey(t *testing.T) {
 	if k := conversationKey(r, a); k == k1 || k == 0 {
 		t.Errorf("a named session keyed as its prompt: %x", k)
 	}
+	// a pick the proxy tries again finds the key and the body as they
+	// were: not read, nor wrapped, again
+	r = req(turn1)
+	first := conversationKey(r, a)
+	body1 := r.Body
+	if again := conversationKey(r, a); again != first || r.Body != body1 {
+		t.Errorf("a retried pick: key %x then %x, body rewrapped %v", first, again, r.Body != body1)
+	}
+	if got, _ := io.ReadAll(r.Body); string(got) != turn1 {
+		t.Errorf("after a retried pick the upstream would get %q", got)
+	}
 	r = req(turn1)
 	r.ContentLength = -1 // chunked: not read ahead
 	body := r.Body
