@@ -18,15 +18,16 @@ import (
 
 // classesGateway loads the default gateway with its self group's red
 // line at 4 (max_num_seqs 4), shared by class with vLLM's priority field
-// and a queue of one, and five clients: ui (interactive), nightly
-// (batch), shed (batch, sheddable), ops (trusted) and app (standard).
+// and a queue of the given size and wait, and six clients: ui
+// (interactive), nightly (batch), shed (batch, sheddable), shedstd
+// (standard, sheddable), ops (trusted) and app (standard).
 // It returns the clients' keys by name.
 func classesGateway(t *testing.T, e *env, queue string) map[string]string {
 	t.Helper()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	keys := map[string]string{}
 	clients := "clients {\n"
-	for name, opts := range map[string]string{"ui": "class interactive", "nightly": "class batch", "shed": "class batch\n\t\tsheddable", "ops": "trusted", "app": ""} {
+	for name, opts := range map[string]string{"ui": "class interactive", "nightly": "class batch", "shed": "class batch\n\t\tsheddable", "shedstd": "sheddable", "ops": "trusted", "app": ""} {
 		keys[name] = "sk-" + name + "-" + run
 		clients += "\tclient " + name + " " + hashed(keys[name]) + " {\n\t\t" + opts + "\n\t}\n"
 	}
@@ -231,5 +232,71 @@ func TestInteractiveStaysWhileTheGroupOverflows(t *testing.T) {
 			t.Errorf("%s while the group overflows: %d to %s (%q), want %s; %s", who, resp.StatusCode, resp.Header.Get("X-Hybrid-Target"),
 				resp.Header.Get("X-Hybrid-Fallback-Reason"), want, body)
 		}
+	}
+}
+
+// The queue serves whom a slot fits: a batch request at its head that a
+// freed slot does not admit hands the wake on to a standard one behind
+// it. A queued request whose retry meets a failing upstream stops
+// waiting: the failure is its answer, and the upstream is asked once. A
+// repeated priority field is refused, as vLLM would read the last.
+func TestQueueServesWhomTheSlotFits(t *testing.T) {
+	e := newEnv(t, simulator.VLLMConfig{ServedModelNames: []string{selfModel}, ITL: time.Second, SchedulingPolicy: "priority"}, simulator.CloudConfig{})
+	keys := classesGateway(t, e, "4 20s")
+	resp, body := post(t, "/v1/chat/completions", `{"model":"chat-main","priority":1,"priority":-9,"messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer "+keys["app"])
+	if resp.StatusCode != http.StatusBadRequest || gjson.GetBytes(body, "error.param").Str != "priority" {
+		t.Errorf("a repeated priority field: %d %s", resp.StatusCode, body)
+	}
+
+	var holds []func()
+	defer func() {
+		for _, stop := range holds {
+			stop()
+		}
+	}()
+	for range 4 { // the red line
+		_, stop := holdStream(t, e, keys["ui"], "")
+		holds = append(holds, stop)
+	}
+	type answer struct {
+		who    string
+		status int
+		target string
+	}
+	answers := make(chan answer, 2)
+	wait := func(who string) {
+		go func() {
+			resp, _ := post(t, "/v1/chat/completions", `{"model":"chat-main","max_tokens":1,"messages":[{"role":"user","content":"`+who+` waiting"}]}`,
+				"Authorization", "Bearer "+keys[who])
+			answers <- answer{who, resp.StatusCode, resp.Header.Get("X-Hybrid-Target")}
+		}()
+	}
+	wait("shed")
+	waitFor(t, "the batch request in the queue", func() bool { return queued(t, e) == 1 })
+	wait("shedstd")
+	waitFor(t, "the standard request behind it", func() bool { return queued(t, e) == 2 })
+	// two in flight: standard's share (3) has room, batch's (2) none
+	holds[0]()
+	holds[1]()
+	holds = holds[2:]
+	if a := <-answers; a.who != "shedstd" || a.status != 200 || a.target != "self" {
+		t.Fatalf("the first answer: %+v, want the standard request served by self", a)
+	}
+	if n := queued(t, e); n != 1 {
+		t.Errorf("%d waiting, want the batch request still", n)
+	}
+
+	// the upstream now fails: the batch request's retry gets one failure,
+	// and that is its answer
+	e.self.SetFailures(simulator.Failures{ErrorRate: 1, ErrorStatus: 500})
+	before := len(e.selfPosts())
+	holds[0]()
+	holds = holds[1:]
+	if a := <-answers; a.who != "shed" || a.status != http.StatusBadGateway {
+		t.Errorf("the batch request after the upstream failed: %+v, want 502", a)
+	}
+	if n := len(e.selfPosts()) - before; n > 2 {
+		t.Errorf("the failing upstream was asked %d times for one request", n)
 	}
 }

@@ -36,9 +36,10 @@ func meter(f *Front, x *exchange) {
 		routing.RequestsTotal.WithLabelValues(gw, al.Name, group, model, outcome, code, client, color).Inc()
 	}
 	for _, a := range x.attempts {
-		if a.Returned || a.Reason == because.ProtocolUnsupported {
+		if a.Returned || a.Reason == because.ProtocolUnsupported || a.Reason == because.Sheddable {
 			// counted as its try back ended; or a target of another API,
-			// which no request of this one falls back from
+			// which no request of this one falls back from; or a cloud
+			// a sheddable client's requests never go to
 			continue
 		}
 		if routing.IsOverflowReason(a.Reason) {

@@ -25,15 +25,19 @@ import (
 
 // sendMirrors sends the copies of a request (r, with id; q is what it
 // asks, u how it asks for stream usage) to the alias's mirrors: each
-// takes its share. The copy's body is built here, from the body already
-// read; the rest runs on its own goroutine.
-func sendMirrors(al *routing.Alias, f *Front, r *http.Request, id string, q *routing.Asked, u *usageAsk) {
+// takes its share; a sheddable client's request is copied to no cloud.
+// The copy's body is built here, from the body already read; the rest
+// runs on its own goroutine.
+func sendMirrors(al *routing.Alias, f *Front, r *http.Request, id string, q *routing.Asked, u *usageAsk, sheddable bool) {
 	if q.API.Free {
 		return // a token count is no traffic to validate
 	}
 	for _, m := range al.Mirrors {
 		if !m.Upstream.Serves(q.API.Endpoint) {
 			continue // never sent a body it cannot read
+		}
+		if sheddable && m.Upstream.Cloud() {
+			continue // its client's requests go to no cloud
 		}
 		if m.Ratio < 1 && rand.Float64() >= m.Ratio {
 			continue

@@ -18,8 +18,8 @@ const ClassHeader = "X-Hybrid-Class"
 
 // classOf is the request's priority class: its client's, or the one a
 // trusted client names in ClassHeader; and whether it waits for
-// self-hosted rather than go to a cloud. The header never reaches an
-// upstream.
+// self-hosted rather than go to a cloud. The header is removed: it never
+// reaches an upstream of a gateway with classes.
 func classOf(r *http.Request, cl *clients.Caller) (priority.Class, bool) {
 	named := r.Header[ClassHeader]
 	if named != nil {
@@ -37,24 +37,19 @@ func classOf(r *http.Request, cl *clients.Caller) (priority.Class, bool) {
 	return c, cl.Sheddable
 }
 
-// withoutPriority removes the client's own top-level priority fields
-// from body (top: its fields, found again), where a group sends vLLM the
-// class's: vLLM reads the last of repeated fields, which could be the
-// client's.
+// withoutPriority removes the client's own top-level priority field from
+// body (top: its fields, found again), for every target, where a group
+// sends vLLM the class's: vLLM reads the last of repeated fields, which
+// could be the client's. A repeated one was refused already (the field
+// is watched, see protocol.Scan).
 func withoutPriority(body []byte, top *protocol.Request, watch []string) []byte {
-	changed := false
-	for range 8 { // a field repeated more is refused by vLLM's decoder anyway
-		if !gjson.GetBytes(body, "priority").Exists() {
-			break
-		}
-		out, err := sjson.DeleteBytes(body, "priority")
-		if err != nil {
-			break
-		}
-		body, changed = out, true
+	if !gjson.GetBytes(body, "priority").Exists() {
+		return body
 	}
-	if changed {
-		*top, _ = protocol.Scan(body, watch...)
+	out, err := sjson.DeleteBytes(body, "priority")
+	if err != nil {
+		return body
 	}
-	return body
+	*top, _ = protocol.Scan(out, watch...)
+	return out
 }

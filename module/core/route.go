@@ -48,13 +48,19 @@ func (rt *Route) run(ctx context.Context) error {
 	defer rt.finish()
 	f := &rt.q.Features
 	plan := holderPlan(rt.f.Responses, &rt.q, rt.planFor(al, f), &rt.order)
-	if done, err := rt.pass(ctx, plan); done {
-		return err
-	}
-	if rt.passage.Sheddable {
-		if done, err := rt.waitInQueue(ctx, plan); done {
-			return err
+	var done bool
+	var err error
+	switch ahead := queueAhead(rt.passage.Sheddable, plan); {
+	case ahead != nil:
+		// others wait for the group already: behind them, not past them
+		done, err = rt.waitInQueue(ctx, plan, ahead, false)
+	default:
+		if done, err = rt.pass(ctx, plan); !done && rt.passage.Sheddable {
+			done, err = rt.waitInQueue(ctx, plan, queueOf(rt.x.attempts), true)
 		}
+	}
+	if done {
+		return err
 	}
 	if err := rt.r.Context().Err(); err != nil {
 		// the client is gone; nobody reads an answer
@@ -141,7 +147,7 @@ func (rt *Route) planFor(al *routing.Alias, f *routing.Features) []*routing.Targ
 		return colored
 	}
 	if len(al.Mirrors) > 0 {
-		sendMirrors(al, rt.f, rt.r, rt.x.id, &rt.q, &rt.inj)
+		sendMirrors(al, rt.f, rt.r, rt.x.id, &rt.q, &rt.inj, rt.passage.Sheddable)
 	}
 	return plan
 }

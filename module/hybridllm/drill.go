@@ -15,6 +15,7 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/adminapi"
 	"github.com/hybridllm/caddy-hybrid-llm/module/because"
 	"github.com/hybridllm/caddy-hybrid-llm/module/core"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/routing"
 	"github.com/hybridllm/caddy-hybrid-llm/module/upstream"
 	"github.com/tidwall/gjson"
@@ -110,7 +111,7 @@ func drillEndpoint(ctx context.Context, t *routing.Target, addr string) adminapi
 		res.Error = "could not build the request"
 		return res
 	}
-	slot := &upstream.Slot{Group: t.Upstream.VLLM, Model: t.Model, Drill: true, Pin: addr}
+	slot := &upstream.Slot{Group: t.Upstream.VLLM, Model: t.Model, Drill: true, Pin: addr, Class: priority.Interactive} // up to the red line
 	w := upstream.NewBufferWriter(slot)
 	defer slot.Release() // whatever the proxy panics with
 	start := time.Now()

@@ -270,6 +270,19 @@ func (g *Gateway) provision(ctx caddy.Context) error {
 	}
 	kit := routing.NewTargetKit(g.clock, g.logger, &g.money, time.Duration(g.Deadline))
 	kit.Classes = g.in.Classes
+	if g.Clients != nil && !g.in.Classes {
+		for _, name := range sortedKeys(g.Clients.Clients) {
+			if c := g.Clients.Clients[name]; c != nil && c.Sheddable {
+				g.logger.Warn("a sheddable client, but no vllm group has classes: its requests go to the cloud like any other's",
+					zap.String("client", name))
+			}
+		}
+	}
+	if g.in.Priority && !slices.Contains(g.in.Watch, "priority") {
+		// a repeated priority field is refused (400), as the fields the
+		// gateway reads are: vLLM would read the client's last one
+		g.in.Watch = append(slices.Clip(g.in.Watch), "priority")
+	}
 	routing.EquipTargets(kit, g.in.Aliases)
 	g.frontSettings()
 	whenStarted(ctx, g.logger, func() { g.begin(ctx) })

@@ -115,3 +115,29 @@ func closedDeadline() <-chan time.Time {
 	c <- time.Time{}
 	return c
 }
+
+// A wake its waiter cannot use goes on to the next waiter not woken
+// behind it, and stops at the end of the list.
+func TestPassOn(t *testing.T) {
+	w := priority.NewWaitlist(3)
+	a, b, c := w.Enter(), w.Enter(), w.Enter()
+	defer a.Leave()
+	defer b.Leave()
+	defer c.Leave()
+	w.Wake() // to a
+	if !woken(a) {
+		t.Fatal("the head is woken first")
+	}
+	a.PassOn()
+	if !woken(b) || woken(c) {
+		t.Fatal("a wake passed on goes to the next waiter only")
+	}
+	b.PassOn()
+	if !woken(c) {
+		t.Fatal("and on")
+	}
+	c.PassOn() // the end of the list: nobody
+	if woken(a) || woken(b) {
+		t.Error("a wake passed on past the end came back")
+	}
+}

@@ -70,6 +70,26 @@ func (w *Waitlist) wakeLocked() {
 	}
 }
 
+// PassOn hands a wake the ticket's holder could not use (the slot freed
+// was not one its class may take) to the next waiter not already woken,
+// behind it.
+func (t *Ticket) PassOn() {
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	behind := false
+	for _, o := range w.q {
+		switch {
+		case o == t:
+			behind = true
+		case behind && !o.woken:
+			o.woken = true
+			o.ch <- struct{}{}
+			return
+		}
+	}
+}
+
 // Arm makes the ticket wakeable again, before its holder tries for a
 // slot: a slot given back while it tries wakes it at once.
 func (t *Ticket) Arm() {
