@@ -69,6 +69,7 @@ func (rt *Route) waitInQueue(ctx context.Context, plan []*routing.Target, sh *pr
 // replacing those of the pass before (which found every target full).
 func (rt *Route) passAgain(ctx context.Context, plan []*routing.Target) (done bool, err error) {
 	rt.x.attempts = rt.x.attempts[:0]
+	rt.passage.Again()
 	return rt.pass(ctx, plan)
 }
 

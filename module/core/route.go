@@ -76,7 +76,6 @@ func (rt *Route) pass(ctx context.Context, plan []*routing.Target) (done bool, e
 	// preference, not a limit, so what every later target refuses comes
 	// back to them, up to their red line, before any degraded tier
 	var spilled []*routing.Target
-	rt.passage.Returned = nil
 	for i := 0; ; i++ {
 		plan, spilled = rt.returnSpilled(plan, spilled, i)
 		if i == len(plan) {

@@ -80,6 +80,16 @@ func (p *Passage) Admit(t *Target) Reason {
 	return ""
 }
 
+// Again readies the passage for another pass over the same plan (a
+// request that waited for a slot): what the pass before recorded of the
+// targets it left is forgotten.
+func (p *Passage) Again() {
+	p.Returned, p.Requeue, p.Overflow = nil, nil, ""
+	if p.Degradation != nil {
+		p.Degradation.deferred = nil
+	}
+}
+
 // Judge is Admit without effects, for a target judged ahead of its turn.
 func (p *Passage) Judge(t *Target) Reason {
 	for _, gt := range t.Run.Gates {
