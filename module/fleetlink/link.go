@@ -216,6 +216,7 @@ func (l *Link) applyLocked(s *registry.Snapshot) {
 		grp.Shared.Drained.Store(rg.Drained)
 		if vg := grp.VLLM; vg != nil {
 			vg.ApplyEndpoints(rg.Endpoints, l.Logger)
+			vg.WakeQueue() // a share grown, an endpoint added: room, perhaps
 		} else if len(rg.Endpoints) > 0 {
 			l.note("registry: endpoints are listed for vllm groups only; the group's are its config's", zap.String("group", name))
 		}

@@ -53,10 +53,13 @@ const (
 // Shares is a Config resolved: what each class may fill of a red line,
 // and the queue of sheddable requests.
 type Shares struct {
-	share    [numClasses]float64
-	Priority bool
-	Wait     time.Duration
-	Queue    *Waitlist
+	share     [numClasses]float64
+	Priority  bool
+	Wait      time.Duration
+	QueueSize int
+	// the queue of sheddable requests: the group's own, or one it keeps
+	// across reloads (see upstream.GroupState)
+	Queue *Waitlist
 }
 
 // Resolve checks the config and fills in its defaults.
@@ -81,11 +84,11 @@ func (c *Config) Resolve() (*Shares, error) {
 	if s.Wait == 0 {
 		s.Wait = DefaultQueueWait
 	}
-	size := c.QueueSize
-	if size == 0 {
-		size = DefaultQueueSize
+	s.QueueSize = c.QueueSize
+	if s.QueueSize == 0 {
+		s.QueueSize = DefaultQueueSize
 	}
-	s.Queue = NewWaitlist(size)
+	s.Queue = NewWaitlist(s.QueueSize)
 	return s, nil
 }
 

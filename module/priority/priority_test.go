@@ -141,3 +141,26 @@ func TestPassOn(t *testing.T) {
 		t.Error("a wake passed on past the end came back")
 	}
 }
+
+// More room (a fleet's share grown, endpoints added) wakes every waiter;
+// a queue resized by a reload keeps those waiting and takes as many more
+// as its new size allows.
+func TestWakeAllAndResize(t *testing.T) {
+	w := priority.NewWaitlist(2)
+	a, b := w.Enter(), w.Enter()
+	defer a.Leave()
+	defer b.Leave()
+	w.WakeAll()
+	if !woken(a) || !woken(b) {
+		t.Error("WakeAll left a waiter asleep")
+	}
+	if w.Enter() != nil {
+		t.Fatal("a full queue took one more")
+	}
+	w.Resize(3)
+	c := w.Enter()
+	if c == nil || w.Len() != 3 || w.Size() != 3 {
+		t.Fatal("a queue grown by a reload took none more")
+	}
+	c.Leave()
+}

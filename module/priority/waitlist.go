@@ -31,7 +31,35 @@ type Ticket struct {
 func NewWaitlist(size int) *Waitlist { return &Waitlist{size: size} }
 
 // Size is the most requests that may wait.
-func (w *Waitlist) Size() int { return w.size }
+func (w *Waitlist) Size() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.size
+}
+
+// Resize sets the most requests that may wait from now on; those waiting
+// keep their places.
+func (w *Waitlist) Resize(size int) {
+	w.mu.Lock()
+	w.size = size
+	w.mu.Unlock()
+}
+
+// WakeAll tells every waiter not already woken that slots may be free:
+// the group's capacity grew (a fleet's share, endpoints added).
+func (w *Waitlist) WakeAll() {
+	if w == nil || w.waiting.Load() == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.q {
+		if !t.woken {
+			t.woken = true
+			t.ch <- struct{}{}
+		}
+	}
+}
 
 // Len is how many requests wait.
 func (w *Waitlist) Len() int { return int(w.waiting.Load()) }

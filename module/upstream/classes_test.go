@@ -96,3 +96,16 @@ func closed() chan time.Time {
 	c <- time.Time{}
 	return c
 }
+
+// A group's queue is the same across reloads (its shared state's), sized
+// by the config in force.
+func TestQueueOutlivesReloads(t *testing.T) {
+	s := NewGroupState()
+	before := s.Waitlist(4)
+	tk := before.Enter()
+	defer tk.Leave()
+	after := s.Waitlist(8)
+	if after != before || after.Len() != 1 || after.Size() != 8 {
+		t.Errorf("after a reload: the same queue %v, %d waiting, size %d", after == before, after.Len(), after.Size())
+	}
+}

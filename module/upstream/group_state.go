@@ -10,6 +10,7 @@ import (
 
 	"github.com/hybridllm/caddy-hybrid-llm/module/breaker"
 	"github.com/hybridllm/caddy-hybrid-llm/module/overflow"
+	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/reload"
 )
 
@@ -26,6 +27,21 @@ type GroupState struct {
 	Breaker   breaker.Breaker
 	mu        sync.Mutex
 	endpoints map[string]*EndpointState // by endpoint address
+	queue     *priority.Waitlist        // with classes: sheddable requests waiting
+}
+
+// Waitlist is the group's queue of sheddable requests, of size from now
+// on: the same across reloads, so that those waiting under the config
+// before keep their places, and slots the new one gives back wake them.
+func (s *GroupState) Waitlist(size int) *priority.Waitlist {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queue == nil {
+		s.queue = priority.NewWaitlist(size)
+	} else {
+		s.queue.Resize(size)
+	}
+	return s.queue
 }
 
 // NewGroupState is a group's state as it starts: nothing drained,

@@ -374,6 +374,14 @@ func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slo
 // (see AffinityConfig).
 func (g *VLLMGroup) Affine() bool { return g.Settings.maxLoad > 0 }
 
+// WakeQueue wakes every sheddable request waiting for the group: its
+// capacity may have grown (a fleet's share, endpoints added or undrained).
+func (g *VLLMGroup) WakeQueue() {
+	if c := g.Settings.classes; c != nil {
+		c.Queue.WakeAll()
+	}
+}
+
 // Classes is the group's priority classes; nil without them.
 func (g *VLLMGroup) Classes() *priority.Shares { return g.Settings.classes }
 
@@ -535,6 +543,18 @@ func (grp *Group) provisionVLLM(ctx caddy.Context) error {
 	if grp.Classes != nil {
 		if classes, err = grp.Classes.Resolve(); err != nil {
 			return err
+		}
+		if grp.Shared != nil {
+			classes.Queue = grp.Shared.Waitlist(classes.QueueSize)
+		}
+		if n := grp.MaxNumSeqs; n > 0 {
+			for _, c := range []priority.Class{priority.Standard, priority.Batch} {
+				if classes.Limit(c, int64(n+grp.MaxQueue)) <= 0 {
+					ctx.Logger().Warn("a class's share of the red line is less than one request: its requests never go to this group",
+						zap.String("group", grp.Run.Name), zap.String("class", c.String()), zap.Int("red_line", n+grp.MaxQueue),
+						zap.Float64("share", classes.Share(c)))
+				}
+			}
 		}
 	}
 	vg := &VLLMGroup{
