@@ -24,10 +24,11 @@ type AffinityConfig struct {
 	// load at most max_load × (the mean load + one request), rounded up to
 	// a whole request (bounded-load consistent hashing's bound, looser by
 	// up to a request, so that a conversation keeps its endpoint at low
-	// load; in the load score's units, one request is 1/max_num_seqs of a
-	// replica, at least a twentieth; KV-cache usage, a tie-breaker of the
-	// score, left out). Past it, the next endpoint in the conversation's
-	// order takes the request, and warms. Default: 1.25.
+	// load; in the load score's units, one request is 1/max_num_seqs of
+	// the endpoint, by its weight, at least a twentieth; KV-cache usage,
+	// a tie-breaker of the score, left out). Past it, the next endpoint in
+	// the conversation's order takes the request, and warms. Default:
+	// 1.25.
 	MaxLoad float64 `json:"max_load,omitempty"`
 
 	// A request header whose value names the conversation (a session id
@@ -108,10 +109,12 @@ func UnmarshalAffinity(d *caddyfile.Dispenser) (*AffinityConfig, error) {
 // conversation (a group with more keeps the best ranked).
 const maxAffine = 16
 
-// affine is an eligible candidate and its rank for the conversation.
+// affine is an eligible candidate, its rank for the conversation, and
+// the load score one more request adds to it.
 type affine struct {
 	c    candidate
 	rank uint64
+	unit float64
 }
 
 // ranked are a scan's eligible candidates for a conversation's key, and
@@ -121,14 +124,14 @@ type ranked struct {
 	n     int
 	sum   float64
 	count int
-	unit  float64 // the load score one request adds (see AffinityConfig.MaxLoad)
 }
 
-// add ranks candidate c of dial for key.
-func (r *ranked) add(key uint64, dial string, c candidate) {
+// add ranks candidate c of dial for key; unit is the load score one more
+// request adds to it.
+func (r *ranked) add(key uint64, dial string, c candidate, unit float64) {
 	r.sum += c.score - c.kv
 	r.count++
-	a := affine{c: c, rank: rendezvous(key, dial)}
+	a := affine{c: c, rank: rendezvous(key, dial), unit: max(unit, minUnit)}
 	if r.n < maxAffine {
 		r.near[r.n] = a
 		r.n++
@@ -153,12 +156,12 @@ func (r *ranked) pick(maxLoad float64) (c candidate, ok bool) {
 	if r.count == 0 {
 		return candidate{}, false
 	}
-	unit := max(r.unit, minUnit)
-	bound := math.Ceil(maxLoad*(r.sum/float64(r.count)+unit)/unit-1e-9) * unit
+	mean := r.sum / float64(r.count)
 	var best *affine
 	for i := range r.n {
 		a := &r.near[i]
-		if a.c.score-a.c.kv+unit <= bound+1e-9 && (best == nil || a.rank > best.rank) {
+		bound := math.Ceil(maxLoad*(mean+a.unit)/a.unit-1e-9) * a.unit
+		if a.c.score-a.c.kv+a.unit <= bound+1e-9 && (best == nil || a.rank > best.rank) {
 			best = a
 		}
 	}

@@ -160,7 +160,6 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool, r 
 	var aff ranked
 	if s.Affinity != nil && r != nil && len(pool) > 1 {
 		key = conversationKey(r, s.Affinity)
-		aff.unit = 1 / float64(cmp.Or(s.MaxNumSeqs, defaultAssumedSeqs))
 	}
 	var best *reverseproxy.Upstream
 	bestScore := math.Inf(1)
@@ -186,7 +185,7 @@ func (s *LeastLoadSelection) selectStandalone(pool reverseproxy.UpstreamPool, r 
 			continue
 		}
 		if key != 0 {
-			aff.add(key, u.Dial, candidate{u: u, ep: ep, score: sc, kv: v.kvPart})
+			aff.add(key, u.Dial, candidate{u: u, ep: ep, score: sc, kv: v.kvPart}, 1/float64(cmp.Or(s.MaxNumSeqs, defaultAssumedSeqs)))
 		}
 		if sc < bestScore {
 			best, bestScore = u, sc

@@ -346,7 +346,7 @@ func (g *VLLMGroup) weigh(c *choice, u *reverseproxy.Upstream, ep *Endpoint, slo
 	case ep == nil:
 		// not probed (a unix socket, a placeholder): balanced on Caddy's
 		// own request count, without a reserved slot
-		s, why := g.unprobedScore(u)
+		s, why := g.unprobedScore(u, slot.Class)
 		if why != "" {
 			c.note(why)
 			return
@@ -399,14 +399,25 @@ func (g *VLLMGroup) Session() (header, field string) {
 // affinity.
 func (g *VLLMGroup) consider(c *choice, slot *Slot, cand candidate) {
 	if slot.Affinity != 0 && g.Settings.maxLoad > 0 {
-		if c.aff.unit == 0 {
-			c.aff.unit = 1 / float64(cmp.Or(g.Settings.maxNumSeqs, defaultAssumedSeqs))
-		}
-		c.aff.add(slot.Affinity, cand.u.Dial, cand)
+		c.aff.add(slot.Affinity, cand.u.Dial, cand, g.unitOf(cand.ep))
 	}
 	if cand.score < c.best.score {
 		c.best = cand
 	}
+}
+
+// unitOf is the load score one more request adds to an endpoint (nil:
+// one not probed) while it has free slots: 1/max_num_seqs of it, by its
+// weight.
+func (g *VLLMGroup) unitOf(ep *Endpoint) float64 {
+	n, w := g.Settings.maxNumSeqs, 1.0
+	if ep != nil {
+		n = cmp.Or(ep.MaxNumSeqs, n)
+		if ew := ep.WeightNow(); ew > 0 {
+			w = ew
+		}
+	}
+	return 1 / float64(cmp.Or(n, defaultAssumedSeqs)) / w
 }
 
 // unavailable says why Caddy holds an upstream back.
@@ -419,13 +430,17 @@ func unavailable(u *reverseproxy.Upstream) reason {
 
 // unprobedScore scores an upstream the group does not probe on Caddy's
 // own request count.
-func (g *VLLMGroup) unprobedScore(u *reverseproxy.Upstream) (float64, reason) {
+func (g *VLLMGroup) unprobedScore(u *reverseproxy.Upstream, class priority.Class) (float64, reason) {
 	n := int64(u.NumRequests())
 	v := endpointView{health: probe.HealthUp, inflight: n, atScrape: n, maxNumSeqs: g.Settings.maxNumSeqs, weight: 1, unknownOK: true}
 	if g.Settings.maxNumSeqs > 0 {
 		v.redLine = g.shareOf(g.Settings.maxNumSeqs + g.Settings.maxQueue)
 	}
-	return v.score()
+	s, why := v.score()
+	if why == "" && g.Settings.classes != nil && v.redLine != 0 && n >= g.Settings.classes.Limit(class, v.redLine) {
+		why = because.ClassReserve // the rest is the classes' above
+	}
+	return s, why
 }
 
 // eligible scores a probed endpoint for the slot at t (kv: what its
