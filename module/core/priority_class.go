@@ -9,7 +9,6 @@ import (
 	"github.com/hybridllm/caddy-hybrid-llm/module/clients"
 	"github.com/hybridllm/caddy-hybrid-llm/module/priority"
 	"github.com/hybridllm/caddy-hybrid-llm/module/protocol"
-	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 )
 
@@ -43,8 +42,8 @@ func classOf(r *http.Request, cl *clients.Caller) (priority.Class, bool) {
 // could be the client's. A repeated one was refused already (the field
 // is watched, see protocol.Scan).
 func withoutPriority(body []byte, top *protocol.Request, watch []string) []byte {
-	if !gjson.GetBytes(body, "priority").Exists() {
-		return body
+	if !top.Gives("priority") {
+		return body // as the scan found it: no second look at the body
 	}
 	out, err := sjson.DeleteBytes(body, "priority")
 	if err != nil {

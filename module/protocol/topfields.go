@@ -201,6 +201,16 @@ func (f *Request) readField(key, raw []byte, at int) int {
 }
 
 // readWatched notes a field route rules read.
+// Gives reports whether the body gives the watched field, null or not.
+func (f *Request) Gives(field string) bool {
+	for i, w := range f.Watch {
+		if w == field {
+			return f.got.watched&(1<<i) != 0
+		}
+	}
+	return false
+}
+
 func (f *Request) readWatched(key, raw []byte) {
 	// a field given twice counts as upstream decoders read it: the last
 	for i, w := range f.Watch {
